@@ -1,0 +1,59 @@
+// A minimal parallel-for: tasks are claimed from an atomic counter by worker threads. Results must be
+// written to task-indexed slots, so the output never depends on which thread ran which task.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tb {
+
+inline int resolve_threads(int requested) {
+  if (requested > 0) return requested;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+// Runs fn(task) for task in [0, n_tasks) on up to `threads` threads. The first exception thrown
+// by any task is rethrown on the calling thread after all workers stop.
+template <class Fn>
+void parallel_for(std::size_t n_tasks, int threads, Fn&& fn) {
+  if (n_tasks == 0) return;
+  const std::size_t workers =
+      std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), n_tasks);
+  if (workers <= 1) {
+    for (std::size_t t = 0; t < n_tasks; ++t) fn(t);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&]() {
+    for (;;) {
+      if (failed.load(std::memory_order_relaxed)) return;
+      const std::size_t t = next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= n_tasks) return;
+      try {
+        fn(t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed.store(true);
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  for (std::size_t w = 0; w + 1 < workers; ++w) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace tb
