@@ -1,0 +1,365 @@
+#include "bootstrap.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "../common/parallel.hpp"
+#include "../common/rng.hpp"
+#include "binomial.hpp"
+#include "normal.hpp"
+
+namespace tb::stats {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// How one stratum is resampled.
+struct StratumPlan {
+  std::size_t begin = 0, end = 0;  // unit range
+  bool counts = false;             // conditional binomials over distinct rows
+  bool unit_weights = true;        // every unit holds one item
+  std::vector<double> rows;        // distinct rows (counts path), d x k
+  std::vector<double> weight;      // distinct unit weights, d
+  std::vector<std::int64_t> mult;  // multiplicity of each distinct row, d
+};
+
+inline std::uint64_t bits(double x) {
+  std::uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+std::uint64_t hash_row(const double* row, std::size_t k, double w) {
+  std::uint64_t h = rng::mix64(bits(w + 0.0));
+  for (std::size_t j = 0; j < k; ++j) {
+    h = rng::mix64(h ^ bits(row[j] + 0.0));
+  }
+  return h;
+}
+
+// Finds the distinct (row, weight) pairs of a stratum, giving up once more than max_distinct.
+bool compress(const Units& u, StratumPlan& p, std::size_t max_distinct) {
+  const std::size_t k = u.k;
+  std::unordered_map<std::uint64_t, std::size_t> index;
+  for (std::size_t i = p.begin; i < p.end; ++i) {
+    const double* row = u.rows.data() + i * k;
+    const double w = u.weight[i];
+    const std::uint64_t h = hash_row(row, k, w);
+    auto it = index.find(h);
+    if (it != index.end()) {
+      const std::size_t j = it->second;
+      if (p.weight[j] != w || !std::equal(row, row + k, p.rows.data() + j * k)) return false;
+      ++p.mult[j];
+      continue;
+    }
+    if (p.mult.size() >= max_distinct) return false;
+    index.emplace(h, p.mult.size());
+    p.rows.insert(p.rows.end(), row, row + k);
+    p.weight.push_back(w);
+    p.mult.push_back(1);
+  }
+  return true;
+}
+
+std::vector<StratumPlan> plan_strata(const Units& u, Resampler resampler) {
+  const std::size_t n_strata = u.stratum_start.size() - 1;
+  std::vector<StratumPlan> plans(n_strata);
+  for (std::size_t h = 0; h < n_strata; ++h) {
+    StratumPlan& p = plans[h];
+    p.begin = u.stratum_start[h];
+    p.end = u.stratum_start[h + 1];
+    for (std::size_t i = p.begin; i < p.end && p.unit_weights; ++i) {
+      p.unit_weights = u.weight[i] == 1.0;
+    }
+    const std::size_t n = p.end - p.begin;
+    if (resampler == Resampler::kIndex) continue;
+    // A binomial draw costs about as much as 20 index draws.
+    const std::size_t max_distinct = resampler == Resampler::kCounts ? n : n / 20;
+    if (max_distinct == 0) continue;
+    p.counts = compress(u, p, max_distinct);
+    if (!p.counts) {
+      p.rows.clear();
+      p.weight.clear();
+      p.mult.clear();
+    }
+  }
+  return plans;
+}
+
+// Adds one resample of stratum p into sums (k) and *weight, drawing from stream s.
+void resample_stratum(const Units& u, const StratumPlan& p, rng::Stream& s, double* sums,
+                      double* weight) {
+  const std::size_t k = u.k;
+  const std::int64_t n = static_cast<std::int64_t>(p.end - p.begin);
+  if (n == 0) return;
+  if (p.counts) {
+    std::int64_t remaining = n, mass = n;
+    const std::size_t d = p.mult.size();
+    for (std::size_t j = 0; j < d && remaining > 0; ++j) {
+      const std::int64_t c = j + 1 == d ? remaining
+                                        : binomial(remaining, static_cast<double>(p.mult[j]) /
+                                                                  static_cast<double>(mass),
+                                                   s);
+      mass -= p.mult[j];
+      remaining -= c;
+      if (c == 0) continue;
+      const double cd = static_cast<double>(c);
+      const double* row = p.rows.data() + j * k;
+      for (std::size_t col = 0; col < k; ++col) sums[col] += cd * row[col];
+      *weight += cd * p.weight[j];
+    }
+    return;
+  }
+  rng::BoundedDraws draw(s, static_cast<std::uint32_t>(n));
+  const double* rows = u.rows.data() + p.begin * k;
+  if (k == 1 && p.unit_weights) {
+    // Four accumulators hide the latency of the additions behind the random loads.
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    std::int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+      a0 += rows[draw.next()];
+      a1 += rows[draw.next()];
+      a2 += rows[draw.next()];
+      a3 += rows[draw.next()];
+    }
+    for (; t < n; ++t) a0 += rows[draw.next()];
+    sums[0] += (a0 + a1) + (a2 + a3);
+    *weight += static_cast<double>(n);
+    return;
+  }
+  const double* w = u.weight.data() + p.begin;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::uint32_t i = draw.next();
+    const double* row = rows + static_cast<std::size_t>(i) * k;
+    for (std::size_t col = 0; col < k; ++col) sums[col] += row[col];
+    *weight += w[i];
+  }
+}
+
+void full_sums(const Units& u, std::size_t g, double* sums, double* weight) {
+  const std::size_t k = u.k;
+  std::fill(sums, sums + k, 0.0);
+  *weight = 0.0;
+  for (std::size_t i = u.group_begin(g); i < u.group_end(g); ++i) {
+    for (std::size_t col = 0; col < k; ++col) sums[col] += u.rows[i * k + col];
+    *weight += u.weight[i];
+  }
+}
+
+}  // namespace
+
+double acceleration_from_jackknife(const std::vector<double>& theta) {
+  const std::size_t m = theta.size();
+  if (m < 2) return kNaN;
+  double mean = 0;
+  for (double t : theta) mean += t;
+  const double n = static_cast<double>(m);
+  mean /= n;
+  double num = 0, den = 0;
+  for (double t : theta) {
+    const double d = (n - 1.0) * (mean - t);
+    num += d * d * d;
+    den += d * d;
+  }
+  return (num / (n * n * n)) / (6.0 * std::pow(den / (n * n), 1.5));
+}
+
+double jackknife_acceleration(const Statistic& stat, const double* total, double total_weight,
+                              const double* rows, const double* weight, std::size_t n_units,
+                              std::size_t k) {
+  std::vector<double> theta(n_units);
+  std::vector<double> loo(k);
+  for (std::size_t i = 0; i < n_units; ++i) {
+    for (std::size_t c = 0; c < k; ++c) loo[c] = total[c] - rows[i * k + c];
+    theta[i] = stat.evaluate(loo.data(), total_weight - weight[i]);
+  }
+  return acceleration_from_jackknife(theta);
+}
+
+Distribution multinomial_bootstrap(const Units& u, const Statistic& stat,
+                                   const std::vector<std::uint64_t>& group_keys,
+                                   const EngineOptions& opt, bool with_acceleration) {
+  const std::size_t G = u.n_groups(), k = u.k;
+  const auto B = static_cast<std::size_t>(opt.n_resamples);
+  if (group_keys.size() != G) throw std::invalid_argument("group_keys: one key per group");
+  if (stat.n_columns() != k) throw std::invalid_argument("statistic/value column mismatch");
+  for (std::size_t h = 0; h + 1 < u.stratum_start.size(); ++h) {
+    if (u.stratum_start[h + 1] - u.stratum_start[h] >= (std::size_t{1} << 32)) {
+      throw std::invalid_argument("a stratum or group holds 2^32 or more units");
+    }
+  }
+  const std::vector<StratumPlan> plans = plan_strata(u, opt.resampler);
+
+  Distribution dist;
+  dist.n_groups = G;
+  dist.n_resamples = B;
+  dist.theta.assign(G * B, kNaN);
+  dist.estimate.assign(G, kNaN);
+  dist.acceleration.assign(G, kNaN);
+  dist.used_counts.assign(G, 0);
+
+  // Tasks: (group, block of resamples), sized to about 2^17 draws each.
+  struct Task {
+    std::size_t g, b0, b1;
+  };
+  std::vector<Task> tasks;
+  for (std::size_t g = 0; g < G; ++g) {
+    std::size_t cost = 1;
+    bool all_counts = true;
+    for (std::size_t h = u.group_strata[g]; h < u.group_strata[g + 1]; ++h) {
+      const StratumPlan& p = plans[h];
+      cost += p.counts ? 8 * p.mult.size() : (p.end - p.begin);
+      all_counts = all_counts && p.counts;
+    }
+    dist.used_counts[g] = all_counts ? 1 : 0;
+    const std::size_t block = std::clamp<std::size_t>((std::size_t{1} << 17) / cost, 1, B);
+    for (std::size_t b0 = 0; b0 < B; b0 += block) tasks.push_back({g, b0, std::min(B, b0 + block)});
+  }
+
+  parallel_for(tasks.size(), opt.threads, [&](std::size_t t) {
+    const Task& task = tasks[t];
+    std::vector<double> sums(k);
+    for (std::size_t b = task.b0; b < task.b1; ++b) {
+      rng::Stream stream(opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b),
+                         rng::Domain::kIndexResample);
+      std::fill(sums.begin(), sums.end(), 0.0);
+      double weight = 0.0;
+      for (std::size_t h = u.group_strata[task.g]; h < u.group_strata[task.g + 1]; ++h) {
+        resample_stratum(u, plans[h], stream, sums.data(), &weight);
+      }
+      dist.theta[task.g * B + b] = stat.evaluate(sums.data(), weight);
+    }
+  });
+
+  parallel_for(G, opt.threads, [&](std::size_t g) {
+    std::vector<double> sums(k);
+    double weight = 0;
+    full_sums(u, g, sums.data(), &weight);
+    dist.estimate[g] = stat.evaluate(sums.data(), weight);
+    if (with_acceleration) {
+      const std::size_t b = u.group_begin(g);
+      dist.acceleration[g] =
+          jackknife_acceleration(stat, sums.data(), weight, u.rows.data() + b * k,
+                                 u.weight.data() + b, u.group_end(g) - b, k);
+    }
+  });
+  return dist;
+}
+
+Distribution distribution_from_counts(const Units& u, const Statistic& stat,
+                                      const double* counts, std::size_t n_resamples,
+                                      bool with_acceleration) {
+  const std::size_t k = u.k, m = u.n_units();
+  Distribution dist;
+  dist.n_groups = 1;
+  dist.n_resamples = n_resamples;
+  dist.theta.resize(n_resamples);
+  dist.used_counts.assign(1, 0);
+  std::vector<double> sums(k);
+  for (std::size_t b = 0; b < n_resamples; ++b) {
+    std::fill(sums.begin(), sums.end(), 0.0);
+    double weight = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const double c = counts[b * m + i];
+      if (c == 0) continue;
+      for (std::size_t col = 0; col < k; ++col) sums[col] += c * u.rows[i * k + col];
+      weight += c * u.weight[i];
+    }
+    dist.theta[b] = stat.evaluate(sums.data(), weight);
+  }
+  double weight = 0;
+  full_sums(u, 0, sums.data(), &weight);
+  dist.estimate.assign(1, stat.evaluate(sums.data(), weight));
+  dist.acceleration.assign(
+      1, with_acceleration ? jackknife_acceleration(stat, sums.data(), weight, u.rows.data(),
+                                                    u.weight.data(), m, k)
+                           : kNaN);
+  return dist;
+}
+
+double percentile_linear(const std::vector<double>& a, double q_percent) {
+  // numpy: q /= 100; virtual index = n*q + (alpha + q*(1 - alpha - beta)) - 1, alpha = beta = 1.
+  const double q = q_percent / 100.0;
+  const double n = static_cast<double>(a.size());
+  const double virt = n * q + (1.0 + q * (1.0 - 1.0 - 1.0)) - 1.0;
+  const double prev = std::floor(virt);
+  const double gamma = virt - prev;
+  const auto last = static_cast<std::int64_t>(a.size()) - 1;
+  const auto lo = std::clamp<std::int64_t>(static_cast<std::int64_t>(prev), 0, last);
+  const auto hi = std::clamp<std::int64_t>(static_cast<std::int64_t>(prev) + 1, 0, last);
+  const double x = a[lo], y = a[hi];
+  const double diff = y - x;
+  // numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5.
+  return gamma >= 0.5 ? y - diff * (1.0 - gamma) : x + diff * gamma;
+}
+
+Summary summarize(const Distribution& dist, const std::vector<std::size_t>& units_per_group,
+                  Method method, double level, int threads) {
+  const std::size_t G = dist.n_groups, B = dist.n_resamples;
+  Summary s;
+  s.boot_mean.assign(G, kNaN);
+  s.se.assign(G, kNaN);
+  s.ci_low.assign(G, kNaN);
+  s.ci_high.assign(G, kNaN);
+  s.n_valid.assign(G, 0);
+  s.degenerate.assign(G, 0);
+  const double alpha = (1.0 - level) / 2.0;
+  parallel_for(G, threads, [&](std::size_t g) {
+    std::vector<double> v;
+    v.reserve(B);
+    for (std::size_t b = 0; b < B; ++b) {
+      const double t = dist.theta[g * B + b];
+      if (!std::isnan(t)) v.push_back(t);
+    }
+    s.n_valid[g] = static_cast<std::int64_t>(v.size());
+    const double est = dist.estimate[g];
+    std::sort(v.begin(), v.end());
+    if (units_per_group[g] < 2 || v.empty() || v.front() == v.back()) {
+      s.degenerate[g] = 1;
+      s.boot_mean[g] = v.empty() ? est : v.front();
+      s.se[g] = 0.0;
+      s.ci_low[g] = s.ci_high[g] = est;
+      return;
+    }
+    const double nv = static_cast<double>(v.size());
+    double mean = 0;
+    for (double t : v) mean += t;
+    mean /= nv;
+    double ss = 0;
+    for (double t : v) ss += (t - mean) * (t - mean);
+    s.boot_mean[g] = mean;
+    s.se[g] = std::sqrt(ss / (nv - 1.0));
+    double q_lo = alpha, q_hi = 1.0 - alpha;
+    if (method == Method::kBca) {
+      std::size_t below = 0, at_or_below = 0;
+      for (double t : v) {
+        below += t < est;
+        at_or_below += t <= est;
+      }
+      const double z0 = ndtri(static_cast<double>(below + at_or_below) / (2.0 * nv));
+      const double a = dist.acceleration[g];
+      const double z_alpha = ndtri(alpha);
+      const double num1 = z0 + z_alpha;
+      const double num2 = z0 - z_alpha;
+      q_lo = ndtr(z0 + num1 / (1.0 - a * num1));
+      q_hi = ndtr(z0 + num2 / (1.0 - a * num2));
+      if (std::isnan(q_lo) || std::isnan(q_hi)) return;  // undefined BCa: CI stays NaN
+    }
+    const double lo = percentile_linear(v, q_lo * 100.0);
+    const double hi = percentile_linear(v, q_hi * 100.0);
+    if (method == Method::kBasic) {
+      s.ci_low[g] = 2.0 * est - hi;
+      s.ci_high[g] = 2.0 * est - lo;
+    } else {
+      s.ci_low[g] = lo;
+      s.ci_high[g] = hi;
+    }
+  });
+  return s;
+}
+
+}  // namespace tb::stats

@@ -1,0 +1,192 @@
+#include "poisson.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "../common/parallel.hpp"
+#include "../common/rng.hpp"
+
+namespace tb::stats {
+namespace {
+
+// T[j] = round(2^32 * P(W <= j)), W ~ Poisson(1); the last entry is forced to 2^32.
+const std::array<std::uint64_t, 16>& poisson_thresholds() {
+  static const std::array<std::uint64_t, 16> table = [] {
+    std::array<std::uint64_t, 16> t{};
+    double pmf = std::exp(-1.0), cdf = 0.0;
+    for (int j = 0; j < 16; ++j) {
+      cdf += pmf;
+      pmf /= static_cast<double>(j + 1);
+      t[j] = std::min<std::uint64_t>(std::llround(std::ldexp(cdf, 32)), std::uint64_t{1} << 32);
+    }
+    t[15] = std::uint64_t{1} << 32;
+    return t;
+  }();
+  return table;
+}
+
+double to_double(int128 v, int scale) { return std::ldexp(static_cast<double>(v), -scale); }
+
+}  // namespace
+
+int poisson1_from_u32(std::uint32_t x) {
+  const auto& t = poisson_thresholds();
+  int w = 0;
+  while (x >= t[w]) ++w;
+  return w;
+}
+
+std::vector<int> exact_scales(const double* values, std::size_t n, std::size_t k) {
+  std::vector<int> scale(k, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t c = 0; c < k; ++c) {
+      const double x = values[i * k + c];
+      if (x == 0.0 || scale[c] >= kMaxFixedScale) continue;
+      int e = 0;
+      const double m = std::frexp(std::fabs(x), &e);  // |x| = m 2^e, m in [0.5, 1)
+      auto mant = static_cast<std::uint64_t>(std::ldexp(m, 53));
+      const int tz = __builtin_ctzll(mant);
+      // lowest set bit of |x| is 2^(e - 53 + tz)
+      const int need = 53 - e - tz;
+      scale[c] = std::max(scale[c], std::min(need, kMaxFixedScale));
+    }
+  }
+  return scale;
+}
+
+std::vector<int128> fixed_unit_rows(const Units& u, const double* values,
+                                    const std::vector<int>& scale) {
+  const std::size_t k = u.k, m = u.n_units();
+  std::vector<int128> rows(m * k, 0);
+  std::vector<double> bound(k, 0.0);
+  for (std::size_t unit = 0; unit < m; ++unit) {
+    for (std::size_t p = u.unit_start[unit]; p < u.unit_start[unit + 1]; ++p) {
+      const double* v = values + static_cast<std::size_t>(u.order[p]) * k;
+      for (std::size_t c = 0; c < k; ++c) {
+        const double scaled = std::nearbyint(std::ldexp(v[c], scale[c]));
+        if (std::fabs(scaled) >= 0x1.0p100) {
+          throw std::invalid_argument(
+              "values: magnitude too large for exact Poisson sums (|value| * 2^scale >= 2^100); "
+              "rescale the column");
+        }
+        rows[unit * k + c] += static_cast<int128>(scaled);
+        bound[c] += std::fabs(scaled);
+      }
+    }
+  }
+  for (std::size_t c = 0; c < k; ++c) {
+    // A Poisson(1) weight drawn from 32 bits never exceeds 15.
+    if (16.0 * bound[c] >= 0x1.0p125) {
+      throw std::invalid_argument("values: column " + std::to_string(c) +
+                                  " sums would overflow the exact 128-bit accumulator; rescale");
+    }
+  }
+  return rows;
+}
+
+PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
+                         const std::vector<int>& scale, const std::uint64_t* unit_keys,
+                         std::uint64_t seed, std::int64_t n_resamples, int threads) {
+  const std::size_t G = u.n_groups(), k = u.k, B = static_cast<std::size_t>(n_resamples);
+  const std::size_t S = B + 1;
+  PoissonSums out;
+  out.n_groups = G;
+  out.n_resamples = B;
+  out.k = k;
+  out.scale = scale;
+  out.sums.assign(G * S * k, 0);
+  out.weight.assign(G * S, 0);
+  constexpr std::size_t kBlock = 64;  // resamples per task: a multiple of 4 (one Philox block)
+  struct Task {
+    std::size_t g, b0, b1;
+  };
+  std::vector<Task> tasks;
+  for (std::size_t g = 0; g < G; ++g) {
+    for (std::size_t b0 = 0; b0 < B; b0 += kBlock) tasks.push_back({g, b0, std::min(B, b0 + kBlock)});
+  }
+  const auto key = rng::key_from_seed(seed);
+  parallel_for(tasks.size(), threads, [&](std::size_t t) {
+    const Task& task = tasks[t];
+    const std::size_t nb = task.b1 - task.b0;
+    std::vector<int128> acc(nb * k, 0);
+    std::vector<std::int64_t> wacc(nb, 0);
+    for (std::size_t unit = u.group_begin(task.g); unit < u.group_end(task.g); ++unit) {
+      const std::uint64_t ukey = unit_keys[unit];
+      const int128* row = fixed_rows.data() + unit * k;
+      const auto items = static_cast<std::int64_t>(u.weight[unit]);
+      for (std::size_t q = task.b0; q < task.b1; q += 4) {
+        const auto r = rng::Philox4x32::block(
+            {static_cast<std::uint32_t>(q / 4), static_cast<std::uint32_t>(ukey),
+             static_cast<std::uint32_t>(ukey >> 32),
+             static_cast<std::uint32_t>(rng::Domain::kPoisson)},
+            key);
+        for (std::size_t j = 0; j < 4 && q + j < task.b1; ++j) {
+          const int w = poisson1_from_u32(r[j]);
+          if (w == 0) continue;
+          const std::size_t bb = q + j - task.b0;
+          for (std::size_t c = 0; c < k; ++c) acc[bb * k + c] += static_cast<int128>(w) * row[c];
+          wacc[bb] += w * items;
+        }
+      }
+    }
+    for (std::size_t bb = 0; bb < nb; ++bb) {
+      const std::size_t slot = task.g * S + task.b0 + bb;
+      std::copy(acc.begin() + bb * k, acc.begin() + (bb + 1) * k, out.sums.begin() + slot * k);
+      out.weight[slot] = wacc[bb];
+    }
+  });
+  for (std::size_t g = 0; g < G; ++g) {
+    const std::size_t slot = g * S + B;
+    for (std::size_t unit = u.group_begin(g); unit < u.group_end(g); ++unit) {
+      for (std::size_t c = 0; c < k; ++c) out.sums[slot * k + c] += fixed_rows[unit * k + c];
+      out.weight[slot] += static_cast<std::int64_t>(u.weight[unit]);
+    }
+  }
+  return out;
+}
+
+Distribution poisson_distribution(const PoissonSums& ps, const Statistic& stat) {
+  const std::size_t G = ps.n_groups, B = ps.n_resamples, k = ps.k, S = B + 1;
+  Distribution dist;
+  dist.n_groups = G;
+  dist.n_resamples = B;
+  dist.theta.resize(G * B);
+  dist.estimate.resize(G);
+  dist.acceleration.assign(G, std::numeric_limits<double>::quiet_NaN());
+  dist.used_counts.assign(G, 0);
+  std::vector<double> sums(k);
+  for (std::size_t g = 0; g < G; ++g) {
+    for (std::size_t b = 0; b < S; ++b) {
+      const std::size_t slot = g * S + b;
+      for (std::size_t c = 0; c < k; ++c) sums[c] = to_double(ps.sums[slot * k + c], ps.scale[c]);
+      const double v = stat.evaluate(sums.data(), static_cast<double>(ps.weight[slot]));
+      if (b < B) {
+        dist.theta[g * B + b] = v;
+      } else {
+        dist.estimate[g] = v;
+      }
+    }
+  }
+  return dist;
+}
+
+double poisson_acceleration(const Statistic& stat, const PoissonSums& ps, std::size_t g,
+                            const std::vector<int128>& fixed_rows, const Units& u) {
+  const std::size_t k = ps.k, S = ps.n_resamples + 1;
+  const std::size_t begin = u.group_begin(g), end = u.group_end(g), m = end - begin;
+  if (m < 2) return std::numeric_limits<double>::quiet_NaN();
+  const std::size_t slot = g * S + ps.n_resamples;
+  std::vector<double> theta(m), loo(k);
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::size_t c = 0; c < k; ++c) {
+      loo[c] = to_double(ps.sums[slot * k + c] - fixed_rows[(begin + i) * k + c], ps.scale[c]);
+    }
+    theta[i] = stat.evaluate(loo.data(), static_cast<double>(ps.weight[slot]) - u.weight[begin + i]);
+  }
+  return acceleration_from_jackknife(theta);
+}
+
+}  // namespace tb::stats

@@ -1,0 +1,55 @@
+// The Poisson bootstrap (Hanley & MacGibbon 2006; Chamandy et al. 2012, "Estimating uncertainty for
+// massive data streams"): unit u gets weight W_ub ~ Poisson(1) in resample b, drawn from a Philox
+// block keyed by (seed, unit key, b). Because a weight depends only on its own key, shards of a
+// data set can be resampled independently and their per-resample sums added.
+//
+// Sums are kept in 128-bit fixed point with a per-column binary scale chosen so that every value
+// is represented exactly (up to 2^-64): integer addition is associative, so sums over shards merge
+// bit-identically to the sum over the whole data, whatever the split.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "bootstrap.hpp"
+#include "statistic.hpp"
+#include "units.hpp"
+
+namespace tb::stats {
+
+using int128 = __int128;
+
+inline constexpr int kMaxFixedScale = 64;
+
+struct PoissonSums {
+  std::size_t n_groups = 0, n_resamples = 0, k = 0;
+  std::vector<int> scale;             // per column: value = fixed * 2^-scale
+  std::vector<int128> sums;           // n_groups x (n_resamples + 1) x k; slot n_resamples = data
+  std::vector<std::int64_t> weight;   // n_groups x (n_resamples + 1): summed item weights
+};
+
+// Smallest binary scale (capped at kMaxFixedScale) at which every value of each column is an
+// integer multiple of 2^-scale.
+std::vector<int> exact_scales(const double* values, std::size_t n, std::size_t k);
+
+// Per-unit fixed-point rows (m x k) at the given scales. Throws std::invalid_argument when a value
+// or the bound on any sum would overflow 126 bits.
+std::vector<int128> fixed_unit_rows(const Units& u, const double* values,
+                                    const std::vector<int>& scale);
+
+PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
+                         const std::vector<int>& scale, const std::uint64_t* unit_keys,
+                         std::uint64_t seed, std::int64_t n_resamples, int threads);
+
+// Turns (possibly merged) sums into the bootstrap distribution and the full-data estimate.
+Distribution poisson_distribution(const PoissonSums& sums, const Statistic& stat);
+
+// Jackknife acceleration for one group from exact fixed-point sums (single-process BCa).
+double poisson_acceleration(const Statistic& stat, const PoissonSums& sums, std::size_t g,
+                            const std::vector<int128>& fixed_rows, const Units& u);
+
+// Weight W ~ Poisson(1) from a uniform 32-bit word (inversion; probabilities exact to 2^-32).
+int poisson1_from_u32(std::uint32_t x);
+
+}  // namespace tb::stats

@@ -1,0 +1,26 @@
+"""tumorboard: the engine clinical AI-agent benchmarks run on.
+
+Submodules:
+    stats   bootstrap confidence intervals (C++ engine), paired tests, agreement statistics.
+    kernels Triton GPU kernels (imported on demand; needs the ``gpu`` extra to run).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("tumorboard")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0+unknown"
+
+__all__ = ["__version__"]
+
+
+def __getattr__(name: str):
+    # Submodules load on first use so `import tumorboard` stays cheap.
+    if name in {"stats", "kernels"}:
+        import importlib
+
+        return importlib.import_module(f"tumorboard.{name}")
+    raise AttributeError(f"module 'tumorboard' has no attribute {name!r}")

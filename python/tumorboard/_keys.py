@@ -1,0 +1,116 @@
+"""Turning user-supplied labels (groups, clusters, strata, record keys) into dense codes and
+stable 64-bit hashes. Vectorized: no Python loop over records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from . import _core
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
+    """Converts a 1-D label array-like to a polars Series of length n, rejecting nulls/NaN."""
+    if isinstance(obj, pl.Series):
+        s = obj
+    elif isinstance(obj, (pa.Array, pa.ChunkedArray)):
+        s = pl.Series(name, obj)
+    else:
+        arr = np.asarray(obj)
+        if arr.ndim != 1:
+            raise ValueError(f"{name}: expected a 1-D array of labels, got shape {arr.shape}")
+        if arr.dtype == object:
+            s = pl.Series(name, arr.tolist(), strict=False)
+        else:
+            s = pl.Series(name, arr)
+    if len(s) != n:
+        raise ValueError(f"{name}: expected {n} entries (one per record), got {len(s)}")
+    if s.null_count():
+        first = int(s.is_null().arg_true()[0])
+        raise ValueError(f"{name}: missing label at record {first}")
+    if s.dtype.is_float() and s.is_nan().any():
+        first = int(s.is_nan().arg_true()[0])
+        raise ValueError(f"{name}: NaN label at record {first}")
+    return s
+
+
+def label_columns(obj: Any, *, name: str, n: int) -> dict[str, pl.Series]:
+    """Key columns of a groups/clusters/strata argument: one array, a mapping, or a DataFrame."""
+    if isinstance(obj, pl.DataFrame):
+        items = list(obj.to_dict().items())
+    elif isinstance(obj, Mapping):
+        items = list(obj.items())
+    else:
+        default = obj.name if isinstance(obj, pl.Series) and obj.name else name
+        items = [(default, obj)]
+    if not items:
+        raise ValueError(f"{name}: expected at least one key column")
+    return {str(k): as_series(v, name=f"{name}[{k!r}]", n=n) for k, v in items}
+
+
+def dense_codes(s: pl.Series) -> np.ndarray:
+    """Codes 0..m-1 in sorted order of the labels."""
+    return (s.rank("dense").to_numpy().astype(np.int64, copy=False)) - 1
+
+
+def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    """Joint dense codes of several key columns (lexicographic order) and the key values per code."""
+    codes = [dense_codes(s) for s in cols.values()]
+    if len(codes) == 1:
+        combined = codes[0]
+        n_codes = int(combined.max()) + 1 if combined.size else 0
+        first = np.zeros(n_codes, dtype=np.int64)
+        first[combined] = np.arange(combined.size)  # any occurrence carries the key values
+        inverse = combined
+    else:
+        combined = codes[0].copy()
+        for c in codes[1:]:
+            radix = int(c.max()) + 1
+            if int(combined.max()) >= np.iinfo(np.int64).max // max(radix, 1):
+                raise ValueError("too many distinct key combinations")
+            combined = combined * radix + c
+        _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+        inverse = inverse.astype(np.int64, copy=False)
+        n_codes = first.size
+    keys = {name: s.gather(first).to_numpy() for name, s in cols.items()}
+    return inverse, keys, n_codes
+
+
+def hash_labels(s: pl.Series | np.ndarray) -> np.ndarray:
+    """A stable 64-bit hash per label: integers and booleans by value, floats by their bits,
+    strings by the bytes of their UTF-8 encoding (FNV-1a + SplitMix64; fixed forever)."""
+    if not isinstance(s, pl.Series):
+        s = pl.Series(np.asarray(s))
+    dtype = s.dtype
+    if dtype == pl.Boolean or dtype.is_integer():
+        raw = s.cast(pl.Int64).to_numpy().view(np.uint64)
+        return _core.mix64(np.ascontiguousarray(raw))
+    if dtype.is_float():
+        raw = s.cast(pl.Float64).to_numpy() + 0.0  # -0.0 and 0.0 hash alike
+        return _core.mix64(np.ascontiguousarray(raw).view(np.uint64) ^ _GOLDEN)
+    if dtype in (pl.String, pl.Categorical, pl.Enum):
+        arr = s.cast(pl.String).to_arrow()
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        arr = arr.cast(pa.large_string())
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
+            arr.offset : arr.offset + len(arr) + 1
+        ]
+        data = arr.buffers()[2]
+        payload = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+        return _core.hash_strings(np.ascontiguousarray(offsets), payload)
+    raise ValueError(f"labels of type {dtype} cannot be hashed; use integers or strings")
+
+
+def combine_hashes(columns: list[np.ndarray]) -> np.ndarray:
+    """Order-dependent combination of per-column hashes into one stable key per row."""
+    h = np.zeros(columns[0].shape, dtype=np.uint64)
+    for col in columns:
+        h = _core.mix64(np.ascontiguousarray((h * _GOLDEN) ^ col))
+    return h

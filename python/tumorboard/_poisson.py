@@ -1,0 +1,187 @@
+"""Poisson-bootstrap partial sums that merge exactly across shards.
+
+Each record (or cluster) gets the weight W ~ Poisson(1) in resample b, drawn from a Philox block
+keyed by (seed, record key, b) (Chamandy et al. 2012). Shards hold exact 128-bit fixed-point
+per-resample column sums; adding the partials of any split of the data gives bit-for-bit the
+partials of the whole, so :meth:`PoissonPartials.finalize` returns identical intervals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._bootstrap import (
+    BootstrapResult,
+    Method,
+    _check_options,
+    _check_statistic,
+    _layout,
+    _result,
+    as_values,
+    record_keys,
+)
+
+
+def _shift_left(hi: np.ndarray, lo: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hi, lo) 128-bit two's-complement integers shifted left by `bits` (0..64 per column, the
+    last axis); raises OverflowError if a result does not fit in 128 bits."""
+    out_hi, out_lo = hi.copy(), lo.copy()
+    for d in (int(x) for x in np.unique(bits)):
+        if d == 0:
+            continue
+        sel = bits == d
+        h, l_ = hi[..., sel], lo[..., sel]
+        if d < 64:
+            nh = ((h.view(np.uint64) << np.uint64(d)) | (l_ >> np.uint64(64 - d))).view(np.int64)
+            nl = l_ << np.uint64(d)
+            fits = (nh >> np.int64(d)) == h
+        else:
+            nh, nl = l_.view(np.int64), np.zeros_like(l_)
+            fits = (nh >> np.int64(63)) == h
+        if not fits.all():
+            raise OverflowError("Poisson partial sums overflow 128 bits when aligning scales")
+        out_hi[..., sel], out_lo[..., sel] = nh, nl
+    return out_hi, out_lo
+
+
+def _add128(ah: np.ndarray, al: np.ndarray, bh: np.ndarray, bl: np.ndarray):
+    lo = al + bl  # wraps modulo 2^64
+    carry = (lo < al).astype(np.int64)
+    return ah + bh + carry, lo
+
+
+@dataclass(frozen=True, eq=False)
+class PoissonPartials:
+    """Per-group, per-resample exact sums of one shard (or of several merged shards).
+
+    Combine shards with ``a + b`` or :meth:`merge`; turn them into intervals with
+    :meth:`finalize`. Group keys align by value, so shards may hold different groups.
+    """
+
+    keys: dict[str, np.ndarray]
+    hi: np.ndarray  # (groups, n_resamples + 1, k) high words; last resample slot = full data
+    lo: np.ndarray
+    weight: np.ndarray  # (groups, n_resamples + 1) summed item counts
+    scale: np.ndarray  # (k,) binary fixed-point scale per column
+    n: np.ndarray
+    n_units: np.ndarray
+    statistic: str
+    n_resamples: int
+    seed: int
+
+    def _group_tuples(self) -> list[tuple]:
+        cols = [np.asarray(v).tolist() for v in self.keys.values()]
+        return list(zip(*cols)) if cols else [()]
+
+    def merge(self, *others: PoissonPartials) -> PoissonPartials:
+        """Exact sum of this shard's partials and others' (same statistic, B, seed, columns)."""
+        out = self
+        for other in others:
+            out = out._merge_one(other)
+        return out
+
+    def __add__(self, other: PoissonPartials) -> PoissonPartials:
+        return self.merge(other)
+
+    def _merge_one(self, other: PoissonPartials) -> PoissonPartials:
+        for attr in ("statistic", "n_resamples", "seed"):
+            if getattr(self, attr) != getattr(other, attr):
+                raise ValueError(
+                    f"cannot merge Poisson partials with different {attr}: "
+                    f"{getattr(self, attr)!r} vs {getattr(other, attr)!r}"
+                )
+        if self.hi.shape[2] != other.hi.shape[2] or list(self.keys) != list(other.keys):
+            raise ValueError("cannot merge Poisson partials with different columns or group keys")
+        scale = np.maximum(self.scale, other.scale)
+        a_hi, a_lo = _shift_left(self.hi, self.lo, scale - self.scale)
+        b_hi, b_lo = _shift_left(other.hi, other.lo, scale - other.scale)
+        ta, tb = self._group_tuples(), other._group_tuples()
+        union = sorted(set(ta) | set(tb)) if self.keys else [()]
+        pos = {t: i for i, t in enumerate(union)}
+        ia = np.array([pos[t] for t in ta], dtype=np.int64)
+        ib = np.array([pos[t] for t in tb], dtype=np.int64)
+        g = len(union)
+        shape = (g, *self.hi.shape[1:])
+        hi = np.zeros(shape, np.int64)
+        lo = np.zeros(shape, np.uint64)
+        weight = np.zeros((g, self.weight.shape[1]), np.int64)
+        n = np.zeros(g, np.int64)
+        n_units = np.zeros(g, np.int64)
+        for idx, h, l_, part in ((ia, a_hi, a_lo, self), (ib, b_hi, b_lo, other)):
+            hi[idx], lo[idx] = _add128(hi[idx], lo[idx], h, l_)
+            weight[idx] += part.weight
+            n[idx] += part.n
+            n_units[idx] += part.n_units
+        keys = {
+            name: np.array([t[j] for t in union]) for j, name in enumerate(self.keys)
+        }
+        return PoissonPartials(keys, hi, lo, weight, scale, n, n_units, self.statistic,
+                               self.n_resamples, self.seed)  # fmt: skip
+
+    def finalize(
+        self,
+        *,
+        level: float = 0.95,
+        method: Method = "percentile",
+        threads: int | None = None,
+        return_distribution: bool = False,
+    ) -> BootstrapResult:
+        """Intervals from the (merged) partials. BCa needs a jackknife over all records, which
+        partials do not carry: use percentile or basic here, or ``bootstrap(scheme="poisson",
+        method="bca")`` on the whole data."""
+        if method == "bca":
+            raise ValueError(
+                "method: 'bca' needs the jackknife over every record, which Poisson partials do "
+                "not carry; use 'percentile' or 'basic', or bootstrap(..., scheme='poisson') "
+                "on the whole data"
+            )
+        _, lvl, _, nthreads = _check_options(
+            self.n_resamples, level, method, "poisson", self.seed, threads, "auto"
+        )
+        accel = np.full(self.n.shape[0], np.nan)
+        out = _core.poisson_finalize(
+            self.hi, self.lo, self.weight, self.scale, self.n, self.n_units, accel,
+            self.statistic, [], 0, method, lvl, nthreads, return_distribution,
+        )  # fmt: skip
+        return _result(out, self.keys, self.statistic, method, "poisson", lvl, self.n_resamples,
+                       self.seed, False)  # fmt: skip
+
+
+def poisson_partials(
+    values: Any,
+    *,
+    groups: Any = None,
+    clusters: Any = None,
+    keys: Any = None,
+    statistic: str = "mean",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    threads: int | None = None,
+) -> PoissonPartials:
+    """Poisson-bootstrap partial sums of one shard of the data.
+
+    ``keys`` must give every record a stable key (integers or strings) so that its weights do
+    not depend on which shard holds it; with ``clusters``, the weight is keyed by the cluster
+    label instead and all records of a cluster share it (a cluster may span shards).
+    """
+    arr = as_values(values)
+    _check_statistic(statistic, arr)
+    b, _, seed, nthreads = _check_options(
+        n_resamples, 0.95, "percentile", "poisson", seed, threads, "auto"
+    )
+    if keys is None and clusters is None:
+        raise ValueError(
+            "keys: Poisson partials need stable record keys (or clusters) so that weights do "
+            "not depend on how the data are split"
+        )
+    lay = _layout(arr.shape[0], groups, None, clusters)
+    out = _core.poisson_partials(
+        arr, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys(keys, arr.shape[0]),
+        lay.cluster_keys, statistic, [], 0, b, seed, nthreads, False,
+    )  # fmt: skip
+    return PoissonPartials(lay.keys, out["hi"], out["lo"], out["weight"], out["scale"],
+                           out["n"], out["n_units"], statistic, b, seed)  # fmt: skip
