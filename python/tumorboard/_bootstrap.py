@@ -463,4 +463,3 @@ def bootstrap_from_indices(
     _check_options(idx.shape[0], level, method, "multinomial", 0, None, "auto")
     out = _core.bootstrap_from_counts(arr, counts, statistic, [], method, float(level), True)
     return _result(out, {}, statistic, method, "multinomial", float(level), idx.shape[0], 0, False)
-

@@ -17,7 +17,7 @@ def generate_answers(*, seed: int = 0, n_patients: int = 40, n_questions: int = 
     the model, the task and a per-patient difficulty (so questions are nested in patients)."""
     rng = np.random.default_rng(seed)
     skill = {"gpt-4o": 0.8, "llama-3.3-70b": 0.45, "qwen2.5-72b": 0.3}
-    task_shift = dict(zip(TASKS, (0.2, 0.0, -0.4, -0.2)))
+    task_shift = dict(zip(TASKS, (0.2, 0.0, -0.4, -0.2), strict=True))
     difficulty = rng.normal(0.0, 0.8, size=n_patients)
     noise = rng.random((len(MODELS), len(TASKS), n_patients, n_questions))
     rows = []
@@ -52,9 +52,11 @@ def run_demo(*, seed: int = 0, n_resamples: int = 1000) -> None:
         n_resamples=n_resamples,
         seed=seed,
     )
-    table = res.to_polars().select(
-        "model", "task", "n", "estimate", "ci_low", "ci_high", "se"
-    ).rename({"estimate": "accuracy"})
+    table = (
+        res.to_polars()
+        .select("model", "task", "n", "estimate", "ci_low", "ci_high", "se")
+        .rename({"estimate": "accuracy"})
+    )
     with pl.Config(tbl_rows=50, tbl_cols=10, float_precision=3, tbl_hide_dataframe_shape=True):
         print("Accuracy per (model, task), 95% percentile CI, patients resampled as clusters:")
         print(table)

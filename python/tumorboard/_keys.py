@@ -60,7 +60,7 @@ def dense_codes(s: pl.Series) -> np.ndarray:
 
 
 def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
-    """Joint dense codes of several key columns (lexicographic order) and the key values per code."""
+    """Joint dense codes of key columns (lexicographic order) and the key values per code."""
     codes = [dense_codes(s) for s in cols.values()]
     if len(codes) == 1:
         combined = codes[0]

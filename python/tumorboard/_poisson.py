@@ -75,7 +75,7 @@ class PoissonPartials:
 
     def _group_tuples(self) -> list[tuple]:
         cols = [np.asarray(v).tolist() for v in self.keys.values()]
-        return list(zip(*cols)) if cols else [()]
+        return list(zip(*cols, strict=True)) if cols else [()]
 
     def merge(self, *others: PoissonPartials) -> PoissonPartials:
         """Exact sum of this shard's partials and others' (same statistic, B, seed, columns)."""
@@ -116,9 +116,7 @@ class PoissonPartials:
             weight[idx] += part.weight
             n[idx] += part.n
             n_units[idx] += part.n_units
-        keys = {
-            name: np.array([t[j] for t in union]) for j, name in enumerate(self.keys)
-        }
+        keys = {name: np.array([t[j] for t in union]) for j, name in enumerate(self.keys)}
         return PoissonPartials(keys, hi, lo, weight, scale, n, n_units, self.statistic,
                                self.n_resamples, self.seed)  # fmt: skip
 

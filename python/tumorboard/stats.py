@@ -7,6 +7,16 @@ any number of threads.
 
 from __future__ import annotations
 
+from ._agreement import (
+    AgreementResult,
+    cohen_kappa,
+    fleiss_kappa,
+    gwet_ac1,
+    krippendorff_alpha,
+    mean_pairwise_agreement,
+    pabak,
+    rating_table,
+)
 from ._bootstrap import (
     BootstrapResult,
     PairedBootstrapResult,
@@ -17,6 +27,14 @@ from ._bootstrap import (
 from ._poisson import PoissonPartials, poisson_partials
 
 __all__ = [
+    "AgreementResult",
+    "cohen_kappa",
+    "fleiss_kappa",
+    "gwet_ac1",
+    "krippendorff_alpha",
+    "mean_pairwise_agreement",
+    "pabak",
+    "rating_table",
     "BootstrapResult",
     "PairedBootstrapResult",
     "PoissonPartials",
