@@ -115,36 +115,49 @@ class Stream {
   std::array<std::uint64_t, 4> s_{};
 };
 
-// Unbiased integers in [0, range) for range < 2^32, two per 64-bit word (Lemire 2019).
+// Unbiased integers in [0, range) by Lemire's multiply-and-reject (ACM TOMACS 2019), taking
+// `Bits`-bit candidates from the stream (64 / Bits per word): Bits = 32 for range < 2^32, and
+// Bits = 16 for small ranges (<= 256, rejection below 0.4%) to halve the generator cost.
+template <int Bits>
 class BoundedDraws {
+  static_assert(Bits == 16 || Bits == 32, "16- or 32-bit candidates");
+  static constexpr int kPerWord = 64 / Bits;
+  static constexpr std::uint64_t kMask = (std::uint64_t{1} << Bits) - 1;
+
  public:
-  BoundedDraws(Stream& stream, std::uint32_t range)
-      : stream_(stream), range_(range), threshold_(static_cast<std::uint32_t>(-range) % range) {}
+  BoundedDraws(Stream& stream, std::uint32_t range) : stream_(stream), range_(range) {}
 
   inline std::uint32_t next() {
     for (;;) {
-      const std::uint32_t x = take32();
-      const std::uint64_t m = static_cast<std::uint64_t>(x) * range_;
-      const auto low = static_cast<std::uint32_t>(m);
-      if (low >= threshold_) return static_cast<std::uint32_t>(m >> 32);
+      const std::uint64_t m = take() * range_;
+      const std::uint64_t low = m & kMask;
+      // low >= range implies low >= (2^Bits mod range): accept without the division.
+      if (low >= range_ || low >= threshold()) return static_cast<std::uint32_t>(m >> Bits);
     }
   }
 
  private:
-  inline std::uint32_t take32() {
-    if (have_) {
-      have_ = false;
-      return static_cast<std::uint32_t>(buffer_ >> 32);
+  inline std::uint64_t take() {
+    if (left_ == 0) {
+      buffer_ = stream_.next();
+      left_ = kPerWord;
     }
-    buffer_ = stream_.next();
-    have_ = true;
-    return static_cast<std::uint32_t>(buffer_);
+    const std::uint64_t x = buffer_ & kMask;
+    buffer_ >>= (Bits % 64);
+    --left_;
+    return x;
+  }
+  inline std::uint64_t threshold() {
+    if (threshold_ < 0) {
+      threshold_ = static_cast<std::int64_t>(((kMask + 1) - range_) % range_);
+    }
+    return static_cast<std::uint64_t>(threshold_);
   }
   Stream& stream_;
-  std::uint32_t range_;
-  std::uint32_t threshold_;
+  std::uint64_t range_;
+  std::int64_t threshold_ = -1;
   std::uint64_t buffer_ = 0;
-  bool have_ = false;
+  int left_ = 0;
 };
 
 }  // namespace tb::rng

@@ -90,6 +90,47 @@ std::vector<StratumPlan> plan_strata(const Units& u, Resampler resampler) {
   return plans;
 }
 
+// Index path: draws as many unit indices as the stratum holds and adds their rows.
+template <class Draws>
+void draw_units(const Units& u, const StratumPlan& p, Draws& draw, double* sums, double* weight) {
+  const std::size_t k = u.k;
+  const std::int64_t n = static_cast<std::int64_t>(p.end - p.begin);
+  const double* rows = u.rows.data() + p.begin * k;
+  if (k == 1 && p.unit_weights) {
+    // Four accumulators hide the latency of the additions behind the random loads.
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    std::int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+      a0 += rows[draw.next()];
+      a1 += rows[draw.next()];
+      a2 += rows[draw.next()];
+      a3 += rows[draw.next()];
+    }
+    for (; t < n; ++t) a0 += rows[draw.next()];
+    sums[0] += (a0 + a1) + (a2 + a3);
+    *weight += static_cast<double>(n);
+    return;
+  }
+  const double* w = u.weight.data() + p.begin;
+  if (k == 1) {
+    double a = 0, wa = 0;
+    for (std::int64_t t = 0; t < n; ++t) {
+      const std::uint32_t i = draw.next();
+      a += rows[i];
+      wa += w[i];
+    }
+    sums[0] += a;
+    *weight += wa;
+    return;
+  }
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::uint32_t i = draw.next();
+    const double* row = rows + static_cast<std::size_t>(i) * k;
+    for (std::size_t col = 0; col < k; ++col) sums[col] += row[col];
+    *weight += w[i];
+  }
+}
+
 // Adds one resample of stratum p into sums (k) and *weight, drawing from stream s.
 void resample_stratum(const Units& u, const StratumPlan& p, rng::Stream& s, double* sums,
                       double* weight) {
@@ -114,29 +155,12 @@ void resample_stratum(const Units& u, const StratumPlan& p, rng::Stream& s, doub
     }
     return;
   }
-  rng::BoundedDraws draw(s, static_cast<std::uint32_t>(n));
-  const double* rows = u.rows.data() + p.begin * k;
-  if (k == 1 && p.unit_weights) {
-    // Four accumulators hide the latency of the additions behind the random loads.
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    std::int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-      a0 += rows[draw.next()];
-      a1 += rows[draw.next()];
-      a2 += rows[draw.next()];
-      a3 += rows[draw.next()];
-    }
-    for (; t < n; ++t) a0 += rows[draw.next()];
-    sums[0] += (a0 + a1) + (a2 + a3);
-    *weight += static_cast<double>(n);
-    return;
-  }
-  const double* w = u.weight.data() + p.begin;
-  for (std::int64_t t = 0; t < n; ++t) {
-    const std::uint32_t i = draw.next();
-    const double* row = rows + static_cast<std::size_t>(i) * k;
-    for (std::size_t col = 0; col < k; ++col) sums[col] += row[col];
-    *weight += w[i];
+  if (n <= 256) {
+    rng::BoundedDraws<16> draw(s, static_cast<std::uint32_t>(n));
+    draw_units(u, p, draw, sums, weight);
+  } else {
+    rng::BoundedDraws<32> draw(s, static_cast<std::uint32_t>(n));
+    draw_units(u, p, draw, sums, weight);
   }
 }
 
@@ -281,7 +305,7 @@ Distribution distribution_from_counts(const Units& u, const Statistic& stat,
   return dist;
 }
 
-double percentile_linear(const std::vector<double>& a, double q_percent) {
+double percentile_linear(std::vector<double>& a, double q_percent) {
   // numpy: q /= 100; virtual index = n*q + (alpha + q*(1 - alpha - beta)) - 1, alpha = beta = 1.
   const double q = q_percent / 100.0;
   const double n = static_cast<double>(a.size());
@@ -291,7 +315,10 @@ double percentile_linear(const std::vector<double>& a, double q_percent) {
   const auto last = static_cast<std::int64_t>(a.size()) - 1;
   const auto lo = std::clamp<std::int64_t>(static_cast<std::int64_t>(prev), 0, last);
   const auto hi = std::clamp<std::int64_t>(static_cast<std::int64_t>(prev) + 1, 0, last);
-  const double x = a[lo], y = a[hi];
+  // Selection instead of a sort: O(B). After nth_element, a[lo + 1:] holds values >= a[lo].
+  std::nth_element(a.begin(), a.begin() + lo, a.end());
+  const double x = a[lo];
+  const double y = hi == lo ? x : *std::min_element(a.begin() + lo + 1, a.end());
   const double diff = y - x;
   // numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5.
   return gamma >= 0.5 ? y - diff * (1.0 - gamma) : x + diff * gamma;
@@ -317,10 +344,10 @@ Summary summarize(const Distribution& dist, const std::vector<std::size_t>& unit
     }
     s.n_valid[g] = static_cast<std::int64_t>(v.size());
     const double est = dist.estimate[g];
-    std::sort(v.begin(), v.end());
-    if (units_per_group[g] < 2 || v.empty() || v.front() == v.back()) {
+    const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+    if (units_per_group[g] < 2 || v.empty() || *mn == *mx) {
       s.degenerate[g] = 1;
-      s.boot_mean[g] = v.empty() ? est : v.front();
+      s.boot_mean[g] = v.empty() ? est : *mn;
       s.se[g] = 0.0;
       s.ci_low[g] = s.ci_high[g] = est;
       return;

@@ -65,7 +65,7 @@ struct Summary {
 Summary summarize(const Distribution& dist, const std::vector<std::size_t>& units_per_group,
                   Method method, double level, int threads);
 
-// numpy.percentile(sorted, q) with the default 'linear' method, q in percent.
-double percentile_linear(const std::vector<double>& sorted, double q_percent);
+// numpy.percentile(a, q) with the default 'linear' method, q in percent. Reorders `a`.
+double percentile_linear(std::vector<double>& a, double q_percent);
 
 }  // namespace tb::stats

@@ -431,7 +431,9 @@ def paired_bootstrap(
         extreme = np.abs(dist - diff[:, None]) >= np.abs(diff)[:, None]
     extreme &= ~np.isnan(dist)
     p = (1.0 + extreme.sum(axis=1)) / (1.0 + res.n_valid)
-    p = np.where(res.degenerate & (diff == 0), 1.0, np.minimum(p, 1.0))
+    # One unit (item or cluster) carries no evidence about variability: p = 1.
+    no_evidence = (res.n_units < 2) | (res.degenerate & (diff == 0))
+    p = np.where(no_evidence, 1.0, np.minimum(p, 1.0))
     return PairedBootstrapResult(
         keys=res.keys, n=res.n, n_units=res.n_units, estimate_a=est_a, estimate_b=est_b,
         difference=diff, boot_mean=res.boot_mean, se=res.se, ci_low=res.ci_low,

@@ -72,6 +72,9 @@ class PoissonPartials:
     statistic: str
     n_resamples: int
     seed: int
+    #: With clusters: the sorted stable keys of the clusters in each group. A cluster may span
+    #: shards, so merged unit counts come from the union of these, not from a sum.
+    cluster_keys: tuple[np.ndarray, ...] | None = None
 
     def _group_tuples(self) -> list[tuple]:
         cols = [np.asarray(v).tolist() for v in self.keys.values()]
@@ -96,6 +99,8 @@ class PoissonPartials:
                 )
         if self.hi.shape[2] != other.hi.shape[2] or list(self.keys) != list(other.keys):
             raise ValueError("cannot merge Poisson partials with different columns or group keys")
+        if (self.cluster_keys is None) != (other.cluster_keys is None):
+            raise ValueError("cannot merge Poisson partials with and without clusters")
         scale = np.maximum(self.scale, other.scale)
         a_hi, a_lo = _shift_left(self.hi, self.lo, scale - self.scale)
         b_hi, b_lo = _shift_left(other.hi, other.lo, scale - other.scale)
@@ -116,9 +121,17 @@ class PoissonPartials:
             weight[idx] += part.weight
             n[idx] += part.n
             n_units[idx] += part.n_units
+        cluster_keys = None
+        if self.cluster_keys is not None and other.cluster_keys is not None:
+            merged: list[np.ndarray] = [np.zeros(0, np.uint64)] * g
+            for idx, part in ((ia, self), (ib, other)):
+                for i, ck in zip(idx.tolist(), part.cluster_keys, strict=True):
+                    merged[i] = np.union1d(merged[i], ck)
+            cluster_keys = tuple(merged)
+            n_units = np.array([len(ck) for ck in merged], dtype=np.int64)
         keys = {name: np.array([t[j] for t in union]) for j, name in enumerate(self.keys)}
         return PoissonPartials(keys, hi, lo, weight, scale, n, n_units, self.statistic,
-                               self.n_resamples, self.seed)  # fmt: skip
+                               self.n_resamples, self.seed, cluster_keys)  # fmt: skip
 
     def finalize(
         self,
@@ -181,5 +194,19 @@ def poisson_partials(
         arr, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys(keys, arr.shape[0]),
         lay.cluster_keys, statistic, [], 0, b, seed, nthreads, False,
     )  # fmt: skip
+    cluster_keys = None
+    if lay.cluster is not None:
+        cluster_keys = _cluster_keys_per_group(lay.group, lay.n_groups, lay.cluster,
+                                               lay.cluster_keys)  # fmt: skip
     return PoissonPartials(lay.keys, out["hi"], out["lo"], out["weight"], out["scale"],
-                           out["n"], out["n_units"], statistic, b, seed)  # fmt: skip
+                           out["n"], out["n_units"], statistic, b, seed, cluster_keys)  # fmt: skip
+
+
+def _cluster_keys_per_group(group: np.ndarray | None, n_groups: int, cluster: np.ndarray,
+                            cluster_keys: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """Sorted unique stable cluster keys of each group (vectorized over records)."""
+    g = np.zeros_like(cluster) if group is None else group
+    pairs = np.unique(np.column_stack([g, cluster]), axis=0)
+    keys = cluster_keys[pairs[:, 1]]
+    bounds = np.searchsorted(pairs[:, 0], np.arange(n_groups + 1))
+    return tuple(np.sort(keys[bounds[i] : bounds[i + 1]]) for i in range(n_groups))
