@@ -959,7 +959,7 @@ def test_paired_is_narrower_than_unpaired_for_correlated_systems():
 
 
 def test_paired_single_unit_group_is_not_significant():
-    # Regression: paired_bootstrap (python/tumorboard/_bootstrap.py, line 434) sets p_value = 1
+    # Regression: paired_bootstrap (python/tumorboard/_bootstrap.py) once set p_value = 1
     # for degenerate groups only when the difference is exactly 0. A group with fewer than two
     # resampling units (one item, or one cluster) carries no information about variability, yet
     # with a nonzero difference every resample reproduces it, no |d* - d| >= |d|, and the p-value

@@ -354,7 +354,7 @@ def test_clusters_spanning_shards_merge_exactly():
 
 
 def test_clusters_spanning_shards_count_units_once():
-    # Regression: PoissonPartials._merge_one (python/tumorboard/_poisson.py, line 118:
+    # Regression: PoissonPartials._merge_one (python/tumorboard/_poisson.py) once did
     # `n_units[idx] += part.n_units`) adds the per-shard cluster counts, so a cluster that spans
     # k shards is counted k times in the merged `n_units`. Consequences: `finalize()` reports a
     # wrong `n_units` and, worse, a group with a single cluster spread over two shards is no
