@@ -42,22 +42,45 @@ std::uint64_t hash_row(const double* row, std::size_t k, double w) {
 }
 
 // Finds the distinct (row, weight) pairs of a stratum, giving up once more than max_distinct.
+// Up to kLinear distinct rows are found by a linear scan (0/1 data: two comparisons per row);
+// beyond that a hash index takes over.
 bool compress(const Units& u, StratumPlan& p, std::size_t max_distinct) {
+  constexpr std::size_t kLinear = 8;
   const std::size_t k = u.k;
   std::unordered_map<std::uint64_t, std::size_t> index;
+  auto same = [&](std::size_t j, const double* row, double w) {
+    return p.weight[j] == w && std::equal(row, row + k, p.rows.data() + j * k);
+  };
   for (std::size_t i = p.begin; i < p.end; ++i) {
     const double* row = u.rows.data() + i * k;
     const double w = u.weight[i];
-    const std::uint64_t h = hash_row(row, k, w);
-    auto it = index.find(h);
-    if (it != index.end()) {
-      const std::size_t j = it->second;
-      if (p.weight[j] != w || !std::equal(row, row + k, p.rows.data() + j * k)) return false;
-      ++p.mult[j];
+    const std::size_t d = p.mult.size();
+    std::size_t found = d;
+    if (d <= kLinear) {
+      for (std::size_t j = 0; j < d; ++j) {
+        if (same(j, row, w)) {
+          found = j;
+          break;
+        }
+      }
+    } else {
+      if (index.empty()) {
+        for (std::size_t j = 0; j < d; ++j) {
+          index.emplace(hash_row(p.rows.data() + j * k, k, p.weight[j]), j);
+        }
+      }
+      auto it = index.find(hash_row(row, k, w));
+      if (it != index.end()) {
+        if (!same(it->second, row, w)) return false;  // a 64-bit hash collision: use indices
+        found = it->second;
+      }
+    }
+    if (found < d) {
+      ++p.mult[found];
       continue;
     }
-    if (p.mult.size() >= max_distinct) return false;
-    index.emplace(h, p.mult.size());
+    if (d >= max_distinct) return false;
+    if (!index.empty()) index.emplace(hash_row(row, k, w), d);
     p.rows.insert(p.rows.end(), row, row + k);
     p.weight.push_back(w);
     p.mult.push_back(1);

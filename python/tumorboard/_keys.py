@@ -55,29 +55,43 @@ def label_columns(obj: Any, *, name: str, n: int) -> dict[str, pl.Series]:
 
 
 def dense_codes(s: pl.Series) -> np.ndarray:
-    """Codes 0..m-1 in sorted order of the labels."""
+    """Codes 0..m-1 in sorted order of the labels. Integers with a compact range take an O(n)
+    bincount path; everything else is ranked by polars."""
+    if s.dtype.is_integer() and len(s):
+        x = s.to_numpy()
+        lo, hi = int(x.min()), int(x.max())
+        if hi - lo <= 4 * len(x) + 1024:
+            return _compact_codes(x.astype(np.int64, copy=False) - lo, hi - lo + 1)
     return (s.rank("dense").to_numpy().astype(np.int64, copy=False)) - 1
+
+
+def _compact_codes(x: np.ndarray, size: int) -> np.ndarray:
+    """Dense codes of non-negative integers below `size`, in sorted order, in O(n + size)."""
+    present = np.bincount(x, minlength=size) > 0
+    remap = np.cumsum(present, dtype=np.int64) - 1
+    return remap[x]
 
 
 def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
     """Joint dense codes of key columns (lexicographic order) and the key values per code."""
     codes = [dense_codes(s) for s in cols.values()]
+    combined = codes[0]
+    size = int(combined.max()) + 1 if combined.size else 0
+    for c in codes[1:]:
+        radix = int(c.max()) + 1
+        if size >= np.iinfo(np.int64).max // max(radix, 1):
+            raise ValueError("too many distinct key combinations")
+        combined = combined * radix + c
+        size *= radix
     if len(codes) == 1:
-        combined = codes[0]
-        n_codes = int(combined.max()) + 1 if combined.size else 0
-        first = np.zeros(n_codes, dtype=np.int64)
-        first[combined] = np.arange(combined.size)  # any occurrence carries the key values
         inverse = combined
+    elif size <= 4 * combined.size + 1024:
+        inverse = _compact_codes(combined, size)
     else:
-        combined = codes[0].copy()
-        for c in codes[1:]:
-            radix = int(c.max()) + 1
-            if int(combined.max()) >= np.iinfo(np.int64).max // max(radix, 1):
-                raise ValueError("too many distinct key combinations")
-            combined = combined * radix + c
-        _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
-        inverse = inverse.astype(np.int64, copy=False)
-        n_codes = first.size
+        inverse = np.unique(combined, return_inverse=True)[1].astype(np.int64, copy=False)
+    n_codes = int(inverse.max()) + 1 if inverse.size else 0
+    first = np.zeros(n_codes, dtype=np.int64)
+    first[inverse] = np.arange(inverse.size)  # any occurrence carries the key values
     keys = {name: s.gather(first).to_numpy() for name, s in cols.items()}
     return inverse, keys, n_codes
 

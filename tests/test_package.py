@@ -1,0 +1,76 @@
+"""The installed package: imports, the compiled core, the kernels subpackage and the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import tumorboard
+import tumorboard._core as core
+import tumorboard.kernels as kernels
+from tumorboard.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_imports_from_the_install():
+    assert tumorboard.__version__ != "0+unknown"
+    assert Path(core.__file__).parent == Path(tumorboard.__file__).parent
+    assert Path(kernels.__file__).parent.parent == Path(tumorboard.__file__).parent
+    assert isinstance(kernels.triton_available(), bool)
+    assert {"mean", "sum", "ratio", "f1", "cohen_kappa"} <= set(core.statistic_names())
+
+
+def test_core_evaluates_registered_statistics():
+    assert core.evaluate_statistic("mean", [], np.array([6.0]), 4.0) == 1.5
+    assert core.evaluate_statistic("f1", [], np.array([3.0, 1.0, 2.0]), 0.0) == 6.0 / 9.0
+    assert np.isnan(core.evaluate_statistic("ratio", [], np.array([1.0, 0.0]), 1.0))
+    with pytest.raises(ValueError, match="unknown statistic 'median'"):
+        core.evaluate_statistic("median", [], np.array([1.0]), 1.0)
+    with pytest.raises(ValueError, match="needs 3 value column"):
+        core.evaluate_statistic("f1", [], np.array([1.0, 2.0]), 1.0)
+
+
+def test_cli_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tumorboard {tumorboard.__version__}"
+
+
+def test_console_script_runs_demo():
+    out = subprocess.run(
+        [sys.executable, "-m", "tumorboard.cli", "demo", "--n-resamples", "200"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Accuracy per (model, task)" in out
+    assert "gpt-4o" in out and "digital_pathology" in out
+    assert "Paired bootstrap" in out and "p = " in out
+
+
+def test_demo_results_are_reproducible():
+    from tumorboard._demo import generate_answers
+
+    a, b = generate_answers(seed=3), generate_answers(seed=3)
+    assert a.equals(b)
+    assert a.height == 3 * 4 * 40 * 5
+    assert a["correct"].dtype == pl.Boolean
+
+
+def test_bench_reports_a_missing_benchmarks_directory(tmp_path, capsys):
+    assert main(["bench", "--dir", str(tmp_path)]) == 2
+    assert "benchmarks/ not found" in capsys.readouterr().err
+
+
+def test_bench_rejects_unknown_names(capsys):
+    if not (REPO / "benchmarks" / "bench_bootstrap.py").is_file():
+        pytest.fail("benchmarks/bench_bootstrap.py is missing from the source tree")
+    assert main(["bench", "--dir", str(REPO / "benchmarks"), "--only", "bench_nope"]) == 2
+    assert "unknown benchmark" in capsys.readouterr().out
