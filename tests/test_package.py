@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 import tumorboard
 import tumorboard._core as core
 import tumorboard.kernels as kernels
-from tumorboard.cli import main
+from tumorboard.cli import load_benchmark, main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,3 +73,8 @@ def test_bench_rejects_unknown_names(capsys):
         pytest.fail("benchmarks/bench_bootstrap.py is missing from the source tree")
     assert main(["bench", "--dir", str(REPO / "benchmarks"), "--only", "bench_nope"]) == 2
     assert "unknown benchmark" in capsys.readouterr().out
+
+
+def test_bench_modules_load_through_the_cli():
+    module = load_benchmark(REPO / "benchmarks", "bench_bootstrap")
+    assert callable(module.main) and callable(module.run)

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from . import __version__
 
@@ -30,6 +31,16 @@ def _find_benchmarks(directory: str | None) -> Path:
     )
 
 
+def load_benchmark(bench_dir: Path, name: str) -> ModuleType:
+    """Imports benchmarks/<name>.py as the package module `benchmarks.<name>` (so that its
+    relative imports work)."""
+    sys.path.insert(0, str(bench_dir.parent))
+    try:
+        return importlib.import_module(f"{bench_dir.name}.{name}")
+    finally:
+        sys.path.remove(str(bench_dir.parent))
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     bench_dir = _find_benchmarks(args.dir)
     names = sorted(p.stem for p in bench_dir.glob("bench_*.py"))
@@ -41,14 +52,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         names = [n for n in names if n in args.only]
     status = 0
     for name in names:
-        spec = importlib.util.spec_from_file_location(name, bench_dir / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(bench_dir.parent))
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            sys.path.remove(str(bench_dir.parent))
+        module = load_benchmark(bench_dir, name)
         argv = ["--quick"] if args.quick else []
         if args.json_dir:
             Path(args.json_dir).mkdir(parents=True, exist_ok=True)
