@@ -113,31 +113,29 @@ std::vector<StratumPlan> plan_strata(const Units& u, Resampler resampler) {
   return plans;
 }
 
-// Index path: draws as many unit indices as the stratum holds and adds their rows.
+// Index path: draws `count` unit indices uniformly from [0, range) and adds the rows of units
+// first[0..range) (and their item weights).
 template <class Draws>
-void draw_units(const Units& u, const StratumPlan& p, Draws& draw, double* sums, double* weight) {
-  const std::size_t k = u.k;
-  const std::int64_t n = static_cast<std::int64_t>(p.end - p.begin);
-  const double* rows = u.rows.data() + p.begin * k;
-  if (k == 1 && p.unit_weights) {
+void draw_units(std::size_t k, const double* rows, const double* w, bool unit_weights,
+                std::int64_t count, Draws& draw, double* sums, double* weight) {
+  if (k == 1 && unit_weights) {
     // Four accumulators hide the latency of the additions behind the random loads.
     double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     std::int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
+    for (; t + 4 <= count; t += 4) {
       a0 += rows[draw.next()];
       a1 += rows[draw.next()];
       a2 += rows[draw.next()];
       a3 += rows[draw.next()];
     }
-    for (; t < n; ++t) a0 += rows[draw.next()];
+    for (; t < count; ++t) a0 += rows[draw.next()];
     sums[0] += (a0 + a1) + (a2 + a3);
-    *weight += static_cast<double>(n);
+    *weight += static_cast<double>(count);
     return;
   }
-  const double* w = u.weight.data() + p.begin;
   if (k == 1) {
     double a = 0, wa = 0;
-    for (std::int64_t t = 0; t < n; ++t) {
+    for (std::int64_t t = 0; t < count; ++t) {
       const std::uint32_t i = draw.next();
       a += rows[i];
       wa += w[i];
@@ -146,11 +144,49 @@ void draw_units(const Units& u, const StratumPlan& p, Draws& draw, double* sums,
     *weight += wa;
     return;
   }
-  for (std::int64_t t = 0; t < n; ++t) {
+  for (std::int64_t t = 0; t < count; ++t) {
     const std::uint32_t i = draw.next();
     const double* row = rows + static_cast<std::size_t>(i) * k;
     for (std::size_t col = 0; col < k; ++col) sums[col] += row[col];
     *weight += w[i];
+  }
+}
+
+// Units per cache block of the blocked index path (16 KiB of one-column rows: L1-resident).
+constexpr std::int64_t kBlockUnits = 2048;
+
+// n draws from n units. Large strata are drawn block by block: the number of draws landing in
+// each block of units is multinomial (conditional binomials), and draws within a block are
+// uniform, which is exactly the distribution of n uniform draws but keeps the random loads
+// inside a cache-resident block.
+void draw_stratum(const Units& u, const StratumPlan& p, rng::Stream& s, double* sums,
+                  double* weight) {
+  const std::size_t k = u.k;
+  const std::int64_t n = static_cast<std::int64_t>(p.end - p.begin);
+  const double* rows = u.rows.data() + p.begin * k;
+  const double* w = u.weight.data() + p.begin;
+  if (n <= 256) {
+    rng::BoundedDraws<16> draw(s, static_cast<std::uint32_t>(n));
+    draw_units(k, rows, w, p.unit_weights, n, draw, sums, weight);
+    return;
+  }
+  if (n <= 2 * kBlockUnits) {
+    rng::BoundedDraws<32> draw(s, static_cast<std::uint32_t>(n));
+    draw_units(k, rows, w, p.unit_weights, n, draw, sums, weight);
+    return;
+  }
+  std::int64_t remaining = n, mass = n;
+  for (std::int64_t start = 0; start < n && remaining > 0; start += kBlockUnits) {
+    const std::int64_t size = std::min(kBlockUnits, n - start);
+    const std::int64_t count =
+        size == mass ? remaining
+                     : binomial(remaining, static_cast<double>(size) / static_cast<double>(mass), s);
+    mass -= size;
+    remaining -= count;
+    if (count == 0) continue;
+    rng::BoundedDraws<32> draw(s, static_cast<std::uint32_t>(size));
+    draw_units(k, rows + static_cast<std::size_t>(start) * k, w + start, p.unit_weights, count,
+               draw, sums, weight);
   }
 }
 
@@ -178,13 +214,7 @@ void resample_stratum(const Units& u, const StratumPlan& p, rng::Stream& s, doub
     }
     return;
   }
-  if (n <= 256) {
-    rng::BoundedDraws<16> draw(s, static_cast<std::uint32_t>(n));
-    draw_units(u, p, draw, sums, weight);
-  } else {
-    rng::BoundedDraws<32> draw(s, static_cast<std::uint32_t>(n));
-    draw_units(u, p, draw, sums, weight);
-  }
+  draw_stratum(u, p, s, sums, weight);
 }
 
 void full_sums(const Units& u, std::size_t g, double* sums, double* weight) {
