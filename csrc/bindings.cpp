@@ -100,13 +100,11 @@ std::vector<std::size_t> units_per_group(const Units& u) {
   return m;
 }
 
-py::dict result_dict(const Units& u, const Distribution& d, const Summary& s,
+py::dict result_dict(py::object n, py::object n_units, const Distribution& d, const Summary& s,
                      bool return_distribution) {
   py::dict out;
-  out["n"] = to_numpy(u.group_items);
-  std::vector<std::int64_t> m;
-  for (auto x : units_per_group(u)) m.push_back(static_cast<std::int64_t>(x));
-  out["n_units"] = to_numpy(m);
+  out["n"] = n;
+  out["n_units"] = n_units;
   out["estimate"] = to_numpy(d.estimate);
   out["boot_mean"] = to_numpy(s.boot_mean);
   out["se"] = to_numpy(s.se);
@@ -122,6 +120,13 @@ py::dict result_dict(const Units& u, const Distribution& d, const Summary& s,
                                        static_cast<py::ssize_t>(d.n_resamples)});
   }
   return out;
+}
+
+py::dict result_dict(const Units& u, const Distribution& d, const Summary& s,
+                     bool return_distribution) {
+  std::vector<std::int64_t> m;
+  for (auto x : units_per_group(u)) m.push_back(static_cast<std::int64_t>(x));
+  return result_dict(to_numpy(u.group_items), to_numpy(m), d, s, return_distribution);
 }
 
 py::dict bootstrap_multinomial(Array<double> values, OptI64 group, std::size_t n_groups,
@@ -277,23 +282,7 @@ py::dict poisson_finalize(Array<std::int64_t> hi, Array<std::uint64_t> lo,
     d.acceleration.assign(acceleration.data(), acceleration.data() + acceleration.size());
     s = summarize(d, mg, m, level, threads);
   }
-  py::dict out;
-  out["n"] = n_items;
-  out["n_units"] = n_units;
-  out["estimate"] = to_numpy(d.estimate);
-  out["boot_mean"] = to_numpy(s.boot_mean);
-  out["se"] = to_numpy(s.se);
-  out["ci_low"] = to_numpy(s.ci_low);
-  out["ci_high"] = to_numpy(s.ci_high);
-  out["degenerate"] = to_numpy(s.degenerate);
-  out["n_valid"] = to_numpy(s.n_valid);
-  out["used_counts"] = to_numpy(d.used_counts);
-  out["acceleration"] = to_numpy(d.acceleration);
-  if (return_distribution) {
-    out["distribution"] = to_numpy(d.theta).reshape(
-        {static_cast<py::ssize_t>(d.n_groups), static_cast<py::ssize_t>(d.n_resamples)});
-  }
-  return out;
+  return result_dict(n_items, n_units, d, s, return_distribution);
 }
 
 py::array_t<std::uint64_t> hash_strings(Array<std::int64_t> offsets, py::buffer data) {
