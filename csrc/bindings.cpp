@@ -376,4 +376,8 @@ PYBIND11_MODULE(_core, m) {
         return out;
       },
       py::arg("x"), "Poisson(1) weights by inversion of uniform 32-bit words.");
+
+  // @@rouge-bindings@@ (text: tokenizers, ROUGE, token/set F1, all-pairs matrices)
+
+  // @@bleu-bindings@@ (text: sacrebleu-exact BLEU)
 }

@@ -36,6 +36,8 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats as sps
+from tumorboard import _core
+from tumorboard._bootstrap import bootstrap_sufficient
 from tumorboard.stats import (
     BootstrapResult,
     PairedBootstrapResult,
@@ -1006,3 +1008,56 @@ def test_large_grouped_call_is_fast():
     t0 = time.perf_counter()
     bootstrap(x, groups=np.arange(x.size) % 50, n_resamples=1000, seed=1)
     assert time.perf_counter() - t0 < 5.0
+
+
+# --- mean_of_ratios: the macro mean of per-component means (MTBBench "Overall", MedBench v4) ---
+
+
+def _macro_rows(task: np.ndarray, v: np.ndarray, k: int) -> np.ndarray:
+    rows = np.zeros((len(v), 2 * k))
+    rows[np.arange(len(v)), 2 * task] = v
+    rows[np.arange(len(v)), 2 * task + 1] = 1.0
+    return rows
+
+
+def test_mean_of_ratios_estimate_is_macro_mean():
+    rng = np.random.default_rng(3)
+    task = rng.integers(0, 4, 500)
+    v = (rng.random(500) < 0.4).astype(float)
+    rows = _macro_rows(task, v, 4)
+    w = np.array([1.0, 2.0, 0.5, 1.0])
+    res = bootstrap_sufficient(rows, statistic="mean_of_ratios", params=w, n_resamples=200)
+    means = np.array([v[task == t].mean() for t in range(4)])
+    assert res.estimate[0] == pytest.approx(float(np.sum(w * means) / w.sum()), rel=1e-14)
+    assert res.ci_low[0] <= res.estimate[0] <= res.ci_high[0]
+
+
+def test_mean_of_ratios_distribution_matches_numpy_on_given_resamples():
+    rng = np.random.default_rng(4)
+    n, k, b = 60, 3, 50
+    task = np.arange(n) % k
+    v = rng.random(n)
+    rows = _macro_rows(task, v, k)
+    idx = rng.integers(0, n, size=(b, n))
+    counts = np.zeros((b, n))
+    for r in range(b):
+        np.add.at(counts[r], idx[r], 1.0)
+    out = _core.bootstrap_from_counts(rows, counts, "mean_of_ratios", [1.0] * k, "percentile",
+                                      0.95, True)  # fmt: skip
+    expect = []
+    for r in range(b):
+        t, x = task[idx[r]], v[idx[r]]
+        means = [x[t == j].mean() if np.any(t == j) else np.nan for j in range(k)]
+        expect.append(np.mean(means))
+    got = np.asarray(out["distribution"]).ravel()
+    np.testing.assert_allclose(got, np.array(expect), rtol=1e-12, equal_nan=True)
+
+
+def test_mean_of_ratios_rejects_bad_params():
+    rows = np.zeros((4, 4))
+    with pytest.raises(ValueError, match="needs params"):
+        bootstrap_sufficient(rows, statistic="mean_of_ratios", n_resamples=10)
+    with pytest.raises(ValueError, match="needs 6 value columns"):
+        bootstrap_sufficient(rows, statistic="mean_of_ratios", params=[1, 1, 1], n_resamples=10)
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        bootstrap_sufficient(rows, statistic="mean_of_ratios", params=[1, -1], n_resamples=10)

@@ -45,6 +45,55 @@ class F1 final : public Statistic {
   }
 };
 
+// Weighted mean of k ratios: sum_i w_i (S_{2i} / S_{2i+1}) / sum_i w_i, read from 2k columns
+// [numerator_1, denominator_1, ...]. With a record's value in its component's numerator column and 1 in
+// its denominator column this is the macro average of per-component means (MTBBench's "Overall" = the
+// plain mean of the task accuracies; MedBench v4's task -> dimension -> overall averaging with weights
+// 1 / (n_dims * n_tasks_in_dim)). A component with zero denominator in a resample makes it NaN (left out).
+class MeanOfRatios final : public Statistic {
+ public:
+  explicit MeanOfRatios(std::vector<double> weights) : w_(std::move(weights)) {
+    for (double x : w_) total_ += x;
+  }
+  std::size_t n_columns() const override { return 2 * w_.size(); }
+  double evaluate(const double* s, double) const override {
+    double acc = 0.0;
+    for (std::size_t i = 0; i < w_.size(); ++i) {
+      if (w_[i] == 0.0) continue;
+      if (s[2 * i + 1] == 0.0) return kNaN;
+      acc += w_[i] * (s[2 * i] / s[2 * i + 1]);
+    }
+    return acc / total_;
+  }
+
+ private:
+  std::vector<double> w_;
+  double total_ = 0.0;
+};
+
+std::unique_ptr<Statistic> make_mean_of_ratios(std::size_t k, const std::vector<double>& params) {
+  if (params.empty()) {
+    throw std::invalid_argument("statistic 'mean_of_ratios' needs params: one weight per ratio");
+  }
+  if (k != 2 * params.size()) {
+    throw std::invalid_argument("statistic 'mean_of_ratios' with " +
+                                std::to_string(params.size()) + " weight(s) needs " +
+                                std::to_string(2 * params.size()) + " value columns, got " +
+                                std::to_string(k));
+  }
+  double total = 0.0;
+  for (double x : params) {
+    if (!(x >= 0.0) || !std::isfinite(x)) {
+      throw std::invalid_argument("statistic 'mean_of_ratios': weights must be finite and >= 0");
+    }
+    total += x;
+  }
+  if (!(total > 0.0)) {
+    throw std::invalid_argument("statistic 'mean_of_ratios': weights must not all be 0");
+  }
+  return std::make_unique<MeanOfRatios>(params);
+}
+
 class PairedDifference final : public Statistic {
  public:
   PairedDifference(std::unique_ptr<Statistic> a, std::unique_ptr<Statistic> b)
@@ -77,6 +126,7 @@ std::unique_ptr<Statistic> make_statistic(const std::string& name, std::size_t k
   if (name == "sum") return checked<Sum>(name, k);
   if (name == "ratio") return checked<Ratio>(name, k);
   if (name == "f1") return checked<F1>(name, k);
+  if (name == "mean_of_ratios") return make_mean_of_ratios(k, params);
   if (auto stat = make_agreement_statistic(name, k, params)) return stat;
   std::string known;
   for (const auto& n : statistic_names()) known += (known.empty() ? "" : ", ") + n;
@@ -89,7 +139,7 @@ std::unique_ptr<Statistic> make_paired_difference(std::unique_ptr<Statistic> a,
 }
 
 std::vector<std::string> statistic_names() {
-  std::vector<std::string> names = {"mean", "sum", "ratio", "f1"};
+  std::vector<std::string> names = {"mean", "sum", "ratio", "f1", "mean_of_ratios"};
   for (auto& n : agreement_statistic_names()) names.push_back(std::move(n));
   return names;
 }
