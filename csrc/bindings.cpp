@@ -19,6 +19,10 @@
 #include "stats/poisson.hpp"
 #include "stats/statistic.hpp"
 #include "stats/units.hpp"
+#include "text/bleu.hpp"
+#include "text/bleu_tokenize.hpp"
+#include "text/rouge.hpp"
+#include "text/rouge_tokenize.hpp"
 
 namespace py = pybind11;
 using namespace tb::stats;
@@ -378,6 +382,507 @@ PYBIND11_MODULE(_core, m) {
       py::arg("x"), "Poisson(1) weights by inversion of uniform 32-bit words.");
 
   // @@rouge-bindings@@ (text: tokenizers, ROUGE, token/set F1, all-pairs matrices)
+  // Strings are read in place as UTF-8 (PyUnicode_AsUTF8AndSize; lone surrogates go through
+  // "surrogatepass"), then tokenization and scoring run with the GIL released.
+  struct TextIn {
+    std::vector<tb::text::Utf8> views;
+    std::vector<py::object> keep;  // holds every str (and any re-encoded bytes) alive
+
+    static TextIn read(const py::list& texts, const std::string& name) {
+      TextIn in;
+      const auto n = static_cast<std::size_t>(PyList_GET_SIZE(texts.ptr()));
+      in.views.reserve(n);
+      in.keep.reserve(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        PyObject* o = PyList_GET_ITEM(texts.ptr(), static_cast<Py_ssize_t>(i));
+        const bool nan = PyFloat_Check(o) && PyFloat_AS_DOUBLE(o) != PyFloat_AS_DOUBLE(o);
+        if (o == Py_None || nan) {
+          throw py::value_error(name + "[" + std::to_string(i) + "] is null (" +
+                                (nan ? "NaN" : "None") + "); expected a str");
+        }
+        if (!PyUnicode_Check(o)) {
+          throw py::type_error(name + "[" + std::to_string(i) + "]: expected a str, got " +
+                               Py_TYPE(o)->tp_name);
+        }
+        in.keep.push_back(py::reinterpret_borrow<py::object>(o));
+        Py_ssize_t size = 0;
+        const char* data = PyUnicode_AsUTF8AndSize(o, &size);
+        if (data == nullptr) {
+          PyErr_Clear();
+          PyObject* b = PyUnicode_AsEncodedString(o, "utf-8", "surrogatepass");
+          if (b == nullptr) throw py::error_already_set();
+          in.keep.push_back(py::reinterpret_steal<py::object>(b));
+          data = PyBytes_AS_STRING(b);
+          size = PyBytes_GET_SIZE(b);
+        }
+        in.views.push_back({data, static_cast<std::size_t>(size)});
+      }
+      return in;
+    }
+
+    void append(TextIn&& other) {
+      views.insert(views.end(), other.views.begin(), other.views.end());
+      for (auto& o : other.keep) keep.push_back(std::move(o));
+    }
+
+    static tb::text::TokenizerKind tokenizer(const std::string& s) {
+      if (s == "rouge") return tb::text::TokenizerKind::kRouge;
+      if (s == "unicode") return tb::text::TokenizerKind::kUnicode;
+      if (s == "whitespace") return tb::text::TokenizerKind::kWhitespace;
+      throw std::invalid_argument("tokenizer must be 'rouge', 'unicode' or 'whitespace', got '" +
+                                  s + "'");
+    }
+
+    static tb::text::Stemmer stemmer(const std::string& s) {
+      if (s == "none") return tb::text::Stemmer::kNone;
+      if (s == "porter") return tb::text::Stemmer::kPorterNltk;
+      if (s == "porter-original") return tb::text::Stemmer::kPorterOriginal;
+      throw std::invalid_argument("stemmer must be 'none', 'porter' or 'porter-original', got '" +
+                                  s + "'");
+    }
+
+    static py::tuple prf(std::vector<double>& p, std::vector<double>& r, std::vector<double>& f,
+                         std::vector<py::ssize_t> shape) {
+      return py::make_tuple(to_numpy(p).reshape(shape), to_numpy(r).reshape(shape),
+                            to_numpy(f).reshape(shape));
+    }
+  };
+
+  m.def(
+      "text_check",
+      [](const py::list& texts, const std::string& name) { TextIn::read(texts, name); },
+      py::arg("texts"), py::arg("name"),
+      "Raises the ValueError/TypeError that the text functions raise for a bad element.");
+  m.def(
+      "text_tokenize",
+      [](const py::list& texts, const std::string& name, const std::string& tokenizer,
+         const std::string& stemmer, int threads) {
+        TextIn in = TextIn::read(texts, name);
+        const auto kind = TextIn::tokenizer(tokenizer);
+        const auto stem = TextIn::stemmer(stemmer);
+        tb::text::TokenizedTexts toks;
+        {
+          py::gil_scoped_release release;
+          toks = tb::text::tokenize_texts(in.views, kind, stem, threads);
+        }
+        py::list out(in.views.size());
+        for (std::size_t i = 0; i < in.views.size(); ++i) {
+          py::list row(toks.size(i));
+          const tb::text::Token* t = toks.tokens(i);
+          for (std::size_t k = 0; k < toks.size(i); ++k) {
+            row[k] = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+                t[k].data, static_cast<Py_ssize_t>(t[k].size), "surrogatepass"));
+          }
+          out[i] = row;
+        }
+        return out;
+      },
+      py::arg("texts"), py::arg("name"), py::arg("tokenizer"), py::arg("stemmer"),
+      py::arg("threads"), "Tokens of each text (rouge | unicode | whitespace tokenizer).");
+  m.def(
+      "text_rouge",
+      [](const py::list& hyps, const py::list& refs, const std::string& hyp_name,
+         const std::string& ref_name, const std::vector<int>& types, const std::string& tokenizer,
+         const std::string& stemmer, int threads) {
+        TextIn in = TextIn::read(hyps, hyp_name);
+        TextIn r = TextIn::read(refs, ref_name);
+        const std::size_t n = in.views.size();
+        if (r.views.size() != n) throw std::invalid_argument("hyps and refs differ in length");
+        in.append(std::move(r));
+        const auto kind = TextIn::tokenizer(tokenizer);
+        const auto stem = TextIn::stemmer(stemmer);
+        std::vector<double> p(types.size() * n), rc(types.size() * n), f(types.size() * n);
+        {
+          py::gil_scoped_release release;
+          const auto toks = tb::text::tokenize_texts(in.views, kind, stem, threads);
+          tb::text::rouge_pairs(toks, n, types, threads, {p.data(), rc.data(), f.data()});
+        }
+        return TextIn::prf(p, rc, f,
+                           {static_cast<py::ssize_t>(types.size()), static_cast<py::ssize_t>(n)});
+      },
+      py::arg("hyps"), py::arg("refs"), py::arg("hyp_name"), py::arg("ref_name"),
+      py::arg("types"), py::arg("tokenizer"), py::arg("stemmer"), py::arg("threads"),
+      "(precision, recall, fmeasure), each (len(types), n); type n >= 1 ROUGE-N, 0 ROUGE-L, "
+      "-1 ROUGE-Lsum.");
+  m.def(
+      "text_rouge_matrix",
+      [](const py::list& a, const py::list& b, const std::string& a_name,
+         const std::string& b_name, int type, const std::string& tokenizer,
+         const std::string& stemmer, int threads) {
+        TextIn in = TextIn::read(a, a_name);
+        const std::size_t na = in.views.size();
+        TextIn tb_in = TextIn::read(b, b_name);
+        const std::size_t nb = tb_in.views.size();
+        in.append(std::move(tb_in));
+        const auto kind = TextIn::tokenizer(tokenizer);
+        const auto stem = TextIn::stemmer(stemmer);
+        std::vector<double> p(na * nb), r(na * nb), f(na * nb);
+        {
+          py::gil_scoped_release release;
+          const auto toks = tb::text::tokenize_texts(in.views, kind, stem, threads);
+          tb::text::rouge_matrix(toks, na, nb, type, threads, {p.data(), r.data(), f.data()});
+        }
+        return TextIn::prf(p, r, f, {static_cast<py::ssize_t>(na), static_cast<py::ssize_t>(nb)});
+      },
+      py::arg("a"), py::arg("b"), py::arg("a_name"), py::arg("b_name"), py::arg("type"),
+      py::arg("tokenizer"), py::arg("stemmer"), py::arg("threads"),
+      "(precision, recall, fmeasure), each (len(a), len(b)): a[i] predicted, b[j] the target.");
+  m.def(
+      "text_set_f1",
+      [](const py::list& preds, const py::list& refs, const std::string& pred_name,
+         const std::string& ref_name, const std::string& tokenizer, int threads) {
+        TextIn in = TextIn::read(preds, pred_name);
+        TextIn r = TextIn::read(refs, ref_name);
+        const std::size_t n = in.views.size();
+        if (r.views.size() != n) throw std::invalid_argument("preds and refs differ in length");
+        in.append(std::move(r));
+        const auto kind = TextIn::tokenizer(tokenizer);
+        std::vector<double> out(n);
+        {
+          py::gil_scoped_release release;
+          const auto toks =
+              tb::text::tokenize_texts(in.views, kind, tb::text::Stemmer::kNone, threads);
+          tb::text::set_f1(toks, n, threads, out.data());
+        }
+        return to_numpy(out);
+      },
+      py::arg("preds"), py::arg("refs"), py::arg("pred_name"), py::arg("ref_name"),
+      py::arg("tokenizer"), py::arg("threads"), "F1 over sets of distinct tokens.");
+  m.def(
+      "text_token_f1",
+      [](const py::list& preds, const py::list& refs, const std::string& pred_name,
+         const std::string& ref_name, bool squad, double both_empty, int threads) {
+        TextIn p = TextIn::read(preds, pred_name);
+        TextIn r = TextIn::read(refs, ref_name);
+        if (p.views.size() != r.views.size()) {
+          throw std::invalid_argument("preds and refs differ in length");
+        }
+        std::vector<double> out(p.views.size());
+        {
+          py::gil_scoped_release release;
+          tb::text::token_f1(p.views, r.views, squad, both_empty, threads, out.data());
+        }
+        return to_numpy(out);
+      },
+      py::arg("preds"), py::arg("refs"), py::arg("pred_name"), py::arg("ref_name"),
+      py::arg("squad"), py::arg("both_empty"), py::arg("threads"),
+      "SQuAD token F1 (texts already lowercased when squad=True).");
+  m.def(
+      "text_porter_stem",
+      [](const std::vector<std::string>& words, const std::string& mode) {
+        tb::text::PorterMode pm;
+        if (mode == "nltk") {
+          pm = tb::text::PorterMode::kNltk;
+        } else if (mode == "original") {
+          pm = tb::text::PorterMode::kOriginal;
+        } else {
+          throw std::invalid_argument("mode must be 'nltk' or 'original', got '" + mode + "'");
+        }
+        std::vector<std::string> out;
+        out.reserve(words.size());
+        for (const auto& w : words) {
+          for (char c : w) {
+            if (static_cast<unsigned char>(c) >= 0x80) {
+              throw std::invalid_argument("porter_stem takes ASCII words, got '" + w + "'");
+            }
+          }
+          out.push_back(tb::text::porter_stem(w, pm));
+        }
+        return out;
+      },
+      py::arg("words"), py::arg("mode"),
+      "nltk PorterStemmer(mode).stem(word) for ASCII words (mode 'nltk' = NLTK_EXTENSIONS, "
+      "'original' = ORIGINAL_ALGORITHM).");
+  m.def(
+      "text_char_flags",
+      [](Array<std::uint32_t> cps) {
+        py::array_t<std::uint8_t> out(cps.size());
+        for (py::ssize_t i = 0; i < cps.size(); ++i) {
+          out.mutable_data()[i] = tb::text::char_flags(cps.data()[i]);
+        }
+        return out;
+      },
+      py::arg("cps"), "Character-class flags of code points (see csrc/text/unicode_table.hpp).");
+  m.attr("text_unicode_version") = tb::text::unicode_version();
 
   // @@bleu-bindings@@ (text: sacrebleu-exact BLEU)
+  // Text columns arrive as a list of str (None allowed where sacrebleu allows it: in
+  // reference streams) or as an Arrow-style tuple (offsets int64, UTF-8 bytes uint8, validity
+  // uint8 or None). Strings are viewed in place (PyUnicode_AsUTF8AndSize); with lowercase,
+  // non-ASCII strings are lowered by Python's str.lower (exact Unicode rules), ASCII in C++.
+  struct BleuBind {
+    struct Column {
+      tb::text::TextColumn col;
+      std::vector<py::object> keep;  // owners of the viewed bytes while the GIL is released
+    };
+
+    static std::string where(const std::string& name, std::size_t i) {
+      return name + "[" + std::to_string(i) + "]";
+    }
+
+    // UTF-8 bytes of a str, in place; lone surrogates are encoded with "surrogatepass" (they
+    // are opaque non-space, non-CJK characters to every rule, as in Python).
+    static std::string_view utf8_of(PyObject* s, Column& c) {
+      Py_ssize_t size = 0;
+      const char* data = PyUnicode_AsUTF8AndSize(s, &size);
+      if (data == nullptr) {
+        PyErr_Clear();
+        PyObject* b = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
+        if (b == nullptr) throw py::error_already_set();
+        c.keep.push_back(py::reinterpret_steal<py::object>(b));
+        data = PyBytes_AS_STRING(b);
+        size = PyBytes_GET_SIZE(b);
+      }
+      return {data, static_cast<std::size_t>(size)};
+    }
+
+    static std::string_view lowered(PyObject* s, Column& c) {
+      py::object low = py::reinterpret_borrow<py::object>(s).attr("lower")();
+      c.keep.push_back(low);
+      return utf8_of(low.ptr(), c);
+    }
+
+    static Column from_list(py::handle obj, const std::string& name, bool allow_missing,
+                            bool lower) {
+      Column c;
+      PyObject* lst = PySequence_List(obj.ptr());
+      if (lst == nullptr) throw py::error_already_set();
+      c.keep.push_back(py::reinterpret_steal<py::object>(lst));
+      const auto n = static_cast<std::size_t>(PyList_GET_SIZE(lst));
+      c.col.text.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        PyObject* s = PyList_GET_ITEM(lst, static_cast<Py_ssize_t>(i));
+        const bool nan = PyFloat_Check(s) && PyFloat_AS_DOUBLE(s) != PyFloat_AS_DOUBLE(s);
+        if (s == Py_None || nan) {
+          if (!allow_missing) {
+            throw py::value_error(where(name, i) + " is null (" + (nan ? "NaN" : "None") +
+                                  "); expected a str");
+          }
+          if (c.col.present.empty()) c.col.present.assign(n, 1);
+          c.col.present[i] = 0;
+          continue;
+        }
+        if (!PyUnicode_Check(s)) {
+          throw py::type_error(where(name, i) + ": expected a str, got " +
+                               std::string(Py_TYPE(s)->tp_name));
+        }
+        c.col.text[i] = (lower && !PyUnicode_IS_ASCII(s)) ? lowered(s, c) : utf8_of(s, c);
+      }
+      return c;
+    }
+
+    static Column from_arrow(py::tuple t, const std::string& name, bool allow_missing,
+                             bool lower) {
+      if (t.size() != 3) throw py::value_error(name + ": expected (offsets, data, validity)");
+      Column c;
+      auto offsets = t[0].cast<Array<std::int64_t>>();
+      auto data = t[1].cast<Array<std::uint8_t>>();
+      c.keep.push_back(offsets);
+      c.keep.push_back(data);
+      const std::int64_t* off = offsets.data();
+      const auto total = static_cast<std::int64_t>(data.size());
+      const std::size_t n = offsets.size() > 0 ? static_cast<std::size_t>(offsets.size()) - 1 : 0;
+      for (std::size_t i = 0; i <= n && offsets.size() > 0; ++i) {
+        if (off[i] < 0 || off[i] > total || (i > 0 && off[i] < off[i - 1])) {
+          throw py::value_error(name + ": invalid string offsets");
+        }
+      }
+      if (!t[2].is_none()) {
+        auto valid = t[2].cast<Array<std::uint8_t>>();
+        if (static_cast<std::size_t>(valid.size()) != n) {
+          throw py::value_error(name + ": validity needs one entry per string");
+        }
+        c.col.present.assign(valid.data(), valid.data() + n);
+        for (std::size_t i = 0; i < n && !allow_missing; ++i) {
+          if (!c.col.present[i]) {
+            throw py::value_error(where(name, i) + " is null; expected a str");
+          }
+        }
+      }
+      const char* bytes = reinterpret_cast<const char*>(data.data());
+      c.col.text.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::string_view s(bytes + off[i], static_cast<std::size_t>(off[i + 1] - off[i]));
+        bool ascii = true;
+        for (const char ch : s) ascii &= static_cast<unsigned char>(ch) < 0x80;
+        if (lower && !ascii && c.col.has(i)) {
+          PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()),
+                                             "surrogatepass");
+          if (u == nullptr) {
+            PyErr_Clear();
+            throw py::value_error(where(name, i) + ": invalid UTF-8");
+          }
+          auto owner = py::reinterpret_steal<py::object>(u);
+          s = lowered(u, c);
+        }
+        c.col.text[i] = s;
+      }
+      return c;
+    }
+
+    static Column column(py::handle obj, const std::string& name, bool allow_missing,
+                         bool lower) {
+      if (py::isinstance<py::tuple>(obj)) {
+        return from_arrow(py::reinterpret_borrow<py::tuple>(obj), name, allow_missing, lower);
+      }
+      return from_list(obj, name, allow_missing, lower);
+    }
+
+    struct Inputs {
+      Column hyps;
+      std::vector<Column> refs;
+      std::vector<tb::text::TextColumn> ref_cols;
+    };
+
+    // refs: a list of reference streams (each a column); a single stream may not hold None.
+    static Inputs inputs(py::handle hyps, py::list refs, bool lower) {
+      Inputs in;
+      in.hyps = column(hyps, "hyps", false, lower);
+      const bool multi = refs.size() > 1;
+      for (std::size_t k = 0; k < refs.size(); ++k) {
+        const std::string name = multi ? "refs[" + std::to_string(k) + "]" : std::string("refs");
+        in.refs.push_back(column(refs[k], name, multi, lower));
+        if (in.refs.back().col.size() != in.hyps.col.size()) {
+          throw py::value_error(name + ": expected " + std::to_string(in.hyps.col.size()) +
+                                " texts (one per hypothesis), got " +
+                                std::to_string(in.refs.back().col.size()));
+        }
+      }
+      if (refs.size() == 0) throw py::value_error("refs: expected at least one reference stream");
+      for (std::size_t i = 0; multi && i < in.hyps.col.size(); ++i) {
+        bool any = false;
+        for (const auto& r : in.refs) any |= r.col.has(i);
+        if (!any) {
+          throw py::value_error("refs: item " + std::to_string(i) +
+                                " has no reference (None in every stream)");
+        }
+      }
+      for (auto& r : in.refs) in.ref_cols.push_back(r.col);
+      return in;
+    }
+
+    static tb::text::BleuConfig config(const std::string& tokenize, bool lowercase,
+                                       int max_order) {
+      if (max_order < 1) throw py::value_error("max_order must be >= 1");
+      tb::text::BleuConfig cfg;
+      cfg.tokenizer = tb::text::parse_bleu_tokenizer(tokenize);
+      cfg.lowercase = lowercase;
+      cfg.max_order = max_order;
+      return cfg;
+    }
+
+    static tb::text::BleuScoreOptions options(int max_order, const std::string& smooth,
+                                              std::optional<double> smooth_value,
+                                              bool effective_order, int python_sum) {
+      tb::text::BleuScoreOptions o;
+      o.smooth = tb::text::parse_bleu_smooth(smooth);
+      o.smooth_value = smooth_value ? *smooth_value : tb::text::bleu_default_smooth_value(o.smooth);
+      o.effective_order = effective_order;
+      o.max_order = max_order;
+      o.sum = python_sum ? tb::text::PySum::kNeumaier : tb::text::PySum::kSequential;
+      return o;
+    }
+
+    static py::array_t<std::int64_t> statistics(const Inputs& in,
+                                                const tb::text::BleuConfig& cfg, int threads) {
+      const auto n = static_cast<py::ssize_t>(in.hyps.col.size());
+      const auto k = static_cast<py::ssize_t>(tb::text::bleu_n_columns(cfg.max_order));
+      py::array_t<std::int64_t> out({n, k});
+      std::int64_t* o = out.mutable_data();
+      py::gil_scoped_release release;
+      tb::text::bleu_statistics(in.hyps.col, in.ref_cols, cfg, threads, o);
+      return out;
+    }
+  };
+
+  m.def(
+      "bleu_statistics",
+      [](py::handle hyps, py::list refs, const std::string& tokenize, bool lowercase,
+         int max_order, int threads) {
+        const auto cfg = BleuBind::config(tokenize, lowercase, max_order);
+        const auto in = BleuBind::inputs(hyps, refs, lowercase);
+        return BleuBind::statistics(in, cfg, threads);
+      },
+      py::arg("hyps"), py::arg("refs"), py::arg("tokenize"), py::arg("lowercase"),
+      py::arg("max_order"), py::arg("threads"),
+      "Per-item BLEU statistics (n, 2*max_order+2): matches, totals, hyp_len, ref_len.");
+  m.def(
+      "bleu_sentence",
+      [](py::handle hyps, py::list refs, const std::string& tokenize, bool lowercase,
+         int max_order, const std::string& smooth, std::optional<double> smooth_value,
+         bool effective_order, int python_sum, int threads) {
+        const auto cfg = BleuBind::config(tokenize, lowercase, max_order);
+        const auto opt =
+            BleuBind::options(max_order, smooth, smooth_value, effective_order, python_sum);
+        const auto in = BleuBind::inputs(hyps, refs, lowercase);
+        auto stats = BleuBind::statistics(in, cfg, threads);
+        const auto n = static_cast<py::ssize_t>(in.hyps.col.size());
+        py::array_t<double> score(n), bp(n), ratio(n);
+        py::array_t<double> precisions({n, static_cast<py::ssize_t>(max_order)});
+        {
+          double *s = score.mutable_data(), *b = bp.mutable_data(), *r = ratio.mutable_data();
+          double* p = precisions.mutable_data();
+          const std::int64_t* st = stats.data();
+          py::gil_scoped_release release;
+          tb::text::bleu_scores(st, static_cast<std::size_t>(n), opt, threads, s, b, r, p);
+        }
+        py::dict out;
+        out["statistics"] = stats;
+        out["score"] = score;
+        out["bp"] = bp;
+        out["ratio"] = ratio;
+        out["precisions"] = precisions;
+        return out;
+      },
+      py::arg("hyps"), py::arg("refs"), py::arg("tokenize"), py::arg("lowercase"),
+      py::arg("max_order"), py::arg("smooth"), py::arg("smooth_value"),
+      py::arg("effective_order"), py::arg("python_sum"), py::arg("threads"),
+      "Sentence BLEU of each item (sacrebleu's BLEU.sentence_score).");
+  m.def(
+      "bleu_from_statistics",
+      [](Array<double> stats, int max_order, const std::string& smooth,
+         std::optional<double> smooth_value, bool effective_order, int python_sum) {
+        const auto opt =
+            BleuBind::options(max_order, smooth, smooth_value, effective_order, python_sum);
+        const auto k = static_cast<py::ssize_t>(tb::text::bleu_n_columns(max_order));
+        if (stats.ndim() != 2 || stats.shape(1) != k) {
+          throw py::value_error("statistics must be (n, " + std::to_string(k) + ")");
+        }
+        const py::ssize_t n = stats.shape(0);
+        py::array_t<double> score(n), bp(n), ratio(n);
+        py::array_t<double> precisions({n, static_cast<py::ssize_t>(max_order)});
+        for (py::ssize_t i = 0; i < n; ++i) {
+          const auto r = tb::text::bleu_score(stats.data() + i * k, opt,
+                                              precisions.mutable_data() + i * max_order);
+          score.mutable_data()[i] = r.score;
+          bp.mutable_data()[i] = r.bp;
+          ratio.mutable_data()[i] = r.ratio;
+        }
+        py::dict out;
+        out["score"] = score;
+        out["bp"] = bp;
+        out["ratio"] = ratio;
+        out["precisions"] = precisions;
+        return out;
+      },
+      py::arg("statistics"), py::arg("max_order"), py::arg("smooth"), py::arg("smooth_value"),
+      py::arg("effective_order"), py::arg("python_sum"),
+      "BLEU (sacrebleu's compute_bleu) of each row of (summed) statistics.");
+  m.def(
+      "bleu_tokenize",
+      [](py::handle texts, const std::string& tokenize, bool lowercase) {
+        const auto tok = tb::text::parse_bleu_tokenizer(tokenize);
+        const auto c = BleuBind::column(texts, "texts", false, lowercase);
+        py::list out;
+        for (const auto& s : c.col.text) {
+          const std::string t = tb::text::bleu_tokenized_string(s, tok, lowercase);
+          out.append(py::reinterpret_steal<py::object>(
+              PyUnicode_DecodeUTF8(t.data(), static_cast<Py_ssize_t>(t.size()), "surrogatepass")));
+        }
+        return out;
+      },
+      py::arg("texts"), py::arg("tokenize"), py::arg("lowercase"),
+      "sacrebleu's tokenizer output (tokens joined by one space) of each text.");
+
+  // @@tiling-bindings@@ (tiling: tissue mask, patch grid, fused preprocessing)
 }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "agreement.hpp"
+#include "text/bleu.hpp"
 
 namespace tb::stats {
 namespace {
@@ -94,6 +95,57 @@ std::unique_ptr<Statistic> make_mean_of_ratios(std::size_t k, const std::vector<
   return std::make_unique<MeanOfRatios>(params);
 }
 
+// Corpus BLEU (sacrebleu's BLEU.compute_bleu, csrc/text/bleu.hpp) of the summed per-item
+// [matches_1..N, totals_1..N, hyp_len, ref_len]. params (trailing entries may be left out):
+// [max_order N (default: from k), smooth (0 none, 1 floor, 2 add-k, 3 exp; default 3),
+//  smooth_value (NaN: sacrebleu's default for the method), effective_order (0/1, default 0),
+//  python_sum (0: CPython <= 3.11 sum(), 1: CPython >= 3.12 sum(); default 0)].
+class CorpusBleu final : public Statistic {
+ public:
+  explicit CorpusBleu(const tb::text::BleuScoreOptions& o) : o_(o) {}
+  std::size_t n_columns() const override { return tb::text::bleu_n_columns(o_.max_order); }
+  double evaluate(const double* s, double) const override {
+    return tb::text::bleu_score(s, o_, nullptr).score;
+  }
+
+ private:
+  tb::text::BleuScoreOptions o_;
+};
+
+std::unique_ptr<Statistic> make_bleu(std::size_t k, const std::vector<double>& p) {
+  if (p.size() > 5) throw std::invalid_argument("statistic 'bleu' takes at most 5 params");
+  auto flag = [&](std::size_t i, const char* what) {
+    if (p.size() <= i) return false;
+    if (p[i] != 0.0 && p[i] != 1.0) {
+      throw std::invalid_argument(std::string("statistic 'bleu': ") + what + " must be 0 or 1");
+    }
+    return p[i] == 1.0;
+  };
+  tb::text::BleuScoreOptions o;
+  const double order = p.empty() ? (static_cast<double>(k) - 2.0) / 2.0 : p[0];
+  if (!(order >= 1.0) || order != std::floor(order) || order > 1e6) {
+    throw std::invalid_argument("statistic 'bleu' needs an integer max_order >= 1 and "
+                                "2 * max_order + 2 value columns");
+  }
+  o.max_order = static_cast<int>(order);
+  if (tb::text::bleu_n_columns(o.max_order) != k) {
+    throw std::invalid_argument("statistic 'bleu' with max_order " +
+                                std::to_string(o.max_order) + " needs " +
+                                std::to_string(tb::text::bleu_n_columns(o.max_order)) +
+                                " value column(s), got " + std::to_string(k));
+  }
+  const double code = p.size() > 1 ? p[1] : 3.0;
+  if (code != 0.0 && code != 1.0 && code != 2.0 && code != 3.0) {
+    throw std::invalid_argument("statistic 'bleu': smooth code must be 0, 1, 2 or 3");
+  }
+  o.smooth = static_cast<tb::text::BleuSmooth>(static_cast<int>(code));
+  const double value = p.size() > 2 ? p[2] : std::numeric_limits<double>::quiet_NaN();
+  o.smooth_value = std::isnan(value) ? tb::text::bleu_default_smooth_value(o.smooth) : value;
+  o.effective_order = flag(3, "effective_order");
+  o.sum = flag(4, "python_sum") ? tb::text::PySum::kNeumaier : tb::text::PySum::kSequential;
+  return std::make_unique<CorpusBleu>(o);
+}
+
 class PairedDifference final : public Statistic {
  public:
   PairedDifference(std::unique_ptr<Statistic> a, std::unique_ptr<Statistic> b)
@@ -126,6 +178,7 @@ std::unique_ptr<Statistic> make_statistic(const std::string& name, std::size_t k
   if (name == "sum") return checked<Sum>(name, k);
   if (name == "ratio") return checked<Ratio>(name, k);
   if (name == "f1") return checked<F1>(name, k);
+  if (name == "bleu") return make_bleu(k, params);
   if (name == "mean_of_ratios") return make_mean_of_ratios(k, params);
   if (auto stat = make_agreement_statistic(name, k, params)) return stat;
   std::string known;
@@ -139,7 +192,7 @@ std::unique_ptr<Statistic> make_paired_difference(std::unique_ptr<Statistic> a,
 }
 
 std::vector<std::string> statistic_names() {
-  std::vector<std::string> names = {"mean", "sum", "ratio", "f1", "mean_of_ratios"};
+  std::vector<std::string> names = {"mean", "sum", "ratio", "f1", "bleu", "mean_of_ratios"};
   for (auto& n : agreement_statistic_names()) names.push_back(std::move(n));
   return names;
 }

@@ -1,10 +1,14 @@
 """The ``tumorboard`` command line: ``tumorboard --version``, ``tumorboard demo``,
-``tumorboard bench``. Verbs are added as features land."""
+``tumorboard bench``, ``tumorboard import`` (agent logs into a trajectory store) and
+``tumorboard score`` (a store into a report with bootstrap CIs). Verbs are added as features
+land."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,6 +66,108 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return status
 
 
+def _field_map(pairs: Sequence[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or ():
+        field, sep, key = pair.partition("=")
+        if not sep or not field.strip() or not key.strip():
+            raise ValueError(f"--map: expected FIELD=KEY (e.g. gold=expected), got {pair!r}")
+        out[field.strip()] = key.strip()
+    return out
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from .traj import import_logs
+
+    report = import_logs(
+        args.format,
+        args.src,
+        args.store,
+        track=args.track,
+        model=args.model,
+        model_map=args.model_map,
+        benchmark=args.benchmark,
+        field_map=_field_map(args.map),
+        run_name=args.run_name,
+    )
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report)
+    return 1 if args.strict and report.skipped else 0
+
+
+#: Fields of one row of ``tumorboard score --format json`` (accuracy rows only).
+SCORE_JSON_FIELDS = (
+    "benchmark", "track", "model", "tools", "task", "n", "n_correct", "accuracy", "boot_mean",
+    "ci_low", "ci_high", "pm",
+)  # fmt: skip
+_SCORE_COLUMNS = (
+    "track", "model", "tools", "task", "correct", "patient_id", "files_accessed",
+    "files_hallucinated",
+)  # fmt: skip
+
+
+def _json_number(x: object) -> object:
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def score_json_rows(table: object) -> list[dict[str, object]]:
+    """The accuracy rows of a scorer's report table as the CLI's JSON objects (estimate is
+    named ``accuracy``; NaN becomes null)."""
+    import polars as pl
+
+    assert isinstance(table, pl.DataFrame)
+    acc = table.filter(pl.col("metric") == "accuracy").rename({"estimate": "accuracy"})
+    rows = acc.select(list(SCORE_JSON_FIELDS)).to_dicts()
+    return [{k: _json_number(v) for k, v in row.items()} for row in rows]
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from .traj import Store
+    from .traj.store import atomic_write_bytes
+
+    if args.benchmark != "mtbbench":
+        raise ValueError(
+            f"--benchmark: scoring a store supports 'mtbbench', got {args.benchmark!r} (other "
+            "scorers take a frame: tumorboard.score.get(name)(frame))"
+        )
+    from .score import mtbbench
+
+    store = Store(args.store, create=False)
+    items = store.items(with_runs=True)
+    present = items.select(pl.col("benchmark").unique()).collect().get_column("benchmark")
+    if args.benchmark not in present.to_list():
+        have = ", ".join(sorted(str(b) for b in present.drop_nulls().to_list())) or "none"
+        raise ValueError(
+            f"{args.store}: no items of benchmark {args.benchmark!r} (benchmarks present: {have})"
+        )
+    frame = items.filter(pl.col("benchmark") == args.benchmark)
+    if args.track:
+        frame = frame.filter(pl.col("track").is_in(args.track))
+    frame = frame.select(list(_SCORE_COLUMNS)).collect()
+    if frame.height == 0:
+        raise ValueError(f"{args.store}: no items left after --track {' '.join(args.track)}")
+    cluster = {"patient": "patient_id"}.get(args.cluster, args.cluster)
+    report = mtbbench(
+        frame, n_resamples=args.resamples, level=args.level, seed=args.seed, cluster=cluster
+    )
+    if args.format == "json":
+        text = json.dumps(score_json_rows(report.table), indent=2) + "\n"
+        if args.out:
+            atomic_write_bytes(Path(args.out), text.encode("utf-8"))
+    else:
+        render = {"md": report.to_markdown, "csv": report.to_csv, "html": report.to_html}
+        text = render[args.format](args.out) if args.out else render[args.format]()
+    if args.out:
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tumorboard",
@@ -82,6 +188,52 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dir", help="the benchmarks directory (default: ./benchmarks)")
     bench.add_argument("--json-dir", default="bench-results", help="where to write JSON results")
     bench.set_defaults(func=_cmd_bench)
+
+    imp = sub.add_parser(
+        "import",
+        help="import agent logs into a trajectory store",
+        description="Import agent logs into a trajectory store. Files already imported "
+        "(same content hash) are skipped; malformed files are skipped and reported.",
+    )
+    imp.add_argument("format", choices=["mtbbench", "jsonl", "react"], help="log format")
+    imp.add_argument("src", help="a log file or a folder (searched recursively)")
+    imp.add_argument("--store", required=True, help="the store directory (created if missing)")
+    imp.add_argument(
+        "--track", help="mtbbench: multimodal or longitudinal (default: detected per file)"
+    )
+    imp.add_argument("--model", help="model name for every record (default: folder / records)")
+    imp.add_argument(
+        "--model-map", metavar="FILE", help="folder -> model name (JSON object or CSV lines)"
+    )
+    imp.add_argument("--benchmark", help="benchmark name (default: from the format)")
+    imp.add_argument(
+        "--map", action="append", metavar="FIELD=KEY", help="jsonl: read FIELD from KEY"
+    )
+    imp.add_argument("--run-name", help="suffix that keeps repeated runs of a model apart")
+    imp.add_argument("--json", action="store_true", help="print the import report as JSON")
+    imp.add_argument(
+        "--strict", action="store_true", help="exit with status 1 when any file was skipped"
+    )
+    imp.set_defaults(func=_cmd_import)
+
+    score = sub.add_parser(
+        "score",
+        help="score a trajectory store: accuracy per task with bootstrap CIs",
+        description="Score a trajectory store: per (track, model, tools, task) accuracy with "
+        "bootstrap percentile CIs, the overall row and the file-access metrics.",
+    )
+    score.add_argument("store", help="the store directory")
+    score.add_argument("--benchmark", default="mtbbench", help="benchmark to score (mtbbench)")
+    score.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples B")
+    score.add_argument("--seed", type=int, default=0)
+    score.add_argument("--level", type=float, default=0.95, help="confidence level")
+    score.add_argument(
+        "--cluster", help="resample whole clusters, e.g. patient (= patient_id)", default=None
+    )
+    score.add_argument("--track", nargs="+", help="only these tracks")
+    score.add_argument("--format", choices=["md", "csv", "json", "html"], default="md")
+    score.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
+    score.set_defaults(func=_cmd_score)
     return parser
 
 

@@ -1,0 +1,546 @@
+"""Benchmark the trajectory store (``tumorboard.traj``) against JSON lines and raw pyarrow.
+
+Workloads, all on the same generated question records (20 models x 10 tasks, a pool of
+repeated question texts as in MTBBench, 0-4 files accessed per question):
+
+* **write, bulk**: ``Store.write_items(table)`` - validation against the schema and one atomic
+  Parquet part (zstd) - without fsync (like both anchors; the atomic rename already makes it
+  safe against process crashes) and with the default fsync (durable against power loss), plus
+  the same records through 20 ``Recorder.record_many`` calls (one run per model, as 20 harness
+  processes would write them). Anchors: the records as JSON lines (``json.dumps`` per record,
+  what harnesses do today) and a bare ``pyarrow.parquet.write_table(table,
+  compression="zstd")`` of the same Arrow table.
+* **write, per item**: the harness API, ``with rec.item(...) as it: it.answer(response)`` per
+  record (answer parsing and grading included), buffered and flushed every 100k items, versus
+  ``json.dumps`` lines of the same records.
+* **read**: ``Store.items().collect()`` (every column into polars) versus ``json.loads`` of every
+  line, and versus ``pyarrow.parquet.read_table`` of the part.
+* **score**: from the store path to per (model, task) accuracy with 95% percentile CIs,
+  B=1000: ``Store(...).items(with_runs=True)`` -> ``tumorboard.stats.bootstrap`` (and, when
+  present, the full ``tumorboard.score.mtbbench`` report, which adds overall rows and file
+  metrics) versus ``json.loads`` of the lines plus a numpy loop over groups (the chunked numpy
+  bootstrap of ``bench_bootstrap``). The anchor's json.loads time is the one measured in the
+  read workload.
+
+``ratio`` = anchor time / tumorboard time (>1: tumorboard faster). Checks: written rows read back
+equal the source; the read frame agrees with the JSON records; score CIs agree with the numpy
+anchor within Monte-Carlo tolerance.
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_store.py [--quick] [--json PATH] [--records N]
+    python -m benchmarks.bench_store --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    from ._timing import Result, best_of, format_markdown, write_json
+    from .bench_bootstrap import _Check, numpy_grouped
+except ImportError:  # run as a script: ``python benchmarks/bench_store.py``
+    from _timing import Result, best_of, format_markdown, write_json
+    from bench_bootstrap import _Check, numpy_grouped
+
+ANCHOR_JSON = "JSON lines"
+ANCHOR_ARROW = "raw pyarrow"
+ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW)
+N_MODELS, N_TASKS = 20, 10
+N_RESAMPLES = 1000
+SEED = 0
+FULL_RECORDS = 1_000_000
+QUICK_RECORDS = 50_000
+MAX_TIME, MAX_TIME_QUICK, MIN_TIME = 20.0, 1.5, 0.2
+
+
+# --------------------------------------------------------------------------------------
+# data
+# --------------------------------------------------------------------------------------
+
+_WORDS = (
+    "tumor center invasion front lymph node hematoxylin eosin immune marker CD3 CD8 CD68 "
+    "PDL1 keratinizing squamous cell carcinoma recurrence survival hemoglobin platelets "
+    "patient slide stained positive proportion highest lowest evidence months years"
+).split()
+
+
+def generate(n: int, seed: int = 1) -> Any:
+    """n question records as a pyarrow Table with the items columns (run_id per model)."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    n_questions = 300
+    questions, options = [], []
+    for q in range(n_questions):
+        words = rng.choice(_WORDS, 40)
+        k = int(rng.integers(2, 7))
+        opts = [f"{'ABCDEF'[i]}) " + " ".join(rng.choice(_WORDS, 6)) for i in range(k)]
+        questions.append(f"Q{q}: " + " ".join(words) + "?\n" + "\n".join(opts))
+        options.append(opts)
+    model = rng.integers(0, N_MODELS, n)
+    task = rng.integers(0, N_TASKS, n)
+    qid = rng.integers(0, n_questions, n)
+    n_opts = np.array([len(o) for o in options])[qid]
+    gold = (rng.random(n) * n_opts).astype(np.int64)
+    skill = rng.uniform(0.3, 0.9, (N_MODELS, N_TASKS))
+    correct = rng.random(n) < skill[model, task]
+    wrong = (gold + 1 + (rng.random(n) * (n_opts - 1)).astype(np.int64)) % n_opts
+    chosen = np.where(correct, gold, wrong)
+    letters = np.array(list("ABCDEF"))
+    n_files = rng.integers(0, 5, n)
+    file_pool = np.array([f"TMA_IHC_TumorCenter_CD{i}_{j}.png" for i in range(20) for j in (0, 1)])
+    offsets = np.concatenate([[0], np.cumsum(n_files)])
+    names = file_pool[rng.integers(0, len(file_pool), int(offsets[-1]))]
+    halluc = rng.random(n) < 0.05
+    patient = rng.integers(0, 5000, n)
+    opt_arr = pa.array(options, pa.large_list(pa.large_string()))
+    q_arr = pa.array(questions, pa.large_string())
+    gold_letters = letters[gold]
+    chosen_letters = letters[chosen]
+    # response text: "C) <option text>"
+    opt_text = [[o[3:] for o in opts] for opts in options]
+    responses = [f"{chosen_letters[i]}) {opt_text[qid[i]][chosen[i]]}" for i in range(n)]
+    files = pa.LargeListArray.from_arrays(
+        pa.array(offsets, pa.int64()), pa.array(names.tolist(), pa.string())
+    )
+    hall = pa.array(
+        [["missing_slide.jpg"] if h else [] for h in halluc], pa.large_list(pa.string())
+    )
+    return pa.table(
+        {
+            "run_id": pa.array([f"run-m{m:02d}" for m in model], pa.string()),
+            "patient_id": pa.array([f"P-{p:07d}" for p in patient], pa.string()),
+            "item_id": pa.array([f"q{i}" for i in range(n)], pa.string()),
+            "position": pa.array(rng.integers(0, 15, n).astype(np.int32)),
+            "task": pa.array([f"task{t}" for t in task], pa.string()),
+            "question": q_arr.take(pa.array(qid)),
+            "options": opt_arr.take(pa.array(qid)),
+            "gold": pa.array(gold_letters.tolist(), pa.string()),
+            "gold_text": pa.array(
+                [f"{gold_letters[i]}) {opt_text[qid[i]][gold[i]]}" for i in range(n)],
+                pa.large_string(),
+            ),
+            "response": pa.array(responses, pa.large_string()),
+            "parsed_answer": pa.array(chosen_letters.tolist(), pa.string()),
+            "correct": pa.array(correct),
+            "correct_source": pa.array(["log"] * n, pa.string()),
+            "n_files": pa.array(n_files.astype(np.int32)),
+            "files_accessed": files,
+            "files_hallucinated": hall,
+            "latency_s": pa.array(rng.gamma(2.0, 30.0, n)),
+            "attempts": pa.array(np.ones(n, dtype=np.int32)),
+            "flags": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
+        }
+    )
+
+
+# --------------------------------------------------------------------------------------
+# anchors
+# --------------------------------------------------------------------------------------
+
+
+def json_write(records: list[dict], path: Path) -> None:
+    """What harnesses do today: one json.dumps line per record."""
+    dumps = json.dumps
+    with open(path, "w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(dumps(rec))
+            fh.write("\n")
+
+
+def json_read(path: Path) -> list[dict]:
+    loads = json.loads
+    with open(path, encoding="utf-8") as fh:
+        return [loads(line) for line in fh]
+
+
+def arrow_write(table: Any, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path, compression="zstd")
+
+
+def numpy_score(records: list[dict], run_model: dict[str, str], seed: int) -> np.ndarray:
+    """After json.loads: columns from the dicts, then a numpy bootstrap loop over groups."""
+    model = np.array([run_model[r["run_id"]] for r in records])
+    task = np.array([r["task"] for r in records])
+    values = np.array([bool(r["correct"]) for r in records], dtype=np.float64)
+    return numpy_grouped(values, (model, task), N_RESAMPLES, seed)
+
+
+# --------------------------------------------------------------------------------------
+# workloads
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Ctx:
+    quick: bool
+    repeat: int
+    log: Callable[[str], None]
+    tmp: Path
+    workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def time(self, label: str, fn: Callable[[], Any], **kw: Any) -> tuple[float, Any]:
+        box: dict[str, Any] = {}
+
+        def wrapped() -> None:
+            box["value"] = fn()
+
+        opts = {
+            "repeat": self.repeat,
+            "min_time": MIN_TIME,
+            "max_time": MAX_TIME_QUICK if self.quick else MAX_TIME,
+        }
+        opts.update(kw)
+        t0 = time.perf_counter()
+        sec = best_of(wrapped, **opts)
+        self.log(f"  {label}: {sec:.3f} s/call ({time.perf_counter() - t0:.1f} s wall)")
+        return sec, box.get("value")
+
+
+def _fresh(ctx: _Ctx, name: str) -> Path:
+    path = ctx.tmp / name
+    if path.exists():
+        shutil.rmtree(path)
+    return path
+
+
+def _count(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k"
+
+
+def _slow(ctx: _Ctx) -> dict[str, Any]:
+    """Timing options for the slow anchors: one untimed-warm-up-free run."""
+    return {"repeat": 1, "warmup": False}
+
+
+def _write_bulk(ctx: _Ctx, table: Any, records: list[dict]) -> tuple[list[Result], float, Path]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from tumorboard.traj import Recorder, Store
+
+    n = table.num_rows
+    name = f"write {_count(n)} items, bulk (Store.write_items)"
+    name_f = f"write {_count(n)} items, bulk (Store.write_items, fsync)"
+    name2 = f"write {_count(n)} items, bulk, 20 runs (Recorder.record_many each, fsync)"
+    ctx.log(name)
+    runs = pa.table(
+        {
+            "run_id": [f"run-m{m:02d}" for m in range(N_MODELS)],
+            "benchmark": ["mtbbench"] * N_MODELS,
+            "track": ["multimodal"] * N_MODELS,
+            "model": [f"model-{m:02d}" for m in range(N_MODELS)],
+            "tools": [m % 2 == 1 for m in range(N_MODELS)],
+        }
+    )
+
+    def ours(fsync: bool) -> Path:
+        path = _fresh(ctx, "bulk")
+        store = Store(path, fsync=fsync)
+        store.write_runs(runs)
+        store.write_items(table)
+        return path
+
+    tb_s, path = ctx.time("tumorboard (Store.write_items, fsync=False)", lambda: ours(False))
+    tbf_s, _ = ctx.time("tumorboard (Store.write_items, fsync=True)", lambda: ours(True))
+    js_s, _ = ctx.time(
+        "json.dumps lines", lambda: json_write(records, ctx.tmp / "a.jsonl"), **_slow(ctx)
+    )
+    pa_s, _ = ctx.time("raw pyarrow", lambda: arrow_write(table, ctx.tmp / "a.parquet"))
+    back = Store(path).items().collect()
+    ok = back.height == n and back.get_column("correct").sum() == int(
+        table.column("correct").to_numpy().sum()
+    )
+    check = "ok (rows round-trip)" if ok else "WARN: rows read back differ"
+    note = (
+        f"{n} records, zstd, no fsync (like both anchors; atomic rename makes it safe against "
+        "process crashes); JSON anchor starts from dicts, ours from columns"
+    )
+    note_f = "default Store(fsync=True): durable against power loss, one fsync per part"
+
+    # One Recorder per model run, as 20 harness processes would (split outside the timing).
+    ctx.log(name2)
+    slices = []
+    for m in range(N_MODELS):
+        rid = f"run-m{m:02d}"
+        sub = table.filter(pc.equal(table.column("run_id"), rid)).drop_columns(["run_id"])
+        slices.append((rid, f"model-{m:02d}", m % 2 == 1, sub))
+
+    def per_run() -> int:
+        store = Store(_fresh(ctx, "bulk-runs"))
+        total = 0
+        for rid, model, tools, sub in slices:
+            with Recorder(
+                store,
+                benchmark="mtbbench",
+                track="multimodal",
+                model=model,
+                tools=tools,
+                run_id=rid,
+            ) as rec:
+                total += rec.record_many(sub)
+        return total
+
+    tb2_s, written = ctx.time("tumorboard (20 x Recorder.record_many)", per_run)
+    check2 = "ok (rows written)" if written == n else f"WARN: {written} rows written"
+    note2 = "20 runs: 20 run parts + 20 item parts, each fsynced"
+    ctx.workloads[name] = {"n": n}
+    ctx.workloads[name_f] = {"n": n}
+    ctx.workloads[name2] = {"n": n, "runs": N_MODELS}
+    return (
+        [
+            Result.make(name, tb_s, ANCHOR_JSON, js_s, check=check, note=note),
+            Result.make(name, tb_s, ANCHOR_ARROW, pa_s, check=check, note=note),
+            Result.make(name_f, tbf_s, ANCHOR_JSON, js_s, check=check, note=note_f),
+            Result.make(name_f, tbf_s, ANCHOR_ARROW, pa_s, check=check, note=note_f),
+            Result.make(name2, tb2_s, ANCHOR_JSON, js_s, check=check2, note=note2),
+            Result.make(name2, tb2_s, ANCHOR_ARROW, pa_s, check=check2, note=note2),
+        ],
+        js_s,
+        path,
+    )
+
+
+def _write_items(ctx: _Ctx, table: Any, records: list[dict], js_s: float) -> list[Result]:
+    from tumorboard.traj import Recorder, Store
+
+    n = table.num_rows
+    name = f"write {_count(n)} items, per item (rec.item + it.answer)"
+    ctx.log(name)
+    cols = {
+        c: table.column(c).to_pylist()
+        for c in ("patient_id", "item_id", "task", "question", "options", "gold", "response")
+    }
+
+    def ours() -> int:
+        store = Store(_fresh(ctx, "per-item"))
+        with Recorder(store, benchmark="mtbbench", model="m", flush_every=100_000) as rec:
+            item = rec.item
+            for p, i, t, q, o, g, r in zip(
+                cols["patient_id"],
+                cols["item_id"],
+                cols["task"],
+                cols["question"],
+                cols["options"],
+                cols["gold"],
+                cols["response"],
+                strict=True,
+            ):
+                with item(patient_id=p, item_id=i, task=t, question=q, options=o, gold=g) as it:
+                    it.answer(r)
+        return store.count("items")
+
+    tb_s, written = ctx.time("tumorboard", ours, **_slow(ctx))
+    check = "ok (rows written)" if written == n else f"WARN: {written} rows written"
+    note = "per-item Python API incl. answer parsing vs json.dumps of finished records"
+    ctx.workloads[name] = {"n": n}
+    return [Result.make(name, tb_s, ANCHOR_JSON, js_s, check=check, note=note)]
+
+
+def _read(ctx: _Ctx, path: Path, records: list[dict], n: int) -> tuple[list[Result], float, Any]:
+    import pyarrow.parquet as pq
+    from tumorboard.traj import Store
+
+    name = f"read {_count(n)} items (Store.items().collect())"
+    ctx.log(name)
+    store = Store(path, create=False)
+    tb_s, frame = ctx.time("tumorboard", lambda: store.items().collect())
+    js_s, loaded = ctx.time(
+        "json.loads lines", lambda: json_read(ctx.tmp / "a.jsonl"), **_slow(ctx)
+    )
+    parts = store.parts("items")
+    pa_s, _ = ctx.time("pyarrow read_table", lambda: [pq.read_table(p) for p in parts])
+    by_id = {r["item_id"]: r for r in loaded}
+    sample = frame.head(1000).to_dicts()
+    ok = (
+        frame.height == len(loaded)
+        and frame.get_column("correct").sum() == sum(r["correct"] for r in loaded)
+        and all(by_id[r["item_id"]] == r for r in sample)
+    )
+    check = "ok (same records)" if ok else "WARN: frame differs from the JSON records"
+    ctx.workloads[name] = {"n": n}
+    return (
+        [
+            Result.make(name, tb_s, ANCHOR_JSON, js_s, check=check),
+            Result.make(name, tb_s, ANCHOR_ARROW, pa_s, check=check, note="anchor: read only"),
+        ],
+        js_s,
+        loaded,
+    )
+
+
+def _score(ctx: _Ctx, path: Path, loaded: list[dict], js_read_s: float, n: int) -> list[Result]:
+    import polars as pl
+    import tumorboard.stats as ts
+    from tumorboard.traj import Store
+
+    name = f"score {_count(n)} items: (model, task) accuracy + 95% CI, B=1k"
+    ctx.log(name)
+    run_model = {f"run-m{m:02d}": f"model-{m:02d}" for m in range(N_MODELS)}
+
+    def ours() -> Any:
+        store = Store(path, create=False)
+        df = (
+            store.items(with_runs=True)
+            .select("model", "task", pl.col("correct").fill_null(False))
+            .collect()
+        )
+        # integer codes of the labels (hashing, no sort), then one grouped bootstrap call
+        codes = df.select(
+            pl.col("model", "task").cast(pl.Categorical).to_physical().name.suffix("_code")
+        )
+        res = ts.bootstrap(
+            df.get_column("correct").to_numpy(),
+            groups={c: codes.get_column(c).to_numpy() for c in codes.columns},
+            n_resamples=N_RESAMPLES,
+            seed=SEED,
+        )
+        labels = pl.concat([df.select("model", "task"), codes], how="horizontal").unique()
+        return (
+            res.to_polars()
+            .join(labels, on=["model_code", "task_code"])
+            .select("model", "task", "n", "estimate", "ci_low", "ci_high")
+            .sort("model", "task")
+        )
+
+    tb_s, table = ctx.time("tumorboard", ours)
+    np_s, np_ci = ctx.time(
+        "numpy loop (after json.loads)",
+        lambda: numpy_score(loaded, run_model, SEED + 1),
+        **_slow(ctx),
+    )
+    check = _Check(N_RESAMPLES)
+    check.compare("tb vs numpy", table.select("ci_low", "ci_high").to_numpy(), np_ci)
+    verdict = check.verdict()
+    ctx.log(f"  check: {verdict}")
+    out = [
+        Result.make(
+            name,
+            tb_s,
+            ANCHOR_JSON,
+            js_read_s + np_s,
+            check=verdict,
+            note="anchor = json.loads (read workload) + numpy group loop",
+        )
+    ]
+    try:
+        from tumorboard.score import mtbbench
+    except ImportError:
+        ctx.log("  tumorboard.score.mtbbench not available: full-report timing skipped")
+        return out
+
+    name2 = f"score {_count(n)} items: mtbbench report (accuracy + overall + file metrics)"
+
+    def report() -> Any:
+        store = Store(path, create=False)
+        lf = store.items(with_runs=True).select(
+            "track",
+            "model",
+            "tools",
+            "task",
+            "correct",
+            "patient_id",
+            "files_accessed",
+            "files_hallucinated",
+        )
+        return mtbbench(lf, n_resamples=N_RESAMPLES, seed=SEED)
+
+    r_s, _ = ctx.time("tumorboard (score.mtbbench)", report)
+    out.append(
+        Result.make(
+            name2,
+            r_s,
+            ANCHOR_JSON,
+            js_read_s + np_s,
+            check="not checked",
+            note="anchor: accuracy only",
+        )
+    )
+    return out
+
+
+def run_results(
+    quick: bool = False,
+    repeat: int = 3,
+    records: int | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[list[Result], dict[str, Any]]:
+    """Run all workloads; return the result records and run metadata."""
+    if log is None:
+
+        def log(msg: str) -> None:
+            print(msg, file=sys.stderr, flush=True)
+
+    try:
+        import tumorboard.traj  # noqa: F401
+    except ImportError as exc:
+        raise RuntimeError(f"cannot import tumorboard.traj ({exc}); install tumorboard") from exc
+    n = records or (QUICK_RECORDS if quick else FULL_RECORDS)
+    t0 = time.perf_counter()
+    log(f"generating {n} records")
+    table = generate(n)
+    rec_dicts = table.to_pylist()
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="tb-bench-store-") as tmp:
+        ctx = _Ctx(quick=quick, repeat=repeat, log=log, tmp=Path(tmp))
+        res, js_write_s, path = _write_bulk(ctx, table, rec_dicts)
+        results += res
+        results += _write_items(ctx, table, rec_dicts, js_write_s)
+        res, js_read_s, loaded = _read(ctx, path, rec_dicts, n)
+        results += res
+        results += _score(ctx, path, loaded, js_read_s, n)
+    meta = {
+        "quick": quick,
+        "records": n,
+        "ratio": "anchor_s / tumorboard_s (>1: tumorboard faster)",
+        "workloads": ctx.workloads,
+        "total_wall_s": time.perf_counter() - t0,
+    }
+    return results, meta
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns a process exit status."""
+    parser = argparse.ArgumentParser(
+        prog="bench_store",
+        description="Time the trajectory store against JSON lines and raw pyarrow.",
+    )
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_RECORDS} records (~15 s)")
+    parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
+    parser.add_argument("--repeat", type=int, default=3, help="timed samples (best is reported)")
+    parser.add_argument("--records", type=int, default=None, help="override the record count")
+    args = parser.parse_args(argv)
+    try:
+        results, meta = run_results(quick=args.quick, repeat=args.repeat, records=args.records)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"\n### tumorboard trajectory store benchmark ({'quick' if args.quick else 'full'} mode)\n"
+    )
+    print(format_markdown(results, ANCHORS))
+    print(
+        "\nratio = anchor time / tumorboard time (>1: tumorboard faster). "
+        f"Total {meta['total_wall_s']:.0f} s."
+    )
+    if args.json:
+        write_json(results, args.json, meta)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

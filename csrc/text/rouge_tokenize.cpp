@@ -1,0 +1,759 @@
+#include "text/rouge_tokenize.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+
+#include "common/parallel.hpp"
+#include "text/unicode_table.hpp"
+
+namespace tb::text {
+
+// ------------------------------------------------------------------------------------- hashing
+
+
+// ------------------------------------------------------------------------------ unicode flags
+
+std::uint8_t char_flags(std::uint32_t cp) {
+  if (cp < 0x80) {
+    const auto c = static_cast<char>(cp);
+    std::uint8_t f = 0;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) f |= 1 | 8;
+    if (c == '_') f |= 8;
+    if (c == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F)) f |= 16;
+    return f;
+  }
+  const auto* first = std::begin(unicode_data::kRanges);
+  const auto* last = std::end(unicode_data::kRanges);
+  const auto* it = std::upper_bound(
+      first, last, cp, [](std::uint32_t v, const unicode_data::Range& r) { return v < r.first; });
+  if (it == first) return 0;
+  --it;
+  return cp <= it->last ? it->flags : 0;
+}
+
+const char* unicode_version() { return unicode_data::kVersion; }
+
+namespace {
+
+// Decodes one UTF-8 code point at p[0..n); returns its length. Malformed bytes decode as
+// U+FFFD-like placeholders (0xFFFFFFFF) of length 1, which classify as separators. Surrogates
+// (from Python's "surrogatepass" encoding of lone surrogates) decode normally.
+inline std::size_t decode_utf8(const unsigned char* p, std::size_t n, std::uint32_t& cp) {
+  const unsigned char b0 = p[0];
+  if (b0 < 0x80) {
+    cp = b0;
+    return 1;
+  }
+  std::size_t len;
+  std::uint32_t v;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2;
+    v = b0 & 0x1F;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3;
+    v = b0 & 0x0F;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4;
+    v = b0 & 0x07;
+  } else {
+    cp = 0xFFFFFFFFu;
+    return 1;
+  }
+  if (len > n) {
+    cp = 0xFFFFFFFFu;
+    return 1;
+  }
+  for (std::size_t k = 1; k < len; ++k) {
+    if ((p[k] & 0xC0) != 0x80) {
+      cp = 0xFFFFFFFFu;
+      return 1;
+    }
+    v = (v << 6) | (p[k] & 0x3F);
+  }
+  cp = v;
+  return len;
+}
+
+// ------------------------------------------------------------------------------------- Porter
+
+// nltk.stem.porter.PorterStemmer, step by step. Words are lowercase ASCII [a-z0-9]; the rule
+// lists keep NLTK's order because the first rule whose suffix matches ends a step even when its
+// condition fails.
+class Porter {
+ public:
+  explicit Porter(PorterMode mode) : nltk_(mode == PorterMode::kNltk) {}
+
+  std::string stem(std::string_view word) const {
+    std::string w(word);
+    for (char& c : w) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+    }
+    if (nltk_) {
+      if (const char* irregular = irregular_form(w)) return irregular;
+      if (w.size() <= 2) return w;
+    }
+    step1a(w);
+    step1b(w);
+    step1c(w);
+    step2(w);
+    step3(w);
+    step4(w);
+    step5a(w);
+    step5b(w);
+    return w;
+  }
+
+ private:
+  bool nltk_;
+
+  static bool is_vowel(char c) { return c == 'a' || c == 'e' || c == 'i' || c == 'o' || c == 'u'; }
+
+  // _is_consonant: 'y' is a consonant at the start of a word or after a vowel.
+  static bool cons(std::string_view w, std::size_t i) {
+    bool negate = false;
+    while (i > 0 && w[i] == 'y') {
+      negate = !negate;
+      --i;
+    }
+    return (!is_vowel(w[i])) != negate;
+  }
+
+  // Number of vowel->consonant transitions in the c/v sequence (Porter's m).
+  static int measure(std::string_view s) {
+    int m = 0;
+    bool prev_cons = true;
+    bool first = true;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      bool c;
+      if (is_vowel(s[i])) {
+        c = false;
+      } else if (s[i] == 'y') {
+        c = first ? true : !prev_cons;
+      } else {
+        c = true;
+      }
+      if (!first && !prev_cons && c) ++m;
+      prev_cons = c;
+      first = false;
+    }
+    return m;
+  }
+
+  static bool contains_vowel(std::string_view s) {
+    bool prev_cons = true;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      bool c;
+      if (is_vowel(s[i])) {
+        c = false;
+      } else if (s[i] == 'y') {
+        c = i == 0 ? true : !prev_cons;
+      } else {
+        c = true;
+      }
+      if (!c) return true;
+      prev_cons = c;
+    }
+    return false;
+  }
+
+  static bool ends_double_consonant(std::string_view w) {
+    return w.size() >= 2 && w[w.size() - 1] == w[w.size() - 2] && cons(w, w.size() - 1);
+  }
+
+  bool ends_cvc(std::string_view w) const {
+    const std::size_t n = w.size();
+    if (n >= 3 && cons(w, n - 3) && !cons(w, n - 2) && cons(w, n - 1) && w[n - 1] != 'w' &&
+        w[n - 1] != 'x' && w[n - 1] != 'y') {
+      return true;
+    }
+    return nltk_ && n == 2 && !cons(w, 0) && cons(w, 1);
+  }
+
+  static bool ends_with(std::string_view w, std::string_view suffix) {
+    return w.size() >= suffix.size() &&
+           w.compare(w.size() - suffix.size(), suffix.size(), suffix) == 0;
+  }
+
+  // One entry of _apply_rule_list: returns true when the suffix matched (the step is over),
+  // replacing it when cond(stem) holds.
+  template <class Cond>
+  static bool rule(std::string& w, std::string_view suffix, std::string_view replacement,
+                   Cond cond) {
+    if (!ends_with(w, suffix)) return false;
+    const std::string_view stem(w.data(), w.size() - suffix.size());
+    if (cond(stem)) {
+      w.resize(stem.size());
+      w.append(replacement);
+    }
+    return true;
+  }
+
+  static bool always(std::string_view) { return true; }
+  static bool m_gt0(std::string_view s) { return measure(s) > 0; }
+  static bool m_gt1(std::string_view s) { return measure(s) > 1; }
+
+  static const char* irregular_form(const std::string& w) {
+    static const char* const kForms[][2] = {
+        {"sky", "sky"},         {"skies", "sky"},        {"dying", "die"},
+        {"lying", "lie"},       {"tying", "tie"},        {"news", "news"},
+        {"innings", "inning"},  {"inning", "inning"},    {"outings", "outing"},
+        {"outing", "outing"},   {"cannings", "canning"}, {"canning", "canning"},
+        {"howe", "howe"},       {"proceed", "proceed"},  {"exceed", "exceed"},
+        {"succeed", "succeed"},
+    };
+    for (const auto& f : kForms) {
+      if (w == f[0]) return f[1];
+    }
+    return nullptr;
+  }
+
+  void step1a(std::string& w) const {
+    if (nltk_ && w.size() == 4 && ends_with(w, "ies")) {
+      w.resize(1);
+      w += "ie";
+      return;
+    }
+    rule(w, "sses", "ss", always) || rule(w, "ies", "i", always) || rule(w, "ss", "ss", always) ||
+        rule(w, "s", "", always);
+  }
+
+  void step1b(std::string& w) const {
+    if (nltk_ && ends_with(w, "ied")) {
+      const bool four = w.size() == 4;
+      w.resize(w.size() - 3);
+      w += four ? "ie" : "i";
+      return;
+    }
+    if (ends_with(w, "eed")) {
+      if (measure(std::string_view(w.data(), w.size() - 3)) > 0) w.resize(w.size() - 1);
+      return;
+    }
+    std::size_t cut = 0;
+    if (ends_with(w, "ed") && contains_vowel(std::string_view(w.data(), w.size() - 2))) {
+      cut = 2;
+    } else if (ends_with(w, "ing") && contains_vowel(std::string_view(w.data(), w.size() - 3))) {
+      cut = 3;
+    }
+    if (cut == 0) return;
+    w.resize(w.size() - cut);
+    if (rule(w, "at", "ate", always) || rule(w, "bl", "ble", always) ||
+        rule(w, "iz", "ize", always)) {
+      return;
+    }
+    if (ends_double_consonant(w)) {
+      const char last = w.back();
+      if (last != 'l' && last != 's' && last != 'z') w.pop_back();
+      return;
+    }
+    if (measure(w) == 1 && ends_cvc(w)) w += 'e';
+  }
+
+  void step1c(std::string& w) const {
+    rule(w, "y", "i", [&](std::string_view stem) {
+      if (nltk_) return stem.size() > 1 && cons(stem, stem.size() - 1);
+      return contains_vowel(stem);
+    });
+  }
+
+  void step2(std::string& w) const {
+    if (nltk_ && ends_with(w, "alli") && m_gt0(std::string_view(w.data(), w.size() - 4))) {
+      w.resize(w.size() - 2);  // alli -> al
+      step2(w);
+      return;
+    }
+    if (rule(w, "ational", "ate", m_gt0) || rule(w, "tional", "tion", m_gt0) ||
+        rule(w, "enci", "ence", m_gt0) || rule(w, "anci", "ance", m_gt0) ||
+        rule(w, "izer", "ize", m_gt0)) {
+      return;
+    }
+    if (nltk_ ? rule(w, "bli", "ble", m_gt0) : rule(w, "abli", "able", m_gt0)) return;
+    if (rule(w, "alli", "al", m_gt0) || rule(w, "entli", "ent", m_gt0) ||
+        rule(w, "eli", "e", m_gt0) || rule(w, "ousli", "ous", m_gt0) ||
+        rule(w, "ization", "ize", m_gt0) || rule(w, "ation", "ate", m_gt0) ||
+        rule(w, "ator", "ate", m_gt0) || rule(w, "alism", "al", m_gt0) ||
+        rule(w, "iveness", "ive", m_gt0) || rule(w, "fulness", "ful", m_gt0) ||
+        rule(w, "ousness", "ous", m_gt0) || rule(w, "aliti", "al", m_gt0) ||
+        rule(w, "iviti", "ive", m_gt0) || rule(w, "biliti", "ble", m_gt0)) {
+      return;
+    }
+    if (!nltk_) return;
+    if (rule(w, "fulli", "ful", m_gt0)) return;
+    // 'logi' -> 'log', testing the measure of the stem with its 'l' (word minus "ogi").
+    if (ends_with(w, "logi") && m_gt0(std::string_view(w.data(), w.size() - 3))) {
+      w.resize(w.size() - 1);
+    }
+  }
+
+  static void step3(std::string& w) {
+    rule(w, "icate", "ic", m_gt0) || rule(w, "ative", "", m_gt0) || rule(w, "alize", "al", m_gt0) ||
+        rule(w, "iciti", "ic", m_gt0) || rule(w, "ical", "ic", m_gt0) ||
+        rule(w, "ful", "", m_gt0) || rule(w, "ness", "", m_gt0);
+  }
+
+  static void step4(std::string& w) {
+    rule(w, "al", "", m_gt1) || rule(w, "ance", "", m_gt1) || rule(w, "ence", "", m_gt1) ||
+        rule(w, "er", "", m_gt1) || rule(w, "ic", "", m_gt1) || rule(w, "able", "", m_gt1) ||
+        rule(w, "ible", "", m_gt1) || rule(w, "ant", "", m_gt1) || rule(w, "ement", "", m_gt1) ||
+        rule(w, "ment", "", m_gt1) || rule(w, "ent", "", m_gt1) ||
+        rule(w, "ion", "",
+             [](std::string_view s) {
+               return measure(s) > 1 && (s.back() == 's' || s.back() == 't');
+             }) ||
+        rule(w, "ou", "", m_gt1) || rule(w, "ism", "", m_gt1) || rule(w, "ate", "", m_gt1) ||
+        rule(w, "iti", "", m_gt1) || rule(w, "ous", "", m_gt1) || rule(w, "ive", "", m_gt1) ||
+        rule(w, "ize", "", m_gt1);
+  }
+
+  void step5a(std::string& w) const {
+    if (!ends_with(w, "e")) return;
+    const std::string_view stem(w.data(), w.size() - 1);
+    const int m = measure(stem);
+    if (m > 1 || (m == 1 && !ends_cvc(stem))) w.pop_back();
+  }
+
+  static void step5b(std::string& w) {
+    if (ends_with(w, "ll") && measure(std::string_view(w.data(), w.size() - 1)) > 1) w.pop_back();
+  }
+};
+
+}  // namespace
+
+std::string porter_stem(std::string_view word, PorterMode mode) { return Porter(mode).stem(word); }
+
+// ------------------------------------------------------------------------------ tokenization
+
+namespace {
+
+// Open-addressing string set with arena storage: maps a string to a dense id.
+class StringPool {
+ public:
+  StringPool() : slots_(64, 0) {}
+
+  // Returns the id of s, inserting it when new (then *inserted = true).
+  std::uint32_t intern(const char* s, std::uint32_t n, std::uint64_t h, bool* inserted) {
+    if ((size() + 1) * 2 > slots_.size()) grow();
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      const std::uint32_t slot = slots_[i];
+      if (slot == 0) {
+        const auto id = static_cast<std::uint32_t>(off_.size());
+        off_.push_back(chars_.size());
+        len_.push_back(n);
+        hash_.push_back(h);
+        chars_.append(s, n);
+        slots_[i] = id + 1;
+        *inserted = true;
+        return id;
+      }
+      const std::uint32_t id = slot - 1;
+      if (hash_[id] == h && len_[id] == n && std::memcmp(chars_.data() + off_[id], s, n) == 0) {
+        *inserted = false;
+        return id;
+      }
+    }
+  }
+
+  std::size_t size() const { return off_.size(); }
+
+ private:
+  void grow() {
+    std::vector<std::uint32_t> slots(slots_.size() * 2, 0);
+    const std::size_t mask = slots.size() - 1;
+    for (std::size_t id = 0; id < off_.size(); ++id) {
+      std::size_t i = hash_[id] & mask;
+      while (slots[i] != 0) i = (i + 1) & mask;
+      slots[i] = static_cast<std::uint32_t>(id + 1);
+    }
+    slots_.swap(slots);
+  }
+
+  std::string chars_;
+  std::vector<std::size_t> off_;
+  std::vector<std::uint32_t> len_;
+  std::vector<std::uint64_t> hash_;
+  std::vector<std::uint32_t> slots_;
+};
+
+// Per-worker state: the arena receiving tokens and a cache of stems by raw token. Tokens that are
+// substrings of the input point into it; others (lowercased, stemmed) point into the arena.
+class Worker {
+ public:
+  Worker(TokenizerKind kind, Stemmer stemmer, TokenizedTexts::Arena* arena)
+      : kind_(kind),
+        stemmer_(stemmer),
+        porter_(stemmer == Stemmer::kPorterOriginal ? PorterMode::kOriginal : PorterMode::kNltk),
+        arena_(arena) {}
+
+  // Appends the tokens of one text; returns how many.
+  std::uint32_t run(const Utf8& text) {
+    const std::size_t before = arena_->tokens.size();
+    line_ = 0;
+    switch (kind_) {
+      case TokenizerKind::kRouge:
+        rouge(text);
+        break;
+      case TokenizerKind::kUnicode:
+        unicode(text);
+        break;
+      case TokenizerKind::kWhitespace:
+        whitespace(text);
+        break;
+    }
+    return static_cast<std::uint32_t>(arena_->tokens.size() - before);
+  }
+
+  // The arena no longer grows: turns arena offsets into pointers.
+  void finish() {
+    for (auto k : arena_->fixups) {
+      Token& t = arena_->tokens[k];
+      t.data = arena_->chars.data() + reinterpret_cast<std::uintptr_t>(t.data);
+    }
+    arena_->fixups.clear();
+  }
+
+ private:
+  // Emits the token s[0..n) whose bytes live in stable memory (input text or stem cache).
+  void emit_stable(const char* s, std::size_t n) {
+    if (n == 0) return;
+    if (stemmer_ != Stemmer::kNone && n > 3 && ascii_alnum(s, n)) {
+      const Token& st = stem_of(s, n, hash_bytes(s, n));
+      arena_->tokens.push_back({st.hash, st.data, st.size, line_});
+      return;
+    }
+    arena_->tokens.push_back({hash_bytes(s, n), s, static_cast<std::uint32_t>(n), line_});
+  }
+
+  // Emits a token built in cur_ (copied into the arena unless stemmed).
+  void emit_built() {
+    const std::size_t n = cur_.size();
+    if (n == 0) return;
+    if (stemmer_ != Stemmer::kNone && n > 3 && ascii_alnum(cur_.data(), n)) {
+      emit_stable(cur_.data(), n);  // the stem lives in the cache
+    } else {
+      auto& a = *arena_;
+      a.fixups.push_back(static_cast<std::uint32_t>(a.tokens.size()));
+      const auto offset = static_cast<std::uintptr_t>(a.chars.size());
+      a.tokens.push_back({hash_bytes(cur_.data(), n), reinterpret_cast<const char*>(offset),
+                          static_cast<std::uint32_t>(n), line_});
+      a.chars.append(cur_);
+    }
+    cur_.clear();
+  }
+
+  const Token& stem_of(const char* s, std::size_t n, std::uint64_t h) {
+    bool inserted = false;
+    const std::uint32_t id = raw_.intern(s, static_cast<std::uint32_t>(n), h, &inserted);
+    if (inserted) {
+      arena_->stems.push_back(porter_.stem(std::string_view(s, n)));
+      const std::string& st = arena_->stems.back();
+      stem_tokens_.push_back({hash_bytes(st.data(), st.size()), st.data(),
+                              static_cast<std::uint32_t>(st.size()), 0});
+    }
+    return stem_tokens_[id];
+  }
+
+  static bool ascii_alnum(const char* s, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const char c = s[i];
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+    }
+    return true;
+  }
+
+  // Byte classes of the rouge tokenizer.
+  enum : std::uint8_t { kSep = 0, kKeep = 1, kUpper = 2, kLead = 3, kNewline = 4 };
+
+  static const std::uint8_t* rouge_classes() {
+    static const auto table = [] {
+      std::array<std::uint8_t, 256> t{};
+      for (int c = 'a'; c <= 'z'; ++c) t[c] = kKeep;
+      for (int c = '0'; c <= '9'; ++c) t[c] = kKeep;
+      for (int c = 'A'; c <= 'Z'; ++c) t[c] = kUpper;
+      t[0xC4] = kLead;
+      t[0xE2] = kLead;
+      t['\n'] = kNewline;
+      return t;
+    }();
+    return table.data();
+  }
+
+  // Length of the special sequence at p[i] that lowercases to an ASCII letter (0 if none):
+  // U+0130 -> "i" + U+0307 (ends the token), U+212A -> "k".
+  static std::size_t special(const unsigned char* p, std::size_t i, std::size_t n, char* out) {
+    if (p[i] == 0xC4 && i + 1 < n && p[i + 1] == 0xB0) {
+      *out = 'i';
+      return 2;
+    }
+    if (p[i] == 0xE2 && i + 2 < n && p[i + 1] == 0x84 && p[i + 2] == 0xAA) {
+      *out = 'k';
+      return 3;
+    }
+    return 0;
+  }
+
+  void rouge(const Utf8& text) {
+    const std::uint8_t* cls = rouge_classes();
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data);
+    const std::size_t n = text.size;
+    std::size_t i = 0;
+    while (i < n) {
+      const std::uint8_t c = cls[p[i]];
+      if (c == kKeep) {
+        // Fast path: a run of [a-z0-9] that is a substring of the input.
+        const std::size_t start = i;
+        while (i < n && cls[p[i]] == kKeep) ++i;
+        if (i == n || cls[p[i]] == kSep || cls[p[i]] == kNewline ||
+            (cls[p[i]] == kLead && !special_here(p, i, n))) {
+          emit_stable(text.data + start, i - start);
+          continue;
+        }
+        cur_.assign(text.data + start, i - start);
+        i = slow_token(p, i, n, cls);
+      } else if (c == kUpper || (c == kLead && special_here(p, i, n))) {
+        cur_.clear();
+        i = slow_token(p, i, n, cls);
+      } else {
+        if (c == kNewline) ++line_;
+        ++i;
+      }
+    }
+  }
+
+  static bool special_here(const unsigned char* p, std::size_t i, std::size_t n) {
+    char ch;
+    return special(p, i, n, &ch) != 0;
+  }
+
+  // Continues the token in cur_ from p[i], lowercasing; returns the index after it.
+  std::size_t slow_token(const unsigned char* p, std::size_t i, std::size_t n,
+                         const std::uint8_t* cls) {
+    while (i < n) {
+      const std::uint8_t c = cls[p[i]];
+      if (c == kKeep) {
+        cur_ += static_cast<char>(p[i++]);
+      } else if (c == kUpper) {
+        cur_ += static_cast<char>(p[i++] + 32);
+      } else if (c == kLead) {
+        char ch;
+        const std::size_t len = special(p, i, n, &ch);
+        if (len == 0) break;
+        cur_ += ch;
+        i += len;
+        if (ch == 'i') break;  // U+0307 follows the 'i' and separates
+      } else {
+        break;
+      }
+    }
+    emit_built();
+    return i;
+  }
+
+  void unicode(const Utf8& text) {
+    enum { kNone, kWord, kSplit } state = kNone;
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data);
+    const std::size_t n = text.size;
+    std::size_t start = 0;
+    auto finish = [&](std::size_t end) {
+      if (state != kNone) emit_stable(text.data + start, end - start);
+      state = kNone;
+    };
+    for (std::size_t i = 0; i < n;) {
+      std::uint32_t cp;
+      const std::size_t len = decode_utf8(p + i, n - i, cp);
+      const std::uint8_t f = cp == 0xFFFFFFFFu ? 0 : char_flags(cp);
+      if (f & 1) {
+        if ((f & 4) || state != kWord) {
+          finish(i);
+          start = i;
+          state = (f & 4) ? kSplit : kWord;
+        }
+      } else if (f & 2) {
+        // A mark extends the current token; one without a token is dropped.
+      } else {
+        finish(i);
+        if (cp == '\n') ++line_;
+      }
+      i += len;
+    }
+    finish(n);
+  }
+
+  void whitespace(const Utf8& text) {
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data);
+    const std::size_t n = text.size;
+    std::size_t start = 0;
+    bool in_token = false;
+    for (std::size_t i = 0; i < n;) {
+      std::uint32_t cp;
+      std::size_t len = 1;
+      bool space;
+      if (p[i] < 0x80) {
+        cp = p[i];
+        space = cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
+      } else {
+        len = decode_utf8(p + i, n - i, cp);
+        space = cp != 0xFFFFFFFFu && (char_flags(cp) & 16);
+      }
+      if (space) {
+        if (in_token) emit_stable(text.data + start, i - start);
+        in_token = false;
+        if (cp == '\n') ++line_;
+      } else if (!in_token) {
+        start = i;
+        in_token = true;
+      }
+      i += len;
+    }
+    if (in_token) emit_stable(text.data + start, n - start);
+  }
+
+  TokenizerKind kind_;
+  Stemmer stemmer_;
+  Porter porter_;
+  TokenizedTexts::Arena* arena_;
+  std::string cur_;
+  std::uint32_t line_ = 0;
+  StringPool raw_;
+  std::vector<Token> stem_tokens_;
+};
+
+}  // namespace
+
+std::size_t TokenizedTexts::total_tokens() const {
+  std::size_t t = 0;
+  for (auto c : count_) t += c;
+  return t;
+}
+
+TokenizedTexts tokenize_texts(const std::vector<Utf8>& texts, TokenizerKind kind,
+                              Stemmer stemmer, int threads) {
+  const std::size_t n = texts.size();
+  TokenizedTexts out;
+  out.begin_.assign(n, nullptr);
+  out.count_.assign(n, 0);
+  if (n == 0) return out;
+  std::size_t bytes = 0;
+  for (const auto& t : texts) bytes += t.size;
+  constexpr std::size_t kBlock = 64;
+  const std::size_t n_blocks = (n + kBlock - 1) / kBlock;
+  std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
+                                              bytes / (256 * 1024) + 1);
+  workers = std::min(workers, n_blocks);
+  for (std::size_t w = 0; w < workers; ++w) {
+    out.arenas_.push_back(std::make_unique<TokenizedTexts::Arena>());
+    out.arenas_.back()->tokens.reserve(bytes / (5 * workers) + 16);
+  }
+  // Each worker owns an arena and a stem cache and claims blocks of texts dynamically.
+  std::vector<std::uint32_t> arena_of(n, 0);
+  std::vector<std::size_t> first_token(n, 0);
+  std::atomic<std::size_t> next{0};
+  parallel_for(workers, static_cast<int>(workers), [&](std::size_t w) {
+    auto& arena = *out.arenas_[w];
+    Worker worker(kind, stemmer, &arena);
+    for (;;) {
+      const std::size_t b = next.fetch_add(1, std::memory_order_relaxed);
+      if (b >= n_blocks) break;
+      const std::size_t end = std::min(n, (b + 1) * kBlock);
+      for (std::size_t i = b * kBlock; i < end; ++i) {
+        arena_of[i] = static_cast<std::uint32_t>(w);
+        first_token[i] = arena.tokens.size();
+        out.count_[i] = worker.run(texts[i]);
+      }
+    }
+    worker.finish();
+  });
+  for (std::size_t i = 0; i < n; ++i) {
+    out.begin_[i] = out.arenas_[arena_of[i]]->tokens.data() + first_token[i];
+  }
+  return out;
+}
+
+// --------------------------------------------------------------------------------- SQuAD
+
+namespace {
+
+inline bool is_ascii_punct(std::uint32_t cp) {
+  return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+         (cp >= 0x7B && cp <= 0x7E);
+}
+
+}  // namespace
+
+void squad_tokens(const char* data, std::size_t size, std::string& buffer,
+                  std::vector<std::string_view>& out) {
+  // Pass 1: drop string.punctuation, keep each remaining code point's bytes and flags.
+  struct Cp {
+    std::uint32_t off, len;
+    std::uint8_t flags;
+  };
+  thread_local std::vector<Cp> cps;
+  cps.clear();
+  buffer.clear();
+  out.clear();
+  const auto* p = reinterpret_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size;) {
+    std::uint32_t cp;
+    const std::size_t len = decode_utf8(p + i, size - i, cp);
+    if (!is_ascii_punct(cp)) {
+      const std::uint8_t f = cp == 0xFFFFFFFFu ? 0 : char_flags(cp);
+      cps.push_back(
+          {static_cast<std::uint32_t>(buffer.size()), static_cast<std::uint32_t>(len), f});
+      buffer.append(reinterpret_cast<const char*>(p + i), len);
+    }
+    i += len;
+  }
+  // Pass 2: maximal runs of word characters equal to a/an/the become whitespace.
+  const std::size_t m = cps.size();
+  for (std::size_t i = 0; i < m;) {
+    if (!(cps[i].flags & 8)) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < m && (cps[j].flags & 8)) ++j;
+    const std::size_t bytes = cps[j - 1].off + cps[j - 1].len - cps[i].off;
+    const std::string_view word(buffer.data() + cps[i].off, bytes);
+    if (word == "a" || word == "an" || word == "the") {
+      for (std::size_t k = i; k < j; ++k) cps[k].flags = 16;
+    }
+    i = j;
+  }
+  // Pass 3: split on whitespace.
+  std::size_t start = 0;
+  bool in_token = false;
+  for (std::size_t i = 0; i < m; ++i) {
+    if (cps[i].flags & 16) {
+      if (in_token) out.emplace_back(buffer.data() + cps[start].off, cps[i].off - cps[start].off);
+      in_token = false;
+    } else if (!in_token) {
+      start = i;
+      in_token = true;
+    }
+  }
+  if (in_token) out.emplace_back(buffer.data() + cps[start].off, buffer.size() - cps[start].off);
+}
+
+void whitespace_split(const char* data, std::size_t size, std::vector<std::string_view>& out) {
+  out.clear();
+  const auto* p = reinterpret_cast<const unsigned char*>(data);
+  std::size_t start = 0;
+  bool in_token = false;
+  for (std::size_t i = 0; i < size;) {
+    std::uint32_t cp;
+    const std::size_t len = decode_utf8(p + i, size - i, cp);
+    const bool space = cp != 0xFFFFFFFFu && (char_flags(cp) & 16);
+    if (space) {
+      if (in_token) out.emplace_back(data + start, i - start);
+      in_token = false;
+    } else if (!in_token) {
+      start = i;
+      in_token = true;
+    }
+    i += len;
+  }
+  if (in_token) out.emplace_back(data + start, size - start);
+}
+
+}  // namespace tb::text

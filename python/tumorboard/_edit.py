@@ -1,0 +1,236 @@
+"""Edit-distance metrics through rapidfuzz (no edit distance is reimplemented here).
+
+* :func:`levenshtein`: Levenshtein distance between two sequences of tokens, e.g. the chains of
+  tool categories RadA-BenchPlat compares (the reference code calls python-Levenshtein's
+  ``distance`` on lists, i.e. an element-level edit distance).
+* :func:`sequence_levenshtein`: the same, vectorized over a batch of pairs (or all pairs).
+* :func:`one_minus_ned`: MedBench v4's ``1 - NED`` text similarity, ``max(0, 1 - d / |ref|)``.
+
+Items are strings (edited character by character) or sequences of hashable tokens (edited token
+by token: ``["Organ Segmentor", "Disease Inferencer"]`` has length 2). rapidfuzz compares the
+tokens of a sequence by their Python hash and equality.
+
+References
+----------
+Levenshtein, V. I. (1966). Binary codes capable of correcting deletions, insertions, and
+    reversals. Soviet Physics Doklady, 10(8), 707-710.
+Bachmann, M. rapidfuzz (``rapidfuzz.distance.Levenshtein``, ``rapidfuzz.process.cpdist`` and
+    ``cdist``), https://github.com/rapidfuzz/RapidFuzz.
+MedBench v4 (2025): open-ended generation scored by 1 - normalized edit distance.
+Zhu et al. (2025). RadA-BenchPlat: tool-chain Levenshtein distance (paper and reference code,
+    ``EvalPlat/EvalMetrics/*generalEval.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
+__all__ = ["levenshtein", "one_minus_ned", "sequence_levenshtein"]
+
+Item = str | Sequence[Hashable]
+
+
+def _check_weights(weights: Any) -> tuple[int, int, int]:
+    try:
+        w = tuple(int(x) for x in weights)
+    except TypeError as exc:
+        raise TypeError(
+            f"weights: expected (insertion, deletion, substitution) integers, got {weights!r}"
+        ) from exc
+    if (
+        len(w) != 3
+        or any(x < 0 for x in w)
+        or any(isinstance(x, bool) or float(x) != x for x in weights)
+    ):
+        raise ValueError(
+            "weights: expected three non-negative integers (insertion, deletion, substitution), "
+            f"got {weights!r}"
+        )
+    return w  # type: ignore[return-value]
+
+
+def _item(x: Any, name: str) -> Item:
+    """One comparable item: a str, or a tuple of hashable tokens."""
+    if isinstance(x, str):
+        return x
+    if x is None:
+        raise TypeError(f"{name}: expected a string or a sequence of tokens, got None")
+    if isinstance(x, np.ndarray):
+        x = x.tolist()
+    if isinstance(x, (bytes, bytearray)) or not isinstance(x, Sequence):
+        raise TypeError(
+            f"{name}: expected a string or an ordered sequence (list, tuple) of tokens, got "
+            f"{type(x).__name__}"
+        )
+    out = tuple(x)
+    for i, tok in enumerate(out):
+        if tok is None:
+            raise TypeError(f"{name}[{i}]: a token is None; expected hashable tokens")
+        try:
+            hash(tok)
+        except TypeError as exc:
+            raise TypeError(
+                f"{name}[{i}]: tokens must be hashable, got {type(tok).__name__}"
+            ) from exc
+    return out
+
+
+def _batch(x: Any, name: str) -> tuple[list[Item], bool]:
+    """A batch of items and whether the input was a single string."""
+    if isinstance(x, str):
+        return [x], True
+    if x is None:
+        raise TypeError(f"{name}: expected a string or a sequence of items, got None")
+    if isinstance(x, np.ndarray):
+        x = x.tolist()
+    try:
+        items = list(x)
+    except TypeError as exc:
+        raise TypeError(
+            f"{name}: expected a string or a sequence of items, got {type(x).__name__}"
+        ) from exc
+    return [_item(v, f"{name}[{i}]") for i, v in enumerate(items)], False
+
+
+def levenshtein(a: Item, b: Item, *, weights: tuple[int, int, int] = (1, 1, 1)) -> int:
+    """Levenshtein (edit) distance between two sequences of tokens.
+
+    ``d(a, b)`` is the least total cost of insertions, deletions and substitutions of single
+    elements that turns ``a`` into ``b`` (Levenshtein 1966). With ``a`` and ``b`` lists of tool
+    names this is the element-level distance RadA-BenchPlat reports between tool chains (its
+    reference code calls python-Levenshtein's ``distance`` on lists); with strings it is the
+    usual character-level distance. Computed by ``rapidfuzz.distance.Levenshtein.distance``.
+
+    Parameters
+    ----------
+    a, b : str or sequence of hashable
+        The two sequences (a string is a sequence of characters).
+    weights : (int, int, int), default (1, 1, 1)
+        Costs of an insertion, a deletion and a substitution.
+
+    Returns
+    -------
+    int
+        The distance; 0 when the sequences are equal, ``max(len(a), len(b))`` at most with unit
+        weights.
+
+    Examples
+    --------
+    >>> levenshtein(["Anatomy Classifier", "Organ Segmentor"], ["Organ Segmentor"])
+    1
+    """
+    w = _check_weights(weights)
+    return int(Levenshtein.distance(_item(a, "a"), _item(b, "b"), weights=w))
+
+
+def sequence_levenshtein(
+    preds: Sequence[Item],
+    refs: Sequence[Item],
+    *,
+    weights: tuple[int, int, int] = (1, 1, 1),
+    pairwise: bool = False,
+    workers: int = 1,
+) -> npt.NDArray[np.int64]:
+    """Levenshtein distances of a batch of sequence pairs (see :func:`levenshtein`).
+
+    Parameters
+    ----------
+    preds, refs : sequence of (str or sequence of hashable)
+        The items; ``preds[i]`` is compared with ``refs[i]`` (the two batches must have the same
+        length) or, with ``pairwise=True``, with every ``refs[j]``. A single string is a batch
+        of one string.
+    weights : (int, int, int), default (1, 1, 1)
+        Costs of an insertion, a deletion and a substitution.
+    pairwise : bool, default False
+        Return the ``(len(preds), len(refs))`` matrix of all distances
+        (``rapidfuzz.process.cdist``) instead of the element-wise ones
+        (``rapidfuzz.process.cpdist``).
+    workers : int, default 1
+        Threads rapidfuzz may use (-1: all cores).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,) or (n, m)
+    """
+    w = _check_weights(weights)
+    p, _ = _batch(preds, "preds")
+    r, _ = _batch(refs, "refs")
+    if pairwise:
+        if not p or not r:
+            return np.zeros((len(p), len(r)), dtype=np.int64)
+        out = process.cdist(p, r, scorer=Levenshtein.distance, scorer_kwargs={"weights": w},
+                            dtype=np.int64, workers=workers)  # fmt: skip
+        return np.asarray(out, dtype=np.int64)
+    if len(p) != len(r):
+        raise ValueError(
+            f"preds and refs: expected the same number of items, got {len(p)} and {len(r)}"
+        )
+    if not p:
+        return np.zeros(0, dtype=np.int64)
+    out = process.cpdist(p, r, scorer=Levenshtein.distance, scorer_kwargs={"weights": w},
+                         dtype=np.int64, workers=workers)  # fmt: skip
+    return np.asarray(out, dtype=np.int64)
+
+
+def one_minus_ned(
+    preds: Item | Sequence[Item],
+    refs: Item | Sequence[Item],
+    *,
+    empty: float = 1.0,
+    workers: int = 1,
+) -> npt.NDArray[np.float64]:
+    """MedBench v4's similarity ``1 - NED``: ``max(0, 1 - d(pred, ref) / |ref|)``.
+
+    ``d`` is the Levenshtein distance (unit costs, rapidfuzz) and ``|ref|`` the length of the
+    reference (characters of a string, or tokens of a token sequence). MedBench v4 normalizes by
+    the reference length only, so a prediction much longer than the reference has
+    ``d > |ref|`` and ``1 - d/|ref| < 0``; the value is clipped at 0 so that it stays in
+    [0, 1] (an entirely wrong answer scores 0 however long it is).
+
+    The empty reference (``|ref| = 0``) makes ``d/|ref|`` undefined; it is defined here as
+    ``empty`` (default 1.0) when the prediction is empty too (an exact match) and 0.0 when it
+    is not (every character of the prediction is wrong).
+
+    Parameters
+    ----------
+    preds, refs : str, or sequence of (str or sequence of hashable)
+        A single string, or a batch of items: strings (compared character by character, which
+        is what MedBench v4 does for Chinese text) or sequences of tokens. Wrap a single token
+        sequence in a list.
+    empty : float, default 1.0
+        The value for an empty prediction against an empty reference.
+    workers : int, default 1
+        Threads rapidfuzz may use (-1: all cores).
+
+    Returns
+    -------
+    ndarray of float64
+        Shape () for two strings, else (n,).
+
+    Examples
+    --------
+    >>> float(one_minus_ned("kitten", "sitting"))  # d = 3, |ref| = 7
+    0.5714285714285714
+    """
+    p, single_p = _batch(preds, "preds")
+    r, single_r = _batch(refs, "refs")
+    if len(p) != len(r):
+        raise ValueError(
+            f"preds and refs: expected the same number of items, got {len(p)} and {len(r)}"
+        )
+    d = sequence_levenshtein(p, r, workers=workers).astype(np.float64)
+    ref_len = np.fromiter((len(x) for x in r), dtype=np.float64, count=len(r))
+    pred_len = np.fromiter((len(x) for x in p), dtype=np.float64, count=len(p))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.maximum(0.0, 1.0 - d / ref_len)
+    zero = ref_len == 0
+    out[zero] = np.where(pred_len[zero] == 0, float(empty), 0.0)
+    if single_p and single_r:
+        return out.reshape(())
+    return out

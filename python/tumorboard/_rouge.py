@@ -1,0 +1,399 @@
+"""ROUGE, token F1 and set F1 over the C++ text engine (csrc/text/).
+
+``rouge`` reproduces Google's ``rouge-score`` package (0.1.2, ``rouge_score/rouge_scorer.py``;
+Lin 2004, "ROUGE: A Package for Automatic Evaluation of Summaries") bit for bit: the same
+tokenizer, the same Porter stemmer (NLTK's ``PorterStemmer()``), the same integer counts and
+the same floating-point formula ``2 * p * r / (p + r)``. ``token_f1`` is the official SQuAD
+F1 (Rajpurkar et al. 2016/2018), ``set_f1`` the set-of-tokens F1 of RadA-BenchPlat
+(``EvalPlat/EvalMetrics/multihop_performance.py``).
+
+Tokenizers (``tokenizer=``):
+
+``"rouge"``
+    rouge-score's default: ``str.lower()``, every run of characters outside ``[a-z0-9]`` is a
+    separator. Non-Latin text (Chinese, Japanese, Korean, Cyrillic, accented letters) yields no
+    or broken tokens, exactly as in rouge-score.
+``"unicode"``
+    NFKC normalization, then ``str.lower()``. Characters of scripts written without spaces
+    become one token each: Han ideographs (with extensions, compatibility ideographs, radicals,
+    U+3005-3007, U+3021-3029, U+3038-303C), Hiragana, Katakana (incl. half-width and the kana
+    supplements), Bopomofo, Hangul (syllables and jamo), Yi, Thai, Lao, Myanmar, Khmer, Tai Le,
+    New Tai Lue, Tai Tham, Tai Viet, Tangut, Khitan and Nushu. Elsewhere a token is a maximal
+    run of letters and numbers (Unicode general categories L* and N*). Combining marks (M*)
+    join the token before them (and are dropped when there is none); every other character
+    (punctuation, symbols, whitespace) separates tokens. Categories come from Unicode 14.0.0
+    (csrc/text/unicode_table.hpp).
+``"whitespace"``
+    ``str.split()``: runs of non-whitespace characters, case and punctuation kept.
+
+With ``stemmer=True`` (or ``"porter"``), tokens of more than 3 characters that consist only of
+``[a-z0-9]`` are replaced by their Porter stem, NLTK's ``PorterStemmer()`` (its default
+NLTK_EXTENSIONS mode, which rouge-score uses); ``"porter-original"`` selects NLTK's
+``ORIGINAL_ALGORITHM`` mode (Porter 1980 as published). Stems are computed once per distinct
+token per worker thread.
+
+ROUGE-Lsum splits each text into sentences on ``"\\n"`` (rouge-score's default, no
+``split_summaries``) and computes the summary-level union LCS of rouge-score's
+``_summary_level_lcs``, including its LCS backtracking and its guard against double counting.
+
+All loops run in C++ with the GIL released; strings are read in place as UTF-8. ``threads=None``
+uses every core; results do not depend on the number of threads.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from . import _core
+
+Tokenizer = Literal["rouge", "unicode", "whitespace"]
+SetTokenizer = Literal["rouge", "unicode", "whitespace", "treebank"]
+StemmerArg = bool | Literal["porter", "porter-original"]
+
+DEFAULT_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+_TOKENIZERS = ("rouge", "unicode", "whitespace")
+_TYPE_RE = re.compile(r"rouge([1-9][0-9]*)")
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, eq=False)
+class RougeScore:
+    """Per-pair precision, recall and F-measure of one ROUGE type (float64 arrays)."""
+
+    precision: np.ndarray
+    recall: np.ndarray
+    fmeasure: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.fmeasure.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class RougeResult:
+    """Scores of ``rouge(hyps, refs)``: one entry per pair for each requested type.
+
+    ``result["rougeL"].fmeasure`` (or ``result.fmeasure("rougeL")``) is a float64 array equal,
+    bit for bit, to ``RougeScorer([...]).score(ref, hyp)["rougeL"].fmeasure`` pair by pair.
+    """
+
+    types: tuple[str, ...]
+    scores: dict[str, RougeScore]
+    tokenizer: str
+    stemmer: str
+
+    def __len__(self) -> int:
+        return len(self.scores[self.types[0]]) if self.types else 0
+
+    def __getitem__(self, rouge_type: str) -> RougeScore:
+        try:
+            return self.scores[rouge_type]
+        except KeyError:
+            raise KeyError(
+                f"rouge type {rouge_type!r} was not computed; available: {list(self.types)}"
+            ) from None
+
+    def precision(self, rouge_type: str) -> np.ndarray:
+        return self[rouge_type].precision
+
+    def recall(self, rouge_type: str) -> np.ndarray:
+        return self[rouge_type].recall
+
+    def fmeasure(self, rouge_type: str) -> np.ndarray:
+        return self[rouge_type].fmeasure
+
+    def to_polars(self) -> pl.DataFrame:
+        """One row per pair; columns ``{type}_precision``, ``{type}_recall``,
+        ``{type}_fmeasure`` for each type, in the requested order."""
+        cols: dict[str, np.ndarray] = {}
+        for t in self.types:
+            s = self.scores[t]
+            cols[f"{t}_precision"] = s.precision
+            cols[f"{t}_recall"] = s.recall
+            cols[f"{t}_fmeasure"] = s.fmeasure
+        return pl.DataFrame(cols)
+
+
+@dataclass(frozen=True, eq=False)
+class RougeMatrix:
+    """All-pairs ROUGE: entry ``(i, j)`` scores ``a[i]`` as the prediction against ``b[j]`` as
+    the target, i.e. ``RougeScorer([type]).score(b[j], a[i])``. Precision is relative to
+    ``a[i]``'s n-grams, recall to ``b[j]``'s. Arrays have shape ``(len(a), len(b))``."""
+
+    precision: np.ndarray
+    recall: np.ndarray
+    fmeasure: np.ndarray
+    type: str
+    tokenizer: str
+    stemmer: str
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.fmeasure.shape[0]), int(self.fmeasure.shape[1]))
+
+    def to_polars(self) -> pl.DataFrame:
+        """Long format: one row per (a index ``i``, b index ``j``) with precision, recall,
+        fmeasure."""
+        na, nb = self.shape
+        return pl.DataFrame(
+            {
+                "i": np.repeat(np.arange(na, dtype=np.int64), nb),
+                "j": np.tile(np.arange(nb, dtype=np.int64), na),
+                "precision": self.precision.reshape(-1),
+                "recall": self.recall.reshape(-1),
+                "fmeasure": self.fmeasure.reshape(-1),
+            }
+        )
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _as_text_list(texts: Any, name: str) -> list:
+    """A list from a sequence of str: list, tuple, 1-D numpy array, polars Series, pyarrow
+    Array/ChunkedArray. Elements are checked in C++ (None/NaN -> ValueError, non-str ->
+    TypeError, both naming ``name[index]``)."""
+    if isinstance(texts, str | bytes):
+        raise TypeError(f"{name}: expected a sequence of str, got a single {type(texts).__name__}")
+    if isinstance(texts, list):
+        return texts
+    if isinstance(texts, np.ndarray):
+        if texts.ndim != 1:
+            raise ValueError(f"{name}: expected a 1-D array of str, got {texts.ndim}-D")
+        return texts.tolist()
+    if isinstance(texts, pl.Series):
+        return texts.to_list()
+    if hasattr(texts, "to_pylist"):  # pyarrow Array / ChunkedArray
+        return texts.to_pylist()
+    if isinstance(texts, Sequence) or hasattr(texts, "__iter__"):
+        return list(texts)
+    raise TypeError(f"{name}: expected a sequence of str, got {type(texts).__name__}")
+
+
+def _pair_lists(a: Any, b: Any, name_a: str, name_b: str) -> tuple[list, list]:
+    la = _as_text_list(a, name_a)
+    lb = _as_text_list(b, name_b)
+    if len(la) != len(lb):
+        raise ValueError(
+            f"{name_a} and {name_b} must have the same length, got {len(la)} and {len(lb)}"
+        )
+    return la, lb
+
+
+def _threads(threads: int | None) -> int:
+    if threads is None:
+        return 0
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    return threads
+
+
+def _tokenizer(tokenizer: str, allowed: tuple[str, ...] = _TOKENIZERS) -> str:
+    if tokenizer not in allowed:
+        raise ValueError(f"tokenizer must be one of {allowed}, got {tokenizer!r}")
+    return tokenizer
+
+
+def _stemmer(stemmer: StemmerArg) -> str:
+    if stemmer is False or stemmer is None:
+        return "none"
+    if stemmer is True:
+        return "porter"
+    if stemmer in ("porter", "porter-original"):
+        return str(stemmer)
+    raise ValueError(f"stemmer must be True, False, 'porter' or 'porter-original', got {stemmer!r}")
+
+
+def _prepare(texts: list, name: str, tokenizer: str) -> list:
+    """Applies the Python-side part of a tokenizer (NFKC + lower for "unicode")."""
+    if tokenizer != "unicode":
+        return texts
+    _core.text_check(texts, name)
+    return [unicodedata.normalize("NFKC", s).lower() for s in texts]
+
+
+def _rouge_code(rouge_type: str) -> int:
+    if rouge_type == "rougeL":
+        return 0
+    if rouge_type == "rougeLsum":
+        return -1
+    m = _TYPE_RE.fullmatch(rouge_type) if isinstance(rouge_type, str) else None
+    if m is None:
+        raise ValueError(
+            f"invalid rouge type {rouge_type!r}: expected 'rougeN' (N >= 1), 'rougeL' or "
+            "'rougeLsum'"
+        )
+    return int(m.group(1))
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def tokenize(
+    texts: Any, *, tokenizer: Tokenizer = "rouge", stemmer: StemmerArg = False
+) -> list[list[str]]:
+    """The tokens each text contributes to ROUGE (see the module docstring for the tokenizers).
+
+    With ``tokenizer="rouge"`` this equals rouge-score's
+    ``tokenizers.DefaultTokenizer(use_stemmer=stemmer).tokenize(text)``.
+    """
+    tok = _tokenizer(tokenizer)
+    lst = _prepare(_as_text_list(texts, "texts"), "texts", tok)
+    return _core.text_tokenize(lst, "texts", tok, _stemmer(stemmer), 0)
+
+
+def rouge(
+    hyps: Any,
+    refs: Any,
+    *,
+    types: Sequence[str] = DEFAULT_TYPES,
+    stemmer: StemmerArg = False,
+    tokenizer: Tokenizer = "rouge",
+    threads: int | None = None,
+) -> RougeResult:
+    """ROUGE of each prediction ``hyps[i]`` against its reference ``refs[i]``.
+
+    Equal, bit for bit, to ``rouge_score.rouge_scorer.RougeScorer(types,
+    use_stemmer=stemmer).score(refs[i], hyps[i])`` (note rouge-score's argument order:
+    target first). Types: ``"rougeN"`` for any N >= 1 (rouge-score accepts 1-9), ``"rougeL"``
+    (LCS over the whole text), ``"rougeLsum"`` (summary-level union LCS over lines).
+
+    Zero handling follows rouge-score: ROUGE-N precision and recall divide by
+    ``max(count, 1)``, so an empty side scores 0; ROUGE-L/Lsum are 0 when either side has no
+    tokens; the F-measure is 0 when precision + recall is 0.
+
+    Args:
+        hyps: predictions, a sequence of str (list, tuple, numpy, polars, pyarrow).
+        refs: references (targets), same length.
+        types: ROUGE types to compute, without duplicates.
+        stemmer: Porter stemming of tokens longer than 3 characters (see module docstring).
+        tokenizer: "rouge" (rouge-score's), "unicode" (CJK/Thai-aware) or "whitespace".
+        threads: worker threads (None: all cores).
+    """
+    type_list = [types] if isinstance(types, str) else list(types)
+    if not type_list:
+        raise ValueError("types must name at least one rouge type")
+    if len(set(type_list)) != len(type_list):
+        raise ValueError(f"types contains duplicates: {type_list}")
+    codes = [_rouge_code(t) for t in type_list]
+    tok = _tokenizer(tokenizer)
+    stem = _stemmer(stemmer)
+    h, r = _pair_lists(hyps, refs, "hyps", "refs")
+    h = _prepare(h, "hyps", tok)
+    r = _prepare(r, "refs", tok)
+    p, rc, f = _core.text_rouge(h, r, "hyps", "refs", codes, tok, stem, _threads(threads))
+    scores = {t: RougeScore(p[k], rc[k], f[k]) for k, t in enumerate(type_list)}
+    return RougeResult(types=tuple(type_list), scores=scores, tokenizer=tok, stemmer=stem)
+
+
+def rouge_matrix(
+    a: Any,
+    b: Any,
+    *,
+    type: str = "rouge1",
+    stemmer: StemmerArg = False,
+    tokenizer: Tokenizer = "rouge",
+    threads: int | None = None,
+) -> RougeMatrix:
+    """ROUGE of every ``a[i]`` (prediction) against every ``b[j]`` (target).
+
+    Entry ``(i, j)`` equals ``RougeScorer([type]).score(b[j], a[i])[type]``. Each text is
+    tokenized once; ROUGE-N pairs are a merge of sorted n-gram counts, ROUGE-L pairs a
+    bit-parallel LCS. Used e.g. to match every generated insight against every ground-truth
+    insight (MedInsightBench).
+    """
+    code = _rouge_code(type)
+    tok = _tokenizer(tokenizer)
+    stem = _stemmer(stemmer)
+    la = _prepare(_as_text_list(a, "a"), "a", tok)
+    lb = _prepare(_as_text_list(b, "b"), "b", tok)
+    p, r, f = _core.text_rouge_matrix(la, lb, "a", "b", code, tok, stem, _threads(threads))
+    return RougeMatrix(p, r, f, type=type, tokenizer=tok, stemmer=stem)
+
+
+def token_f1(
+    preds: Any,
+    refs: Any,
+    *,
+    normalize: Literal["squad", "none"] = "squad",
+    both_empty: float = 1.0,
+    threads: int | None = None,
+) -> np.ndarray:
+    """SQuAD token F1 of each prediction against its reference (float64 array).
+
+    ``normalize="squad"`` is the official ``normalize_answer`` of the SQuAD v1.1 and v2.0
+    evaluation scripts: ``str.lower()``, remove the characters of ``string.punctuation``,
+    replace the words a/an/the (``re.sub(r"\\b(a|an|the)\\b", " ", s)``) by a space, then
+    ``str.split()``. ``normalize="none"`` splits the raw text with ``str.split()``.
+    F1 over the multiset overlap: ``p = same / len(pred)``, ``r = same / len(ref)``,
+    ``2 * p * r / (p + r)``; 0 when nothing overlaps.
+
+    Empty answers: when exactly one side has no tokens the score is 0 (both scripts). When
+    both are empty, SQuAD v2.0's script returns 1 and v1.1's returns 0; ``both_empty``
+    (default 1.0, the v2.0 convention) sets that value, ``both_empty=0.0`` gives v1.1.
+    """
+    if normalize not in ("squad", "none"):
+        raise ValueError(f"normalize must be 'squad' or 'none', got {normalize!r}")
+    be = float(both_empty)
+    if not np.isfinite(be):
+        raise ValueError(f"both_empty must be finite, got {both_empty!r}")
+    p, r = _pair_lists(preds, refs, "preds", "refs")
+    if normalize == "squad":
+        _core.text_check(p, "preds")
+        _core.text_check(r, "refs")
+        p = [s.lower() for s in p]
+        r = [s.lower() for s in r]
+    return _core.text_token_f1(p, r, "preds", "refs", normalize == "squad", be, _threads(threads))
+
+
+def set_f1(
+    preds: Any,
+    refs: Any,
+    *,
+    tokenizer: SetTokenizer = "rouge",
+    lowercase: bool = True,
+    threads: int | None = None,
+) -> np.ndarray:
+    """F1 over the sets of distinct tokens of each prediction and reference (float64 array).
+
+    ``p = |P & R| / |P|``, ``r = |P & R| / |R|``, ``2 * (p * r) / (p + r)``; 0 when either
+    set is empty or nothing is shared. This is RadA-BenchPlat's final-response F1, which
+    tokenizes ``text.lower()`` with NLTK's ``word_tokenize``. ``tokenizer="treebank"`` uses
+    ``nltk.tokenize.NLTKWordTokenizer`` (needs the ``nltk`` package but no NLTK data); it
+    differs from ``word_tokenize`` only in that ``word_tokenize`` first splits sentences with
+    Punkt (which needs data), so sentence-final periods inside a multi-sentence text stay
+    attached. The default is rouge-score's tokenizer. ``lowercase`` applies ``str.lower()``
+    before the whitespace and treebank tokenizers (the rouge and unicode tokenizers always
+    lowercase).
+    """
+    tok = _tokenizer(tokenizer, (*_TOKENIZERS, "treebank"))
+    p, r = _pair_lists(preds, refs, "preds", "refs")
+    if tok in ("whitespace", "treebank"):
+        _core.text_check(p, "preds")
+        _core.text_check(r, "refs")
+        if lowercase:
+            p = [s.lower() for s in p]
+            r = [s.lower() for s in r]
+    if tok == "treebank":
+        try:
+            from nltk.tokenize import NLTKWordTokenizer
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError("tokenizer='treebank' needs the nltk package") from e
+        tb = NLTKWordTokenizer()
+        # Treebank tokens contain no whitespace, so joining with spaces and splitting in C++
+        # gives back exactly these tokens.
+        p = [" ".join(tb.tokenize(s)) for s in p]
+        r = [" ".join(tb.tokenize(s)) for s in r]
+        tok = "whitespace"
+    else:
+        p = _prepare(p, "preds", tok)
+        r = _prepare(r, "refs", tok)
+    return _core.text_set_f1(p, r, "preds", "refs", tok, _threads(threads))

@@ -1,0 +1,666 @@
+"""Parsing what agents write: answers, file requests, tool calls and reasoning traces.
+
+Formats and the benchmarks they come from:
+
+* MTBBench (Vasilev et al., NeurIPS 2025 Datasets & Benchmarks; ``neurips25/models/agent*.py``):
+  ``[ANSWER: C) text]`` (the last tag of a message counts; the answer is valid when its first
+  character is a choice letter followed by ``)``, ``]`` or a space, or is a lone letter, compared
+  case-insensitively), ``[REQUEST: file.ext]`` (spaces inside the name are dropped), ``[CONCH:
+  image.jpg, (option 1), (option 2)]``, and the re-prompt protocol in :class:`AnswerProtocol`.
+* ReAct (Yao et al., ICLR 2023) and LAMMI-style traces: ``Thought:`` / ``Action:`` /
+  ``Action Input:`` / ``Observation:`` blocks, numbered variants (``Thought 1:``, ``Act 1:``,
+  ``Obs 1:``), ``Action: Finish[answer]`` and ``Final Answer:``.
+* RadA-BenchPlat (Zhang et al. 2025, ``EvalPlat``): ``<Call>``, ``<EndCall>`` and ``<NoCall>``
+  blocks holding ``<Purpose>``, ``<Tool>``, ``<Input>`` (and for NoCall ``<Category>``,
+  ``<Anatomy>``, ``<Modality>``, ``<Ability>``).
+
+Everything is pure Python on one string except :func:`parse_answers`, the batch version of
+:func:`parse_answer` used by bulk writers (polars regexes, scalar fallback for the rest).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Answer",
+    "AnswerProtocol",
+    "ConchCall",
+    "FileRequest",
+    "RadaCall",
+    "ReActStep",
+    "ReActTrace",
+    "Turn",
+    "answer_letter",
+    "mtbbench_correct",
+    "mtbbench_valid",
+    "parse_answer",
+    "parse_answers",
+    "parse_conch",
+    "parse_options",
+    "parse_rada_calls",
+    "parse_react",
+    "parse_requests",
+    "split_requests",
+]
+
+LETTERS = "ABCDEF"
+
+_ANSWER_TAG = re.compile(r"\[ANSWER:\s*([^\]]*)\]", re.IGNORECASE)
+_ANSWER_OPEN = re.compile(r"\[ANSWER:\s*([^\]]*)$", re.IGNORECASE)
+_REQUEST_TAG = re.compile(r"\[REQUEST:\s*([^\]]+)\]", re.IGNORECASE)
+_OPTION_LINE = re.compile(r"^[ \t]*\(?([A-Z])\)[ \t]*(.*?)[ \t]*$", re.MULTILINE)
+_MARKDOWN = re.compile(r"[*_`]+")
+_PHRASE = re.compile(
+    r"(?i:\b(?:final\s+answer|answer|choice|option)\b)\s*(?i:(?:is|was)\b)?\s*[:=]?\s*"
+    r"(?:(?i:option|choice)\s+)?\(?([A-F])\)?(?![A-Za-z0-9])"
+)
+
+
+# ----------------------------------------------------------------------------- answers
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A parsed multiple-choice answer.
+
+    Attributes:
+        letter: the chosen option letter, upper case, or None when none could be read.
+        text: the answer text after the letter (or the matched option's text), if any.
+        raw: what the answer was read from: the content of the last ``[ANSWER: ...]`` tag, or
+            the whole (stripped) response when there is no tag.
+        form: how it was read: "tag" (a letter inside an answer tag), "bare" (the response
+            starts with a letter form such as ``C)``), "phrase" ("the answer is C"),
+            "option_text" (the text equals, or fuzzily matches, one option), or "none".
+        valid: whether MTBBench's harness would accept it as an answer: a closed answer tag
+            (or, without tags, the response itself) whose content starts with a choice letter
+            followed by ``)``, ``]`` or a space, or is a lone letter.
+    """
+
+    letter: str | None
+    text: str | None
+    raw: str
+    form: Literal["tag", "bare", "phrase", "option_text", "none"]
+    valid: bool
+
+
+def mtbbench_valid(content: str, letters: str = LETTERS) -> bool:
+    """MTBBench's acceptance rule for answer-tag content (case-insensitive letter, then ``)``,
+    ``]`` or a space; or a lone letter)."""
+    c = content.strip()
+    lower = letters.lower()
+    if len(c) >= 2:
+        return c[0].lower() in lower and c[1] in ")] "
+    return len(c) == 1 and c.lower() in lower
+
+
+def mtbbench_correct(response: str | None, gold: str | None) -> bool | None:
+    """MTBBench's grading: the first character of the stripped response equals the first
+    character of the stripped gold answer, ignoring case. None when either is empty."""
+    if response is None or gold is None:
+        return None
+    r, g = response.strip(), gold.strip()
+    if not r or not g:
+        return None
+    return r[0].lower() == g[0].lower()
+
+
+def answer_letter(text: str | None, letters: str = LETTERS) -> str | None:
+    """The choice letter a gold answer or option starts with (``"C) text"``, ``"C"``,
+    ``"(C) text"``), upper case, or None."""
+    if text is None:
+        return None
+    c = text.strip()
+    if c and c[0] in letters and (len(c) == 1 or c[1] in ")]"):
+        return c[0]
+    return _leading_letter(_MARKDOWN.sub("", c).strip(), letters)
+
+
+_LEADING = re.compile(r"\(?([A-Za-z])(?:\)|\]|\.|:)")
+_LEADING_STRIP = re.compile(r"^\(?[A-Za-z][\)\]\.:]?\s*")
+_OPTION_PREFIX = re.compile(r"^\s*\(?[A-Za-z][\)\]\.:]\s*")
+_LETTER_THEN_TEXT = re.compile(r"([A-F])\s+(.+)", re.DOTALL)
+_SPACES = re.compile(r"\s+")
+
+
+def _leading_letter(c: str, letters: str) -> str | None:
+    if not c:
+        return None
+    if len(c) == 1:
+        return c.upper() if c.upper() in letters else None
+    m = _LEADING.match(c)
+    if m and m.group(1).upper() in letters:
+        return m.group(1).upper()
+    return None
+
+
+def parse_options(question: str, letters: str = LETTERS) -> tuple[str, ...]:
+    """The answer options listed in a question, as ``"A) text"`` strings: lines ``A) ...``,
+    ``B) ...`` (or ``(A) ...``) with consecutive letters from A. Trailing spaces are dropped."""
+    found: dict[str, str] = {}
+    for m in _OPTION_LINE.finditer(question):
+        letter, text = m.group(1), m.group(2)
+        if letter not in letters:
+            continue
+        expected = letters[len(found)] if len(found) < len(letters) else None
+        if letter == expected:
+            found[letter] = text
+        elif letter == "A":  # a new list starts: keep the latest complete one
+            found = {"A": text}
+    return tuple(f"{k}) {v}".rstrip() for k, v in found.items())
+
+
+@functools.lru_cache(maxsize=4096)
+def _option_texts(options: tuple[str, ...], letters: str) -> dict[str, str]:
+    """Letter -> option text (without its "C) " prefix); plain texts get letters in order."""
+    out: dict[str, str] = {}
+    for i, opt in enumerate(options):
+        letter = answer_letter(opt, letters)
+        text = opt
+        if letter is not None:
+            text = _OPTION_PREFIX.sub("", opt, count=1)
+        else:
+            letter = letters[i] if i < len(letters) else None
+        if letter:
+            out[letter] = text.strip()
+    return out
+
+
+def _norm(s: str) -> str:
+    return _SPACES.sub(" ", _MARKDOWN.sub("", s)).strip().strip(".").lower()
+
+
+def _match_option(text: str, options: dict[str, str], fuzzy: float | None) -> str | None:
+    target = _norm(text)
+    if not target:
+        return None
+    exact = [k for k, v in options.items() if _norm(v) == target]
+    if len(exact) == 1:
+        return exact[0]
+    if fuzzy is None or exact:
+        return None
+    from rapidfuzz import fuzz
+
+    scores = {k: fuzz.ratio(target, _norm(v)) for k, v in options.items()}
+    if not scores:
+        return None
+    best = max(scores.values())
+    winners = [k for k, s in scores.items() if s == best]
+    return winners[0] if best >= fuzzy and len(winners) == 1 else None
+
+
+def _choice(
+    c: str, options: Sequence[str] | None, letters: str, *, in_tag: bool, fuzzy: float | None
+) -> tuple[str | None, str | None, str]:
+    """(letter, text, form) read from stripped tag content or a whole stripped response."""
+    n = len(c)
+    if n:
+        first = c[0].upper()
+        if first in letters and (n == 1 or c[1] in (")] " if in_tag else ")]")):
+            # MTBBench's valid form (in a tag) or "C)" / "C]" / a lone letter
+            return first, c[2:].strip() or None, "tag" if in_tag else "bare"
+    plain = _MARKDOWN.sub("", c).strip()
+    letter = _leading_letter(plain, letters)
+    if letter is not None:
+        rest = _LEADING_STRIP.sub("", plain, count=1).strip()
+        return letter, rest or None, "tag" if in_tag else "bare"
+    opts = _option_texts(tuple(options), letters) if options else {}
+    m = _LETTER_THEN_TEXT.fullmatch(plain)
+    if m and m.group(1) in opts:
+        # "C Squamous cell carcinoma": a bare letter followed by that option's own text
+        if _match_option(m.group(2), {m.group(1): opts[m.group(1)]}, fuzzy) is not None:
+            return m.group(1), m.group(2).strip(), "tag" if in_tag else "bare"
+    if opts:
+        hit = _match_option(plain, opts, fuzzy)
+        if hit is not None:
+            return hit, opts[hit], "option_text"
+    m = _PHRASE.search(plain)
+    if m and m.group(1) in letters:
+        return m.group(1), None, "phrase"
+    return None, None, "none"
+
+
+def parse_answer(
+    response: str | None,
+    *,
+    options: Sequence[str] | None = None,
+    letters: str = LETTERS,
+    fuzzy: float | None = 90.0,
+    tag_content: bool = False,
+) -> Answer:
+    """Reads the chosen option from an agent's response.
+
+    Order: the last ``[ANSWER: ...]`` tag (MTBBench keeps the last one), else the whole
+    response. Within that text: a leading letter form (``C``, ``C)``, ``(C)``, ``C.``,
+    ``C:``, ``**C**``), a letter followed by its option's text, the text of exactly one option
+    (exact after normalising case and spaces, else the single best ``rapidfuzz.fuzz.ratio``
+    >= ``fuzzy``; ``fuzzy=None`` disables), and finally a phrase such as "the answer is C".
+    A bare response starting with "A " is *not* read as choice A unless the rest is option A's
+    text (it is usually the article).
+
+    Args:
+        response: the model's message (or a logged response field).
+        options: the question's options (``"A) text"`` or plain texts in letter order).
+        letters: the allowed choice letters (upper case).
+        fuzzy: minimum rapidfuzz ratio (0-100) for fuzzy option-text matching.
+        tag_content: ``response`` is already the content of an answer tag (MTBBench logs store
+            it so): read it with the tag rules (``B No`` is choice B).
+    """
+    if response is None:
+        return Answer(None, None, "", "none", False)
+    if not isinstance(response, str):
+        raise TypeError(f"response: expected a string, got {type(response).__name__}")
+    closed = True
+    if tag_content:
+        content, in_tag = response.strip(), True
+    else:
+        tags = _ANSWER_TAG.findall(response) if "[" in response else None
+        if tags:
+            content, in_tag = tags[-1].strip(), True
+        else:
+            unclosed = _ANSWER_OPEN.search(response) if "[" in response else None
+            if unclosed:
+                content, in_tag, closed = unclosed.group(1).strip(), True, False
+            else:
+                content, in_tag = response.strip(), False
+    letter, text, form = _choice(content, options, letters, in_tag=in_tag, fuzzy=fuzzy)
+    valid = closed and mtbbench_valid(content, letters)
+    return Answer(letter, text, content, form, valid)  # type: ignore[arg-type]
+
+
+def parse_answers(
+    responses: Any,
+    *,
+    options: Sequence[Sequence[str] | None] | None = None,
+    letters: str = LETTERS,
+    fuzzy: float | None = 90.0,
+    tag_content: bool = False,
+) -> list[str | None]:
+    """Parsed letters of many responses at once; element i equals
+    ``parse_answer(responses[i], options=options[i], ...).letter``.
+
+    The common forms (a closed answer tag or a response starting with ``C)``/``C]``/a lone
+    letter) are read with vectorized polars regexes; every other non-null response goes
+    through :func:`parse_answer`.
+    """
+    import polars as pl
+
+    if isinstance(responses, pl.Series):
+        s = responses.cast(pl.String)
+    else:
+        s = pl.Series("response", list(responses), dtype=pl.String)
+    if options is not None and len(options) != len(s):
+        raise ValueError(
+            f"options: expected {len(s)} entries (one per response), got {len(options)}"
+        )
+    cls = "".join(sorted(set(letters.upper() + letters.lower())))
+    frame = pl.DataFrame({"r": s})
+    if tag_content:
+        body = pl.col("r").str.strip_chars()
+        has_tag = pl.lit(True)
+    else:
+        last = pl.col("r").str.extract_all(r"(?i)\[ANSWER:\s*[^\]]*\]").list.last()
+        has_tag = last.is_not_null()
+        content = last.str.replace(r"(?i)^\[ANSWER:\s*", "").str.strip_suffix("]")
+        body = pl.when(has_tag).then(content).otherwise(pl.col("r")).str.strip_chars()
+    fast = (
+        pl.when(has_tag)
+        .then(body.str.extract(rf"^([{cls}])(?:[\)\] ]|$)", 1))
+        .when(pl.col("r").str.contains(r"(?i)\[ANSWER:"))
+        .then(pl.lit(None, dtype=pl.String))  # an unclosed tag: the scalar parser decides
+        .otherwise(body.str.extract(rf"^([{cls}])(?:[\)\]]|$)", 1))
+        .str.to_uppercase()
+    )
+    letters_fast = frame.select(fast.alias("letter")).to_series()
+    out: list[str | None] = letters_fast.to_list()
+    todo = (letters_fast.is_null() & s.is_not_null()).arg_true().to_list()
+    if todo:
+        values = s.to_list()
+        for i in todo:
+            opts = options[i] if options is not None else None
+            out[i] = parse_answer(
+                values[i], options=opts, letters=letters, fuzzy=fuzzy, tag_content=tag_content
+            ).letter
+    return out
+
+
+# ----------------------------------------------------------------------------- file requests
+
+_WILDCARD = re.compile(r"[*?]")
+
+
+def _wildcard_regex(pattern: str) -> re.Pattern[str]:
+    parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts) + r"\Z")
+
+
+def _clean_name(name: str) -> str:
+    # MTBBench drops all spaces ("some models add spaces before extension") and we also drop
+    # quotes and backticks models wrap names in.
+    return name.strip().strip("'\"`").replace(" ", "")
+
+
+def _dedupe(names: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list[str]:
+    """File names requested with ``[REQUEST: ...]`` tags, in order, without duplicates.
+
+    A tag may hold a comma-separated list (``[REQUEST: a.png, b.png]``). Names may contain the
+    wildcards ``*`` and ``?``; with ``available`` they expand to the matching available names
+    (in ``available`` order), and a pattern matching nothing is kept as written (so it counts
+    as hallucinated in :func:`split_requests`).
+    """
+    names: list[str] = []
+    for tag in _REQUEST_TAG.findall(text):
+        for part in tag.split(","):
+            name = _clean_name(part)
+            if name:
+                names.append(name)
+    if available is not None:
+        names = _expand(names, available)
+    return _dedupe(names)
+
+
+def _expand(names: Iterable[str], available: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        if _WILDCARD.search(name):
+            rx = _wildcard_regex(name)
+            hits = [a for a in available if rx.match(a)]
+            out.extend(hits if hits else [name])
+        else:
+            out.append(name)
+    return out
+
+
+@dataclass(frozen=True)
+class FileRequest:
+    """Requested files split into those that exist (``accessed``) and those that do not
+    (``hallucinated``), each without duplicates, in request order."""
+
+    accessed: tuple[str, ...]
+    hallucinated: tuple[str, ...]
+
+
+def split_requests(requested: Iterable[str], available: Sequence[str]) -> FileRequest:
+    """Splits requested names (wildcards expanded against ``available``) into accessed and
+    hallucinated files, as MTBBench's harness does."""
+    if isinstance(requested, str):
+        raise TypeError("requested: expected a sequence of file names, got a single string")
+    names = _dedupe(_expand((_clean_name(r) for r in requested if r and r.strip()), available))
+    have = set(available)
+    return FileRequest(
+        tuple(n for n in names if n in have), tuple(n for n in names if n not in have)
+    )
+
+
+# ----------------------------------------------------------------------------- CONCH calls
+
+
+@dataclass(frozen=True)
+class ConchCall:
+    """A ``[CONCH: image, (option 1), (option 2), ...]`` tool call."""
+
+    image: str
+    options: tuple[str, ...]
+
+
+def parse_conch(text: str) -> list[ConchCall]:
+    """Every ``[CONCH: image.jpg, (option 1), (option 2)]`` call in ``text``, in order.
+
+    Options are the top-level parenthesised groups (nested parentheses stay in the option
+    text: ``(carcinoma (NOS))``); the call ends at the first ``]`` outside parentheses.
+    Spaces inside the image name are dropped as MTBBench does.
+    """
+    calls: list[ConchCall] = []
+    for m in re.finditer(r"\[CONCH:\s*", text, re.IGNORECASE):
+        i = m.end()
+        comma = text.find(",", i)
+        close = text.find("]", i)
+        if comma < 0 or (0 <= close < comma):
+            if close >= 0 and text[i:close].strip():
+                calls.append(ConchCall(_clean_name(text[i:close]), ()))
+            continue
+        image = _clean_name(text[i:comma])
+        options: list[str] = []
+        depth, start, j = 0, -1, comma + 1
+        while j < len(text):
+            ch = text[j]
+            if ch == "(":
+                if depth == 0:
+                    start = j + 1
+                depth += 1
+            elif ch == ")" and depth > 0:
+                depth -= 1
+                if depth == 0:
+                    options.append(text[start:j].strip())
+            elif ch == "]" and depth == 0:
+                break
+            j += 1
+        calls.append(ConchCall(image, tuple(options)))
+    return calls
+
+
+# ----------------------------------------------------------------------------- ReAct
+
+
+@dataclass(frozen=True)
+class ReActStep:
+    """One Thought / Action / Action Input / Observation block (fields absent are None)."""
+
+    thought: str | None = None
+    action: str | None = None
+    action_input: str | None = None
+    observation: str | None = None
+
+
+@dataclass(frozen=True)
+class ReActTrace:
+    """A parsed ReAct trace: the question (if written), the steps, and the final answer
+    (``Final Answer:``, ``Action: Finish[...]`` or an ``[ANSWER: ...]`` tag)."""
+
+    question: str | None
+    steps: tuple[ReActStep, ...]
+    final_answer: str | None
+
+
+_REACT_MARKER = re.compile(
+    r"^[ \t>*#]*(?P<key>Question|Thought|Action[ \t]+Input|Action|Act|Observation|Obs|"
+    r"Final[ \t]+Answer)(?:[ \t]+\d+)?[ \t]*\**[ \t]*:\**[ \t]?",
+    re.IGNORECASE | re.MULTILINE,
+)
+_BRACKET_ACTION = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*\[(.*)\]\s*$", re.DOTALL)
+
+
+def parse_react(text: str) -> ReActTrace:
+    """Splits a ReAct trace into steps.
+
+    Markers start a line (after optional spaces, ``>``, ``*`` or ``#``), are matched without
+    regard to case, may carry a step number (``Thought 2:``) and markdown bold
+    (``**Action:**``). A block's text runs to the next marker. ``Act``/``Obs`` are read as
+    Action/Observation. An action written ``Tool[input]`` is split into action and input;
+    ``Finish[x]`` ends the trace with final answer x. A new step starts at a Thought, or at an
+    Action when the current step already has one.
+    """
+    question: str | None = None
+    final: str | None = None
+    steps: list[dict[str, str | None]] = []
+    matches = list(_REACT_MARKER.finditer(text))
+    for k, m in enumerate(matches):
+        end = matches[k + 1].start() if k + 1 < len(matches) else len(text)
+        body = text[m.end() : end].strip()
+        key = re.sub(r"\s+", " ", m.group("key").lower())
+        key = {"act": "action", "obs": "observation"}.get(key, key)
+        if key == "question":
+            question = body if question is None else question
+            continue
+        if key == "final answer":
+            final = body
+            continue
+        field_name = key.replace(" ", "_")
+        cur = steps[-1] if steps else None
+        # which fields, when already set, mean this marker starts a new step
+        blocking = {
+            "thought": ("thought", "action", "action_input", "observation"),
+            "action": ("action", "observation"),
+            "action_input": ("action_input", "observation"),
+            "observation": ("observation",),
+        }[field_name]
+        if cur is None or any(cur.get(f) is not None for f in blocking):
+            cur = {}
+            steps.append(cur)
+        if field_name == "action":
+            bm = _BRACKET_ACTION.match(body)
+            if bm:
+                name, arg = bm.group(1), bm.group(2).strip()
+                if name.lower() == "finish":
+                    final = arg
+                cur["action"], cur["action_input"] = name, arg
+                continue
+        cur[field_name] = body
+    if final is None:
+        tags = _ANSWER_TAG.findall(text)
+        if tags:
+            final = tags[-1].strip()
+    built = tuple(
+        ReActStep(s.get("thought"), s.get("action"), s.get("action_input"), s.get("observation"))
+        for s in steps
+    )
+    return ReActTrace(question, built, final)
+
+
+# ----------------------------------------------------------------------------- RadA-BenchPlat
+
+
+@dataclass(frozen=True)
+class RadaCall:
+    """A RadA-BenchPlat ``<Call>``, ``<EndCall>`` or ``<NoCall>`` block.
+
+    ``kind`` is "call", "end_call" or "no_call"; ``fields`` maps inner tags to their text
+    (Purpose, Tool, Input, Category, Anatomy, Modality, Ability, ...); ``inputs`` is the
+    ``<Input>`` list (``['$a$', '$b$']``) parsed as a Python literal when it is one."""
+
+    kind: Literal["call", "end_call", "no_call"]
+    fields: dict[str, str] = field(default_factory=dict)
+    inputs: tuple[str, ...] | None = None
+
+    @property
+    def tool(self) -> str | None:
+        return self.fields.get("Tool")
+
+    @property
+    def purpose(self) -> str | None:
+        return self.fields.get("Purpose")
+
+
+_RADA_BLOCK = re.compile(
+    r"<(Call|EndCall|NoCall)>(.*?)(?:</\1>|(?=<(?:Call|EndCall|NoCall)>)|\Z)", re.DOTALL
+)
+_RADA_FIELD = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
+_RADA_KIND = {"Call": "call", "EndCall": "end_call", "NoCall": "no_call"}
+
+
+def parse_rada_calls(text: str) -> list[RadaCall]:
+    """Every ``<Call>``, ``<EndCall>`` and ``<NoCall>`` block in ``text``, in order. A block
+    missing its closing tag ends at the next block or the end of the text."""
+    calls: list[RadaCall] = []
+    for m in _RADA_BLOCK.finditer(text):
+        fields = {f.group(1): f.group(2).strip() for f in _RADA_FIELD.finditer(m.group(2))}
+        inputs: tuple[str, ...] | None = None
+        raw = fields.get("Input")
+        if raw is not None:
+            try:
+                value = ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                value = None
+            if isinstance(value, (list, tuple)):
+                inputs = tuple(str(v) for v in value)
+            elif isinstance(value, str):
+                inputs = (value,)
+        calls.append(RadaCall(_RADA_KIND[m.group(1)], fields, inputs))  # type: ignore[arg-type]
+    return calls
+
+
+# ----------------------------------------------------------------------------- protocol
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the harness does after one model message (see :class:`AnswerProtocol`).
+
+    kind: "request" (serve ``requests``), "tool" (run ``conch`` calls), "answer" (a valid
+    answer: record it and move on), "reprompt" (ask again for a well-formed answer) or "fail"
+    (give up: the question counts as wrong). ``strikes`` is the count after this message."""
+
+    kind: Literal["request", "tool", "answer", "reprompt", "fail"]
+    answer: Answer | None = None
+    requests: tuple[str, ...] = ()
+    conch: tuple[ConchCall, ...] = ()
+    strikes: int = 0
+
+
+class AnswerProtocol:
+    """MTBBench's per-question loop, as a state machine over the model's messages.
+
+    Each message is checked in this order (``neurips25/models/agent_with_tools.py``):
+
+    1. file requests different from the previous request of this question -> "request";
+    2. with ``tools``, a CONCH call -> "tool";
+    3. an answer tag: if ``max_strikes`` strikes have already accrued -> "fail"; if its content
+       is valid (:func:`mtbbench_valid`) -> "answer"; otherwise one strike -> "reprompt";
+    4. anything else: one strike; -> "reprompt" while strikes < ``max_strikes``, else "fail".
+
+    So a model is re-prompted up to three times after malformed answers (the next answer then
+    fails) and twice after messages with neither request nor answer (the third fails), as in
+    MTBBench; strikes reset when a question ends.
+    """
+
+    def __init__(
+        self, *, max_strikes: int = 3, tools: bool = False, options: Sequence[str] | None = None
+    ) -> None:
+        if isinstance(max_strikes, bool) or not isinstance(max_strikes, int) or max_strikes < 1:
+            raise ValueError(f"max_strikes: expected an integer >= 1, got {max_strikes!r}")
+        self.max_strikes = max_strikes
+        self.tools = bool(tools)
+        self.options = tuple(options) if options is not None else None
+        self.strikes = 0
+        self._previous_requests: list[str] = []
+        self.done = False
+
+    def step(self, message: str) -> Turn:
+        """Classifies one model message and updates the strike count."""
+        if self.done:
+            raise RuntimeError("step: the question has ended (answer or fail); start a new one")
+        raw_requests = _REQUEST_TAG.findall(message)
+        if raw_requests and raw_requests != self._previous_requests:
+            self._previous_requests = raw_requests
+            return Turn("request", requests=tuple(parse_requests(message)), strikes=self.strikes)
+        if self.tools:
+            calls = parse_conch(message)
+            if calls:
+                return Turn("tool", conch=tuple(calls), strikes=self.strikes)
+        if _ANSWER_TAG.search(message):
+            ans = parse_answer(message, options=self.options)
+            if self.strikes >= self.max_strikes:
+                return self._end("fail", ans)
+            if ans.valid:
+                return self._end("answer", ans)
+            self.strikes += 1
+            return Turn("reprompt", answer=ans, strikes=self.strikes)
+        self.strikes += 1
+        if self.strikes < self.max_strikes:
+            return Turn("reprompt", strikes=self.strikes)
+        return self._end("fail", None)
+
+    def _end(self, kind: Literal["answer", "fail"], ans: Answer | None) -> Turn:
+        turn = Turn(kind, answer=ans, strikes=self.strikes)
+        self.done = True
+        self.strikes = 0
+        return turn

@@ -1,0 +1,134 @@
+"""Input-frame helpers shared by the benchmark scorers: accept polars DataFrame / LazyFrame and
+pyarrow Table, check required and optional columns with a clear error, fill the documented
+defaults (track -> "default", tools -> False) and turn list-or-count columns into counts.
+
+Everything is vectorized polars; nothing loops over records in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+DEFAULT_TRACK = "default"
+
+
+def as_frame(df: Any, *, name: str = "df") -> pl.DataFrame:
+    """A polars DataFrame from a polars DataFrame, LazyFrame (collected) or pyarrow Table /
+    RecordBatch. Anything else raises TypeError naming the argument."""
+    if isinstance(df, pl.DataFrame):
+        return df
+    if isinstance(df, pl.LazyFrame):
+        return df.collect()
+    if isinstance(df, (pa.Table, pa.RecordBatch)):
+        out = pl.from_arrow(df)
+        assert isinstance(out, pl.DataFrame)
+        return out
+    raise TypeError(
+        f"{name}: expected a polars DataFrame or LazyFrame or a pyarrow Table, "
+        f"got {type(df).__name__}"
+    )
+
+
+def require_columns(
+    df: pl.DataFrame,
+    required: Sequence[str],
+    *,
+    optional: Sequence[str] = (),
+    where: str,
+) -> None:
+    """Raises ValueError naming the first missing required column and listing the required (and
+    optional) columns. ``where`` names the caller (e.g. "mtbbench") for the message."""
+    for col in required:
+        if col not in df.columns:
+            opt = f"; optional: {', '.join(optional)}" if optional else ""
+            raise ValueError(
+                f"{where}: the input frame has no column {col!r}; required columns: "
+                f"{', '.join(required)}{opt} (got: {', '.join(df.columns) or 'none'})"
+            )
+
+
+def string_column(df: pl.DataFrame, col: str, *, where: str) -> pl.Series:
+    """Column `col` as String; rejects nulls (a record must say which model/task it belongs to)."""
+    s = df.get_column(col)
+    if s.dtype == pl.Null:  # an all-null column
+        s = s.cast(pl.String)
+    if s.dtype not in (pl.String, pl.Categorical, pl.Enum) and not (
+        s.dtype.is_integer() or s.dtype == pl.Boolean
+    ):
+        raise TypeError(f"{where}: column {col!r} must hold strings (or integers), got {s.dtype}")
+    s = s.cast(pl.String)
+    if s.null_count():
+        first = int(s.is_null().arg_true()[0])
+        raise ValueError(f"{where}: column {col!r} has a missing value at row {first}")
+    return s
+
+
+def bool_column(
+    df: pl.DataFrame, col: str, *, where: str, null_as: bool | None = None
+) -> pl.Series:
+    """Column `col` as Boolean. Integer columns must hold only 0 and 1. Nulls become `null_as`
+    when it is given and are an error otherwise."""
+    s = df.get_column(col)
+    if s.dtype == pl.Null:  # an all-null column
+        s = s.cast(pl.Boolean)
+    if s.dtype.is_integer():
+        bad = s.is_not_null() & ~s.is_in([0, 1])
+        if bad.any():
+            first = int(bad.arg_true()[0])
+            raise ValueError(
+                f"{where}: column {col!r} must be boolean or 0/1, got {s[first]} at row {first}"
+            )
+        s = s.cast(pl.Boolean)
+    elif s.dtype != pl.Boolean:
+        raise TypeError(f"{where}: column {col!r} must be boolean, got {s.dtype}")
+    if s.null_count():
+        if null_as is None:
+            first = int(s.is_null().arg_true()[0])
+            raise ValueError(f"{where}: column {col!r} has a missing value at row {first}")
+        s = s.fill_null(null_as)
+    return s
+
+
+def count_column(df: pl.DataFrame, col: str, *, where: str, distinct: bool = True) -> pl.Series:
+    """Per-record counts from a list column (number of distinct non-null elements when
+    ``distinct``, else all non-null elements) or an integer count column. A null entry counts 0
+    (nothing recorded). Negative counts are an error. Returns Int64."""
+    s = df.get_column(col)
+    if s.dtype == pl.Null:  # an all-null column: nothing recorded
+        return pl.Series(col, [0] * len(s), dtype=pl.Int64)
+    if isinstance(s.dtype, (pl.List, pl.Array)):
+        if isinstance(s.dtype, pl.Array):
+            s = s.arr.to_list()
+        items = s.list.drop_nulls()
+        counts = items.list.n_unique() if distinct else items.list.len()
+        return counts.cast(pl.Int64).fill_null(0).alias(col)
+    if s.dtype.is_integer():
+        out = s.cast(pl.Int64).fill_null(0)
+        if (out < 0).any():
+            first = int((out < 0).arg_true()[0])
+            raise ValueError(f"{where}: column {col!r} has a negative count at row {first}")
+        return out.alias(col)
+    raise TypeError(
+        f"{where}: column {col!r} must be a list (e.g. list[str] of file names) or an integer "
+        f"count, got {s.dtype}"
+    )
+
+
+def with_defaults(df: pl.DataFrame, *, where: str) -> pl.DataFrame:
+    """Adds or fills the standard key columns: missing or null ``track`` -> "default", missing
+    or null ``tools`` -> False; casts ``track`` to String and ``tools`` to Boolean."""
+    n = df.height
+    if "track" in df.columns:
+        track = string_column(df.with_columns(pl.col("track").fill_null(DEFAULT_TRACK)), "track",
+                              where=where)  # fmt: skip
+    else:
+        track = pl.Series("track", [DEFAULT_TRACK] * n, dtype=pl.String)
+    if "tools" in df.columns:
+        tools = bool_column(df, "tools", where=where, null_as=False)
+    else:
+        tools = pl.Series("tools", [False] * n, dtype=pl.Boolean)
+    return df.with_columns(track.alias("track"), tools.alias("tools"))

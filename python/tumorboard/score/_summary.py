@@ -1,0 +1,233 @@
+"""``summarize``: per-group means with bootstrap percentile CIs in the shared report-table schema,
+plus the joint-resampling CI of the "overall" (macro mean over tasks) figure.
+
+The per-group intervals come from :func:`tumorboard.stats.bootstrap` (one C++ call for all
+groups). The overall row follows the MTBBench paper for its estimate (the plain mean of the task
+means) and adds what the paper does not give: a confidence interval for that figure obtained by
+resampling the records of all tasks of a (track, model, tools) at once and recomputing the mean of
+the task means on every resample (engine statistic ``"mean_of_ratios"`` with equal weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .. import _bootstrap
+from ._columns import DEFAULT_TRACK, as_frame, require_columns, with_defaults
+from .report import TABLE_COLUMNS, sort_table
+
+KEY_COLUMNS = ("track", "model", "tools", "task")
+OVERALL = "overall"
+_UNGROUPED = {"track": DEFAULT_TRACK, "model": "all", "tools": False, "task": "all"}
+
+
+def summarize(
+    df: Any,
+    *,
+    value: str,
+    benchmark: str,
+    metric: str,
+    group_cols: Sequence[str] = KEY_COLUMNS,
+    cluster: str | None = None,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    overall: bool = True,
+) -> pl.DataFrame:
+    """Mean of ``value`` per group with a bootstrap percentile CI, as report-table rows.
+
+    Args:
+        df: polars DataFrame/LazyFrame or pyarrow Table, one row per scored item, with the
+            ``value`` column (bool, integer or float; no nulls or NaN) and the ``group_cols``.
+            A missing or null ``track`` is "default" and a missing or null ``tools`` is False.
+        value: the per-item value column (e.g. ``correct``); its group mean is the estimate.
+        benchmark, metric: written into the ``benchmark`` and ``metric`` columns.
+        group_cols: the grouping columns. Table key columns (track, model, tools, task) that
+            are not grouped on get a constant: track "default", model "all", tools False, task
+            "all". Other grouping columns are kept as extra columns after ``pm``.
+        cluster: a column whose values are resampled whole (e.g. ``patient_id`` when several
+            questions belong to one patient); None resamples items.
+        n_resamples, level, seed: bootstrap options (see :func:`tumorboard.stats.bootstrap`).
+        overall: when true and ``task`` is grouped on, add one row per (track, model, tools,
+            extra keys) with task="overall": its ``estimate`` is the plain mean of the task
+            means (the MTBBench paper's "Overall") and ``n`` the number of items; its
+            ``boot_mean``/``ci_low``/``ci_high``/``pm`` come from joint resampling of all the
+            records of the group (tasks are not held fixed; resamples in which a task gets no
+            record are left out), with clusters resampled whole when ``cluster`` is given.
+
+    Returns:
+        A DataFrame with columns benchmark, track, model, tools, task, metric, n, estimate,
+        boot_mean, ci_low, ci_high, pm (then extra group columns), sorted by (track, model,
+        tools, metric, extra keys, task) with "overall" last.
+
+    Notes:
+        Each group's random stream is keyed by its key values, so a group's interval does not
+        depend on the other groups in the frame. The interval of a group with a single
+        resampling unit, or with no spread (e.g. every item correct), is [estimate, estimate].
+    """
+    where = f"summarize(metric={metric!r})"
+    frame = as_frame(df)
+    groups = _check_group_cols(group_cols, value, cluster)
+    needed = [value, *(c for c in groups if c not in ("track", "tools"))]
+    if cluster is not None:
+        needed.append(cluster)
+    require_columns(frame, needed, where=where)
+    if frame.height == 0:
+        raise ValueError(f"{where}: the input frame has no rows")
+    frame = with_defaults(frame, where=where)
+    for col, const in _UNGROUPED.items():
+        if col not in groups:
+            frame = frame.with_columns(pl.lit(const).alias(col))
+    for col in ("model", "task"):
+        if frame.schema[col] != pl.String:
+            frame = frame.with_columns(pl.col(col).cast(pl.String))
+        if frame.get_column(col).null_count():
+            first = int(frame.get_column(col).is_null().arg_true()[0])
+            raise ValueError(f"{where}: column {col!r} has a missing value at row {first}")
+    if overall and "task" in groups and (frame.get_column("task") == OVERALL).any():
+        raise ValueError(
+            f"{where}: a task is named {OVERALL!r}, which is reserved for the overall row; "
+            "rename it or pass overall=False"
+        )
+    values = _value_array(frame, value, where)
+    extras = [c for c in groups if c not in KEY_COLUMNS]
+    keys = [*KEY_COLUMNS, *extras]
+    clusters = frame.get_column(cluster) if cluster is not None else None
+
+    res = _bootstrap.bootstrap(
+        values, groups=frame.select(keys), clusters=clusters, n_resamples=n_resamples,
+        level=level, seed=seed,
+    )  # fmt: skip
+    per_group = _rows(res.keys, res, benchmark, metric, keys)
+    parts = [per_group]
+    if overall and "task" in groups:
+        parts.append(
+            _overall_rows(
+                frame,
+                values,
+                per_group,
+                keys,
+                clusters,
+                benchmark,
+                metric,
+                n_resamples=n_resamples,
+                level=level,
+                seed=seed,
+            )  # fmt: skip
+        )
+    out = pl.concat(parts, how="vertical")
+    return sort_table(out, extra_keys=extras)
+
+
+def _check_group_cols(group_cols: Sequence[str], value: str, cluster: str | None) -> list[str]:
+    if isinstance(group_cols, str):
+        raise TypeError("group_cols: expected a sequence of column names, got a single string")
+    groups = [str(c) for c in group_cols]
+    if len(set(groups)) != len(groups):
+        raise ValueError(f"group_cols: duplicate column names in {groups}")
+    if value in groups:
+        raise ValueError(f"value: the value column {value!r} is also a grouping column")
+    if cluster is not None and cluster in groups:
+        raise ValueError(f"cluster: the cluster column {cluster!r} is also a grouping column")
+    reserved = set(TABLE_COLUMNS) - set(KEY_COLUMNS)
+    clash = [c for c in groups if c in reserved]
+    if clash:
+        raise ValueError(f"group_cols: {clash[0]!r} is a report-table column, not a group key")
+    return groups
+
+
+def _value_array(frame: pl.DataFrame, value: str, where: str) -> np.ndarray:
+    s = frame.get_column(value)
+    if not (s.dtype == pl.Boolean or s.dtype.is_numeric()):
+        raise TypeError(f"{where}: column {value!r} must be boolean or numeric, got {s.dtype}")
+    if s.null_count():
+        first = int(s.is_null().arg_true()[0])
+        raise ValueError(f"{where}: column {value!r} has a missing value at row {first}")
+    arr = s.cast(pl.Float64).to_numpy()
+    finite = np.isfinite(arr)
+    if not finite.all():
+        first = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"{where}: column {value!r} has a NaN or infinite value at row {first}")
+    return arr
+
+
+def _rows(keys: dict[str, np.ndarray], res: Any, benchmark: str, metric: str,
+          key_cols: Sequence[str]) -> pl.DataFrame:  # fmt: skip
+    n = len(res)
+    ci_low = np.asarray(res.ci_low, dtype=np.float64)
+    ci_high = np.asarray(res.ci_high, dtype=np.float64)
+    cols: dict[str, Any] = {
+        "benchmark": pl.Series([benchmark] * n, dtype=pl.String),
+        "track": pl.Series(keys["track"], dtype=pl.String),
+        "model": pl.Series(keys["model"], dtype=pl.String),
+        "tools": pl.Series(keys["tools"], dtype=pl.Boolean),
+        "task": pl.Series(keys["task"], dtype=pl.String),
+        "metric": pl.Series([metric] * n, dtype=pl.String),
+        "n": pl.Series(np.asarray(res.n, dtype=np.int64), dtype=pl.Int64),
+        "estimate": pl.Series(np.asarray(res.estimate, dtype=np.float64), dtype=pl.Float64),
+        "boot_mean": pl.Series(np.asarray(res.boot_mean, dtype=np.float64), dtype=pl.Float64),
+        "ci_low": pl.Series(ci_low, dtype=pl.Float64),
+        "ci_high": pl.Series(ci_high, dtype=pl.Float64),
+        "pm": pl.Series((ci_high - ci_low) / 2.0, dtype=pl.Float64),
+    }
+    for extra in key_cols:
+        if extra not in cols:
+            cols[extra] = pl.Series(keys[extra])
+    return pl.DataFrame(cols)
+
+
+def _overall_rows(
+    frame: pl.DataFrame,
+    values: np.ndarray,
+    per_group: pl.DataFrame,
+    keys: Sequence[str],
+    clusters: pl.Series | None,
+    benchmark: str,
+    metric: str,
+    *,
+    n_resamples: int,
+    level: float,
+    seed: int,
+) -> pl.DataFrame:
+    """One task="overall" row per (track, model, tools, extras): estimate = plain mean of the
+    task means; CI from the engine's "mean_of_ratios" on [sum_t, count_t] columns per task.
+
+    The engine takes one weight vector per call, so groups are batched by their number of tasks
+    k; each group's tasks get local indices 0..k-1 (sorted by name). Group streams are keyed by
+    the group's key values, so the batching does not change any group's interval.
+    """
+    okeys = [c for c in keys if c != "task"]
+    plain = per_group.group_by(okeys).agg(
+        pl.col("estimate").mean().alias("_plain"), pl.col("n").sum().alias("_n")
+    )
+    coded = frame.select(okeys + ["task"]).with_columns(
+        (pl.col("task").rank("dense").over(okeys) - 1).cast(pl.Int64).alias("_t"),
+        pl.col("task").n_unique().over(okeys).cast(pl.Int64).alias("_k"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+    )
+    pieces = []
+    for k in sorted(coded.get_column("_k").unique().to_list()):
+        sub = coded.filter(pl.col("_k") == k)
+        idx = sub.get_column("_row").to_numpy()
+        t = sub.get_column("_t").to_numpy()
+        rows = np.zeros((idx.size, 2 * k), dtype=np.float64)
+        pos = np.arange(idx.size)
+        rows[pos, 2 * t] = values[idx]
+        rows[pos, 2 * t + 1] = 1.0
+        res = _bootstrap.bootstrap_sufficient(
+            rows, statistic="mean_of_ratios", params=np.ones(k), groups=sub.select(okeys),
+            clusters=None if clusters is None else clusters.gather(idx),
+            n_resamples=n_resamples, level=level, seed=seed,
+        )  # fmt: skip
+        res_keys = dict(res.keys)
+        res_keys["task"] = np.array([OVERALL] * len(res), dtype=object)
+        pieces.append(_rows(res_keys, res, benchmark, metric, keys))
+    joint = pl.concat(pieces, how="vertical")
+    joint = joint.join(plain, on=okeys, how="left", nulls_equal=True)
+    return joint.with_columns(
+        pl.col("_plain").alias("estimate"), pl.col("_n").cast(pl.Int64).alias("n")
+    ).select(per_group.columns)

@@ -1,0 +1,446 @@
+"""LAMMI-Pathology agent metrics and scorer.
+
+LAMMI-Pathology (arXiv 2602.18773) scores pathology tool-using agents with a trajectory success
+score, a tool redundancy rate, a tool consistency F1, judge-based answer consistency and
+hallucination rate, and multiple-choice F1. The paper's equations were lost in text extraction
+and the reference repository contains no metric code (``shared/spec/REFERENCE.md`` §5), so the
+exact definitions implemented here are written out below and in each function; they follow the
+paper's prose.
+
+Definitions (per sample i, i.e. one trajectory answering one question):
+
+* Trajectory success score ``TSS_i = v_i * s_i / t_i``: ``v_i`` = 1 if the final output is
+  valid (parsable, in the required format) else 0, ``s_i`` = number of successful tool calls,
+  ``t_i`` = number of tool calls; with no tool call (``t_i = 0``) the ratio ``s_i / t_i`` is
+  taken as 1 (no call failed), so ``TSS_i = v_i``. A trajectory succeeds when
+  ``TSS_i >= threshold`` (default 1.0: valid output and every call successful).
+  Reported: ``trajectory_success_score`` = mean TSS and ``trajectory_success_rate`` = share of
+  successful trajectories, over all samples.
+* Tool redundancy rate ``TRR_i = r_i / t_i``: call k is redundant when an earlier call
+  ``j < k`` of the same trajectory has the same tool name and an input whose token Jaccard
+  similarity with call k's input is at least 0.7. Tokens are the lowercased maximal runs of
+  Unicode word characters (regex ``\\w+``) of the input text, as a set; two inputs without any
+  token have Jaccard 1. ``tool_redundancy_rate`` = mean of ``TRR_i`` over the samples with at
+  least one tool call (``TRR`` is 0/0 otherwise and those samples are left out; n counts the
+  samples used).
+* Tool consistency F1: with E_i the set of expected tools and U_i the set of tool names used,
+  ``P = |E ∩ U| / |U|``, ``R = |E ∩ U| / |E|``, ``F1_i = 2PR / (P + R) = 2|E ∩ U| / (|E| + |U|)``;
+  ``F1_i = 1`` when both sets are empty and 0 when only one is. ``tool_consistency_f1`` = mean
+  over the samples that list expected tools.
+* Answer consistency and hallucination: judge scores supplied as columns;
+  ``answer_consistency`` = mean judge score (on the judge's own scale) and
+  ``hallucination_rate`` = mean of the hallucination flag (or score in [0, 1]), each over the
+  samples where the column is not null.
+* Multiple-choice F1: micro-averaged F1 over single-answer multiple-choice questions. Every
+  question has exactly one gold option and one predicted option, so each wrong answer is one
+  false positive and one false negative and ``micro-F1 = 2TP / (2TP + FP + FN) = TP / n`` =
+  accuracy; ``mc_f1`` is reported as the share of correct answers (options compared after
+  stripping whitespace and uppercasing; a missing prediction is wrong), over the samples with
+  a gold option.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
+from ._summary import summarize
+from .report import Report, sort_table
+
+__all__ = [
+    "input_jaccard",
+    "input_tokens",
+    "lammi",
+    "multiple_choice_f1",
+    "tool_consistency_f1",
+    "tool_redundancy_rate",
+    "trajectory_success_score",
+]
+
+BENCHMARK = "lammi"
+REQUIRED = ("model", "tool_calls", "output_valid")
+OPTIONAL = (
+    "track", "tools", "task", "expected_tools", "answer_consistency", "hallucination",
+    "mc_prediction", "mc_answer",
+)  # fmt: skip
+_TOKEN = r"\w+"
+_TOKEN_RE = re.compile(_TOKEN)
+
+
+# ------------------------------------------------------------------------------ metric functions
+
+
+def trajectory_success_score(
+    output_valid: npt.ArrayLike, n_success: npt.ArrayLike, n_calls: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """``TSS = v * s / t`` per trajectory, with ``s / t = 1`` when ``t = 0`` (module notes).
+
+    Parameters
+    ----------
+    output_valid : array_like of bool
+        Whether each final output is valid.
+    n_success, n_calls : array_like of int
+        Successful tool calls and all tool calls of each trajectory (``0 <= s <= t``).
+
+    Returns
+    -------
+    ndarray of float64 in [0, 1]
+    """
+    v = np.asarray(output_valid, dtype=bool)
+    s = np.asarray(n_success, dtype=np.float64)
+    t = np.asarray(n_calls, dtype=np.float64)
+    if (s < 0).any() or (t < 0).any() or (s > t).any():
+        raise ValueError("n_success, n_calls: expected 0 <= n_success <= n_calls")
+    ratio = np.divide(s, t, out=np.ones(np.broadcast(s, t).shape), where=t > 0)
+    return np.where(v, ratio, 0.0).astype(np.float64)
+
+
+def input_tokens(text: str | None) -> frozenset[str]:
+    """The token set of a tool-call input: lowercased maximal runs of word characters (``\\w+``).
+
+    >>> sorted(input_tokens('{"slide": "A-12", "Magnification": 20}'))
+    ['12', '20', 'a', 'magnification', 'slide']
+    """
+    if text is None:
+        return frozenset()
+    return frozenset(_TOKEN_RE.findall(str(text).lower()))
+
+
+def input_jaccard(a: str | None, b: str | None) -> float:
+    """Jaccard similarity of the token sets of two tool inputs; 1.0 when both have no token."""
+    ta, tb = input_tokens(a), input_tokens(b)
+    union = len(ta | tb)
+    return 1.0 if union == 0 else len(ta & tb) / union
+
+
+def tool_redundancy_rate(
+    names: Sequence[str], inputs: Sequence[str | None], *, threshold: float = 0.7
+) -> float:
+    """Share of one trajectory's calls that repeat an earlier call (module notes).
+
+    Call k is redundant when some call ``j < k`` has ``names[j] == names[k]`` and
+    ``input_jaccard(inputs[j], inputs[k]) >= threshold``. Returns NaN for a trajectory without
+    calls (0/0).
+
+    >>> tool_redundancy_rate(["zoom", "zoom", "stain"], ["x=1 y=2", "y=2 x=1", "x=1 y=2"])
+    0.3333333333333333
+    """
+    if len(names) != len(inputs):
+        raise ValueError(
+            f"names and inputs: expected one input per call, got {len(names)} and {len(inputs)}"
+        )
+    if not names:
+        return float("nan")
+    tokens = [input_tokens(x) for x in inputs]
+    redundant = 0
+    for k in range(1, len(names)):
+        for j in range(k):
+            if names[j] != names[k]:
+                continue
+            union = len(tokens[j] | tokens[k])
+            jac = 1.0 if union == 0 else len(tokens[j] & tokens[k]) / union
+            if jac >= threshold:
+                redundant += 1
+                break
+    return redundant / len(names)
+
+
+def tool_consistency_f1(expected: Iterable[str], used: Iterable[str]) -> float:
+    """Set F1 between expected and used tool names: ``2|E ∩ U| / (|E| + |U|)``; 1.0 if both
+    are empty.
+
+    >>> tool_consistency_f1(["segment", "count", "grade"], ["segment", "count", "zoom", "zoom"])
+    0.6666666666666666
+    """
+    e, u = set(expected), set(used)
+    if not e and not u:
+        return 1.0
+    return 2.0 * len(e & u) / (len(e) + len(u))
+
+
+def _norm_option(x: str | None) -> str | None:
+    return None if x is None else x.strip().upper()
+
+
+def multiple_choice_f1(preds: Sequence[str | None], answers: Sequence[str]) -> float:
+    """Micro-F1 of single-answer multiple choice, which equals accuracy (module notes).
+
+    Options are compared after stripping whitespace and uppercasing; a None prediction is wrong.
+
+    >>> multiple_choice_f1(["A", "b ", None, "D"], ["A", "B", "C", "C"])
+    0.5
+    """
+    if len(preds) != len(answers):
+        raise ValueError(
+            f"preds and answers: expected the same length, got {len(preds)} and {len(answers)}"
+        )
+    if not answers:
+        raise ValueError("answers: expected at least one question")
+    tp = sum(
+        1
+        for p, a in zip(preds, answers, strict=True)
+        if p is not None and _norm_option(p) == _norm_option(a)
+    )
+    n = len(answers)
+    fp = fn = n - tp  # each wrong (or missing) answer: one wrong option predicted, gold missed
+    return 2.0 * tp / (2.0 * tp + fp + fn)
+
+
+# ------------------------------------------------------------------------------------- scorer
+
+
+def _calls(frame: pl.DataFrame) -> pl.DataFrame:
+    """One row per tool call: _row, _k (position in the trajectory), name, input, success."""
+    s = frame.get_column("tool_calls")
+    dtype = s.dtype
+    if not isinstance(dtype, pl.List) or not isinstance(dtype.inner, pl.Struct):
+        raise TypeError(
+            "lammi: column 'tool_calls' must be list[struct{name: str, input: str, success: "
+            f"bool}}], got {dtype}"
+        )
+    fields = {f.name: f.dtype for f in dtype.inner.fields}
+    for f in ("name", "input", "success"):
+        if f not in fields:
+            raise ValueError(
+                f"lammi: the structs of column 'tool_calls' have no field {f!r}; expected fields "
+                f"name (str), input (str), success (bool), got {', '.join(fields) or 'none'}"
+            )
+    if fields["success"] != pl.Boolean:
+        raise TypeError(f"lammi: tool_calls.success must be boolean, got {fields['success']}")
+    if fields["input"] not in (pl.String, pl.Null) and not fields["input"].is_numeric():
+        raise TypeError(
+            f"lammi: tool_calls.input must be a string (e.g. JSON text), got {fields['input']}"
+        )
+    calls = (
+        frame.select(pl.col("_row"), pl.col("tool_calls"))
+        .explode("tool_calls")
+        .filter(pl.col("tool_calls").is_not_null())
+        .unnest("tool_calls")
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("_row").alias("_k"))
+    )
+    if calls.get_column("name").null_count():
+        first = int(calls.filter(pl.col("name").is_null()).get_column("_row")[0])
+        raise ValueError(f"lammi: a tool call without a name in column 'tool_calls' at row {first}")
+    return calls.select(
+        "_row",
+        "_k",
+        pl.col("name").cast(pl.String),
+        pl.col("input").cast(pl.String).fill_null(""),
+        pl.col("success").fill_null(False),
+    )
+
+
+def _per_sample(frame: pl.DataFrame, *, threshold: float, redundancy: float) -> pl.DataFrame:
+    calls = _calls(frame)
+    counts = calls.group_by("_row").agg(
+        pl.len().cast(pl.Int64).alias("_t"),
+        pl.col("success").sum().cast(pl.Int64).alias("_s"),
+        pl.col("name").unique().alias("_used"),
+    )
+    tokens = calls.with_columns(
+        pl.col("input").str.to_lowercase().str.extract_all(_TOKEN).list.unique().alias("_tok")
+    ).select("_row", "_k", "name", "_tok")
+    pairs = tokens.join(tokens, on=["_row", "name"], how="inner", suffix="_e").filter(
+        pl.col("_k_e") < pl.col("_k")
+    )
+    inter = pl.col("_tok").list.set_intersection(pl.col("_tok_e")).list.len()
+    union = pl.col("_tok").list.set_union(pl.col("_tok_e")).list.len()
+    jac = pl.when(union == 0).then(1.0).otherwise(inter / union)
+    redundant = (
+        pairs.with_columns(jac.alias("_jac"))
+        .filter(pl.col("_jac") >= redundancy)
+        .select("_row", "_k")
+        .unique()
+        .group_by("_row")
+        .agg(pl.len().cast(pl.Int64).alias("_r"))
+    )
+    out = (
+        frame.join(counts, on="_row", how="left")
+        .join(redundant, on="_row", how="left")
+        .with_columns(
+            pl.col("_t").fill_null(0),
+            pl.col("_s").fill_null(0),
+            pl.col("_r").fill_null(0),
+            pl.col("_used").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        )
+    )
+    tss = pl.when(pl.col("_t") == 0).then(1.0).otherwise(pl.col("_s") / pl.col("_t"))
+    tss = pl.when(pl.col("output_valid")).then(tss).otherwise(0.0)
+    out = out.with_columns(tss.alias("_tss")).with_columns(
+        (pl.col("_tss") >= threshold).alias("_success"),
+        pl.when(pl.col("_t") > 0).then(pl.col("_r") / pl.col("_t")).alias("_trr"),
+    )
+    return out.sort("_row")
+
+
+def lammi(
+    df: Any,
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    cluster: str | None = None,
+    threshold: float = 1.0,
+    redundancy_threshold: float = 0.7,
+) -> Report:
+    """Score LAMMI-Pathology runs: trajectory success, tool redundancy, tool consistency,
+    judge-based answer consistency and hallucination, and multiple-choice F1.
+
+    Definitions: see the module docstring (they are written out there because the paper's
+    equations are not recoverable). Every metric is a mean of per-sample values with a
+    bootstrap percentile CI (:func:`tumorboard.score.summarize`); metrics defined on a subset
+    of samples (redundancy: samples with calls; the judge and multiple-choice metrics: samples
+    where their columns are not null) are averaged over that subset, whose size is ``n``.
+
+    Parameters
+    ----------
+    df : polars DataFrame or LazyFrame, or pyarrow Table
+        One row per sample (trajectory). Required columns:
+
+        * ``model`` (str): the agent.
+        * ``tool_calls`` (list[struct{name: str, input: str, success: bool}]): the tool calls
+          in order; a null list means no call, a null ``success`` counts as a failed call and a
+          null ``input`` as an empty one.
+        * ``output_valid`` (bool): whether the final output is valid.
+
+        Optional columns: ``track`` (str, default "default"), ``tools`` (bool, default False),
+        ``task`` (str; without it every sample is in task "all" and there is no overall row),
+        ``expected_tools`` (list[str]; enables ``tool_consistency_f1``),
+        ``answer_consistency`` (numeric judge score; enables ``answer_consistency``),
+        ``hallucination`` (bool, or numeric in [0, 1]; enables ``hallucination_rate``),
+        ``mc_prediction`` and ``mc_answer`` (str option labels; enable ``mc_f1``), and the
+        ``cluster`` column when given.
+    n_resamples, level, seed : bootstrap options.
+    cluster : str, optional
+        A column whose values are resampled whole (e.g. ``patient_id``).
+    threshold : float, default 1.0
+        A trajectory succeeds when its TSS is at least this.
+    redundancy_threshold : float, default 0.7
+        Input-token Jaccard at or above which a same-tool call repeats an earlier one.
+
+    Returns
+    -------
+    Report
+        Metrics ``trajectory_success_score``, ``trajectory_success_rate``,
+        ``tool_redundancy_rate`` and, when their columns are present, ``tool_consistency_f1``,
+        ``answer_consistency``, ``hallucination_rate``, ``mc_f1``; one row per (track, model,
+        tools, task, metric) plus the task "overall" (mean of the task means, joint-resampling
+        CI) when the frame has a ``task`` column.
+    """
+    where = "lammi"
+    frame = as_frame(df)
+    require_columns(frame, REQUIRED, optional=OPTIONAL, where=where)
+    if frame.height == 0:
+        raise ValueError(f"{where}: the input frame has no rows")
+    if cluster is not None:
+        require_columns(frame, [cluster], where=f"{where}(cluster={cluster!r})")
+    for name, v, lo, hi in (("threshold", threshold, 0.0, 1.0),
+                            ("redundancy_threshold", redundancy_threshold, 0.0, 1.0)):  # fmt: skip
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValueError(f"{name}: expected a number in [{lo}, {hi}], got {v!r}")
+    frame = with_defaults(frame, where=where)
+    frame = frame.with_columns(
+        string_column(frame, "model", where=where),
+        bool_column(frame, "output_valid", where=where),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+    )
+    has_task = "task" in frame.columns
+    if has_task:
+        frame = frame.with_columns(string_column(frame, "task", where=where))
+    per = _per_sample(frame, threshold=float(threshold), redundancy=float(redundancy_threshold))
+
+    specs: list[tuple[str, str, pl.Expr | None]] = [
+        ("trajectory_success_score", "_tss", None),
+        ("trajectory_success_rate", "_success", None),
+        ("tool_redundancy_rate", "_trr", pl.col("_t") > 0),
+    ]
+    if "expected_tools" in per.columns:
+        exp = per.get_column("expected_tools")
+        if not (isinstance(exp.dtype, pl.List) and exp.dtype.inner in (pl.String, pl.Null)):
+            raise TypeError(f"{where}: column 'expected_tools' must be list[str], got {exp.dtype}")
+        e = pl.col("expected_tools").list.drop_nulls().list.unique()
+        inter = e.list.set_intersection(pl.col("_used")).list.len()
+        total = e.list.len() + pl.col("_used").list.len()
+        f1 = pl.when(total == 0).then(1.0).otherwise(2.0 * inter / total)
+        per = per.with_columns(
+            pl.when(pl.col("expected_tools").is_not_null()).then(f1).alias("_tcf1")
+        )
+        specs.append(("tool_consistency_f1", "_tcf1", pl.col("_tcf1").is_not_null()))
+    for col, metric in (("answer_consistency", "answer_consistency"),
+                        ("hallucination", "hallucination_rate")):  # fmt: skip
+        if col not in per.columns:
+            continue
+        s = per.get_column(col)
+        if not (s.dtype.is_numeric() or s.dtype == pl.Boolean):
+            raise TypeError(f"{where}: column {col!r} must be numeric or boolean, got {s.dtype}")
+        vals = s.cast(pl.Float64)
+        if vals.is_nan().any():
+            first = int(vals.is_nan().arg_true()[0])
+            raise ValueError(f"{where}: column {col!r} has a NaN at row {first}")
+        if col == "hallucination" and ((vals < 0) | (vals > 1)).any():
+            first = int(((vals < 0) | (vals > 1)).arg_true()[0])
+            raise ValueError(
+                f"{where}: column 'hallucination' must be a flag or a score in [0, 1], got "
+                f"{vals[first]} at row {first}"
+            )
+        per = per.with_columns(vals.alias(f"_{col}"))
+        specs.append((metric, f"_{col}", pl.col(f"_{col}").is_not_null()))
+    if "mc_answer" in per.columns or "mc_prediction" in per.columns:
+        require_columns(per, ["mc_prediction", "mc_answer"], where=f"{where} (multiple choice)")
+        for col in ("mc_prediction", "mc_answer"):
+            if per.schema[col] not in (pl.String, pl.Null):
+                raise TypeError(f"{where}: column {col!r} must hold strings, got {per.schema[col]}")
+        pred = pl.col("mc_prediction").cast(pl.String).str.strip_chars().str.to_uppercase()
+        gold = pl.col("mc_answer").cast(pl.String).str.strip_chars().str.to_uppercase()
+        per = per.with_columns((pred == gold).fill_null(False).alias("_mc"))
+        specs.append(("mc_f1", "_mc", pl.col("mc_answer").is_not_null()))
+
+    table = _summaries(per, specs, has_task=has_task, cluster=cluster,
+                       n_resamples=n_resamples, level=level, seed=seed)  # fmt: skip
+    notes = (
+        f"TSS = valid * successful/total tool calls (1 when no call); a trajectory succeeds "
+        f"when TSS >= {threshold}.",
+        f"Tool redundancy: a call repeats an earlier same-name call with input-token Jaccard "
+        f">= {redundancy_threshold}; averaged over samples with at least one call.",
+        "Tool consistency F1 = 2|E∩U|/(|E|+|U|) per sample; mc_f1 = micro-F1 = accuracy.",
+    )
+    return Report(table, benchmark=BENCHMARK, title="LAMMI-Pathology", notes=notes)
+
+
+def _summaries(
+    per: pl.DataFrame,
+    specs: Sequence[tuple[str, str, pl.Expr | None]],
+    *,
+    has_task: bool,
+    cluster: str | None,
+    n_resamples: int,
+    level: float,
+    seed: int,
+) -> pl.DataFrame:
+    group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
+    parts = []
+    for metric, value, mask in specs:
+        sub = per if mask is None else per.filter(mask)
+        if sub.height == 0:
+            continue
+        parts.append(
+            summarize(
+                sub,
+                value=value,
+                benchmark=BENCHMARK,
+                metric=metric,
+                group_cols=group_cols,
+                cluster=cluster,
+                n_resamples=n_resamples,
+                level=level,
+                seed=seed,
+                overall=has_task,
+            )  # fmt: skip
+        )
+    return sort_table(pl.concat(parts, how="vertical"))

@@ -1,0 +1,498 @@
+"""MedBench v4 task metrics and scorer (macro average task -> capability dimension -> overall).
+
+MedBench v4 scores each task with the metric that fits its output and reports every score on a
+0-100 scale; the headline figure is a macro average: tasks are averaged within each capability
+dimension and the dimensions are averaged into the overall score. The task metrics:
+
+* ``accuracy``: share of items answered correctly.
+* ``strict_accuracy``: multiple choice asked several times with the options shuffled; an item
+  counts as correct only if **every** shuffled instance of it is answered correctly. The unit
+  is the item (``n`` counts items, not instances).
+* ``micro_f1``: multi-label output; with ``TP = sum_i |P_i ∩ G_i|``, ``FP = sum_i |P_i \\ G_i|``,
+  ``FN = sum_i |G_i \\ P_i|`` over the task's items, ``micro-F1 = 2TP / (2TP + FP + FN)``
+  (label sets: duplicates ignored; a missing prediction is the empty set).
+* ``keypoint_recall``: macro recall over key points: per item, the share of its reference key
+  points the answer covers (judged elsewhere, given as one boolean per key point), averaged over
+  items.
+* ``iou``: box IoU of a predicted and a reference box (x1, y1, x2, y2), averaged over items
+  (:func:`tumorboard.text.iou`; a missing prediction scores 0).
+* ``one_minus_ned``: ``max(0, 1 - d/|ref|)`` with d the character Levenshtein distance
+  (:func:`tumorboard.text.one_minus_ned`), averaged over items.
+* ``judge``: an LLM judge's ``<score>N</score>`` reply, N an integer 0-5, rescaled to 0-100
+  (:mod:`tumorboard.score.judge`; a malformed reply is an error naming the record).
+* ``score``: a per-item score in [0, 1] computed elsewhere.
+
+Every task score is multiplied by 100. Dimension score = mean of its task scores; overall =
+mean of the dimension scores, i.e. ``sum_t w_t score_t`` with ``w_t = 1 / (D * K_d(t))`` (D
+dimensions, K_d tasks in dimension d). Confidence intervals: task rows resample the task's items
+(statistic "ratio" of per-item numerator and denominator, which is the mean for per-item scores
+and micro-F1 for ``micro_f1``); dimension and overall rows resample all items of the model at
+once and recompute the weighted mean of task ratios on every resample (engine statistic
+``"mean_of_ratios"``), so they account for the sampling error of every task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from .. import _bootstrap
+from .._edit import one_minus_ned
+from .._iou import box_iou
+from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
+from .judge import parse_judge_scores
+from .report import TABLE_COLUMNS, Report, sort_table
+
+__all__ = [
+    "TASK_METRICS",
+    "keypoint_recall",
+    "macro_average",
+    "medbench",
+    "micro_f1",
+    "strict_accuracy",
+]
+
+BENCHMARK = "medbench"
+TASK_METRICS = (
+    "accuracy", "strict_accuracy", "micro_f1", "keypoint_recall", "iou", "one_minus_ned",
+    "judge", "score",
+)  # fmt: skip
+REQUIRED = ("model", "task", "dimension", "metric")
+# the columns each task metric reads
+METRIC_COLUMNS: dict[str, tuple[str, ...]] = {
+    "accuracy": ("correct",),
+    "strict_accuracy": ("item_id", "correct"),
+    "micro_f1": ("pred_labels", "gold_labels"),
+    "keypoint_recall": ("keypoint_hits",),
+    "iou": ("pred_box", "gold_box"),
+    "one_minus_ned": ("prediction", "reference"),
+    "judge": ("judge_output",),
+    "score": ("score",),
+}
+KEYS = ("track", "model", "tools")
+
+
+# ------------------------------------------------------------------------------ metric functions
+
+
+def strict_accuracy(item_ids: Sequence[Any], correct: Sequence[bool]) -> float:
+    """Share of items whose every instance (option-shuffled variant) is correct.
+
+    >>> strict_accuracy(["q1", "q1", "q2", "q2", "q3"], [True, True, True, False, True])
+    0.6666666666666666
+    """
+    if len(item_ids) != len(correct):
+        raise ValueError(
+            f"item_ids and correct: expected the same length, got {len(item_ids)} and "
+            f"{len(correct)}"
+        )
+    if not item_ids:
+        raise ValueError("item_ids: expected at least one instance")
+    ok: dict[Any, bool] = {}
+    for i, c in zip(item_ids, correct, strict=False):
+        ok[i] = ok.get(i, True) and bool(c)
+    return sum(ok.values()) / len(ok)
+
+
+def micro_f1(
+    preds: Sequence[Iterable[str] | None],
+    golds: Sequence[Iterable[str]],
+    *,
+    zero_division: float = 0.0,
+) -> float:
+    """Micro-averaged F1 of multi-label predictions: ``2TP / (2TP + FP + FN)`` summed over items.
+
+    Label lists are taken as sets; a None prediction is the empty set. ``zero_division`` is
+    returned when no item has any label (``2TP + FP + FN = 0``), as scikit-learn does.
+
+    >>> micro_f1([["a", "b"], ["c"], None], [["a"], ["c", "d"], ["e"]])  # TP 2, FP 1, FN 2
+    0.5714285714285714
+    """
+    if len(preds) != len(golds):
+        raise ValueError(
+            f"preds and golds: expected the same length, got {len(preds)} and {len(golds)}"
+        )
+    tp = fp = fn = 0
+    for p, g in zip(preds, golds, strict=False):
+        ps = set() if p is None else set(p)
+        gs = set(g)
+        tp += len(ps & gs)
+        fp += len(ps - gs)
+        fn += len(gs - ps)
+    den = 2 * tp + fp + fn
+    return float(zero_division) if den == 0 else 2.0 * tp / den
+
+
+def keypoint_recall(hits: Sequence[Sequence[bool]]) -> float:
+    """Macro recall over key points: mean over items of (key points covered / key points).
+
+    >>> keypoint_recall([[True, False], [True, True, True, False]])  # (1/2 + 3/4) / 2
+    0.625
+    """
+    if not hits:
+        raise ValueError("hits: expected at least one item")
+    per = []
+    for i, h in enumerate(hits):
+        if len(h) == 0:
+            raise ValueError(f"hits[{i}]: an item needs at least one key point")
+        per.append(sum(bool(x) for x in h) / len(h))
+    return float(np.mean(per))
+
+
+def macro_average(task_scores: dict[str, float], dimensions: dict[str, str]) -> float:
+    """MedBench's overall score: mean over dimensions of the mean of their task scores.
+
+    >>> macro_average({"t1": 80.0, "t2": 60.0, "t3": 90.0}, {"t1": "A", "t2": "A", "t3": "B"})
+    80.0
+    """
+    by_dim: dict[str, list[float]] = {}
+    for task, score in task_scores.items():
+        if task not in dimensions:
+            raise ValueError(f"dimensions: task {task!r} has no capability dimension")
+        by_dim.setdefault(dimensions[task], []).append(float(score))
+    if not by_dim:
+        raise ValueError("task_scores: expected at least one task")
+    return float(np.mean([np.mean(v) for v in by_dim.values()]))
+
+
+# ------------------------------------------------------------------------------------- scorer
+
+
+def _need(frame: pl.DataFrame, metric: str, where: str) -> None:
+    require_columns(frame, METRIC_COLUMNS[metric], where=f"{where} (tasks with metric={metric!r})")
+
+
+def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
+    """Per-unit [num, den] (scores in [0, 1]) for the rows of one task metric.
+
+    Returns the key columns, task, _row (first input row of the unit), _num, _den.
+    """
+    base = ["track", "model", "tools", "task", "dimension", "_row"]
+    n = sub.height
+    if metric == "accuracy":
+        ok = bool_column(sub, "correct", where=where, null_as=False)
+        return sub.select(base).with_columns(ok.cast(pl.Float64).alias("_num"),
+                                             pl.lit(1.0).alias("_den"))  # fmt: skip
+    if metric == "strict_accuracy":
+        ok = bool_column(sub, "correct", where=where, null_as=False)
+        if sub.get_column("item_id").null_count():
+            first = int(sub.filter(pl.col("item_id").is_null()).get_column("_row")[0])
+            raise ValueError(f"{where}: column 'item_id' has a missing value at row {first}")
+        return (
+            sub.with_columns(ok.alias("_ok"))
+            .group_by(
+                ["track", "model", "tools", "task", "dimension", "item_id"], maintain_order=True
+            )  # fmt: skip
+            .agg(pl.col("_row").first(), pl.col("_ok").all().cast(pl.Float64).alias("_num"))
+            .with_columns(pl.lit(1.0).alias("_den"))
+            .select(*base, "_num", "_den")
+        )
+    if metric == "micro_f1":
+        for col in ("pred_labels", "gold_labels"):
+            dt = sub.schema[col]
+            if not (isinstance(dt, pl.List) and dt.inner in (pl.String, pl.Null)):
+                raise TypeError(f"{where}: column {col!r} must be list[str], got {dt}")
+        if sub.get_column("gold_labels").null_count():
+            first = int(sub.filter(pl.col("gold_labels").is_null()).get_column("_row")[0])
+            raise ValueError(f"{where}: column 'gold_labels' has a missing value at row {first}")
+        p = pl.col("pred_labels").fill_null(pl.lit([], dtype=pl.List(pl.String))).list.unique()
+        g = pl.col("gold_labels").list.unique()
+        tp = p.list.set_intersection(g).list.len().cast(pl.Float64)
+        fp = p.list.set_difference(g).list.len().cast(pl.Float64)
+        fn = g.list.set_difference(p).list.len().cast(pl.Float64)
+        return sub.select(*base, (2.0 * tp).alias("_num"), (2.0 * tp + fp + fn).alias("_den"))
+    if metric == "keypoint_recall":
+        dt = sub.schema["keypoint_hits"]
+        if not (isinstance(dt, pl.List) and dt.inner in (pl.Boolean, pl.Null)):
+            raise TypeError(f"{where}: column 'keypoint_hits' must be list[bool], got {dt}")
+        length = sub.get_column("keypoint_hits").list.len().fill_null(0)
+        if (length == 0).any():
+            first = int(sub.get_column("_row")[int((length == 0).arg_true()[0])])
+            raise ValueError(
+                f"{where}: keypoint_hits at row {first} is missing or empty; an item needs at "
+                "least one key point"
+            )
+        hits = pl.col("keypoint_hits").list.eval(pl.element().fill_null(False)).list.sum()
+        return sub.select(*base, (hits / pl.col("keypoint_hits").list.len()).alias("_num"),
+                          pl.lit(1.0).alias("_den"))  # fmt: skip
+    if metric == "iou":
+        gold_s = sub.get_column("gold_box")
+        if gold_s.null_count():
+            first = int(sub.filter(pl.col("gold_box").is_null()).get_column("_row")[0])
+            raise ValueError(f"{where}: column 'gold_box' has a missing value at row {first}")
+        gold = _boxes(gold_s, "gold_box", where)
+        pred_s = sub.get_column("pred_box")
+        has_pred = pred_s.is_not_null().to_numpy()
+        values = np.zeros(n, dtype=np.float64)
+        if has_pred.any():
+            pred = _boxes(pred_s.filter(pred_s.is_not_null()), "pred_box", where)
+            values[has_pred] = box_iou(pred, gold[has_pred])
+        return sub.select(base).with_columns(pl.Series("_num", values), pl.lit(1.0).alias("_den"))
+    if metric == "one_minus_ned":
+        for col in ("prediction", "reference"):
+            if sub.schema[col] not in (pl.String, pl.Null):
+                raise TypeError(f"{where}: column {col!r} must hold strings, got {sub.schema[col]}")
+        if sub.get_column("reference").null_count():
+            first = int(sub.filter(pl.col("reference").is_null()).get_column("_row")[0])
+            raise ValueError(f"{where}: column 'reference' has a missing value at row {first}")
+        preds = sub.get_column("prediction").cast(pl.String).fill_null("").to_list()
+        refs = sub.get_column("reference").cast(pl.String).to_list()
+        values = one_minus_ned(preds, refs) if n else np.zeros(0)
+        return sub.select(base).with_columns(pl.Series("_num", values, dtype=pl.Float64),
+                                             pl.lit(1.0).alias("_den"))  # fmt: skip
+    if metric == "judge":
+        if sub.schema["judge_output"] not in (pl.String, pl.Null):
+            raise TypeError(
+                f"{where}: column 'judge_output' must hold the judge replies as strings, got "
+                f"{sub.schema['judge_output']}"
+            )
+        ids = sub.get_column("_row")
+        scores = parse_judge_scores(sub.get_column("judge_output").cast(pl.String),
+                                    ids=[f"row {i}" for i in ids.to_list()])  # fmt: skip
+        return sub.select(base).with_columns(
+            pl.Series("_num", scores / 5.0, dtype=pl.Float64), pl.lit(1.0).alias("_den")
+        )
+    if metric == "score":
+        s = sub.get_column("score")
+        if not s.dtype.is_numeric():
+            raise TypeError(f"{where}: column 'score' must be numeric, got {s.dtype}")
+        v = s.cast(pl.Float64)
+        bad = v.is_null() | v.is_nan() | (v < 0) | (v > 1)
+        if bad.any():
+            i = int(bad.arg_true()[0])
+            raise ValueError(
+                f"{where}: column 'score' must be in [0, 1], got {v[i]} at row {sub['_row'][i]}"
+            )
+        return sub.select(base).with_columns(v.alias("_num"), pl.lit(1.0).alias("_den"))
+    raise AssertionError(metric)  # pragma: no cover - validated by the caller
+
+
+def _boxes(s: pl.Series, col: str, where: str) -> npt.NDArray[np.float64]:
+    if isinstance(s.dtype, pl.Array):
+        s = s.arr.to_list()
+    if not (isinstance(s.dtype, pl.List) and s.dtype.inner.is_numeric()):
+        raise TypeError(f"{where}: column {col!r} must be list[f64] boxes (x1, y1, x2, y2), "
+                        f"got {s.dtype}")  # fmt: skip
+    lens = s.list.len()
+    if (lens != 4).any():
+        i = int((lens != 4).arg_true()[0])
+        raise ValueError(f"{where}: column {col!r} has a box with {lens[i]} numbers; expected 4")
+    arr = np.asarray(s.to_list(), dtype=np.float64).reshape(-1, 4)
+    return arr
+
+
+def _result_rows(res: Any, keys: dict[str, Any], *, task: Sequence[str], n: Sequence[int],
+                 estimate: Sequence[float], extra: dict[str, Any]) -> pl.DataFrame:  # fmt: skip
+    m = len(res)
+    lo = np.asarray(res.ci_low, dtype=np.float64) * 100.0
+    hi = np.asarray(res.ci_high, dtype=np.float64) * 100.0
+    cols: dict[str, Any] = {
+        "benchmark": pl.Series([BENCHMARK] * m, dtype=pl.String),
+        "track": pl.Series(list(keys["track"]), dtype=pl.String),
+        "model": pl.Series(list(keys["model"]), dtype=pl.String),
+        "tools": pl.Series(list(keys["tools"]), dtype=pl.Boolean),
+        "task": pl.Series(list(task), dtype=pl.String),
+        "metric": pl.Series(["score"] * m, dtype=pl.String),
+        "n": pl.Series(list(n), dtype=pl.Int64),
+        "estimate": pl.Series(np.asarray(estimate, dtype=np.float64), dtype=pl.Float64),
+        "boot_mean": pl.Series(
+            np.asarray(res.boot_mean, dtype=np.float64) * 100.0, dtype=pl.Float64
+        ),  # fmt: skip
+        "ci_low": pl.Series(lo, dtype=pl.Float64),
+        "ci_high": pl.Series(hi, dtype=pl.Float64),
+        "pm": pl.Series((hi - lo) / 2.0, dtype=pl.Float64),
+    }
+    for name, values in extra.items():
+        cols[name] = pl.Series(name, list(values), dtype=pl.String)
+    return pl.DataFrame(cols)
+
+
+def _key_cols(key: Sequence[Any]) -> dict[str, np.ndarray]:
+    return {c: np.array([v]) for c, v in zip(KEYS, key, strict=True)}
+
+
+def _joint(
+    items: pl.DataFrame,
+    rows: np.ndarray,
+    key: Sequence[Any],
+    weights: dict[str, float],
+    label: str,
+    *,
+    clusters: pl.Series | None,
+    n_resamples: int,
+    level: float,
+    seed: int,
+) -> Any:
+    """CI of ``sum_t w_t ratio_t / sum_t w_t`` over the tasks in ``weights`` for one (track,
+    model, tools): the units of those tasks are resampled together (engine statistic
+    "mean_of_ratios" on columns [num_t, den_t] per task). The stream is keyed by the group's
+    key values and ``label``, so every aggregate row has its own reproducible stream."""
+    tasks = sorted(weights)
+    index = {t: i for i, t in enumerate(tasks)}
+    in_group = pl.all_horizontal([pl.col(c) == v for c, v in zip(KEYS, key, strict=True)])
+    mask = items.select((in_group & pl.col("task").is_in(tasks)).alias("m"))["m"].to_numpy()
+    sub = items.filter(pl.Series(mask))
+    t = np.array([index[x] for x in sub.get_column("task").to_list()], dtype=np.int64)
+    wide = np.zeros((t.size, 2 * len(tasks)), dtype=np.float64)
+    pos = np.arange(t.size)
+    wide[pos, 2 * t] = rows[mask, 0]
+    wide[pos, 2 * t + 1] = rows[mask, 1]
+    groups = sub.select(*KEYS).with_columns(pl.lit(label).alias("_aggregate"))
+    return _bootstrap.bootstrap_sufficient(
+        wide, statistic="mean_of_ratios", params=np.array([weights[x] for x in tasks]),
+        groups=groups, clusters=None if clusters is None else clusters.filter(pl.Series(mask)),
+        n_resamples=n_resamples, level=level, seed=seed,
+    )  # fmt: skip
+
+
+def medbench(
+    df: Any,
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    cluster: str | None = None,
+) -> Report:
+    """Score MedBench v4 runs: task scores (0-100) with CIs, macro averaged into capability
+    dimensions and the overall score.
+
+    Definitions of the task metrics and of the averaging: module docstring.
+
+    Parameters
+    ----------
+    df : polars DataFrame or LazyFrame, or pyarrow Table
+        One row per answered instance. Required columns: ``model`` (str), ``task`` (str),
+        ``dimension`` (str: the task's capability dimension; one per task) and ``metric`` (str:
+        the task's metric, one of :data:`TASK_METRICS`; one per task). The metric decides which
+        further columns are read (only on that task's rows; elsewhere they may be null):
+
+        ===================  =====================================================================
+        accuracy             ``correct`` (bool; null = wrong)
+        strict_accuracy      ``item_id`` (the item an option-shuffled instance belongs to),
+                             ``correct`` (bool; null = wrong)
+        micro_f1             ``pred_labels`` (list[str]; null = no label), ``gold_labels``
+                             (list[str])
+        keypoint_recall      ``keypoint_hits`` (list[bool]: each reference key point covered?)
+        iou                  ``pred_box`` (list[f64] x1, y1, x2, y2; null = no box, IoU 0),
+                             ``gold_box`` (list[f64])
+        one_minus_ned        ``prediction`` (str; null = empty), ``reference`` (str)
+        judge                ``judge_output`` (str: a reply with ``<score>N</score>``, N in 0-5)
+        score                ``score`` (f64 in [0, 1])
+        ===================  =====================================================================
+
+        Optional: ``track`` (default "default"), ``tools`` (default False), and the
+        ``cluster`` column when given.
+    n_resamples, level, seed : bootstrap options.
+    cluster : str, optional
+        A column whose values are resampled whole (e.g. ``patient_id``); for strict accuracy
+        the first instance's value is the item's.
+
+    Returns
+    -------
+    Report
+        Metric "score" on 0-100. Rows per (track, model, tools): one per task (``task`` = task
+        name, ``level`` "task"), one per dimension (``task`` = "dimension:<name>", ``level``
+        "dimension") and one overall (``task`` = "overall"). Extra columns ``level``,
+        ``dimension`` (null on the overall row) and ``task_metric`` (the task's metric; null on
+        aggregate rows). ``n`` counts the units averaged (items; for strict accuracy, items, not
+        instances).
+    """
+    where = "medbench"
+    frame = as_frame(df)
+    optional = sorted({c for cols in METRIC_COLUMNS.values() for c in cols} | {"track", "tools"})
+    require_columns(frame, REQUIRED, optional=optional, where=where)
+    if frame.height == 0:
+        raise ValueError(f"{where}: the input frame has no rows")
+    if cluster is not None:
+        require_columns(frame, [cluster], where=f"{where}(cluster={cluster!r})")
+    frame = with_defaults(frame, where=where)
+    frame = frame.with_columns(
+        *(string_column(frame, c, where=where) for c in REQUIRED),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+    )
+    bad = frame.filter(~pl.col("metric").is_in(list(TASK_METRICS)))
+    if bad.height:
+        raise ValueError(
+            f"{where}: unknown metric {bad['metric'][0]!r} at row {bad['_row'][0]}; expected one "
+            f"of {', '.join(TASK_METRICS)}"
+        )
+    for col in ("metric", "dimension"):
+        multi = (
+            frame.group_by("task").agg(pl.col(col).n_unique().alias("_k")).filter(pl.col("_k") > 1)
+        )
+        if multi.height:
+            task = sorted(multi.get_column("task").to_list())[0]
+            vals = sorted(frame.filter(pl.col("task") == task).get_column(col).unique().to_list())
+            raise ValueError(f"{where}: task {task!r} has several values of {col!r}: {vals}")
+
+    pieces = []
+    for metric in TASK_METRICS:
+        sub = frame.filter(pl.col("metric") == metric)
+        if sub.height == 0:
+            continue
+        _need(sub, metric, where)
+        pieces.append(_per_item(sub, metric, f"{where} (metric={metric!r})"))
+    items = pl.concat(pieces, how="vertical").sort("_row")
+    task_metric = frame.group_by("task").agg(pl.col("metric").first()).rows()
+    metric_of = dict(task_metric)
+    clusters = None
+    if cluster is not None:
+        cl = frame.select("_row", pl.col(cluster).alias("_cluster"))
+        items = items.join(cl, on="_row", how="left")
+        clusters = items.get_column("_cluster")
+    # per-unit [numerator, denominator] of scores in [0, 1]; _result_rows rescales to 0-100
+    rows = np.ascontiguousarray(items.select("_num", "_den").to_numpy(), dtype=np.float64)
+
+    # ---- task rows: ratio of sums per (track, model, tools, task)
+    gkeys = items.select(*KEYS, "task")
+    res = _bootstrap.bootstrap(rows, groups=gkeys, clusters=clusters, statistic="ratio",
+                               n_resamples=n_resamples, level=level, seed=seed)  # fmt: skip
+    tasks = list(res.keys["task"])
+    est = np.asarray(res.estimate, dtype=np.float64) * 100.0
+    dim_of = dict(frame.group_by("task").agg(pl.col("dimension").first()).rows())
+    task_table = _result_rows(
+        res, res.keys, task=tasks, n=np.asarray(res.n), estimate=est,
+        extra={"level": ["task"] * len(res), "dimension": [dim_of[t] for t in tasks],
+               "task_metric": [metric_of[t] for t in tasks]},
+    )  # fmt: skip
+
+    # ---- dimension and overall rows: weighted mean of task ratios, joint resampling
+    agg_parts = []
+    common = dict(clusters=clusters, n_resamples=n_resamples, level=level, seed=seed)
+    for key in items.select(KEYS).unique(maintain_order=True).rows():
+        in_group = pl.all_horizontal([pl.col(c) == v for c, v in zip(KEYS, key, strict=True)])
+        g_tasks = task_table.filter(in_group)
+        t_est = dict(zip(g_tasks["task"].to_list(), g_tasks["estimate"].to_list(), strict=True))
+        t_n = dict(zip(g_tasks["task"].to_list(), g_tasks["n"].to_list(), strict=True))
+        dims = sorted({dim_of[x] for x in t_est})
+        n_tasks = {d: sum(1 for x in t_est if dim_of[x] == d) for d in dims}
+        dim_est = {}
+        for d in dims:
+            members = sorted(x for x in t_est if dim_of[x] == d)
+            dim_est[d] = float(np.mean([t_est[x] for x in members]))
+            r = _joint(items, rows, key, {x: 1.0 for x in members}, f"dimension:{d}", **common)
+            agg_parts.append(_result_rows(
+                r, _key_cols(key), task=[f"dimension:{d}"], n=[sum(t_n[x] for x in members)],
+                estimate=[dim_est[d]],
+                extra={"level": ["dimension"], "dimension": [d], "task_metric": [None]},
+            ))  # fmt: skip
+        weights = {x: 1.0 / (n_tasks[dim_of[x]] * len(dims)) for x in t_est}
+        r = _joint(items, rows, key, weights, "overall", **common)
+        agg_parts.append(_result_rows(
+            r, _key_cols(key), task=["overall"], n=[sum(t_n.values())],
+            estimate=[float(np.mean(list(dim_est.values())))],
+            extra={"level": ["overall"], "dimension": [None], "task_metric": [None]},
+        ))  # fmt: skip
+    table = pl.concat([task_table, *agg_parts], how="vertical")
+    table = sort_table(table.select(*TABLE_COLUMNS, "level", "dimension", "task_metric"))
+    notes = (
+        "Scores on 0-100. Task rows: per-task metric (accuracy, strict accuracy over "
+        "option-shuffled variants, micro-F1, key-point recall, IoU, 1-NED, judge score/5).",
+        "dimension:<name> = mean of the dimension's task scores; overall = mean of the dimension "
+        "scores; their CIs resample all items jointly (weighted mean of task ratios).",
+    )
+    return Report(table, benchmark=BENCHMARK, title="MedBench v4", notes=notes)

@@ -1,0 +1,347 @@
+"""MedInsightBench insight metrics and scorer.
+
+MedInsightBench asks an agent for the insights a medical data analysis supports and compares
+them with ground-truth insights (following InsightBench's insight-level evaluation).
+
+Definitions for one case with ground-truth insights ``g_1..g_m`` (m >= 1), generated insights
+``h_1..h_k`` and a score matrix ``S[i, j] = score(g_i, h_j)`` (ROUGE-1 F-measure by default, or
+any judge score):
+
+* insight recall ``R = (1/m) * sum_i max_j S[i, j]``: how well each ground-truth insight is
+  covered by its best-matching generated insight;
+* insight precision ``P = (1/k) * sum_j max_i S[i, j]``: how well each generated insight is
+  supported by its best-matching ground-truth insight;
+* insight F1 ``= 2PR / (P + R)`` (0 when P + R = 0).
+
+A case without generated insights (k = 0) has R = P = F1 = 0. Each is averaged over cases.
+
+Novelty (per generated insight, from judge scores): the insight is *correct* when its precision
+judge score is above 5 (``correct_above``); an insight that is not correct is *novel* when at
+least 2 of the 3 judges vote that it is a valid new finding (``min_votes``). With M correct and
+N not-correct insights, ``original = M / (M + N)`` and ``innovation = (M + novel) / (M + N)``.
+These are ratios over all generated insights of a (track, model, tools, task): the estimate is
+pooled over insights (``n`` counts insights) and the bootstrap resamples whole cases (or the
+``cluster`` column's units), since the insights of one case are not independent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ._columns import as_frame, require_columns, string_column, with_defaults
+from ._summary import summarize
+from .report import Report, sort_table
+
+__all__ = ["InsightScores", "insight_scores", "medinsight", "novelty_rates"]
+
+BENCHMARK = "medinsight"
+REQUIRED = ("model", "case_id", "score_matrix | insights + gt_insights")
+OPTIONAL = ("track", "tools", "task", "insight_precision_scores", "insight_novelty_votes")
+
+
+@dataclass(frozen=True)
+class InsightScores:
+    """Insight-level recall, precision and F1 of one case (see the module docstring)."""
+
+    recall: float
+    precision: float
+    f1: float
+
+
+def _matrix(scores: Any, name: str = "scores") -> npt.NDArray[np.float64]:
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2:
+        raise ValueError(
+            f"{name}: expected a 2-D matrix (ground-truth insights x generated insights), got "
+            f"shape {s.shape}"
+        )
+    if not np.isfinite(s).all():
+        raise ValueError(f"{name}: NaN or infinite score")
+    return s
+
+
+def insight_scores(scores: npt.ArrayLike) -> InsightScores:
+    """Insight recall, precision and F1 from a score matrix.
+
+    Parameters
+    ----------
+    scores : array_like, shape (m, k)
+        ``scores[i, j]`` = similarity of ground-truth insight i and generated insight j (rows:
+        ground truth, columns: generated), e.g. ROUGE-1 F from
+        ``tumorboard.text.rouge_matrix``. m >= 1; k = 0 (no generated insight) gives zeros.
+
+    Returns
+    -------
+    InsightScores
+        ``recall = mean_i max_j S``, ``precision = mean_j max_i S``, ``f1 = 2PR/(P+R)``.
+
+    Examples
+    --------
+    >>> insight_scores([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]])
+    InsightScores(recall=0.75, precision=0.5, f1=0.6)
+    """
+    s = _matrix(scores)
+    if s.shape[0] == 0:
+        raise ValueError("scores: a case needs at least one ground-truth insight (row)")
+    if s.shape[1] == 0:
+        return InsightScores(0.0, 0.0, 0.0)
+    r = float(s.max(axis=1).mean())
+    p = float(s.max(axis=0).mean())
+    f = 0.0 if p + r == 0 else 2.0 * p * r / (p + r)
+    return InsightScores(r, p, f)
+
+
+def _novelty_flags(
+    precision_scores: npt.ArrayLike, novelty_votes: npt.ArrayLike, correct_above: float,
+    min_votes: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    p = np.asarray(precision_scores, dtype=np.float64).reshape(-1)
+    v = np.asarray(novelty_votes)
+    if v.dtype == np.bool_ and v.ndim == 2:  # one column per judge
+        v = v.sum(axis=1)
+    v = v.astype(np.float64).reshape(-1)
+    if p.shape != v.shape:
+        raise ValueError(
+            "precision_scores and novelty_votes: expected one entry per generated insight, got "
+            f"{p.size} and {v.size}"
+        )
+    correct = p > correct_above
+    novel = ~correct & (v >= min_votes)
+    return correct, novel
+
+
+def novelty_rates(
+    precision_scores: npt.ArrayLike,
+    novelty_votes: npt.ArrayLike,
+    *,
+    correct_above: float = 5.0,
+    min_votes: int = 2,
+) -> tuple[float, float]:
+    """``(original, innovation)`` over a set of generated insights (module docstring).
+
+    Parameters
+    ----------
+    precision_scores : array_like, shape (n,)
+        Each insight's precision judge score; correct when ``> correct_above``.
+    novelty_votes : array_like, shape (n,) of int, or (n, judges) of bool
+        How many judges voted the insight novel (or each judge's vote).
+    correct_above : float, default 5.0
+    min_votes : int, default 2
+
+    Returns
+    -------
+    (float, float)
+        ``M / (M + N)`` and ``(M + novel) / (M + N)``; NaN for no insights.
+
+    Examples
+    --------
+    >>> novelty_rates([8, 3, 6, 2], [0, 2, 3, 1])  # 2 correct, 1 novel of 4
+    (0.5, 0.75)
+    """
+    correct, novel = _novelty_flags(precision_scores, novelty_votes, correct_above, min_votes)
+    if correct.size == 0:
+        return float("nan"), float("nan")
+    n = correct.size
+    return float(correct.sum() / n), float((correct.sum() + novel.sum()) / n)
+
+
+# ------------------------------------------------------------------------------------- scorer
+
+
+def _rouge1_matrices(gt: Sequence[Sequence[str]], gen: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    try:
+        from .. import text
+    except ImportError as exc:  # pragma: no cover - depends on the build
+        raise ValueError(
+            "medinsight: computing ROUGE-1 needs tumorboard.text (the compiled text metrics), "
+            f"which is not available ({exc}); pass a score_matrix column instead"
+        ) from exc
+    out = []
+    for g, h in zip(gt, gen, strict=False):
+        if len(h) == 0:
+            out.append(np.zeros((len(g), 0)))
+            continue
+        # entry (i, j) scores g[i] against h[j]; the F-measure is symmetric in the two
+        res = text.rouge_matrix(list(g), list(h), type="rouge1")
+        out.append(np.asarray(res.fmeasure, dtype=np.float64).reshape(len(g), len(h)))
+    return out
+
+
+def _list_of_str(frame: pl.DataFrame, col: str, where: str) -> list[list[str]]:
+    s = frame.get_column(col)
+    if not (isinstance(s.dtype, pl.List) and s.dtype.inner in (pl.String, pl.Null)):
+        raise TypeError(f"{where}: column {col!r} must be list[str], got {s.dtype}")
+    out = s.to_list()
+    for i, v in enumerate(out):
+        if v is None or any(x is None for x in v):
+            raise ValueError(f"{where}: column {col!r} has a missing value at row {i}")
+    return out
+
+
+def medinsight(
+    df: Any,
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    cluster: str | None = None,
+    correct_above: float = 5.0,
+    min_votes: int = 2,
+) -> Report:
+    """Score MedInsightBench runs: insight recall, precision and F1, and the novelty metrics.
+
+    Definitions: module docstring. Recall, precision and F1 are computed per case and averaged
+    over cases (bootstrap over cases, or over ``cluster`` units); ``original`` and
+    ``innovation`` are pooled over generated insights with whole cases resampled.
+
+    Parameters
+    ----------
+    df : polars DataFrame or LazyFrame, or pyarrow Table
+        One row per (model, case). Required columns:
+
+        * ``model`` (str) and ``case_id`` (str or int);
+        * either ``score_matrix`` (list[list[f64]]: row i = ground-truth insight i, column j =
+          generated insight j; any similarity, e.g. judge scores), or ``insights`` and
+          ``gt_insights`` (list[str] each), from which the ROUGE-1 F-measure matrix is computed
+          with ``tumorboard.text.rouge_matrix``. ``score_matrix`` wins when both are present.
+
+        Optional columns: ``track``, ``tools``, ``task`` (without it every case is in task
+        "all" and there is no overall row); ``insight_precision_scores`` (list[f64], the
+        precision judge score of each generated insight) and ``insight_novelty_votes``
+        (list[int], how many of the judges voted each insight novel) enable ``original`` and
+        ``innovation``; the ``cluster`` column when given.
+    n_resamples, level, seed : bootstrap options.
+    cluster : str, optional
+        A column whose values are resampled whole (e.g. ``patient_id``).
+    correct_above : float, default 5.0
+        An insight is correct when its precision judge score is above this.
+    min_votes : int, default 2
+        Judge votes that make a not-correct insight novel.
+
+    Returns
+    -------
+    Report
+        Metrics ``insight_recall``, ``insight_precision``, ``insight_f1`` and, with the judge
+        columns, ``original`` and ``innovation``.
+    """
+    where = "medinsight"
+    frame = as_frame(df)
+    require_columns(frame, ["model", "case_id"], optional=OPTIONAL, where=where)
+    if "score_matrix" not in frame.columns and not (
+        "insights" in frame.columns and "gt_insights" in frame.columns
+    ):
+        raise ValueError(
+            f"{where}: the input frame needs a 'score_matrix' column, or both 'insights' and "
+            f"'gt_insights'; required columns: {', '.join(REQUIRED)} (got: "
+            f"{', '.join(frame.columns) or 'none'})"
+        )
+    if frame.height == 0:
+        raise ValueError(f"{where}: the input frame has no rows")
+    if cluster is not None:
+        require_columns(frame, [cluster], where=f"{where}(cluster={cluster!r})")
+    frame = with_defaults(frame, where=where)
+    frame = frame.with_columns(
+        string_column(frame, "model", where=where), string_column(frame, "case_id", where=where)
+    )
+    has_task = "task" in frame.columns
+    if has_task:
+        frame = frame.with_columns(string_column(frame, "task", where=where))
+
+    if "score_matrix" in frame.columns:
+        s = frame.get_column("score_matrix")
+        if not (isinstance(s.dtype, pl.List) and isinstance(s.dtype.inner, pl.List)):
+            raise TypeError(
+                f"{where}: column 'score_matrix' must be list[list[f64]], got {s.dtype}"
+            )
+        matrices = []
+        for i, m in enumerate(s.to_list()):
+            if m is None or len(m) == 0:
+                raise ValueError(
+                    f"{where}: score_matrix at row {i} has no ground-truth insight (row)"
+                )
+            widths = {len(r) if r is not None else -1 for r in m}
+            if len(widths) != 1 or -1 in widths:
+                raise ValueError(f"{where}: score_matrix at row {i} is ragged or has a null row")
+            try:
+                matrices.append(_matrix(m, f"score_matrix at row {i}"))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{where}: {exc}") from exc
+    else:
+        gt = _list_of_str(frame, "gt_insights", where)
+        gen = _list_of_str(frame, "insights", where)
+        for i, g in enumerate(gt):
+            if not g:
+                raise ValueError(f"{where}: gt_insights at row {i} is empty")
+        matrices = _rouge1_matrices(gt, gen)
+
+    scores = [insight_scores(m) for m in matrices]
+    frame = frame.with_columns(
+        pl.Series("_recall", [x.recall for x in scores], dtype=pl.Float64),
+        pl.Series("_precision", [x.precision for x in scores], dtype=pl.Float64),
+        pl.Series("_f1", [x.f1 for x in scores], dtype=pl.Float64),
+    )
+    group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
+    common = dict(benchmark=BENCHMARK, group_cols=group_cols, n_resamples=n_resamples,
+                  level=level, seed=seed, overall=has_task)  # fmt: skip
+    parts = [
+        summarize(frame, value=v, metric=m, cluster=cluster, **common)  # type: ignore[arg-type]
+        for m, v in (
+            ("insight_recall", "_recall"),
+            ("insight_precision", "_precision"),
+            ("insight_f1", "_f1"),
+        )  # fmt: skip
+    ]
+
+    judge_cols = ("insight_precision_scores", "insight_novelty_votes")
+    if any(c in frame.columns for c in judge_cols):
+        require_columns(frame, judge_cols, where=f"{where} (novelty)")
+        keys = [c for c in (*group_cols, "case_id") if c in frame.columns]
+        if cluster is not None and cluster not in keys:
+            keys.append(cluster)
+        ins = frame.select(*keys, *judge_cols).with_row_index("_case_row")
+        p_len = ins.get_column("insight_precision_scores").list.len().fill_null(0)
+        v_len = ins.get_column("insight_novelty_votes").list.len().fill_null(0)
+        if (p_len != v_len).any():
+            i = int((p_len != v_len).arg_true()[0])
+            raise ValueError(
+                f"{where}: row {i} has {p_len[i]} insight_precision_scores but {v_len[i]} "
+                "insight_novelty_votes; expected one of each per generated insight"
+            )
+        ins = ins.explode(list(judge_cols)).filter(
+            pl.col("insight_precision_scores").is_not_null()
+            | pl.col("insight_novelty_votes").is_not_null()
+        )
+        if ins.height:
+            for c in judge_cols:
+                if ins.get_column(c).null_count():
+                    raise ValueError(f"{where}: column {c!r} has a null entry inside a list")
+            correct, novel = _novelty_flags(
+                ins.get_column("insight_precision_scores").cast(pl.Float64).to_numpy(),
+                ins.get_column("insight_novelty_votes").cast(pl.Float64).to_numpy(),
+                float(correct_above), int(min_votes),
+            )  # fmt: skip
+            ins = ins.with_columns(
+                pl.Series("_original", correct, dtype=pl.Boolean),
+                pl.Series("_innovation", correct | novel, dtype=pl.Boolean),
+                # the resampling unit: the case (one row of the input), or the cluster column
+                pl.col("_case_row").cast(pl.String).alias("_case_unit"),
+            )
+            unit = cluster if cluster is not None else "_case_unit"
+            for m, v in (("original", "_original"), ("innovation", "_innovation")):
+                parts.append(summarize(ins, value=v, metric=m, cluster=unit, **common))  # type: ignore[arg-type]
+    notes = (
+        "Scores: recall = mean over ground-truth insights of the best score against any "
+        "generated insight; precision = mean over generated insights of the best score against "
+        "any ground-truth insight; F1 = 2PR/(P+R); per case, averaged over cases.",
+        f"original = M/(M+N), innovation = (M+novel)/(M+N): correct = precision judge score > "
+        f"{correct_above}; novel = not correct with >= {min_votes} judge votes; pooled over "
+        "insights, cases resampled whole.",
+    )
+    return Report(sort_table(pl.concat(parts, how="vertical")), benchmark=BENCHMARK,
+                  title="MedInsightBench", notes=notes)  # fmt: skip

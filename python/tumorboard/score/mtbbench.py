@@ -1,0 +1,176 @@
+"""MTBBench scorer (Vasilev et al., "MTBBench: A Multimodal Sequential Clinical Decision-Making
+Benchmark in Oncology", NeurIPS 2025 Datasets & Benchmarks).
+
+What the paper reports, and this scorer reproduces: per task the raw accuracy, the mean of the
+bootstrap distribution of 1000 resamples, the 95% percentile interval and ± = half its width
+(Fig. 3 and the results tables); "Overall" = the plain mean of the task accuracies. In addition:
+a proper CI for that overall figure from joint resampling of all tasks (see
+:func:`tumorboard.score.summarize`), optional patient-clustered intervals, and the agentic
+metrics of Fig. 2: files accessed per question and the hallucinated-file rate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ._columns import (
+    as_frame,
+    bool_column,
+    count_column,
+    require_columns,
+    string_column,
+    with_defaults,
+)
+from ._summary import KEY_COLUMNS, OVERALL, summarize
+from .report import Report, sort_table
+
+REQUIRED = ("model", "task", "correct")
+OPTIONAL = ("track", "tools", "patient_id", "files_accessed", "files_hallucinated")
+_CLUSTER_ALIASES = {"patient": "patient_id"}
+
+
+def mtbbench(
+    df: Any,
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    cluster: str | None = None,
+) -> Report:
+    """Scores MTBBench answers: accuracy per task with bootstrap CIs, the overall figure, and
+    the file-access metrics.
+
+    Args:
+        df: polars DataFrame or LazyFrame (or pyarrow Table), one row per question answered.
+            Required columns:
+
+            * ``model`` (str): the model / agent configuration scored;
+            * ``task`` (str): the MTBBench task (e.g. a question category);
+            * ``correct`` (bool, or 0/1): whether the answer was right. A null (no answer, or an
+              answer that could not be parsed) counts as wrong.
+
+            Optional columns:
+
+            * ``track`` (str; default "default"): e.g. "multimodal" / "multitemporal";
+            * ``tools`` (bool; default False): whether the agent had tools;
+            * ``patient_id`` (str): the patient a question belongs to; needed for
+              ``cluster="patient_id"``;
+            * ``files_accessed`` (list[str] of file names, or an int count): the files the
+              agent opened for the question; a list counts its distinct non-null names;
+            * ``files_hallucinated`` (list[str] or int count): requested files that were not
+              available to the agent.
+
+            Missing or null track/tools take the defaults; a null file entry counts 0.
+        n_resamples: bootstrap resamples (the paper uses 1000).
+        level: confidence level of the percentile interval (the paper uses 0.95).
+        seed: random seed; results are deterministic for a seed.
+        cluster: None to resample questions; "patient_id" (alias "patient") to resample
+            patients with all their questions, the right interval when questions are nested
+            in patients; any other column name is used as the cluster label as given.
+
+    Returns:
+        A :class:`Report` (benchmark "mtbbench") whose table has the standard columns plus
+        ``n_correct`` (int64; null for non-accuracy metrics). Metrics:
+
+        * ``accuracy``: share of correct answers per (track, model, tools, task), and a row
+          with task "overall" per (track, model, tools): estimate = plain mean of the task
+          accuracies (the paper's "Overall"); ci_low/ci_high = joint-resampling interval of
+          that mean (all tasks resampled at once); n = all questions; n_correct = their sum;
+        * ``files_accessed`` (when the column is present): mean number of distinct files
+          accessed per question;
+        * ``hallucinated_file_rate`` (when ``files_hallucinated`` is present): share of
+          questions that requested at least one unavailable file.
+
+    Raises:
+        ValueError: a required column is missing (the message names it and lists the required
+            columns), the cluster column is missing, or a value is invalid.
+        TypeError: a column has the wrong type.
+    """
+    where = "mtbbench"
+    frame = as_frame(df)
+    require_columns(frame, REQUIRED, optional=OPTIONAL, where=where)
+    if frame.height == 0:
+        raise ValueError(f"{where}: the input frame has no rows")
+    cluster_col = _cluster_column(cluster)
+    if cluster_col is not None and cluster_col not in frame.columns:
+        raise ValueError(
+            f"{where}: cluster={cluster!r} needs the column {cluster_col!r}, which the input "
+            f"frame lacks; required columns: {', '.join(REQUIRED)}, {cluster_col}"
+        )
+    frame = with_defaults(frame, where=where)
+    cols: list[pl.Series] = [
+        frame.get_column("track"),
+        string_column(frame, "model", where=where),
+        frame.get_column("tools"),
+        string_column(frame, "task", where=where),
+        bool_column(frame, "correct", where=where, null_as=False),
+    ]
+    if cluster_col is not None:
+        cols.append(frame.get_column(cluster_col).alias("__cluster"))
+    if "files_accessed" in frame.columns:
+        cols.append(count_column(frame, "files_accessed", where=where).alias("__files"))
+    if "files_hallucinated" in frame.columns:
+        halluc = count_column(frame, "files_hallucinated", where=where) > 0
+        cols.append(halluc.alias("__halluc"))
+    base = pl.DataFrame(cols)
+    common = dict(
+        benchmark="mtbbench",
+        group_cols=KEY_COLUMNS,
+        cluster="__cluster" if cluster_col is not None else None,
+        n_resamples=n_resamples,
+        level=level,
+        seed=seed,
+    )
+    acc = summarize(base, value="correct", metric="accuracy", overall=True, **common)
+    acc = _with_n_correct(acc, base)
+    parts = [acc]
+    if "__files" in base.columns:
+        files = summarize(base, value="__files", metric="files_accessed", overall=False, **common)
+        parts.append(files.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_correct")))
+    if "__halluc" in base.columns:
+        hall = summarize(
+            base, value="__halluc", metric="hallucinated_file_rate", overall=False, **common
+        )
+        parts.append(hall.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_correct")))
+    table = sort_table(pl.concat(parts, how="vertical"))
+    notes = [
+        "accuracy: share of correct answers (a missing answer counts as wrong); "
+        f"boot_mean, ci_low, ci_high: mean and {level:g} percentile interval of "
+        f"{n_resamples} bootstrap resamples (seed {seed}); pm = (ci_high - ci_low) / 2.",
+        "task 'overall': estimate = plain mean of the task accuracies (as in the MTBBench "
+        "paper); its interval comes from joint resampling of all tasks at once.",
+    ]
+    if cluster_col is not None:
+        notes.append(f"intervals resample whole clusters of column {cluster_col!r}.")
+    if "__files" in base.columns:
+        notes.append("files_accessed: mean number of distinct files accessed per question.")
+    if "__halluc" in base.columns:
+        notes.append(
+            "hallucinated_file_rate: share of questions that requested at least one file "
+            "that was not available."
+        )
+    return Report(table, benchmark="mtbbench", title="MTBBench", notes=tuple(notes))
+
+
+def _cluster_column(cluster: str | None) -> str | None:
+    if cluster is None:
+        return None
+    if not isinstance(cluster, str) or not cluster:
+        raise ValueError(f"cluster: expected None or a column name such as 'patient_id', "
+                         f"got {cluster!r}")  # fmt: skip
+    return _CLUSTER_ALIASES.get(cluster, cluster)
+
+
+def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
+    keys = list(KEY_COLUMNS)
+    per_task = base.group_by(keys).agg(pl.col("correct").sum().cast(pl.Int64).alias("n_correct"))
+    overall = (
+        per_task.group_by(keys[:-1])
+        .agg(pl.col("n_correct").sum())
+        .with_columns(pl.lit(OVERALL).alias("task"))
+        .select(keys + ["n_correct"])
+    )
+    counts = pl.concat([per_task, overall], how="vertical")
+    return acc.join(counts, on=keys, how="left", maintain_order="left")

@@ -1,0 +1,862 @@
+"""RadA-BenchPlat agent metrics and scorer.
+
+RadA-BenchPlat (Zhu et al. 2025) evaluates radiology agents that chain tools of given categories
+(Anatomy Classifier -> Modality Classifier -> Organ Segmentor -> ...). Each metric below is
+given as the paper defines it; where the reference code (``MAGIC-AI4Med/RadABench``,
+``EvalPlat/EvalMetrics/*.py``; facts in ``shared/spec/REFERENCE.md`` §6) computes something
+else, the code's version is provided too, under a name ending in ``_code``, and the difference
+is documented. Chains are lists of tool categories (strings); ``pred`` is the chain the agent
+called, ``gt`` the ground-truth chain.
+
+Tool-chain metrics (per case):
+
+* ``tool_chain_levenshtein``: element-level Levenshtein distance ``d(gt, pred)`` between the
+  chains (the code: python-Levenshtein ``distance`` on the two lists; identical). The code's
+  single-hop evaluation first sorts the decomposed categories stably by their ground-truth
+  order; that preprocessing is the caller's (pass the sorted chain as ``called_tools``).
+* ``false_discovery_rate`` (paper): ``|{k : pred[k] not in gt}| / |pred|``, the share of the
+  called tools (with repetition) whose category is not in the ground truth; 0 for an empty
+  chain. ``redundancy_rate_code`` (code, "redundancy"): the same count over
+  ``max(|pred|, |gt|)``, and averaged over completed cases only.
+* ``tool_matching_accuracy`` (paper): positional hits over the ground-truth length,
+  ``sum_{k < min(|pred|, |gt|)} [pred[k] == gt[k]] / |gt|``. ``tool_matching_accuracy_code``
+  (code, "precision"): the length of the longest common **contiguous** run of the two chains
+  over ``|gt|``, averaged over completed cases only.
+* ``optimal_tool_score`` (paper): at each tool-selection step with N candidate tools of the
+  required category ranked by performance, choosing the tool of rank R (1 = best) scores
+  ``(N - R + 1) / N``; a case scores the mean over its steps (4 tools, second best chosen:
+  0.75). ``optimal_tool_score_code`` (code, "win rate"): per case, one candidate list of tool
+  ids ordered from worst to best; scanning it from the end (best first), the first candidate
+  that the agent called, at 0-based position i from the end, gives ``(N - i) / N``; 0 if none
+  was called.
+* ``execution_completion_rate``: share of cases that ran to the end without an execution
+  error (code "passrate1").
+* ``pre_failure_progress`` ("pre-failure success percentage"): on failed cases only,
+  ``|pred| / |gt|``, the share of the chain called before the failure (code "failed length
+  ratio").
+* ``target_hit_rate``: share of cases that completed and whose last called category is the
+  last ground-truth category (code "passrate2"; the denominator is all cases).
+* ``milestone_hit_rate``: share of cases whose called categories include the case's key
+  (milestone) category.
+* ``unsolvability_awareness_rate`` and ``unsolvability_grounding_rate``: on unsolvable cases
+  (a category the chain needs has no tool), the share where the agent declined the call
+  (a ``Deny Call Dict:`` in the log), and the share where it also named the missing category
+  (the first ``'Category': '...'`` value of the log contains it, as the code's deny1 check).
+
+Final-response text metrics (the agent's conclusion against the reference answer):
+
+* paper-standard (``bleu``, ``rouge_l``, ``f1``): sacrebleu sentence BLEU (13a tokenizer,
+  exponential smoothing, effective order) divided by 100, rouge-score ROUGE-L F-measure (its
+  tokenizer, no stemming), and unique-token F1 over rouge-score tokens
+  (``tumorboard.text.set_f1``), on all cases with a reference answer (a missing response
+  scores 0).
+* reference-code (``bleu1_code``, ``rouge_l_code``, ``f1_code``): the code's exact recipe —
+  unique-token F1 and NLTK ``sentence_bleu`` with weights (1, 0, 0, 0) and
+  ``SmoothingFunction().method1`` over NLTK ``word_tokenize(text.lower())`` tokens, and the
+  ``rouge`` 1.0.1 package's ROUGE-L on the raw text (see :func:`rouge_l_code`); a missing
+  response or reference, or no token, gives 0 for all three; cases whose log contains the
+  substring ``Error`` or ``error`` anywhere are left out of the averages (the code zeroes them
+  and averages over the others; without a log, the cases that did not complete are left
+  out). ``word_tokenize`` needs NLTK's Punkt English model, which is
+  data we do not ship: :func:`radabench_tokenize` splits sentences with an untrained
+  ``PunktSentenceTokenizer`` (no learned abbreviation list, so ``e.g.`` or ``dr.`` end a
+  sentence and lose their final period) and then applies ``NLTKWordTokenizer``, which is what
+  ``word_tokenize`` does per sentence. NLTK is imported only for these metrics.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from .._edit import levenshtein, sequence_levenshtein
+from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
+from ._summary import summarize
+from .report import Report, sort_table
+
+__all__ = [
+    "bleu1_code",
+    "deny_awareness",
+    "deny_grounding",
+    "execution_failed",
+    "extract_conclusion",
+    "false_discovery_rate",
+    "final_response_scores",
+    "final_response_scores_code",
+    "log_error_flag",
+    "longest_common_run",
+    "optimal_tool_score",
+    "optimal_tool_score_code",
+    "pre_failure_progress",
+    "radabench",
+    "radabench_tokenize",
+    "redundancy_rate_code",
+    "rouge_l_code",
+    "set_f1_code",
+    "tool_chain_levenshtein",
+    "tool_matching_accuracy",
+    "tool_matching_accuracy_code",
+]
+
+BENCHMARK = "radabench"
+REQUIRED = ("model", "gt_tools", "called_tools")
+OPTIONAL = (
+    "track", "tools", "task", "completed", "log", "plan_tools", "called_tool_ids",
+    "candidate_tools", "selection_ranks", "selection_sizes", "milestone", "unsolvable",
+    "missing_category", "aware", "grounded", "response", "reference_answer",
+)  # fmt: skip
+
+# The code's failure detector (multihop_IO_passrate.py): no DOTALL, so the message is one line.
+_FAILURE = r"Error Type: (\w+)\nError Message: (.+?)\nTraceback:"
+_FAILURE_RE = re.compile(_FAILURE)
+_DENY = "Deny Call Dict:"
+_CATEGORY = r"'Category': '([^']+)'"
+_CATEGORY_RE = re.compile(_CATEGORY)
+
+
+# --------------------------------------------------------------------------- tool-chain metrics
+
+
+def tool_chain_levenshtein(pred: Sequence[str], gt: Sequence[str]) -> int:
+    """Element-level Levenshtein distance between the called and the ground-truth chain.
+
+    >>> tool_chain_levenshtein(["Anatomy Classifier", "Organ Segmentor"],
+    ...                        ["Anatomy Classifier", "Modality Classifier", "Organ Segmentor"])
+    1
+    """
+    return levenshtein(list(gt), list(pred))
+
+
+def _not_in_gt(pred: Sequence[str], gt: Sequence[str]) -> int:
+    g = set(gt)
+    return sum(1 for t in pred if t not in g)
+
+
+def false_discovery_rate(pred: Sequence[str], gt: Sequence[str]) -> float:
+    """Paper: called tools (with repetition) whose category is not in ``gt``, over ``|pred|``;
+    0 for an empty chain.
+
+    >>> false_discovery_rate(["A", "X", "B", "X"], ["A", "B", "C"])
+    0.5
+    """
+    return 0.0 if len(pred) == 0 else _not_in_gt(pred, gt) / len(pred)
+
+
+def redundancy_rate_code(pred: Sequence[str], gt: Sequence[str]) -> float:
+    """Reference code ("redundancy"): the same count as :func:`false_discovery_rate` over
+    ``max(|pred|, |gt|)``; 0 when both are empty.
+
+    >>> redundancy_rate_code(["A", "X"], ["A", "B", "C", "D"])
+    0.25
+    """
+    m = max(len(pred), len(gt))
+    return 0.0 if m == 0 else _not_in_gt(pred, gt) / m
+
+
+def tool_matching_accuracy(pred: Sequence[str], gt: Sequence[str]) -> float:
+    """Paper: ``sum_k [pred[k] == gt[k]] / |gt|`` over the common positions.
+
+    >>> tool_matching_accuracy(["A", "X", "C"], ["A", "B", "C", "D"])
+    0.5
+    """
+    if len(gt) == 0:
+        raise ValueError("gt: the ground-truth chain is empty")
+    return sum(1 for p, g in zip(pred, gt, strict=False) if p == g) / len(gt)
+
+
+def longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common contiguous run (substring) of two sequences.
+
+    >>> longest_common_run(["A", "B", "C", "D"], ["X", "B", "C", "Y", "D"])
+    2
+    """
+    best = 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0] * (len(b) + 1)
+        for j, y in enumerate(b, 1):
+            if x == y:
+                cur[j] = prev[j - 1] + 1
+                best = max(best, cur[j])
+        prev = cur
+    return best
+
+
+def tool_matching_accuracy_code(pred: Sequence[str], gt: Sequence[str]) -> float:
+    """Reference code ("precision"): longest common contiguous run of ``gt`` and ``pred`` over
+    ``|gt|``; 0 for an empty ``gt``.
+
+    >>> tool_matching_accuracy_code(["A", "X", "C", "D"], ["A", "B", "C", "D"])
+    0.5
+    """
+    return 0.0 if len(gt) == 0 else longest_common_run(gt, pred) / len(gt)
+
+
+def optimal_tool_score(rank: npt.ArrayLike, n_candidates: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Paper: ``(N - R + 1) / N`` for choosing the rank-R tool (1 = best) of N candidates.
+
+    Vectorized over steps; average a case's steps for its score.
+
+    >>> float(optimal_tool_score(2, 4))
+    0.75
+    """
+    r = np.asarray(rank)
+    n = np.asarray(n_candidates)
+    if r.dtype.kind not in "iu" or n.dtype.kind not in "iu":
+        raise TypeError("rank, n_candidates: expected integers")
+    if (n < 1).any() or (r < 1).any() or (r > n).any():
+        raise ValueError("rank, n_candidates: expected 1 <= rank <= n_candidates")
+    return ((n - r + 1) / n).astype(np.float64)
+
+
+def optimal_tool_score_code(called: Sequence[str], candidates: Sequence[str]) -> float:
+    """Reference code ("win rate"): candidates ordered worst to best; scanning from the end,
+    the first candidate present in ``called`` at position i from the end gives
+    ``(N - i) / N``; 0 when none was called (or there are no candidates).
+
+    >>> optimal_tool_score_code(["TOOL1", "TOOL4"], ["TOOL3", "TOOL4", "TOOL5"])
+    0.6666666666666666
+    """
+    n = len(candidates)
+    called_set = set(called)
+    for i, tool in enumerate(reversed(candidates)):
+        if tool in called_set:
+            return (n - i) / n
+    return 0.0
+
+
+def pre_failure_progress(pred: Sequence[str], gt: Sequence[str]) -> float:
+    """``|pred| / |gt|``: the share of the chain called before a failure (failed cases).
+
+    >>> pre_failure_progress(["A", "B"], ["A", "B", "C", "D"])
+    0.5
+    """
+    if len(gt) == 0:
+        raise ValueError("gt: the ground-truth chain is empty")
+    return len(pred) / len(gt)
+
+
+# ---------------------------------------------------------------------------------- log parsing
+
+
+def execution_failed(log: str) -> bool:
+    """True when the log records an execution error: the code's pattern
+    ``Error Type: <word>\\nError Message: <one line>\\nTraceback:``."""
+    return _FAILURE_RE.search(log) is not None
+
+
+def log_error_flag(log: str) -> bool:
+    """The code's text-metric exclusion rule: ``"Error" in log or "error" in log``."""
+    return "Error" in log or "error" in log
+
+
+def extract_conclusion(log: str) -> str:
+    """The final answer of a log: the text after the first ``Conclusion:`` up to the first
+    blank line (``\\n\\n``) or the end, stripped; "" when there is none (the code's regex
+    ``Conclusion:(.*?)(?=\\n\\n|$)`` with DOTALL)."""
+    head, sep, tail = log.partition("Conclusion:")
+    if not sep:
+        return ""
+    return tail.split("\n\n", 1)[0].strip()
+
+
+def deny_awareness(log: str) -> bool:
+    """The agent declined a call it could not make: ``Deny Call Dict:`` in the log (deny1)."""
+    return _DENY in log
+
+
+def deny_grounding(log: str, missing_category: str) -> bool:
+    """Aware (see :func:`deny_awareness`) and the first ``'Category': '...'`` value of the log
+    contains ``missing_category`` as a substring (the code's deny1 check)."""
+    if not deny_awareness(log):
+        return False
+    m = _CATEGORY_RE.search(log)
+    return m is not None and missing_category in m.group(1)
+
+
+# ------------------------------------------------------------------ reference-code text metrics
+
+
+@functools.lru_cache(maxsize=1)
+def _nltk_tokenizers() -> tuple[Any, Any]:
+    try:
+        from nltk.tokenize import NLTKWordTokenizer
+        from nltk.tokenize.punkt import PunktSentenceTokenizer
+    except ImportError as exc:
+        raise ImportError(
+            "radabench: the reference-code text metrics (bleu1_code, rouge_l_code, f1_code) "
+            "tokenize with NLTK, which is not installed; `pip install nltk`, or use the "
+            "paper-standard metrics (text_metrics='paper')"
+        ) from exc
+    return PunktSentenceTokenizer(), NLTKWordTokenizer()
+
+
+def radabench_tokenize(text: str) -> list[str]:
+    """NLTK ``word_tokenize`` as far as it runs without data files: sentences from an
+    untrained ``PunktSentenceTokenizer``, then ``NLTKWordTokenizer`` on each (module notes).
+
+    The reference code calls ``word_tokenize(text.lower())``; lowercase before calling this.
+    """
+    sents, words = _nltk_tokenizers()
+    return [tok for s in sents.tokenize(text) for tok in words.tokenize(s)]
+
+
+def set_f1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
+    """Unique-token F1: ``P = |H ∩ R| / |H|``, ``R = |H ∩ R| / |R|``, ``2PR / (P + R)`` on the
+    token sets; 0 when either set is empty or nothing is shared."""
+    h, r = set(hyp_tokens), set(ref_tokens)
+    if not h or not r:
+        return 0.0
+    common = len(h & r)
+    p, rec = common / len(h), common / len(r)
+    return 0.0 if p + rec == 0 else 2 * (p * rec) / (p + rec)
+
+
+def bleu1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
+    """NLTK ``sentence_bleu([ref], hyp, weights=(1, 0, 0, 0), smoothing_function=
+    SmoothingFunction().method1)``.
+
+    With one reference this is ``BP * p1``: ``p1`` = clipped unigram matches / ``|hyp|``;
+    ``BP = 1`` if ``|hyp| > |ref|``, else ``exp(1 - |ref| / |hyp|)``; 0 when no unigram
+    matches (NLTK returns 0 before smoothing) or the hypothesis is empty. ``method1`` only
+    smooths the zero-weighted higher orders, so it does not change the value.
+    """
+    c, r = len(hyp_tokens), len(ref_tokens)
+    if c == 0:
+        return 0.0
+    ref_counts: dict[str, int] = {}
+    for t in ref_tokens:
+        ref_counts[t] = ref_counts.get(t, 0) + 1
+    hyp_counts: dict[str, int] = {}
+    for t in hyp_tokens:
+        hyp_counts[t] = hyp_counts.get(t, 0) + 1
+    matches = sum(min(k, ref_counts.get(t, 0)) for t, k in hyp_counts.items())
+    if matches == 0:
+        return 0.0
+    bp = 1.0 if c > r else math.exp(1 - r / c)
+    # NLTK: bp * exp(fsum(w_n * log p_n)); with weights (1, 0, 0, 0) that is exp(log p1).
+    return bp * math.exp(math.log(matches / c))
+
+
+def _rouge_sentences(text: str) -> list[list[str]]:
+    """``rouge`` 1.0.1 preprocessing: split on ".", drop empty pieces, collapse whitespace,
+    then words = ``sentence.split(" ")`` (so a whitespace-only piece is the one word "")."""
+    return [" ".join(piece.split()).split(" ") for piece in text.split(".") if len(piece) > 0]
+
+
+def _lcs_word_set(x: Sequence[str], y: Sequence[str]) -> set[str]:
+    """Words of the LCS of x (reference sentence) and y (candidate sentence), reconstructed
+    as ``rouge`` 1.0.1 does: from the end, a match steps diagonally, otherwise step up
+    (x shorter) when ``table[i-1][j] > table[i][j-1]`` and left otherwise."""
+    n, m = len(x), len(y)
+    table = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(1, n + 1):
+        xi, row, above = x[i - 1], table[i], table[i - 1]
+        for j in range(1, m + 1):
+            if xi == y[j - 1]:
+                row[j] = above[j - 1] + 1
+            else:
+                row[j] = max(above[j], row[j - 1])
+    out: set[str] = set()
+    i, j = n, m
+    while i > 0 and j > 0:
+        if x[i - 1] == y[j - 1]:
+            out.add(x[i - 1])
+            i -= 1
+            j -= 1
+        elif table[i - 1][j] > table[i][j - 1]:
+            i -= 1
+        else:
+            j -= 1
+    return out
+
+
+def rouge_l_code(hyp: str, ref: str) -> float:
+    """ROUGE-L F of the ``rouge`` 1.0.1 package (``Rouge().get_scores(hyp, ref)[0]["rouge-l"]
+    ["f"]``), summary-level union LCS with its set semantics (``exclusive=True``).
+
+    Sentences are the non-empty pieces of the text split on "." (whitespace collapsed), words
+    are split on single spaces, case is kept. With ``U`` = the set of words that occur in the
+    LCS of some (reference sentence, candidate sentence) pair, ``m`` and ``n`` the numbers of
+    distinct reference and candidate words: ``R = |U| / m``, ``P = |U| / n``,
+    ``F = 2PR / (P + R + 1e-8)``. Raises ValueError when either text has no sentence (the
+    package raises too; the RadA code then scores 0). Unlike the package (a recursive LCS
+    reconstruction), very long sentences do not hit Python's recursion limit here.
+
+    >>> round(rouge_l_code("the liver is normal", "the liver is enlarged"), 6)
+    0.75
+    """
+    hs, rs = _rouge_sentences(hyp), _rouge_sentences(ref)
+    if not hs:
+        raise ValueError("rouge_l_code: the hypothesis has no sentence")
+    if not rs:
+        raise ValueError("rouge_l_code: the reference has no sentence")
+    m = len({w for s in rs for w in s})
+    n = len({w for s in hs for w in s})
+    union: set[str] = set()
+    for r in rs:
+        for h in hs:
+            union |= _lcs_word_set(r, h)
+    llcs = len(union)
+    r_lcs = llcs / m
+    p_lcs = llcs / n
+    return 2.0 * ((p_lcs * r_lcs) / (p_lcs + r_lcs + 1e-8))
+
+
+def final_response_scores_code(
+    hypothesis: str | None, reference: str | None
+) -> tuple[float, float, float]:
+    """``(f1, bleu1, rouge_l)`` of one final response exactly as the reference code's
+    ``calculate_metrics`` computes them (module notes); (0, 0, 0) for a missing or empty text
+    or when either side has no token."""
+    if not reference or not hypothesis:
+        return 0.0, 0.0, 0.0
+    ref_tokens = radabench_tokenize(reference.lower())
+    hyp_tokens = radabench_tokenize(hypothesis.lower())
+    if not ref_tokens or not hyp_tokens:
+        return 0.0, 0.0, 0.0
+    f1 = set_f1_code(hyp_tokens, ref_tokens)
+    bleu = bleu1_code(hyp_tokens, ref_tokens)
+    try:
+        rl = rouge_l_code(hypothesis, reference)
+    except (ValueError, ZeroDivisionError):
+        rl = 0.0
+    return f1, bleu, rl
+
+
+def final_response_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, np.ndarray]:
+    """Paper-standard final-response metrics through ``tumorboard.text`` (module notes), one
+    value per pair: ``"bleu"`` = sacrebleu sentence BLEU (13a, exp smoothing, effective order)
+    / 100, ``"rouge_l"`` = rouge-score ROUGE-L F-measure (its tokenizer, no stemmer), ``"f1"``
+    = unique-token F1 over rouge-score tokens (:func:`tumorboard.text.set_f1`)."""
+    from .. import text
+
+    hyps, refs = list(hyps), list(refs)
+    bleu = text.bleu(hyps, refs)
+    rouge_l = text.rouge(hyps, refs, types=("rougeL",))["rougeL"].fmeasure
+    f1 = text.set_f1(hyps, refs)
+    return {
+        "bleu": np.asarray(bleu.score, dtype=np.float64) / 100.0,
+        "rouge_l": np.asarray(rouge_l, dtype=np.float64),
+        "f1": np.asarray(f1, dtype=np.float64),
+    }
+
+
+# ------------------------------------------------------------------------------------- scorer
+
+
+def _selection_scores(frame: pl.DataFrame, where: str) -> pl.DataFrame:
+    """_ots = mean over a case's selection steps of (N - R + 1) / N (null without steps)."""
+    require_columns(frame, ["selection_ranks", "selection_sizes"], where=f"{where} (selection)")
+    for col in ("selection_ranks", "selection_sizes"):
+        dt = frame.schema[col]
+        if not (isinstance(dt, pl.List) and (dt.inner.is_integer() or dt.inner == pl.Null)):
+            raise TypeError(f"{where}: column {col!r} must be list[int], got {dt}")
+    lr = frame.get_column("selection_ranks").list.len().fill_null(0)
+    ls = frame.get_column("selection_sizes").list.len().fill_null(0)
+    if (lr != ls).any():
+        i = int((lr != ls).arg_true()[0])
+        raise ValueError(
+            f"{where}: row {i} has {lr[i]} selection_ranks but {ls[i]} selection_sizes; expected "
+            "one rank and one candidate count per selection step"
+        )
+    steps = (
+        frame.select("_row", "selection_ranks", "selection_sizes")
+        .filter(pl.col("selection_ranks").list.len() > 0)
+        .explode(["selection_ranks", "selection_sizes"])
+    )
+    r, n = pl.col("selection_ranks"), pl.col("selection_sizes")
+    bad = steps.filter(r.is_null() | n.is_null() | (n < 1) | (r < 1) | (r > n))
+    if bad.height:
+        raise ValueError(
+            f"{where}: selection step at row {bad['_row'][0]} has rank {bad['selection_ranks'][0]} "
+            f"of {bad['selection_sizes'][0]} candidates; expected 1 <= rank <= candidates"
+        )
+    per = steps.group_by("_row").agg(((n - r + 1) / n).mean().alias("_ots"))
+    return frame.join(per, on="_row", how="left").sort("_row")
+
+
+def _win_rate_code(frame: pl.DataFrame) -> pl.DataFrame:
+    """_ots_code: (index of the best called candidate + 1) / N, 0 if none (null without list)."""
+    ids = "called_tool_ids" if "called_tool_ids" in frame.columns else "called_tools"
+    cand = (
+        frame.select("_row", pl.col("candidate_tools").alias("_c"))
+        .filter(pl.col("_c").is_not_null())
+        .with_columns(pl.col("_c").list.len().alias("_N"))
+        .explode("_c")
+        .filter(pl.col("_c").is_not_null())
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("_row").alias("_idx"))
+    )
+    called = (
+        frame.select("_row", pl.col(ids).alias("_c"))
+        .explode("_c")
+        .filter(pl.col("_c").is_not_null())
+        .unique()
+    )
+    best = (
+        cand.join(called, on=["_row", "_c"], how="inner")
+        .group_by("_row")
+        .agg(((pl.col("_idx").max() + 1) / pl.col("_N").first()).alias("_best"))
+    )
+    out = frame.join(best, on="_row", how="left").sort("_row")
+    return out.with_columns(
+        pl.when(pl.col("candidate_tools").is_not_null())
+        .then(pl.col("_best").fill_null(0.0))
+        .alias("_ots_code")
+    ).drop("_best")
+
+
+def _unsolvability(
+    frame: pl.DataFrame, has_log: bool, where: str
+) -> tuple[pl.DataFrame, list[tuple[str, str, pl.Expr | None]]]:
+    if "unsolvable" in frame.columns:
+        uns = bool_column(frame, "unsolvable", where=where, null_as=False)
+    elif "missing_category" in frame.columns:
+        uns = frame.get_column("missing_category").is_not_null()
+    else:
+        return frame, []
+    frame = frame.with_columns(uns.alias("_unsolvable"))
+    mask = pl.col("_unsolvable")
+    specs: list[tuple[str, str, pl.Expr | None]] = []
+    if "aware" in frame.columns:
+        frame = frame.with_columns(
+            bool_column(frame, "aware", where=where, null_as=False).alias("_aware")
+        )
+    elif has_log:
+        frame = frame.with_columns(
+            pl.col("log").fill_null("").str.contains(_DENY, literal=True).alias("_aware")
+        )
+    if "_aware" in frame.columns:
+        specs.append(("unsolvability_awareness_rate", "_aware", mask))
+    if "grounded" in frame.columns:
+        frame = frame.with_columns(
+            bool_column(frame, "grounded", where=where, null_as=False).alias("_grounded")
+        )
+    elif has_log and "missing_category" in frame.columns and "_aware" in frame.columns:
+        first_category = pl.col("log").fill_null("").str.extract(_CATEGORY, 1)
+        named = first_category.str.contains(pl.col("missing_category").fill_null(""),
+                                            literal=True)  # fmt: skip
+        frame = frame.with_columns((pl.col("_aware") & named.fill_null(False)).alias("_grounded"))
+    if "_grounded" in frame.columns:
+        specs.append(("unsolvability_grounding_rate", "_grounded", mask))
+    return frame, specs
+
+
+def _text_metrics(
+    frame: pl.DataFrame, which: str, has_log: bool, where: str
+) -> tuple[pl.DataFrame, list[tuple[str, str, pl.Expr | None]]]:
+    if frame.schema["reference_answer"] not in (pl.String, pl.Null):
+        raise TypeError(f"{where}: column 'reference_answer' must hold strings")
+    if "response" in frame.columns:
+        if frame.schema["response"] not in (pl.String, pl.Null):
+            raise TypeError(f"{where}: column 'response' must hold strings")
+        frame = frame.with_columns(pl.col("response").fill_null("").alias("_response"))
+    elif has_log:
+        conclusion = (
+            pl.col("log").str.extract(r"(?s)Conclusion:(.*)", 1).str.split("\n\n").list.first()
+        )
+        frame = frame.with_columns(conclusion.str.strip_chars().fill_null("").alias("_response"))
+    else:
+        raise ValueError(
+            f"{where}: the text metrics need a 'response' column (or a 'log' to take the "
+            "conclusion from) next to 'reference_answer'"
+        )
+    has_ref = pl.col("reference_answer").is_not_null()
+    sub = frame.filter(has_ref)
+    hyps = sub.get_column("_response").to_list()
+    refs = sub.get_column("reference_answer").to_list()
+    specs: list[tuple[str, str, pl.Expr | None]] = []
+    cols: dict[str, np.ndarray] = {}
+    if which in ("paper", "both") and sub.height:
+        scores = final_response_scores(hyps, refs)
+        cols.update({"_bleu": scores["bleu"], "_rouge_l": scores["rouge_l"], "_f1": scores["f1"]})
+        specs += [("bleu", "_bleu", has_ref), ("rouge_l", "_rouge_l", has_ref),
+                  ("f1", "_f1", has_ref)]  # fmt: skip
+    if which in ("code", "both") and sub.height:
+        pairs = zip(hyps, refs, strict=True)
+        triples = np.array([final_response_scores_code(h, r) for h, r in pairs],
+                           dtype=np.float64).reshape(-1, 3)  # fmt: skip
+        cols.update({"_f1_code": triples[:, 0], "_bleu1_code": triples[:, 1],
+                     "_rouge_l_code": triples[:, 2]})  # fmt: skip
+        if has_log:
+            log = pl.col("log").fill_null("")
+            err = log.str.contains("Error", literal=True) | log.str.contains("error", literal=True)
+        else:
+            err = ~pl.col("_done")
+        keep = has_ref & ~err
+        specs += [("bleu1_code", "_bleu1_code", keep), ("rouge_l_code", "_rouge_l_code", keep),
+                  ("f1_code", "_f1_code", keep)]  # fmt: skip
+    if cols:
+        values = sub.select("_row").with_columns(
+            *(pl.Series(name, v, dtype=pl.Float64) for name, v in cols.items())
+        )
+        frame = frame.join(values, on="_row", how="left").sort("_row")
+    return frame, specs
+
+
+def _list_str(frame: pl.DataFrame, col: str, where: str) -> None:
+    dt = frame.schema[col]
+    if not (isinstance(dt, pl.List) and dt.inner in (pl.String, pl.Null)):
+        raise TypeError(f"{where}: column {col!r} must be list[str], got {dt}")
+
+
+def _chain_stats(frame: pl.DataFrame, pred: str, gt: str) -> pl.DataFrame:
+    """Per row (_row): _nin (called tools not in gt), _pos (positional hits), _run (longest
+    common contiguous run), computed with joins on exploded chains (no Python loop)."""
+    p = (
+        frame.select("_row", pl.col(pred).alias("_t"))
+        .explode("_t")
+        .filter(pl.col("_t").is_not_null())
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("_row").alias("_i"))
+    )
+    g = (
+        frame.select("_row", pl.col(gt).alias("_t"))
+        .explode("_t")
+        .filter(pl.col("_t").is_not_null())
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("_row").alias("_j"))
+    )
+    gset = g.select("_row", "_t").unique().with_columns(pl.lit(True).alias("_in"))
+    nin = (
+        p.join(gset, on=["_row", "_t"], how="left")
+        .group_by("_row")
+        .agg(pl.col("_in").is_null().sum().cast(pl.Int64).alias("_nin"))
+    )
+    pos = (
+        p.join(g, left_on=["_row", "_i"], right_on=["_row", "_j"], how="inner")
+        .filter(pl.col("_t") == pl.col("_t_right"))
+        .group_by("_row")
+        .agg(pl.len().cast(pl.Int64).alias("_pos"))
+    )
+    # matches (i, j) on the same diagonal i - j with consecutive i form a contiguous run
+    runs = (
+        p.join(g, on=["_row", "_t"], how="inner")
+        .with_columns((pl.col("_i") - pl.col("_j")).alias("_d"))
+        .sort(["_row", "_d", "_i"])
+        .with_columns(
+            (pl.col("_i") - pl.col("_i").shift(1).over(["_row", "_d"]) != 1)
+            .fill_null(True)
+            .cum_sum()
+            .over(["_row", "_d"])
+            .alias("_seg")
+        )
+        .group_by(["_row", "_d", "_seg"])
+        .agg(pl.len().alias("_len"))
+        .group_by("_row")
+        .agg(pl.col("_len").max().cast(pl.Int64).alias("_run"))
+    )
+    out = frame.select("_row")
+    for part in (nin, pos, runs):
+        out = out.join(part, on="_row", how="left")
+    return out.with_columns(pl.col("_nin", "_pos", "_run").fill_null(0))
+
+
+def radabench(
+    df: Any,
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    cluster: str | None = None,
+    text_metrics: Literal["paper", "code", "both", "none"] = "paper",
+) -> Report:
+    """Score RadA-BenchPlat runs (metric definitions: module docstring).
+
+    Every metric is a mean of per-case values with a bootstrap percentile CI
+    (:func:`tumorboard.score.summarize`). Metrics defined on a subset (pre-failure progress on
+    failed cases, the ``_code`` tool-chain variants on completed cases, unsolvability on
+    unsolvable cases, the code's text metrics on cases without "error" in the log) are averaged
+    over that subset, whose size is ``n``.
+
+    Parameters
+    ----------
+    df : polars DataFrame or LazyFrame, or pyarrow Table
+        One row per case (one query answered by one agent). Required columns:
+
+        * ``model`` (str);
+        * ``gt_tools`` (list[str]): the ground-truth chain of tool categories (non-empty);
+        * ``called_tools`` (list[str]): the categories of the tools the agent called, in
+          order (null = none).
+
+        Optional columns (each enables the metrics that need it):
+
+        * ``track``, ``tools``, ``task`` (e.g. the chain id or "single-hop"; without it every
+          case is in task "all" and there is no overall row);
+        * ``completed`` (bool): ran without an execution error. Without it, a ``log`` column
+          gives it (no ``Error Type: ...Traceback:`` block); without either, completion,
+          target-hit and pre-failure metrics are skipped and the ``_code`` variants use all
+          cases;
+        * ``log`` (str): the raw run log; also gives ``response`` (the conclusion), the
+          "error" exclusion of the code's text metrics and, for unsolvable cases, ``aware`` and
+          ``grounded``;
+        * ``plan_tools`` (list[str]): the planned chain; adds ``plan_levenshtein``
+          (d(plan, called)) and ``plan_gt_levenshtein`` (d(gt, plan));
+        * ``selection_ranks`` and ``selection_sizes`` (list[int]): rank R (1 = best) of the
+          tool chosen at each selection step and the number N of candidates;
+          ``optimal_tool_score``;
+        * ``candidate_tools`` (list[str], worst to best) with ``called_tool_ids`` (list[str];
+          default: ``called_tools``): ``optimal_tool_score_code``;
+        * ``milestone`` (str): the key category; ``milestone_hit_rate``;
+        * ``unsolvable`` (bool) or ``missing_category`` (str, null on solvable cases), with
+          ``aware`` and ``grounded`` (bool) or a ``log``: the unsolvability rates;
+        * ``response`` and ``reference_answer`` (str): the text metrics.
+    n_resamples, level, seed : bootstrap options.
+    cluster : str, optional
+        A column whose values are resampled whole (e.g. the imaging case id).
+    text_metrics : {"paper", "code", "both", "none"}, default "paper"
+        Which final-response metrics to compute when ``reference_answer`` is present ("code"
+        and "both" need NLTK).
+
+    Returns
+    -------
+    Report
+    """
+    where = "radabench"
+    if text_metrics not in ("paper", "code", "both", "none"):
+        raise ValueError(
+            f"text_metrics: expected 'paper', 'code', 'both' or 'none', got {text_metrics!r}"
+        )
+    frame = as_frame(df)
+    require_columns(frame, REQUIRED, optional=OPTIONAL, where=where)
+    if frame.height == 0:
+        raise ValueError(f"{where}: the input frame has no rows")
+    if cluster is not None:
+        require_columns(frame, [cluster], where=f"{where}(cluster={cluster!r})")
+    frame = with_defaults(frame, where=where)
+    frame = frame.with_columns(
+        string_column(frame, "model", where=where),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+    )
+    has_task = "task" in frame.columns
+    if has_task:
+        frame = frame.with_columns(string_column(frame, "task", where=where))
+    for col in ("gt_tools", "called_tools", "plan_tools", "called_tool_ids", "candidate_tools"):
+        if col in frame.columns:
+            _list_str(frame, col, where)
+    empty = pl.lit([], dtype=pl.List(pl.String))
+    frame = frame.with_columns(pl.col("called_tools").fill_null(empty))
+    gt_len = frame.get_column("gt_tools").list.len().fill_null(0)
+    if (gt_len == 0).any():
+        i = int((gt_len == 0).arg_true()[0])
+        raise ValueError(f"{where}: gt_tools at row {i} is missing or empty")
+    has_log = "log" in frame.columns
+    if has_log and frame.schema["log"] not in (pl.String, pl.Null):
+        raise TypeError(f"{where}: column 'log' must hold strings, got {frame.schema['log']}")
+
+    # ---- completion
+    has_completed = "completed" in frame.columns or has_log
+    if "completed" in frame.columns:
+        frame = frame.with_columns(bool_column(frame, "completed", where=where).alias("_done"))
+    elif has_log:
+        frame = frame.with_columns(
+            (~pl.col("log").fill_null("").str.contains(_FAILURE)).alias("_done")
+        )
+    else:
+        frame = frame.with_columns(pl.lit(True).alias("_done"))
+
+    # ---- tool-chain metrics
+    stats = _chain_stats(frame, "called_tools", "gt_tools")
+    frame = frame.join(stats, on="_row", how="left").sort("_row")
+    gt_list = frame.get_column("gt_tools").to_list()
+    called = frame.get_column("called_tools").to_list()
+    n_called = pl.col("called_tools").list.len()
+    n_gt = pl.col("gt_tools").list.len()
+    frame = frame.with_columns(
+        pl.Series("_lev", sequence_levenshtein(gt_list, called), dtype=pl.Float64),
+        pl.when(n_called > 0).then(pl.col("_nin") / n_called).otherwise(0.0).alias("_fdr"),
+        (pl.col("_nin") / pl.max_horizontal(n_called, n_gt)).alias("_red_code"),
+        (pl.col("_pos") / n_gt).alias("_tma"),
+        (pl.col("_run") / n_gt).alias("_tma_code"),
+        (n_called / n_gt).alias("_prefail"),
+        (
+            pl.col("_done")
+            & (n_called > 0)
+            & (pl.col("called_tools").list.last() == pl.col("gt_tools").list.last())
+        )
+        .fill_null(False)
+        .alias("_target"),
+    )
+    done = pl.col("_done")
+    specs: list[tuple[str, str, pl.Expr | None]] = [
+        ("tool_chain_levenshtein", "_lev", None),
+        ("false_discovery_rate", "_fdr", None),
+        ("tool_matching_accuracy", "_tma", None),
+        ("redundancy_rate_code", "_red_code", done),
+        ("tool_matching_accuracy_code", "_tma_code", done),
+    ]
+    if has_completed:
+        specs += [
+            ("execution_completion_rate", "_done", None),
+            ("pre_failure_progress", "_prefail", ~done),
+            ("target_hit_rate", "_target", None),
+        ]
+    if "plan_tools" in frame.columns:
+        has_plan = pl.col("plan_tools").is_not_null()
+        plan = frame.get_column("plan_tools").fill_null(empty).to_list()
+        frame = frame.with_columns(
+            pl.Series("_plan_lev", sequence_levenshtein(plan, called), dtype=pl.Float64),
+            pl.Series("_plan_gt_lev", sequence_levenshtein(gt_list, plan), dtype=pl.Float64),
+        )
+        specs += [("plan_levenshtein", "_plan_lev", has_plan),
+                  ("plan_gt_levenshtein", "_plan_gt_lev", has_plan)]  # fmt: skip
+    if "selection_ranks" in frame.columns or "selection_sizes" in frame.columns:
+        frame = _selection_scores(frame, where)
+        specs.append(("optimal_tool_score", "_ots", pl.col("_ots").is_not_null()))
+    if "candidate_tools" in frame.columns:
+        frame = _win_rate_code(frame)
+        specs.append(
+            ("optimal_tool_score_code", "_ots_code", pl.col("candidate_tools").is_not_null())
+        )
+    if "milestone" in frame.columns:
+        if frame.schema["milestone"] not in (pl.String, pl.Null):
+            raise TypeError(
+                f"{where}: column 'milestone' must hold category names, got "
+                f"{frame.schema['milestone']}"
+            )
+        frame = frame.with_columns(
+            pl.col("called_tools").list.contains(pl.col("milestone")).alias("_milestone")
+        )
+        specs.append(("milestone_hit_rate", "_milestone", pl.col("milestone").is_not_null()))
+    frame, unsolvable_specs = _unsolvability(frame, has_log, where)
+    specs += unsolvable_specs
+
+    # ---- final-response text metrics
+    if "reference_answer" in frame.columns and text_metrics != "none":
+        frame, text_specs = _text_metrics(frame, text_metrics, has_log, where)
+        specs += text_specs
+
+    group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
+    parts = []
+    for metric, value, mask in specs:
+        sub = frame if mask is None else frame.filter(mask)
+        if sub.height == 0:
+            continue
+        parts.append(
+            summarize(
+                sub,
+                value=value,
+                benchmark=BENCHMARK,
+                metric=metric,
+                group_cols=group_cols,
+                cluster=cluster,
+                n_resamples=n_resamples,
+                level=level,
+                seed=seed,
+                overall=has_task,
+            )  # fmt: skip
+        )
+    notes = (
+        "Paper metrics over all cases; *_code metrics reproduce the reference code (redundancy "
+        "over max(|pred|,|gt|), longest common contiguous run, on completed cases; win-rate scan "
+        "from the end of the candidate list).",
+        "pre_failure_progress = |called|/|gt| on failed cases only; target_hit_rate = completed "
+        "and last called category == last ground-truth category, over all cases.",
+    )
+    return Report(sort_table(pl.concat(parts, how="vertical")), benchmark=BENCHMARK,
+                  title="RadA-BenchPlat", notes=notes)  # fmt: skip

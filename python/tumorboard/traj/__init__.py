@@ -1,0 +1,37 @@
+"""Trajectory storage: a versioned Arrow schema, a Parquet-backed :class:`Store`, the
+:class:`Recorder` harnesses call, and importers for existing agent logs.
+
+    from tumorboard.traj import Recorder, Store
+
+    store = Store("store")
+    with Recorder(store, benchmark="mtbbench", track="multimodal", model="gpt-4o") as rec:
+        with rec.item(patient_id="104", item_id="q3", task="digital_pathology",
+                      question=text, options=options, gold="C") as it:
+            it.request_files(["PrimaryTumor_HE_104.jpg"], available=files)
+            it.answer(response)
+    store.items(with_runs=True).group_by("model", "task").agg(pl.col("correct").mean())
+
+The schema is documented in docs/trajectory-schema.md.
+"""
+
+from __future__ import annotations
+
+from .importers import FORMATS, ImportReport, import_logs
+from .recorder import FlushInfo, ItemRecorder, Recorder
+from .schema import SCHEMA_VERSION, conform, schema_of
+from .store import CompactionResult, Store, StoreVersionError
+
+__all__ = [
+    "FORMATS",
+    "SCHEMA_VERSION",
+    "CompactionResult",
+    "FlushInfo",
+    "ImportReport",
+    "ItemRecorder",
+    "Recorder",
+    "Store",
+    "StoreVersionError",
+    "conform",
+    "import_logs",
+    "schema_of",
+]

@@ -1,0 +1,73 @@
+"""Shared pieces of the log importers: options, the per-file result and the error type."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class MalformedLog(ValueError):
+    """A log file that cannot be imported; the message is the reason shown in the report."""
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """Options of one import (see :func:`tumorboard.traj.import_logs`)."""
+
+    track: str | None = None
+    model: str | None = None
+    model_map: Mapping[str, str] = field(default_factory=dict)
+    benchmark: str | None = None
+    field_map: Mapping[str, str] = field(default_factory=dict)
+    run_name: str | None = None
+
+
+@dataclass
+class Parsed:
+    """Rows from one log file.
+
+    ``unit`` is the (run_id, patient_id) the file covers when a file holds exactly one patient
+    of one run (MTBBench); only the newest file (largest ``order``) of a unit is imported.
+    """
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    unit: tuple[str, str] | None = None
+    order: float = 0.0
+
+
+def json_text(value: Any) -> str | None:
+    """JSON text of a value (None stays None)."""
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def input_text(value: Any) -> str | None:
+    """An events.input value: text that already is JSON stays as is, other text is encoded as
+    a JSON string, other values as JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError:
+            return json.dumps(value, ensure_ascii=False)
+        return value
+    return json_text(value)
+
+
+def run_key(*parts: Any) -> str:
+    """A deterministic run id from its identifying parts, e.g. ``mtbbench:multimodal:gpt-4o:
+    tools``."""
+    return ":".join(str(p) for p in parts if p is not None and p != "")
+
+
+def dedupe(names: list[str]) -> tuple[list[str], bool]:
+    """Names without repeats (first occurrence kept) and whether there were repeats."""
+    out = list(dict.fromkeys(names))
+    return out, len(out) != len(names)

@@ -1,0 +1,421 @@
+"""MTBBench chat logs (Vasilev et al., NeurIPS 2025; ``neurips25/models/agent*.py``).
+
+Layout: ``<model folder>/<patient>_chatlog_<unix_ts>.json``. Each file is a JSON list of question
+records ``{question, answer, response, correct, files_accessed, files_hallucinated,
+question_time}`` followed by one ``{"conversation": [...]}`` entry (the whole chat), which is
+stored as events, attributed to the questions by the ``Question:`` prompts of the user.
+
+Runs: a folder named ``<model>-with-tools`` is the tool-augmented run of ``<model>``
+(tools=True); ``model_map`` renames folders to display names. The run id is
+``mtbbench:<track>:<model>:tools|no-tools[:<run_name>]``.
+
+Tracks and tasks:
+
+* ``multimodal`` (HANCOCK, 15 questions per patient): the task comes from the position,
+  0-8 digital_pathology, 9-12 hematology, 13-14 outcome_recurrence.
+* ``longitudinal`` (MSK-CHORD, varying count): from the wording: "recur" -> recurrence,
+  "alive"/"surviv" -> outcome, "progress" -> progression.
+
+Detection (without ``track``): longitudinal when every question of the file matches a
+longitudinal wording, else multimodal (a multimodal file opens with pathology questions).
+
+Quirks handled (each leaves a flag on the item): ``correct`` missing (graded by the first
+letter of the response against the gold letter, ``correct_source="graded"``; "missing" when
+there is no response), responses that are not a clean letter (``response_unclean``),
+duplicate file names (``duplicate_files_accessed`` / ``duplicate_files_hallucinated``, stored
+once), no options in the question (``no_options``), a gold letter outside the options
+(``gold_not_in_options``), unexpected question counts (``unexpected_question_count``) and
+positions past the last known task (``task_unknown``). Patient ids may contain ``_`` and
+``-``: the file name is split on its last ``_chatlog_``. Items are keyed by run and patient and
+the position in the file (``item_id = q<position>``), never by question text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ...harness.parsing import (
+    answer_letter,
+    mtbbench_correct,
+    mtbbench_valid,
+    parse_answer,
+    parse_conch,
+    parse_options,
+    parse_requests,
+    split_requests,
+)
+from ._common import ImportOptions, MalformedLog, Parsed, dedupe, json_text, run_key
+
+BENCHMARK = "mtbbench"
+TRACKS = ("multimodal", "longitudinal")
+TOOLS_SUFFIX = "-with-tools"
+MULTIMODAL_QUESTIONS = 15
+_CHATLOG = "_chatlog_"
+
+_LONGITUDINAL = (
+    ("recurrence", re.compile(r"\brecurr", re.IGNORECASE)),
+    ("outcome", re.compile(r"\balive\b|\bsurviv", re.IGNORECASE)),
+    ("progression", re.compile(r"\bprogress", re.IGNORECASE)),
+)
+_QUESTION_PROMPT = re.compile(r"(?:^|\n)\s*Question:\s")
+_REPROMPT = re.compile(r"^\s*Please provide the final answer", re.IGNORECASE)
+_FILE_TAG = re.compile(r"\[FILE:\s*([^\]]+?)\s*\]")
+_IHC = re.compile(r"\[IHCTool:\s*(.*?)\]")
+_IHC_IMAGE = re.compile(r"cells in (\S+?) are positively stained")
+_ANSWER_TAGS = re.compile(r"\[ANSWER:\s*([^\]]*)\]", re.IGNORECASE)
+
+
+def multimodal_task(position: int) -> str | None:
+    """HANCOCK task of the question at ``position`` (0-based) in a patient's log."""
+    if 0 <= position <= 8:
+        return "digital_pathology"
+    if 9 <= position <= 12:
+        return "hematology"
+    if 13 <= position <= 14:
+        return "outcome_recurrence"
+    return None
+
+
+def longitudinal_task(question: str) -> str | None:
+    """MSK-CHORD task from the question's wording (recurrence, outcome, progression)."""
+    for task, rx in _LONGITUDINAL:
+        if rx.search(question):
+            return task
+    return None
+
+
+def detect_track(questions: list[str]) -> str:
+    """ "longitudinal" when every question has a longitudinal wording, else "multimodal"."""
+    if questions and all(longitudinal_task(q) is not None for q in questions):
+        return "longitudinal"
+    return "multimodal"
+
+
+def split_filename(name: str) -> tuple[str, int | None]:
+    """(patient id, unix timestamp or None) of ``<patient>_chatlog_<ts>.json``; the patient id
+    may itself contain ``_`` or ``-``."""
+    stem = name[:-5] if name.lower().endswith(".json") else name
+    patient, sep, ts = stem.rpartition(_CHATLOG)
+    if not sep or not patient:
+        raise MalformedLog(f"file name {name!r} does not match <patient>_chatlog_<unix_ts>.json")
+    try:
+        return patient, int(ts)
+    except ValueError:
+        return patient, None
+
+
+def model_of(folder: str, model_map: dict[str, str] | Any, model: str | None) -> tuple[str, bool]:
+    """(display model name, tools) of a model folder name."""
+    tools = folder.endswith(TOOLS_SUFFIX)
+    base = folder[: -len(TOOLS_SUFFIX)] if tools else folder
+    if model is not None:
+        return model, tools
+    return model_map.get(folder, model_map.get(base, base)), tools
+
+
+def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The chat logs under ``src`` (a file or a folder searched recursively)."""
+    if src.is_file():
+        return [src], []
+    files: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    for path in sorted(src.rglob("*.json")):
+        rel = path.relative_to(src)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if _CHATLOG in path.name:
+            files.append(path)
+        else:
+            skipped.append(
+                (str(path), "not an MTBBench chat log (expected <patient>_chatlog_<unix_ts>.json)")
+            )
+    return files, skipped
+
+
+def _bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def _names(record: dict[str, Any], key: str, index: int) -> list[str]:
+    value = record.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MalformedLog(f"record {index}: {key!r} must be a list of file names")
+    return value
+
+
+def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
+    """Rows of one MTBBench chat log; raises MalformedLog with the reason."""
+    patient_id, ts = split_filename(path.name)
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
+        raise MalformedLog(f"not valid JSON ({exc})") from None
+    if not isinstance(doc, list):
+        raise MalformedLog(f"expected a JSON list of question records, got {type(doc).__name__}")
+    records: list[dict[str, Any]] = []
+    conversation: Any = None
+    for i, entry in enumerate(doc):
+        if not isinstance(entry, dict):
+            raise MalformedLog(f"entry {i}: expected an object, got {type(entry).__name__}")
+        if "conversation" in entry and "question" not in entry:
+            conversation = entry["conversation"]
+            continue
+        for key in ("question", "answer"):
+            if not isinstance(entry.get(key), str):
+                raise MalformedLog(f"record {i}: {key!r} is missing or not a string")
+        records.append(entry)
+    if not records:
+        raise MalformedLog("no question records")
+
+    questions = [r["question"] for r in records]
+    if opts.track is not None:
+        if opts.track not in TRACKS:
+            raise ValueError(f"track: expected one of {TRACKS}, got {opts.track!r}")
+        track = opts.track
+    else:
+        track = detect_track(questions)
+    model, tools = model_of(path.parent.name, opts.model_map, opts.model)
+    benchmark = opts.benchmark or BENCHMARK
+    run_id = run_key(benchmark, track, model, "tools" if tools else "no-tools", opts.run_name)
+    created = (
+        datetime.fromtimestamp(ts, timezone.utc)  # noqa: UP017 (py3.10 target)
+        if ts is not None and 0 <= ts < 2**33
+        else None
+    )
+
+    file_flags = []
+    if track == "multimodal" and len(records) != MULTIMODAL_QUESTIONS:
+        file_flags.append("unexpected_question_count")
+    items: list[dict[str, Any]] = []
+    for pos, rec in enumerate(records):
+        items.append(_item(rec, pos, run_id, patient_id, track, file_flags))
+
+    events, attempts, conv_flag = _events(conversation, records, run_id, patient_id)
+    for it, n in zip(items, attempts, strict=True):
+        it["attempts"] = n
+        if conv_flag:
+            it["flags"].append(conv_flag)
+    run = {
+        "run_id": run_id,
+        "benchmark": benchmark,
+        "track": track,
+        "model": model,
+        "tools": tools,
+        "created_at": created,
+        "config": json_text(
+            {"importer": "mtbbench", "folder": path.parent.name, "run_name": opts.run_name}
+        ),
+    }
+    return Parsed(
+        runs=[run],
+        items=items,
+        events=events,
+        unit=(run_id, patient_id),
+        order=float(ts) if ts is not None else 0.0,
+    )
+
+
+def _item(
+    rec: dict[str, Any], pos: int, run_id: str, patient_id: str, track: str, file_flags: list[str]
+) -> dict[str, Any]:
+    flags = list(file_flags)
+    question, answer = rec["question"], rec["answer"]
+    options = list(parse_options(question))
+    if not options:
+        flags.append("no_options")
+    gold = answer_letter(answer)
+    if gold is None:
+        flags.append("gold_unparsed")
+    elif options and gold not in {o[0] for o in options}:
+        flags.append("gold_not_in_options")
+    if track == "multimodal":
+        task = multimodal_task(pos)
+    else:
+        task = longitudinal_task(question)
+    if task is None:
+        task = "unknown"
+        flags.append("task_unknown")
+
+    response = rec.get("response")
+    if response is not None and not isinstance(response, str):
+        response = json.dumps(response)
+        flags.append("response_not_text")
+    parsed = None
+    if response is None or not response.strip():
+        flags.append("response_missing")
+    else:
+        parsed = parse_answer(response, options=options or None, tag_content=True).letter
+        if not mtbbench_valid(response):
+            flags.append("response_unclean")
+
+    if "correct" in rec and _bool(rec["correct"]) is not None:
+        correct: bool | None = _bool(rec["correct"])
+        source = "log"
+        if not isinstance(rec["correct"], bool):
+            flags.append("correct_coerced")
+    else:
+        if "correct" in rec:
+            flags.append("correct_invalid")
+        correct = mtbbench_correct(response, answer)
+        source = "missing" if correct is None else "graded"
+
+    accessed, dup_a = dedupe(_names(rec, "files_accessed", pos))
+    hallucinated, dup_h = dedupe(_names(rec, "files_hallucinated", pos))
+    if dup_a:
+        flags.append("duplicate_files_accessed")
+    if dup_h:
+        flags.append("duplicate_files_hallucinated")
+    latency = rec.get("question_time")
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)):
+        if latency is not None:
+            flags.append("question_time_invalid")
+        latency = None
+    return {
+        "run_id": run_id,
+        "patient_id": patient_id,
+        "item_id": f"q{pos}",
+        "position": pos,
+        "task": task,
+        "question": question,
+        "options": options,
+        "gold": gold,
+        "gold_text": answer,
+        "response": response,
+        "parsed_answer": parsed,
+        "correct": correct,
+        "correct_source": source,
+        "n_files": len(accessed),
+        "files_accessed": accessed,
+        "files_hallucinated": hallucinated,
+        "latency_s": float(latency) if latency is not None else None,
+        "attempts": None,
+        "flags": flags,
+    }
+
+
+def _events(
+    conversation: Any, records: list[dict[str, Any]], run_id: str, patient_id: str
+) -> tuple[list[dict[str, Any]], list[int | None], str | None]:
+    """Events of the trailing conversation, the attempts per question, and a flag for all
+    items when the conversation is missing, malformed or does not line up with the records."""
+    n = len(records)
+    if conversation is None:
+        return [], [None] * n, None
+    if not isinstance(conversation, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in conversation
+    ):
+        return [], [None] * n, "conversation_malformed"
+
+    # which question each message belongs to (-1: before the first question)
+    owner: list[int] = []
+    q = -1
+    prompts: list[int] = []
+    for idx, m in enumerate(conversation):
+        if m["role"] == "user" and _QUESTION_PROMPT.search(m["content"]):
+            q += 1
+            prompts.append(idx)
+        owner.append(q)
+    aligned = len(prompts) == n and all(
+        _snippet(records[k]["question"]) in _squash(conversation[prompts[k]]["content"])
+        for k in range(n)
+    )
+    flag = None if aligned else "conversation_unaligned"
+
+    events: list[dict[str, Any]] = []
+    steps: dict[str | None, int] = {}
+    reprompts = [0] * n
+    available: list[str] = []
+
+    def add(item_id: str | None, **row: Any) -> None:
+        step = steps.get(item_id, 0)
+        steps[item_id] = step + 1
+        events.append(
+            {"run_id": run_id, "patient_id": patient_id, "item_id": item_id, "step": step, **row}
+        )
+
+    for idx, m in enumerate(conversation):
+        role, content = m["role"], m["content"]
+        item_id = f"q{owner[idx]}" if aligned and owner[idx] >= 0 else None
+        if role == "user" and "New files available" in content:
+            available = _FILE_TAG.findall(content.split("New files available", 1)[1])
+        if role == "user" and _REPROMPT.search(content):
+            if aligned and owner[idx] >= 0:
+                reprompts[owner[idx]] += 1
+            add(item_id, role=role, kind="reprompt", output=content)
+            continue
+        add(item_id, role=role, kind="message", output=content)
+        if role == "assistant":
+            requested = parse_requests(content)
+            if requested:
+                split = split_requests(requested, available) if available else None
+                add(
+                    item_id,
+                    role=role,
+                    kind="file_access",
+                    input=json_text({"requested": requested}),
+                    output=json_text(
+                        {"accessed": list(split.accessed), "hallucinated": list(split.hallucinated)}
+                    )
+                    if split
+                    else None,
+                    ok=(not split.hallucinated) if split else None,
+                )
+            nxt = conversation[idx + 1]["content"] if idx + 1 < len(conversation) else None
+            for call in parse_conch(content):
+                failed = nxt is not None and "[ERROR" in nxt
+                add(
+                    item_id,
+                    role="tool",
+                    kind="tool_call",
+                    tool="conch",
+                    input=json_text({"image": call.image, "options": list(call.options)}),
+                    output=nxt,
+                    ok=None if nxt is None else not failed,
+                    error=nxt if failed else None,
+                )
+            tags = _ANSWER_TAGS.findall(content)
+            if tags:
+                add(
+                    item_id,
+                    role=role,
+                    kind="answer",
+                    output=tags[-1].strip(),
+                    ok=mtbbench_valid(tags[-1]),
+                )
+        elif role == "user":
+            for text in _IHC.findall(content):
+                image = _IHC_IMAGE.search(text)
+                if image is None:
+                    continue  # the disclaimer line
+                add(
+                    item_id,
+                    role="tool",
+                    kind="tool_call",
+                    tool="ihc",
+                    input=json_text({"image": image.group(1)}),
+                    output=text,
+                    ok=True,
+                )
+    attempts: list[int | None] = [r + 1 for r in reprompts] if aligned else [None] * n
+    return events, attempts, flag
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _snippet(question: str) -> str:
+    return _squash(question)[:80]

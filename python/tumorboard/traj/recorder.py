@@ -1,0 +1,718 @@
+"""``Recorder``: the call harnesses make to log questions, file requests, tool calls and answers.
+
+Rows are buffered as tuples in a Python list and turned into Arrow columns in bulk (one
+``pyarrow.array`` conversion per column) at each flush: every ``flush_every`` items or
+``flush_seconds`` seconds (checked when an item closes), and at exit. A flush writes one items
+part and one events part, each atomically (temporary file + rename), so a process killed at any
+moment loses at most the unflushed buffer and leaves the store readable. ``record_many``
+writes a whole table of items at once (the bulk path: no per-row Python work).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..harness.parsing import (
+    Answer,
+    FileRequest,
+    answer_letter,
+    parse_answer,
+    parse_answers,
+    split_requests,
+)
+from .schema import EVENT_KINDS, EVENTS, ITEMS, RUNS, conform, schema_of
+from .store import Store
+
+_ITEM_COLS = tuple(ITEMS.names)
+_EVENT_COLS = tuple(EVENTS.names)
+_KINDS = frozenset(EVENT_KINDS)
+
+
+@dataclass(frozen=True)
+class FlushInfo:
+    """What one flush wrote (passed to ``on_flush``): rows, part paths and running totals."""
+
+    n_items: int
+    n_events: int
+    items_part: Path | None
+    events_part: Path | None
+    total_items: int
+    total_events: int
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, default=str, sort_keys=isinstance(value, dict))
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_float(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _is_str_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+
+
+def _checks(schema: pa.Schema) -> dict[str, tuple[Callable[[Any], bool], str]]:
+    out: dict[str, tuple[Callable[[Any], bool], str]] = {}
+    for f in schema:
+        t = f.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            out[f.name] = (_is_str, "a string")
+        elif pa.types.is_integer(t):
+            out[f.name] = (_is_int, "an integer")
+        elif pa.types.is_floating(t):
+            out[f.name] = (_is_float, "a number")
+        elif pa.types.is_boolean(t):
+            out[f.name] = (_is_bool, "True or False")
+        else:
+            out[f.name] = (_is_str_list, "a list of strings")
+    return out
+
+
+_ITEM_CHECKS = _checks(ITEMS)
+_EVENT_CHECKS = _checks(EVENTS)
+
+
+def _check_row(row: Mapping[str, Any], checks: Mapping[str, Any], where: str) -> None:
+    for name, value in row.items():
+        if value is None:
+            continue
+        ok, expected = checks[name]
+        if not ok(value):
+            raise TypeError(f"{where}: column {name!r} expects {expected}, got {value!r}")
+
+
+def _id(value: Any, name: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"{name}: expected a string (or an integer), got {value!r}")
+
+
+# Recorders not yet closed, flushed at interpreter exit. Strong references: a recorder that is
+# dropped without close() keeps its buffer until exit instead of losing it to the collector.
+_OPEN: set[Recorder] = set()
+
+
+@atexit.register
+def _flush_open_recorders() -> None:  # pragma: no cover (runs at interpreter exit)
+    for rec in list(_OPEN):
+        try:
+            rec.close()
+        except Exception:  # noqa: BLE001 - never raise at exit
+            pass
+
+
+class ItemRecorder:
+    """One question in flight; use as ``with rec.item(...) as it:``. Every call appends an
+    event (step numbers count from 0 within the item); :meth:`answer` parses and grades."""
+
+    __slots__ = (
+        "_rec",
+        "patient_id",
+        "item_id",
+        "position",
+        "task",
+        "question",
+        "options",
+        "gold",
+        "gold_text",
+        "response",
+        "parsed_answer",
+        "correct",
+        "correct_source",
+        "accessed",
+        "hallucinated",
+        "latency_s",
+        "attempts",
+        "flags",
+        "events",
+        "_t0",
+        "_closed",
+    )
+
+    def __init__(
+        self,
+        rec: Recorder,
+        patient_id: str | None,
+        item_id: str,
+        position: int | None,
+        task: str,
+        question: str | None,
+        options: Sequence[str] | None,
+        gold: str | None,
+    ) -> None:
+        self._rec = rec
+        self.patient_id = patient_id
+        self.item_id = item_id
+        self.position = position
+        self.task = task
+        self.question = question
+        self.options = list(options) if options is not None else None
+        letter = answer_letter(gold) if gold is not None else None
+        self.gold = letter if letter is not None else gold
+        self.gold_text = gold if gold is not None and gold != self.gold else None
+        self.response: str | None = None
+        self.parsed_answer: str | None = None
+        self.correct: bool | None = None
+        self.correct_source = "missing"
+        self.accessed: list[str] = []
+        self.hallucinated: list[str] = []
+        self.latency_s: float | None = None
+        self.attempts = 0
+        self.flags: list[str] = []
+        self.events: list[tuple[Any, ...]] = []
+        self._t0 = time.perf_counter()
+        self._closed = False
+
+    # events ----------------------------------------------------------------
+
+    def event(
+        self,
+        kind: str,
+        *,
+        role: str | None = None,
+        tool: str | None = None,
+        input: Any = None,
+        output: Any = None,
+        ok: bool | None = None,
+        error: str | None = None,
+        latency_s: float | None = None,
+    ) -> None:
+        """Appends one event row; ``input`` is stored as JSON text, ``output`` as text."""
+        if kind not in _KINDS:
+            raise ValueError(f"kind: expected one of {EVENT_KINDS}, got {kind!r}")
+        for name, value in (("role", role), ("tool", tool), ("error", error)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name}: expected a string or None, got {value!r}")
+        if ok is not None and not isinstance(ok, bool):
+            raise TypeError(f"ok: expected True, False or None, got {ok!r}")
+        if latency_s is not None and not _is_float(latency_s):
+            raise TypeError(f"latency_s: expected a number or None, got {latency_s!r}")
+        if self._closed:
+            raise RuntimeError(f"item {self.item_id!r}: already closed")
+        self.events.append(
+            (
+                len(self.events),
+                role,
+                kind,
+                tool,
+                _json_text(input),
+                _text(output),
+                ok,
+                error,
+                latency_s,
+            )
+        )
+
+    def message(self, role: str, text: str) -> None:
+        """A chat message (system, user, assistant, tool)."""
+        self.event("message", role=role, output=text)
+
+    def thought(self, text: str) -> None:
+        """A ReAct thought."""
+        self.event("thought", role="assistant", output=text)
+
+    def action(self, tool: str, input: Any = None) -> None:
+        """A ReAct action (tool name and its input)."""
+        self.event("action", role="assistant", tool=tool, input=input)
+
+    def observation(
+        self,
+        text: str,
+        *,
+        tool: str | None = None,
+        ok: bool | None = None,
+        error: str | None = None,
+    ) -> None:
+        """A ReAct observation (what the environment returned)."""
+        self.event("observation", role="tool", tool=tool, output=text, ok=ok, error=error)
+
+    def tool_call(
+        self,
+        tool: str,
+        *,
+        input: Any = None,
+        output: Any = None,
+        ok: bool = True,
+        error: str | None = None,
+        latency_s: float | None = None,
+    ) -> None:
+        """A tool call with its input, output and outcome."""
+        self.event(
+            "tool_call",
+            role="tool",
+            tool=tool,
+            input=input,
+            output=output,
+            ok=ok,
+            error=error,
+            latency_s=latency_s,
+        )
+
+    def request_files(self, requested: Iterable[str], *, available: Sequence[str]) -> FileRequest:
+        """Records a file request: names (wildcards expanded against ``available``) are split
+        into accessed and hallucinated files; both accumulate over the item without
+        duplicates. Returns the split."""
+        split = split_requests(list(requested), available)
+        for name in split.accessed:
+            if name not in self.accessed:
+                self.accessed.append(name)
+        for name in split.hallucinated:
+            if name not in self.hallucinated:
+                self.hallucinated.append(name)
+        self.event(
+            "file_access",
+            role="assistant",
+            input={"requested": list(requested)},
+            output={"accessed": list(split.accessed), "hallucinated": list(split.hallucinated)},
+            ok=not split.hallucinated,
+        )
+        return split
+
+    def answer(self, response: str, *, tag_content: bool = False) -> Answer:
+        """Records an answer attempt: parses ``response`` (see
+        :func:`tumorboard.harness.parsing.parse_answer`) against the item's options, sets
+        ``parsed_answer`` and, with a gold letter, ``correct`` (an unreadable answer counts as
+        wrong, as in MTBBench). Each call counts one attempt; the last one is kept."""
+        ans = parse_answer(response, options=self.options, tag_content=tag_content)
+        self.attempts += 1
+        self.response = response
+        self.parsed_answer = ans.letter
+        if self.gold is not None:
+            self.correct = ans.letter is not None and ans.letter == self.gold
+            self.correct_source = "graded"
+        self.event("answer", role="assistant", output=response, ok=ans.letter is not None)
+        return ans
+
+    def grade(self, correct: bool | None, *, source: str = "graded") -> None:
+        """Sets ``correct`` directly (free-text tasks graded elsewhere)."""
+        if correct is not None and not isinstance(correct, bool):
+            raise TypeError(f"correct: expected True, False or None, got {correct!r}")
+        if source not in ("log", "graded", "missing"):
+            raise ValueError(f"source: expected 'log', 'graded' or 'missing', got {source!r}")
+        self.correct = correct
+        self.correct_source = "missing" if correct is None else source
+
+    def flag(self, name: str) -> None:
+        """Adds an anomaly flag to the item."""
+        if name not in self.flags:
+            self.flags.append(name)
+
+    # context manager -------------------------------------------------------
+
+    def __enter__(self) -> ItemRecorder:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.flag(f"exception:{exc_type.__name__}")
+        self.close()
+
+    def close(self) -> None:
+        """Finishes the item (``with`` does this): latency is the time since it opened unless
+        set, and the row with its events moves to the recorder's buffer."""
+        if self._closed:
+            return
+        if self.latency_s is None:
+            self.latency_s = time.perf_counter() - self._t0
+        elif not _is_float(self.latency_s):
+            raise TypeError(f"latency_s: expected a number, got {self.latency_s!r}")
+        self._closed = True
+        self._rec._add_item(self)
+
+
+class Recorder:
+    """Records one run of an agent on a benchmark into a :class:`Store`.
+
+    Args:
+        store: a Store or the path of one (created when missing).
+        benchmark, model: what is being run (written to the runs table).
+        track: benchmark track (default "default"); tools: whether the agent has tools.
+        config: run configuration, stored as JSON text.
+        run_id: the run key (default: a new unique id).
+        flush_every: flush after this many buffered items.
+        flush_seconds: flush when an item closes and the last flush is older than this.
+        on_flush: called with a :class:`FlushInfo` after every flush.
+
+    Thread-safe: several threads may open and close items at once (buffering and flushing are
+    locked); one ItemRecorder belongs to one thread.
+    """
+
+    def __init__(
+        self,
+        store: Store | str | Any,
+        *,
+        benchmark: str,
+        model: str,
+        track: str = "default",
+        tools: bool = False,
+        config: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+        flush_every: int = 1000,
+        flush_seconds: float = 30.0,
+        on_flush: Callable[[FlushInfo], None] | None = None,
+    ) -> None:
+        for name, value in (("benchmark", benchmark), ("model", model), ("track", track)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
+        if isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1:
+            raise ValueError(f"flush_every: expected an integer >= 1, got {flush_every!r}")
+        if not flush_seconds > 0:
+            raise ValueError(f"flush_seconds: expected a positive number, got {flush_seconds!r}")
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.benchmark, self.model, self.track, self.tools = benchmark, model, track, bool(tools)
+        self.config = dict(config or {})
+        now = datetime.now(timezone.utc)  # noqa: UP017 (py3.10 target)
+        self.run_id = run_id or f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+        self.created_at = now
+        self.flush_every = flush_every
+        self.flush_seconds = float(flush_seconds)
+        self.on_flush = on_flush
+        self._lock = threading.RLock()
+        # buffered rows (tuples in column order), turned into Arrow columns at each flush
+        self._items: list[tuple[Any, ...]] = []
+        self._events: list[tuple[Any, ...]] = []
+        self._n_items = 0  # items created (for default ids)
+        self._positions: dict[str | None, int] = {}
+        self._run_written = False
+        self._last_flush = time.monotonic()
+        self.total_items = 0
+        self.total_events = 0
+        self.closed = False
+        _OPEN.add(self)
+
+    # items -------------------------------------------------------------------
+
+    def item(
+        self,
+        *,
+        patient_id: str | None = None,
+        item_id: str | None = None,
+        task: str = "default",
+        question: str | None = None,
+        options: Sequence[str] | None = None,
+        gold: str | None = None,
+        position: int | None = None,
+    ) -> ItemRecorder:
+        """Starts a question. ``item_id`` defaults to a running number; ``position`` to the
+        order of the patient's items in this run; ``gold`` may be a letter or ``"C) text"``."""
+        self._check_open()
+        patient_id, item_id = _id(patient_id, "patient_id"), _id(item_id, "item_id")
+        if options is not None and not _is_str_list(options):
+            raise TypeError(f"options: expected a sequence of strings, got {options!r}")
+        for name, value in (("task", task), ("question", question), ("gold", gold)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name}: expected a string, got {value!r}")
+        if position is not None and not _is_int(position):
+            raise TypeError(f"position: expected an integer, got {position!r}")
+        with self._lock:
+            n = self._n_items
+            self._n_items += 1
+            if position is None:
+                position = self._positions.get(patient_id, 0)
+            self._positions[patient_id] = position + 1
+        return ItemRecorder(
+            self,
+            patient_id,
+            item_id if item_id is not None else f"i{n}",
+            position,
+            task,
+            question,
+            options,
+            gold,
+        )
+
+    def record(self, *, events: Iterable[Mapping[str, Any]] = (), **fields: Any) -> None:
+        """Records one finished item in one call: ``fields`` are items columns (run_id is
+        filled in); ``events`` are dicts of events columns (step defaults to the order)."""
+        self._check_open()
+        unknown = [k for k in fields if k not in _ITEM_COLS or k == "run_id"]
+        if unknown:
+            raise ValueError(f"record: unknown items column {unknown[0]!r}")
+        for key in ("patient_id", "item_id"):
+            if key in fields:
+                fields[key] = _id(fields[key], key)
+        _check_row(fields, _ITEM_CHECKS, "record")
+        gold = fields.get("gold")
+        if gold is not None and "gold_text" not in fields:
+            letter = answer_letter(gold)
+            if letter is not None and letter != gold:
+                fields["gold"], fields["gold_text"] = letter, gold
+        src = fields.get("correct_source")
+        if src is not None and src not in ("log", "graded", "missing"):
+            raise ValueError(f"record: correct_source must be log, graded or missing, got {src!r}")
+        events = [dict(e) for e in events]
+        for e in events:
+            bad = [k for k in e if k not in _EVENT_COLS or k in ("run_id", "patient_id", "item_id")]
+            if bad:
+                raise ValueError(f"record: unknown or reserved events column {bad[0]!r}")
+            _check_row(e, _EVENT_CHECKS, "record events")
+            if e.get("kind") not in _KINDS:
+                raise ValueError(f"record events: kind must be one of {EVENT_KINDS}")
+        with self._lock:
+            fields.setdefault("item_id", f"i{self._n_items}")
+            self._n_items += 1
+            if "correct_source" not in fields:
+                fields["correct_source"] = "missing" if fields.get("correct") is None else "log"
+            if "n_files" not in fields and fields.get("files_accessed") is not None:
+                fields["n_files"] = len(set(fields["files_accessed"]))
+            fields["run_id"] = self.run_id
+            self._items.append(tuple(fields.get(c) for c in _ITEM_COLS))
+            for step, e in enumerate(events):
+                row = {
+                    "step": step,
+                    **e,
+                    "run_id": self.run_id,
+                    "patient_id": fields.get("patient_id"),
+                    "item_id": fields["item_id"],
+                }
+                self._events.append(tuple(row.get(c) for c in _EVENT_COLS))
+            self._after_item()
+
+    def record_many(self, items: Any, events: Any = None) -> int:
+        """Bulk path: writes a whole table of items (and optionally events) as parts now.
+
+        ``items``/``events``: pyarrow Table, polars DataFrame or mapping of columns, with the
+        items/events columns except ``run_id`` (filled in). Where ``parsed_answer`` is
+        missing it is parsed from ``response`` (vectorized, with the options), and where
+        ``correct`` is missing it is graded against ``gold`` (``correct_source`` "graded").
+        Returns the number of items written.
+        """
+        self._check_open()
+        if type(items).__name__ == "LazyFrame":
+            items = items.collect()
+        table = conform(items, "items", defaults={"run_id": self.run_id})
+        if "run_id" in _source_columns(items):
+            other = pc.not_equal(table.column("run_id"), self.run_id)
+            if pc.any(other).as_py():
+                bad = table.column("run_id")[pc.index(other, True).as_py()].as_py()
+                raise ValueError(
+                    f"items.run_id: row has run {bad!r}, not this recorder's {self.run_id!r}; "
+                    "leave run_id out (it is filled in) or use Store.write_items"
+                )
+        table = self._grade_bulk(table, items)
+        with self._lock:
+            self._flush_locked()
+            self._write_run()
+            items_part = self.store.write_part("items", table) if table.num_rows else None
+            events_part = None
+            n_events = 0
+            if events is not None:
+                ev = conform(events, "events", defaults={"run_id": self.run_id})
+                n_events = ev.num_rows
+                events_part = self.store.write_part("events", ev) if n_events else None
+            self.total_items += table.num_rows
+            self.total_events += n_events
+            if self.on_flush is not None:
+                self.on_flush(
+                    FlushInfo(
+                        table.num_rows,
+                        n_events,
+                        items_part,
+                        events_part,
+                        self.total_items,
+                        self.total_events,
+                    )
+                )
+        return table.num_rows
+
+    def _grade_bulk(self, table: pa.Table, source: Any) -> pa.Table:
+        names = _source_columns(source)
+        if "parsed_answer" not in names and "response" in names:
+            opts = table.column("options").to_pylist() if "options" in names else None
+            letters = parse_answers(table.column("response").to_pylist(), options=opts)
+            table = table.set_column(
+                table.schema.get_field_index("parsed_answer"),
+                ITEMS.field("parsed_answer"),
+                pa.array(letters, pa.string()),
+            )
+        if "correct" not in names and "gold" in names:
+            gold = table.column("gold")
+            parsed = table.column("parsed_answer")
+            graded = pc.if_else(
+                pc.is_null(gold),
+                pa.scalar(None, pa.bool_()),
+                pc.fill_null(pc.equal(parsed, gold), False),
+            )
+            src = pc.if_else(pc.is_null(graded), "missing", "graded")
+            table = table.set_column(
+                table.schema.get_field_index("correct"), ITEMS.field("correct"), graded
+            )
+            table = table.set_column(
+                table.schema.get_field_index("correct_source"),
+                ITEMS.field("correct_source"),
+                src.cast(pa.string()),
+            )
+        return table
+
+    # buffering ---------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"Recorder for run {self.run_id!r} is closed")
+
+    def _add_item(self, it: ItemRecorder) -> None:
+        with self._lock:
+            self._items.append(
+                (
+                    self.run_id,
+                    it.patient_id,
+                    it.item_id,
+                    it.position,
+                    it.task,
+                    it.question,
+                    it.options,
+                    it.gold,
+                    it.gold_text,
+                    it.response,
+                    it.parsed_answer,
+                    it.correct,
+                    it.correct_source,
+                    len(it.accessed),
+                    it.accessed,
+                    it.hallucinated,
+                    it.latency_s,
+                    it.attempts,
+                    it.flags,
+                )
+            )
+            if it.events:
+                head = (self.run_id, it.patient_id, it.item_id)
+                self._events.extend([head + e for e in it.events])
+            self._after_item()
+
+    def _after_item(self) -> None:
+        if (
+            len(self._items) >= self.flush_every
+            or time.monotonic() - self._last_flush >= self.flush_seconds
+        ):
+            self._flush_locked()
+
+    def flush(self) -> FlushInfo | None:
+        """Writes the buffered items and events now; returns what was written (None if the
+        buffer was empty)."""
+        with self._lock:
+            return self._flush_locked()
+
+    def _write_run(self) -> None:
+        if self._run_written:
+            return
+        run = pa.Table.from_pylist(
+            [
+                {
+                    "run_id": self.run_id,
+                    "benchmark": self.benchmark,
+                    "track": self.track,
+                    "model": self.model,
+                    "tools": self.tools,
+                    "config": _json_text(self.config),
+                    "created_at": self.created_at,
+                }
+            ],
+            schema=RUNS,
+        )
+        self.store.write_part("runs", run)
+        self._run_written = True
+
+    def _flush_locked(self) -> FlushInfo | None:
+        self._last_flush = time.monotonic()
+        n_items = len(self._items)
+        n_events = len(self._events)
+        if n_items == 0 and n_events == 0:
+            return None
+        self._write_run()
+        items_part = events_part = None
+        if n_items:
+            table = _build(self._items, "items")
+            items_part = self.store.write_part("items", table)
+            self._items = []
+        if n_events:
+            table = _build(self._events, "events")
+            events_part = self.store.write_part("events", table)
+            self._events = []
+        self.total_items += n_items
+        self.total_events += n_events
+        info = FlushInfo(
+            n_items, n_events, items_part, events_part, self.total_items, self.total_events
+        )
+        if self.on_flush is not None:
+            self.on_flush(info)
+        return info
+
+    def close(self) -> None:
+        """Flushes what is buffered (and writes the run row even for an empty run)."""
+        if self.closed:
+            return
+        with self._lock:
+            self._flush_locked()
+            self._write_run()
+            self.closed = True
+        _OPEN.discard(self)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Recorder(run_id={self.run_id!r}, model={self.model!r}, "
+            f"benchmark={self.benchmark!r}, items={self.total_items})"
+        )
+
+
+def _source_columns(data: Any) -> set[str]:
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
+        return set(data.schema.names)
+    if hasattr(data, "columns"):
+        return set(data.columns)
+    return set(data)
+
+
+def _build(rows: list[tuple[Any, ...]], table: str) -> pa.Table:
+    """Row tuples -> Arrow table of the table's schema (one conversion per column)."""
+    schema = schema_of(table)
+    arrays = []
+    for field, values in zip(schema, zip(*rows, strict=True), strict=True):
+        try:
+            arrays.append(pa.array(values, type=field.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+            raise ValueError(
+                f"{table}.{field.name}: a recorded value does not convert to {field.type}: {exc}"
+            ) from None
+    return pa.Table.from_arrays(arrays, schema=schema)

@@ -1,0 +1,184 @@
+"""``tumorboard import`` then ``tumorboard score`` end to end, against accuracies worked out by
+hand for generated MTBBench logs (two runs of one model, with and without tools, two patients
+each, 15 questions per patient: 0-8 digital_pathology, 9-12 hematology, 13-14
+outcome_recurrence)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+from tumorboard.cli import SCORE_JSON_FIELDS, main
+
+OPTS = "A) one\nB) two\nC) three"
+
+
+def question(pos: int) -> str:
+    if pos == 13:
+        return "Do you think the patient will be alive in 5 years?\nA) Yes\nB) No"
+    if pos == 14:
+        return "Will the patient's cancer have a recurrence in 2 years?\nA) Yes\nB) No"
+    return f"Question {pos} about the case?\n{OPTS}"
+
+
+def patient_log(right) -> list[dict]:
+    out = []
+    for pos in range(15):
+        gold = "A) Yes" if pos >= 13 else "A) one"
+        wrong = "B) No" if pos >= 13 else "C) three"
+        ok = right(pos)
+        out.append(
+            {
+                "question": question(pos),
+                "answer": gold,
+                "response": gold if ok else wrong,
+                "correct": ok,
+                "files_accessed": ["slide.jpg"] * (pos % 3),
+                "files_hallucinated": [],
+                "question_time": 1.0,
+            }
+        )
+    return out
+
+
+@pytest.fixture
+def store(tmp_path, capsys) -> Path:
+    root = tmp_path / "logs"
+    runs = {
+        "alpha": {"1": lambda p: p % 2 == 0, "2": lambda p: p < 5},
+        "alpha-with-tools": {"1": lambda p: p != 3, "2": lambda p: p != 3},
+    }
+    for folder, patients in runs.items():
+        for pid, right in patients.items():
+            recs = patient_log(right)
+            if folder == "alpha" and pid == "2":
+                del recs[14]["correct"]  # graded on import: "B) No" vs gold A -> wrong
+            path = root / folder / f"{pid}_chatlog_1700000000.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(recs))
+    (root / "alpha" / "broken_chatlog_1.json").write_text("{")
+    st = tmp_path / "store"
+    assert main(["import", "mtbbench", str(root), "--store", str(st)]) == 0
+    out = capsys.readouterr().out
+    assert "4 imported" in out and "broken_chatlog_1.json: not valid JSON" in out
+    return st
+
+
+# per (tools, task): (n, n_correct), worked out from the patterns above
+EXPECTED = {
+    (False, "digital_pathology"): (18, 5 + 5),  # p1: 0,2,4,6,8; p2: 0-4
+    (False, "hematology"): (8, 2 + 0),  # p1: 10, 12
+    (False, "outcome_recurrence"): (4, 1 + 0),  # p1: 14
+    (True, "digital_pathology"): (18, 16),  # all but position 3, twice
+    (True, "hematology"): (8, 8),
+    (True, "outcome_recurrence"): (4, 4),
+}
+
+
+def test_import_then_score_json_matches_hand_computation(store, capsys):
+    code = main(
+        [
+            "score",
+            str(store),
+            "--benchmark",
+            "mtbbench",
+            "--resamples",
+            "500",
+            "--seed",
+            "0",
+            "--format",
+            "json",
+        ]
+    )
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(tuple(r) == SCORE_JSON_FIELDS for r in rows)
+    by_key = {(r["tools"], r["task"]): r for r in rows}
+    assert len(rows) == 8 and {r["model"] for r in rows} == {"alpha"}
+    assert {r["track"] for r in rows} == {"multimodal"} and {r["benchmark"] for r in rows} == {
+        "mtbbench"
+    }
+    for key, (n, k) in EXPECTED.items():
+        r = by_key[key]
+        assert (r["n"], r["n_correct"]) == (n, k)
+        assert r["accuracy"] == pytest.approx(k / n, abs=1e-12)
+    for tools in (False, True):
+        overall = by_key[(tools, "overall")]
+        task_acc = [k / n for (t, _), (n, k) in EXPECTED.items() if t == tools]
+        assert overall["accuracy"] == pytest.approx(sum(task_acc) / 3, abs=1e-12)
+        assert overall["n"] == 30
+        assert overall["n_correct"] == sum(k for (t, _), (n, k) in EXPECTED.items() if t == tools)
+    # the no-tools run: (10/18 + 2/8 + 1/4) / 3
+    assert by_key[(False, "overall")]["accuracy"] == pytest.approx((10 / 18 + 0.25 + 0.25) / 3)
+    for r in rows:
+        for f in ("accuracy", "boot_mean", "ci_low", "ci_high", "pm"):
+            assert 0.0 <= r[f] <= 1.0, (r, f)
+        assert r["ci_low"] <= r["boot_mean"] <= r["ci_high"]
+        assert r["pm"] == pytest.approx((r["ci_high"] - r["ci_low"]) / 2, abs=1e-12)
+    # every answer right: a degenerate interval at 1
+    hem = by_key[(True, "hematology")]
+    assert hem["ci_low"] == hem["ci_high"] == 1.0 and hem["pm"] == 0.0
+    # same seed, same output; patient clusters change the intervals, not the estimates
+    main(["score", str(store), "--resamples", "500", "--format", "json"])
+    assert json.loads(capsys.readouterr().out) == rows
+    main(["score", str(store), "--resamples", "500", "--format", "json", "--cluster", "patient"])
+    clustered = {(r["tools"], r["task"]): r for r in json.loads(capsys.readouterr().out)}
+    for key, r in by_key.items():
+        assert clustered[key]["accuracy"] == r["accuracy"] and clustered[key]["n"] == r["n"]
+
+
+def test_score_formats_and_out_file(store, tmp_path, capsys):
+    assert main(["score", str(store), "--resamples", "200", "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "alpha" in md and "digital_pathology" in md and "overall" in md
+    out = tmp_path / "report.csv"
+    assert (
+        main(["score", str(store), "--resamples", "200", "--format", "csv", "--out", str(out)]) == 0
+    )
+    assert capsys.readouterr().out.strip() == f"wrote {out}"
+    table = pl.read_csv(out)
+    acc = table.filter(pl.col("metric") == "accuracy")
+    assert acc.height == 8 and set(acc.get_column("task")) >= {"overall", "hematology"}
+    # distinct files accessed per question: "slide.jpg" repeated pos % 3 times is one file
+    # (stored once), so 1 where pos % 3 > 0: 6 of the 9 pathology questions (0-8), 2 of the
+    # 4 hematology ones (9-12) and both outcome ones (13, 14)
+    files = table.filter(pl.col("metric") == "files_accessed")
+    est = {(r["tools"], r["task"]): r["estimate"] for r in files.to_dicts()}
+    assert est[(False, "digital_pathology")] == pytest.approx(6 / 9)
+    assert est[(True, "hematology")] == pytest.approx(2 / 4)
+    assert est[(True, "outcome_recurrence")] == pytest.approx(1.0)
+    html = tmp_path / "report.html"
+    assert (
+        main(["score", str(store), "--resamples", "200", "--format", "html", "--out", str(html)])
+        == 0
+    )
+    text = html.read_text()
+    assert "<svg" in text and "alpha" in text
+    js = tmp_path / "rows.json"
+    main(["score", str(store), "--resamples", "200", "--format", "json", "--out", str(js)])
+    rows = json.loads(js.read_text())
+    assert len(rows) == 8 and not any(math.isnan(r["accuracy"]) for r in rows)
+
+
+def test_cli_errors_and_import_options(store, tmp_path, capsys):
+    assert main(["score", str(tmp_path / "nowhere")]) == 2
+    assert "no trajectory store" in capsys.readouterr().err
+    assert main(["score", str(store), "--benchmark", "radabench"]) == 2
+    assert "supports 'mtbbench'" in capsys.readouterr().err
+    assert main(["score", str(store), "--track", "longitudinal"]) == 2
+    assert "no items left" in capsys.readouterr().err
+    # re-import: everything already there; --json report; --strict fails on the broken file
+    code = main(
+        ["import", "mtbbench", str(tmp_path / "logs"), "--store", str(store), "--json", "--strict"]
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["n_items"] == 0 and len(report["duplicates"]) == 4
+    assert [Path(s["file"]).name for s in report["skipped"]] == ["broken_chatlog_1.json"]
+    assert (
+        main(["import", "jsonl", str(tmp_path / "logs"), "--store", str(store), "--map", "gold"])
+        == 2
+    )
+    assert "--map: expected FIELD=KEY" in capsys.readouterr().err

@@ -1,0 +1,205 @@
+"""Tests of the LAMMI-Pathology metrics and scorer (python/tumorboard/score/lammi.py).
+
+Hand-worked values for each metric as the module defines it, the vectorized (polars) scorer
+against the per-sample reference functions on generated trajectories, and a small frame whose
+report is worked out in the test.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import polars as pl
+import pytest
+from tumorboard.score.lammi import (
+    input_jaccard,
+    input_tokens,
+    lammi,
+    multiple_choice_f1,
+    tool_consistency_f1,
+    tool_redundancy_rate,
+    trajectory_success_score,
+)
+
+B = 300
+CALL = pl.Struct({"name": pl.String, "input": pl.String, "success": pl.Boolean})
+
+
+def call(name: str, inp: str | None = "", success: bool | None = True) -> dict:
+    return {"name": name, "input": inp, "success": success}
+
+
+# ------------------------------------------------------------------------------ metric functions
+
+
+def test_trajectory_success_score_hand_cases() -> None:
+    # valid with 2 of 3 calls successful; valid without calls; invalid
+    got = trajectory_success_score([True, True, False], [2, 0, 3], [3, 0, 3])
+    np.testing.assert_allclose(got, [2 / 3, 1.0, 0.0])
+    with pytest.raises(ValueError):
+        trajectory_success_score([True], [3], [2])
+
+
+def test_input_tokens_and_jaccard() -> None:
+    assert input_tokens('{"Slide": "A-12", "mag": 20}') == {"slide", "a", "12", "mag", "20"}
+    assert input_tokens("肝 癌") == {"肝", "癌"}
+    assert input_jaccard("x=1 y=2", "y=2, x=1") == 1.0
+    # {region, 3, stain, he} vs {region, 3, stain, ihc}: 3 / 5
+    assert input_jaccard("region 3 stain HE", "region 3 stain IHC") == pytest.approx(0.6)
+    assert input_jaccard("", None) == 1.0
+
+
+def test_tool_redundancy_rate_hand_cases() -> None:
+    names = ["zoom", "zoom", "stain", "zoom"]
+    inputs = ["x=1 y=2", "y=2 x=1", "x=1 y=2", "x=9 y=8"]
+    # call 1 repeats call 0 (Jaccard 1); call 2 is another tool; call 3: Jaccard {x,y}/{x,y,1,2,9,8}
+    # with call 0 = 2/6 < 0.7 -> 1 redundant of 4
+    assert tool_redundancy_rate(names, inputs) == 0.25
+    # Jaccard 0.6 is below 0.7 but above 0.5
+    two = ["seg", "seg"], ["region 3 stain HE", "region 3 stain IHC"]
+    assert tool_redundancy_rate(*two) == 0.0
+    assert tool_redundancy_rate(*two, threshold=0.5) == 0.5
+    # a call repeating two earlier ones is counted once
+    assert tool_redundancy_rate(["a", "a", "a"], ["q", "q", "q"]) == pytest.approx(2 / 3)
+    assert np.isnan(tool_redundancy_rate([], []))
+
+
+def test_tool_consistency_f1_and_mc_f1() -> None:
+    # E = {segment, count, grade}, U = {segment, count, zoom}: 2 * 2 / (3 + 3)
+    used = ["segment", "count", "zoom", "zoom"]
+    assert tool_consistency_f1(["segment", "count", "grade"], used) == pytest.approx(2 / 3)
+    assert tool_consistency_f1([], []) == 1.0
+    assert tool_consistency_f1(["a"], []) == 0.0
+    # micro-F1 of single-answer multiple choice = accuracy: 2 of 4
+    assert multiple_choice_f1(["A", "b ", None, "D"], ["A", "B", "C", "C"]) == 0.5
+
+
+# ------------------------------------------------------------------------------------- scorer
+
+
+def hand_frame() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "model": ["m", "m", "m", "m"],
+            "task": ["vqa", "vqa", "vqa", "report"],
+            "tool_calls": [
+                [call("zoom", "x=1 y=2"), call("zoom", "y=2 x=1"), call("stain", "x", False)],
+                [],
+                None,
+                [call("seg", "a"), call("count", "b", None)],
+            ],
+            "output_valid": [True, True, False, True],
+            "expected_tools": [["zoom", "grade"], None, ["a"], ["seg", "count"]],
+            "answer_consistency": [4.0, None, 2.0, 5.0],
+            "hallucination": [True, False, None, False],
+            "mc_prediction": ["A", None, "b", None],
+            "mc_answer": ["A", "B", "B", None],
+        },
+        schema_overrides={"tool_calls": pl.List(CALL)},
+    )
+
+
+def test_lammi_hand_frame() -> None:
+    t = lammi(hand_frame(), n_resamples=B).table
+    est = {(r["task"], r["metric"]): (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
+    # vqa: TSS = 2/3 (valid, 2 of 3 ok), 1 (valid, no calls), 0 (invalid)
+    assert est[("vqa", "trajectory_success_score")] == (pytest.approx(5 / 9), 3)
+    assert est[("vqa", "trajectory_success_rate")] == (pytest.approx(1 / 3), 3)
+    # report: 1 of 2 calls has success null = failed -> 1/2, not a success
+    assert est[("report", "trajectory_success_score")] == (pytest.approx(0.5), 1)
+    assert est[("report", "trajectory_success_rate")] == (0.0, 1)
+    # overall = plain mean of the task means
+    assert est[("overall", "trajectory_success_score")] == (pytest.approx((5 / 9 + 0.5) / 2), 4)
+    # redundancy only on samples with calls: vqa row 0 (1 of 3), report (0 of 2)
+    assert est[("vqa", "tool_redundancy_rate")] == (pytest.approx(1 / 3), 1)
+    assert est[("report", "tool_redundancy_rate")] == (0.0, 1)
+    # consistency: vqa row 0: E={zoom,grade}, U={zoom,stain}: 1/2; row 2: E={a}, U={}: 0
+    assert est[("vqa", "tool_consistency_f1")] == (pytest.approx(0.25), 2)
+    assert est[("report", "tool_consistency_f1")] == (1.0, 1)
+    assert est[("vqa", "answer_consistency")] == (pytest.approx(3.0), 2)
+    assert est[("vqa", "hallucination_rate")] == (pytest.approx(0.5), 2)
+    # multiple choice on vqa: A==A, missing prediction wrong, "b" == "B" -> 2/3
+    assert est[("vqa", "mc_f1")] == (pytest.approx(2 / 3), 3)
+    assert ("report", "mc_f1") not in est  # no gold option there
+    for r in t.iter_rows(named=True):
+        assert (
+            r["ci_low"] - 1e-12 <= r["estimate"] <= r["ci_high"] + 1e-12 or r["task"] == "overall"
+        )
+        assert r["pm"] == pytest.approx((r["ci_high"] - r["ci_low"]) / 2)
+    assert t["benchmark"].unique().to_list() == ["lammi"]
+
+
+def random_frame(seed: int, n: int = 60) -> pl.DataFrame:
+    rng = random.Random(seed)
+    words = ["slide", "x", "y", "1", "2", "he", "ihc", "roi"]
+    tools = ["zoom", "stain", "segment", "count"]
+    calls, expected = [], []
+    for _ in range(n):
+        k = rng.randint(0, 6)
+        calls.append([
+            call(rng.choice(tools), " ".join(rng.sample(words, rng.randint(0, 4))),
+                 rng.choice([True, True, False, None]))
+            for _ in range(k)
+        ])  # fmt: skip
+        expected.append(rng.sample(tools, rng.randint(0, 3)))
+    return pl.DataFrame(
+        {
+            "model": [rng.choice(["a", "b"]) for _ in range(n)],
+            "tool_calls": calls,
+            "output_valid": [rng.random() < 0.8 for _ in range(n)],
+            "expected_tools": expected,
+        },
+        schema_overrides={"tool_calls": pl.List(CALL)},
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lammi_vectorized_scorer_matches_reference_functions(seed: int) -> None:
+    df = random_frame(seed)
+    t = lammi(df, n_resamples=50).table
+    assert set(t["task"].to_list()) == {"all"}  # no task column: one task, no overall row
+    for model in ("a", "b"):
+        rows = [r for r in df.iter_rows(named=True) if r["model"] == model]
+        tss, trr, f1 = [], [], []
+        for r in rows:
+            c = r["tool_calls"]
+            ok = sum(1 for x in c if x["success"])
+            tss.append(trajectory_success_score([r["output_valid"]], [ok], [len(c)])[0])
+            if c:
+                trr.append(tool_redundancy_rate([x["name"] for x in c], [x["input"] for x in c]))
+            f1.append(tool_consistency_f1(r["expected_tools"], [x["name"] for x in c]))
+        got = {
+            r["metric"]: (r["estimate"], r["n"])
+            for r in t.filter(pl.col("model") == model).iter_rows(named=True)
+        }
+        assert got["trajectory_success_score"] == (pytest.approx(np.mean(tss)), len(rows))
+        assert got["trajectory_success_rate"][0] == pytest.approx(np.mean(np.array(tss) >= 1.0))
+        assert got["tool_redundancy_rate"] == (pytest.approx(np.mean(trr)), len(trr))
+        assert got["tool_consistency_f1"] == (pytest.approx(np.mean(f1)), len(rows))
+
+
+def test_lammi_options_and_errors() -> None:
+    df = hand_frame()
+    lenient = lammi(df, n_resamples=B, threshold=0.5).table
+    row = lenient.filter(
+        (pl.col("task") == "report") & (pl.col("metric") == "trajectory_success_rate")
+    )
+    assert row["estimate"][0] == 1.0  # TSS 0.5 >= 0.5
+    with pytest.raises(ValueError, match="no column 'output_valid'"):
+        lammi(df.drop("output_valid"))
+    with pytest.raises(ValueError, match="threshold"):
+        lammi(df, threshold=1.5)
+    with pytest.raises(TypeError, match="tool_calls"):
+        lammi(df.with_columns(pl.lit("x").alias("tool_calls")))
+    no_success = df.with_columns(
+        pl.col("tool_calls").list.eval(pl.element().struct.field("name").alias("name"))
+        .list.eval(pl.struct(pl.element().alias("name"), pl.lit("").alias("input")))
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="no field 'success'"):
+        lammi(no_success)
+    with pytest.raises(ValueError, match="no column 'pid'"):
+        lammi(df, cluster="pid")
+    clustered = lammi(df.with_columns(pl.Series("pid", ["p1", "p1", "p2", "p2"])), cluster="pid",
+                      n_resamples=B).table  # fmt: skip
+    assert clustered.height == lammi(df, n_resamples=B).table.height

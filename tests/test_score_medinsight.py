@@ -1,0 +1,117 @@
+"""Tests of the MedInsightBench metrics and scorer (python/tumorboard/score/medinsight.py):
+hand-worked insight recall/precision/F1 and novelty rates, a small frame whose report is worked
+out below, and the ROUGE-1 path against the rouge-score package.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from tumorboard.score.medinsight import insight_scores, medinsight, novelty_rates
+
+B = 300
+
+
+def test_insight_scores_hand_cases() -> None:
+    s = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]
+    # recall: row maxima 1.0, 0.5 -> 0.75; precision: column maxima 1.0, 0.5, 0.0 -> 0.5
+    res = insight_scores(s)
+    assert (res.recall, res.precision) == (0.75, 0.5)
+    assert res.f1 == pytest.approx(2 * 0.75 * 0.5 / 1.25)
+    none = insight_scores(np.zeros((2, 0)))
+    assert (none.recall, none.precision, none.f1) == (0.0, 0.0, 0.0)
+    assert insight_scores([[0.0]]).f1 == 0.0
+    with pytest.raises(ValueError, match="ground-truth"):
+        insight_scores(np.zeros((0, 3)))
+    with pytest.raises(ValueError, match="2-D"):
+        insight_scores([1.0, 2.0])
+
+
+def test_novelty_rates_hand_cases() -> None:
+    # precision scores 8 (correct), 3 (2 votes: novel), 6 (correct), 2 (1 vote: not novel)
+    assert novelty_rates([8, 3, 6, 2], [0, 2, 3, 1]) == (0.5, 0.75)
+    # exactly 5 is not "above 5"; per-judge boolean votes are summed
+    votes = np.array([[True, True, False], [True, False, False]])
+    assert novelty_rates([5, 9], votes) == (0.5, 1.0)
+    assert novelty_rates([5, 9], votes, correct_above=4.0) == (1.0, 1.0)
+    o, i = novelty_rates([], [])
+    assert np.isnan(o) and np.isnan(i)
+
+
+def hand_frame() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "model": ["a", "a", "b"],
+            "case_id": [1, 2, 1],
+            "score_matrix": [
+                [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]],  # R .75, P .5, F .6
+                [[0.8]],  # R = P = F = .8
+                [[]],  # no generated insight: zeros
+            ],
+            "insight_precision_scores": [[8.0, 3.0, 6.0], [2.0], []],
+            "insight_novelty_votes": [[0, 2, 3], [1], []],
+        }
+    )
+
+
+def test_medinsight_hand_frame() -> None:
+    t = medinsight(hand_frame(), n_resamples=B).table
+    est = {(r["model"], r["metric"]): (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
+    assert est[("a", "insight_recall")] == (pytest.approx((0.75 + 0.8) / 2), 2)
+    assert est[("a", "insight_precision")] == (pytest.approx((0.5 + 0.8) / 2), 2)
+    assert est[("a", "insight_f1")] == (pytest.approx((0.6 + 0.8) / 2), 2)
+    assert est[("b", "insight_f1")] == (0.0, 1)
+    # model a: insights 8 (correct), 3 (novel), 6 (correct), 2 (neither): M = 2, N = 2
+    assert est[("a", "original")] == (pytest.approx(0.5), 4)
+    assert est[("a", "innovation")] == (pytest.approx(0.75), 4)
+    assert ("b", "original") not in est  # model b generated no insight
+    # original resamples cases whole: its two cases have rates 2/3 and 0 (3 and 1 insights),
+    # so every resample is one of 0, 2/4 or 2/3 (pooled) and the CI lies in [0, 2/3]
+    row = t.filter((pl.col("model") == "a") & (pl.col("metric") == "original")).row(0, named=True)
+    assert 0.0 <= row["ci_low"] and row["ci_high"] <= 2 / 3 + 1e-12
+    assert set(t["task"].to_list()) == {"all"}
+
+
+def test_medinsight_tasks_give_overall_rows() -> None:
+    df = hand_frame().with_columns(pl.Series("task", ["x", "y", "x"]))
+    t = medinsight(df, n_resamples=B).table
+    overall = t.filter((pl.col("model") == "a") & (pl.col("task") == "overall")
+                       & (pl.col("metric") == "insight_recall"))  # fmt: skip
+    assert overall["estimate"][0] == pytest.approx((0.75 + 0.8) / 2)
+
+
+def test_medinsight_rouge1_path_matches_rouge_score() -> None:
+    text = pytest.importorskip("tumorboard.text", exc_type=ImportError)
+    rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
+    assert text is not None
+    gt = [["the tumour is larger in older patients", "survival drops with stage"],
+          ["smokers have more nodules"]]  # fmt: skip
+    gen = [["older patients have larger tumours", "stage predicts survival", "nothing"],
+           ["nodules are more common in smokers"]]  # fmt: skip
+    scorer = rouge_scorer.RougeScorer(["rouge1"])
+    expected_r = []
+    for g, h in zip(gt, gen, strict=True):
+        m = np.array([[scorer.score(x, y)["rouge1"].fmeasure for y in h] for x in g])
+        expected_r.append(m.max(axis=1).mean())
+    df = pl.DataFrame({"model": ["m", "m"], "case_id": ["c1", "c2"], "insights": gen,
+                       "gt_insights": gt})  # fmt: skip
+    t = medinsight(df, n_resamples=B).table
+    got = t.filter(pl.col("metric") == "insight_recall")["estimate"][0]
+    assert got == pytest.approx(np.mean(expected_r), abs=1e-12)
+
+
+def test_medinsight_errors() -> None:
+    df = hand_frame()
+    with pytest.raises(ValueError, match="no column 'case_id'"):
+        medinsight(df.drop("case_id"))
+    with pytest.raises(ValueError, match="score_matrix"):
+        medinsight(df.drop("score_matrix"))
+    ragged = df.with_columns(pl.Series("score_matrix", [[[1.0, 0.0], [0.5]], [[0.8]], [[]]]))
+    with pytest.raises(ValueError, match="row 0 is ragged"):
+        medinsight(ragged)
+    mismatch = df.with_columns(pl.Series("insight_novelty_votes", [[0, 2], [1], []]))
+    with pytest.raises(ValueError, match="row 0 has 3 insight_precision_scores but 2"):
+        medinsight(mismatch)
+    with pytest.raises(ValueError, match="novelty"):
+        medinsight(df.drop("insight_novelty_votes"))
