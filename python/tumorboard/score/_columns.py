@@ -103,9 +103,11 @@ def count_column(df: pl.DataFrame, col: str, *, where: str, distinct: bool = Tru
     if isinstance(s.dtype, (pl.List, pl.Array)):
         if isinstance(s.dtype, pl.Array):
             s = s.arr.to_list()
-        items = s.list.drop_nulls()
-        counts = items.list.n_unique() if distinct else items.list.len()
-        return counts.cast(pl.Int64).fill_null(0).alias(col)
+        # Inside list.eval: Series.list.drop_nulls / list.n_unique are ~10x slower on strings.
+        element = pl.element().drop_nulls()
+        agg = element.n_unique() if distinct else element.len()
+        counts = s.list.eval(agg).list.first().cast(pl.Int64)
+        return counts.fill_null(0).alias(col)
     if s.dtype.is_integer():
         out = s.cast(pl.Int64).fill_null(0)
         if (out < 0).any():
