@@ -23,6 +23,9 @@
 #include "text/bleu_tokenize.hpp"
 #include "text/rouge.hpp"
 #include "text/rouge_tokenize.hpp"
+#include "tiling/grid.hpp"
+#include "tiling/resample.hpp"
+#include "tiling/tissue.hpp"
 
 namespace py = pybind11;
 using namespace tb::stats;
@@ -885,4 +888,248 @@ PYBIND11_MODULE(_core, m) {
       "sacrebleu's tokenizer output (tokens joined by one space) of each text.");
 
   // @@tiling-bindings@@ (tiling: tissue mask, patch grid, fused preprocessing)
+  // ---- tiling: tissue mask, patch grid, fused preprocessing (csrc/tiling/) ----
+  {
+    namespace tl = tb::tiling;
+    using U8 = Array<std::uint8_t>;
+    auto check_image = [](const py::array& a, const char* name, bool allow_3d) {
+      if (a.ndim() != 2 && !(allow_3d && a.ndim() == 3)) {
+        throw std::invalid_argument(std::string(name) + " must be a 2-D" +
+                                    (allow_3d ? " or 3-D" : "") + " array");
+      }
+    };
+    auto parse_filter = [](const std::string& f) {
+      if (f == "bilinear") return tl::Filter::kBilinear;
+      if (f == "bicubic") return tl::Filter::kBicubic;
+      throw std::invalid_argument("interpolation must be 'bilinear' or 'bicubic', got '" + f + "'");
+    };
+    m.def(
+        "tiling_hsv_saturation",
+        [](U8 rgb, int threads) {
+          if (rgb.ndim() != 3 || (rgb.shape(2) != 3 && rgb.shape(2) != 4)) {
+            throw std::invalid_argument("rgb must be (h, w, 3|4) uint8");
+          }
+          py::array_t<std::uint8_t> out({rgb.shape(0), rgb.shape(1)});
+          auto* o = out.mutable_data();
+          py::gil_scoped_release release;
+          tl::hsv_saturation(rgb.data(), static_cast<std::size_t>(rgb.shape(0) * rgb.shape(1)),
+                             static_cast<int>(rgb.shape(2)), o, threads);
+          return out;
+        },
+        py::arg("rgb"), py::arg("threads"), "HSV saturation (OpenCV 8-bit convention).");
+    m.def(
+        "tiling_median_blur",
+        [=](U8 img, int k, int threads) {
+          check_image(img, "image", false);
+          py::array_t<std::uint8_t> out({img.shape(0), img.shape(1)});
+          auto* o = out.mutable_data();
+          py::gil_scoped_release release;
+          tl::median_blur(img.data(), img.shape(0), img.shape(1), k, o, threads);
+          return out;
+        },
+        py::arg("image"), py::arg("k"), py::arg("threads"),
+        "k x k median with replicated borders.");
+    m.def(
+        "tiling_otsu_threshold",
+        [](U8 img) {
+          py::gil_scoped_release release;
+          return tl::otsu_threshold(img.data(), static_cast<std::size_t>(img.size()));
+        },
+        py::arg("image"), "Otsu threshold of 8-bit data (foreground: value > t).");
+    m.def(
+        "tiling_binary_close",
+        [=](U8 mask, int k, int threads) {
+          check_image(mask, "mask", false);
+          py::array_t<std::uint8_t> out({mask.shape(0), mask.shape(1)});
+          auto* o = out.mutable_data();
+          py::gil_scoped_release release;
+          tl::binary_close(mask.data(), mask.shape(0), mask.shape(1), k, o, threads);
+          return out;
+        },
+        py::arg("mask"), py::arg("k"), py::arg("threads"),
+        "Closing with a k x k square anchored at (k/2, k/2).");
+    auto stats_dict = [](const tl::FilterStats& s) {
+      py::dict d;
+      d["n_regions"] = s.n_regions;
+      d["n_kept"] = s.n_kept;
+      d["n_holes"] = s.n_holes;
+      d["n_holes_kept"] = s.n_holes_kept;
+      return d;
+    };
+    m.def(
+        "tiling_filter_regions",
+        [=](U8 mask, double min_area, double min_hole_area, int max_n_holes) {
+          check_image(mask, "mask", false);
+          py::array_t<std::uint8_t> out({mask.shape(0), mask.shape(1)});
+          tl::RegionFilter f{min_area, min_hole_area, max_n_holes};
+          tl::FilterStats st;
+          {
+            auto* o = out.mutable_data();
+            py::gil_scoped_release release;
+            st = tl::filter_regions(mask.data(), mask.shape(0), mask.shape(1), f, o);
+          }
+          return py::make_tuple(out, stats_dict(st));
+        },
+        py::arg("mask"), py::arg("min_area"), py::arg("min_hole_area"), py::arg("max_n_holes"),
+        "Region/hole area filter; returns (mask, stats).");
+    m.def(
+        "tiling_mask_polygons",
+        [=](U8 mask) {
+          check_image(mask, "mask", false);
+          std::vector<tl::Polygon> polys;
+          {
+            py::gil_scoped_release release;
+            polys = tl::mask_polygons(mask.data(), mask.shape(0), mask.shape(1));
+          }
+          auto ring = [](const std::vector<std::int32_t>& v) {
+            py::array_t<std::int32_t> a({static_cast<py::ssize_t>(v.size() / 2), py::ssize_t{2}});
+            if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(std::int32_t));
+            return a;
+          };
+          py::list out;
+          for (const auto& p : polys) {
+            py::list holes;
+            for (const auto& hr : p.holes) holes.append(ring(hr));
+            out.append(py::make_tuple(ring(p.outer), holes, p.area));
+          }
+          return out;
+        },
+        py::arg("mask"), "Pixel-edge polygons of a 0/1 mask: [(outer, [holes], area)].");
+    m.def(
+        "tiling_tissue_mask",
+        [=](U8 rgb, int sthresh, bool use_otsu, int mthresh, int close, double min_area,
+            double min_hole_area, int max_n_holes, int threads) {
+          if (rgb.ndim() != 3 || (rgb.shape(2) != 3 && rgb.shape(2) != 4)) {
+            throw std::invalid_argument("rgb must be (h, w, 3|4) uint8");
+          }
+          tl::TissueParams p;
+          p.sthresh = sthresh;
+          p.use_otsu = use_otsu;
+          p.mthresh = mthresh;
+          p.close = close;
+          p.filter = {min_area, min_hole_area, max_n_holes};
+          tl::TissueResult r;
+          {
+            py::gil_scoped_release release;
+            r = tl::tissue_mask(rgb.data(), rgb.shape(0), rgb.shape(1),
+                                static_cast<int>(rgb.shape(2)), p, threads);
+          }
+          py::array_t<std::uint8_t> mask({rgb.shape(0), rgb.shape(1)});
+          std::memcpy(mask.mutable_data(), r.mask.data(), r.mask.size());
+          py::dict d = stats_dict(r.stats);
+          d["mask"] = mask;
+          d["threshold"] = r.threshold;
+          return d;
+        },
+        py::arg("rgb"), py::arg("sthresh"), py::arg("use_otsu"), py::arg("mthresh"),
+        py::arg("close"), py::arg("min_area"), py::arg("min_hole_area"), py::arg("max_n_holes"),
+        py::arg("threads"), "Saturation -> median -> threshold -> closing -> region filter.");
+    m.def(
+        "tiling_patch_grid",
+        [=](std::optional<U8> mask, std::int64_t width, std::int64_t height, std::int64_t patch,
+            std::int64_t step, double min_tissue, int threads) {
+          if (mask) check_image(*mask, "mask", false);
+          tl::GridParams p{width, height, patch, step, min_tissue};
+          tl::GridResult g;
+          {
+            const std::uint8_t* md = mask ? mask->data() : nullptr;
+            const std::int64_t mh = mask ? mask->shape(0) : 0, mw = mask ? mask->shape(1) : 0;
+            py::gil_scoped_release release;
+            g = tl::patch_grid(md, mh, mw, p, threads);
+          }
+          const auto n = static_cast<py::ssize_t>(g.fraction.size());
+          py::array_t<std::int64_t> coords({n, py::ssize_t{2}});
+          if (n) std::memcpy(coords.mutable_data(), g.coords.data(), g.coords.size() * 8);
+          return py::make_tuple(coords, to_numpy(g.fraction), g.n_cols, g.n_rows);
+        },
+        py::arg("mask"), py::arg("width"), py::arg("height"), py::arg("patch"), py::arg("step"),
+        py::arg("min_tissue"), py::arg("threads"),
+        "Row-major level-0 patch grid filtered by tissue; returns (coords, fraction, cols, rows).");
+    m.def(
+        "tiling_resize",
+        [=](U8 img, std::int64_t out_h, std::int64_t out_w, const std::string& filter,
+            int threads) {
+          check_image(img, "image", true);
+          const int c = img.ndim() == 3 ? static_cast<int>(img.shape(2)) : 1;
+          const tl::Filter f = parse_filter(filter);
+          std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(out_h),
+                                            static_cast<py::ssize_t>(out_w)};
+          if (img.ndim() == 3) shape.push_back(c);
+          py::array_t<std::uint8_t> out(shape);
+          auto* o = out.mutable_data();
+          py::gil_scoped_release release;
+          tl::resize_image(img.data(), img.shape(0), img.shape(1), c, out_h, out_w, f, o, threads);
+          return out;
+        },
+        py::arg("image"), py::arg("out_h"), py::arg("out_w"), py::arg("interpolation"),
+        py::arg("threads"), "PIL-exact antialiased resize of a uint8 image.");
+    m.def(
+        "tiling_argb32_to_rgb",
+        [](Array<std::uint32_t> argb, int threads) {
+          if (argb.ndim() != 2) throw std::invalid_argument("argb must be (h, w) uint32");
+          py::array_t<std::uint8_t> out({argb.shape(0), argb.shape(1), py::ssize_t{3}});
+          auto* o = out.mutable_data();
+          py::gil_scoped_release release;
+          tl::argb32_to_rgb(argb.data(), static_cast<std::size_t>(argb.size()), o, threads);
+          return out;
+        },
+        py::arg("argb"), py::arg("threads"),
+        "Premultiplied ARGB32 (OpenSlide buffers) to RGB over white.");
+    m.def(
+        "tiling_preprocess",
+        [=](py::array src, const std::string& format, std::optional<Array<std::int32_t>> crops,
+            py::array out, const std::string& out_type, const std::string& filter,
+            std::vector<float> mean, std::vector<float> std_, int threads) {
+          tl::PreprocessParams p;
+          std::size_t px_bytes = 0;
+          py::ssize_t want_ndim = 4;
+          if (format == "rgb") {
+            p.format = tl::PixelFormat::kRGB, px_bytes = 3;
+          } else if (format == "rgba") {
+            p.format = tl::PixelFormat::kRGBA, px_bytes = 4;
+          } else if (format == "argb32") {
+            p.format = tl::PixelFormat::kARGB32, px_bytes = 4, want_ndim = 3;
+          } else {
+            throw std::invalid_argument("format must be 'rgb', 'rgba' or 'argb32'");
+          }
+          const bool src_ok = src.ndim() == want_ndim &&
+                              (src.flags() & py::array::c_style) &&
+                              (want_ndim == 3 ? src.itemsize() == 4 && src.dtype().kind() == 'u'
+                                              : src.itemsize() == 1 && src.dtype().kind() == 'u' &&
+                                                    static_cast<std::size_t>(src.shape(3)) == px_bytes);
+          if (!src_ok) throw std::invalid_argument("src has the wrong dtype, shape or layout");
+          std::size_t out_bytes = 0;
+          if (out_type == "float32") {
+            p.type = tl::OutType::kFloat32, out_bytes = 4;
+          } else if (out_type == "float16") {
+            p.type = tl::OutType::kFloat16, out_bytes = 2;
+          } else if (out_type == "bfloat16") {
+            p.type = tl::OutType::kBFloat16, out_bytes = 2;
+          } else {
+            throw std::invalid_argument("out_type must be 'float32', 'float16' or 'bfloat16'");
+          }
+          const py::ssize_t n = src.shape(0);
+          if (out.ndim() != 4 || out.shape(0) != n || out.shape(1) != 3 ||
+              static_cast<std::size_t>(out.itemsize()) != out_bytes ||
+              !(out.flags() & py::array::c_style) || !out.writeable()) {
+            throw std::invalid_argument("out must be a writeable C-contiguous (n, 3, h, w) buffer");
+          }
+          if (crops && (crops->ndim() != 2 || crops->shape(0) != n || crops->shape(1) != 4)) {
+            throw std::invalid_argument("crops must be (n, 4) int32");
+          }
+          if (mean.size() != 3 || std_.size() != 3) throw std::invalid_argument("mean/std need 3 values");
+          for (int c = 0; c < 3; ++c) p.mean[c] = mean[c], p.std[c] = std_[c];
+          p.out_h = out.shape(2);
+          p.out_w = out.shape(3);
+          p.filter = parse_filter(filter);
+          const void* s = src.data();
+          void* o = out.mutable_data();
+          const std::int32_t* cr = crops ? crops->data() : nullptr;
+          py::gil_scoped_release release;
+          tl::preprocess_batch(s, n, src.shape(1), src.shape(2), cr, p, o, threads);
+        },
+        py::arg("src"), py::arg("format"), py::arg("crops"), py::arg("out"), py::arg("out_type"),
+        py::arg("interpolation"), py::arg("mean"), py::arg("std"), py::arg("threads"),
+        "Fused crop + PIL-exact resize + normalise into an NCHW float buffer (GIL released).");
+  }
 }

@@ -1,7 +1,7 @@
 """The ``tumorboard`` command line: ``tumorboard --version``, ``tumorboard demo``,
 ``tumorboard bench``, ``tumorboard import`` (agent logs into a trajectory store) and
-``tumorboard score`` (a store into a report with bootstrap CIs). Verbs are added as features
-land."""
+``tumorboard score`` (a store into a report with bootstrap CIs) and ``tumorboard tile`` (tissue
+segmentation and TRIDENT coords .h5 for slides). Verbs are added as features land."""
 
 from __future__ import annotations
 
@@ -234,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--format", choices=["md", "csv", "json", "html"], default="md")
     score.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
     score.set_defaults(func=_cmd_score)
+
+    from .slides.cli import add_tile_parser
+
+    add_tile_parser(sub)
     return parser
 
 

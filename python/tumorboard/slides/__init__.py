@@ -1,0 +1,97 @@
+"""Whole-slide images: readers, tissue segmentation, patch grid, fused patch preprocessing, a
+threaded patch loader, and coords files in TRIDENT's layout.
+
+Typical use::
+
+    from tumorboard import slides
+
+    with slides.open("case.svs") as slide:
+        tissue = slides.segment_tissue(slide, preset="clam")          # 1.25x thumbnail
+        grid = slides.patch_grid(slide, tissue, magnification=20, patch_size=256)
+        slides.write_coords(slides.coords_path("job", slide.name), grid)
+        for batch in slides.PatchLoader(slide, grid, batch_size=64, size=224):
+            ...  # batch.images: (64, 3, 224, 224) float32, batch.coords: level-0 (x, y)
+
+Readers: ``open`` picks OpenSlide (SVS, NDPI, MRXS, SCN, tiled TIFF), then tiffslide, or a plain
+image; ``open(path, backend="tifffile")`` reads tiled TIFFs tile by tile with tifffile and
+imagecodecs (same pixels as OpenSlide for JPEG tiles, several times faster for patch loading).
+
+The compiled core does the per-pixel work (csrc/tiling/); OpenSlide, tiffslide and Pillow come
+with ``pip install tumorboard[slides]``, h5py with ``[embed]``.
+"""
+
+from __future__ import annotations
+
+from ._grid import PatchGrid, patch_grid, read_plan
+from ._h5 import (
+    CoordsFile,
+    CoordsFileError,
+    coords_complete,
+    coords_path,
+    patch_dir,
+    read_complete_coords,
+    read_coords,
+    write_coords,
+)
+from ._loader import PatchBatch, PatchLoader
+from ._preprocess import IMAGENET_MEAN, IMAGENET_STD, preprocess_patches, resize
+from ._readers import (
+    IMAGE_EXTENSIONS,
+    SLIDE_EXTENSIONS,
+    ImageSlide,
+    OpenSlideSlide,
+    Slide,
+    SlideError,
+    TiffFileSlide,
+    TiffSlideSlide,
+    magnification_from_mpp,
+    mpp_from_properties,
+    open,
+)
+from ._segment import (
+    DEFAULT_SEGMENTATION_MPP,
+    PRESETS,
+    SegmentationParams,
+    TissueMask,
+    TissuePolygon,
+    segment_image,
+    segment_tissue,
+)
+
+__all__ = [
+    "DEFAULT_SEGMENTATION_MPP",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "IMAGE_EXTENSIONS",
+    "PRESETS",
+    "SLIDE_EXTENSIONS",
+    "CoordsFile",
+    "CoordsFileError",
+    "ImageSlide",
+    "OpenSlideSlide",
+    "PatchBatch",
+    "PatchGrid",
+    "PatchLoader",
+    "SegmentationParams",
+    "Slide",
+    "SlideError",
+    "TiffFileSlide",
+    "TiffSlideSlide",
+    "TissueMask",
+    "TissuePolygon",
+    "coords_complete",
+    "coords_path",
+    "magnification_from_mpp",
+    "mpp_from_properties",
+    "open",
+    "patch_dir",
+    "patch_grid",
+    "preprocess_patches",
+    "read_complete_coords",
+    "read_coords",
+    "read_plan",
+    "resize",
+    "segment_image",
+    "segment_tissue",
+    "write_coords",
+]

@@ -1,0 +1,238 @@
+"""Patch coordinate files in TRIDENT's and CLAM's HDF5 layouts (REFERENCE §4).
+
+TRIDENT (``{job}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``): dataset
+``coords`` int64 [N, 2] of level-0 (x, y), chunks (1, 2), maxshape (None, 2), with attributes
+``patch_size``, ``patch_size_level0`` (= patch_size * level0_mag // target_mag),
+``level0_magnification``, ``target_magnification``, ``overlap``, ``name``, ``savetodir``,
+``level0_width``, ``level0_height`` (None stored as the string 'None', dicts as JSON).
+
+CLAM (``patches/{slide}.h5``): ``coords`` int64 [N, 2] with ``patch_size``, ``patch_level``,
+``downsample``, ``downsampled_level_dim``, ``level_dim``, ``name``, ``save_path``.
+
+Files are written to a temporary name and renamed into place, so a file under the final name is
+complete; :func:`coords_complete` also checks that it opens and has the layout. h5py comes with
+the ``embed`` extra and is imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ._grid import PatchGrid
+
+TRIDENT_ATTRS = (
+    "patch_size",
+    "patch_size_level0",
+    "level0_magnification",
+    "target_magnification",
+    "overlap",
+    "name",
+    "savetodir",
+    "level0_width",
+    "level0_height",
+)
+CLAM_ATTRS = ("patch_size", "patch_level")
+
+
+class CoordsFileError(ValueError):
+    """A coordinates file that cannot be read: truncated, corrupt, or in no known layout."""
+
+    def __init__(self, path: str | os.PathLike[str], message: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: {message}")
+
+
+def _h5py() -> Any:
+    try:
+        import h5py
+    except ImportError as exc:
+        raise ImportError(
+            f"h5py is needed for coords files; pip install tumorboard[embed] ({exc})"
+        ) from exc
+    return h5py
+
+
+def _mag_label(mag: float) -> str:
+    return f"{int(mag)}" if float(mag).is_integer() else f"{mag:g}"
+
+
+def patch_dir(job_dir: str | os.PathLike[str], magnification: float, patch_size: int,
+              overlap: int) -> Path:  # fmt: skip
+    """TRIDENT's ``{job_dir}/{mag}x_{patch}px_{overlap}px_overlap`` folder."""
+    return Path(job_dir) / f"{_mag_label(magnification)}x_{patch_size}px_{overlap}px_overlap"
+
+
+def coords_path(
+    job_dir: str | os.PathLike[str],
+    name: str,
+    *,
+    magnification: float = 20,
+    patch_size: int = 256,
+    overlap: int = 0,
+) -> Path:
+    """Where TRIDENT puts the coords of slide ``name``:
+    ``{job_dir}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``."""
+    return patch_dir(job_dir, magnification, patch_size, overlap) / "patches" / f"{name}_patches.h5"
+
+
+def _attr_out(v: Any) -> Any:
+    if v is None:
+        return "None"
+    if isinstance(v, dict):
+        return json.dumps(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _attr_in(v: Any) -> Any:
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, str):
+        if v == "None":
+            return None
+        if v.startswith("{"):
+            try:
+                return json.loads(v)
+            except ValueError:
+                return v
+    return v
+
+
+def write_coords(
+    path: str | os.PathLike[str], grid: PatchGrid, *, savetodir: str | None = None
+) -> Path:
+    """Writes ``grid`` as a TRIDENT coords file at ``path`` (atomically) and returns the path."""
+    h5py = _h5py()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    coords = np.ascontiguousarray(grid.coords, dtype=np.int64).reshape(-1, 2)
+    attrs = {
+        "patch_size": int(grid.patch_size),
+        "patch_size_level0": int(
+            grid.patch_size * grid.level0_magnification // grid.target_magnification
+        ),
+        "level0_magnification": grid.level0_magnification,
+        "target_magnification": grid.target_magnification,
+        "overlap": int(grid.overlap),
+        "name": grid.name,
+        "savetodir": savetodir if savetodir is not None else str(p.parent),
+        "level0_width": int(grid.level0_size[0]),
+        "level0_height": int(grid.level0_size[1]),
+    }
+    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    try:
+        with h5py.File(tmp, "w") as f:
+            ds = f.create_dataset("coords", data=coords, chunks=(1, 2), maxshape=(None, 2))
+            for k, v in attrs.items():
+                ds.attrs[k] = _attr_out(v)
+        os.replace(tmp, p)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return p
+
+
+@dataclass(frozen=True, eq=False)
+class CoordsFile:
+    """A coords file read back.
+
+    Attributes:
+        coords: (N, 2) int64 top-left (x, y) in level-0 pixels.
+        layout: "trident" or "clam".
+        attrs: all attributes of the ``coords`` dataset, decoded ('None' -> None, JSON -> dict).
+        path: the file.
+        patch_size: patch side as stored (at the target magnification for TRIDENT, at
+            ``patch_level`` for CLAM).
+        patch_size_level0: patch side in level-0 pixels.
+        name: the slide name (file stem without ``_patches`` when the attribute is missing).
+    """
+
+    coords: np.ndarray
+    layout: str
+    attrs: dict[str, Any]
+    path: Path
+    patch_size: int
+    patch_size_level0: int
+    name: str
+
+    def __len__(self) -> int:
+        return int(self.coords.shape[0])
+
+
+def read_coords(path: str | os.PathLike[str]) -> CoordsFile:
+    """Reads a TRIDENT or CLAM coords file.
+
+    Raises:
+        CoordsFileError: the file is missing, truncated or corrupt, has no (N, 2) ``coords``
+            dataset, or its attributes match neither layout.
+    """
+    h5py = _h5py()
+    p = Path(path)
+    if not p.is_file():
+        raise CoordsFileError(p, "no such file")
+    try:
+        with h5py.File(p, "r") as f:
+            if "coords" not in f:
+                raise CoordsFileError(p, f"no 'coords' dataset (has {sorted(f.keys())})")
+            ds = f["coords"]
+            if ds.ndim != 2 or ds.shape[1] != 2:
+                raise CoordsFileError(p, f"'coords' must be (N, 2), got {ds.shape}")
+            coords = np.asarray(ds[...], dtype=np.int64)
+            attrs = {k: _attr_in(v) for k, v in ds.attrs.items()}
+    except CoordsFileError:
+        raise
+    except (OSError, KeyError, ValueError, RuntimeError) as exc:
+        raise CoordsFileError(p, f"cannot read HDF5 file (truncated or corrupt?): {exc}") from exc
+    stem = p.stem.removesuffix("_patches")
+    if all(k in attrs for k in ("patch_size", "patch_size_level0")):
+        layout = "trident"
+        size0 = int(attrs["patch_size_level0"])
+    elif all(k in attrs for k in CLAM_ATTRS):
+        layout = "clam"
+        # patches of patch_size pixels at patch_level (downsample), optionally read at
+        # custom_downsample times that size and shrunk
+        level_ds = attrs.get("downsample", 1)
+        level_ds = level_ds[0] if isinstance(level_ds, (list, tuple)) else level_ds
+        custom = attrs.get("custom_downsample") or 1
+        size0 = int(round(int(attrs["patch_size"]) * float(level_ds) * float(custom)))
+    else:
+        raise CoordsFileError(
+            p, f"attributes {sorted(attrs)} match neither the TRIDENT nor the CLAM layout"
+        )
+    name = attrs.get("name") or stem
+    return CoordsFile(
+        coords=coords,
+        layout=layout,
+        attrs=attrs,
+        path=p,
+        patch_size=int(attrs["patch_size"]),
+        patch_size_level0=size0,
+        name=str(name),
+    )
+
+
+def read_complete_coords(path: str | os.PathLike[str]) -> CoordsFile | None:
+    """The coords file at ``path`` if it is a readable TRIDENT file with all its attributes (what
+    ``tumorboard tile`` resumes from), else None (missing, truncated, partial or foreign)."""
+    try:
+        cf = read_coords(path)
+    except CoordsFileError:
+        return None
+    return cf if cf.layout == "trident" and all(k in cf.attrs for k in TRIDENT_ATTRS) else None
+
+
+def coords_complete(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a complete TRIDENT coords file (see :func:`read_complete_coords`)."""
+    return read_complete_coords(path) is not None

@@ -1,0 +1,215 @@
+"""``tumorboard tile``: tissue segmentation and patch coordinates for a set of slides.
+
+For each slide: segment tissue on a 1.25x thumbnail (CLAM preset), write the tissue polygons to
+``{out}/contours_geojson/{name}.geojson``, build the patch grid and write TRIDENT's coords file
+``{out}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``. A slide whose coords
+file exists and is complete is skipped (resume); an incomplete one is redone. A slide that fails
+(corrupt, unreadable, no resolution) is reported and the others go on; the per-slide report is
+printed and saved as ``tile_report.json`` next to ``patches/``. Exit status 1 when any slide
+failed.
+
+``python -m tumorboard.slides.cli tile ...`` runs it without the main ``tumorboard`` command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+
+def add_tile_parser(subparsers: Any) -> None:
+    """Adds the ``tile`` verb to an ``argparse`` subparsers object."""
+    from ._segment import DEFAULT_SEGMENTATION_MPP, PRESETS
+
+    p = subparsers.add_parser(
+        "tile",
+        help="segment tissue and write patch coordinates (TRIDENT coords .h5) for slides",
+        description="Segment tissue on a 1.25x thumbnail and write TRIDENT coords .h5 files "
+        "(and tissue GeoJSON) for each slide. Complete slides are skipped, failed ones reported.",
+    )
+    p.add_argument("slides", nargs="+", metavar="SLIDES", help="slide files or folders of slides")
+    p.add_argument("--out", required=True, metavar="DIR", help="job folder for the outputs")
+    p.add_argument("--mag", type=float, default=20, help="target magnification (default 20)")
+    p.add_argument("--patch", type=int, default=256, help="patch size in pixels (default 256)")
+    p.add_argument("--overlap", type=int, default=0, help="patch overlap in pixels (default 0)")
+    p.add_argument(
+        "--min-tissue",
+        type=float,
+        default=0.0,
+        help="minimum tissue fraction of a patch; 0 keeps any overlap (default)",
+    )
+    p.add_argument("--preset", choices=sorted(PRESETS), default="clam", help="segmentation preset")
+    p.add_argument(
+        "--seg-mpp",
+        type=float,
+        default=DEFAULT_SEGMENTATION_MPP,
+        help="resolution of the segmentation thumbnail in um/px (default 8 = 1.25x)",
+    )
+    p.add_argument("--no-seg", action="store_true", help="keep every grid position")
+    p.add_argument(
+        "--mpp",
+        type=float,
+        default=None,
+        help="level-0 um/px, overriding the file (required for plain PNG/JPEG images)",
+    )
+    p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--force", action="store_true", help="redo slides that are already complete")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_tile)
+
+
+def _collect(paths: Sequence[str]) -> tuple[list[Path], list[dict[str, Any]]]:
+    from ._readers import IMAGE_EXTENSIONS, SLIDE_EXTENSIONS
+
+    exts = SLIDE_EXTENSIONS | IMAGE_EXTENSIONS
+    files: list[Path] = []
+    errors: list[dict[str, Any]] = []
+    for s in paths:
+        p = Path(s)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.suffix.lower() in exts)
+            if not found:
+                errors.append(_entry(p, "failed", error="folder holds no slide files"))
+            files.extend(found)
+        elif p.exists():
+            files.append(p)
+        else:
+            errors.append(_entry(p, "failed", error="no such file"))
+    return files, errors
+
+
+def _entry(path: Path, status: str, **extra: Any) -> dict[str, Any]:
+    return {"slide": str(path), "name": path.stem, "status": status, **extra}
+
+
+class _Progress:
+    def __init__(self, total: int, stream: TextIO, enabled: bool) -> None:
+        self.total, self.stream, self.done = total, stream, 0
+        self.bar = enabled and stream.isatty()
+        self.enabled = enabled
+
+    def step(self, entry: dict[str, Any]) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        detail = entry["status"]
+        if entry["status"] == "done":
+            detail += f", {entry['n_patches']} patches, {entry['seconds']:.1f} s"
+        elif entry["status"] == "failed":
+            detail += f": {entry['error']}"
+        if self.bar:
+            width = 30
+            filled = round(width * self.done / max(self.total, 1))
+            self.stream.write("\r\033[K")
+            self.stream.write(f"{entry['name']}: {detail}\n")
+            bar = "#" * filled + "-" * (width - filled)
+            self.stream.write(f"[{bar}] {self.done}/{self.total}")
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"[{self.done}/{self.total}] {entry['name']}: {detail}\n")
+        self.stream.flush()
+
+
+def _tile_one(path: Path, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    from . import _h5, _readers, _segment
+    from ._grid import patch_grid
+
+    t0 = time.perf_counter()
+    target = _h5.coords_path(
+        out, path.stem, magnification=args.mag, patch_size=args.patch, overlap=args.overlap
+    )
+    if not args.force and (done := _h5.read_complete_coords(target)) is not None:
+        return _entry(path, "skipped", coords=str(target), n_patches=len(done))
+    with _readers.open(path, mpp=args.mpp) as slide:
+        tissue = None
+        if not args.no_seg:
+            tissue = _segment.segment_tissue(
+                slide, preset=args.preset, target_mpp=args.seg_mpp, threads=args.threads
+            )
+            tissue.write_geojson(out / "contours_geojson" / f"{slide.name}.geojson")
+        grid = patch_grid(
+            slide,
+            tissue,
+            magnification=args.mag,
+            patch_size=args.patch,
+            overlap=args.overlap,
+            min_tissue=args.min_tissue,
+            threads=args.threads,
+        )
+        _h5.write_coords(target, grid)
+    return _entry(
+        path,
+        "done",
+        coords=str(target),
+        n_patches=len(grid),
+        tissue_fraction=None if tissue is None else round(tissue.tissue_fraction, 6),
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+def run_tile(args: argparse.Namespace) -> int:
+    """Runs ``tumorboard tile`` for parsed arguments; returns the exit status."""
+    from ._h5 import patch_dir
+
+    if args.patch <= 0 or args.overlap < 0 or args.overlap >= args.patch:
+        print("error: need --patch > 0 and 0 <= --overlap < --patch", file=sys.stderr)
+        return 2
+    if not 0.0 <= args.min_tissue <= 1.0 or args.mag <= 0:
+        print("error: need 0 <= --min-tissue <= 1 and --mag > 0", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    files, report = _collect(args.slides)
+    seen: dict[str, Path] = {}
+    progress = _Progress(len(files) + len(report), sys.stderr, not args.no_progress)
+    for e in report:
+        progress.step(e)
+    for path in files:
+        if path.stem in seen:
+            entry = _entry(
+                path, "failed", error=f"duplicate slide name {path.stem!r} (also {seen[path.stem]})"
+            )
+        else:
+            seen[path.stem] = path
+            try:
+                entry = _tile_one(path, args, out)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # report and go on with the other slides
+                entry = _entry(path, "failed", error=f"{type(exc).__name__}: {exc}")
+        report.append(entry)
+        progress.step(entry)
+
+    counts = {s: sum(e["status"] == s for e in report) for s in ("done", "skipped", "failed")}
+    report_path = patch_dir(out, args.mag, args.patch, args.overlap) / "tile_report.json"
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = report_path.with_name(f".{report_path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({"counts": counts, "slides": report}, indent=2), encoding="utf-8")
+    os.replace(tmp, report_path)
+    print(
+        f"tile: {counts['done']} done, {counts['skipped']} skipped (complete), "
+        f"{counts['failed']} failed; report: {report_path}"
+    )
+    for e in report:
+        if e["status"] == "failed":
+            print(f"  FAILED {e['slide']}: {e['error']}")
+    return 1 if counts["failed"] else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tumorboard")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_tile_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
