@@ -204,10 +204,21 @@ def _overall_rows(
     plain = per_group.group_by(okeys).agg(
         pl.col("estimate").mean().alias("_plain"), pl.col("n").sum().alias("_n")
     )
-    coded = frame.select(okeys + ["task"]).with_columns(
-        (pl.col("task").rank("dense").over(okeys) - 1).cast(pl.Int64).alias("_t"),
-        pl.col("task").n_unique().over(okeys).cast(pl.Int64).alias("_k"),
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+    # Global sorted codes of the task names first (a hash lookup), so that the per-group dense
+    # rank below sorts integers rather than strings.
+    task = frame.get_column("task")
+    if task.dtype == pl.String:
+        task = task.cast(pl.Enum(task.unique().sort())).to_physical()
+    coded = (
+        frame.select(okeys)
+        .with_columns(
+            task.alias("task"),
+        )
+        .with_columns(
+            (pl.col("task").rank("dense").over(okeys) - 1).cast(pl.Int64).alias("_t"),
+            pl.col("task").n_unique().over(okeys).cast(pl.Int64).alias("_k"),
+            pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+        )
     )
     pieces = []
     for k in sorted(coded.get_column("_k").unique().to_list()):
