@@ -1,0 +1,486 @@
+"""CONCH (Lu et al., *Nature Medicine* 2024): a CoCa-style vision-language model for pathology,
+in plain torch with the official state-dict keys (shared/spec/REFERENCE.md §2).
+
+Vision tower (:class:`ConchVisionEncoder`, keys under ``visual.`` in the full model):
+``trunk`` = ViT-B/16 at 448 px (timm keys, CLS token, no LayerScale) returning all 785 tokens
+after its final norm; ``attn_pool_contrast`` = one learned query (``ln_q``) attending with 8
+heads over all tokens including the ViT CLS (``ln_k`` on the tokens,
+``nn.MultiheadAttention``-compatible keys with ``kdim = vdim = 768``); ``ln_contrast``; then
+optionally ``@ proj_contrast`` (no bias) and L2 normalisation.
+
+Text tower (:class:`ConchTextEncoder`, keys under ``text.``): open_clip ``TextTransformer``
+with ``embed_cls``: the last of the 128 input ids is dropped, a learned ``cls_emb`` is appended
+at position 127, ``positional_embedding`` is added, 12 pre-LN residual blocks run with a causal
+mask plus open_clip's CLS-row padding mask (:func:`text_attention_mask`, which is shifted by one
+position), and ``ln_final(x[:, -1]) @ text_projection`` is the 512-d text embedding.
+
+The full model (:class:`CONCH`) adds ``logit_scale``. The captioning decoder (``text_decoder.*``)
+was removed from the public checkpoint and is not built; the caption attentional pooler
+(``visual.attn_pool_caption.*``, ``visual.ln_caption.*``) feeds only that decoder and is not
+built either: these keys are ignored when a checkpoint has them (:data:`IGNORED_PREFIXES`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .vit import VisionTransformer, ViTConfig, resample_pos_embed
+
+__all__ = [
+    "CONCH",
+    "IGNORED_PREFIXES",
+    "OPENAI_CLIP_MEAN",
+    "OPENAI_CLIP_STD",
+    "AttentionalPooler",
+    "ConchConfig",
+    "ConchTextEncoder",
+    "ConchVisionEncoder",
+    "MultiheadAttention",
+    "text_attention_mask",
+]
+
+#: OpenAI CLIP normalisation, which CONCH's transform uses (REFERENCE §2).
+OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+#: Checkpoint key prefixes of the full CONCH model that are not built here (see module docs).
+IGNORED_PREFIXES = ("text_decoder.", "visual.attn_pool_caption.", "visual.ln_caption.")
+
+
+@dataclass(frozen=True)
+class ConchConfig:
+    """Hyperparameters of CONCH (defaults: the released ``conch_ViT-B-16`` model).
+
+    Attributes:
+        vision: the ViT trunk.
+        embed_dim: contrastive embedding width (attentional pooler query, ``proj_contrast``).
+        pooler_heads: heads of the contrastive attentional pooler.
+        context_length: token ids per text (the last one is dropped for the CLS embedding).
+        vocab_size, text_width, text_heads, text_layers, text_mlp_ratio: text transformer.
+        pad_id: the ``<pad>`` id used by the CLS attention mask.
+    """
+
+    vision: ViTConfig = ViTConfig(
+        image_size=448, patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_hidden=3072
+    )
+    embed_dim: int = 512
+    pooler_heads: int = 8
+    context_length: int = 128
+    vocab_size: int = 32007
+    text_width: int = 768
+    text_heads: int = 12
+    text_layers: int = 12
+    text_mlp_ratio: int = 4
+    pad_id: int = 0
+
+    def with_image_size(self, image_size: int) -> ConchConfig:
+        """The same model built for another input size (CONCH ``force_image_size``)."""
+        return replace(self, vision=replace(self.vision, image_size=int(image_size)))
+
+
+class MultiheadAttention(nn.Module):
+    """Batch-first multi-head attention with ``torch.nn.MultiheadAttention``'s parameter names
+    and math: packed ``in_proj_weight [3E, E]`` when key/value widths equal ``E``, otherwise
+    separate ``q_proj_weight [E, E]``, ``k_proj_weight [E, kdim]``, ``v_proj_weight [E, vdim]``;
+    ``in_proj_bias [3E]``; ``out_proj``. Scores are scaled by ``1/sqrt(E/heads)``.
+    """
+
+    def __init__(
+        self, embed_dim: int, num_heads: int, *, kdim: int | None = None, vdim: int | None = None
+    ) -> None:
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.packed = self.kdim == embed_dim and self.vdim == embed_dim
+        if self.packed:
+            self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
+        else:
+            self.q_proj_weight = nn.Parameter(torch.empty(embed_dim, embed_dim))
+            self.k_proj_weight = nn.Parameter(torch.empty(embed_dim, self.kdim))
+            self.v_proj_weight = nn.Parameter(torch.empty(embed_dim, self.vdim))
+        self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim))
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Xavier-uniform projections, zero biases (as ``nn.MultiheadAttention``)."""
+        if self.packed:
+            nn.init.xavier_uniform_(self.in_proj_weight)
+        else:
+            nn.init.xavier_uniform_(self.q_proj_weight)
+            nn.init.xavier_uniform_(self.k_proj_weight)
+            nn.init.xavier_uniform_(self.v_proj_weight)
+        nn.init.zeros_(self.in_proj_bias)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def _weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.packed:
+            return self.in_proj_weight.chunk(3, dim=0)  # type: ignore[return-value]
+        return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``query [B, Lq, E]``, ``key [B, Lk, kdim]``, ``value [B, Lk, vdim]``; ``attn_mask``:
+        boolean (True = may attend) or additive float, broadcastable to ``[B, heads, Lq, Lk]``.
+        Returns ``[B, Lq, E]``."""
+        wq, wk, wv = self._weights()
+        bq, bk, bv = self.in_proj_bias.chunk(3)
+        b, lq, e = query.shape[0], query.shape[1], self.embed_dim
+        lk = key.shape[1]
+        h, d = self.num_heads, self.embed_dim // self.num_heads
+        q = F.linear(query, wq, bq).reshape(b, lq, h, d).transpose(1, 2)
+        k = F.linear(key, wk, bk).reshape(b, lk, h, d).transpose(1, 2)
+        v = F.linear(value, wv, bv).reshape(b, lk, h, d).transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        return self.out_proj(out.transpose(1, 2).reshape(b, lq, e))
+
+
+class AttentionalPooler(nn.Module):
+    """Learned queries attending over a token sequence (open_clip ``AttentionalPooler``):
+    ``attn(ln_q(query), ln_k(x), ln_k(x))`` -> ``[B, n_queries, d_model]``; no residual.
+    LayerNorms use torch's default eps 1e-5."""
+
+    def __init__(self, d_model: int, context_dim: int, n_head: int, n_queries: int) -> None:
+        super().__init__()
+        self.query = nn.Parameter(torch.randn(n_queries, d_model))
+        self.attn = MultiheadAttention(d_model, n_head, kdim=context_dim, vdim=context_dim)
+        self.ln_q = nn.LayerNorm(d_model)
+        self.ln_k = nn.LayerNorm(context_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.ln_k(x)
+        q = self.ln_q(self.query).unsqueeze(0).expand(x.shape[0], -1, -1)
+        return self.attn(q, x, x)
+
+
+class ConchVisionEncoder(nn.Module):
+    """CONCH's image tower. ``forward(x [B, 3, H, W]) -> [B, 512]``.
+
+    By default ``forward`` returns what TRIDENT stores as ``conch_v1`` patch features: the
+    ``ln_contrast`` output, before ``proj_contrast`` and unnormalised
+    (``encode_image(x, proj_contrast=False, normalize=False)``). Build with
+    ``proj_contrast=True, normalize=True`` (or call :meth:`encode_image`) for the embedding that
+    zero-shot classification compares with text embeddings.
+
+    Attributes:
+        embed_dim (512), image_size (448 unless built for another size), mean, std (OpenAI CLIP),
+        interpolation ("bicubic").
+    """
+
+    def __init__(
+        self,
+        config: ConchConfig = ConchConfig(),
+        *,
+        name: str = "conch",
+        proj_contrast: bool = False,
+        normalize: bool = False,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.name = name
+        self.embed_dim = config.embed_dim
+        self.use_proj_contrast = bool(proj_contrast)
+        self.normalize = bool(normalize)
+        self.trunk = VisionTransformer(
+            config.vision,
+            name=f"{name}.trunk",
+            mean=OPENAI_CLIP_MEAN,
+            std=OPENAI_CLIP_STD,
+            interpolation="bicubic",
+        )
+        self.attn_pool_contrast = AttentionalPooler(
+            config.embed_dim, config.vision.embed_dim, config.pooler_heads, 1
+        )
+        self.ln_contrast = nn.LayerNorm(config.embed_dim)
+        scale = config.embed_dim**-0.5
+        self.proj_contrast = nn.Parameter(scale * torch.randn(config.embed_dim, config.embed_dim))
+
+    @property
+    def image_size(self) -> int:
+        return self.trunk.image_size
+
+    @property
+    def mean(self) -> tuple[float, ...]:
+        return self.trunk.mean
+
+    @property
+    def std(self) -> tuple[float, ...]:
+        return self.trunk.std
+
+    @property
+    def interpolation(self) -> str:
+        return self.trunk.interpolation
+
+    def encode_image(
+        self, x: torch.Tensor, *, proj_contrast: bool = True, normalize: bool = True
+    ) -> torch.Tensor:
+        """CONCH ``encode_image``: pooled CLS-query embedding ``[B, 512]``, then optionally
+        ``@ proj_contrast`` and L2 normalisation."""
+        tokens = self.trunk.forward_features(x)
+        pooled = self.ln_contrast(self.attn_pool_contrast(tokens)[:, 0])
+        if proj_contrast:
+            pooled = pooled @ self.proj_contrast
+        if normalize:
+            pooled = F.normalize(pooled, dim=-1)
+        return pooled
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encode_image(x, proj_contrast=self.use_proj_contrast, normalize=self.normalize)
+
+    def adapt_state_dict(self, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Selects this tower's keys from a checkpoint and fits ``trunk.pos_embed`` to the
+        built image size.
+
+        Accepts the full model's keys (``visual.*``; ``text.*``, ``logit_scale`` and
+        :data:`IGNORED_PREFIXES` are dropped) or the tower's own keys. When the checkpoint's
+        grid differs from this model's (built with another ``image_size``), the grid rows are
+        resampled bilinearly without antialiasing and the CLS row is kept, as CONCH's loader
+        does for ``force_image_size`` (REFERENCE §2).
+        """
+        if any(k.startswith("visual.") for k in state):
+            out = {
+                k[len("visual.") :]: v
+                for k, v in state.items()
+                if k.startswith("visual.") and not k.startswith(IGNORED_PREFIXES)
+            }
+        else:
+            out = {
+                k: v
+                for k, v in state.items()
+                if not k.startswith(("attn_pool_caption.", "ln_caption."))
+            }
+        key = "trunk.pos_embed"
+        want = self.trunk.pos_embed.shape
+        have = out.get(key)
+        if have is not None and have.ndim == 3 and have.shape[2] == want[2]:
+            if have.shape[1] != want[1]:
+                grid = self.config.vision.grid_size
+                n_prefix = self.config.vision.num_prefix_tokens
+                n_grid = have.shape[1] - n_prefix
+                if n_grid > 0 and math.isqrt(n_grid) ** 2 == n_grid:
+                    out[key] = resample_pos_embed(
+                        have,
+                        (grid, grid),
+                        num_prefix_tokens=n_prefix,
+                        mode="bilinear",
+                        antialias=False,
+                    )
+        return out
+
+
+def text_attention_mask(ids: torch.Tensor, *, pad_id: int = 0) -> torch.Tensor:
+    """The CONCH/open_clip text attention mask for token ids ``[B, L]`` (after the last id was
+    dropped): boolean ``[B, L+1, L+1]``, True where a query may attend a key.
+
+    Rows ``0..L-1`` (the text tokens) are causal: query ``i`` sees keys ``j <= i``. Row ``L`` (the
+    appended CLS embedding) sees key ``0`` always and key ``j >= 1`` iff ``ids[j-1] != pad_id``:
+    open_clip pads the non-pad mask by one column on the left, so the CLS row is shifted by one
+    position. With ``n`` non-pad ids it sees keys ``0..n`` (one pad position more than the
+    text), and sees itself only when ``ids[L-1]`` is not a pad. Reproduced as is, because the
+    released weights were trained with it.
+    """
+    b, n = ids.shape
+    causal = torch.ones(n + 1, n + 1, dtype=torch.bool, device=ids.device).tril()
+    nonpad = ids != pad_id
+    cls_row = torch.cat([torch.ones(b, 1, dtype=torch.bool, device=ids.device), nonpad], dim=1)
+    mask = causal.unsqueeze(0).expand(b, -1, -1).clone()
+    mask[:, n, :] = cls_row
+    return mask
+
+
+class _TextMlp(nn.Module):
+    def __init__(self, width: int, hidden: int) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(width, hidden)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class _ResidualAttentionBlock(nn.Module):
+    def __init__(self, width: int, heads: int, mlp_ratio: int) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = MultiheadAttention(width, heads)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = _TextMlp(width, width * mlp_ratio)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        y = self.ln_1(x)
+        x = x + self.attn(y, y, y, attn_mask=mask)
+        return x + self.mlp(self.ln_2(x))
+
+
+class _Transformer(nn.Module):
+    def __init__(self, width: int, layers: int, heads: int, mlp_ratio: int) -> None:
+        super().__init__()
+        self.resblocks = nn.ModuleList(
+            _ResidualAttentionBlock(width, heads, mlp_ratio) for _ in range(layers)
+        )
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        for block in self.resblocks:
+            x = block(x, mask)
+        return x
+
+
+class ConchTextEncoder(nn.Module):
+    """CONCH's text tower: ``forward(ids [B, L]) -> [B, embed_dim]`` (unnormalised; ``L`` =
+    ``context_length`` = 128 from :class:`~tumorboard.models.conch_tokenizer.ConchTokenizer`).
+    See the module docstring and :func:`text_attention_mask`."""
+
+    def __init__(self, config: ConchConfig = ConchConfig()) -> None:
+        super().__init__()
+        self.config = config
+        w = config.text_width
+        self.token_embedding = nn.Embedding(config.vocab_size, w)
+        self.positional_embedding = nn.Parameter(torch.empty(config.context_length, w))
+        self.cls_emb = nn.Parameter(torch.empty(w))
+        self.transformer = _Transformer(
+            w, config.text_layers, config.text_heads, config.text_mlp_ratio
+        )
+        self.ln_final = nn.LayerNorm(w)
+        self.text_projection = nn.Parameter(torch.empty(w, config.embed_dim))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """open_clip-style initialisation (normal with the usual CLIP scales)."""
+        w, layers = self.config.text_width, self.config.text_layers
+        nn.init.normal_(self.token_embedding.weight, std=0.02)
+        nn.init.normal_(self.positional_embedding, std=0.01)
+        nn.init.normal_(self.cls_emb, std=0.01)
+        proj_std = (w**-0.5) * ((2 * layers) ** -0.5)
+        for block in self.transformer.resblocks:
+            nn.init.normal_(block.attn.in_proj_weight, std=w**-0.5)
+            nn.init.normal_(block.attn.out_proj.weight, std=proj_std)
+            nn.init.normal_(block.mlp.c_fc.weight, std=(2 * w) ** -0.5)
+            nn.init.normal_(block.mlp.c_proj.weight, std=proj_std)
+        nn.init.normal_(self.text_projection, std=w**-0.5)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.ndim != 2 or not (2 <= ids.shape[1] <= self.config.context_length):
+            raise ValueError(
+                f"expected token ids [B, L] with 2 <= L <= {self.config.context_length}, "
+                f"got shape {list(ids.shape)}"
+            )
+        if ids.dtype.is_floating_point or ids.dtype == torch.bool:
+            raise TypeError(f"token ids must be an integer tensor, got {ids.dtype}")
+        ids = ids[:, :-1].to(torch.long)  # room for the CLS embedding
+        b, n = ids.shape
+        x = self.token_embedding(ids)
+        x = torch.cat([x, self.cls_emb.to(x.dtype).expand(b, 1, -1)], dim=1)
+        x = x + self.positional_embedding[: n + 1].to(x.dtype)
+        mask = text_attention_mask(ids, pad_id=self.config.pad_id).unsqueeze(1)
+        x = self.transformer(x, mask)
+        return self.ln_final(x[:, -1]) @ self.text_projection
+
+
+class CONCH(nn.Module):
+    """The full CONCH model for zero-shot use: ``visual`` (:class:`ConchVisionEncoder`),
+    ``text`` (:class:`ConchTextEncoder`) and ``logit_scale``; keys match the released
+    checkpoint (less :data:`IGNORED_PREFIXES`).
+
+    ``tokenizer`` (a :class:`~tumorboard.models.conch_tokenizer.ConchTokenizer`, optional)
+    lets :meth:`encode_prompts` take strings.
+    """
+
+    def __init__(self, config: ConchConfig = ConchConfig(), *, name: str = "conch") -> None:
+        super().__init__()
+        self.config = config
+        self.name = name
+        self.visual = ConchVisionEncoder(config, name=name, proj_contrast=True, normalize=True)
+        self.text = ConchTextEncoder(config)
+        self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))
+        self.tokenizer = None
+
+    @property
+    def embed_dim(self) -> int:
+        return self.config.embed_dim
+
+    @property
+    def image_size(self) -> int:
+        return self.visual.image_size
+
+    @property
+    def mean(self) -> tuple[float, ...]:
+        return self.visual.mean
+
+    @property
+    def std(self) -> tuple[float, ...]:
+        return self.visual.std
+
+    def encode_image(
+        self, x: torch.Tensor, *, proj_contrast: bool = True, normalize: bool = True
+    ) -> torch.Tensor:
+        """Image embeddings ``[B, 512]`` (see :meth:`ConchVisionEncoder.encode_image`)."""
+        return self.visual.encode_image(x, proj_contrast=proj_contrast, normalize=normalize)
+
+    def encode_text(
+        self, ids: torch.Tensor | np.ndarray, *, normalize: bool = True
+    ) -> torch.Tensor:
+        """Text embeddings ``[B, 512]`` from token ids ``[B, 128]``."""
+        ids_t = torch.as_tensor(ids, device=self.logit_scale.device)
+        out = self.text(ids_t)
+        return F.normalize(out, dim=-1) if normalize else out
+
+    def encode_prompts(self, texts: str | Sequence[str], *, normalize: bool = True) -> torch.Tensor:
+        """Tokenises ``texts`` with :attr:`tokenizer` and encodes them: ``[N, 512]``."""
+        if self.tokenizer is None:
+            raise ValueError(
+                "this CONCH model has no tokenizer; pass tokenizer=PATH to load_conch or set "
+                "model.tokenizer = ConchTokenizer(PATH)"
+            )
+        return self.encode_text(self.tokenizer(texts), normalize=normalize)
+
+    def class_embeddings(self, prompts: Sequence[Sequence[str]]) -> torch.Tensor:
+        """Prompt ensembles: for each class, the mean of its L2-normalised prompt embeddings,
+        re-normalised (CONCH zero-shot, REFERENCE §2). ``prompts[c]`` lists class ``c``'s
+        prompts. Returns ``[C, 512]``."""
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("prompts must list at least one prompt for every class")
+        out = [self.encode_prompts(list(p)).mean(dim=0) for p in prompts]
+        return F.normalize(torch.stack(out), dim=-1)
+
+    def zero_shot_probs(self, image_emb: torch.Tensor, text_emb: torch.Tensor) -> torch.Tensor:
+        """``softmax(exp(logit_scale) * image_emb @ text_emb.T)`` over the classes: ``[B, C]``.
+        Both inputs should be L2-normalised."""
+        logits = self.logit_scale.exp() * image_emb @ text_emb.to(image_emb.dtype).T
+        return logits.softmax(dim=-1)
+
+    def forward(
+        self, images: torch.Tensor, ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(normalised image embeddings, normalised text embeddings, ``exp(logit_scale)``)."""
+        return self.encode_image(images), self.encode_text(ids), self.logit_scale.exp()
+
+    def adapt_state_dict(self, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Drops :data:`IGNORED_PREFIXES` and fits ``visual.trunk.pos_embed`` to the built
+        image size (see :meth:`ConchVisionEncoder.adapt_state_dict`)."""
+        visual = self.visual.adapt_state_dict(state)
+        out = {
+            k: v
+            for k, v in state.items()
+            if not k.startswith("visual.") and not k.startswith(IGNORED_PREFIXES)
+        }
+        out.update({f"visual.{k}": v for k, v in visual.items()})
+        return out

@@ -1,0 +1,349 @@
+"""Vision Transformer in plain torch with timm-compatible state-dict keys.
+
+The architecture is timm's ``VisionTransformer`` as UNI, UNI2-h and CONCH configure it
+(shared/spec/REFERENCE.md §1-2): pre-norm blocks ``x + ls1(attn(norm1(x)))``,
+``x + ls2(mlp(norm2(x)))``, LayerNorm eps 1e-6, qkv with bias, optional LayerScale, GELU MLP or
+packed SwiGLU, optional register tokens, and a final ``norm``. Parameter names follow timm
+(``cls_token``, ``reg_token``, ``pos_embed``, ``patch_embed.proj``, ``blocks.{i}.norm1``,
+``attn.qkv``, ``attn.proj``, ``ls1.gamma``, ``norm2``, ``mlp.fc1``, ``mlp.fc2``, ``ls2.gamma``,
+``norm``) so the official checkpoints load strictly.
+
+Token layout: ``[CLS, registers..., patches...]``. With ``no_embed_class`` (UNI2-h) the position
+embedding covers only the patch grid and is added before CLS and registers are prepended; without
+it (UNI, CONCH) the CLS row is part of ``pos_embed`` and it is added after prepending.
+
+Inputs of another size (``dynamic_img_size`` in timm) resample the patch-grid part of the position
+embedding with :func:`resample_pos_embed` (bicubic with antialiasing, timm's
+``resample_abs_pos_embed`` defaults); prefix rows are kept as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "GluMlp",
+    "Mlp",
+    "ViTConfig",
+    "VisionTransformer",
+    "resample_pos_embed",
+]
+
+#: ImageNet normalisation (torchvision / timm defaults), used by UNI and UNI2-h.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class ViTConfig:
+    """Hyperparameters of a :class:`VisionTransformer`.
+
+    Attributes:
+        image_size: the training input size (square); ``pos_embed`` covers its patch grid.
+        patch_size: side of a patch in pixels.
+        embed_dim: token width.
+        depth: number of blocks.
+        num_heads: attention heads per block.
+        mlp_hidden: ``fc1`` output features; for ``mlp="swiglu"`` both halves together
+            (timm: ``int(embed_dim * mlp_ratio)``).
+        mlp: ``"gelu"`` (``fc2(GELU(fc1(x)))``) or ``"swiglu"`` (timm ``SwiGLUPacked``:
+            ``fc2(SiLU(h[:half]) * h[half:])`` with ``h = fc1(x)``).
+        init_values: LayerScale initial value; ``None`` means no LayerScale (no ``ls*.gamma``).
+        reg_tokens: number of register tokens (``reg_token`` parameter) after CLS.
+        no_embed_class: position embedding for patch tokens only (timm ``no_embed_class``).
+        eps: LayerNorm epsilon.
+    """
+
+    image_size: int
+    patch_size: int
+    embed_dim: int
+    depth: int
+    num_heads: int
+    mlp_hidden: int
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    init_values: float | None = None
+    reg_tokens: int = 0
+    no_embed_class: bool = False
+    eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"image_size {self.image_size} is not a multiple of patch_size {self.patch_size}"
+            )
+        if self.embed_dim % self.num_heads:
+            raise ValueError(
+                f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}"
+            )
+        if self.mlp not in ("gelu", "swiglu"):
+            raise ValueError(f"mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
+        if self.mlp == "swiglu" and self.mlp_hidden % 2:
+            raise ValueError(f"a SwiGLU mlp_hidden must be even, got {self.mlp_hidden}")
+
+    @property
+    def grid_size(self) -> int:
+        """Patches per side at ``image_size``."""
+        return self.image_size // self.patch_size
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        """CLS plus register tokens."""
+        return 1 + self.reg_tokens
+
+
+def resample_pos_embed(
+    pos_embed: torch.Tensor,
+    grid: tuple[int, int],
+    *,
+    num_prefix_tokens: int,
+    mode: Literal["bicubic", "bilinear"] = "bicubic",
+    antialias: bool = True,
+) -> torch.Tensor:
+    """Resamples the square patch-grid part of a ``[1, prefix + g*g, D]`` position embedding to
+    ``grid = (rows, cols)``; the first ``num_prefix_tokens`` rows are kept unchanged.
+
+    The grid is interpolated as a ``D``-channel image in float32 and cast back. Defaults are
+    timm's ``resample_abs_pos_embed`` (bicubic, antialias on) used at run time for other input
+    sizes; CONCH's loader resamples with ``mode="bilinear", antialias=False`` (REFERENCE §2).
+    """
+    if pos_embed.ndim != 3 or pos_embed.shape[0] != 1:
+        raise ValueError(f"pos_embed must be [1, tokens, dim], got {list(pos_embed.shape)}")
+    n_grid = pos_embed.shape[1] - num_prefix_tokens
+    side = math.isqrt(n_grid)
+    if n_grid <= 0 or side * side != n_grid:
+        raise ValueError(
+            f"pos_embed has {pos_embed.shape[1]} rows; with {num_prefix_tokens} prefix rows the "
+            f"remaining {n_grid} do not form a square grid"
+        )
+    rows, cols = int(grid[0]), int(grid[1])
+    if (rows, cols) == (side, side):
+        return pos_embed
+    prefix, patches = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
+    dim = pos_embed.shape[-1]
+    img = patches.float().reshape(1, side, side, dim).permute(0, 3, 1, 2)
+    img = F.interpolate(img, size=(rows, cols), mode=mode, antialias=antialias, align_corners=False)
+    patches = img.permute(0, 2, 3, 1).reshape(1, rows * cols, dim).to(pos_embed.dtype)
+    return torch.cat([prefix, patches], dim=1)
+
+
+class PatchEmbed(nn.Module):
+    """Non-overlapping patches through a strided convolution (timm ``PatchEmbed.proj``)."""
+
+    def __init__(self, patch_size: int, embed_dim: int) -> None:
+        super().__init__()
+        self.patch_size = patch_size
+        self.proj = nn.Conv2d(3, embed_dim, kernel_size=patch_size, stride=patch_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x)  # [B, D, rows, cols]
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with a packed ``qkv`` projection (timm ``Attention``)."""
+
+    def __init__(self, dim: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        x = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(x.transpose(1, 2).reshape(b, n, c))
+
+
+class LayerScale(nn.Module):
+    """Per-channel scaling ``x * gamma`` (timm ``LayerScale``; key ``gamma``)."""
+
+    def __init__(self, dim: int, init_values: float) -> None:
+        super().__init__()
+        self.init_values = init_values
+        self.gamma = nn.Parameter(torch.full((dim,), float(init_values)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+
+class Mlp(nn.Module):
+    """``fc2(GELU(fc1(x)))`` with exact (erf) GELU (timm ``Mlp``)."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class GluMlp(nn.Module):
+    """Packed SwiGLU (timm ``SwiGLUPacked`` = ``GluMlp(act=SiLU, gate_last=False)``).
+
+    ``h = fc1(x)`` has ``hidden`` features; with ``a = h[..., :hidden//2]`` (first half) and
+    ``b = h[..., hidden//2:]`` (second half) the output is ``fc2(SiLU(a) * b)``: the activation
+    goes on the *first* half, which is what the UNI2-h weights were trained with (REFERENCE §1).
+    """
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.SiLU()
+        self.fc2 = nn.Linear(hidden // 2, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.fc1(x).chunk(2, dim=-1)
+        return self.fc2(self.act(a) * b)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block (timm ``Block``)."""
+
+    def __init__(self, config: ViTConfig) -> None:
+        super().__init__()
+        dim = config.embed_dim
+        self.norm1 = nn.LayerNorm(dim, eps=config.eps)
+        self.attn = Attention(dim, config.num_heads)
+        self.ls1 = (
+            LayerScale(dim, config.init_values) if config.init_values is not None else nn.Identity()
+        )
+        self.norm2 = nn.LayerNorm(dim, eps=config.eps)
+        mlp_cls = GluMlp if config.mlp == "swiglu" else Mlp
+        self.mlp = mlp_cls(dim, config.mlp_hidden)
+        self.ls2 = (
+            LayerScale(dim, config.init_values) if config.init_values is not None else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.ls1(self.attn(self.norm1(x)))
+        return x + self.ls2(self.mlp(self.norm2(x)))
+
+
+class VisionTransformer(nn.Module):
+    """timm-compatible ViT encoder: ``forward(x) -> [B, embed_dim]`` (CLS token after the final
+    norm, timm ``global_pool='token'``); :meth:`forward_features` returns all tokens.
+
+    Attributes:
+        config: the :class:`ViTConfig`.
+        name: the model name (``"uni2-h"``, ...).
+        embed_dim: output width.
+        image_size: the input size preprocessing should produce. It may differ from
+            ``config.image_size``; the position embedding is then resampled at run time.
+        mean, std: per-channel normalisation constants for inputs in [0, 1].
+        interpolation: the resize filter of the reference preprocessing.
+
+    Inputs are ``[B, 3, H, W]`` normalised images with ``H`` and ``W`` multiples of the patch
+    size; they are cast to the parameters' dtype. The output has the parameters' dtype.
+    """
+
+    def __init__(
+        self,
+        config: ViTConfig,
+        *,
+        name: str = "vit",
+        image_size: int | None = None,
+        mean: tuple[float, float, float] = IMAGENET_MEAN,
+        std: tuple[float, float, float] = IMAGENET_STD,
+        interpolation: Literal["bilinear", "bicubic"] = "bilinear",
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.name = name
+        self.embed_dim = config.embed_dim
+        size = config.image_size if image_size is None else int(image_size)
+        if size <= 0 or size % config.patch_size:
+            raise ValueError(
+                f"image_size must be a positive multiple of the patch size {config.patch_size}, "
+                f"got {image_size}"
+            )
+        self.image_size = size
+        self.mean = tuple(float(m) for m in mean)
+        self.std = tuple(float(s) for s in std)
+        self.interpolation = interpolation
+        dim = config.embed_dim
+        self.patch_embed = PatchEmbed(config.patch_size, dim)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.reg_token = (
+            nn.Parameter(torch.zeros(1, config.reg_tokens, dim)) if config.reg_tokens else None
+        )
+        n_pos = config.grid_size**2 + (0 if config.no_embed_class else config.num_prefix_tokens)
+        self.pos_embed = nn.Parameter(torch.zeros(1, n_pos, dim))
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.depth))
+        self.norm = nn.LayerNorm(dim, eps=config.eps)
+        # Position embeddings fixed for given grids while exporting (see tumorboard.models.onnx).
+        self._pos_embed_fixed: dict[tuple[int, int], torch.Tensor] = {}
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """timm-style initialisation: truncated normal (std 0.02) for ``pos_embed`` and linear
+        weights, zero biases, 1e-6 normal for CLS and register tokens, LayerScale at
+        ``init_values``."""
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        nn.init.normal_(self.cls_token, std=1e-6)
+        if self.reg_token is not None:
+            nn.init.normal_(self.reg_token, std=1e-6)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                nn.init.zeros_(m.bias)
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        return self.config.num_prefix_tokens
+
+    def pos_embed_for_grid(self, rows: int, cols: int) -> torch.Tensor:
+        """The position embedding used for a ``rows x cols`` patch grid."""
+        fixed = self._pos_embed_fixed.get((rows, cols))
+        if fixed is not None:
+            return fixed
+        prefix = 0 if self.config.no_embed_class else self.config.num_prefix_tokens
+        return resample_pos_embed(self.pos_embed, (rows, cols), num_prefix_tokens=prefix)
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """All tokens after the final norm: ``[B, 1 + reg_tokens + rows*cols, D]``."""
+        if x.ndim != 4 or x.shape[1] != 3:
+            raise ValueError(f"expected images [B, 3, H, W], got shape {list(x.shape)}")
+        p = self.config.patch_size
+        if x.shape[2] % p or x.shape[3] % p:
+            raise ValueError(
+                f"image height and width must be multiples of the patch size {p}, "
+                f"got {x.shape[2]}x{x.shape[3]}"
+            )
+        x = x.to(self.cls_token.dtype)
+        x = self.patch_embed(x)
+        rows, cols = x.shape[2], x.shape[3]
+        x = x.flatten(2).transpose(1, 2)
+        b = x.shape[0]
+        pos = self.pos_embed_for_grid(int(rows), int(cols))
+        prefix = [self.cls_token.expand(b, -1, -1)]
+        if self.reg_token is not None:
+            prefix.append(self.reg_token.expand(b, -1, -1))
+        if self.config.no_embed_class:
+            x = torch.cat([*prefix, x + pos], dim=1)
+        else:
+            x = torch.cat([*prefix, x], dim=1) + pos
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """CLS embedding ``[B, embed_dim]``; register and patch tokens are discarded."""
+        return self.forward_features(x)[:, 0]
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return (
+            f"name={self.name!r}, image_size={self.image_size}, patch={c.patch_size}, "
+            f"dim={c.embed_dim}, depth={c.depth}, heads={c.num_heads}, mlp={c.mlp}"
+        )

@@ -1,0 +1,309 @@
+"""Reading, checking and writing model weights.
+
+Checkpoints are untrusted input. Pickled files (``.bin``, ``.pt``, ``.pth``, ``.ckpt``) are read
+only with ``torch.load(weights_only=True)``, which unpickles tensors and plain containers and
+nothing else; a file that needs other objects is refused with :class:`UnsafeCheckpointError`
+and never unpickled. ``.safetensors`` files are read with the ``safetensors`` package.
+
+Common wrappers are unwrapped (a ``state_dict`` / ``model_state_dict`` / ``model`` / ``module`` /
+``net`` entry holding the tensors) and prefixes that wrap every key (``module.`` from
+``DataParallel``/``DistributedDataParallel``, ``_orig_mod.`` from ``torch.compile``) are
+stripped. Loading is strict: before any tensor is copied, the checkpoint's keys and shapes are
+compared with the module's and every missing, unexpected and mis-shaped key is listed in one
+:class:`CheckpointKeyError` that names the file.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+__all__ = [
+    "CheckpointKeyError",
+    "KeyMismatch",
+    "RandomWeightsWarning",
+    "UnsafeCheckpointError",
+    "WeightsError",
+    "check_state_dict",
+    "load_state_dict",
+    "read_state_dict",
+    "save_state_dict",
+]
+
+#: Suffixes read with ``torch.load(weights_only=True)``; everything else but ``.safetensors``
+#: is also tried that way.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
+#: Top-level entries that hold the state dict in common training checkpoints, tried in order.
+WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")
+#: Prefixes stripped when every key carries them (applied repeatedly, in any order).
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+_LIST_LIMIT = 25  # entries shown per section of a key diff
+
+
+class WeightsError(ValueError):
+    """A checkpoint that cannot be used: unreadable, no state dict inside, or keys that do not
+    match the model. ``path`` names the file."""
+
+    def __init__(self, path: str | os.PathLike[str], message: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: {message}")
+
+
+class UnsafeCheckpointError(WeightsError):
+    """A pickled checkpoint that needs objects other than tensors and plain containers.
+
+    tumorboard never unpickles such a file (unpickling can run arbitrary code)."""
+
+
+@dataclass(frozen=True)
+class KeyMismatch:
+    """One key whose tensor shape differs between the module and the checkpoint."""
+
+    key: str
+    expected: tuple[int, ...]
+    found: tuple[int, ...]
+
+
+class CheckpointKeyError(WeightsError):
+    """Checkpoint keys that do not match the module.
+
+    Attributes:
+        missing: keys the module has and the checkpoint lacks (with the expected shapes).
+        unexpected: keys the checkpoint has and the module lacks (with their shapes).
+        mismatched: keys present on both sides with different shapes.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        model: str,
+        missing: Mapping[str, tuple[int, ...]],
+        unexpected: Mapping[str, tuple[int, ...]],
+        mismatched: Iterable[KeyMismatch],
+    ) -> None:
+        self.model = model
+        self.missing = dict(missing)
+        self.unexpected = dict(unexpected)
+        self.mismatched = tuple(mismatched)
+        super().__init__(path, self._describe())
+
+    def _describe(self) -> str:
+        counts = (
+            f"{len(self.missing)} missing, {len(self.unexpected)} unexpected, "
+            f"{len(self.mismatched)} mis-shaped key(s)"
+        )
+        lines = [f"checkpoint does not match {self.model}: {counts}"]
+
+        def section(title: str, rows: list[str]) -> None:
+            if not rows:
+                return
+            lines.append(f"  {title} ({len(rows)}):")
+            lines.extend(f"    {row}" for row in rows[:_LIST_LIMIT])
+            if len(rows) > _LIST_LIMIT:
+                lines.append(f"    ... and {len(rows) - _LIST_LIMIT} more")
+
+        section(
+            "missing from the checkpoint",
+            [f"{k}  {_shape(s)}" for k, s in sorted(self.missing.items())],
+        )
+        section(
+            "unexpected in the checkpoint",
+            [f"{k}  {_shape(s)}" for k, s in sorted(self.unexpected.items())],
+        )
+        section(
+            "mis-shaped",
+            [
+                f"{m.key}  expected {_shape(m.expected)}, checkpoint has {_shape(m.found)}"
+                for m in sorted(self.mismatched, key=lambda m: m.key)
+            ],
+        )
+        return "\n".join(lines)
+
+
+class RandomWeightsWarning(UserWarning):
+    """A model was built without weights: its parameters are random and its outputs carry no
+    meaning (fine for tests, demos and benchmarks of speed)."""
+
+
+def _shape(shape: Iterable[int]) -> str:
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "no detail"
+
+
+def _is_tensor_dict(obj: object) -> bool:
+    return (
+        isinstance(obj, Mapping)
+        and len(obj) > 0
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
+    )
+
+
+def _unwrap(obj: object, path: Path) -> dict[str, torch.Tensor]:
+    if _is_tensor_dict(obj):
+        state = dict(obj)  # type: ignore[arg-type]
+    else:
+        state = None
+        if isinstance(obj, Mapping):
+            for key in WRAPPER_KEYS:
+                if key in obj and _is_tensor_dict(obj[key]):
+                    state = dict(obj[key])
+                    break
+        if state is None:
+            if isinstance(obj, Mapping):
+                top = ", ".join(repr(k) for k in list(obj)[:10]) or "none"
+                what = f"a dict with top-level keys {top}"
+            else:
+                what = f"an object of type {type(obj).__name__}"
+            raise WeightsError(
+                path,
+                f"no state dict found: the file holds {what}; expected a mapping of parameter "
+                f"names to tensors, possibly under one of {', '.join(WRAPPER_KEYS)}",
+            )
+    changed = True
+    while changed:
+        changed = False
+        for prefix in WRAPPER_PREFIXES:
+            if all(k.startswith(prefix) for k in state):
+                state = {k[len(prefix) :]: v for k, v in state.items()}
+                changed = True
+    return state
+
+
+def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """Reads a checkpoint into a flat ``{name: tensor}`` dict on the CPU.
+
+    ``.safetensors`` files are read with safetensors; every other file with
+    ``torch.load(weights_only=True)`` (``.bin``, ``.pt``, ``.pth``, ``.ckpt``). Wrappers and
+    ``module.`` / ``_orig_mod.`` prefixes are removed (module docstring).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        UnsafeCheckpointError: the pickle needs objects beyond tensors and plain containers.
+        WeightsError: the file is not a readable checkpoint or holds no state dict.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {p}")
+    if p.suffix.lower() == ".safetensors":
+        try:
+            from safetensors.torch import load_file
+        except ImportError as exc:  # pragma: no cover - safetensors is in the embed extra
+            raise ImportError(
+                "reading .safetensors needs the safetensors package: "
+                f"pip install tumorboard[embed] ({exc})"
+            ) from exc
+        try:
+            obj: object = load_file(str(p), device="cpu")
+        except Exception as exc:
+            raise WeightsError(p, f"not a readable safetensors file ({exc})") from exc
+        return _unwrap(obj, p)
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        text = str(exc)
+        if "weights only load failed" not in text.lower():
+            raise WeightsError(p, f"not a readable torch checkpoint ({_first_line(text)})") from exc
+        detail = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) (\S+)", text)
+        needs = f" (it needs {detail.group(1)})" if detail else ""
+        raise UnsafeCheckpointError(
+            p,
+            f"refused: this pickled checkpoint needs Python objects other than tensors and plain "
+            f"containers{needs}. tumorboard loads pickles only with torch.load(weights_only=True) "
+            "because unpickling arbitrary objects can run code. Re-save just the weights from a "
+            "trusted environment, e.g. torch.save(model.state_dict(), 'weights.pt') or "
+            "safetensors.torch.save_file(model.state_dict(), 'weights.safetensors').",
+        ) from exc
+    except Exception as exc:  # torch raises RuntimeError, KeyError, EOFError... on junk files
+        raise WeightsError(
+            p, f"not a readable torch checkpoint ({type(exc).__name__}: {_first_line(str(exc))})"
+        ) from exc
+    return _unwrap(obj, p)
+
+
+def check_state_dict(
+    module: nn.Module,
+    state: Mapping[str, torch.Tensor],
+    *,
+    path: str | os.PathLike[str] = "<state dict>",
+    model: str | None = None,
+) -> None:
+    """Raises :class:`CheckpointKeyError` unless ``state`` has exactly the module's keys with the
+    module's shapes. Works on modules whose tensors live on the meta device."""
+    expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in state.items()}
+    missing = {k: s for k, s in expected.items() if k not in found}
+    unexpected = {k: s for k, s in found.items() if k not in expected}
+    mismatched = [
+        KeyMismatch(k, expected[k], found[k])
+        for k in expected
+        if k in found and expected[k] != found[k]
+    ]
+    if missing or unexpected or mismatched:
+        raise CheckpointKeyError(
+            path, model or type(module).__name__, missing, unexpected, mismatched
+        )
+
+
+def load_state_dict(
+    module: nn.Module,
+    state: Mapping[str, torch.Tensor],
+    *,
+    path: str | os.PathLike[str] = "<state dict>",
+    model: str | None = None,
+) -> nn.Module:
+    """Strictly checks ``state`` against ``module`` (:func:`check_state_dict`), then loads it.
+
+    A module on the meta device receives the checkpoint tensors themselves
+    (``load_state_dict(assign=True)``), so building a large model on ``torch.device("meta")``
+    and loading into it never allocates random weights. Returns the module.
+    """
+    check_state_dict(module, state, path=path, model=model)
+    on_meta = any(t.is_meta for t in module.state_dict().values())
+    if on_meta:
+        # assign=True keeps the checkpoint's dtype; match the module's declared dtypes first.
+        declared = {k: v.dtype for k, v in module.state_dict().items()}
+        state = {k: v.to(declared[k]) if v.dtype != declared[k] else v for k, v in state.items()}
+    module.load_state_dict(dict(state), strict=True, assign=on_meta)
+    leftover = [n for n, t in _named_tensors(module) if t.is_meta]
+    if leftover:
+        raise WeightsError(path, f"tensors left uninitialised after loading: {leftover[:5]}")
+    return module
+
+
+def _named_tensors(module: nn.Module) -> Iterable[tuple[str, torch.Tensor]]:
+    yield from module.named_parameters()
+    yield from module.named_buffers()
+
+
+def save_state_dict(
+    module_or_state: nn.Module | Mapping[str, torch.Tensor], path: str | os.PathLike[str]
+) -> Path:
+    """Writes a state dict: ``.safetensors`` with safetensors, any other suffix with
+    ``torch.save`` (a plain dict of tensors, loadable with ``weights_only=True``).
+    Returns the path."""
+    p = Path(path)
+    state = (
+        module_or_state.state_dict()
+        if isinstance(module_or_state, nn.Module)
+        else dict(module_or_state)
+    )
+    state = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
+    if p.suffix.lower() == ".safetensors":
+        from safetensors.torch import save_file
+
+        # safetensors refuses tensors that share storage; clone to separate them.
+        save_file({k: v.clone() for k, v in state.items()}, str(p), metadata={"format": "pt"})
+    else:
+        torch.save(state, p)
+    return p
