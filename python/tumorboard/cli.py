@@ -1,7 +1,8 @@
 """The ``tumorboard`` command line: ``tumorboard --version``, ``tumorboard demo``,
 ``tumorboard bench``, ``tumorboard import`` (agent logs into a trajectory store) and
-``tumorboard score`` (a store into a report with bootstrap CIs) and ``tumorboard tile`` (tissue
-segmentation and TRIDENT coords .h5 for slides). Verbs are added as features land."""
+``tumorboard score`` (a store into a report with bootstrap CIs), ``tumorboard tile`` (tissue
+segmentation and TRIDENT coords .h5 for slides) and ``tumorboard embed`` (patch features with a
+foundation model, TRIDENT features .h5 + Parquet). Verbs are added as features land."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from . import __version__
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ._demo import run_demo
 
-    run_demo(seed=args.seed, n_resamples=args.n_resamples)
+    run_demo(seed=args.seed, n_resamples=args.n_resamples, out=args.out)
     return 0
 
 
@@ -177,9 +178,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tumorboard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="score a generated sample of agent answers with CIs")
+    demo = sub.add_parser(
+        "demo",
+        help="the main jobs end to end on generated data: tile and embed a sample slide, run the "
+        "agent tools, record and score a sample log with CIs",
+    )
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--n-resamples", type=int, default=1000)
+    demo.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="folder for the demo's outputs (default: a fresh temporary folder; a non-empty "
+        "folder gets a new subfolder, nothing is overwritten)",
+    )
     demo.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="run the side-by-side benchmarks in benchmarks/")
@@ -235,9 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
     score.set_defaults(func=_cmd_score)
 
+    from .embed.cli import add_embed_parser
     from .slides.cli import add_tile_parser
 
     add_tile_parser(sub)
+    add_embed_parser(sub)
     return parser
 
 

@@ -1,0 +1,667 @@
+"""The slide-collection embedding engine (``tumorboard.embed.embed_slides``).
+
+A producer thread walks the collection: for each slide it opens the file, segments the tissue,
+builds (or reuses) the TRIDENT coords file and iterates the slides layer's threaded
+:class:`~tumorboard.slides.PatchLoader`, putting preprocessed batches on a bounded queue. The
+calling thread takes batches off the queue and runs the model backend, so reading and decoding
+overlap compute (and, on CUDA, the host-to-device copy overlaps both; see ``_backends``).
+
+Outputs per slide (REFERENCE §4):
+
+* ``{out}/features_{encoder}/{name}.h5``: TRIDENT's features file: ``features`` [N, D] float32
+  with attributes ``name``, ``savetodir``, ``encoder``; ``coords`` [N, 2] int64 with the coords
+  file's attributes copied. An empty slide gives [0, D] and [0, 2].
+* ``{out}/embeddings_{encoder}/{name}.parquet``: columns ``slide`` (string), ``x``, ``y`` (int64,
+  level-0 top-left), ``embedding`` (fixed_size_list<float32>[D]); the folder reads as one table
+  (``polars.scan_parquet(dir / "*.parquet")``).
+* ``{out}/{mag}x_{patch}px_0px_overlap/patches/{name}_patches.h5``: TRIDENT's coords file.
+
+Every file is written under a temporary name and renamed into place; the features .h5 is renamed
+last and marks the slide complete. A rerun skips complete slides and redoes the rest (leftover
+temporary files of a killed run are removed). A slide that fails (corrupt file, no
+magnification, model error) is recorded in the :class:`EmbedReport` and the collection goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ._backends import DTYPES, OnnxBackend, TorchBackend, encoder_meta, export_onnx
+
+#: TRIDENT's encoder names for the models whose features it also stores.
+TRIDENT_ENCODER_NAMES = {"uni2-h": "uni_v2", "uni": "uni_v1", "conch": "conch_v1"}
+
+Status = Literal["done", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class SlideResult:
+    """What happened to one slide: ``status`` "done", "skipped" (already complete) or "failed"
+    (``error`` says why); ``n_patches`` embedded (or found, when skipped)."""
+
+    slide: str
+    name: str
+    status: Status
+    n_patches: int = 0
+    features_path: Path | None = None
+    parquet_path: Path | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class EmbedReport:
+    """The result of :func:`embed_slides`.
+
+    Attributes:
+        results: one :class:`SlideResult` per input slide, in input order.
+        encoder: the encoder name used in the output folders.
+        features_dir, parquet_dir, coords_dir: where the outputs are.
+        n_patches: patches embedded in this run (skipped slides not counted).
+        seconds: wall-clock time of the run.
+    """
+
+    results: tuple[SlideResult, ...]
+    encoder: str
+    features_dir: Path
+    parquet_dir: Path
+    coords_dir: Path
+    n_patches: int
+    seconds: float
+    backend: str = "torch"
+    device: str = "cpu"
+
+    @property
+    def done(self) -> tuple[SlideResult, ...]:
+        return tuple(r for r in self.results if r.status == "done")
+
+    @property
+    def skipped(self) -> tuple[SlideResult, ...]:
+        return tuple(r for r in self.results if r.status == "skipped")
+
+    @property
+    def failed(self) -> tuple[SlideResult, ...]:
+        return tuple(r for r in self.results if r.status == "failed")
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def patches_per_second(self) -> float:
+        return self.n_patches / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        """A few lines for people: counts, throughput, and every failure with its reason."""
+        lines = [
+            f"embedded {len(self.done)} slide(s), skipped {len(self.skipped)} complete, "
+            f"failed {len(self.failed)}; {self.n_patches} patches in {self.seconds:.1f} s "
+            f"({self.patches_per_second:.1f} patches/s, {self.backend} on {self.device})",
+            f"features: {self.features_dir}",
+            f"parquet:  {self.parquet_dir}",
+        ]
+        for r in self.failed:
+            lines.append(f"FAILED {r.slide}: {r.error}")
+        return "\n".join(lines)
+
+
+class _Progress:
+    """Plain-text progress on a stream: rewrites one line on a terminal, prints a line every few
+    seconds otherwise. No tqdm."""
+
+    def __init__(self, stream: Any, n_slides: int, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
+        self.n_slides = n_slides
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        self.patches = 0
+
+    def update(
+        self, slide_i: int, name: str, done: int, total: int, *, force: bool = False
+    ) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self.last < (0.2 if self.tty else 5.0):
+            return
+        self.last = now
+        rate = self.patches / max(now - self.t0, 1e-9)
+        msg = (
+            f"[{slide_i + 1}/{self.n_slides}] {name}: {done}/{total} patches | "
+            f"{self.patches} total | {rate:.1f} patches/s"
+        )
+        if self.tty:
+            self.stream.write("\r" + msg[:160].ljust(100))
+        else:
+            self.stream.write(msg + "\n")
+        self.stream.flush()
+
+    def message(self, msg: str) -> None:
+        if self.enabled:
+            self.stream.write(("\n" if self.tty else "") + msg + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+
+
+def _remove_stale(path: Path) -> None:
+    for p in path.parent.glob(f".{path.name}.tmp-*"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def features_complete(features: Path, parquet: Path | None = None) -> int | None:
+    """Number of patches in a complete features file (and matching Parquet file, when given),
+    or None when the output is missing, truncated or inconsistent."""
+    if not features.is_file() or (parquet is not None and not parquet.is_file()):
+        return None
+    try:
+        import h5py
+
+        with h5py.File(features, "r") as f:
+            feats, coords = f["features"], f["coords"]
+            if feats.ndim != 2 or coords.shape != (feats.shape[0], 2):
+                return None
+            n = int(feats.shape[0])
+        if parquet is not None:
+            import pyarrow.parquet as pq
+
+            if pq.read_metadata(parquet).num_rows != n:
+                return None
+    except Exception:
+        return None
+    return n
+
+
+def _slide_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".ome.tiff", ".ome.tif"):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def _resolve_model(
+    model: Any, weights: Any, backend: str, device: str, dtype: str, cache: Path
+) -> tuple[Any, str, int, tuple[float, ...], tuple[float, ...], str]:
+    """(backend runner, encoder name, image size, mean, std, interpolation)."""
+    if isinstance(model, (str, os.PathLike)) and str(model).endswith(".onnx"):
+        raise ValueError(
+            "model: pass the encoder name or module; an .onnx file carries no preprocessing "
+            "metadata (use backend='onnxruntime' to run the exported graph)"
+        )
+    if isinstance(model, str):
+        from .. import models
+
+        name = TRIDENT_ENCODER_NAMES.get(model, model)
+        module = models.load(model, weights=weights, device="cpu", dtype="fp32")
+    else:
+        if not callable(model):
+            raise TypeError(f"model must be a model name or a torch module, got {type(model)}")
+        if weights is not None:
+            raise ValueError("weights= is only used with a model name (the module has its own)")
+        module = model
+        name = getattr(model, "encoder_name", None) or type(model).__name__.lower()
+    size, mean, std, interpolation = encoder_meta(module)
+    if backend == "torch":
+        runner: Any = TorchBackend(module, device=device, dtype=dtype)
+    elif backend == "onnxruntime":
+        path = export_onnx(module, cache / f"{name}.onnx", image_size=size)
+        runner = OnnxBackend(path, device=device)
+        runner.embed_dim = getattr(module, "embed_dim", None)
+    else:
+        raise ValueError(f"backend must be 'torch' or 'onnxruntime', got {backend!r}")
+    return runner, name, size, mean, std, interpolation
+
+
+_END = object()
+
+
+@dataclass
+class _SlideJob:
+    index: int
+    path: Path
+    name: str
+    features: Path
+    parquet: Path
+    coords: np.ndarray | None = None
+    coords_attrs: dict[str, Any] | None = None
+    n: int = 0
+    error: str | None = None
+    skipped_n: int | None = None
+
+
+def _produce(
+    jobs: list[_SlideJob],
+    q: queue.Queue,
+    stop: threading.Event,
+    *,
+    mag: float,
+    patch: int,
+    batch_size: int,
+    size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    interpolation: str,
+    workers: int,
+    coords_root: Path,
+    segmentation: Any,
+    mpp: float | None,
+) -> None:
+    from .. import slides
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    for job in jobs:
+        if stop.is_set():
+            return
+        n = features_complete(job.features, job.parquet)
+        if n is not None:
+            job.skipped_n = n
+            if not put(("skip", job)):
+                return
+            continue
+        try:
+            with slides.open(job.path, mpp=mpp) as slide:
+                cpath = slides.coords_path(coords_root, job.name, magnification=mag,
+                                           patch_size=patch)  # fmt: skip
+                if segmentation is None:
+                    tissue = None
+                elif isinstance(segmentation, str):
+                    tissue = slides.segment_tissue(slide, preset=segmentation)
+                else:
+                    tissue = slides.segment_tissue(slide, params=segmentation)
+                grid = slides.patch_grid(slide, tissue, magnification=mag, patch_size=patch)
+                slides.write_coords(cpath, grid)
+                cf = slides.read_coords(cpath)
+                job.coords = cf.coords
+                job.coords_attrs = cf.attrs
+                job.n = len(grid)
+                if not put(("start", job)):
+                    return
+                loader = slides.PatchLoader(slide, grid, batch_size=batch_size, size=size,
+                                            mean=mean, std=std, num_workers=workers,
+                                            interpolation=interpolation)  # fmt: skip
+                for batch in loader:
+                    if not put(("batch", job, batch)):
+                        return
+            if not put(("end", job)):
+                return
+        except Exception as exc:  # a bad slide never stops the collection
+            job.error = f"{type(exc).__name__}: {exc}"
+            if not put(("error", job)):
+                return
+    put(_END)
+
+
+class _Writer:
+    """Streams one slide's embeddings into temporary .h5 and .parquet files."""
+
+    def __init__(self, job: _SlideJob, encoder: str) -> None:
+        import h5py
+        import pyarrow.parquet as pq
+
+        self.job = job
+        self.encoder = encoder
+        for p in (job.features, job.parquet):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale(p)
+        self.h5_tmp = _tmp(job.features)
+        self.pq_tmp = _tmp(job.parquet)
+        self.h5 = h5py.File(self.h5_tmp, "w")
+        self.pq = pq
+        self.pq_writer: Any = None
+        self.features: Any = None
+        self.rows = 0
+        self.buf: list[tuple[np.ndarray, np.ndarray]] = []
+        self.buf_rows = 0
+
+    def _schema(self, d: int) -> Any:
+        import pyarrow as pa
+
+        return pa.schema([("slide", pa.string()), ("x", pa.int64()), ("y", pa.int64()),
+                          ("embedding", pa.list_(pa.float32(), d))])  # fmt: skip
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if not self.buf:
+            return
+        emb = np.concatenate([b[0] for b in self.buf])
+        xy = np.concatenate([b[1] for b in self.buf])
+        d = emb.shape[1]
+        if self.pq_writer is None:
+            self.pq_writer = self.pq.ParquetWriter(self.pq_tmp, self._schema(d))
+        table = pa.table(
+            {
+                "slide": pa.array([self.job.name] * len(xy), pa.string()),
+                "x": pa.array(xy[:, 0], pa.int64()),
+                "y": pa.array(xy[:, 1], pa.int64()),
+                "embedding": pa.FixedSizeListArray.from_arrays(
+                    pa.array(emb.reshape(-1), pa.float32()), d
+                ),
+            },
+            schema=self._schema(d),
+        )
+        self.pq_writer.write_table(table)
+        self.buf, self.buf_rows = [], 0
+
+    def add(self, emb: np.ndarray, coords: np.ndarray) -> None:
+        emb = np.ascontiguousarray(emb, dtype=np.float32)
+        if emb.ndim != 2 or emb.shape[0] != coords.shape[0]:
+            raise ValueError(
+                f"model returned shape {emb.shape} for a batch of {coords.shape[0]} patches; "
+                "expected [B, D]"
+            )
+        if self.features is None:
+            d = emb.shape[1]
+            self.features = self.h5.create_dataset(
+                "features", shape=(0, d), maxshape=(None, d), dtype=np.float32,
+                chunks=(max(1, min(1024, 2**20 // (4 * d))), d),
+            )  # fmt: skip
+        elif emb.shape[1] != self.features.shape[1]:
+            raise ValueError(
+                f"embedding width changed from {self.features.shape[1]} to {emb.shape[1]}"
+            )
+        n0 = self.rows
+        self.features.resize(n0 + emb.shape[0], axis=0)
+        self.features[n0:] = emb
+        self.rows += emb.shape[0]
+        self.buf.append((emb, coords))
+        self.buf_rows += emb.shape[0]
+        if self.buf_rows >= 16384:
+            self._flush()
+
+    def finish(self, embed_dim: int | None, savetodir: str) -> None:
+        from ..slides._h5 import _attr_out
+
+        job = self.job
+        if self.features is None:  # no patches: TRIDENT writes [0, D]
+            d = int(embed_dim or 0)
+            self.features = self.h5.create_dataset("features", shape=(0, d), maxshape=(None, d),
+                                                   dtype=np.float32)  # fmt: skip
+        coords = np.asarray(job.coords, dtype=np.int64).reshape(-1, 2)
+        if coords.shape[0] != self.rows:
+            raise RuntimeError(f"{self.rows} embeddings for {coords.shape[0]} patches")
+        cds = self.h5.create_dataset("coords", data=coords, maxshape=(None, 2))
+        for k, v in (job.coords_attrs or {}).items():
+            cds.attrs[k] = _attr_out(v)
+        self.features.attrs["name"] = job.name
+        self.features.attrs["savetodir"] = savetodir
+        self.features.attrs["encoder"] = self.encoder
+        width = int(self.features.shape[1])
+        self.h5.close()
+        self._flush()
+        if self.pq_writer is None:
+            self.pq.write_table(self._schema(width).empty_table(), self.pq_tmp)
+        else:
+            self.pq_writer.close()
+        os.replace(self.pq_tmp, job.parquet)
+        os.replace(self.h5_tmp, job.features)  # last: marks the slide complete
+
+    def abort(self) -> None:
+        try:
+            self.h5.close()
+        except Exception:
+            pass
+        if self.pq_writer is not None:
+            try:
+                self.pq_writer.close()
+            except Exception:
+                pass
+        for p in (self.h5_tmp, self.pq_tmp):
+            if p.exists():
+                p.unlink()
+
+
+def _check_positive(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def embed_slides(
+    slides: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    model: Any,
+    weights: str | os.PathLike[str] | None = None,
+    out: str | os.PathLike[str],
+    mag: float = 20,
+    patch: int = 256,
+    batch_size: int = 64,
+    backend: Literal["torch", "onnxruntime"] = "torch",
+    device: str = "auto",
+    dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto",
+    workers: int | None = None,
+    queue_size: int = 8,
+    segmentation: Any = "clam",
+    mpp: float | None = None,
+    encoder_name: str | None = None,
+    progress: bool = True,
+    stream: Any = None,
+) -> EmbedReport:
+    """Embeds every patch of every slide of a collection with a patch encoder.
+
+    Args:
+        slides: slide paths (or one path).
+        model: a model name for ``tumorboard.models.load`` ("uni2-h", "uni", "conch",
+            "uni2-tiny", ...) or a torch module mapping normalised [B, 3, S, S] images to
+            [B, D] (its ``image_size``, ``mean`` and ``std`` attributes set the preprocessing;
+            224 px and ImageNet statistics when absent).
+        weights: checkpoint for a model name (None: random weights, with the loader's warning).
+        out: output folder (see the module docstring for its layout).
+        mag, patch: target magnification and patch side in pixels at that magnification
+            (TRIDENT's patcher); patches are resized to the encoder's image size.
+        batch_size: patches per forward.
+        backend: "torch" or "onnxruntime" (the module is exported once to
+            ``{out}/.onnx/{encoder}.onnx``).
+        device: "auto", "cpu" or "cuda[:i]".
+        dtype: "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32", "fp16", "bf16" (torch only).
+        workers: patch-reader threads (default: all cores).
+        queue_size: batches buffered between the readers and the model.
+        segmentation: a tissue segmentation preset name (``tumorboard.slides.PRESETS``), a
+            :class:`~tumorboard.slides.SegmentationParams`, or None to keep every grid patch.
+        mpp: override the slides' resolution (needed for plain images).
+        encoder_name: the name used in ``features_{encoder}`` (default: TRIDENT's name for
+            uni2-h/uni/conch, else the model name or the module's class name).
+        progress: print progress with patches/s to ``stream`` (default stderr).
+
+    Returns:
+        an :class:`EmbedReport`; failed slides are listed there, not raised.
+    """
+    t_start = time.perf_counter()
+    if isinstance(slides, (str, os.PathLike)):
+        slides = [slides]
+    paths = [Path(p) for p in slides]
+    batch_size = _check_positive(batch_size, "batch_size")
+    patch = _check_positive(patch, "patch")
+    queue_size = _check_positive(queue_size, "queue_size")
+    if workers is not None:
+        workers = _check_positive(workers, "workers")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if not float(mag) > 0:
+        raise ValueError(f"mag must be positive, got {mag}")
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runner, name, size, mean, std, interpolation = _resolve_model(
+        model, weights, backend, device, dtype, out_dir / ".onnx"
+    )
+    encoder = encoder_name or name
+    features_dir = out_dir / f"features_{encoder}"
+    parquet_dir = out_dir / f"embeddings_{encoder}"
+    stream = sys.stderr if stream is None else stream
+    prog = _Progress(stream, len(paths), progress)
+
+    jobs: list[_SlideJob] = []
+    results: dict[int, SlideResult] = {}
+    seen: dict[str, Path] = {}
+    for i, p in enumerate(paths):
+        nm = _slide_name(p)
+        if nm in seen:
+            err = f"duplicate slide name {nm!r} (also {seen[nm]}); outputs are named by slide"
+            results[i] = SlideResult(str(p), nm, "failed", error=err)
+            continue
+        seen[nm] = p
+        jobs.append(_SlideJob(i, p, nm, features_dir / f"{nm}.h5", parquet_dir / f"{nm}.parquet"))
+
+    q: queue.Queue = queue.Queue(maxsize=queue_size)
+    stop = threading.Event()
+    producer = threading.Thread(
+        target=_produce,
+        args=(jobs, q, stop),
+        kwargs=dict(
+            mag=float(mag),
+            patch=patch,
+            batch_size=batch_size,
+            size=size,
+            mean=mean,
+            std=std,
+            interpolation=interpolation,
+            workers=workers or os.cpu_count() or 1,
+            coords_root=out_dir,
+            segmentation=segmentation,
+            mpp=mpp,
+        ),  # fmt: skip
+        name="tb-embed-producer",
+        daemon=True,
+    )
+    producer.start()
+    n_total = 0
+    embed_dim: int | None = getattr(runner, "embed_dim", None)
+    writer: _Writer | None = None
+    failed_job: _SlideJob | None = None
+    t_slide = time.perf_counter()
+    pending: list[np.ndarray] = []  # coords of batches submitted but not collected
+    # batches left in flight after a submit: one on CUDA (copy/compute overlap), else none
+    depth = 1 if getattr(runner, "cuda", False) else 0
+
+    def collect_until(limit: int) -> None:
+        nonlocal n_total, embed_dim
+        while runner.in_flight > limit:
+            emb = runner.collect()
+            xy = pending.pop(0)
+            assert writer is not None
+            writer.add(emb, xy)
+            embed_dim = int(emb.shape[1])
+            n_total += emb.shape[0]
+            prog.patches += emb.shape[0]
+
+    def fail(job: _SlideJob, err: str) -> None:
+        nonlocal writer
+        if writer is not None:
+            writer.abort()
+            writer = None
+        pending.clear()
+        while runner.in_flight:
+            runner.collect()
+        results[job.index] = SlideResult(str(job.path), job.name, "failed", error=err,
+                                          seconds=time.perf_counter() - t_slide)  # fmt: skip
+        prog.message(f"FAILED {job.path}: {err}")
+
+    try:
+        while True:
+            item = q.get()
+            if item is _END:
+                break
+            kind, job = item[0], item[1]
+            if kind == "skip":
+                results[job.index] = SlideResult(str(job.path), job.name, "skipped",
+                                                  n_patches=job.skipped_n or 0,
+                                                  features_path=job.features,
+                                                  parquet_path=job.parquet)  # fmt: skip
+                continue
+            if failed_job is job:  # the model failed on this slide: drop the rest of it
+                continue
+            if kind == "error":
+                fail(job, job.error or "unknown error")
+                continue
+            try:
+                if kind == "start":
+                    t_slide = time.perf_counter()
+                    writer = _Writer(job, encoder)
+                    prog.update(job.index, job.name, 0, job.n, force=True)
+                elif kind == "batch":
+                    batch = item[2]
+                    runner.submit(batch.images)
+                    pending.append(batch.coords)
+                    collect_until(depth)
+                    assert writer is not None
+                    prog.update(job.index, job.name, writer.rows, job.n)
+                elif kind == "end":
+                    collect_until(0)
+                    assert writer is not None
+                    writer.finish(embed_dim, str(features_dir))
+                    writer = None
+                    results[job.index] = SlideResult(
+                        str(job.path), job.name, "done", n_patches=job.n,
+                        features_path=job.features, parquet_path=job.parquet,
+                        seconds=time.perf_counter() - t_slide,
+                    )  # fmt: skip
+                    prog.update(job.index, job.name, job.n, job.n, force=True)
+            except Exception as exc:
+                failed_job = job
+                fail(job, f"{type(exc).__name__}: {exc}")
+                if os.environ.get("TUMORBOARD_DEBUG"):
+                    traceback.print_exc()
+    finally:
+        stop.set()
+        if writer is not None:
+            writer.abort()
+        producer.join(timeout=30)
+        prog.close()
+    ordered = tuple(results[i] for i in sorted(results))
+    return EmbedReport(
+        results=ordered,
+        encoder=encoder,
+        features_dir=features_dir,
+        parquet_dir=parquet_dir,
+        coords_dir=out_dir,
+        n_patches=n_total,
+        seconds=time.perf_counter() - t_start,
+        backend=backend,
+        device=str(getattr(runner, "device", "cpu")),
+    )
+
+
+def read_features(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """(features [N, D] float32, coords [N, 2] int64, features attributes) of a TRIDENT features
+    file."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        feats = np.asarray(f["features"][...], dtype=np.float32)
+        coords = np.asarray(f["coords"][...], dtype=np.int64)
+        attrs = {
+            k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["features"].attrs.items()
+        }
+    return feats, coords, attrs

@@ -1,0 +1,326 @@
+"""The slide-collection embedding engine end to end on real pyramidal JPEG-tiled TIFFs.
+
+Oracles: every stored embedding is recomputed by reading the patch with OpenSlide at the stored
+coordinate, normalising it with numpy and calling the encoder directly; coords equal the coords
+file the slides layer writes; the .h5 and Parquet files are read back with h5py and pyarrow; ONNX
+runtime output is compared with torch. Resume is tested after a subprocess is SIGKILLed mid-way
+through the collection, and failure isolation with a corrupt slide and an injected model error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+h5py = pytest.importorskip("h5py")
+pq = pytest.importorskip("pyarrow.parquet")
+openslide = pytest.importorskip("openslide")
+
+from test_slides_pipeline import PARAMS  # noqa: E402
+from test_slides_readers import write_test_slide  # noqa: E402
+from tumorboard import slides  # noqa: E402
+from tumorboard.embed import embed_slides, features_complete, read_features  # noqa: E402
+from tumorboard.embed.cli import add_embed_parser  # noqa: E402
+
+MEAN = (0.5, 0.4, 0.3)
+STD = (0.2, 0.25, 0.3)
+
+ENCODER_SRC = """
+import torch
+from torch import nn
+
+
+class TinyEncoder(nn.Module):
+    image_size = 256
+    mean = (0.5, 0.4, 0.3)
+    std = (0.2, 0.25, 0.3)
+    embed_dim = 16
+    encoder_name = "tiny"
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.proj = nn.Linear(192, 16)
+        with torch.no_grad():
+            self.proj.weight.copy_(torch.randn(16, 192, generator=g) * 0.1)
+            self.proj.bias.copy_(torch.randn(16, generator=g))
+
+    def forward(self, x):
+        return self.proj(torch.nn.functional.avg_pool2d(x, 32).flatten(1))
+"""
+exec(ENCODER_SRC)  # defines TinyEncoder here and, verbatim, in the subprocess below
+
+
+class FailingEncoder(TinyEncoder):  # noqa: F821
+    """Raises on its 3rd call (the injected model failure)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == 3:
+            raise RuntimeError("injected failure")
+        return super().forward(x)
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("collection")
+    first = d / "case01.tif"
+    write_test_slide(first)
+    paths = [first]
+    for name in ("case02.tif", "case03.tif"):
+        shutil.copy(first, d / name)
+        paths.append(d / name)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def reference(collection, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ref")
+    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, workers=1,  # noqa: F821
+                       progress=False, segmentation=PARAMS)  # fmt: skip
+    assert rep.ok and len(rep.done) == 3
+    return out
+
+
+def oracle_embeddings(path: Path, coords: np.ndarray) -> np.ndarray:
+    model = TinyEncoder().eval()  # noqa: F821
+    s = openslide.OpenSlide(str(path))
+    imgs = []
+    for x, y in coords:
+        rgb = np.asarray(s.read_region((int(x), int(y)), 0, (256, 256)).convert("RGB"))
+        imgs.append(((rgb / 255.0 - MEAN) / STD).transpose(2, 0, 1))
+    with torch.no_grad():
+        return model(torch.tensor(np.stack(imgs), dtype=torch.float32)).numpy()
+
+
+def test_outputs_match_oracle_and_layout(collection, reference):
+    out = reference
+    path = collection[0]
+    feats, coords, attrs = read_features(out / "features_tiny" / "case01.h5")
+    cf = slides.read_coords(slides.coords_path(out, "case01", magnification=20, patch_size=256))
+    np.testing.assert_array_equal(coords, cf.coords)
+    assert feats.shape == (len(cf), 16) and feats.dtype == np.float32 and len(cf) > 10
+    assert attrs == {"name": "case01", "savetodir": str(out / "features_tiny"), "encoder": "tiny"}
+    np.testing.assert_allclose(feats, oracle_embeddings(path, coords), rtol=1e-4, atol=1e-4)
+    with h5py.File(out / "features_tiny" / "case01.h5", "r") as f:
+        assert f["coords"].dtype == np.int64
+        assert f["coords"].attrs["patch_size"] == 256
+        assert f["coords"].attrs["target_magnification"] == 20
+        assert f["coords"].attrs["level0_magnification"] == 20
+        assert f["coords"].attrs["name"] == "case01"
+    table = pq.read_table(out / "embeddings_tiny" / "case01.parquet")
+    etype = table.schema.field("embedding").type
+    assert etype.list_size == 16 and str(etype.value_type) == "float"  # fixed_size_list<float32>
+    assert table.column_names == ["slide", "x", "y", "embedding"]
+    assert set(table["slide"].to_pylist()) == {"case01"}
+    np.testing.assert_array_equal(np.stack([table["x"], table["y"]], 1), coords)
+    emb = np.asarray(table["embedding"].combine_chunks().flatten()).reshape(-1, 16)
+    np.testing.assert_array_equal(emb, feats)
+    # the three copies give identical features; no temporary files are left behind
+    for name in ("case02", "case03"):
+        np.testing.assert_array_equal(read_features(out / "features_tiny" / f"{name}.h5")[0], feats)
+    assert not [p for p in out.rglob(".*tmp-*")]
+
+
+def test_rerun_skips_complete_and_redoes_broken(collection, reference, tmp_path):
+    out = tmp_path / "job"
+    shutil.copytree(reference, out)
+    # a truncated features file under the final name and a leftover temporary file
+    bad = out / "features_tiny" / "case02.h5"
+    bad.write_bytes(bad.read_bytes()[:200])
+    (out / "features_tiny" / ".case03.h5.tmp-999-1").write_bytes(b"partial")
+    (out / "features_tiny" / "case03.h5").unlink()
+    assert features_complete(bad) is None
+    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, workers=1,  # noqa: F821
+                       progress=False, segmentation=PARAMS)  # fmt: skip
+    assert [r.status for r in rep.results] == ["skipped", "done", "done"]
+    assert rep.results[0].n_patches == features_complete(out / "features_tiny" / "case01.h5")
+    for name in ("case02", "case03"):
+        a = read_features(out / "features_tiny" / f"{name}.h5")[0]
+        np.testing.assert_array_equal(
+            a, read_features(reference / "features_tiny" / f"{name}.h5")[0]
+        )
+    assert not [p for p in out.rglob(".*tmp-*")]
+
+
+def test_resume_after_sigkill(collection, reference, tmp_path):
+    out = tmp_path / "job"
+    n = features_complete(reference / "features_tiny" / "case01.h5")
+    kill_at = -(-n // 8) + 2  # the third forward of the second slide
+    assert n > 16
+    script = ENCODER_SRC + textwrap.dedent(
+        f"""
+        import os, signal
+        from tumorboard.embed import embed_slides
+
+        class Killer(TinyEncoder):
+            calls = 0
+            def forward(self, x):
+                Killer.calls += 1
+                if Killer.calls == {kill_at}:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return super().forward(x)
+
+        from tumorboard.slides import SegmentationParams
+        PARAMS = SegmentationParams(**{PARAMS.__dict__!r})
+        embed_slides({[str(p) for p in collection]!r}, model=Killer(), out={str(out)!r},
+                     batch_size=8, workers=1, progress=False, segmentation=PARAMS)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    fdir = out / "features_tiny"
+    assert features_complete(fdir / "case01.h5", out / "embeddings_tiny" / "case01.parquet")
+    assert not (fdir / "case02.h5").exists() and not (fdir / "case03.h5").exists()
+    assert list(fdir.glob(".case02.h5.tmp-*"))  # the half-written file of the killed run
+    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, workers=1,  # noqa: F821
+                       progress=False, segmentation=PARAMS)  # fmt: skip
+    assert [r.status for r in rep.results] == ["skipped", "done", "done"]
+    for name in ("case01", "case02", "case03"):
+        a = read_features(fdir / f"{name}.h5")
+        b = read_features(reference / "features_tiny" / f"{name}.h5")
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    assert not [p for p in out.rglob(".*tmp-*")]
+
+
+def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
+    corrupt = tmp_path / "corrupt.tif"
+    corrupt.write_bytes(b"II*\x00" + os.urandom(2000))
+    missing = tmp_path / "missing.svs"
+    items = [collection[0], corrupt, collection[1], missing, collection[2]]
+    rep = embed_slides(items, model=FailingEncoder(), out=tmp_path / "job", batch_size=8,
+                       workers=1, progress=False, segmentation=PARAMS)  # fmt: skip
+    status = [r.status for r in rep.results]
+    # the 3rd forward (inside case01) raises: case01 fails, the rest go on
+    assert status == ["failed", "failed", "done", "failed", "done"]
+    assert "injected failure" in rep.results[0].error
+    assert "corrupt.tif" in rep.results[1].error or "unreadable" in rep.results[1].error
+    assert "no such file" in rep.results[3].error
+    assert not rep.ok and "FAILED" in rep.summary() and "missing.svs" in rep.summary()
+    fdir = tmp_path / "job" / "features_tiny"
+    assert sorted(p.name for p in fdir.iterdir()) == ["case02.h5", "case03.h5"]
+
+
+def test_onnxruntime_backend_matches_torch(collection, reference, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=16,  # noqa: F821
+                       backend="onnxruntime", progress=False, segmentation=PARAMS)  # fmt: skip
+    assert rep.ok and rep.backend == "onnxruntime"
+    a = read_features(tmp_path / "features_tiny" / "case01.h5")[0]
+    b = read_features(reference / "features_tiny" / "case01.h5")[0]
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_deterministic_across_batch_sizes_and_workers(collection, reference, tmp_path):
+    rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=5,  # noqa: F821
+                       workers=2, queue_size=1, progress=False, segmentation=PARAMS)  # fmt: skip
+    assert rep.ok
+    a = read_features(tmp_path / "features_tiny" / "case01.h5")[0]
+    b = read_features(reference / "features_tiny" / "case01.h5")[0]
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_progress_and_validation(collection, tmp_path):
+    import io
+
+    buf = io.StringIO()
+    embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=64,  # noqa: F821
+                 stream=buf, segmentation=PARAMS)  # fmt: skip
+    assert "patches/s" in buf.getvalue() and "case01" in buf.getvalue()
+    with pytest.raises(ValueError, match="batch_size"):
+        embed_slides(collection, model=TinyEncoder(), out=tmp_path, batch_size=0)  # noqa: F821
+    with pytest.raises(ValueError, match="backend"):
+        embed_slides(collection, model=TinyEncoder(), out=tmp_path, backend="tf")  # noqa: F821
+    with pytest.raises(ValueError, match="weights"):
+        embed_slides(collection, model=TinyEncoder(), out=tmp_path, weights="w.bin")  # noqa: F821
+
+
+def test_cli(collection, tmp_path, capsys, monkeypatch):
+    parser = argparse.ArgumentParser(prog="tumorboard")
+    add_embed_parser(parser.add_subparsers(dest="cmd"))
+    import tumorboard.embed._engine as engine
+
+    real = engine.embed_slides
+    seen = {}
+
+    def fake_model_name(slides_, *, model, **kw):  # route the model name to the test encoder
+        seen["model"] = model
+        return real(slides_, model=TinyEncoder(), **kw)  # noqa: F821
+
+    monkeypatch.setattr(engine, "embed_slides", fake_model_name)
+    args = parser.parse_args(["embed", str(collection[0]), "--model", "uni2-h", "--out",
+                              str(tmp_path), "--batch-size", "16", "--quiet",
+                              "--segmentation", "none"])  # fmt: skip
+    assert args.func(args) == 0
+    assert seen["model"] == "uni2-h"
+    assert "embedded 1 slide(s)" in capsys.readouterr().out
+    assert args.weights is None and args.backend == "torch" and args.mag == 20
+    assert features_complete(tmp_path / "features_tiny" / "case01.h5")
+
+
+def test_named_tiny_model_through_models_load(collection, tmp_path):
+    models = pytest.importorskip("tumorboard.models")
+    if not hasattr(models, "load"):
+        pytest.skip("tumorboard.models.load not available")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the random-weights warning
+        rep = embed_slides(collection[:1], model="uni2-tiny", out=tmp_path, batch_size=16,
+                           mag=10, progress=False, segmentation=PARAMS)  # fmt: skip
+        enc = models.load("uni2-tiny", device="cpu", dtype="fp32")
+    assert rep.ok and rep.encoder == "uni2-tiny"
+    feats, coords, _ = read_features(tmp_path / "features_uni2-tiny" / "case01.h5")
+    assert feats.shape == (len(coords), enc.embed_dim) and len(coords) > 0
+    # oracle: the loader's preprocessing + the encoder called directly (same seed -> same weights)
+    with slides.open(collection[0]) as s:
+        grid = slides.read_coords(slides.coords_path(tmp_path, "case01", magnification=10))
+        g = slides.patch_grid(s, None, magnification=10, patch_size=256)
+        loader = slides.PatchLoader(s, grid.coords, level=g.read_level, read_size=g.read_size,
+                                    batch_size=len(grid), size=enc.image_size, mean=enc.mean,
+                                    std=enc.std, interpolation=enc.interpolation)  # fmt: skip
+        (batch,) = list(loader)
+    with torch.no_grad():
+        ref = enc(torch.from_numpy(batch.images)).float().numpy()
+    np.testing.assert_allclose(feats, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_onnx_fallback_export_for_a_plain_module(collection, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+
+    class Plain(torch.nn.Module):  # no embed_dim / image_size / mean / std: 224 px, ImageNet
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(1)
+            self.conv = torch.nn.Conv2d(3, 8, 16, stride=16)
+
+        def forward(self, x):
+            return self.conv(x).mean(dim=(2, 3))
+
+    m = Plain()
+    runs = {}
+    for backend in ("torch", "onnxruntime"):
+        rep = embed_slides(collection[:1], model=m, out=tmp_path / backend, batch_size=16,
+                           backend=backend, progress=False, segmentation=PARAMS)  # fmt: skip
+        assert rep.ok and rep.encoder == "plain"
+        runs[backend] = read_features(tmp_path / backend / "features_plain" / "case01.h5")[0]
+    assert runs["torch"].shape[1] == 8
+    np.testing.assert_allclose(runs["onnxruntime"], runs["torch"], rtol=1e-4, atol=1e-4)
