@@ -242,3 +242,44 @@ def _overall_rows(
     return joint.with_columns(
         pl.col("_plain").alias("estimate"), pl.col("_n").cast(pl.Int64).alias("n")
     ).select(per_group.columns)
+
+
+def summarize_metrics(
+    frame: pl.DataFrame,
+    specs: Sequence[tuple[str, str, pl.Expr | None]],
+    *,
+    benchmark: str,
+    by_task: bool,
+    cluster: str | None,
+    n_resamples: int,
+    level: float,
+    seed: int,
+) -> pl.DataFrame:
+    """Several metrics of one frame as sorted report-table rows: ``specs`` lists
+    (metric name, value column, row filter or None); each metric is the mean of its value column
+    over the rows its filter keeps (n = that subset's size), with a bootstrap CI, per (track,
+    model, tools[, task]) and, when ``by_task``, the joint "overall" row. Metrics whose subset is
+    empty are left out."""
+    group_cols = ("track", "model", "tools", "task") if by_task else ("track", "model", "tools")
+    parts = []
+    for metric, value, mask in specs:
+        sub = frame if mask is None else frame.filter(mask)
+        if sub.height == 0:
+            continue
+        parts.append(
+            summarize(
+                sub,
+                value=value,
+                benchmark=benchmark,
+                metric=metric,
+                group_cols=group_cols,
+                cluster=cluster,
+                n_resamples=n_resamples,
+                level=level,
+                seed=seed,
+                overall=by_task,
+            )  # fmt: skip
+        )
+    if not parts:
+        raise ValueError(f"{benchmark}: no metric could be computed from the given columns")
+    return sort_table(pl.concat(parts, how="vertical"))

@@ -50,8 +50,8 @@ import numpy.typing as npt
 import polars as pl
 
 from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
-from ._summary import summarize
-from .report import Report, sort_table
+from ._summary import summarize_metrics
+from .report import Report
 
 __all__ = [
     "input_jaccard",
@@ -401,8 +401,8 @@ def lammi(
         per = per.with_columns((pred == gold).fill_null(False).alias("_mc"))
         specs.append(("mc_f1", "_mc", pl.col("mc_answer").is_not_null()))
 
-    table = _summaries(per, specs, has_task=has_task, cluster=cluster,
-                       n_resamples=n_resamples, level=level, seed=seed)  # fmt: skip
+    table = summarize_metrics(per, specs, benchmark=BENCHMARK, by_task=has_task, cluster=cluster,
+                              n_resamples=n_resamples, level=level, seed=seed)  # fmt: skip
     notes = (
         f"TSS = valid * successful/total tool calls (1 when no call); a trajectory succeeds "
         f"when TSS >= {threshold}.",
@@ -411,36 +411,3 @@ def lammi(
         "Tool consistency F1 = 2|E∩U|/(|E|+|U|) per sample; mc_f1 = micro-F1 = accuracy.",
     )
     return Report(table, benchmark=BENCHMARK, title="LAMMI-Pathology", notes=notes)
-
-
-def _summaries(
-    per: pl.DataFrame,
-    specs: Sequence[tuple[str, str, pl.Expr | None]],
-    *,
-    has_task: bool,
-    cluster: str | None,
-    n_resamples: int,
-    level: float,
-    seed: int,
-) -> pl.DataFrame:
-    group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
-    parts = []
-    for metric, value, mask in specs:
-        sub = per if mask is None else per.filter(mask)
-        if sub.height == 0:
-            continue
-        parts.append(
-            summarize(
-                sub,
-                value=value,
-                benchmark=BENCHMARK,
-                metric=metric,
-                group_cols=group_cols,
-                cluster=cluster,
-                n_resamples=n_resamples,
-                level=level,
-                seed=seed,
-                overall=has_task,
-            )  # fmt: skip
-        )
-    return sort_table(pl.concat(parts, how="vertical"))

@@ -78,8 +78,8 @@ import polars as pl
 
 from .._edit import levenshtein, sequence_levenshtein
 from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
-from ._summary import summarize
-from .report import Report, sort_table
+from ._summary import summarize_metrics
+from .report import Report
 
 __all__ = [
     "bleu1_code",
@@ -831,26 +831,9 @@ def radabench(
         frame, text_specs = _text_metrics(frame, text_metrics, has_log, where)
         specs += text_specs
 
-    group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
-    parts = []
-    for metric, value, mask in specs:
-        sub = frame if mask is None else frame.filter(mask)
-        if sub.height == 0:
-            continue
-        parts.append(
-            summarize(
-                sub,
-                value=value,
-                benchmark=BENCHMARK,
-                metric=metric,
-                group_cols=group_cols,
-                cluster=cluster,
-                n_resamples=n_resamples,
-                level=level,
-                seed=seed,
-                overall=has_task,
-            )  # fmt: skip
-        )
+    table = summarize_metrics(frame, specs, benchmark=BENCHMARK, by_task=has_task,
+                              cluster=cluster, n_resamples=n_resamples, level=level,
+                              seed=seed)  # fmt: skip
     notes = (
         "Paper metrics over all cases; *_code metrics reproduce the reference code (redundancy "
         "over max(|pred|,|gt|), longest common contiguous run, on completed cases; win-rate scan "
@@ -858,5 +841,4 @@ def radabench(
         "pre_failure_progress = |called|/|gt| on failed cases only; target_hit_rate = completed "
         "and last called category == last ground-truth category, over all cases.",
     )
-    return Report(sort_table(pl.concat(parts, how="vertical")), benchmark=BENCHMARK,
-                  title="RadA-BenchPlat", notes=notes)  # fmt: skip
+    return Report(table, benchmark=BENCHMARK, title="RadA-BenchPlat", notes=notes)
