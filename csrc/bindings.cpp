@@ -1132,4 +1132,6 @@ PYBIND11_MODULE(_core, m) {
         py::arg("interpolation"), py::arg("mean"), py::arg("std"), py::arg("threads"),
         "Fused crop + PIL-exact resize + normalise into an NCHW float buffer (GIL released).");
   }
+
+  // @@seqmask-bindings@@ (seqmask: segment ids from token ids)
 }
