@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/rng.hpp"
+#include "seqmask/seqmask.hpp"
 #include "stats/binomial.hpp"
 #include "stats/bootstrap.hpp"
 #include "stats/poisson.hpp"
@@ -1134,4 +1135,54 @@ PYBIND11_MODULE(_core, m) {
   }
 
   // @@seqmask-bindings@@ (seqmask: segment ids from token ids)
+  // ---- seqmask: segment ids from token ids (csrc/seqmask/) ----
+  m.def(
+      "seqmask_segment_ids",
+      [](py::array ids, Array<std::int64_t> offsets, Array<std::int64_t> patterns,
+         Array<std::int64_t> pattern_offsets, Array<std::int8_t> labels, bool mark_markers,
+         int threads) {
+        if (ids.ndim() != 1 || offsets.ndim() != 1 || offsets.size() < 1) {
+          throw std::invalid_argument("ids must be 1-D and offsets 1-D with at least one entry");
+        }
+        const auto n_pat = static_cast<std::size_t>(labels.size());
+        if (pattern_offsets.size() != labels.size() + 1) {
+          throw std::invalid_argument("pattern_offsets must have len(labels) + 1 entries");
+        }
+        const std::int64_t* po = pattern_offsets.data();
+        if (po[0] != 0 || po[n_pat] != patterns.size()) {
+          throw std::invalid_argument("pattern_offsets must run from 0 to len(patterns)");
+        }
+        for (std::size_t p = 0; p < n_pat; ++p) {
+          if (po[p + 1] < po[p]) throw std::invalid_argument("pattern_offsets must not decrease");
+        }
+        const auto n_tok = static_cast<std::int64_t>(ids.size());
+        const std::int64_t* off = offsets.data();
+        const auto n_seq = static_cast<std::size_t>(offsets.size() - 1);
+        if (off[0] != 0 || off[n_seq] != n_tok) {
+          throw std::invalid_argument("offsets must run from 0 to len(ids)");
+        }
+        for (std::size_t i = 0; i < n_seq; ++i) {
+          if (off[i + 1] < off[i]) throw std::invalid_argument("offsets must not decrease");
+        }
+        const tb::seqmask::MarkerMatcher matcher(patterns.data(), po, n_pat, labels.data());
+        py::array_t<std::int8_t> seg(n_tok);
+        std::int8_t* out = seg.mutable_data();
+        if (py::isinstance<py::array_t<std::int32_t>>(ids)) {
+          auto a = Array<std::int32_t>::ensure(ids);
+          const std::int32_t* p = a.data();
+          py::gil_scoped_release release;
+          matcher.segment_ids(p, off, n_seq, mark_markers, out, threads);
+        } else {
+          auto a = Array<std::int64_t>::ensure(ids);
+          if (!a) throw std::invalid_argument("ids must be an integer array");
+          const std::int64_t* p = a.data();
+          py::gil_scoped_release release;
+          matcher.segment_ids(p, off, n_seq, mark_markers, out, threads);
+        }
+        return seg;
+      },
+      py::arg("ids"), py::arg("offsets"), py::arg("patterns"), py::arg("pattern_offsets"),
+      py::arg("labels"), py::arg("mark_markers"), py::arg("threads"),
+      "Segment id (int8) of every token: Aho-Corasick marker matching, leftmost-longest, spans "
+      "to the next marker (GIL released).");
 }

@@ -46,6 +46,7 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "SegmentAdapter",
     "ABMIL",
     "CONCH",
     "ABMILSlideEncoder",
@@ -78,6 +79,7 @@ __all__ = [
 ]
 
 _WHERE = {
+    "SegmentAdapter": "adapter",
     "ABMIL": "abmil",
     "ABMILSlideEncoder": "abmil",
     "MTBBenchRegressor": "abmil",
@@ -108,7 +110,7 @@ _WHERE = {
     "load": "_registry",
     "load_conch": "_registry",
 }
-_NEEDS_TORCH = {"abmil", "conch", "vit", "weights", "_registry"}
+_NEEDS_TORCH = {"abmil", "adapter", "conch", "vit", "weights", "_registry"}
 
 
 def __getattr__(name: str) -> Any:
