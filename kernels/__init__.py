@@ -1,7 +1,14 @@
 """Triton kernels of tumorboard, installed as ``tumorboard.kernels``.
 
-The kernels themselves (fused ABMIL pooling, segment-masked scaling) land with their issue; this
-package is importable without triton so that the rest of tumorboard never depends on a GPU stack.
+* :mod:`tumorboard.kernels.abmil`: fused ABMIL pooling over concatenated variable-length bags
+  (:func:`abmil_pool`, pure-torch :func:`abmil_reference`).
+* :mod:`tumorboard.kernels.segment_scale`: the segment-masked scaling of LAMMI-Pathology's
+  trajectory-aware adapter (:func:`segment_scale`) and its fusion into the FFN down-projection
+  GEMM (:func:`fused_down_proj_segment_scale`).
+
+Import the submodules (``from tumorboard.kernels.segment_scale import segment_scale``); this
+package itself imports neither torch nor triton, and every entry point falls back to pure torch
+on CPU tensors (or without triton), so the rest of tumorboard never depends on a GPU stack.
 """
 
 from __future__ import annotations

@@ -141,7 +141,12 @@ class ABMIL(nn.Module):
         return self._condense(pooled), s.permute(0, 3, 2, 1)
 
     def forward_varlen(
-        self, features: torch.Tensor, offsets: torch.Tensor, *, return_scores: bool = False
+        self,
+        features: torch.Tensor,
+        offsets: torch.Tensor,
+        *,
+        return_scores: bool = False,
+        backend: str = "auto",
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Pools bags given concatenated (module docstring).
 
@@ -150,6 +155,10 @@ class ABMIL(nn.Module):
             offsets: ``[B + 1]`` integer row offsets, ``offsets[0] = 0``, ``offsets[-1] =
                 sum N_i``, non-decreasing.
             return_scores: also return the raw scores ``[sum N_i, n_heads, n_branches]``.
+            backend: ``"auto"`` runs the fused Triton kernel (``tumorboard.kernels.abmil``)
+                on CUDA tensors when triton is installed and no dropout is active, torch
+                otherwise; ``"triton"`` forces the kernel (no dropout; CPU tensors need
+                ``TRITON_INTERPRET=1``); ``"torch"`` forces the code below.
 
         Returns:
             ``pooled [B, n_branches, F]`` (and the scores when asked).
@@ -158,6 +167,20 @@ class ABMIL(nn.Module):
             raise ValueError(
                 f"features must be [sum N_i, {self.in_dim}], got shape {list(features.shape)}"
             )
+        if backend not in ("auto", "triton", "torch"):
+            raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+        if backend == "auto":
+            from tumorboard.kernels import triton_available
+
+            dropout_on = self.training and self.dropout > 0.0
+            use = features.is_cuda and not dropout_on and triton_available()
+            backend = "triton" if use else "torch"
+        if backend == "triton":
+            from tumorboard.kernels.abmil import abmil_pool, module_weights
+
+            res = abmil_pool(features, offsets, *module_weights(self), backend="triton")
+            out = self._condense(res.pooled)
+            return (out, res.scores.to(features.dtype)) if return_scores else out
         offsets = _check_offsets(features, offsets)
         n_bags = offsets.numel() - 1
         lengths = offsets[1:] - offsets[:-1]

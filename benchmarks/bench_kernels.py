@@ -1,0 +1,321 @@
+"""Benchmark tumorboard's Triton kernels (``tumorboard.kernels``) against torch on a CUDA GPU.
+
+Workloads and anchors, measured in the same run (targets in shared/BENCHMARKS.md):
+
+* **ABMIL** - 64 bags of 1k-20k patches (lengths drawn uniformly with a fixed seed), D=1536,
+  bf16, MTBBench's pooler configuration (2 gated heads of width 512). tumorboard: the fused
+  variable-length kernel (``ABMIL.forward_varlen(backend="triton")``). Anchors: torch eager on
+  the padded batch with a mask (``ABMIL.forward``), torch eager bag by bag, and
+  ``torch.compile`` of the padded forward (compilation excluded). The note gives the achieved
+  TFLOP/s of the gate/attention GEMMs (counted over the whole kernel time, so a lower bound)
+  as a fraction of the bf16 dense peak.
+* **segment scale** - ``h * (1 + gamma[seg])`` at T=32k tokens, D=4096, bf16, forward and
+  forward+backward, against the same expression in torch eager; the note gives the achieved
+  fraction of HBM bandwidth (bytes that must move: fwd reads h, writes y; bwd reads dy and h,
+  writes dh; seg and gamma are negligible).
+* **fused down_proj** - ``(x @ W.T) * (1 + gamma[seg]) + residual`` (LLaMA-7B MLP shape,
+  I=11008 -> D=4096, bf16) with the scaling and residual in the GEMM epilogue, against the
+  plain cuBLAS GEMM ``x @ W.T`` (target: at most 3% slower, ratio >= 0.97) and against eager
+  GEMM + scale + add.
+
+``ratio`` = anchor time / tumorboard time (above 1: tumorboard faster). Timings are CUDA-event
+medians after warm-up; ``check`` compares the outputs of tumorboard and the anchor.
+
+Without a CUDA device (or without triton) the script says so and exits 0: the GPU figures are
+pending there.
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_kernels.py [--quick] [--json PATH] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+try:
+    from ._timing import Result, format_markdown, write_json
+except ImportError:  # run as a script: ``python benchmarks/bench_kernels.py``
+    from _timing import Result, format_markdown, write_json
+
+#: H100 SXM dense bf16 tensor-core peak and HBM3 bandwidth (NVIDIA datasheet).
+PEAK_BF16_FLOPS = 989e12
+PEAK_HBM_BYTES = 3.35e12
+SEED = 0
+
+ANCHOR_PADDED = "eager padded"
+ANCHOR_LOOP = "eager per-bag loop"
+ANCHOR_COMPILE = "torch.compile padded"
+ANCHOR_EAGER = "torch eager"
+ANCHOR_GEMM = "plain GEMM"
+ANCHORS = (ANCHOR_PADDED, ANCHOR_LOOP, ANCHOR_COMPILE, ANCHOR_EAGER, ANCHOR_GEMM)
+
+
+def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
+    """Median seconds per call of ``fn`` over ``repeat`` samples (CUDA events on a GPU)."""
+    import torch
+
+    def run(fn: Callable[[], Any], repeat: int) -> float:
+        fn()  # warm-up (autotuning, compilation, allocator)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        # calibrate the number of calls per sample to about 50 ms
+        t0 = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        one = max(time.perf_counter() - t0, 1e-6)
+        number = max(1, min(100, int(0.05 / one)))
+        samples = []
+        for _ in range(repeat):
+            if device == "cuda":
+                start, end = (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
+                start.record()
+                for _ in range(number):
+                    fn()
+                end.record()
+                torch.cuda.synchronize()
+                samples.append(start.elapsed_time(end) / 1e3 / number)
+            else:
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                samples.append((time.perf_counter() - t0) / number)
+        return statistics.median(samples)
+
+    return run
+
+
+def _close(a: Any, b: Any, tol: float) -> str:
+    err = float((a.float() - b.float()).abs().max())
+    scale = max(float(b.float().abs().max()), 1.0)
+    return f"ok (max err {err:.2e})" if err <= tol * scale else f"MISMATCH (max err {err:.2e})"
+
+
+def bench_abmil(
+    *, device: str, repeat: int, n_bags: int, lo: int, hi: int, dim: int, hidden: int
+) -> list[Result]:
+    import torch
+    from tumorboard.models.abmil import ABMIL
+
+    timer = _timer(device)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    g = torch.Generator().manual_seed(SEED)
+    lengths = torch.randint(lo, hi + 1, (n_bags,), generator=g)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]).to(device)
+    total = int(lengths.sum())
+    x = torch.randn(total, dim, generator=g).to(device=device, dtype=dtype)
+    torch.manual_seed(SEED)
+    m = ABMIL(dim, hidden=hidden, n_heads=2, gated=True).to(device=device, dtype=dtype).eval()
+    n_max = int(lengths.max())
+    padded = x.new_zeros((n_bags, n_max, dim))
+    mask = torch.zeros((n_bags, n_max), dtype=torch.bool, device=device)
+    starts = offsets[:-1].tolist()
+    for b, (s, n) in enumerate(zip(starts, lengths.tolist(), strict=True)):
+        padded[b, :n] = x[s : s + n]
+        mask[b, :n] = True
+    bags = [x[s : s + n] for s, n in zip(starts, lengths.tolist(), strict=True)]
+
+    with torch.inference_mode():
+        fused = m.forward_varlen(x, offsets, backend="triton")
+        want = m(padded, mask)[0]
+        check = _close(fused, want, 3e-2 if dtype == torch.bfloat16 else 1e-4)
+        t_fused = timer(lambda: m.forward_varlen(x, offsets, backend="triton"), repeat)
+        t_pad = timer(lambda: m(padded, mask), repeat)
+        t_loop = timer(lambda: [m(bag[None]) for bag in bags], repeat)
+        t_comp = None
+        if device == "cuda":
+            compiled = torch.compile(m)
+            t_comp = timer(lambda: compiled(padded, mask), repeat)
+    flops = 2.0 * total * dim * hidden * 2 * 2  # attention + gate GEMMs, 2 heads
+    tflops = flops / t_fused / 1e12
+    name = f"ABMIL {n_bags} bags {lo}-{hi} x {dim} ({str(dtype).removeprefix('torch.')})"
+    note = (
+        f"{total} patches; GEMM part {tflops:.0f} TFLOP/s over the whole kernel time = "
+        f"{100 * flops / t_fused / PEAK_BF16_FLOPS:.0f}% of the {PEAK_BF16_FLOPS / 1e12:.0f} "
+        "TFLOP/s bf16 peak"
+    )
+    out = [
+        Result.make(name, t_fused, ANCHOR_PADDED, t_pad, check=check, note=note),
+        Result.make(name, t_fused, ANCHOR_LOOP, t_loop, check=check),
+    ]
+    if t_comp is not None:
+        out.append(Result.make(name, t_fused, ANCHOR_COMPILE, t_comp, check=check))
+    return out
+
+
+def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> list[Result]:
+    import torch
+    from tumorboard.kernels.segment_scale import segment_scale
+
+    timer = _timer(device)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    g = torch.Generator().manual_seed(SEED)
+    h = torch.randn(tokens, dim, generator=g).to(device=device, dtype=dtype)
+    seg = torch.randint(0, 4, (tokens,), generator=g, dtype=torch.int8).to(device)
+    gamma = (0.1 * torch.randn(3, dim, generator=g)).to(device)
+    dy = torch.randn(tokens, dim, generator=g).to(device=device, dtype=dtype)
+    hg = h.clone().requires_grad_(True)
+    gg = gamma.clone().requires_grad_(True)
+
+    def eager(hh: Any, gm: Any) -> Any:  # what a plain torch adapter writes
+        table = torch.cat([gm.new_zeros((1, dim)), gm])
+        return hh * (1.0 + table[seg.long()]).to(hh.dtype)
+
+    def fwd_bwd(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            hg.grad = gg.grad = None
+            fn().backward(dy)
+
+        return run
+
+    with torch.no_grad():
+        y = segment_scale(h, seg, gamma, backend="triton")
+        check = _close(y, eager(h, gamma), 1e-2 if dtype == torch.bfloat16 else 1e-5)
+        t_fwd = timer(lambda: segment_scale(h, seg, gamma, backend="triton"), repeat)
+        t_fwd_eager = timer(lambda: eager(h, gamma), repeat)
+    t_fb = timer(fwd_bwd(lambda: segment_scale(hg, seg, gg, backend="triton")), repeat)
+    t_fb_eager = timer(fwd_bwd(lambda: eager(hg, gg)), repeat)
+    elem = h.element_size() * tokens * dim
+    bw_fwd = 2 * elem / t_fwd
+    bw_fb = 5 * elem / t_fb
+    tag = f"T={tokens} D={dim} ({str(dtype).removeprefix('torch.')})"
+    return [
+        Result.make(
+            f"segment scale fwd {tag}", t_fwd, ANCHOR_EAGER, t_fwd_eager, check=check,
+            note=f"{bw_fwd / 1e12:.2f} TB/s = {100 * bw_fwd / PEAK_HBM_BYTES:.0f}% of HBM peak",
+        ),
+        Result.make(
+            f"segment scale fwd+bwd {tag}", t_fb, ANCHOR_EAGER, t_fb_eager, check=check,
+            note=f"{bw_fb / 1e12:.2f} TB/s = {100 * bw_fb / PEAK_HBM_BYTES:.0f}% of HBM peak",
+        ),
+    ]  # fmt: skip
+
+
+def bench_down_proj(*, device: str, repeat: int, tokens: int, inner: int, dim: int) -> list[Result]:
+    import torch
+    from tumorboard.kernels.segment_scale import fused_down_proj_segment_scale
+
+    timer = _timer(device)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    g = torch.Generator().manual_seed(SEED)
+    x = torch.randn(tokens, inner, generator=g).to(device=device, dtype=dtype)
+    w = (torch.randn(dim, inner, generator=g) / inner**0.5).to(device=device, dtype=dtype)
+    res = torch.randn(tokens, dim, generator=g).to(device=device, dtype=dtype)
+    seg = torch.randint(0, 4, (tokens,), generator=g, dtype=torch.int8).to(device)
+    gamma = (0.1 * torch.randn(3, dim, generator=g)).to(device)
+    table = torch.cat([gamma.new_zeros((1, dim)), gamma])[seg.long()].add_(1.0).to(dtype)
+
+    with torch.no_grad():
+
+        def fused() -> Any:
+            return fused_down_proj_segment_scale(x, w, seg, gamma, residual=res, backend="triton")
+
+        want = (x @ w.T).float() * table.float() + res.float()
+        check = _close(fused(), want, 2e-2 if dtype == torch.bfloat16 else 1e-4)
+        t_fused = timer(fused, repeat)
+        t_gemm = timer(lambda: x @ w.T, repeat)
+        t_eager = timer(lambda: torch.addcmul(res, x @ w.T, table), repeat)
+    tflops = 2.0 * tokens * inner * dim / t_fused / 1e12
+    name = f"fused down_proj T={tokens} {inner}->{dim} ({str(dtype).removeprefix('torch.')})"
+    note = f"{tflops:.0f} TFLOP/s; target ratio vs plain GEMM >= 0.97 (at most 3% slower)"
+    return [
+        Result.make(name, t_fused, ANCHOR_GEMM, t_gemm, check=check, note=note),
+        Result.make(name, t_fused, ANCHOR_EAGER, t_eager, check=check),
+    ]
+
+
+def run_results(
+    *, quick: bool, repeat: int, device: str = "cuda", tiny: bool = False
+) -> tuple[list[Result], dict[str, Any]]:
+    """All workloads; ``tiny`` shrinks them to a smoke test (e.g. the Triton interpreter)."""
+    t_start = time.perf_counter()
+    if tiny:
+        abmil = {"n_bags": 3, "lo": 5, "hi": 40, "dim": 32, "hidden": 16}
+        scale = {"tokens": 48, "dim": 64}
+        proj = {"tokens": 32, "inner": 48, "dim": 32}
+    elif quick:
+        abmil = {"n_bags": 16, "lo": 1000, "hi": 20000, "dim": 1536, "hidden": 512}
+        scale = {"tokens": 8192, "dim": 4096}
+        proj = {"tokens": 4096, "inner": 11008, "dim": 4096}
+    else:
+        abmil = {"n_bags": 64, "lo": 1000, "hi": 20000, "dim": 1536, "hidden": 512}
+        scale = {"tokens": 32768, "dim": 4096}
+        proj = {"tokens": 16384, "inner": 11008, "dim": 4096}
+    results = bench_abmil(device=device, repeat=repeat, **abmil)
+    results += bench_segment_scale(device=device, repeat=repeat, **scale)
+    results += bench_down_proj(device=device, repeat=repeat, **proj)
+    import torch
+
+    meta = {
+        "quick": quick,
+        "repeat": repeat,
+        "device": torch.cuda.get_device_name() if device == "cuda" else device,
+        "ratio": "anchor s / tumorboard s (above 1: tumorboard faster)",
+        "peak_bf16_flops": PEAK_BF16_FLOPS,
+        "peak_hbm_bytes_per_s": PEAK_HBM_BYTES,
+        "total_wall_s": time.perf_counter() - t_start,
+    }
+    return results, meta
+
+
+def _gpu_ready() -> str | None:
+    """None when a CUDA device and triton are usable, else the reason they are not."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed (pip install 'tumorboard[embed,gpu]')"
+    from tumorboard.kernels import triton_available
+
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    if not triton_available():
+        return "triton is not installed (pip install 'tumorboard[gpu]')"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns a process exit status."""
+    parser = argparse.ArgumentParser(
+        prog="bench_kernels",
+        description="GPU timings of tumorboard's Triton kernels (fused ABMIL, segment-masked "
+        "scaling, fused down_proj) against torch eager, torch.compile and cuBLAS.",
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller workloads (< 60 s)")
+    parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
+    parser.add_argument("--repeat", type=int, default=5, help="timed samples (median)")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    reason = _gpu_ready()
+    if reason is not None:
+        print(f"bench_kernels: skipped, the GPU benchmarks need a CUDA device ({reason}).")
+        if args.json:
+            write_json([], args.json, {"quick": args.quick, "skipped": reason})
+            print(f"wrote {args.json}")
+        return 0
+    results, meta = run_results(quick=args.quick, repeat=args.repeat)
+    mode = "quick" if args.quick else "full"
+    print(f"\n### tumorboard Triton kernel benchmark ({mode} mode, {meta['device']})\n")
+    present = [a for a in ANCHORS if any(r.anchor == a for r in results)]
+    print(format_markdown(results, present))
+    for r in results:
+        if r.note:
+            print(f"- {r.workload}: {r.note}")
+    print(f"\nratio = anchor time / tumorboard time. Total {meta['total_wall_s']:.0f} s.")
+    if args.json:
+        write_json(results, args.json, meta)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

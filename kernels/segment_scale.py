@@ -1,0 +1,421 @@
+"""Segment-masked per-channel scaling for LAMMI-Pathology's trajectory-aware adapter.
+
+``y = h * (1 + gamma[seg])`` with ``h [T, D]``, ``seg [T]`` int8 (0 = no segment: identity;
+1 thought, 2 action, 3 action input; ids outside 1..3 are treated as 0) and ``gamma [3, D]``.
+Backward: ``dh = dy * (1 + gamma[seg])`` and ``dgamma[k] = sum_{t: seg_t = k+1} dy_t * h_t``,
+reduced in float32.
+
+Triton kernels (fp32 arithmetic, output in the dtype of ``h``, autotuned tiles):
+
+* ``_fwd_kernel``: one pass over ``h`` (read ``h`` and ``seg``, write ``y``): memory bound.
+* ``_bwd_kernel``: one pass producing ``dh`` and per-program fp32 partial sums of ``dgamma``
+  (``[SPLIT, 3, D]``), summed afterwards in a fixed order, so results are deterministic (no
+  atomics).
+* ``_down_proj_kernel``: the FFN down-projection ``x @ W.T`` (``nn.Linear`` layout) with the
+  bias, the segment scaling and the residual add applied in the GEMM epilogue, so the adapter
+  adds no pass over memory. Its backward recomputes ``z = x @ W.T + bias`` with one GEMM and
+  reuses ``_bwd_kernel``.
+
+:func:`segment_scale` and :func:`fused_down_proj_segment_scale` are differentiable; on CPU
+tensors (or ``backend="torch"``) they are plain torch expressions.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+
+from . import triton_available
+
+__all__ = ["fused_down_proj_segment_scale", "segment_scale", "segment_scale_reference"]
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_N_SEGMENTS = 3
+
+
+def _check(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor, name: str = "h") -> None:
+    if not isinstance(h, torch.Tensor) or h.ndim != 2:
+        raise ValueError(f"{name} must be a [T, D] tensor, got {getattr(h, 'shape', type(h))}")
+    if h.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"{name} must be float32, float16 or bfloat16, got {h.dtype}")
+    if not isinstance(seg, torch.Tensor) or seg.shape != (h.shape[0],):
+        raise ValueError(f"seg must be [{h.shape[0]}], got {getattr(seg, 'shape', type(seg))}")
+    if seg.dtype.is_floating_point or seg.dtype == torch.bool:
+        raise TypeError(f"seg must be an integer tensor (int8), got {seg.dtype}")
+    if not isinstance(gamma, torch.Tensor) or gamma.shape != (_N_SEGMENTS, h.shape[1]):
+        raise ValueError(
+            f"gamma must be [3, {h.shape[1]}], got {getattr(gamma, 'shape', type(gamma))}"
+        )
+    if seg.device != h.device or gamma.device != h.device:
+        raise ValueError(f"seg ({seg.device}) and gamma ({gamma.device}) must be on {h.device}")
+
+
+def _scale_torch(seg: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """``1 + gamma[seg]`` per token ``[T, D]`` float32, with id 0 (and out-of-range) -> 1."""
+    g = torch.cat([gamma.new_zeros((1, gamma.shape[1])), gamma]).float()
+    idx = seg.long()
+    idx = torch.where((idx >= 1) & (idx <= _N_SEGMENTS), idx, 0)
+    return 1.0 + g[idx]
+
+
+def segment_scale_reference(
+    h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor
+) -> torch.Tensor:
+    """Pure-torch ``h * (1 + gamma[seg])`` (float32 arithmetic, result in ``h.dtype``)."""
+    _check(h, seg, gamma)
+    return (h.float() * _scale_torch(seg, gamma)).to(h.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# Triton kernels
+# ----------------------------------------------------------------------------------------------
+
+if triton_available():
+    import triton
+    import triton.language as tl
+
+    def _ew_configs() -> list[triton.Config]:
+        if _INTERPRET:
+            return [triton.Config({"BLOCK_T": 16, "BLOCK_D": 32})]
+        return [
+            triton.Config({"BLOCK_T": bt, "BLOCK_D": bd}, num_warps=w)
+            for bt, bd, w in ((16, 512, 4), (32, 256, 4), (8, 1024, 8), (32, 512, 8), (64, 256, 8))
+        ]
+
+    def _bwd_configs() -> list[triton.Config]:
+        if _INTERPRET:
+            return [triton.Config({"BLOCK_T": 16, "BLOCK_D": 32})]
+        return [
+            triton.Config({"BLOCK_T": bt, "BLOCK_D": bd}, num_warps=w)
+            for bt, bd, w in ((16, 256, 4), (32, 256, 8), (16, 512, 8), (64, 128, 4))
+        ]
+
+    def _mm_configs() -> list[triton.Config]:
+        if _INTERPRET:
+            return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2})]
+        return [
+            triton.Config(
+                {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
+                num_warps=w,
+                num_stages=s,
+            )
+            for bm, bn, bk, w, s in (
+                (128, 256, 64, 8, 3),
+                (256, 128, 64, 8, 3),
+                (128, 128, 64, 8, 4),
+                (128, 128, 64, 4, 4),
+                (128, 64, 64, 4, 4),
+                (64, 128, 64, 4, 4),
+            )
+        ]
+
+    @triton.jit
+    def _gamma_rows(gamma_ptr, sg, ds, t_ok, d_ok, D):
+        """``gamma[seg - 1]`` tile in fp32, 0 where seg is outside 1..3."""
+        has = (sg >= 1) & (sg <= 3) & t_ok
+        g_off = (sg - 1).to(tl.int64)[:, None] * D + ds[None, :]
+        return tl.load(gamma_ptr + g_off, mask=has[:, None] & d_ok[None, :], other=0.0).to(
+            tl.float32
+        )
+
+    @triton.autotune(configs=_ew_configs(), key=["D"])
+    @triton.jit
+    def _fwd_kernel(
+        h_ptr, seg_ptr, gamma_ptr, y_ptr, T, D, stride_h, stride_y,
+        BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+    ):  # fmt: skip
+        ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+        ds = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+        t_ok = ts < T
+        d_ok = ds < D
+        m = t_ok[:, None] & d_ok[None, :]
+        sg = tl.load(seg_ptr + ts, mask=t_ok, other=0).to(tl.int32)
+        g = _gamma_rows(gamma_ptr, sg, ds, t_ok, d_ok, D)
+        rows = ts.to(tl.int64)[:, None]
+        hv = tl.load(h_ptr + rows * stride_h + ds[None, :], mask=m, other=0.0).to(tl.float32)
+        y = hv * (1.0 + g)
+        tl.store(y_ptr + rows * stride_y + ds[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+
+    @triton.autotune(configs=_bwd_configs(), key=["D", "ROWS_PER_PROG"])
+    @triton.jit
+    def _bwd_kernel(
+        dy_ptr, h_ptr, seg_ptr, gamma_ptr, dh_ptr, dg_ptr, T, D, ROWS_PER_PROG,
+        stride_dy, stride_h, stride_dh,
+        BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+    ):  # fmt: skip
+        ds = tl.program_id(0) * BLOCK_D + tl.arange(0, BLOCK_D)
+        split = tl.program_id(1)
+        d_ok = ds < D
+        acc1 = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        acc2 = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        acc3 = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        t_start = split * ROWS_PER_PROG
+        t_end = tl.minimum(t_start + ROWS_PER_PROG, T)
+        for t0 in range(t_start, t_end, BLOCK_T):
+            ts = t0 + tl.arange(0, BLOCK_T)
+            t_ok = ts < t_end
+            m = t_ok[:, None] & d_ok[None, :]
+            sg = tl.load(seg_ptr + ts, mask=t_ok, other=0).to(tl.int32)
+            g = _gamma_rows(gamma_ptr, sg, ds, t_ok, d_ok, D)
+            rows = ts.to(tl.int64)[:, None]
+            dy = tl.load(dy_ptr + rows * stride_dy + ds[None, :], mask=m, other=0.0).to(tl.float32)
+            hv = tl.load(h_ptr + rows * stride_h + ds[None, :], mask=m, other=0.0).to(tl.float32)
+            dh = dy * (1.0 + g)
+            tl.store(
+                dh_ptr + rows * stride_dh + ds[None, :], dh.to(dh_ptr.dtype.element_ty), mask=m
+            )
+            prod = dy * hv
+            acc1 += tl.sum(tl.where((sg == 1)[:, None], prod, 0.0), axis=0)
+            acc2 += tl.sum(tl.where((sg == 2)[:, None], prod, 0.0), axis=0)
+            acc3 += tl.sum(tl.where((sg == 3)[:, None], prod, 0.0), axis=0)
+        base = dg_ptr + split * 3 * D + ds
+        tl.store(base, acc1, mask=d_ok)
+        tl.store(base + D, acc2, mask=d_ok)
+        tl.store(base + 2 * D, acc3, mask=d_ok)
+
+    @triton.autotune(configs=_mm_configs(), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"])
+    @triton.jit
+    def _down_proj_kernel(
+        x_ptr, w_ptr, bias_ptr, res_ptr, seg_ptr, gamma_ptr, y_ptr,
+        M, N, K,
+        stride_xm, stride_wn, stride_rm, stride_ym,
+        HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, IEEE: tl.constexpr, UPCAST: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr,
+    ):  # fmt: skip
+        # grouped tile order for L2 reuse of W (Triton matmul tutorial)
+        pid = tl.program_id(0)
+        n_m = tl.cdiv(M, BLOCK_M)
+        n_n = tl.cdiv(N, BLOCK_N)
+        per_group = GROUP_M * n_n
+        first_m = (pid // per_group) * GROUP_M
+        group_size = tl.minimum(n_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % per_group) % group_size
+        pid_n = (pid % per_group) // group_size
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        m_ok = rm < M
+        n_ok = rn < N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            ks = k0 + rk
+            k_ok = ks < K
+            a = tl.load(
+                x_ptr + rm.to(tl.int64)[:, None] * stride_xm + ks[None, :],
+                mask=m_ok[:, None] & k_ok[None, :],
+                other=0.0,
+            )
+            b = tl.load(
+                w_ptr + rn.to(tl.int64)[None, :] * stride_wn + ks[:, None],
+                mask=n_ok[None, :] & k_ok[:, None],
+                other=0.0,
+            )
+            if UPCAST:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            if IEEE:
+                acc = tl.dot(a, b, acc, input_precision="ieee")
+            else:
+                acc = tl.dot(a, b, acc)
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+        sg = tl.load(seg_ptr + rm, mask=m_ok, other=0).to(tl.int32)
+        acc = acc * (1.0 + _gamma_rows(gamma_ptr, sg, rn, m_ok, n_ok, N))
+        mask = m_ok[:, None] & n_ok[None, :]
+        rows = rm.to(tl.int64)[:, None]
+        if HAS_RES:
+            acc += tl.load(res_ptr + rows * stride_rm + rn[None, :], mask=mask, other=0.0).to(
+                tl.float32
+            )
+        tl.store(y_ptr + rows * stride_ym + rn[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _rowmajor(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _fwd_triton(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    h = _rowmajor(h)
+    t, d = h.shape
+    y = torch.empty_like(h)
+    if t and d:
+
+        def grid(meta: dict) -> tuple[int, int]:
+            return (triton.cdiv(t, meta["BLOCK_T"]), triton.cdiv(d, meta["BLOCK_D"]))
+
+        _fwd_kernel[grid](h, seg, gamma, y, t, d, h.stride(0), y.stride(0))
+    return y
+
+
+def _bwd_triton(
+    dy: torch.Tensor, h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    dy, h = _rowmajor(dy), _rowmajor(h)
+    t, d = h.shape
+    dh = torch.empty_like(h)
+    if t == 0 or d == 0:
+        return dh, torch.zeros((_N_SEGMENTS, d), device=h.device, dtype=torch.float32)
+    # enough row splits to fill the GPU (~4 waves of 132 SMs at D=4096), few in the interpreter
+    n_split = min(triton.cdiv(t, 16), 2 if _INTERPRET else 64)
+    rows_per = triton.cdiv(t, n_split)
+    rows_per = triton.cdiv(rows_per, 64) * 64 if not _INTERPRET else triton.cdiv(rows_per, 16) * 16
+    n_split = triton.cdiv(t, rows_per)
+    partial = torch.empty((n_split, _N_SEGMENTS, d), device=h.device, dtype=torch.float32)
+
+    def grid(meta: dict) -> tuple[int, int]:
+        return (triton.cdiv(d, meta["BLOCK_D"]), n_split)
+
+    _bwd_kernel[grid](
+        dy, h, seg, gamma, dh, partial, t, d, rows_per, dy.stride(0), h.stride(0), dh.stride(0)
+    )
+    return dh, partial.sum(0)
+
+
+class _SegmentScaleFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, seg, gamma):  # type: ignore[override]
+        gamma_c = gamma.detach().contiguous()
+        ctx.save_for_backward(h, seg, gamma_c)
+        return _fwd_triton(h, seg, gamma_c)
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        h, seg, gamma_c = ctx.saved_tensors
+        dh, dg = _bwd_triton(dy, h, seg, gamma_c)
+        return dh, None, dg.to(gamma_c.dtype)
+
+
+def _pick(backend: str, device: torch.device) -> str:
+    if backend not in ("auto", "triton", "torch"):
+        raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    if backend == "auto":
+        return "triton" if device.type == "cuda" and triton_available() else "torch"
+    if backend == "triton" and not triton_available():
+        raise RuntimeError("backend='triton' needs the triton package (tumorboard[gpu])")
+    if backend == "triton" and device.type != "cuda" and not _INTERPRET:
+        raise ValueError(
+            f"backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1), got {device}"
+        )
+    return backend
+
+
+def segment_scale(
+    h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor, *, backend: str = "auto"
+) -> torch.Tensor:
+    """``h * (1 + gamma[seg])``, differentiable in ``h`` and ``gamma`` (LAMMI-Pathology adapter).
+
+    Args:
+        h: ``[T, D]`` float32/float16/bfloat16 activations.
+        seg: ``[T]`` integer segment ids (int8): 0 none (identity), 1 thought, 2 action,
+            3 action input; other values act as 0.
+        gamma: ``[3, D]`` per-segment channel scales (any float dtype; math in float32).
+        backend: ``"auto"`` (Triton kernel on CUDA, torch on CPU), ``"triton"`` (CPU tensors
+            too, under ``TRITON_INTERPRET=1``) or ``"torch"``.
+
+    Returns:
+        ``[T, D]`` in ``h.dtype``; ``dgamma`` is reduced over tokens in float32.
+    """
+    _check(h, seg, gamma)
+    if _pick(backend, h.device) == "torch":
+        return (h.float() * _scale_torch(seg, gamma)).to(h.dtype)
+    return _SegmentScaleFunction.apply(h, seg.contiguous(), gamma)
+
+
+def _down_proj_triton(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    seg: torch.Tensor,
+    gamma: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+) -> torch.Tensor:
+    x, w = _rowmajor(x), _rowmajor(w)
+    m, k = x.shape
+    n = w.shape[0]
+    y = torch.empty((m, n), device=x.device, dtype=x.dtype)
+    if m == 0 or n == 0:
+        return y
+    res = _rowmajor(residual) if residual is not None else y
+    upcast = _INTERPRET and x.dtype == torch.bfloat16
+
+    def grid(meta: dict) -> tuple[int]:
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+
+    _down_proj_kernel[grid](
+        x, w, bias if bias is not None else y, res, seg, gamma, y,
+        m, n, k, x.stride(0), w.stride(0), res.stride(0), y.stride(0),
+        HAS_BIAS=bias is not None, HAS_RES=residual is not None,
+        IEEE=x.dtype == torch.float32 or upcast, UPCAST=upcast,
+    )  # fmt: skip
+    return y
+
+
+class _DownProjFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, seg, gamma, bias, residual):  # type: ignore[override]
+        gamma_c = gamma.detach().contiguous()
+        ctx.save_for_backward(x, w, seg, gamma_c, bias)
+        ctx.has_residual = residual is not None
+        return _down_proj_triton(x, w, seg, gamma_c, bias, residual)
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        x, w, seg, gamma_c, bias = ctx.saved_tensors
+        z = F.linear(x, w, bias)  # recomputed: one GEMM instead of keeping [T, D] alive
+        dz, dg = _bwd_triton(dy, z, seg, gamma_c)
+        dx = dz @ w if ctx.needs_input_grad[0] else None
+        dw = dz.t() @ x if ctx.needs_input_grad[1] else None
+        db = (
+            dz.float().sum(0).to(bias.dtype)
+            if bias is not None and ctx.needs_input_grad[4]
+            else None
+        )
+        dres = dy if ctx.has_residual and ctx.needs_input_grad[5] else None
+        return dx, dw, None, dg.to(gamma_c.dtype), db, dres
+
+
+def fused_down_proj_segment_scale(
+    x: torch.Tensor,
+    W: torch.Tensor,  # noqa: N803 (the weight matrix, as in the issue)
+    seg: torch.Tensor,
+    gamma: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """``(x @ W.T + bias) * (1 + gamma[seg]) + residual`` with the scaling (and the residual
+    add) in the GEMM epilogue: the FFN ``down_proj`` of a LLaMA/Qwen2 MLP plus the adapter.
+
+    Args:
+        x: ``[T, I]`` (the MLP's intermediate activations), float32/float16/bfloat16.
+        W: ``[D, I]`` down-projection weight (``nn.Linear`` layout), dtype of ``x``.
+        seg: ``[T]`` integer segment ids (as in :func:`segment_scale`).
+        gamma: ``[3, D]``.
+        bias: optional ``[D]``.
+        residual: optional ``[T, D]`` added after the scaling.
+        backend: as in :func:`segment_scale`.
+
+    Returns:
+        ``[T, D]`` in ``x.dtype``; differentiable in ``x``, ``W``, ``gamma``, ``bias`` and
+        ``residual``.
+    """
+    if not isinstance(x, torch.Tensor) or x.ndim != 2:
+        raise ValueError(f"x must be a [T, I] tensor, got {getattr(x, 'shape', type(x))}")
+    if not isinstance(W, torch.Tensor) or W.ndim != 2 or W.shape[1] != x.shape[1]:
+        raise ValueError(f"W must be [D, {x.shape[1]}], got {getattr(W, 'shape', type(W))}")
+    if W.dtype != x.dtype:
+        raise TypeError(f"W must have the dtype of x ({x.dtype}), got {W.dtype}")
+    t, d = x.shape[0], W.shape[0]
+    _check(x.new_empty((t, d)), seg, gamma, name="x @ W.T")
+    if bias is not None and (bias.shape != (d,) or bias.device != x.device):
+        raise ValueError(f"bias must be [{d}] on {x.device}, got {list(bias.shape)}")
+    if residual is not None and (residual.shape != (t, d) or residual.device != x.device):
+        raise ValueError(f"residual must be [{t}, {d}] on {x.device}, got {list(residual.shape)}")
+    if _pick(backend, x.device) == "torch":
+        y = F.linear(x, W, bias).float() * _scale_torch(seg, gamma)
+        return (y if residual is None else y + residual.float()).to(x.dtype)
+    return _DownProjFunction.apply(x, W, seg.contiguous(), gamma, bias, residual)

@@ -1,0 +1,190 @@
+"""Fused ABMIL Triton kernel (tumorboard.kernels.abmil), run in the Triton interpreter.
+
+Oracles: the ABMIL module's padded entry point run bag by bag in float64 (independent of the
+variable-length code), the pure-torch variable-length reference in float64, and hand-worked
+facts (a one-instance bag has weight 1 and pools to itself; an empty bag pools to 0; weights
+sum to 1 per bag). Shapes are tiny: the interpreter costs about a millisecond per program.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+# The interpreter must be on before triton is first imported (triton.language's own helpers are
+# built at import). If another test module imported triton without it, this module's tests run
+# in a subprocess instead (test_in_subprocess).
+_RERUN = "triton.language" in sys.modules and (
+    type(sys.modules["triton.language"].zeros).__name__ != "InterpretedFunction"
+)
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton", reason="triton is not installed (the tumorboard[gpu] extra)")
+
+from tumorboard.kernels import abmil as K  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_in_this_process(request):
+    if _RERUN and request.node.name != "test_in_subprocess":
+        pytest.skip("triton was imported without TRITON_INTERPRET=1: run by test_in_subprocess")
+
+
+def test_in_subprocess():
+    if not _RERUN:
+        pytest.skip("the interpreter is active in this process: tests run directly")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+from tumorboard.models.abmil import ABMIL  # noqa: E402
+
+D = 40  # not a multiple of the tiles: exercises the masks
+LENGTHS = [0, 1, 37, 5, 0, 20]
+
+
+def offsets_of(lengths):
+    return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
+
+
+def make_module(*, n_heads, gated, n_branches, hidden=24, seed=0):
+    torch.manual_seed(seed)
+    m = ABMIL(D, hidden=hidden, n_heads=n_heads, gated=gated, n_branches=n_branches).eval()
+    with torch.no_grad():  # larger score spread than the default init
+        for p in m.parameters():
+            p.mul_(3.0)
+    return m
+
+
+def features(n, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, D, generator=g)
+
+
+@pytest.mark.parametrize(
+    ("n_heads", "gated", "n_branches"), [(1, False, 1), (3, True, 2), (2, True, 1)]
+)
+def test_forward_matches_module_bag_by_bag(n_heads, gated, n_branches):
+    m = make_module(n_heads=n_heads, gated=gated, n_branches=n_branches)
+    off = offsets_of(LENGTHS)
+    x = features(int(off[-1]))
+    got, scores = m.forward_varlen(x, off, return_scores=True, backend="triton")
+    m64 = m.double()
+    x64 = x.double()
+    for b, n in enumerate(LENGTHS):
+        rows = x64[int(off[b]) : int(off[b + 1])]
+        if n == 0:  # empty bag: z = 0, so the output is the condensing layer's bias (or 0)
+            want = torch.zeros(n_branches, D, dtype=torch.float64)
+            if n_heads > 1:
+                want = want + m64.condensing_layer.bias
+        else:
+            want, s = m64(rows[None])
+            want = want[0]
+            # module scores are [1, R, H, N]; ours [T, H, R]
+            torch.testing.assert_close(
+                scores[int(off[b]) : int(off[b + 1])].double(),
+                s[0].permute(2, 1, 0),
+                rtol=1e-4,
+                atol=1e-4,
+            )
+        torch.testing.assert_close(got[b].double(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_against_float64_reference(dtype):
+    torch.manual_seed(2)
+    h, k, r = 2, 20, 2
+    off = offsets_of([3, 0, 1, 29])
+    # inputs representable in the low precision, so only accumulation and output rounding differ
+    x = features(int(off[-1])).to(dtype)
+    wa, wg = ((torch.randn(h, k, D) * 0.3).to(dtype) for _ in range(2))
+    ba, bg, bs = torch.randn(h, k) * 0.1, torch.randn(h, k) * 0.1, torch.randn(h, r)
+    ws = torch.randn(h, r, k)
+    got = K.abmil_pool(x, off, wa, ba, ws, bs, wg, bg, return_weights=True, backend="triton")
+    ref = K.abmil_reference(
+        x.double(), off, wa.double(), ba.double(), ws.double(), bs.double(), wg.double(),
+        bg.double(), return_weights=True,
+    )  # fmt: skip
+    assert got.pooled.dtype == dtype and got.pooled.shape == (4, h, r, D)
+    assert got.scores.dtype == torch.float32 and got.weights.dtype == torch.float32
+    eps = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    torch.testing.assert_close(got.scores.double(), ref.scores, rtol=eps, atol=eps)
+    torch.testing.assert_close(got.weights.double(), ref.weights, rtol=eps, atol=eps)
+    torch.testing.assert_close(got.pooled.double(), ref.pooled, rtol=2 * eps, atol=2 * eps)
+
+
+def test_weights_edge_bags_and_float32_reference():
+    m = make_module(n_heads=2, gated=True, n_branches=1)
+    off = offsets_of(LENGTHS)
+    x = features(int(off[-1]), seed=3)
+    wts = K.module_weights(m)
+    got = K.abmil_pool(x, off, *wts, return_weights=True, backend="triton")
+    ref = K.abmil_reference(x, off, *wts, return_weights=True)
+    torch.testing.assert_close(got.pooled, ref.pooled, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.weights, ref.weights, rtol=1e-5, atol=1e-6)
+    # per-bag sums are 1 for non-empty bags
+    seg = torch.repeat_interleave(torch.arange(len(LENGTHS)), torch.tensor(LENGTHS))
+    sums = torch.zeros(len(LENGTHS), 2, 1).index_add_(0, seg, got.weights)
+    for b, n in enumerate(LENGTHS):
+        assert torch.allclose(sums[b], torch.full((2, 1), float(n > 0)), atol=1e-6)
+    one = int(off[1])  # bag 1 holds one instance: weight 1, pools to the instance itself
+    assert torch.equal(got.weights[one], torch.ones(2, 1))
+    torch.testing.assert_close(got.pooled[1, :, 0], x[one].expand(2, D), rtol=0, atol=1e-6)
+    assert torch.equal(got.pooled[0], torch.zeros(2, 1, D))  # empty bags pool to 0
+    assert torch.equal(got.pooled[4], torch.zeros(2, 1, D))
+
+
+def test_backward_matches_torch_path():
+    m = make_module(n_heads=2, gated=True, n_branches=2, seed=4)
+    off = offsets_of([7, 0, 1, 12])
+    x0 = features(int(off[-1]), seed=5)
+    g = torch.Generator().manual_seed(6)
+    w_out = torch.randn(4, 2, D, generator=g)
+    w_sc = torch.randn(int(off[-1]), 2, 2, generator=g)
+
+    def grads(backend):
+        m.zero_grad()
+        x = x0.clone().requires_grad_(True)
+        out, s = m.forward_varlen(x, off, return_scores=True, backend=backend)
+        ((out * w_out).sum() + (s * w_sc).sum()).backward()
+        return [x.grad] + [p.grad.clone() for p in m.parameters()]
+
+    got, want = grads("triton"), grads("torch")
+    assert len(got) == len(want) and all(gr is not None for gr in got)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_all_bags_empty_and_no_bags_rows():
+    m = make_module(n_heads=1, gated=False, n_branches=1)
+    x = torch.zeros(0, D)
+    res = K.abmil_pool(x, torch.tensor([0, 0, 0]), *K.module_weights(m), backend="triton")
+    assert res.pooled.shape == (2, 1, 1, D) and torch.equal(res.pooled, torch.zeros(2, 1, 1, D))
+    assert res.scores.shape == (0, 1, 1)
+
+
+def test_input_validation():
+    m = make_module(n_heads=1, gated=True, n_branches=1)
+    wa, ba, ws, bs, wg, bg = K.module_weights(m)
+    x = features(6)
+    with pytest.raises(ValueError, match="offsets must start at 0 and end"):
+        K.abmil_pool(x, torch.tensor([0, 5]), wa, ba, ws, bs, wg, bg, backend="triton")
+    with pytest.raises(ValueError, match="non-decreasing"):
+        K.abmil_pool(x, torch.tensor([0, 4, 2, 6]), wa, ba, ws, bs, wg, bg, backend="triton")
+    with pytest.raises(TypeError, match="offsets must be integers"):
+        K.abmil_pool(x, torch.tensor([0.0, 6.0]), wa, ba, ws, bs, wg, bg, backend="triton")
+    with pytest.raises(ValueError, match="wa must be"):
+        K.abmil_pool(x[:, :8], torch.tensor([0, 6]), wa, ba, ws, bs, backend="triton")
+    with pytest.raises(ValueError, match="given together"):
+        K.abmil_pool(x, torch.tensor([0, 6]), wa, ba, ws, bs, wg, None, backend="triton")
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        K.abmil_pool(x.double(), torch.tensor([0, 6]), wa, ba, ws, bs, backend="triton")
+    with pytest.raises(ValueError, match="backend must be"):
+        K.abmil_pool(x, torch.tensor([0, 6]), wa, ba, ws, bs, backend="cuda")

@@ -1,0 +1,181 @@
+"""Segment-masked scaling kernels (tumorboard.kernels.segment_scale), in the Triton interpreter.
+
+Oracles: a hand-worked 4-token example; float64 torch expressions written here (``h * (1 +
+[0; gamma][seg])`` and ``(x @ W.T + b) * scale + residual``) differentiated by autograd.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+# The interpreter must be on before triton is first imported (triton.language's own helpers are
+# built at import). If another test module imported triton without it, this module's tests run
+# in a subprocess instead (test_in_subprocess).
+_RERUN = "triton.language" in sys.modules and (
+    type(sys.modules["triton.language"].zeros).__name__ != "InterpretedFunction"
+)
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton", reason="triton is not installed (the tumorboard[gpu] extra)")
+
+from tumorboard.kernels import segment_scale as S  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_in_this_process(request):
+    if _RERUN and request.node.name != "test_in_subprocess":
+        pytest.skip("triton was imported without TRITON_INTERPRET=1: run by test_in_subprocess")
+
+
+def test_in_subprocess():
+    if not _RERUN:
+        pytest.skip("the interpreter is active in this process: tests run directly")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
+
+
+def oracle_scale(h, seg, gamma):
+    table = torch.cat([torch.zeros(1, gamma.shape[1], dtype=torch.float64), gamma.double()])
+    return h.double() * (1.0 + table[seg.long()])
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_hand_worked_example(backend):
+    h = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]], requires_grad=True)
+    seg = torch.tensor([0, 1, 3, 1], dtype=torch.int8)
+    gamma = torch.tensor([[0.5, -1.0], [2.0, 0.0], [0.1, 1.0]], requires_grad=True)
+    y = S.segment_scale(h, seg, gamma, backend=backend)
+    # token 0 untouched; tokens 1, 3 scaled by (1.5, 0); token 2 by (1.1, 2)
+    want = torch.tensor([[1.0, 2.0], [4.5, 0.0], [5.5, 12.0], [10.5, 0.0]])
+    torch.testing.assert_close(y, want)
+    y.backward(torch.ones(4, 2))
+    # dgamma[k] = sum over tokens of segment k+1 of dy * h; dh = 1 + gamma[seg]
+    torch.testing.assert_close(gamma.grad, torch.tensor([[10.0, 12.0], [0.0, 0.0], [5.0, 6.0]]))
+    torch.testing.assert_close(
+        h.grad, torch.tensor([[1.0, 1.0], [1.5, 0.0], [1.1, 2.0], [1.5, 0.0]])
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_forward_backward_against_float64(dtype):
+    g = torch.Generator().manual_seed(int(TOL[dtype] * 1e6))
+    t, d = 53, 40  # neither a multiple of the tiles
+    h0 = torch.randn(t, d, generator=g).to(dtype)
+    seg = torch.randint(0, 4, (t,), generator=g, dtype=torch.int8)
+    gamma0 = torch.randn(3, d, generator=g) * 0.5
+    dy = torch.randn(t, d, generator=g).to(dtype)
+
+    h = h0.clone().requires_grad_(True)
+    gamma = gamma0.clone().requires_grad_(True)
+    y = S.segment_scale(h, seg, gamma, backend="triton")
+    y.backward(dy)
+
+    h64 = h0.double().requires_grad_(True)
+    g64 = gamma0.double().requires_grad_(True)
+    y64 = oracle_scale(h64, seg, g64)
+    y64.backward(dy.double())
+
+    tol = TOL[dtype]
+    assert y.dtype == dtype and h.grad.dtype == dtype and gamma.grad.dtype == torch.float32
+    torch.testing.assert_close(y.double(), y64.detach(), rtol=tol, atol=tol)
+    torch.testing.assert_close(h.grad.double(), h64.grad, rtol=tol, atol=tol)
+    # dgamma is reduced in float32 from the (rounded) inputs: close to the float64 sum
+    torch.testing.assert_close(gamma.grad.double(), g64.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_out_of_range_ids_are_identity_and_backends_agree():
+    g = torch.Generator().manual_seed(7)
+    h = torch.randn(20, 8, generator=g)
+    seg = torch.tensor([0, 1, 2, 3, 4, -1, 7, 2] * 2 + [0, 0, 3, 1], dtype=torch.int8)
+    gamma = torch.randn(3, 8, generator=g)
+    y = S.segment_scale(h, seg, gamma, backend="triton")
+    odd = (seg < 0) | (seg > 3)
+    assert torch.equal(y[odd], h[odd])
+    torch.testing.assert_close(y, S.segment_scale(h, seg, gamma, backend="torch"))
+    torch.testing.assert_close(y, S.segment_scale_reference(h, seg, gamma))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_extras", [True, False])
+def test_fused_down_proj_against_float64(dtype, with_extras):
+    g = torch.Generator().manual_seed(11)
+    t, i, d = 37, 24, 40
+    x0 = torch.randn(t, i, generator=g).to(dtype)
+    w0 = (torch.randn(d, i, generator=g) * 0.3).to(dtype)
+    b0 = torch.randn(d, generator=g).to(dtype)
+    r0 = torch.randn(t, d, generator=g).to(dtype)
+    seg = torch.randint(0, 4, (t,), generator=g, dtype=torch.int8)
+    gamma0 = torch.randn(3, d, generator=g) * 0.5
+    dy = torch.randn(t, d, generator=g).to(dtype)
+
+    leaves = [x0.clone(), w0.clone(), gamma0.clone(), b0.clone(), r0.clone()]
+    for v in leaves:
+        v.requires_grad_(True)
+    x, w, gamma, b, r = leaves
+    kw = {"bias": b, "residual": r} if with_extras else {}
+    y = S.fused_down_proj_segment_scale(x, w, seg, gamma, **kw, backend="triton")
+    y.backward(dy)
+
+    ref = [v.detach().double().requires_grad_(True) for v in leaves]
+    x64, w64, g64, b64, r64 = ref
+    z64 = x64 @ w64.T + (b64 if with_extras else 0.0)
+    y64 = oracle_scale(z64, seg, g64) + (r64 if with_extras else 0.0)
+    y64.backward(dy.double())
+
+    tol = TOL[dtype]
+    assert y.dtype == dtype and y.shape == (t, d)
+    torch.testing.assert_close(y.double(), y64.detach(), rtol=2 * tol, atol=2 * tol)
+    n_used = 5 if with_extras else 3
+    for got, want in zip(leaves[:n_used], ref[:n_used], strict=True):
+        scale = float(want.grad.abs().max())
+        torch.testing.assert_close(
+            got.grad.double(), want.grad, rtol=4 * tol, atol=4 * tol * max(scale, 1.0)
+        )
+    if not with_extras:
+        assert b.grad is None and r.grad is None
+
+
+def test_zero_gamma_is_identity_and_plain_gemm():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(9, 16, generator=g)
+    w = torch.randn(24, 16, generator=g)
+    seg = torch.tensor([1, 2, 3, 0, 1, 2, 3, 0, 1], dtype=torch.int8)
+    zero = torch.zeros(3, 24)
+    y = S.fused_down_proj_segment_scale(x, w, seg, zero, backend="triton")
+    torch.testing.assert_close(y, x @ w.T)
+    h = torch.randn(9, 24, generator=g)
+    assert torch.equal(S.segment_scale(h, seg, zero, backend="triton"), h)
+
+
+def test_input_validation():
+    h = torch.randn(4, 6)
+    seg = torch.zeros(4, dtype=torch.int8)
+    gamma = torch.zeros(3, 6)
+    with pytest.raises(ValueError, match=r"gamma must be \[3, 6\]"):
+        S.segment_scale(h, seg, torch.zeros(4, 6))
+    with pytest.raises(ValueError, match=r"seg must be \[4\]"):
+        S.segment_scale(h, torch.zeros(5, dtype=torch.int8), gamma)
+    with pytest.raises(TypeError, match="seg must be an integer"):
+        S.segment_scale(h, seg.float(), gamma)
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        S.segment_scale(h.long(), seg, gamma)
+    with pytest.raises(ValueError, match="backend must be"):
+        S.segment_scale(h, seg, gamma, backend="gpu")
+    with pytest.raises(ValueError, match=r"W must be \[D, 6\]"):
+        S.fused_down_proj_segment_scale(h, torch.zeros(6, 5), seg, gamma)
+    with pytest.raises(ValueError, match=r"residual must be \[4, 6\]"):
+        S.fused_down_proj_segment_scale(h, torch.zeros(6, 6), seg, gamma, residual=h[:2])
+    with pytest.raises(TypeError, match="dtype of x"):
+        S.fused_down_proj_segment_scale(h, torch.zeros(6, 6).half(), seg, gamma)
