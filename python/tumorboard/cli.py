@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from . import __version__
 
@@ -128,7 +129,6 @@ def _cmd_score(args: argparse.Namespace) -> int:
     import polars as pl
 
     from .traj import Store
-    from .traj.store import atomic_write_bytes
 
     if args.benchmark != "mtbbench":
         raise ValueError(
@@ -138,6 +138,9 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from .score import mtbbench
 
     store = Store(args.store, create=False)
+    if args.ray_address is not None or args.shards is not None:
+        report = _score_distributed(args, store)
+        return _emit_report(args, report)
     items = store.items(with_runs=True)
     present = items.select(pl.col("benchmark").unique()).collect().get_column("benchmark")
     if args.benchmark not in present.to_list():
@@ -155,6 +158,37 @@ def _cmd_score(args: argparse.Namespace) -> int:
     report = mtbbench(
         frame, n_resamples=args.resamples, level=args.level, seed=args.seed, cluster=cluster
     )
+    return _emit_report(args, report)
+
+
+def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
+    """``score --ray-address/--shards``: Poisson-bootstrap accuracy CIs from per-shard partials
+    (tumorboard.dist.score_store), identical for any shard count."""
+    from .dist import score_store
+
+    if args.cluster is not None:
+        raise ValueError(
+            "--cluster: clustered intervals are not available with --ray-address/--shards "
+            "(the distributed path resamples records with the Poisson scheme)"
+        )
+    backend = "ray" if args.ray_address is not None else "local"
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rscored {done}/{total} shards", end="\n" if done == total else "",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    result = score_store(
+        store, benchmark=args.benchmark, tracks=args.track, n_resamples=args.resamples,
+        level=args.level, seed=args.seed, backend=backend, shards=args.shards,
+        ray_address=None if args.ray_address == "local" else args.ray_address,
+        progress=progress,
+    )  # fmt: skip
+    return result.report()
+
+
+def _emit_report(args: argparse.Namespace, report: Any) -> int:
+    from .traj.store import atomic_write_bytes
+
     if args.format == "json":
         text = json.dumps(score_json_rows(report.table), indent=2) + "\n"
         if args.out:
@@ -245,6 +279,19 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--track", nargs="+", help="only these tracks")
     score.add_argument("--format", choices=["md", "csv", "json", "html"], default="md")
     score.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
+    score.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="score on a Ray cluster (e.g. auto, host:6379, ray://host:10001; 'local' starts "
+        "one here): Poisson-bootstrap CIs from per-shard partials, identical for any split "
+        "(needs tumorboard[dist])",
+    )
+    score.add_argument(
+        "--shards",
+        type=int,
+        help="split the store's Parquet parts into N shards (Poisson scheme; default: one per "
+        "part on Ray); without --ray-address the shards run in this process",
+    )
     score.set_defaults(func=_cmd_score)
 
     from .embed.cli import add_embed_parser

@@ -468,6 +468,8 @@ def embed_slides(
     encoder_name: str | None = None,
     progress: bool = True,
     stream: Any = None,
+    executor: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
 ) -> EmbedReport:
     """Embeds every patch of every slide of a collection with a patch encoder.
 
@@ -494,10 +496,29 @@ def embed_slides(
         encoder_name: the name used in ``features_{encoder}`` (default: TRIDENT's name for
             uni2-h/uni/conch, else the model name or the module's class name).
         progress: print progress with patches/s to ``stream`` (default stderr).
+        executor: "local" (this process) or "ray": slides are handed one at a time to Ray
+            actors (one per GPU, else per CPU), each running this engine on its slide
+            (:func:`tumorboard.dist.embed_slides_ray`; needs ``tumorboard[dist]``). Outputs and
+            resume behaviour are identical to a local run; a slide whose worker dies is
+            retried. (The scale-out issue calls this ``backend="ray"``; ``backend`` already
+            selects torch vs onnxruntime here, so the executor has its own keyword.)
+        ray_address: the Ray cluster for ``executor="ray"`` (None: a new local Ray, or this
+            process's connection; "auto": the cluster started with ``ray start``).
 
     Returns:
         an :class:`EmbedReport`; failed slides are listed there, not raised.
     """
+    if executor == "ray":
+        from ..dist._embed import embed_slides_ray
+
+        return embed_slides_ray(
+            slides, ray_address=ray_address, progress=progress, stream=stream, model=model,
+            weights=weights, out=out, mag=mag, patch=patch, batch_size=batch_size,
+            backend=backend, device=device, dtype=dtype, workers=workers, queue_size=queue_size,
+            segmentation=segmentation, mpp=mpp, encoder_name=encoder_name,
+        )  # fmt: skip
+    if executor != "local":
+        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
     t_start = time.perf_counter()
     if isinstance(slides, (str, os.PathLike)):
         slides = [slides]

@@ -1,0 +1,155 @@
+"""``embed_slides`` on Ray: slides are handed one at a time to actors (one per GPU, else one
+per CPU), each running the local engine (:func:`tumorboard.embed.embed_slides`) on its slide.
+
+Outputs are the local engine's per-slide files, so they are identical to a local run, and the
+resume logic is the same (a complete slide is skipped by whichever actor gets it). An actor that
+dies (out of memory, a crashing reader, a lost node) loses only the slide it was working on: the
+actor is replaced and the slide is handed out again, up to ``max_attempts`` times; the engine's
+temporary-file protocol means a half-written slide never looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ._ray import connect
+
+
+class _EmbedWorker:
+    """One Ray actor: loads a named encoder once and embeds the slides it is given."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        from ..embed._engine import TRIDENT_ENCODER_NAMES
+
+        kw = dict(kwargs)
+        model = kw["model"]
+        if isinstance(model, str) and not model.endswith(".onnx"):
+            from .. import models
+
+            # the same call the local engine makes for a model name, done once per actor
+            kw["model"] = models.load(model, weights=kw.pop("weights", None), device="cpu",
+                                      dtype="fp32")  # fmt: skip
+            kw["weights"] = None
+            kw["encoder_name"] = kw.get("encoder_name") or TRIDENT_ENCODER_NAMES.get(model, model)
+        self.kwargs = kw
+
+    def embed(self, slide: str) -> Any:
+        from ..embed._engine import embed_slides
+
+        return embed_slides([slide], progress=False, executor="local", **self.kwargs)
+
+
+def embed_slides_ray(
+    slides: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    ray_address: str | None = None,
+    n_actors: int | None = None,
+    max_attempts: int = 3,
+    progress: bool = True,
+    stream: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """Runs :func:`tumorboard.embed.embed_slides` (``kwargs``: its options) with the slides
+    spread over Ray actors; returns the same :class:`~tumorboard.embed.EmbedReport`.
+
+    Args:
+        ray_address: the cluster (None: this process's connection, else a new local Ray).
+        n_actors: actors to start (default: one per GPU of the cluster when it has GPUs, else
+            one per CPU; never more than the slides).
+        max_attempts: tries per slide when its actor dies (a slide whose reading or encoding
+            raises is reported failed at once, as locally).
+        progress: one line per finished slide on ``stream`` (default stderr).
+    """
+    from ..embed._engine import EmbedReport, SlideResult, _slide_name
+
+    t0 = time.perf_counter()
+    if isinstance(slides, (str, os.PathLike)):
+        slides = [slides]
+    paths = [Path(p) for p in slides]
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts: expected an integer >= 1, got {max_attempts!r}")
+    if "model" not in kwargs or "out" not in kwargs:
+        raise TypeError("embed_slides_ray: model= and out= are required (as for embed_slides)")
+    stream = sys.stderr if stream is None else stream
+    ray = connect(ray_address)
+    results: dict[int, Any] = {}
+    todo: deque[tuple[int, str]] = deque()
+    seen: dict[str, Path] = {}
+    for i, p in enumerate(paths):
+        nm = _slide_name(p)
+        if nm in seen:
+            err = f"duplicate slide name {nm!r} (also {seen[nm]}); outputs are named by slide"
+            results[i] = SlideResult(str(p), nm, "failed", error=err)
+            continue
+        seen[nm] = p
+        todo.append((i, str(p)))
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    per_actor = {"num_gpus": 1} if gpus else {"num_cpus": 1}
+    if n_actors is None:
+        n_actors = gpus or int(ray.cluster_resources().get("CPU", 1))
+    if isinstance(n_actors, bool) or not isinstance(n_actors, int) or n_actors < 1:
+        raise ValueError(f"n_actors: expected an integer >= 1, got {n_actors!r}")
+    if gpus and kwargs.get("device", "auto") == "auto":
+        kwargs = {**kwargs, "device": "cuda"}
+    actor_cls = ray.remote(max_restarts=0, max_task_retries=0, **per_actor)(_EmbedWorker)
+    kw_ref = ray.put(kwargs)
+    idle = [actor_cls.remote(kw_ref) for _ in range(min(n_actors, len(todo)))]
+    attempts: dict[int, int] = {}
+    running: dict[Any, tuple[Any, int, str]] = {}
+    reports: list[Any] = []
+    n_done = 0
+    while todo or running:
+        while todo and idle:
+            i, slide = todo.popleft()
+            actor = idle.pop()
+            attempts[i] = attempts.get(i, 0) + 1
+            running[actor.embed.remote(slide)] = (actor, i, slide)
+        (ref,), _ = ray.wait(list(running), num_returns=1)
+        actor, i, slide = running.pop(ref)
+        try:
+            rep = ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
+            ray.kill(actor, no_restart=True)
+            idle.append(actor_cls.remote(kw_ref))  # a fresh actor replaces the dead one
+            if attempts[i] < max_attempts:
+                todo.appendleft((i, slide))
+                if progress:
+                    print(f"worker died on {slide} (attempt {attempts[i]}); retrying",
+                          file=stream, flush=True)  # fmt: skip
+                continue
+            msg = f"worker died {attempts[i]} time(s) on this slide: {type(err).__name__}"
+            results[i] = SlideResult(slide, _slide_name(Path(slide)), "failed", error=msg)
+        else:
+            idle.append(actor)
+            reports.append(rep)
+            results[i] = rep.results[0]
+        n_done += 1
+        if progress:
+            r = results[i]
+            print(f"[{n_done}/{len(paths)}] {r.status} {r.name} ({r.n_patches} patches)"
+                  + (f": {r.error}" if r.error else ""), file=stream, flush=True)  # fmt: skip
+    for actor in idle:
+        ray.kill(actor)
+    if not reports:
+        raise RuntimeError(
+            "embed_slides_ray: no slide was processed by a worker; "
+            + "; ".join(f"{r.slide}: {r.error}" for r in results.values())
+        )
+    first = reports[0]
+    return EmbedReport(
+        results=tuple(results[i] for i in sorted(results)),
+        encoder=first.encoder,
+        features_dir=first.features_dir,
+        parquet_dir=first.parquet_dir,
+        coords_dir=first.coords_dir,
+        n_patches=sum(r.n_patches for r in reports),
+        seconds=time.perf_counter() - t0,
+        backend=first.backend,
+        device=first.device,
+    )

@@ -1,0 +1,67 @@
+"""Lazy access to Ray (the optional ``[dist]`` extra) and cluster connection with clear errors."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+INSTALL_HINT = "pip install tumorboard[dist]"
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or an ImportError that says how to install it."""
+    try:
+        import ray
+    except ImportError as err:
+        raise ImportError(
+            f"tumorboard.dist needs Ray, which is not installed; install it with "
+            f"`{INSTALL_HINT}` (or `pip install 'ray>=2.9'`)"
+        ) from err
+    return ray
+
+
+def connect(address: str | None = None, **init_kwargs: Any) -> Any:
+    """Connects to the Ray cluster at ``address`` (``"auto"``, ``"ray://host:10001"``,
+    ``"host:6379"``), or starts a local one when ``address`` is None, unless this process is
+    already connected (then the existing connection is reused). Returns the ``ray`` module.
+
+    Raises:
+        ImportError: Ray is not installed (names ``pip install tumorboard[dist]``).
+        ConnectionError: ``ray.init`` failed; the message names the address.
+    """
+    ray = require_ray()
+    if address is not None and (not isinstance(address, str) or not address):
+        raise ValueError(f"ray_address: expected None or an address string, got {address!r}")
+    if address is not None:
+        check_reachable(address)
+    if ray.is_initialized():
+        return ray
+    kwargs = {"log_to_driver": False, **init_kwargs}
+    try:
+        ray.init(address=address, **kwargs)
+    except Exception as err:  # Ray raises ConnectionError, RuntimeError, ValueError, ...
+        where = "a new local Ray instance" if address is None else f"the Ray cluster at {address!r}"
+        raise ConnectionError(
+            f"could not connect to {where}: {type(err).__name__}: {err} (is `ray start --head` "
+            "running there, and is the address reachable from this machine?)"
+        ) from err
+    return ray
+
+
+def check_reachable(address: str, *, timeout: float = 5.0) -> None:
+    """Raises ConnectionError (naming ``address``) when ``host:port`` or ``ray://host:port``
+    does not accept a TCP connection within ``timeout`` seconds. ``ray.init`` itself retries
+    an unreachable address for minutes before failing; this check answers at once. Addresses
+    without a port ("auto", a local session) are left to Ray."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise ConnectionError(
+            f"cannot reach the Ray cluster at {address!r}: {err} (is `ray start --head` "
+            "running there, and is the port open from this machine?)"
+        ) from err

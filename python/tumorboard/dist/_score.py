@@ -1,0 +1,238 @@
+"""Distributed scoring of a trajectory store with the exactly mergeable Poisson bootstrap.
+
+Every shard (a set of the store's Parquet parts of the items table) is reduced to
+:class:`~tumorboard.stats.PoissonPartials`: per-(track, model, tools, task) exact fixed-point sums
+of the answers' correctness under Poisson(1) weights keyed by the record key (run_id, patient_id,
+item_id) (Chamandy et al. 2012, "Estimating uncertainty for massive data streams"). Partials of
+any split add up to the partials of the whole bit for bit, so the merged result does not depend
+on the number of shards or on where they were computed. ``backend="local"`` and
+``backend="ray"`` run the same shard function and the same merge; only the place where
+:func:`shard_partials` runs differs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from .._bootstrap import BootstrapResult
+from .._poisson import PoissonPartials, poisson_partials
+from ..score._columns import DEFAULT_TRACK
+from ..score.report import Report, sort_table
+from ..traj.schema import empty
+from ..traj.store import Store
+
+GROUP_COLUMNS = ("track", "model", "tools", "task")
+KEY_COLUMNS = ("run_id", "patient_id", "item_id")
+Backend = Literal["local", "ray"]
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class StoreScore:
+    """Accuracy per (track, model, tools, task) of a store with Poisson-bootstrap intervals.
+
+    Attributes:
+        result: the intervals (``result.to_polars()``: one row per group).
+        partials: the merged partial sums (merge more shards into them with ``+``).
+        benchmark: the benchmark scored.
+        n_shards: how many shards were reduced.
+        backend: "local" or "ray".
+        level: the confidence level.
+    """
+
+    result: BootstrapResult
+    partials: PoissonPartials
+    benchmark: str
+    n_shards: int
+    backend: str
+    level: float
+
+    def report(self) -> Report:
+        """A :class:`~tumorboard.score.report.Report` (metric "accuracy", plus ``n_correct``)."""
+        res = self.result
+        keys = self.partials.keys
+        n = res.n.astype(np.int64)
+        table = pl.DataFrame(
+            {
+                "benchmark": [self.benchmark] * len(res),
+                "track": pl.Series(keys["track"], dtype=pl.String),
+                "model": pl.Series(keys["model"], dtype=pl.String),
+                "tools": pl.Series(keys["tools"], dtype=pl.Boolean),
+                "task": pl.Series(keys["task"], dtype=pl.String),
+                "metric": ["accuracy"] * len(res),
+                "n": n,
+                "estimate": res.estimate,
+                "boot_mean": res.boot_mean,
+                "ci_low": res.ci_low,
+                "ci_high": res.ci_high,
+                "pm": (res.ci_high - res.ci_low) / 2,
+                "n_correct": np.rint(res.estimate * n).astype(np.int64),
+            }
+        )
+        notes = (
+            "accuracy: share of correct answers (a missing answer counts as wrong); "
+            f"boot_mean, ci_low, ci_high: mean and {self.level:g} percentile interval of "
+            f"{res.n_resamples} Poisson-bootstrap resamples keyed by (run_id, patient_id, "
+            f"item_id) (seed {res.seed}); identical for any number of shards; "
+            "pm = (ci_high - ci_low) / 2.",
+            f"computed from {self.n_shards} shard(s) on backend {self.backend!r}.",
+        )
+        return Report(sort_table(table), benchmark=self.benchmark, title=self.benchmark,
+                      notes=notes)  # fmt: skip
+
+
+def _items_schema() -> Any:
+    return pl.from_arrow(empty("items")).schema  # type: ignore[union-attr]
+
+
+def shard_partials(
+    item_parts: Sequence[str],
+    runs: pl.DataFrame,
+    *,
+    benchmark: str,
+    tracks: Sequence[str] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> PoissonPartials | None:
+    """Poisson partials of the items in ``item_parts`` (Parquet paths of the store's items
+    table), joined with ``runs`` (run_id, benchmark, track, model, tools; one row per run).
+    Returns None when no item of ``benchmark`` (and ``tracks``) is in these parts."""
+    if not item_parts:
+        return None
+    lf = pl.scan_parquet(
+        [str(p) for p in item_parts],
+        schema=_items_schema(),
+        missing_columns="insert",
+        extra_columns="ignore",
+        hive_partitioning=False,
+        glob=False,
+    ).select(*KEY_COLUMNS, "task", "correct")
+    frame = (
+        lf.join(runs.lazy(), on="run_id", how="inner")
+        .filter(pl.col("benchmark") == benchmark)
+        .with_columns(
+            pl.col("track").fill_null(DEFAULT_TRACK),
+            pl.col("tools").fill_null(False),
+            pl.col("correct").fill_null(False),
+            pl.col("patient_id").fill_null(""),
+        )
+    )
+    if tracks:
+        frame = frame.filter(pl.col("track").is_in(list(tracks)))
+    df = frame.collect()
+    if df.height == 0:
+        return None
+    if df.get_column("task").null_count():
+        bad = df.filter(pl.col("task").is_null()).row(0, named=True)
+        raise ValueError(
+            f"items: task is null for record (run_id={bad['run_id']!r}, "
+            f"item_id={bad['item_id']!r}); every scored item needs a task"
+        )
+    return poisson_partials(
+        df.get_column("correct").cast(pl.Float64).to_numpy(),
+        groups=df.select(GROUP_COLUMNS),
+        keys=df.select(KEY_COLUMNS),
+        statistic="mean",
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+
+
+def split_parts(parts: Sequence[Path], shards: int) -> list[list[str]]:
+    """``parts`` (in name order) in ``min(shards, len(parts))`` contiguous, near-equal shards."""
+    k = max(1, min(shards, len(parts)))
+    bounds = np.linspace(0, len(parts), k + 1).round().astype(int)
+    return [[str(p) for p in parts[a:b]] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _runs_frame(store: Store) -> pl.DataFrame:
+    return (
+        store.scan("runs")
+        .select("run_id", "benchmark", "track", "model", "tools")
+        .unique(subset="run_id", keep="first", maintain_order=True)
+        .collect()
+    )
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def score_store(
+    store: Store | str | os.PathLike[str],
+    *,
+    benchmark: str = "mtbbench",
+    tracks: Sequence[str] | None = None,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    backend: Backend = "local",
+    shards: int | None = None,
+    ray_address: str | None = None,
+    progress: Progress | None = None,
+) -> StoreScore:
+    """Accuracy per (track, model, tools, task) of a store's items with Poisson-bootstrap
+    percentile intervals, computed per shard of Parquet parts and merged exactly.
+
+    Args:
+        store: a :class:`~tumorboard.traj.Store` or its directory (must exist).
+        benchmark: only items of runs of this benchmark.
+        tracks: only these tracks (None: all).
+        n_resamples, level, seed: the bootstrap (B, confidence level, Philox seed).
+        backend: "local" (shards reduced one after another in this process) or "ray" (one Ray
+            task per shard). Both merge the same partials in the same order, so results are
+            bit-identical to each other and to any other shard count.
+        shards: number of shards (contiguous runs of parts; at most the number of parts).
+            Default: 1 locally, one per part on Ray.
+        ray_address: the cluster for ``backend="ray"`` (None: a running connection of this
+            process, else a new local Ray instance; "auto": the cluster of ``ray start``).
+        progress: called as ``progress(done, total)`` after each shard is merged.
+
+    Returns:
+        A :class:`StoreScore`; ``.report()`` renders it like the scorers' reports.
+
+    Raises:
+        ValueError: bad option, or no items of ``benchmark`` in the store.
+        ImportError: ``backend="ray"`` without Ray (``pip install tumorboard[dist]``).
+        ConnectionError: the Ray address is unreachable.
+    """
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend: expected 'local' or 'ray', got {backend!r}")
+    if not isinstance(benchmark, str) or not benchmark:
+        raise ValueError(f"benchmark: expected a benchmark name, got {benchmark!r}")
+    st = store if isinstance(store, Store) else Store(store, create=False)
+    parts = st.parts("items")
+    if shards is None:
+        shards = 1 if backend == "local" else max(1, len(parts))
+    shards = _check_int(shards, "shards", 1)
+    groups = split_parts(parts, shards) if parts else []
+    runs = _runs_frame(st)
+    opts = dict(benchmark=benchmark, tracks=list(tracks) if tracks else None,
+                n_resamples=n_resamples, seed=seed)  # fmt: skip
+    partials: list[PoissonPartials | None]
+    if backend == "local":
+        partials = []
+        for i, g in enumerate(groups):
+            partials.append(shard_partials(g, runs, **opts))
+            if progress is not None:
+                progress(i + 1, len(groups))
+    else:
+        from ._tasks import map_shards
+
+        partials = map_shards(groups, runs, opts, ray_address=ray_address, progress=progress)
+    present = [p for p in partials if p is not None]
+    if not present:
+        raise ValueError(f"{st.path}: no items of benchmark {benchmark!r}"
+                         + (f" in tracks {list(tracks)}" if tracks else ""))  # fmt: skip
+    merged = present[0].merge(*present[1:])
+    result = merged.finalize(level=level)
+    return StoreScore(result, merged, benchmark, len(groups), backend, float(level))

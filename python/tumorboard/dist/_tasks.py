@@ -1,0 +1,45 @@
+"""Ray side of distributed scoring: one task per shard, results gathered in shard order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import polars as pl
+
+from .._poisson import PoissonPartials
+from ._ray import connect
+
+
+def _shard_task(parts: list[str], runs: pl.DataFrame, opts: dict[str, Any]):
+    from ._score import shard_partials
+
+    return shard_partials(parts, runs, **opts)
+
+
+def map_shards(
+    groups: Sequence[list[str]],
+    runs: pl.DataFrame,
+    opts: dict[str, Any],
+    *,
+    ray_address: str | None,
+    progress: Callable[[int, int], None] | None,
+) -> list[PoissonPartials | None]:
+    """Runs :func:`~tumorboard.dist._score.shard_partials` for each shard on a Ray task and
+    returns the partials in shard order (the merge order), whatever order they finish in."""
+    ray = connect(ray_address)
+    task = ray.remote(num_cpus=1, max_retries=3)(_shard_task)
+    runs_ref = ray.put(runs)
+    refs = [task.remote(g, runs_ref, opts) for g in groups]
+    index = {ref: i for i, ref in enumerate(refs)}
+    out: list[Any] = [None] * len(refs)
+    pending = list(refs)
+    done = 0
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        for ref in ready:
+            out[index[ref]] = ray.get(ref)
+            done += 1
+            if progress is not None:
+                progress(done, len(refs))
+    return out
