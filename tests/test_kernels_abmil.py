@@ -8,42 +8,14 @@ sum to 1 per bag). Shapes are tiny: the interpreter costs about a millisecond pe
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-# The interpreter must be on before triton is first imported (triton.language's own helpers are
-# built at import). If another test module imported triton without it, this module's tests run
-# in a subprocess instead (test_in_subprocess).
-_RERUN = "triton.language" in sys.modules and (
-    type(sys.modules["triton.language"].zeros).__name__ != "InterpretedFunction"
-)
-os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
+# tests/conftest.py switches Triton's interpreter on (TRITON_INTERPRET=1) before any test module
+# imports triton: there is no GPU here, and the interpreter must be on at triton's first import.
+import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton", reason="triton is not installed (the tumorboard[gpu] extra)")
 
 from tumorboard.kernels import abmil as K  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _interpreter_in_this_process(request):
-    if _RERUN and request.node.name != "test_in_subprocess":
-        pytest.skip("triton was imported without TRITON_INTERPRET=1: run by test_in_subprocess")
-
-
-if _RERUN:  # only defined when this process cannot run the kernels in the interpreter
-
-    def test_in_subprocess():
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-        assert " passed" in proc.stdout and "failed" not in proc.stdout
-
-
 from tumorboard.models.abmil import ABMIL  # noqa: E402
 
 D = 40  # not a multiple of the tiles: exercises the masks
