@@ -271,3 +271,25 @@ def test_killed_worker_slide_is_retried(cluster, collection, tmp_path):
     local = embed_slides(collection, model=DieOnce(marker), out=tmp_path / "local",
                          **_embed_kwargs())  # fmt: skip
     _same_outputs(local, dist)
+
+
+def test_mtbbench_scorer_backends(cluster, store):
+    from tumorboard.score import mtbbench
+
+    ray_rep = mtbbench(store, backend="ray", shards=2, n_resamples=B, seed=3)
+    ref = score_store(store, n_resamples=B, seed=3).report()
+    assert ray_rep.table.equals(ref.table)
+    # the same store scored in this process as a frame (multinomial bootstrap): same estimates
+    local = mtbbench(store.path, n_resamples=B, seed=3).table
+    acc = local.filter((pl.col("metric") == "accuracy") & (pl.col("task") != "overall"))
+    joined = acc.join(ref.table, on=["track", "model", "tools", "task"], suffix="_ray")
+    assert joined.height == ref.table.height == 9
+    assert (joined["n"] == joined["n_ray"]).all()
+    assert (joined["n_correct"] == joined["n_correct_ray"]).all()
+    assert np.array_equal(joined["estimate"].to_numpy(), joined["estimate_ray"].to_numpy())
+    with pytest.raises(TypeError, match="scores a trajectory store"):
+        mtbbench(acc, backend="ray")
+    with pytest.raises(ValueError, match="cluster= is not available"):
+        mtbbench(store, backend="ray", cluster="patient")
+    with pytest.raises(ValueError, match="backend must be"):
+        mtbbench(store, backend="spark")

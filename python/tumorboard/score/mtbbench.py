@@ -11,7 +11,8 @@ metrics of Fig. 2: files accessed per question and the hallucinated-file rate.
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Literal
 
 import polars as pl
 
@@ -38,6 +39,9 @@ def mtbbench(
     level: float = 0.95,
     seed: int = 0,
     cluster: str | None = None,
+    backend: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
+    shards: int | None = None,
 ) -> Report:
     """Scores MTBBench answers: accuracy per task with bootstrap CIs, the overall figure, and
     the file-access metrics.
@@ -69,6 +73,16 @@ def mtbbench(
         cluster: None to resample questions; "patient_id" (alias "patient") to resample
             patients with all their questions, the right interval when questions are nested
             in patients; any other column name is used as the cluster label as given.
+        backend: "local" (this process) or "ray": score a trajectory store's Parquet parts on a
+            Ray cluster with :func:`tumorboard.dist.score_store` (``df`` must then be a
+            :class:`~tumorboard.traj.Store` or its directory). The Ray path uses the Poisson
+            bootstrap keyed by (run_id, patient_id, item_id), bit-identical to the
+            single-process Poisson result for any number of shards; it reports per-task
+            accuracy (no overall row, no clusters). A store with backend="local" is read
+            (its MTBBench runs' ``items(with_runs=True)``) and scored here as a frame.
+        ray_address: the Ray cluster for backend="ray" (None or "auto": the running one;
+            "local": start one here).
+        shards: number of shards of Parquet parts for backend="ray" (default: one per part).
 
     Returns:
         A :class:`Report` (benchmark "mtbbench") whose table has the standard columns plus
@@ -89,6 +103,21 @@ def mtbbench(
         TypeError: a column has the wrong type.
     """
     where = "mtbbench"
+    if backend not in ("local", "ray"):
+        raise ValueError(f"{where}: backend must be 'local' or 'ray', got {backend!r}")
+    df = _resolve_store(df, backend=backend, where=where)
+    if backend == "ray":
+        if cluster is not None:
+            raise ValueError(
+                f"{where}: cluster= is not available with backend='ray' (the distributed Poisson "
+                "path resamples records); use backend='local'"
+            )
+        from ..dist import score_store
+
+        return score_store(
+            df, benchmark="mtbbench", n_resamples=n_resamples, level=level, seed=seed,
+            backend="ray", shards=shards, ray_address=ray_address,
+        ).report()  # fmt: skip
     frame = as_frame(df)
     require_columns(frame, REQUIRED, optional=OPTIONAL, where=where)
     if frame.height == 0:
@@ -174,3 +203,26 @@ def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
     )
     counts = pl.concat([per_task, overall], how="vertical")
     return acc.join(counts, on=keys, how="left", maintain_order="left")
+
+
+def _resolve_store(df: Any, *, backend: str, where: str) -> Any:
+    """A Store (or a store directory) for backend="ray"; for backend="local" a Store or store
+    directory becomes its MTBBench items joined with their runs (a LazyFrame)."""
+    from ..traj import Store
+
+    is_path = isinstance(df, (str, os.PathLike))
+    if backend == "ray":
+        if not (isinstance(df, Store) or is_path):
+            raise TypeError(
+                f"{where}: backend='ray' scores a trajectory store: pass a tumorboard.traj.Store "
+                f"or its directory, got {type(df).__name__}"
+            )
+        return df
+    if is_path:
+        df = Store(df, create=False)
+    if isinstance(df, Store):
+        items = df.items(with_runs=True)
+        if "benchmark" in items.collect_schema().names():
+            items = items.filter(pl.col("benchmark") == "mtbbench")
+        return items
+    return df
