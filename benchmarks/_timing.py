@@ -5,6 +5,7 @@ Nothing here asserts on timings: the helpers measure, tabulate and serialise.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -16,7 +17,15 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Result", "best_of", "format_markdown", "write_json"]
+__all__ = ["Result", "best_of", "format_markdown", "positive_int", "write_json"]
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts that must be at least 1 (``--repeat``, ``--threads``)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
 
 
 def _timed(fn: Callable[[], Any], number: int) -> float:

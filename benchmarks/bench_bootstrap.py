@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 
 try:
-    from ._timing import Result, best_of, format_markdown, write_json
+    from ._timing import Result, best_of, format_markdown, positive_int, write_json
 except ImportError:  # run as a script: ``python benchmarks/bench_bootstrap.py``
-    from _timing import Result, best_of, format_markdown, write_json
+    from _timing import Result, best_of, format_markdown, positive_int, write_json
 
 ANCHOR_NUMPY = "chunked numpy"
 ANCHOR_SCIPY = "scipy"
@@ -759,13 +759,6 @@ def run(quick: bool = False, repeat: int = 3, threads: int | None = None) -> lis
     return [asdict(r) for r in results]
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(
@@ -779,14 +772,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
     parser.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=positive_int,
         default=3,
         help="timed samples per measurement (best is reported; default 3; calls longer "
         f"than ~{MAX_TIME / 2:g} s are sampled fewer times)",
     )
     parser.add_argument(
         "--threads",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="threads for tumorboard (default: all cores); anchors are single-threaded",
     )

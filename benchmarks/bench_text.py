@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 try:
-    from ._timing import Result, best_of, format_markdown, write_json
+    from ._timing import Result, best_of, format_markdown, positive_int, write_json
 except ImportError:  # run as a script: ``python benchmarks/bench_text.py``
-    from _timing import Result, best_of, format_markdown, write_json
+    from _timing import Result, best_of, format_markdown, positive_int, write_json
 
 ANCHOR_ROUGE = "rouge-score"
 ANCHOR_SACRE = "sacrebleu"
@@ -237,13 +237,6 @@ def run_results(
     return results, meta
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(
@@ -252,8 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="1k pairs instead of 10k (< 30 s)")
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
-    parser.add_argument("--repeat", type=_positive_int, default=3, help="timed samples (best)")
-    parser.add_argument("--threads", type=_positive_int, default=None,
+    parser.add_argument("--repeat", type=positive_int, default=3, help="timed samples (best)")
+    parser.add_argument("--threads", type=positive_int, default=None,
                         help="threads for tumorboard (default: all cores)")  # fmt: skip
     args = parser.parse_args(argv)
     results, meta = run_results(quick=args.quick, threads=args.threads, repeat=args.repeat)

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 try:
-    from ._timing import Result, best_of, format_markdown, write_json
+    from ._timing import Result, best_of, format_markdown, positive_int, write_json
 except ImportError:  # run as a script: ``python benchmarks/bench_tiling.py``
-    from _timing import Result, best_of, format_markdown, write_json
+    from _timing import Result, best_of, format_markdown, positive_int, write_json
 
 ANCHOR = "numpy/PIL"
 ANCHORS = (ANCHOR,)
@@ -486,13 +486,6 @@ def run_results(
     return results, meta
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(
@@ -502,9 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="a 16k x 12.8k slide (< 30 s)")
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
-    parser.add_argument("--repeat", type=_positive_int, default=3, help="timed samples (best)")
+    parser.add_argument("--repeat", type=positive_int, default=3, help="timed samples (best)")
     parser.add_argument(
-        "--threads", type=_positive_int, default=None, help="tumorboard threads (default: all)"
+        "--threads", type=positive_int, default=None, help="tumorboard threads (default: all)"
     )
     args = parser.parse_args(argv)
     try:
