@@ -20,8 +20,8 @@ import krippendorff
 import numpy as np
 import pytest
 from statsmodels.stats import inter_rater
-from tumorboard import _agreement as agr
-from tumorboard._agreement import (
+from tumorboard.stats import _agreement as agr
+from tumorboard.stats._agreement import (
     AgreementResult,
     cohen_kappa,
     fleiss_kappa,
@@ -506,7 +506,7 @@ def test_bootstrap_interval(name, call):
 
 
 def test_engine_rejects_inconsistent_params():
-    from tumorboard._bootstrap import bootstrap_sufficient
+    from tumorboard.stats import bootstrap_sufficient
 
     prepared = agr._prepare_cohen_kappa([0, 1, 1], [0, 1, 0])
     with pytest.raises(ValueError):

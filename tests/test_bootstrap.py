@@ -37,12 +37,12 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 from tumorboard import _core
-from tumorboard._bootstrap import bootstrap_sufficient
 from tumorboard.stats import (
     BootstrapResult,
     PairedBootstrapResult,
     bootstrap,
     bootstrap_from_indices,
+    bootstrap_sufficient,
     paired_bootstrap,
 )
 

@@ -19,11 +19,10 @@ import polars as pl
 import pyarrow as pa
 import pytest
 import tumorboard.score as score
-from tumorboard import _bootstrap
 from tumorboard.score import TABLE_COLUMNS, Report, sort_table, summarize
 from tumorboard.score._columns import as_frame, count_column, require_columns, with_defaults
 from tumorboard.score._plots import nice_ticks, report_figures
-from tumorboard.stats import bootstrap
+from tumorboard.stats import _bootstrap, bootstrap
 
 # model A: t1 = 3/4, t2 = 1/3, t3 = 2/2 (all correct); model B: t1 = 1/2, t2 = 2/5
 SMALL = pl.DataFrame(

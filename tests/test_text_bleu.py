@@ -33,14 +33,14 @@ import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU
 from tumorboard import _core
-from tumorboard._bleu import (
+from tumorboard.stats import bootstrap_sufficient
+from tumorboard.text._bleu import (
     _PY_SUM,
     bleu,
     bleu_statistic_params,
     bleu_statistics,
     corpus_bleu,
 )
-from tumorboard._bootstrap import bootstrap_sufficient
 
 logging.getLogger("sacrebleu").setLevel(logging.ERROR)
 

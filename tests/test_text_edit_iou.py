@@ -12,8 +12,8 @@ import random
 import numpy as np
 import pytest
 from rapidfuzz.distance import Levenshtein
-from tumorboard._edit import levenshtein, one_minus_ned, sequence_levenshtein
-from tumorboard._iou import box_iou, iou, mask_iou, set_iou
+from tumorboard.text._edit import levenshtein, one_minus_ned, sequence_levenshtein
+from tumorboard.text._iou import box_iou, iou, mask_iou, set_iou
 
 TOOLS = ["Anatomy Classifier", "Modality Classifier", "Organ Segmentor", "Anomaly Detector",
          "Disease Inferencer", "Report Generator"]  # fmt: skip

@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 from tumorboard import _core
-from tumorboard._rouge import (
+from tumorboard.text._rouge import (
     RougeMatrix,
     RougeResult,
     rouge,

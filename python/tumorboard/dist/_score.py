@@ -21,8 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from .._bootstrap import BootstrapResult
-from .._poisson import PoissonPartials, poisson_partials
+from ..stats import BootstrapResult, PoissonPartials, poisson_partials
 from ..score._columns import DEFAULT_TRACK
 from ..score.report import Report, sort_table
 from ..traj.schema import empty

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from .._poisson import PoissonPartials
+from ..stats import PoissonPartials
 from ._ray import connect
 
 

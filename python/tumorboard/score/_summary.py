@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .. import _bootstrap
+from .. import stats
 from ._columns import DEFAULT_TRACK, as_frame, require_columns, with_defaults
 from .report import TABLE_COLUMNS, sort_table
 
@@ -98,7 +98,7 @@ def summarize(
     keys = [*KEY_COLUMNS, *extras]
     clusters = frame.get_column(cluster) if cluster is not None else None
 
-    res = _bootstrap.bootstrap(
+    res = stats.bootstrap(
         values, groups=frame.select(keys), clusters=clusters, n_resamples=n_resamples,
         level=level, seed=seed,
     )  # fmt: skip
@@ -229,7 +229,7 @@ def _overall_rows(
         pos = np.arange(idx.size)
         rows[pos, 2 * t] = values[idx]
         rows[pos, 2 * t + 1] = 1.0
-        res = _bootstrap.bootstrap_sufficient(
+        res = stats.bootstrap_sufficient(
             rows, statistic="mean_of_ratios", params=np.ones(k), groups=sub.select(okeys),
             clusters=None if clusters is None else clusters.gather(idx),
             n_resamples=n_resamples, level=level, seed=seed,

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from .._agreement import AgreementResult, cohen_kappa
+from ..stats import AgreementResult, cohen_kappa
 from ._columns import as_frame, require_columns
 
 __all__ = [

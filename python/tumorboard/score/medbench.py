@@ -40,9 +40,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from .. import _bootstrap
-from .._edit import one_minus_ned
-from .._iou import box_iou
+from .. import stats
+from ..text import box_iou, one_minus_ned
 from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
 from .judge import parse_judge_scores
 from .report import TABLE_COLUMNS, Report, sort_table
@@ -342,7 +341,7 @@ def _joint(
     wide[pos, 2 * t] = rows[mask, 0]
     wide[pos, 2 * t + 1] = rows[mask, 1]
     groups = sub.select(*KEYS).with_columns(pl.lit(label).alias("_aggregate"))
-    return _bootstrap.bootstrap_sufficient(
+    return stats.bootstrap_sufficient(
         wide, statistic="mean_of_ratios", params=np.array([weights[x] for x in tasks]),
         groups=groups, clusters=None if clusters is None else clusters.filter(pl.Series(mask)),
         n_resamples=n_resamples, level=level, seed=seed,
@@ -449,7 +448,7 @@ def medbench(
 
     # ---- task rows: ratio of sums per (track, model, tools, task)
     gkeys = items.select(*KEYS, "task")
-    res = _bootstrap.bootstrap(rows, groups=gkeys, clusters=clusters, statistic="ratio",
+    res = stats.bootstrap(rows, groups=gkeys, clusters=clusters, statistic="ratio",
                                n_resamples=n_resamples, level=level, seed=seed)  # fmt: skip
     tasks = list(res.keys["task"])
     est = np.asarray(res.estimate, dtype=np.float64) * 100.0

@@ -76,7 +76,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from .._edit import levenshtein, sequence_levenshtein
+from ..text import levenshtein, sequence_levenshtein
 from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
 from ._summary import summarize_metrics
 from .report import Report

@@ -22,6 +22,7 @@ from ._bootstrap import (
     PairedBootstrapResult,
     bootstrap,
     bootstrap_from_indices,
+    bootstrap_sufficient,
     paired_bootstrap,
 )
 from ._poisson import PoissonPartials, poisson_partials
@@ -40,6 +41,7 @@ __all__ = [
     "PoissonPartials",
     "bootstrap",
     "bootstrap_from_indices",
+    "bootstrap_sufficient",
     "paired_bootstrap",
     "poisson_partials",
 ]

@@ -29,7 +29,7 @@ from ._bleu import (
     corpus_bleu,
 )
 from ._edit import levenshtein, one_minus_ned, sequence_levenshtein
-from ._iou import iou
+from ._iou import box_iou, iou, mask_iou, set_iou
 from ._rouge import RougeMatrix, RougeResult, rouge, rouge_matrix, set_f1, token_f1, tokenize
 
 __all__ = [
@@ -41,7 +41,10 @@ __all__ = [
     "bleu_statistic_params",
     "bleu_statistics",
     "corpus_bleu",
+    "box_iou",
     "iou",
+    "mask_iou",
+    "set_iou",
     "levenshtein",
     "one_minus_ned",
     "rouge",

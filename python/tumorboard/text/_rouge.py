@@ -51,7 +51,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from . import _core
+from .. import _core
 
 Tokenizer = Literal["rouge", "unicode", "whitespace"]
 SetTokenizer = Literal["rouge", "unicode", "whitespace", "treebank"]

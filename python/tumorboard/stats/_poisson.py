@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from .. import _core
 from ._bootstrap import (
     BootstrapResult,
     Method,

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from .. import _core
 
 __all__ = [
     "DEFAULT_MARKERS",

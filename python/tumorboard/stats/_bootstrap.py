@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from . import _core
-from ._keys import combine_hashes, factorize, hash_labels, label_columns
-
-Method = Literal["percentile", "basic", "bca"]
-Scheme = Literal["multinomial", "poisson"]
-Resampler = Literal["auto", "index", "counts"]
+from .. import _core
+from .._keys import combine_hashes, factorize, hash_labels, label_columns
+from .._typing import Method, Resampler, Scheme
 
 _METHODS = ("percentile", "basic", "bca")
 _SCHEMES = ("multinomial", "poisson")

@@ -427,7 +427,7 @@ def _run(
         if not (isinstance(level, (float, int)) and 0.0 < float(level) < 1.0):
             raise ValueError(f"level: expected a number strictly between 0 and 1, got {level!r}")
     # Imported here so the row builders stay usable without the compiled engine.
-    from tumorboard._bootstrap import bootstrap_sufficient
+    from ._bootstrap import bootstrap_sufficient
 
     rows = np.ascontiguousarray(prepared.rows, dtype=np.float64)
     params = np.ascontiguousarray(prepared.params, dtype=np.float64)

@@ -48,9 +48,10 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from . import _core
-from ._bootstrap import BootstrapResult, Method, bootstrap_sufficient
-from ._keys import factorize, label_columns
+from .. import _core
+from .._keys import factorize, label_columns
+from .._typing import Method
+from ..stats import BootstrapResult, bootstrap_sufficient
 
 Smooth = Literal["exp", "floor", "add-k", "none"]
 Tokenize = Literal["13a", "zh", "char", "none"]
@@ -303,7 +304,7 @@ def bleu_statistic_params(
     max_order: int = 4,
 ) -> list[float]:
     """``params`` of the bootstrap engine's ``"bleu"`` statistic, for
-    ``tumorboard._bootstrap.bootstrap_sufficient(bleu_statistics(...), statistic="bleu",
+    ``tumorboard.stats.bootstrap_sufficient(bleu_statistics(...), statistic="bleu",
     params=...)``: [max_order, smoothing code, smooth_value (NaN: default), effective_order,
     how this Python's ``sum()`` adds floats]."""
     value = _check_smooth(smooth, smooth_value)
