@@ -25,6 +25,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..errors import InvalidArgumentError
+
 __all__ = [
     "CheckpointKeyError",
     "KeyMismatch",
@@ -48,7 +50,7 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 _LIST_LIMIT = 25  # entries shown per section of a key diff
 
 
-class WeightsError(ValueError):
+class WeightsError(InvalidArgumentError):
     """A checkpoint that cannot be used: unreadable, no state dict inside, or keys that do not
     match the model. ``path`` names the file."""
 

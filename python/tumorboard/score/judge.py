@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ..errors import InvalidArgumentError
 from ..stats import AgreementResult, cohen_kappa
 from ._columns import as_frame, require_columns
 
@@ -36,7 +37,7 @@ _TAG = r"(?is)<score>(.*?)</score>"
 _INT = r"^\s*[+]?([0-9]+)\s*$"
 
 
-class JudgeScoreError(ValueError):
+class JudgeScoreError(InvalidArgumentError):
     """A judge reply without exactly one valid ``<score>N</score>`` tag.
 
     Attributes:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     from ._grid import PatchGrid
 
@@ -41,7 +43,7 @@ TRIDENT_ATTRS = (
 CLAM_ATTRS = ("patch_size", "patch_level")
 
 
-class CoordsFileError(ValueError):
+class CoordsFileError(InvalidArgumentError):
     """A coordinates file that cannot be read: truncated, corrupt, or in no known layout."""
 
     def __init__(self, path: str | os.PathLike[str], message: str) -> None:

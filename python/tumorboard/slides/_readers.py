@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _core
+from ..errors import TumorboardError
 
 Backend = Literal["auto", "openslide", "tiffslide", "tifffile", "image"]
 
@@ -42,7 +43,7 @@ SLIDE_EXTENSIONS = frozenset(
 _MAG_BINS = ((0.16, 80), (0.2, 60), (0.3, 40), (0.6, 20), (1.2, 10), (2.4, 5))
 
 
-class SlideError(OSError):
+class SlideError(TumorboardError, OSError):
     """A slide file that cannot be opened or read (missing, corrupt, truncated, unsupported)."""
 
     def __init__(self, path: str | os.PathLike[str], message: str) -> None:

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
+from ..errors import InvalidArgumentError
 from .schema import SCHEMA_VERSION, TABLES, conform, empty, schema_of
 
 MANIFEST = "manifest.json"
@@ -51,7 +52,7 @@ COMPRESSION = "zstd"
 _HOST = "".join(c if c.isalnum() else "-" for c in socket.gethostname())[:24] or "host"
 
 
-class StoreVersionError(ValueError):
+class StoreVersionError(InvalidArgumentError):
     """The store was written by a newer schema version than this tumorboard reads."""
 
 

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...errors import InvalidArgumentError
 
-class MalformedLog(ValueError):
+
+class MalformedLog(InvalidArgumentError):
     """A log file that cannot be imported; the message is the reason shown in the report."""
 
 

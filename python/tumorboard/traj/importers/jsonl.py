@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ...errors import InvalidArgumentError
 from ...harness.parsing import answer_letter, parse_answer, parse_options
 from ..schema import EVENT_KINDS
 from ._common import ImportOptions, MalformedLog, Parsed, dedupe, input_text, json_text, run_key
@@ -85,7 +86,7 @@ def _get(record: Mapping[str, Any], key: str) -> Any:
     return value
 
 
-class _Bad(ValueError):
+class _Bad(InvalidArgumentError):
     pass
 
 

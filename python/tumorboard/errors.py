@@ -1,0 +1,67 @@
+"""The exceptions tumorboard raises, under one documented base class.
+
+Every error the package raises is a :class:`TumorboardError`, so a harness can catch everything
+tumorboard refuses with one ``except`` clause, and each class also keeps the builtin parent that
+says what kind of failure it is (``ValueError`` for bad input, ``TypeError`` for a wrong type,
+``OSError`` for a file that cannot be read), so ``except ValueError`` keeps working. The pattern
+follows polars' ``polars.exceptions`` (one module, one base, one map from the compiled core).
+
+Errors raised inside the C++ core (``tumorboard._core``) arrive through one translator
+(``csrc/bindings/errors.hpp``):
+
+=============================== =========================================
+C++ exception                   Python class
+=============================== =========================================
+``std::invalid_argument``       :class:`InvalidArgumentError` (ValueError)
+``std::domain_error``           :class:`InvalidArgumentError` (ValueError)
+``std::out_of_range``           :class:`InvalidArgumentError` (ValueError)
+``std::length_error``           :class:`InvalidArgumentError` (ValueError)
+``std::bad_alloc``              ``MemoryError``
+other ``std::logic_error``      :class:`CoreError` (RuntimeError)
+``std::runtime_error``          :class:`CoreError` (RuntimeError)
+=============================== =========================================
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = [
+    "CoreError",
+    "FileFormatError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
+    "TumorboardError",
+]
+
+
+class TumorboardError(Exception):
+    """Base class of every exception tumorboard raises.
+
+    Catch it to handle anything tumorboard refused; each subclass also derives from the builtin
+    exception that describes the failure (``ValueError``, ``TypeError``, ``OSError``,
+    ``RuntimeError``).
+    """
+
+
+class InvalidArgumentError(TumorboardError, ValueError):
+    """An argument or input value that is out of range, malformed or inconsistent.
+
+    The message names the argument (or record and field) and what was expected.
+    """
+
+
+class InvalidTypeError(TumorboardError, TypeError):
+    """An argument of the wrong type; the message names the argument and the expected type."""
+
+
+class CoreError(TumorboardError, RuntimeError):
+    """A failure inside the C++ core that is not the caller's input (an internal invariant)."""
+
+
+class FileFormatError(TumorboardError, OSError):
+    """A file that cannot be read as what it should be; ``path`` names the file."""
+
+    def __init__(self, path: str | os.PathLike[str], message: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: {message}")
