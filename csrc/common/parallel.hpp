@@ -1,10 +1,13 @@
 // A minimal parallel-for: tasks are claimed from an atomic counter by worker threads. Results must be
 // written to task-indexed slots, so the output never depends on which thread ran which task.
+// parallel_blocks runs the same loop over contiguous index ranges (rows of an image, items of a
+// batch).
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -54,6 +57,21 @@ void parallel_for(std::size_t n_tasks, int threads, Fn&& fn) {
   work();
   for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);
+}
+
+// Splits [0, n) into about 4 * threads contiguous blocks and runs fn(begin, end) on each with
+// parallel_for. Blocks never overlap, so fn may write rows [begin, end) of an output freely; the
+// block boundaries depend on the thread count, so fn must not depend on them for its result.
+template <class Fn>
+void parallel_blocks(std::int64_t n, int threads, Fn&& fn) {
+  if (n <= 0) return;
+  const auto parts = static_cast<std::int64_t>(std::max(1, resolve_threads(threads))) * 4;
+  const std::int64_t block = std::max<std::int64_t>(1, (n + parts - 1) / parts);
+  const auto n_blocks = static_cast<std::size_t>((n + block - 1) / block);
+  parallel_for(n_blocks, threads, [&](std::size_t b) {
+    const std::int64_t begin = static_cast<std::int64_t>(b) * block;
+    fn(begin, std::min(n, begin + block));
+  });
 }
 
 }  // namespace tb

@@ -1,8 +1,11 @@
 #include "bleu_tokenize.hpp"
 
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
+
+#include "text/utf8.hpp"
 
 namespace tb::text {
 namespace {
@@ -349,28 +352,6 @@ std::string_view prepare_13a(std::string_view s, bool lower, BleuTokenizerScratc
   return w;
 }
 
-// UTF-8 sequence length from its first byte (clamped to the bytes left by the caller).
-inline std::size_t utf8_length(u8 c) {
-  if (c < 0x80) return 1;
-  if (c < 0xE0) return 2;
-  if (c < 0xF0) return 3;
-  return 4;
-}
-
-inline char32_t utf8_decode(const u8* p, std::size_t len) {
-  switch (len) {
-    case 1:
-      return p[0];
-    case 2:
-      return (char32_t(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
-    case 3:
-      return (char32_t(p[0] & 0x0F) << 12) | (char32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
-    default:
-      return (char32_t(p[0] & 0x07) << 18) | (char32_t(p[1] & 0x3F) << 12) |
-             (char32_t(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
-  }
-}
-
 // The first part of sacrebleu's TokenizerZh on an already rstripped segment: strip(), then a
 // space on each side of every code point in its CJK ranges. (The regex rules follow, on the
 // unpadded line, in chunked_regex_tokens.)
@@ -388,9 +369,9 @@ std::string_view prepare_zh(std::string_view s, bool lower, BleuTokenizerScratch
       ++i;
       continue;
     }
-    std::size_t len = utf8_length(c);
-    if (len > n - i) len = n - i;
-    const bool cjk = len == 3 && is_sacrebleu_chinese(utf8_decode(p + i, len));
+    std::uint32_t cp;
+    const std::size_t len = decode_utf8(p + i, n - i, cp);
+    const bool cjk = len == 3 && is_sacrebleu_chinese(cp);
     if (cjk) w.push_back(' ');
     w.append(s.data() + i, len);
     if (cjk) w.push_back(' ');
@@ -479,8 +460,8 @@ void bleu_tokenize(std::string_view text, BleuTokenizer tokenizer, bool lowercas
           i += k;
           continue;
         }
-        std::size_t len = utf8_length(p[i]);
-        if (len > t.size() - i) len = t.size() - i;
+        std::uint32_t cp;
+        const std::size_t len = decode_utf8(p + i, t.size() - i, cp);
         tokens.emplace_back(t.data() + i, len);
         i += len;
       }

@@ -1,4 +1,4 @@
-// Tokenizers and the Porter stemmer behind tumorboard's text metrics.
+// Tokenizers behind tumorboard's text metrics (the Porter stemmer is in porter.hpp).
 //
 // * kRouge reproduces rouge-score's default tokenizer (rouge_score/tokenize.py): Python
 //   str.lower(), every run of characters outside [a-z0-9] becomes a separator, and with a stemmer
@@ -28,6 +28,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/porter.hpp"
+
 namespace tb::text {
 
 // A UTF-8 view of one input text (owned by the caller).
@@ -38,14 +40,7 @@ struct Utf8 {
 
 enum class TokenizerKind { kRouge, kUnicode, kWhitespace };
 
-// kNltk is NLTK's PorterStemmer() default mode (NLTK_EXTENSIONS), which rouge-score uses;
-// kOriginal is PorterStemmer(mode="ORIGINAL_ALGORITHM").
-enum class PorterMode { kNltk, kOriginal };
-
 enum class Stemmer { kNone, kPorterNltk, kPorterOriginal };
-
-// Stems one lowercase word exactly as nltk.stem.porter.PorterStemmer(mode).stem(word) does.
-std::string porter_stem(std::string_view word, PorterMode mode);
 
 namespace detail {
 inline std::uint64_t load_le(const char* p, std::size_t n) {

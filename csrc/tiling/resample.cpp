@@ -48,18 +48,6 @@ inline std::uint8_t clip8(std::int32_t v) {
   return static_cast<std::uint8_t>(q < 0 ? 0 : (q > 255 ? 255 : q));
 }
 
-template <class Fn>
-void parallel_blocks(std::int64_t n, int threads, Fn&& fn) {
-  if (n <= 0) return;
-  const auto parts = static_cast<std::int64_t>(std::max(1, resolve_threads(threads))) * 4;
-  const std::int64_t block = std::max<std::int64_t>(1, (n + parts - 1) / parts);
-  const auto n_blocks = static_cast<std::size_t>((n + block - 1) / block);
-  parallel_for(n_blocks, threads, [&](std::size_t b) {
-    const std::int64_t begin = static_cast<std::int64_t>(b) * block;
-    fn(begin, std::min(n, begin + block));
-  });
-}
-
 // Hot loops are compiled twice on x86-64 Linux/GCC (AVX2 and baseline), picked at load time.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define TB_SIMD_CLONES __attribute__((target_clones("avx2", "default")))

@@ -12,19 +12,6 @@ namespace tb::tiling {
 
 namespace {
 
-// Splits [0, n) into about `parts` contiguous blocks and runs fn(begin, end) on each in parallel.
-template <class Fn>
-void parallel_blocks(std::int64_t n, int threads, Fn&& fn) {
-  if (n <= 0) return;
-  const auto parts = static_cast<std::int64_t>(std::max(1, resolve_threads(threads))) * 4;
-  const std::int64_t block = std::max<std::int64_t>(1, (n + parts - 1) / parts);
-  const auto n_blocks = static_cast<std::size_t>((n + block - 1) / block);
-  parallel_for(n_blocks, threads, [&](std::size_t b) {
-    const std::int64_t begin = static_cast<std::int64_t>(b) * block;
-    fn(begin, std::min(n, begin + block));
-  });
-}
-
 std::int64_t clamp64(std::int64_t v, std::int64_t lo, std::int64_t hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
