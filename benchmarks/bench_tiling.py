@@ -404,7 +404,7 @@ def run_results(
                 level0_size=(width, height),
                 threads=threads,
             )
-            return _core.tiling_patch_grid(
+            return _core.tiling.patch_grid(
                 tm.mask.view(np.uint8), width, height, size0, size0, 0.0, threads or 0
             )[0]
 

@@ -1042,7 +1042,7 @@ def test_mean_of_ratios_distribution_matches_numpy_on_given_resamples():
     counts = np.zeros((b, n))
     for r in range(b):
         np.add.at(counts[r], idx[r], 1.0)
-    out = _core.bootstrap_from_counts(rows, counts, "mean_of_ratios", [1.0] * k, "percentile",
+    out = _core.stats.bootstrap_from_counts(rows, counts, "mean_of_ratios", [1.0] * k, "percentile",
                                       0.95, True)  # fmt: skip
     expect = []
     for r in range(b):

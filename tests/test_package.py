@@ -22,17 +22,17 @@ def test_imports_from_the_install():
     assert Path(core.__file__).parent == Path(tumorboard.__file__).parent
     assert Path(kernels.__file__).parent.parent == Path(tumorboard.__file__).parent
     assert isinstance(kernels.triton_available(), bool)
-    assert {"mean", "sum", "ratio", "f1", "cohen_kappa"} <= set(core.statistic_names())
+    assert {"mean", "sum", "ratio", "f1", "cohen_kappa"} <= set(core.stats.statistic_names())
 
 
 def test_core_evaluates_registered_statistics():
-    assert core.evaluate_statistic("mean", [], np.array([6.0]), 4.0) == 1.5
-    assert core.evaluate_statistic("f1", [], np.array([3.0, 1.0, 2.0]), 0.0) == 6.0 / 9.0
-    assert np.isnan(core.evaluate_statistic("ratio", [], np.array([1.0, 0.0]), 1.0))
+    assert core.stats.evaluate_statistic("mean", [], np.array([6.0]), 4.0) == 1.5
+    assert core.stats.evaluate_statistic("f1", [], np.array([3.0, 1.0, 2.0]), 0.0) == 6.0 / 9.0
+    assert np.isnan(core.stats.evaluate_statistic("ratio", [], np.array([1.0, 0.0]), 1.0))
     with pytest.raises(ValueError, match="unknown statistic 'median'"):
-        core.evaluate_statistic("median", [], np.array([1.0]), 1.0)
+        core.stats.evaluate_statistic("median", [], np.array([1.0]), 1.0)
     with pytest.raises(ValueError, match="needs 3 value column"):
-        core.evaluate_statistic("f1", [], np.array([1.0, 2.0]), 1.0)
+        core.stats.evaluate_statistic("f1", [], np.array([1.0, 2.0]), 1.0)
 
 
 def test_cli_version(capsys):

@@ -64,7 +64,7 @@ def _thresholds() -> list[int]:
         lo, hi = 0, 2**32  # invariant: w(lo - 1) <= j (or lo == 0), w(hi) > j (or hi == 2^32)
         while lo < hi:
             mid = (lo + hi) // 2
-            if int(_core.poisson1_from_u32(np.array([mid], dtype=np.uint32))[0]) > j:
+            if int(_core.testing.poisson1_from_u32(np.array([mid], dtype=np.uint32))[0]) > j:
                 hi = mid
             else:
                 lo = mid + 1
@@ -90,7 +90,7 @@ def test_poisson_weights_are_exact_inversion_of_poisson1():
 
 def test_poisson_weights_on_a_uniform_grid_of_words():
     grid = (np.arange(2**16, dtype=np.uint64) << np.uint64(16)).astype(np.uint32)
-    w = np.asarray(_core.poisson1_from_u32(grid))
+    w = np.asarray(_core.testing.poisson1_from_u32(grid))
     assert w.min() == 0 and w.max() <= 15
     assert np.all(np.diff(w) >= 0)  # inversion: monotone in the word
     counts = np.bincount(w, minlength=16)
@@ -101,13 +101,13 @@ def test_poisson_weights_on_a_uniform_grid_of_words():
     assert abs(w.mean() - 1.0) < 1e-3
     assert abs(w.var() - 1.0) < 3e-3
     # extremes
-    ends = np.asarray(_core.poisson1_from_u32(np.array([0, 2**32 - 1], dtype=np.uint32)))
+    ends = np.asarray(_core.testing.poisson1_from_u32(np.array([0, 2**32 - 1], dtype=np.uint32)))
     assert ends[0] == 0 and 9 <= ends[1] <= 15
 
 
 def test_poisson_weights_from_random_words_chi_square():
     x = np.random.default_rng(11).integers(0, 2**32, 400_000, dtype=np.uint64).astype(np.uint32)
-    w = np.asarray(_core.poisson1_from_u32(x))
+    w = np.asarray(_core.testing.poisson1_from_u32(x))
     m = w.size
     assert abs(w.mean() - 1.0) < 5 * np.sqrt(1.0 / m)
     # Var(s^2) ~ (mu4 - sigma^4) / m with mu4 = 4 for Poisson(1)

@@ -57,7 +57,7 @@ PHILOX_KAT = [
 
 @pytest.mark.parametrize("counter,key,expected", PHILOX_KAT)
 def test_philox_known_answers(counter, key, expected):
-    out = _core.philox4x32(list(counter), list(key))
+    out = _core.testing.philox4x32(list(counter), list(key))
     assert [int(x) for x in out] == list(expected)
     assert _philox_reference(counter, key) == list(expected)  # the reference itself is right
 
@@ -67,13 +67,15 @@ def test_philox_matches_reference_on_random_inputs():
     for _ in range(200):
         counter = [int(x) for x in rng.integers(0, 2**32, 4, dtype=np.uint64)]
         key = [int(x) for x in rng.integers(0, 2**32, 2, dtype=np.uint64)]
-        assert [int(x) for x in _core.philox4x32(counter, key)] == _philox_reference(counter, key)
+        assert [int(x) for x in _core.testing.philox4x32(counter, key)] == _philox_reference(
+            counter, key
+        )
 
 
 def test_philox_output_bits_are_balanced():
     # Consecutive counters (the way the Poisson scheme uses them) give uniform 32-bit words.
     words = np.array(
-        [_core.philox4x32([i, 7, 11, 13], [42, 0]) for i in range(4096)], dtype=np.uint64
+        [_core.testing.philox4x32([i, 7, 11, 13], [42, 0]) for i in range(4096)], dtype=np.uint64
     ).ravel()
     bits = ((words[:, None] >> np.arange(32, dtype=np.uint64)) & np.uint64(1)).astype(float)
     # 16384 words: each bit's mean has sd 1/(2*128) ~ 0.0039; 6 sd bound.
@@ -128,7 +130,7 @@ BINOMIAL_CASES = [
 @pytest.mark.parametrize("n,p", BINOMIAL_CASES)
 def test_binomial_sampler_matches_scipy(n, p):
     count = 100_000
-    draws = np.asarray(_core.binomial_draws(n, p, count, 12345 + n))
+    draws = np.asarray(_core.testing.binomial_draws(n, p, count, 12345 + n))
     assert draws.shape == (count,)
     assert draws.min() >= 0 and draws.max() <= n
     mean, var = n * p, n * p * (1 - p)
@@ -144,7 +146,7 @@ def test_binomial_sampler_matches_scipy(n, p):
 def test_binomial_sampler_large_n_is_unbiased():
     # n = 10^9 at p = 1/2 (BTRS with large lgamma arguments): mean and variance only.
     n, p, count = 10**9, 0.5, 50_000
-    draws = np.asarray(_core.binomial_draws(n, p, count, 7)).astype(float)
+    draws = np.asarray(_core.testing.binomial_draws(n, p, count, 7)).astype(float)
     sd = np.sqrt(n * p * (1 - p))
     assert abs(draws.mean() - n * p) < 5 * sd / np.sqrt(count)
     assert abs(draws.std() / sd - 1.0) < 5 * np.sqrt(0.5 / count)
@@ -154,28 +156,28 @@ def test_binomial_sampler_large_n_is_unbiased():
 
 
 def test_binomial_sampler_edge_cases():
-    assert np.all(np.asarray(_core.binomial_draws(50, 0.0, 1000, 1)) == 0)
-    assert np.all(np.asarray(_core.binomial_draws(50, 1.0, 1000, 1)) == 50)
-    assert np.all(np.asarray(_core.binomial_draws(0, 0.3, 1000, 1)) == 0)
-    assert np.all(np.asarray(_core.binomial_draws(0, 1.0, 1000, 1)) == 0)
-    one = np.asarray(_core.binomial_draws(1, 0.25, 40_000, 3))
+    assert np.all(np.asarray(_core.testing.binomial_draws(50, 0.0, 1000, 1)) == 0)
+    assert np.all(np.asarray(_core.testing.binomial_draws(50, 1.0, 1000, 1)) == 50)
+    assert np.all(np.asarray(_core.testing.binomial_draws(0, 0.3, 1000, 1)) == 0)
+    assert np.all(np.asarray(_core.testing.binomial_draws(0, 1.0, 1000, 1)) == 0)
+    one = np.asarray(_core.testing.binomial_draws(1, 0.25, 40_000, 3))
     assert set(np.unique(one)) <= {0, 1}
     assert abs(one.mean() - 0.25) < 5 * np.sqrt(0.25 * 0.75 / one.size)
-    assert np.asarray(_core.binomial_draws(10, 0.3, 0, 1)).shape == (0,)
+    assert np.asarray(_core.testing.binomial_draws(10, 0.3, 0, 1)).shape == (0,)
 
 
 def test_binomial_sampler_is_reproducible_and_seeded():
-    a = np.asarray(_core.binomial_draws(1000, 0.3, 5000, 99))
-    b = np.asarray(_core.binomial_draws(1000, 0.3, 5000, 99))
-    c = np.asarray(_core.binomial_draws(1000, 0.3, 5000, 100))
+    a = np.asarray(_core.testing.binomial_draws(1000, 0.3, 5000, 99))
+    b = np.asarray(_core.testing.binomial_draws(1000, 0.3, 5000, 99))
+    c = np.asarray(_core.testing.binomial_draws(1000, 0.3, 5000, 100))
     assert np.array_equal(a, b)
     assert not np.array_equal(a, c)
     # a prefix of a longer run is the shorter run (one sequential stream)
-    assert np.array_equal(np.asarray(_core.binomial_draws(1000, 0.3, 100, 99)), a[:100])
+    assert np.array_equal(np.asarray(_core.testing.binomial_draws(1000, 0.3, 100, 99)), a[:100])
 
 
 def test_binomial_sampler_consecutive_draws_uncorrelated():
-    d = np.asarray(_core.binomial_draws(200, 0.5, 100_000, 5)).astype(float)
+    d = np.asarray(_core.testing.binomial_draws(200, 0.5, 100_000, 5)).astype(float)
     r = np.corrcoef(d[:-1], d[1:])[0, 1]
     assert abs(r) < 5 / np.sqrt(d.size)
 
@@ -242,7 +244,7 @@ def test_numeric_hashes_are_fixed():
 def test_mix64_matches_reference():
     x = np.random.default_rng(0).integers(0, 2**63, 500, dtype=np.uint64) * np.uint64(2)
     x[:3] = [0, 1, np.uint64(M64)]
-    assert [int(v) for v in _core.mix64(x)] == [_mix64(int(v)) for v in x]
+    assert [int(v) for v in _core.stats.mix64(x)] == [_mix64(int(v)) for v in x]
 
 
 def test_string_hash_independent_of_array_chunks_slices_and_dtype():

@@ -44,13 +44,13 @@ def test_saturation_matches_integer_formula_and_skimage():
     rgb[0, :3] = [(0, 0, 0), (255, 255, 255), (10, 10, 10)]
     mx, mn = rgb.max(-1).astype(np.int64), rgb.min(-1).astype(np.int64)
     expected = np.where(mx == 0, 0, (510 * (mx - mn) + mx) // np.maximum(2 * mx, 1))
-    got = _core.tiling_hsv_saturation(rgb, 2)
+    got = _core.tiling.hsv_saturation(rgb, 2)
     np.testing.assert_array_equal(got, expected)
     sk = rgb2hsv(rgb)[..., 1] * 255  # float saturation; ours rounds half up
     assert np.abs(got - sk).max() <= 0.5 + 1e-9
     # a fourth (alpha) byte is ignored
     rgba = np.concatenate([rgb, rng.integers(0, 256, (64, 48, 1), dtype=np.uint8)], axis=2)
-    np.testing.assert_array_equal(_core.tiling_hsv_saturation(rgba, 1), got)
+    np.testing.assert_array_equal(_core.tiling.hsv_saturation(rgba, 1), got)
 
 
 @pytest.mark.parametrize("k", [1, 3, 5, 7, 11])
@@ -60,20 +60,20 @@ def test_median_blur_matches_scipy(k):
         img = rng.integers(0, 256, shape, dtype=np.uint8)
         img[: shape[0] // 2] //= 50  # ties and runs of equal values
         ref = ndi.median_filter(img, size=k, mode="nearest")
-        np.testing.assert_array_equal(_core.tiling_median_blur(img, k, 2), ref)
+        np.testing.assert_array_equal(_core.tiling.median_blur(img, k, 2), ref)
 
 
 def test_median_blur_matches_pil_inside():
     rng = np.random.default_rng(3)
     img = rng.integers(0, 256, (50, 60), dtype=np.uint8)
     ref = np.asarray(Image.fromarray(img).filter(ImageFilter.MedianFilter(7)))
-    got = _core.tiling_median_blur(img, 7, 1)
+    got = _core.tiling.median_blur(img, 7, 1)
     np.testing.assert_array_equal(got[3:-3, 3:-3], ref[3:-3, 3:-3])
 
 
 def test_median_blur_rejects_even_kernel():
     with pytest.raises(ValueError, match="odd"):
-        _core.tiling_median_blur(np.zeros((4, 4), np.uint8), 4, 1)
+        _core.tiling.median_blur(np.zeros((4, 4), np.uint8), 4, 1)
 
 
 def test_otsu_equals_skimage():
@@ -87,9 +87,9 @@ def test_otsu_equals_skimage():
         else:
             img = rng.integers(int(rng.integers(0, 120)), int(rng.integers(121, 256)), n)
         img = np.clip(img, 0, 255).astype(np.uint8)
-        assert _core.tiling_otsu_threshold(img) == int(threshold_otsu(img))
+        assert _core.tiling.otsu_threshold(img) == int(threshold_otsu(img))
     const = np.full(10, 77, np.uint8)
-    assert _core.tiling_otsu_threshold(const) == 77 == threshold_otsu(const)
+    assert _core.tiling.otsu_threshold(const) == 77 == threshold_otsu(const)
 
 
 @pytest.mark.parametrize("k", [3, 5, 7])
@@ -98,7 +98,7 @@ def test_closing_matches_scipy_binary_closing(k):
     m = np.zeros((70, 80), np.uint8)
     m[12:-12, 12:-12] = rng.random((46, 56)) < 0.55  # away from the border
     ref = ndi.binary_closing(m, structure=np.ones((k, k), bool))
-    np.testing.assert_array_equal(_core.tiling_binary_close(m, k, 2), ref)
+    np.testing.assert_array_equal(_core.tiling.binary_close(m, k, 2), ref)
 
 
 def brute_close(m: np.ndarray, k: int) -> np.ndarray:
@@ -122,14 +122,14 @@ def brute_close(m: np.ndarray, k: int) -> np.ndarray:
 def test_closing_even_kernel_and_border_brute_force(k):
     rng = np.random.default_rng(10 + k)
     m = (rng.random((13, 11)) < 0.5).astype(np.uint8)
-    np.testing.assert_array_equal(_core.tiling_binary_close(m, k, 1), brute_close(m, k))
+    np.testing.assert_array_equal(_core.tiling.binary_close(m, k, 1), brute_close(m, k))
 
 
 def test_closing_of_a_gap_hand_worked():
     m = np.zeros((7, 11), np.uint8)
     m[2:5, 2:5] = 1
     m[2:5, 6:9] = 1  # a one-pixel gap at column 5
-    closed = _core.tiling_binary_close(m, 3, 1)
+    closed = _core.tiling.binary_close(m, 3, 1)
     assert closed[2:5, 2:9].all()
     assert closed.sum() == 21  # the 3 x 7 block, nothing else
 
@@ -165,14 +165,14 @@ def test_filter_regions_hand_worked():
     m[8, 3] = 1  # a 3-px hole, filled (<= 4)
     m[4, 4] = 1  # an island in the big hole: 1 px, dropped (<= 2)
     m[1, 12] = 1  # a lone speck: dropped
-    out, st = _core.tiling_filter_regions(m, 2.0, 4.0, 8)
+    out, st = _core.tiling.filter_regions(m, 2.0, 4.0, 8)
     expected = np.zeros_like(m)
     expected[1:11, 1:11] = 1
     expected[3:6, 3:6] = 0
     np.testing.assert_array_equal(out, expected)
     assert st == {"n_regions": 3, "n_kept": 1, "n_holes": 3, "n_holes_kept": 1}
     # max_n_holes = 0: every hole is filled
-    out0, _ = _core.tiling_filter_regions(m, 2.0, 4.0, 0)
+    out0, _ = _core.tiling.filter_regions(m, 2.0, 4.0, 0)
     assert out0[1:11, 1:11].all() and out0.sum() == 100
 
 
@@ -186,7 +186,7 @@ def test_filter_regions_matches_scipy_oracle():
             float(rng.integers(0, 8)),
             int(rng.integers(0, 4)),
         )
-        got, _ = _core.tiling_filter_regions(m, a_t, a_h, mh)
+        got, _ = _core.tiling.filter_regions(m, a_t, a_h, mh)
         np.testing.assert_array_equal(got, oracle_filter(m, a_t, a_h, mh), err_msg=f"case {t}")
 
 
@@ -212,7 +212,7 @@ def test_polygons_rasterise_back_to_the_mask():
     for t in range(40):
         h, w = (int(v) for v in rng.integers(1, 40, 2))
         m = blobby_mask(rng, h, w, float(rng.uniform(0.3, 0.7)))
-        polys = _core.tiling_mask_polygons(m)
+        polys = _core.tiling.mask_polygons(m)
         rings, total = [], 0
         for outer, holes, area in polys:
             assert shoelace(outer) > 0  # counter-clockwise (y down), GeoJSON exterior
@@ -228,7 +228,7 @@ def test_polygon_of_a_square_with_a_hole():
     m = np.zeros((6, 6), np.uint8)
     m[1:5, 1:5] = 1
     m[2:4, 2:4] = 0
-    [(outer, holes, area)] = _core.tiling_mask_polygons(m)
+    [(outer, holes, area)] = _core.tiling.mask_polygons(m)
     assert {tuple(p) for p in outer.tolist()} == {(1, 1), (5, 1), (5, 5), (1, 5)}
     assert len(holes) == 1
     assert {tuple(p) for p in holes[0].tolist()} == {(2, 2), (4, 2), (4, 4), (2, 4)}
@@ -267,7 +267,7 @@ def test_patch_grid_matches_brute_force():
         patch = int(rng.integers(8, 150))
         step = patch - int(rng.integers(0, patch // 2 + 1))
         min_tissue = [0.0, 0.1234, 0.5317][t % 3]
-        coords, frac, n_cols, n_rows = _core.tiling_patch_grid(
+        coords, frac, n_cols, n_rows = _core.tiling.patch_grid(
             mask, width, height, patch, step, min_tissue, 2
         )
         ref_c, ref_f = brute_grid(mask, width, height, patch, step, min_tissue)
@@ -280,14 +280,14 @@ def test_patch_grid_hand_worked():
     # 4 x 4 mask over a 400 x 400 slide: mask pixel = 100 x 100 level-0 pixels
     mask = np.zeros((4, 4), np.uint8)
     mask[1, 1] = 1
-    coords, frac, n_cols, n_rows = _core.tiling_patch_grid(mask, 400, 400, 150, 150, 0.0, 1)
+    coords, frac, n_cols, n_rows = _core.tiling.patch_grid(mask, 400, 400, 150, 150, 0.0, 1)
     assert (n_cols, n_rows) == (3, 3)
     # squares [0,150)x[0,150), [150,300)x[0,150), ... touching [100,200)^2
     assert coords.tolist() == [[0, 0], [150, 0], [0, 150], [150, 150]]
     np.testing.assert_allclose(frac, [50 * 50 / 150**2, 50 * 50 / 150**2] * 2, rtol=1e-6)
-    coords, _, _, _ = _core.tiling_patch_grid(mask, 400, 400, 150, 150, 0.12, 1)
+    coords, _, _, _ = _core.tiling.patch_grid(mask, 400, 400, 150, 150, 0.12, 1)
     assert coords.shape == (0, 2)
-    coords, frac, _, _ = _core.tiling_patch_grid(None, 400, 300, 150, 150, 0.0, 1)
+    coords, frac, _, _ = _core.tiling.patch_grid(None, 400, 300, 150, 150, 0.0, 1)
     assert coords.tolist() == [[0, 0], [150, 0], [300, 0], [0, 150], [150, 150], [300, 150]]
     assert (frac == 1).all()
 
@@ -385,7 +385,7 @@ def test_preprocess_pixel_formats_composite_over_white():
     np.testing.assert_array_equal(
         preprocess_patches(argb, size=12), preprocess_patches(ref2, size=12)
     )
-    np.testing.assert_array_equal(_core.tiling_argb32_to_rgb(argb[0], 1), ref2[0])
+    np.testing.assert_array_equal(_core.tiling.argb32_to_rgb(argb[0], 1), ref2[0])
     assert (ref2[0, :4] == 255).all()  # transparent -> white
 
 

@@ -211,7 +211,7 @@ def test_tokenizers_match_sacrebleu_on_adversarial_strings(tokenize: str) -> Non
     ]
     for lowercase in (False, True):
         metric = BLEU(tokenize=tokenize, lowercase=lowercase)
-        got = _core.bleu_tokenize(texts, tokenize, lowercase)
+        got = _core.text.bleu_tokenize(texts, tokenize, lowercase)
         want = [_sacre_tokens(metric, s) for s in texts]
         bad = [(t, g, w) for t, g, w in zip(texts, got, want, strict=True) if g != w]
         assert not bad, bad[:5]
@@ -247,7 +247,7 @@ def test_zh_cjk_ranges_follow_sacrebleus_string_comparison() -> None:
         0xFE50,
     ]
     texts = [f"a{chr(c)}b" for c in probe]
-    got = _core.bleu_tokenize(texts, "zh", False)
+    got = _core.text.bleu_tokenize(texts, "zh", False)
     for c, g in zip(probe, got, strict=True):
         assert (g == f"a {chr(c)} b") == is_zh(chr(c)), hex(c)
 
@@ -574,24 +574,28 @@ def test_statistic_on_hand_computed_sums() -> None:
         (((math.log(p[0]) + math.log(p[1])) + math.log(p[2])) + math.log(p[3])) / 4
     )
     params = bleu_statistic_params(smooth="exp", max_order=4)
-    assert _core.evaluate_statistic("bleu", [*params[:4], 0.0], sums, 1.0) == want
-    assert _core.evaluate_statistic("bleu", [], sums, 1.0) == want  # defaults: N from k, exp
+    assert _core.stats.evaluate_statistic("bleu", [*params[:4], 0.0], sums, 1.0) == want
+    assert _core.stats.evaluate_statistic("bleu", [], sums, 1.0) == want  # defaults: N from k, exp
     # floor 0.1: p4 = 100 * 0.1 / 1; add-k 1: orders >= 2 get +1 match and +1 total.
     floor = [*p[:3], 100.0 * 0.1 / 1]
     want_floor = math.exp(1 - 5 / 4) * math.exp(_lsum([math.log(x) for x in floor]) / 4)
-    assert _core.evaluate_statistic("bleu", [4, 1, float("nan"), 0, 0], sums, 1.0) == want_floor
+    assert (
+        _core.stats.evaluate_statistic("bleu", [4, 1, float("nan"), 0, 0], sums, 1.0) == want_floor
+    )
     addk = [75.0, 100.0 * 3 / 4, 100.0 * 2 / 3, 100.0 * 1 / 2]
     want_addk = math.exp(1 - 5 / 4) * math.exp(_lsum([math.log(x) for x in addk]) / 4)
-    assert _core.evaluate_statistic("bleu", [4, 2, 1.0, 0, 0], sums, 1.0) == want_addk
+    assert _core.stats.evaluate_statistic("bleu", [4, 2, 1.0, 0, 0], sums, 1.0) == want_addk
     # no smoothing and a zero precision: my_log(0) = -9999999999 drives BLEU to 0
-    assert _core.evaluate_statistic("bleu", [4, 0, float("nan"), 0, 0], sums, 1.0) == 0.0
+    assert _core.stats.evaluate_statistic("bleu", [4, 0, float("nan"), 0, 0], sums, 1.0) == 0.0
     # effective order: with no 4-grams at all, only orders 1..3 count
     sums3 = np.array([3, 2, 1, 0, 4, 3, 2, 0, 4, 4], dtype=np.float64)
     want_eff = math.exp(_lsum([math.log(x) for x in p[:3]]) / 3)
-    assert _core.evaluate_statistic("bleu", [4, 3, float("nan"), 1, 0], sums3, 1.0) == want_eff
-    assert "bleu" in _core.statistic_names()
+    assert (
+        _core.stats.evaluate_statistic("bleu", [4, 3, float("nan"), 1, 0], sums3, 1.0) == want_eff
+    )
+    assert "bleu" in _core.stats.statistic_names()
     with pytest.raises(ValueError, match="needs 10 value column"):
-        _core.evaluate_statistic("bleu", [4], np.zeros(8), 1.0)
+        _core.stats.evaluate_statistic("bleu", [4], np.zeros(8), 1.0)
 
 
 def test_corpus_bleu_bootstrap_interval(corpus: dict) -> None:
@@ -624,7 +628,7 @@ def test_corpus_bleu_bootstrap_interval(corpus: dict) -> None:
     assert np.all((full.distribution >= 0) & (full.distribution <= 100))
     m = 400
     idx = np.random.default_rng(0).integers(0, m, (3, m))
-    via_idx = _core.bootstrap_from_counts(
+    via_idx = _core.stats.bootstrap_from_counts(
         st[:m].astype(np.float64),
         np.stack([np.bincount(r, minlength=m) for r in idx]).astype(np.float64),
         "bleu",
@@ -715,8 +719,8 @@ def test_python_sum_rules() -> None:
                     effective_order=eff,
                     max_ngram_order=order,
                 )
-                seq = _core.bleu_from_statistics(row[None], order, smooth, None, eff, 0)
-                neu = _core.bleu_from_statistics(row[None], order, smooth, None, eff, 1)
+                seq = _core.text.bleu_from_statistics(row[None], order, smooth, None, eff, 0)
+                neu = _core.text.bleu_from_statistics(row[None], order, smooth, None, eff, 1)
                 if not any(matches):
                     assert seq["score"][0] == neu["score"][0] == ref.score == 0.0
                     continue

@@ -235,12 +235,12 @@ def test_rouge_tokenizer_on_every_code_point():
 
 
 def test_character_table_matches_unicodedata():
-    if unicodedata.unidata_version != _core.text_unicode_version:
+    if unicodedata.unidata_version != _core.text.unicode_version:
         pytest.skip(
-            f"table built from Unicode {_core.text_unicode_version}, "
+            f"table built from Unicode {_core.text.unicode_version}, "
             f"Python has {unicodedata.unidata_version}"
         )
-    flags = _core.text_char_flags(np.arange(0x110000, dtype=np.uint32))
+    flags = _core.text.char_flags(np.arange(0x110000, dtype=np.uint32))
     expected = _char_flags_reference()
     bad = np.flatnonzero(flags != expected)
     assert bad.size == 0, [(hex(c), flags[c], expected[c]) for c in bad[:10]]
@@ -395,7 +395,7 @@ def test_porter_matches_nltk(mode):
     )
     words = _porter_words() + PORTER_SPECIAL
     assert len(words) > 10000
-    got = _core.text_porter_stem(words, mode)
+    got = _core.text.porter_stem(words, mode)
     want = [stemmer.stem(w) for w in words]
     bad = [(w, a, b) for w, a, b in zip(words, want, got, strict=True) if a != b]
     assert not bad, bad[:20]
@@ -411,9 +411,9 @@ def test_porter_known_stems():
             strict=True,
         )
     )
-    assert _core.text_porter_stem(list(nltk_mode), "nltk") == list(nltk_mode.values())
+    assert _core.text.porter_stem(list(nltk_mode), "nltk") == list(nltk_mode.values())
     # The original algorithm: 'ies' -> 'i' always, y -> i after any vowel-containing stem.
-    assert _core.text_porter_stem(["ties", "dies", "enjoy"], "original") == ["ti", "di", "enjoi"]
+    assert _core.text.porter_stem(["ties", "dies", "enjoy"], "original") == ["ti", "di", "enjoi"]
 
 
 # ----------------------------------------------------------------------------- rouge_matrix

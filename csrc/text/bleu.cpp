@@ -356,15 +356,6 @@ void bleu_statistics(const TextColumn& hyps, const std::vector<TextColumn>& refs
   });
 }
 
-BleuSmooth parse_bleu_smooth(const std::string& name) {
-  if (name == "exp") return BleuSmooth::kExp;
-  if (name == "floor") return BleuSmooth::kFloor;
-  if (name == "add-k") return BleuSmooth::kAddK;
-  if (name == "none") return BleuSmooth::kNone;
-  throw std::invalid_argument("smooth must be 'exp', 'floor', 'add-k' or 'none', got '" + name +
-                              "'");
-}
-
 double bleu_default_smooth_value(BleuSmooth smooth) {
   switch (smooth) {
     case BleuSmooth::kFloor:

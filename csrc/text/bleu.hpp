@@ -46,9 +46,6 @@ void bleu_statistics(const TextColumn& hyps, const std::vector<TextColumn>& refs
 
 enum class BleuSmooth : int { kNone = 0, kFloor = 1, kAddK = 2, kExp = 3 };
 
-// "none", "floor", "add-k" or "exp"; throws std::invalid_argument otherwise.
-BleuSmooth parse_bleu_smooth(const std::string& name);
-
 // sacrebleu's SMOOTH_DEFAULTS: floor 0.1, add-k 1; NaN for methods without a value.
 double bleu_default_smooth_value(BleuSmooth smooth);
 

@@ -3,7 +3,6 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <stdexcept>
 
 #include "text/utf8.hpp"
 
@@ -381,15 +380,6 @@ std::string_view prepare_zh(std::string_view s, bool lower, BleuTokenizerScratch
 }
 
 }  // namespace
-
-BleuTokenizer parse_bleu_tokenizer(const std::string& name) {
-  if (name == "13a") return BleuTokenizer::k13a;
-  if (name == "zh") return BleuTokenizer::kZh;
-  if (name == "none") return BleuTokenizer::kNone;
-  if (name == "char") return BleuTokenizer::kChar;
-  throw std::invalid_argument("tokenize must be '13a', 'zh', 'char' or 'none', got '" + name +
-                              "'");
-}
 
 std::size_t python_space_at(const unsigned char* p, std::size_t i, std::size_t n) {
   const u8 c = p[i];

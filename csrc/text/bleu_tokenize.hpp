@@ -28,9 +28,6 @@ namespace tb::text {
 
 enum class BleuTokenizer : int { kNone = 0, k13a = 1, kZh = 2, kChar = 3 };
 
-// "none", "13a", "zh" or "char"; throws std::invalid_argument otherwise.
-BleuTokenizer parse_bleu_tokenizer(const std::string& name);
-
 // Number of bytes of the Python-whitespace code point starting at p[i] (0 if it is none).
 std::size_t python_space_at(const unsigned char* p, std::size_t i, std::size_t n);
 

@@ -110,10 +110,10 @@ def hash_labels(s: pl.Series | np.ndarray) -> np.ndarray:
     dtype = s.dtype
     if dtype == pl.Boolean or dtype.is_integer():
         raw = s.cast(pl.Int64).to_numpy().view(np.uint64)
-        return _core.mix64(np.ascontiguousarray(raw))
+        return _core.stats.mix64(np.ascontiguousarray(raw))
     if dtype.is_float():
         raw = s.cast(pl.Float64).to_numpy() + 0.0  # -0.0 and 0.0 hash alike
-        return _core.mix64(np.ascontiguousarray(raw).view(np.uint64) ^ _GOLDEN)
+        return _core.stats.mix64(np.ascontiguousarray(raw).view(np.uint64) ^ _GOLDEN)
     if dtype in (pl.String, pl.Categorical, pl.Enum):
         arr = s.cast(pl.String).to_arrow()
         if isinstance(arr, pa.ChunkedArray):
@@ -124,7 +124,7 @@ def hash_labels(s: pl.Series | np.ndarray) -> np.ndarray:
         ]
         data = arr.buffers()[2]
         payload = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
-        return _core.hash_strings(np.ascontiguousarray(offsets), payload)
+        return _core.stats.hash_strings(np.ascontiguousarray(offsets), payload)
     raise ValueError(f"labels of type {dtype} cannot be hashed; use integers or strings")
 
 
@@ -132,5 +132,5 @@ def combine_hashes(columns: list[np.ndarray]) -> np.ndarray:
     """Order-dependent combination of per-column hashes into one stable key per row."""
     h = np.zeros(columns[0].shape, dtype=np.uint64)
     for col in columns:
-        h = _core.mix64(np.ascontiguousarray((h * _GOLDEN) ^ col))
+        h = _core.stats.mix64(np.ascontiguousarray((h * _GOLDEN) ^ col))
     return h

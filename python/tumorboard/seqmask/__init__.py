@@ -188,7 +188,7 @@ def segment_ids(
     if ids.dtype != np.int32:
         ids = ids.astype(np.int64, copy=False)
     patterns, pattern_offsets, labels = _compile(markers)
-    seg = _core.seqmask_segment_ids(
+    seg = _core.seqmask.segment_ids(
         np.ascontiguousarray(ids),
         np.ascontiguousarray(off),
         patterns,

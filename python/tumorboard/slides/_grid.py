@@ -140,7 +140,7 @@ def patch_grid(
                 f"tissue mask is for a {tissue.level0_size} slide, this one is {(w0, h0)}"
             )
         mask = np.ascontiguousarray(tissue.mask).view(np.uint8)
-    coords, fraction, n_cols, n_rows = _core.tiling_patch_grid(
+    coords, fraction, n_cols, n_rows = _core.tiling.patch_grid(
         mask, int(w0), int(h0), int(size0), int(step0), float(min_tissue), _threads(threads)
     )
     level, read_size = read_plan(slide.level_downsamples, ds, size0)

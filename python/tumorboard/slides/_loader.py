@@ -145,7 +145,7 @@ class PatchLoader:
         oh, ow = self.size
         np_dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[self.dtype]
         images = np.empty((n, 3, oh, ow), np_dtype)
-        _core.tiling_preprocess(
+        _core.tiling.preprocess(
             raw, fmt, None, images, self.dtype, self.interpolation, self.mean, self.std, 1
         )
         return PatchBatch(images=images, coords=cs.copy(), index=np.arange(start, stop))

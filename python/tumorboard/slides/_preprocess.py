@@ -66,7 +66,7 @@ def resize(
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError("image is empty")
     h, w = _size_pair(size)
-    return _core.tiling_resize(
+    return _core.tiling.resize(
         np.ascontiguousarray(arr), h, w, _check_interpolation(interpolation), _threads(threads)
     )
 
@@ -190,7 +190,7 @@ def preprocess_patches(
         result = out
         view = _out_view(out, n, oh, ow, dtype)
     if n:
-        _core.tiling_preprocess(
+        _core.tiling.preprocess(
             arr,
             fmt,
             crop_arr,

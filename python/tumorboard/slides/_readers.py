@@ -196,7 +196,7 @@ class Slide(abc.ABC):
         if self.raw_format == "argb32":
             buf = np.empty((h, w), np.uint32)
             self._read_raw(x, y, level, w, h, buf)
-            return _core.tiling_argb32_to_rgb(buf, 1)
+            return _core.tiling.argb32_to_rgb(buf, 1)
         out = np.empty((h, w, 3), np.uint8)
         self._read_raw(x, y, level, w, h, out)
         return out
@@ -237,7 +237,7 @@ class Slide(abc.ABC):
         level = self.best_level_for_downsample(downsample)
         img = self.read_level(level, threads=threads)
         if img.shape[:2] != (th, tw):
-            img = _core.tiling_resize(img, th, tw, "bilinear", threads or 0)
+            img = _core.tiling.resize(img, th, tw, "bilinear", threads or 0)
         return img, (w0 / tw, h0 / th)
 
     def get_thumbnail(self, size: tuple[int, int]) -> np.ndarray:

@@ -153,7 +153,7 @@ class TissueMask:
         scale = np.array([sx, sy], np.float64)
         out = []
         mask = np.ascontiguousarray(self.mask, dtype=np.bool_).view(np.uint8)
-        for outer, holes, area in _core.tiling_mask_polygons(mask):
+        for outer, holes, area in _core.tiling.mask_polygons(mask):
             out.append(
                 TissuePolygon(
                     exterior=outer.astype(np.float64) * scale,
@@ -239,7 +239,7 @@ def segment_image(
     if level0_size is None:
         level0_size = (round(arr.shape[1] * sx), round(arr.shape[0] * sy))
     ref_area = int(_REF_PATCH**2 / (sx * sy))
-    res = _core.tiling_tissue_mask(
+    res = _core.tiling.tissue_mask(
         np.ascontiguousarray(arr),
         int(p.sthresh),
         bool(p.use_otsu),

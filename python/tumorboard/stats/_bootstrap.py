@@ -212,7 +212,7 @@ def _layout(n: int, groups: Any, strata: Any, clusters: Any) -> _Layout:
 def record_keys(keys: Any, n: int) -> np.ndarray:
     """Stable 64-bit keys for the Poisson scheme: positions when None, else hashed labels."""
     if keys is None:
-        return _core.mix64(np.arange(n, dtype=np.uint64))
+        return _core.stats.mix64(np.arange(n, dtype=np.uint64))
     cols = label_columns(keys, name="keys", n=n)
     return combine_hashes([hash_labels(s) for s in cols.values()])
 
@@ -243,7 +243,7 @@ def bootstrap_sufficient(
     """Bootstrap of any registered statistic of summed per-item sufficient statistics.
 
     ``rows`` is (n, k): one row of sufficient statistics per item; ``statistic`` names a C++
-    statistic (``_core.statistic_names()``) and ``params`` its parameters. With
+    statistic (``_core.stats.statistic_names()``) and ``params`` its parameters. With
     ``estimate_only=True`` no resampling is done and only ``estimate`` (and ``n``) are meaningful.
     """
     values = as_values(rows)
@@ -263,17 +263,17 @@ def bootstrap_sufficient(
     p = [] if params is None else [float(x) for x in np.asarray(params, dtype=np.float64).ravel()]
     lay = _layout(n, groups, strata, clusters)
     if scheme == "multinomial":
-        out = _core.bootstrap_multinomial(
+        out = _core.stats.bootstrap_multinomial(
             values, lay.group, lay.n_groups, lay.stratum, lay.n_strata, lay.cluster,
             lay.n_clusters, lay.group_keys, statistic, p, paired_split, b, seed, nthreads,
             resampler, method, level, return_distribution,
         )  # fmt: skip
     else:
-        partial = _core.poisson_partials(
+        partial = _core.stats.poisson_partials(
             values, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys(keys, n),
             lay.cluster_keys, statistic, p, paired_split, b, seed, nthreads, method == "bca",
         )  # fmt: skip
-        out = _core.poisson_finalize(
+        out = _core.stats.poisson_finalize(
             partial["hi"], partial["lo"], partial["weight"], partial["scale"], partial["n"],
             partial["n_units"], partial["acceleration"], statistic, p, paired_split, method,
             level, nthreads, return_distribution,
@@ -460,5 +460,5 @@ def bootstrap_from_indices(
     rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
     np.add.at(counts, (rows, idx.ravel()), 1.0)
     _check_options(idx.shape[0], level, method, "multinomial", 0, None, "auto")
-    out = _core.bootstrap_from_counts(arr, counts, statistic, [], method, float(level), True)
+    out = _core.stats.bootstrap_from_counts(arr, counts, statistic, [], method, float(level), True)
     return _result(out, {}, statistic, method, "multinomial", float(level), idx.shape[0], 0, False)

@@ -154,7 +154,7 @@ class PoissonPartials:
             self.n_resamples, level, method, "poisson", self.seed, threads, "auto"
         )
         accel = np.full(self.n.shape[0], np.nan)
-        out = _core.poisson_finalize(
+        out = _core.stats.poisson_finalize(
             self.hi, self.lo, self.weight, self.scale, self.n, self.n_units, accel,
             self.statistic, [], 0, method, lvl, nthreads, return_distribution,
         )  # fmt: skip
@@ -190,7 +190,7 @@ def poisson_partials(
             "not depend on how the data are split"
         )
     lay = _layout(arr.shape[0], groups, None, clusters)
-    out = _core.poisson_partials(
+    out = _core.stats.poisson_partials(
         arr, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys(keys, arr.shape[0]),
         lay.cluster_keys, statistic, [], 0, b, seed, nthreads, False,
     )  # fmt: skip

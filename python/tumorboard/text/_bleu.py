@@ -350,7 +350,7 @@ def bleu_statistics(
     order = _check_max_order(max_order)
     h = _text_column(hyps, "hyps")
     streams = _ref_streams(refs)
-    return _core.bleu_statistics(h, streams, tok, lower, order, _threads(threads))
+    return _core.text.bleu_statistics(h, streams, tok, lower, order, _threads(threads))
 
 
 def bleu(
@@ -388,7 +388,7 @@ def bleu(
     eff = _check_flag(effective_order, "effective_order")
     h = _text_column(hyps, "hyps")
     streams = _ref_streams(refs)
-    out = _core.bleu_sentence(h, streams, tok, lower, order, smooth, value, eff, _PY_SUM,
+    out = _core.text.bleu_sentence(h, streams, tok, lower, order, smooth, value, eff, _PY_SUM,
                               _threads(threads))  # fmt: skip
     stats = out["statistics"]
     return BleuResult(
@@ -467,7 +467,7 @@ def corpus_bleu(
              for j in range(stats.shape[1])], axis=1,
         ).astype(np.int64)  # fmt: skip
         counts_per_group = np.bincount(codes, minlength=n_groups).astype(np.int64)
-    parts = _core.bleu_from_statistics(sums.astype(np.float64), order, smooth, value, eff,
+    parts = _core.text.bleu_from_statistics(sums.astype(np.float64), order, smooth, value, eff,
                                        _PY_SUM)  # fmt: skip
     boot = None
     nan = np.full(sums.shape[0], np.nan)

@@ -216,7 +216,7 @@ def _prepare(texts: list, name: str, tokenizer: str) -> list:
     """Applies the Python-side part of a tokenizer (NFKC + lower for "unicode")."""
     if tokenizer != "unicode":
         return texts
-    _core.text_check(texts, name)
+    _core.text.check(texts, name)
     return [unicodedata.normalize("NFKC", s).lower() for s in texts]
 
 
@@ -247,7 +247,7 @@ def tokenize(
     """
     tok = _tokenizer(tokenizer)
     lst = _prepare(_as_text_list(texts, "texts"), "texts", tok)
-    return _core.text_tokenize(lst, "texts", tok, _stemmer(stemmer), 0)
+    return _core.text.tokenize(lst, "texts", tok, _stemmer(stemmer), 0)
 
 
 def rouge(
@@ -289,7 +289,7 @@ def rouge(
     h, r = _pair_lists(hyps, refs, "hyps", "refs")
     h = _prepare(h, "hyps", tok)
     r = _prepare(r, "refs", tok)
-    p, rc, f = _core.text_rouge(h, r, "hyps", "refs", codes, tok, stem, _threads(threads))
+    p, rc, f = _core.text.rouge(h, r, "hyps", "refs", codes, tok, stem, _threads(threads))
     scores = {t: RougeScore(p[k], rc[k], f[k]) for k, t in enumerate(type_list)}
     return RougeResult(types=tuple(type_list), scores=scores, tokenizer=tok, stemmer=stem)
 
@@ -315,7 +315,7 @@ def rouge_matrix(
     stem = _stemmer(stemmer)
     la = _prepare(_as_text_list(a, "a"), "a", tok)
     lb = _prepare(_as_text_list(b, "b"), "b", tok)
-    p, r, f = _core.text_rouge_matrix(la, lb, "a", "b", code, tok, stem, _threads(threads))
+    p, r, f = _core.text.rouge_matrix(la, lb, "a", "b", code, tok, stem, _threads(threads))
     return RougeMatrix(p, r, f, type=type, tokenizer=tok, stemmer=stem)
 
 
@@ -347,11 +347,11 @@ def token_f1(
         raise ValueError(f"both_empty must be finite, got {both_empty!r}")
     p, r = _pair_lists(preds, refs, "preds", "refs")
     if normalize == "squad":
-        _core.text_check(p, "preds")
-        _core.text_check(r, "refs")
+        _core.text.check(p, "preds")
+        _core.text.check(r, "refs")
         p = [s.lower() for s in p]
         r = [s.lower() for s in r]
-    return _core.text_token_f1(p, r, "preds", "refs", normalize == "squad", be, _threads(threads))
+    return _core.text.token_f1(p, r, "preds", "refs", normalize == "squad", be, _threads(threads))
 
 
 def set_f1(
@@ -377,8 +377,8 @@ def set_f1(
     tok = _tokenizer(tokenizer, (*_TOKENIZERS, "treebank"))
     p, r = _pair_lists(preds, refs, "preds", "refs")
     if tok in ("whitespace", "treebank"):
-        _core.text_check(p, "preds")
-        _core.text_check(r, "refs")
+        _core.text.check(p, "preds")
+        _core.text.check(r, "refs")
         if lowercase:
             p = [s.lower() for s in p]
             r = [s.lower() for s in r]
@@ -396,4 +396,4 @@ def set_f1(
     else:
         p = _prepare(p, "preds", tok)
         r = _prepare(r, "refs", tok)
-    return _core.text_set_f1(p, r, "preds", "refs", tok, _threads(threads))
+    return _core.text.set_f1(p, r, "preds", "refs", tok, _threads(threads))

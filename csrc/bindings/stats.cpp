@@ -1,0 +1,328 @@
+// _core.stats: the bootstrap engine (multinomial and Poisson), registered statistics and the
+// stable hashes behind resampling keys (csrc/stats/, csrc/common/rng.hpp).
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bindings/common.hpp"
+#include "common/rng.hpp"
+#include "stats/bootstrap.hpp"
+#include "stats/poisson.hpp"
+#include "stats/statistic.hpp"
+#include "stats/units.hpp"
+
+namespace tb::bindings {
+
+namespace {
+
+using namespace tb::stats;
+using OptI64 = std::optional<Array<std::int64_t>>;
+
+constexpr Choice<Method> kMethods[] = {
+    {"percentile", Method::kPercentile}, {"basic", Method::kBasic}, {"bca", Method::kBca}};
+
+constexpr Choice<Resampler> kResamplers[] = {
+    {"auto", Resampler::kAuto}, {"index", Resampler::kIndex}, {"counts", Resampler::kCounts}};
+
+Method parse_method(const std::string& method) { return parse_choice("method", method, kMethods); }
+
+std::unique_ptr<Statistic> build_statistic(const std::string& name, std::size_t k,
+                                           const std::vector<double>& params,
+                                           std::size_t paired_split) {
+  if (paired_split == 0) return make_statistic(name, k, params);
+  if (2 * paired_split != k) throw std::invalid_argument("paired values must hold two halves");
+  return make_paired_difference(make_statistic(name, paired_split, params),
+                                make_statistic(name, paired_split, params));
+}
+
+struct Records {
+  Array<double> values;
+  OptI64 group, stratum, cluster;
+  RecordInput in;
+};
+
+Records make_records(Array<double> values, OptI64 group, std::size_t n_groups, OptI64 stratum,
+                     std::size_t n_strata, OptI64 cluster, std::size_t n_clusters) {
+  if (values.ndim() != 2) throw std::invalid_argument("values must be 2-D (n, k)");
+  Records r{values, group, stratum, cluster, {}};
+  r.in.values = r.values.data();
+  r.in.n = static_cast<std::size_t>(values.shape(0));
+  r.in.k = static_cast<std::size_t>(values.shape(1));
+  auto check = [&](const OptI64& codes, std::size_t range, const char* name) -> const std::int64_t* {
+    if (!codes) return nullptr;
+    if (static_cast<std::size_t>(codes->size()) != r.in.n) {
+      throw std::invalid_argument(std::string(name) + " codes must have one entry per record");
+    }
+    const std::int64_t* p = codes->data();
+    for (std::size_t i = 0; i < r.in.n; ++i) {
+      if (p[i] < 0 || static_cast<std::size_t>(p[i]) >= range) {
+        throw std::invalid_argument(std::string(name) + " code out of range");
+      }
+    }
+    return p;
+  };
+  r.in.group = check(r.group, n_groups, "group");
+  r.in.n_groups = r.in.group ? n_groups : 1;
+  r.in.stratum = check(r.stratum, n_strata, "stratum");
+  r.in.n_strata = n_strata;
+  r.in.cluster = check(r.cluster, n_clusters, "cluster");
+  r.in.n_clusters = n_clusters;
+  return r;
+}
+
+std::vector<std::size_t> units_per_group(const Units& u) {
+  std::vector<std::size_t> m(u.n_groups());
+  for (std::size_t g = 0; g < u.n_groups(); ++g) m[g] = u.group_end(g) - u.group_begin(g);
+  return m;
+}
+
+py::dict result_dict(py::object n, py::object n_units, const Distribution& d, const Summary& s,
+                     bool return_distribution) {
+  py::dict out;
+  out["n"] = n;
+  out["n_units"] = n_units;
+  out["estimate"] = to_numpy(d.estimate);
+  out["boot_mean"] = to_numpy(s.boot_mean);
+  out["se"] = to_numpy(s.se);
+  out["ci_low"] = to_numpy(s.ci_low);
+  out["ci_high"] = to_numpy(s.ci_high);
+  out["degenerate"] = to_numpy(s.degenerate);
+  out["n_valid"] = to_numpy(s.n_valid);
+  out["used_counts"] = to_numpy(d.used_counts);
+  out["acceleration"] = to_numpy(d.acceleration);
+  if (return_distribution) {
+    auto arr = to_numpy(d.theta);
+    out["distribution"] = arr.reshape({static_cast<py::ssize_t>(d.n_groups),
+                                       static_cast<py::ssize_t>(d.n_resamples)});
+  }
+  return out;
+}
+
+py::dict result_dict(const Units& u, const Distribution& d, const Summary& s,
+                     bool return_distribution) {
+  std::vector<std::int64_t> m;
+  for (auto x : units_per_group(u)) m.push_back(static_cast<std::int64_t>(x));
+  return result_dict(to_numpy(u.group_items), to_numpy(m), d, s, return_distribution);
+}
+
+py::dict bootstrap_multinomial(Array<double> values, OptI64 group, std::size_t n_groups,
+                               OptI64 stratum, std::size_t n_strata, OptI64 cluster,
+                               std::size_t n_clusters, Array<std::uint64_t> group_keys,
+                               const std::string& statistic, const std::vector<double>& params,
+                               std::size_t paired_split, std::int64_t n_resamples,
+                               std::uint64_t seed, int threads, const std::string& resampler,
+                               const std::string& method, double level,
+                               bool return_distribution) {
+  Records rec = make_records(values, group, n_groups, stratum, n_strata, cluster, n_clusters);
+  auto stat = build_statistic(statistic, rec.in.k, params, paired_split);
+  const Method m = parse_method(method);
+  EngineOptions opt;
+  opt.n_resamples = n_resamples;
+  opt.seed = seed;
+  opt.threads = threads;
+  opt.resampler = parse_choice("resampler", resampler, kResamplers);
+  std::vector<std::uint64_t> keys(group_keys.data(), group_keys.data() + group_keys.size());
+  Units u;
+  Distribution d;
+  Summary s;
+  {
+    py::gil_scoped_release release;
+    u = build_units(rec.in);
+    d = multinomial_bootstrap(u, *stat, keys, opt, m == Method::kBca);
+    s = summarize(d, units_per_group(u), m, level, threads);
+  }
+  return result_dict(u, d, s, return_distribution);
+}
+
+py::dict bootstrap_from_counts(Array<double> values, Array<double> counts,
+                               const std::string& statistic, const std::vector<double>& params,
+                               const std::string& method, double level, bool return_distribution) {
+  Records rec = make_records(values, std::nullopt, 1, std::nullopt, 1, std::nullopt, 1);
+  auto stat = build_statistic(statistic, rec.in.k, params, 0);
+  if (counts.ndim() != 2 || static_cast<std::size_t>(counts.shape(1)) != rec.in.n) {
+    throw std::invalid_argument("counts must be (n_resamples, n)");
+  }
+  const Method m = parse_method(method);
+  Units u;
+  Distribution d;
+  Summary s;
+  {
+    py::gil_scoped_release release;
+    u = build_units(rec.in);
+    d = distribution_from_counts(u, *stat, counts.data(), static_cast<std::size_t>(counts.shape(0)),
+                                 m == Method::kBca);
+    s = summarize(d, units_per_group(u), m, level, 1);
+  }
+  return result_dict(u, d, s, return_distribution);
+}
+
+// Splits 128-bit sums into (hi, lo) words for numpy.
+py::tuple split128(const std::vector<int128>& v, const std::vector<py::ssize_t>& shape) {
+  py::array_t<std::int64_t> hi(shape);
+  py::array_t<std::uint64_t> lo(shape);
+  auto* h = hi.mutable_data();
+  auto* l = lo.mutable_data();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    h[i] = static_cast<std::int64_t>(v[i] >> 64);
+    l[i] = static_cast<std::uint64_t>(v[i]);
+  }
+  return py::make_tuple(hi, lo);
+}
+
+std::vector<int128> join128(const Array<std::int64_t>& hi, const Array<std::uint64_t>& lo) {
+  if (hi.size() != lo.size()) throw std::invalid_argument("hi/lo size mismatch");
+  std::vector<int128> v(static_cast<std::size_t>(hi.size()));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = (static_cast<int128>(hi.data()[i]) << 64) | static_cast<int128>(lo.data()[i]);
+  }
+  return v;
+}
+
+py::dict poisson_partials(Array<double> values, OptI64 group, std::size_t n_groups,
+                          OptI64 cluster, std::size_t n_clusters, Array<std::uint64_t> record_keys,
+                          std::optional<Array<std::uint64_t>> cluster_keys,
+                          const std::string& statistic, const std::vector<double>& params,
+                          std::size_t paired_split, std::int64_t n_resamples, std::uint64_t seed,
+                          int threads, bool with_acceleration) {
+  Records rec = make_records(values, group, n_groups, std::nullopt, 1, cluster, n_clusters);
+  auto stat = build_statistic(statistic, rec.in.k, params, paired_split);
+  if (static_cast<std::size_t>(record_keys.size()) != rec.in.n) {
+    throw std::invalid_argument("keys must have one entry per record");
+  }
+  if (cluster && (!cluster_keys || static_cast<std::size_t>(cluster_keys->size()) != n_clusters)) {
+    throw std::invalid_argument("cluster_keys must have one entry per cluster code");
+  }
+  Units u;
+  PoissonSums ps;
+  std::vector<double> accel;
+  {
+    py::gil_scoped_release release;
+    u = build_units(rec.in);
+    std::vector<std::uint64_t> unit_keys(u.n_units());
+    for (std::size_t i = 0; i < u.n_units(); ++i) {
+      unit_keys[i] = cluster ? cluster_keys->data()[u.cluster[i]] : record_keys.data()[u.record[i]];
+    }
+    const auto scale = exact_scales(rec.in.values, rec.in.n, rec.in.k);
+    const auto fixed = fixed_unit_rows(u, rec.in.values, scale);
+    ps = poisson_sums(u, fixed, scale, unit_keys.data(), seed, n_resamples, threads);
+    accel.assign(u.n_groups(), std::numeric_limits<double>::quiet_NaN());
+    if (with_acceleration) {
+      for (std::size_t g = 0; g < u.n_groups(); ++g) {
+        accel[g] = poisson_acceleration(*stat, ps, g, fixed, u);
+      }
+    }
+  }
+  const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(ps.n_groups),
+                                          static_cast<py::ssize_t>(ps.n_resamples + 1),
+                                          static_cast<py::ssize_t>(ps.k)};
+  py::dict out;
+  py::tuple hl = split128(ps.sums, shape);
+  out["hi"] = hl[0];
+  out["lo"] = hl[1];
+  out["weight"] = to_numpy(ps.weight).reshape({shape[0], shape[1]});
+  out["scale"] = to_numpy(std::vector<std::int64_t>(ps.scale.begin(), ps.scale.end()));
+  out["n"] = to_numpy(u.group_items);
+  std::vector<std::int64_t> m;
+  for (auto x : units_per_group(u)) m.push_back(static_cast<std::int64_t>(x));
+  out["n_units"] = to_numpy(m);
+  out["acceleration"] = to_numpy(accel);
+  return out;
+}
+
+py::dict poisson_finalize(Array<std::int64_t> hi, Array<std::uint64_t> lo,
+                          Array<std::int64_t> weight, Array<std::int64_t> scale,
+                          Array<std::int64_t> n_items, Array<std::int64_t> n_units,
+                          Array<double> acceleration, const std::string& statistic,
+                          const std::vector<double>& params, std::size_t paired_split,
+                          const std::string& method, double level, int threads,
+                          bool return_distribution) {
+  if (hi.ndim() != 3) throw std::invalid_argument("hi must be (groups, resamples + 1, k)");
+  PoissonSums ps;
+  ps.n_groups = static_cast<std::size_t>(hi.shape(0));
+  ps.n_resamples = static_cast<std::size_t>(hi.shape(1)) - 1;
+  ps.k = static_cast<std::size_t>(hi.shape(2));
+  ps.sums = join128(hi, lo);
+  ps.weight.assign(weight.data(), weight.data() + weight.size());
+  ps.scale.assign(scale.data(), scale.data() + scale.size());
+  if (ps.weight.size() != ps.n_groups * (ps.n_resamples + 1) || ps.scale.size() != ps.k) {
+    throw std::invalid_argument("inconsistent Poisson partial shapes");
+  }
+  auto stat = build_statistic(statistic, ps.k, params, paired_split);
+  const Method m = parse_method(method);
+  std::vector<std::size_t> mg(n_units.data(), n_units.data() + n_units.size());
+  Distribution d;
+  Summary s;
+  {
+    py::gil_scoped_release release;
+    d = poisson_distribution(ps, *stat);
+    d.acceleration.assign(acceleration.data(), acceleration.data() + acceleration.size());
+    s = summarize(d, mg, m, level, threads);
+  }
+  return result_dict(n_items, n_units, d, s, return_distribution);
+}
+
+py::array_t<std::uint64_t> hash_strings(Array<std::int64_t> offsets, Array<std::uint8_t> data) {
+  const auto count = static_cast<std::size_t>(offsets.size());
+  const std::size_t n = count > 0 ? count - 1 : 0;
+  const std::int64_t* off = offsets.data();
+  const char* bytes = reinterpret_cast<const char*>(data.data());
+  check_offsets(off, count, static_cast<std::int64_t>(data.size()), "offsets",
+                OffsetSpan::kWithin);
+  py::array_t<std::uint64_t> out(static_cast<py::ssize_t>(n));
+  auto* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (std::size_t i = 0; i < n; ++i) {
+      o[i] = tb::rng::stable_hash(bytes + off[i], static_cast<std::size_t>(off[i + 1] - off[i]));
+    }
+  }
+  return out;
+}
+
+py::array_t<std::uint64_t> mix64_array(Array<std::uint64_t> x) {
+  py::array_t<std::uint64_t> out(x.size());
+  for (py::ssize_t i = 0; i < x.size(); ++i) out.mutable_data()[i] = tb::rng::mix64(x.data()[i]);
+  return out;
+}
+
+}  // namespace
+
+void bind_stats(py::module_& m) {
+  m.def("bootstrap_multinomial", &bootstrap_multinomial, py::arg("values"), py::arg("group"),
+        py::arg("n_groups"), py::arg("stratum"), py::arg("n_strata"), py::arg("cluster"),
+        py::arg("n_clusters"), py::arg("group_keys"), py::arg("statistic"), py::arg("params"),
+        py::arg("paired_split"), py::arg("n_resamples"), py::arg("seed"), py::arg("threads"),
+        py::arg("resampler"), py::arg("method"), py::arg("level"),
+        py::arg("return_distribution"));
+  m.def("bootstrap_from_counts", &bootstrap_from_counts, py::arg("values"), py::arg("counts"),
+        py::arg("statistic"), py::arg("params"), py::arg("method"), py::arg("level"),
+        py::arg("return_distribution"));
+  m.def("poisson_partials", &poisson_partials, py::arg("values"), py::arg("group"),
+        py::arg("n_groups"), py::arg("cluster"), py::arg("n_clusters"), py::arg("record_keys"),
+        py::arg("cluster_keys"), py::arg("statistic"), py::arg("params"),
+        py::arg("paired_split"), py::arg("n_resamples"), py::arg("seed"), py::arg("threads"),
+        py::arg("with_acceleration"));
+  m.def("poisson_finalize", &poisson_finalize, py::arg("hi"), py::arg("lo"), py::arg("weight"),
+        py::arg("scale"), py::arg("n"), py::arg("n_units"), py::arg("acceleration"),
+        py::arg("statistic"), py::arg("params"), py::arg("paired_split"), py::arg("method"),
+        py::arg("level"), py::arg("threads"), py::arg("return_distribution"));
+  m.def(
+      "evaluate_statistic",
+      [](const std::string& name, const std::vector<double>& params, Array<double> sums,
+         double weight) {
+        auto stat = make_statistic(name, static_cast<std::size_t>(sums.size()), params);
+        return stat->evaluate(sums.data(), weight);
+      },
+      py::arg("name"), py::arg("params"), py::arg("sums"), py::arg("weight"),
+      "Evaluates a registered statistic on column sums and a total item weight.");
+  m.def("statistic_names", &statistic_names);
+  m.def("hash_strings", &hash_strings, py::arg("offsets"), py::arg("data"),
+        "Stable 64-bit hash of each string of an Arrow-style (offsets, bytes) array.");
+  m.def("mix64", &mix64_array, py::arg("x"), "SplitMix64 finalizer of each word.");
+}
+
+}  // namespace tb::bindings
