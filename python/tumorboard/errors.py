@@ -7,19 +7,27 @@ says what kind of failure it is (``ValueError`` for bad input, ``TypeError`` for
 follows polars' ``polars.exceptions`` (one module, one base, one map from the compiled core).
 
 Errors raised inside the C++ core (``tumorboard._core``) arrive through one translator
-(``csrc/bindings/errors.hpp``):
+(``csrc/bindings/errors.hpp``), most derived C++ class first:
 
-=============================== =========================================
-C++ exception                   Python class
-=============================== =========================================
-``std::invalid_argument``       :class:`InvalidArgumentError` (ValueError)
-``std::domain_error``           :class:`InvalidArgumentError` (ValueError)
-``std::out_of_range``           :class:`InvalidArgumentError` (ValueError)
-``std::length_error``           :class:`InvalidArgumentError` (ValueError)
-``std::bad_alloc``              ``MemoryError``
-other ``std::logic_error``      :class:`CoreError` (RuntimeError)
-``std::runtime_error``          :class:`CoreError` (RuntimeError)
-=============================== =========================================
+=================================== ==========================================
+C++ exception                       Python class
+=================================== ==========================================
+``tb::bindings::invalid_type``      :class:`InvalidTypeError` (TypeError)
+``std::invalid_argument``           :class:`InvalidArgumentError` (ValueError)
+``std::domain_error``               :class:`InvalidArgumentError` (ValueError)
+``std::out_of_range``               :class:`InvalidArgumentError` (ValueError)
+``std::length_error``               :class:`InvalidArgumentError` (ValueError)
+``std::bad_alloc``                  ``MemoryError``
+other ``std::logic_error``          :class:`CoreError` (RuntimeError)
+``std::runtime_error``              :class:`CoreError` (RuntimeError)
+any other ``std::exception``        :class:`CoreError` (RuntimeError)
+=================================== ==========================================
+
+The message is the C++ exception's ``what()``. ``tb::bindings::invalid_type`` is thrown by the
+binding layer for a Python object of the wrong type (a list entry that is not a ``str``). A Python
+exception raised by a Python call made from C++ passes through unchanged, and so do pybind11's
+own argument-conversion errors (a plain ``TypeError`` for a call whose arguments do not match
+the signature). ``tests/test_core_errors.py`` checks every row through ``_core.testing``.
 """
 
 from __future__ import annotations
