@@ -121,6 +121,7 @@ except ModuleNotFoundError:  # the registry tests below are collected with no pa
 else:
     from tumorboard import models
     from tumorboard.errors import InvalidArgumentError
+    from tumorboard.models._device import resolve_dtype
     from tumorboard.models.weights import CheckpointKeyError, save_state_dict
 
 needs_torch = pytest.mark.skipif(torch is None, reason="the models need torch ([embed] extra)")
@@ -215,6 +216,10 @@ def test_metadata_is_complete(name):
         assert (info.image_size, info.mean, info.std, info.interpolation) == (None,) * 4
         assert info.embed_dim is None or info.embed_dim > 0
     assert (info.embed_dim is None) == (name in REQUIRED_OPTIONS)
+    # dtype="auto" means the row's dtype on CUDA and float32 elsewhere (no GPU needed to check).
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert resolve_dtype("auto", device=cuda, gpu_dtype=info.gpu_dtype) == info.gpu_dtype
+    assert resolve_dtype("auto", device=cpu, gpu_dtype=info.gpu_dtype) == torch.float32
 
 
 @pytest.mark.parametrize("name", NAMES)
