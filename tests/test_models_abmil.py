@@ -1,9 +1,9 @@
 """ABMIL, TRIDENT's ABMIL slide encoder and MTBBench's regressor (tumorboard.models.abmil).
 
-Oracles: the key/shape tables of REFERENCE §3; a numpy ABMIL written here bag by bag from the
-formulas (tanh, sigmoid gate, per-head branch scores, softmax over the bag, concatenation,
-condensing layer); padded vs variable-length entry points; the MTBBench regression MLP
-recomputed in numpy from a checkpoint built key by key from the table.
+Oracles: the key/shape tables of mahmoodlab/TRIDENT ``trident/slide_encoder_models/``@a91fa84; a
+numpy ABMIL written here bag by bag from the formulas (tanh, sigmoid gate, per-head branch scores,
+softmax over the bag, concatenation, condensing layer); padded vs variable-length entry points;
+the MTBBench regression MLP recomputed in numpy from a checkpoint built key by key from the table.
 """
 
 from __future__ import annotations

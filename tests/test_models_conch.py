@@ -1,6 +1,7 @@
 """CONCH in plain torch (tumorboard.models.conch) and its tokenizer.
 
-Oracles: the key/shape table of REFERENCE §2 (full-size model on the meta device);
+Oracles: the key/shape table of the released checkpoint (mahmoodlab/CONCH
+``conch/open_clip_custom/``@141cc09; full-size model on the meta device);
 ``torch.nn.MultiheadAttention`` for our attention (same parameter names, loaded from our state
 dict); the CLS-row mask quirk written out by hand; an independent text-tower forward with an
 explicitly built mask; the contrastive pooler recomputed with torch's MultiheadAttention;
@@ -30,8 +31,8 @@ from tumorboard.models.weights import CheckpointKeyError, save_state_dict  # noq
 
 
 def conch_table():
-    """Expected CONCH keys and shapes (REFERENCE §2), less the unreleased decoder and the
-    caption pooler that only feeds it."""
+    """Expected CONCH keys and shapes (mahmoodlab/CONCH@141cc09), less the unreleased decoder
+    and the caption pooler that only feeds it."""
     t = {
         "logit_scale": (),
         "visual.trunk.cls_token": (1, 1, 768),
@@ -142,8 +143,9 @@ def test_text_cls_mask_is_shifted_by_one_position():
 
 
 def reference_text(enc: ConchTextEncoder, ids: torch.Tensor, *, shifted=True) -> torch.Tensor:
-    """Independent text forward (REFERENCE §2), mask built element by element. ``shifted=False``
-    gives the unshifted mask (CLS sees key j iff token j is not a pad, and itself)."""
+    """Independent text forward (open_clip ``TextTransformer``), mask built element by element.
+    ``shifted=False`` gives the unshifted mask (CLS sees key j iff token j is not a pad, and
+    itself)."""
     c = enc.config
     sd = {k: v.detach().double() for k, v in enc.state_dict().items()}
     ids = ids[:, :-1]

@@ -1,10 +1,11 @@
 """UNI2-h / UNI ViTs in plain torch (tumorboard.models.vit).
 
-Oracles: key/shape tables written here from shared/spec/REFERENCE.md §1 (full-size models built
-on the meta device, nothing allocated); a hand-computed packed SwiGLU; an independent ViT forward
-written below from the spec (explicit softmax attention, token layout [CLS, registers,
-patches], position embedding on patches only for UNI2-h, on all tokens for UNI); the bicubic
-antialiased grid resampling computed directly with F.interpolate; deterministic random init.
+Oracles: key/shape tables written here from the UNI ``timm_kwargs`` (mahmoodlab/UNI
+``uni/get_encoder/get_encoder.py``@42715ef; full-size models built on the meta device, nothing
+allocated); a hand-computed packed SwiGLU; an independent ViT forward written below from the spec
+(explicit softmax attention, token layout [CLS, registers, patches], position embedding on
+patches only for UNI2-h, on all tokens for UNI); the bicubic antialiased grid resampling computed
+directly with F.interpolate; deterministic random init.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tumorboard.models.vit import GluMlp, VisionTransformer, ViTConfig  # noqa: 
 
 
 def vit_table(*, dim, depth, patch, n_pos, hidden, fc2_in, regs, layerscale):
-    """Expected timm state-dict keys and shapes (REFERENCE §1)."""
+    """Expected timm state-dict keys and shapes (timm ``vision_transformer.py``@aa4b5850)."""
     t = {
         "cls_token": (1, 1, dim),
         "pos_embed": (1, n_pos, dim),
@@ -68,7 +69,7 @@ def test_uni2h_keys_and_shapes_match_reference_table():
                          regs=8, layerscale=True)  # fmt: skip
     assert shapes(m) == expected
     n_params = sum(p.numel() for p in m.parameters())
-    assert round(n_params / 1e6, 1) == 681.4  # REFERENCE §1: ~681.4 M
+    assert round(n_params / 1e6, 1) == 681.4  # ~681.4 M, the sum over the table
     assert (m.embed_dim, m.image_size) == (1536, 224)
     assert m.mean == (0.485, 0.456, 0.406) and m.std == (0.229, 0.224, 0.225)
     assert isinstance(m.blocks[0].mlp, GluMlp) and isinstance(m.blocks[0].mlp.act, torch.nn.SiLU)
@@ -107,7 +108,7 @@ def test_swiglu_activates_the_first_half():
 
 
 def reference_vit(m: VisionTransformer, x: torch.Tensor, pos_grid: torch.Tensor | None = None):
-    """Independent forward from REFERENCE §1: returns the final-norm CLS token."""
+    """Independent forward from the timm ViT definition: returns the final-norm CLS token."""
     c = m.config
     sd = {k: v.detach().double() for k, v in m.state_dict().items()}
     x = x.double()

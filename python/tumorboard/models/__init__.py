@@ -19,7 +19,12 @@ Typical use::
     models.export_onnx(enc.float(), "uni2h.onnx")
     ort_enc = models.OnnxEncoder("uni2h.onnx")                      # same call, same attributes
 
-Models (:func:`available`; shared/spec/REFERENCE.md §1-3):
+Models (:func:`available`). Each architecture's named configurations and builders live beside
+its class, as in timm's model files: UNI2-h, UNI and the tiny twin in :mod:`~tumorboard.models.vit`
+(:data:`UNI2_H`, :data:`UNI`, :data:`UNI2_TINY`), CONCH in :mod:`~tumorboard.models.conch`
+(:data:`CONCH_B16`, :data:`CONCH_TINY`), the ABMIL models in :mod:`~tumorboard.models.abmil`;
+:func:`load` finds them through the registry, whose rows (:class:`ModelInfo`) hold each name's
+metadata.
 
 =================== ====================================================== ======= ========
 name                what                                                   output  GPU dtype
@@ -33,6 +38,12 @@ abmil               TRIDENT ABMIL slide encoder                             in_d
 mtbbench-regressor  MTBBench IHC positive-cell regression head              1       fp32
 =================== ====================================================== ======= ========
 
+Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI
+``uni/get_encoder/get_encoder.py``@42715ef; CONCH, Lu et al., *Nature Medicine* 2024, and
+mahmoodlab/CONCH ``conch/open_clip_custom/``@141cc09; ABMIL, Ilse et al., ICML 2018, as
+mahmoodlab/TRIDENT ``trident/slide_encoder_models/``@a91fa84 builds it; the regressor, MTBBench
+``neurips25/utils/train_abmil.py``@ae2f8fe.
+
 Weights are never downloaded: the official ones are gated on Hugging Face, so pass the files
 you obtained. Without weights, models are random (deterministic per ``seed``) with a loud
 :class:`RandomWeightsWarning`. torch, safetensors and tokenizers come with
@@ -43,31 +54,55 @@ needs only numpy and onnxruntime.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the lazily loaded names, for type checkers
+    from ._registry import ModelInfo, available, build, info, load, load_conch
+    from .abmil import ABMIL, ABMILSlideEncoder, MTBBenchRegressor
+    from .adapter import SegmentAdapter
+    from .conch import (
+        CONCH,
+        CONCH_B16,
+        CONCH_TINY,
+        ConchConfig,
+        ConchTextEncoder,
+        ConchVisionEncoder,
+    )
+    from .conch_tokenizer import ConchTokenizer
+    from .onnx import OnnxEncoder, export_onnx
+    from .vit import UNI, UNI2_H, UNI2_TINY, VisionTransformer, ViTConfig
+    from .weights import (
+        CheckpointKeyError,
+        RandomWeightsWarning,
+        UnsafeCheckpointError,
+        WeightsError,
+        read_state_dict,
+        save_state_dict,
+    )
 
 __all__ = [
-    "SegmentAdapter",
     "ABMIL",
-    "CONCH",
     "ABMILSlideEncoder",
+    "CONCH",
+    "CONCH_B16",
+    "CONCH_TINY",
     "CheckpointKeyError",
     "ConchConfig",
     "ConchTextEncoder",
     "ConchTokenizer",
     "ConchVisionEncoder",
-    "ModelInfo",
     "MTBBenchRegressor",
+    "ModelInfo",
     "OnnxEncoder",
     "RandomWeightsWarning",
+    "SegmentAdapter",
+    "UNI",
+    "UNI2_H",
+    "UNI2_TINY",
     "UnsafeCheckpointError",
     "ViTConfig",
     "VisionTransformer",
     "WeightsError",
-    "CONCH_B16",
-    "CONCH_TINY",
-    "UNI2_H",
-    "UNI2_TINY",
-    "UNI_V1",
     "available",
     "build",
     "export_onnx",
@@ -78,20 +113,26 @@ __all__ = [
     "save_state_dict",
 ]
 
+# Where each name of __all__ lives; submodules load on first use.
 _WHERE = {
-    "SegmentAdapter": "adapter",
     "ABMIL": "abmil",
     "ABMILSlideEncoder": "abmil",
     "MTBBenchRegressor": "abmil",
+    "SegmentAdapter": "adapter",
     "CONCH": "conch",
+    "CONCH_B16": "conch",
+    "CONCH_TINY": "conch",
     "ConchConfig": "conch",
     "ConchTextEncoder": "conch",
     "ConchVisionEncoder": "conch",
     "ConchTokenizer": "conch_tokenizer",
-    "ViTConfig": "vit",
-    "VisionTransformer": "vit",
     "OnnxEncoder": "onnx",
     "export_onnx": "onnx",
+    "UNI": "vit",
+    "UNI2_H": "vit",
+    "UNI2_TINY": "vit",
+    "ViTConfig": "vit",
+    "VisionTransformer": "vit",
     "CheckpointKeyError": "weights",
     "RandomWeightsWarning": "weights",
     "UnsafeCheckpointError": "weights",
@@ -101,16 +142,11 @@ _WHERE = {
     "ModelInfo": "_registry",
     "available": "_registry",
     "build": "_registry",
-    "UNI2_H": "_registry",
-    "UNI_V1": "_registry",
-    "UNI2_TINY": "_registry",
-    "CONCH_B16": "_registry",
-    "CONCH_TINY": "_registry",
     "info": "_registry",
     "load": "_registry",
     "load_conch": "_registry",
 }
-_NEEDS_TORCH = {"abmil", "adapter", "conch", "vit", "weights", "_registry"}
+_NEEDS_TORCH = {"abmil", "adapter", "conch", "vit", "weights", "_device", "_registry"}
 
 
 def __getattr__(name: str) -> Any:

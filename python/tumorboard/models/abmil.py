@@ -1,5 +1,8 @@
 """Attention-based multiple-instance pooling (Ilse et al., ICML 2018) as TRIDENT builds it, the
-TRIDENT ABMIL slide encoder, and MTBBench's IHC regression head (shared/spec/REFERENCE.md §3).
+TRIDENT ABMIL slide encoder, and MTBBench's IHC regression head (mahmoodlab/TRIDENT
+``trident/slide_encoder_models/model_zoo/reusable_blocks/ABMIL.py`` and
+``trident/slide_encoder_models/load.py``@a91fa84; MTBBench ``neurips25/utils/train_abmil.py``
+@ae2f8fe).
 
 ABMIL math, for one bag of ``N`` instance features ``x_n`` (``F``-d), ``H`` heads and ``R``
 branches (TRIDENT ``n_heads``, ``n_branches``); heads are independent (not a split of ``F``)::
@@ -206,7 +209,7 @@ class ABMILSlideEncoder(nn.Module):
     """TRIDENT's ABMIL slide encoder: ``Linear(F,F)+GELU+Dropout(0.1)`` on every instance, a
     one-branch :class:`ABMIL` over the transformed features, then ``Linear(F,F)+GELU+
     Dropout(0.1)``: ``[B, N, F] -> [B, F]``. Keys under ``model.`` (``pre_attention_layers.0``,
-    ``image_pooler.*``, ``post_attention_layers.0``), as REFERENCE §3 tabulates.
+    ``image_pooler.*``, ``post_attention_layers.0``), as TRIDENT's ``load.py``@a91fa84 names them.
 
     TRIDENT freezes the encoder by default (``freeze=True``: no gradients, eval mode); this
     class leaves that to the caller.

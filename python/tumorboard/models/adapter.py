@@ -1,8 +1,9 @@
 """LAMMI-Pathology's trajectory-aware adapter on a Hugging Face causal LM.
 
-LAMMI-Pathology (arXiv 2602.18773; shared/spec/REFERENCE.md §5) keeps the language backbone frozen
-and adds per decoder layer one trainable vector per trajectory segment (thought, action, action
-input). The FFN output of every token is scaled channel-wise by its segment's vector::
+LAMMI-Pathology (arXiv 2602.18773; its training figure, ``assets/LAMMI_training.png`` in the
+LAMMI repository@d4dea63) keeps the language backbone frozen and adds per decoder layer one
+trainable vector per trajectory segment (thought, action, action input). The FFN output of every
+token is scaled channel-wise by its segment's vector::
 
     h_mod = (1 + Δ) ⊙ h_ffn,    Δ = Σ_k M_k[:, None] · γ_k[None, :]
 

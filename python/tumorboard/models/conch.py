@@ -1,5 +1,8 @@
 """CONCH (Lu et al., *Nature Medicine* 2024): a CoCa-style vision-language model for pathology,
-in plain torch with the official state-dict keys (shared/spec/REFERENCE.md §2).
+in plain torch with the official state-dict keys (mahmoodlab/CONCH ``conch/open_clip_custom/``
+``coca_model.py``, ``vision_tower.py``, ``transformer.py``@141cc09). The released configuration
+:data:`CONCH_B16`, the test-sized :data:`CONCH_TINY` and their builders are at the end of this
+module.
 
 Vision tower (:class:`ConchVisionEncoder`, keys under ``visual.`` in the full model):
 ``trunk`` = ViT-B/16 at 448 px (timm keys, CLS token, no LayerScale) returning all 785 tokens
@@ -35,6 +38,8 @@ from .vit import VisionTransformer, ViTConfig, resample_pos_embed
 
 __all__ = [
     "CONCH",
+    "CONCH_B16",
+    "CONCH_TINY",
     "IGNORED_PREFIXES",
     "OPENAI_CLIP_MEAN",
     "OPENAI_CLIP_STD",
@@ -43,6 +48,10 @@ __all__ = [
     "ConchTextEncoder",
     "ConchVisionEncoder",
     "MultiheadAttention",
+    "conch_b16",
+    "conch_b16_vision",
+    "conch_tiny",
+    "conch_tiny_vision",
     "text_attention_mask",
 ]
 
@@ -252,7 +261,8 @@ class ConchVisionEncoder(nn.Module):
         :data:`IGNORED_PREFIXES` are dropped) or the tower's own keys. When the checkpoint's
         grid differs from this model's (built with another ``image_size``), the grid rows are
         resampled bilinearly without antialiasing and the CLS row is kept, as CONCH's loader
-        does for ``force_image_size`` (REFERENCE §2).
+        does for ``force_image_size`` (mahmoodlab/CONCH ``conch/open_clip_custom/factory.py``,
+        ``load_checkpoint``@141cc09).
         """
         if any(k.startswith("visual.") for k in state):
             out = {
@@ -454,7 +464,8 @@ class CONCH(nn.Module):
 
     def class_embeddings(self, prompts: Sequence[Sequence[str]]) -> torch.Tensor:
         """Prompt ensembles: for each class, the mean of its L2-normalised prompt embeddings,
-        re-normalised (CONCH zero-shot, REFERENCE §2). ``prompts[c]`` lists class ``c``'s
+        re-normalised (CONCH zero-shot, mahmoodlab/CONCH
+        ``conch/downstream/zeroshot_path.py``@141cc09). ``prompts[c]`` lists class ``c``'s
         prompts. Returns ``[C, 512]``."""
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("prompts must list at least one prompt for every class")
@@ -484,3 +495,132 @@ class CONCH(nn.Module):
         }
         out.update({f"visual.{k}": v for k, v in visual.items()})
         return out
+
+
+# --- named configurations (timm's model-file pattern: configs beside the classes) ------------
+
+#: CONCH as released: ``conch_ViT-B-16`` (Lu et al., *Nature Medicine* 2024, Methods;
+#: mahmoodlab/CONCH ``conch/open_clip_custom/model_configs/conch_ViT-B-16.json``@141cc09).
+CONCH_B16 = ConchConfig()
+#: CONCH scaled down for tests and the demo (same classes, same 128-id text input).
+CONCH_TINY = ConchConfig(
+    vision=ViTConfig(
+        image_size=448, patch_size=16, embed_dim=32, depth=2, num_heads=2, mlp_hidden=128
+    ),
+    embed_dim=16,
+    pooler_heads=2,
+    context_length=128,
+    vocab_size=32007,
+    text_width=32,
+    text_heads=2,
+    text_layers=2,
+)
+
+
+def _sized(config: ConchConfig, image_size: int | None) -> ConchConfig:
+    return config if image_size is None else config.with_image_size(image_size)
+
+
+def conch_b16_vision(
+    *, image_size: int | None = None, proj_contrast: bool = False, normalize: bool = False
+) -> ConchVisionEncoder:
+    """Build CONCH's image tower (:data:`CONCH_B16`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        Build for this input size, a multiple of 16 (CONCH's ``force_image_size``; MTBBench uses
+        1024). ``None`` (default) means the native 448; a checkpoint's position grid is then
+        resampled at load (:meth:`ConchVisionEncoder.adapt_state_dict`).
+    proj_contrast, normalize : bool, default False
+        Apply ``proj_contrast`` and L2 normalisation in ``forward``. The defaults give TRIDENT's
+        ``conch_v1`` patch feature; ``True, True`` gives the zero-shot image embedding.
+
+    Returns
+    -------
+    ConchVisionEncoder
+        The encoder named ``"conch"``: ``[B, 3, H, W] -> [B, 512]``, OpenAI-CLIP normalisation.
+
+    Raises
+    ------
+    ValueError
+        If ``image_size`` is not a positive multiple of 16.
+    """
+    return ConchVisionEncoder(
+        _sized(CONCH_B16, image_size),
+        name="conch",
+        proj_contrast=proj_contrast,
+        normalize=normalize,
+    )
+
+
+def conch_tiny_vision(
+    *, image_size: int | None = None, proj_contrast: bool = False, normalize: bool = False
+) -> ConchVisionEncoder:
+    """Build the scaled-down CONCH image tower (:data:`CONCH_TINY`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        Build for this input size, a multiple of 16; ``None`` (default) means 448.
+    proj_contrast, normalize : bool, default False
+        As :func:`conch_b16_vision`.
+
+    Returns
+    -------
+    ConchVisionEncoder
+        The encoder named ``"conch-tiny"``: ``[B, 3, H, W] -> [B, 16]``.
+
+    Raises
+    ------
+    ValueError
+        If ``image_size`` is not a positive multiple of 16.
+    """
+    return ConchVisionEncoder(
+        _sized(CONCH_TINY, image_size),
+        name="conch-tiny",
+        proj_contrast=proj_contrast,
+        normalize=normalize,
+    )
+
+
+def conch_b16(*, image_size: int | None = None) -> CONCH:
+    """Build the full CONCH model (:data:`CONCH_B16`: both towers, ``logit_scale``) at random.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        Build the image tower for this input size, as :func:`conch_b16_vision`.
+
+    Returns
+    -------
+    CONCH
+        The zero-shot model named ``"conch"`` (512-d image and text embeddings).
+
+    Raises
+    ------
+    ValueError
+        If ``image_size`` is not a positive multiple of 16.
+    """
+    return CONCH(_sized(CONCH_B16, image_size), name="conch")
+
+
+def conch_tiny(*, image_size: int | None = None) -> CONCH:
+    """Build the scaled-down full CONCH model (:data:`CONCH_TINY`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        Build the image tower for this input size, as :func:`conch_tiny_vision`.
+
+    Returns
+    -------
+    CONCH
+        The zero-shot model named ``"conch-tiny"`` (16-d image and text embeddings).
+
+    Raises
+    ------
+    ValueError
+        If ``image_size`` is not a positive multiple of 16.
+    """
+    return CONCH(_sized(CONCH_TINY, image_size), name="conch-tiny")

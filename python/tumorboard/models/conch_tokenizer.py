@@ -3,7 +3,7 @@
 CONCH ships a byte-level BPE tokenizer as a Hugging Face tokenizer JSON
 (``conch_byte_level_bpe_uncased.json``: 32007 ids, NFD + StripAccents + Lowercase normaliser,
 ByteLevel pre-tokenizer). Users supply that file; this module applies CONCH's encoding rules
-(shared/spec/REFERENCE.md §2) on top of it:
+(mahmoodlab/CONCH ``conch/open_clip_custom/custom_tokenizer.py``@141cc09) on top of it:
 
 1. normalise and split the text with the JSON's own normaliser, pre-tokenizer and BPE model
    (no special tokens from its post-processor);

@@ -1,12 +1,14 @@
 """Vision Transformer in plain torch with timm-compatible state-dict keys.
 
-The architecture is timm's ``VisionTransformer`` as UNI, UNI2-h and CONCH configure it
-(shared/spec/REFERENCE.md §1-2): pre-norm blocks ``x + ls1(attn(norm1(x)))``,
-``x + ls2(mlp(norm2(x)))``, LayerNorm eps 1e-6, qkv with bias, optional LayerScale, GELU MLP or
-packed SwiGLU, optional register tokens, and a final ``norm``. Parameter names follow timm
-(``cls_token``, ``reg_token``, ``pos_embed``, ``patch_embed.proj``, ``blocks.{i}.norm1``,
-``attn.qkv``, ``attn.proj``, ``ls1.gamma``, ``norm2``, ``mlp.fc1``, ``mlp.fc2``, ``ls2.gamma``,
-``norm``) so the official checkpoints load strictly.
+The architecture is timm's ``VisionTransformer`` (huggingface/pytorch-image-models
+``timm/models/vision_transformer.py``@aa4b5850) as UNI, UNI2-h and CONCH configure it (the UNI
+configurations :data:`UNI2_H`, :data:`UNI`, :data:`UNI2_TINY` and their builders are at the end of
+this module, CONCH's beside CONCH in :mod:`tumorboard.models.conch`): pre-norm blocks
+``x + ls1(attn(norm1(x)))``, ``x + ls2(mlp(norm2(x)))``, LayerNorm eps 1e-6, qkv with bias,
+optional LayerScale, GELU MLP or packed SwiGLU, optional register tokens, and a final ``norm``.
+Parameter names follow timm (``cls_token``, ``reg_token``, ``pos_embed``, ``patch_embed.proj``,
+``blocks.{i}.norm1``, ``attn.qkv``, ``attn.proj``, ``ls1.gamma``, ``norm2``, ``mlp.fc1``,
+``mlp.fc2``, ``ls2.gamma``, ``norm``) so the official checkpoints load strictly.
 
 Token layout: ``[CLS, registers..., patches...]``. With ``no_embed_class`` (UNI2-h) the position
 embedding covers only the patch grid and is added before CLS and registers are prepended; without
@@ -28,11 +30,17 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
+    "UNI",
+    "UNI2_H",
+    "UNI2_TINY",
     "GluMlp",
     "Mlp",
     "ViTConfig",
     "VisionTransformer",
     "resample_pos_embed",
+    "uni",
+    "uni2_h",
+    "uni2_tiny",
 ]
 
 #: ImageNet normalisation (torchvision / timm defaults), used by UNI and UNI2-h.
@@ -110,7 +118,8 @@ def resample_pos_embed(
 
     The grid is interpolated as a ``D``-channel image in float32 and cast back. Defaults are
     timm's ``resample_abs_pos_embed`` (bicubic, antialias on) used at run time for other input
-    sizes; CONCH's loader resamples with ``mode="bilinear", antialias=False`` (REFERENCE §2).
+    sizes; CONCH's loader resamples with ``mode="bilinear", antialias=False`` (mahmoodlab/CONCH
+    ``conch/open_clip_custom/coca_model.py``, ``resize_pos_embed``@141cc09).
     """
     if pos_embed.ndim != 3 or pos_embed.shape[0] != 1:
         raise ValueError(f"pos_embed must be [1, tokens, dim], got {list(pos_embed.shape)}")
@@ -192,7 +201,8 @@ class GluMlp(nn.Module):
 
     ``h = fc1(x)`` has ``hidden`` features; with ``a = h[..., :hidden//2]`` (first half) and
     ``b = h[..., hidden//2:]`` (second half) the output is ``fc2(SiLU(a) * b)``: the activation
-    goes on the *first* half, which is what the UNI2-h weights were trained with (REFERENCE §1).
+    goes on the *first* half, which is what the UNI2-h weights were trained with (timm
+    ``timm/layers/mlp.py``, ``SwiGLUPacked``@aa4b5850).
     """
 
     def __init__(self, dim: int, hidden: int) -> None:
@@ -347,3 +357,125 @@ class VisionTransformer(nn.Module):
             f"name={self.name!r}, image_size={self.image_size}, patch={c.patch_size}, "
             f"dim={c.embed_dim}, depth={c.depth}, heads={c.num_heads}, mlp={c.mlp}"
         )
+
+
+# --- named configurations (timm's model-file pattern: configs beside the class) --------------
+
+#: UNI2-h: timm ``vit_giant_patch14_224`` with every size overridden (1536 wide, 24 blocks,
+#: 24 heads), packed SwiGLU with ``int(1536 * 5.33334) = 8192`` hidden features, LayerScale 1e-5,
+#: 8 register tokens and a position embedding for the patches only (``timm_kwargs`` of
+#: mahmoodlab/UNI ``uni/get_encoder/get_encoder.py``@42715ef; TRIDENT's ``uni_v2`` encoder,
+#: mahmoodlab/TRIDENT ``trident/patch_encoder_models/load.py``@a91fa84).
+UNI2_H = ViTConfig(
+    image_size=224,
+    patch_size=14,
+    embed_dim=1536,
+    depth=24,
+    num_heads=24,
+    mlp_hidden=int(1536 * 5.33334),
+    mlp="swiglu",
+    init_values=1e-5,
+    reg_tokens=8,
+    no_embed_class=True,
+)
+#: UNI (v1): timm ``vit_large_patch16_224`` with LayerScale 1e-5 (Chen et al., *Nature Medicine*
+#: 2024, Methods; mahmoodlab/UNI ``README.md``@42715ef; TRIDENT's ``uni_v1`` encoder).
+UNI = ViTConfig(
+    image_size=224,
+    patch_size=16,
+    embed_dim=1024,
+    depth=24,
+    num_heads=16,
+    mlp_hidden=4096,
+    init_values=1e-5,
+)
+#: The UNI2-h architecture scaled down (same class and code paths) for tests and the demo.
+UNI2_TINY = ViTConfig(
+    image_size=224,
+    patch_size=14,
+    embed_dim=48,
+    depth=2,
+    num_heads=3,
+    mlp_hidden=int(48 * 5.33334),
+    mlp="swiglu",
+    init_values=1e-5,
+    reg_tokens=8,
+    no_embed_class=True,
+)
+
+
+def _uni_family(config: ViTConfig, name: str, image_size: int | None) -> VisionTransformer:
+    # UNI and UNI2-h share their preprocessing: ImageNet statistics, bilinear resize.
+    return VisionTransformer(
+        config,
+        name=name,
+        image_size=image_size,
+        mean=IMAGENET_MEAN,
+        std=IMAGENET_STD,
+        interpolation="bilinear",
+    )
+
+
+def uni2_h(*, image_size: int | None = None) -> VisionTransformer:
+    """Build UNI2-h (:data:`UNI2_H`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        The input size preprocessing produces, a multiple of 14. ``None`` (default) means the
+        native 224; other sizes resample the position embedding at run time.
+
+    Returns
+    -------
+    VisionTransformer
+        The encoder named ``"uni2-h"``: ``[B, 3, H, W] -> [B, 1536]``, ImageNet normalisation.
+
+    Raises
+    ------
+    ValueError
+        If ``image_size`` is not a positive multiple of 14.
+    """
+    return _uni_family(UNI2_H, "uni2-h", image_size)
+
+
+def uni(*, image_size: int | None = None) -> VisionTransformer:
+    """Build UNI (v1, :data:`UNI`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        The input size preprocessing produces, a multiple of 16. ``None`` (default) means the
+        native 224; other sizes resample the position embedding at run time.
+
+    Returns
+    -------
+    VisionTransformer
+        The encoder named ``"uni"``: ``[B, 3, H, W] -> [B, 1024]``, ImageNet normalisation.
+
+    Raises
+    ------
+    ValueError
+        If ``image_size`` is not a positive multiple of 16.
+    """
+    return _uni_family(UNI, "uni", image_size)
+
+
+def uni2_tiny(*, image_size: int | None = None) -> VisionTransformer:
+    """Build the scaled-down UNI2-h (:data:`UNI2_TINY`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        The input size preprocessing produces, a multiple of 14. ``None`` (default) means 224.
+
+    Returns
+    -------
+    VisionTransformer
+        The encoder named ``"uni2-tiny"``: ``[B, 3, H, W] -> [B, 48]``, ImageNet normalisation.
+
+    Raises
+    ------
+    ValueError
+        If ``image_size`` is not a positive multiple of 14.
+    """
+    return _uni_family(UNI2_TINY, "uni2-tiny", image_size)
