@@ -124,24 +124,33 @@ def bench_abmil(
         mask[b, :n] = True
     bags = [x[s : s + n] for s, n in zip(starts, lengths.tolist(), strict=True)]
 
+    from tumorboard.kernels import abmil as kernels_abmil
+    from tumorboard.kernels._utils import tma_ok
+
     with torch.inference_mode():
         fused = m.forward_varlen(x, offsets, backend="triton")
         want = m(padded, mask)[0]
         check = _close(fused, want, 3e-2 if dtype == torch.bfloat16 else 1e-4)
         t_fused = timer(lambda: m.forward_varlen(x, offsets, backend="triton"), repeat)
+        prepared = kernels_abmil._Prepared.of(x, *kernels_abmil.module_weights(m))
+        t_scores = timer(lambda: kernels_abmil._scores(x, prepared), repeat)
         t_pad = timer(lambda: m(padded, mask), repeat)
         t_loop = timer(lambda: [m(bag[None]) for bag in bags], repeat)
         t_comp = None
         if device == "cuda":
             compiled = torch.compile(m)
             t_comp = timer(lambda: compiled(padded, mask), repeat)
+    path = "persistent TMA" if tma_ok(x, prepared.wa, prepared.wg) else "pointer tiles"
     flops = 2.0 * total * dim * hidden * 2 * 2  # attention + gate GEMMs, 2 heads
-    tflops = flops / t_fused / 1e12
-    name = f"ABMIL {n_bags} bags {lo}-{hi} x {dim} ({str(dtype).removeprefix('torch.')})"
+    name = (
+        f"ABMIL fwd {n_bags} bags {lo}-{hi} x {dim} ({str(dtype).removeprefix('torch.')}) "
+        f"[path: {path}]"
+    )
     note = (
-        f"{total} patches; GEMM part {tflops:.0f} TFLOP/s over the whole kernel time = "
-        f"{100 * flops / t_fused / PEAK_BF16_FLOPS:.0f}% of the {PEAK_BF16_FLOPS / 1e12:.0f} "
-        "TFLOP/s bf16 peak"
+        f"{total} patches; gate/attention GEMMs at {flops / t_fused / 1e12:.0f} TFLOP/s over "
+        f"the whole forward = {100 * flops / t_fused / PEAK_BF16_FLOPS:.0f}% of the "
+        f"{PEAK_BF16_FLOPS / 1e12:.0f} TFLOP/s bf16 peak; the scores kernel alone "
+        f"{flops / t_scores / 1e12:.0f} TFLOP/s = {100 * flops / t_scores / PEAK_BF16_FLOPS:.0f}%"
     )
     out = [
         Result.make(name, t_fused, ANCHOR_PADDED, t_pad, check=check, note=note),
@@ -149,6 +158,34 @@ def bench_abmil(
     ]
     if t_comp is not None:
         out.append(Result.make(name, t_fused, ANCHOR_COMPILE, t_comp, check=check))
+
+    # forward + backward (gradients of x and every weight) against eager padded autograd
+    gx = torch.randn(n_bags, m.n_branches, dim, generator=g).to(device=device, dtype=dtype)
+    xv = x.detach().clone().requires_grad_(True)
+    xp = padded.detach().clone().requires_grad_(True)
+
+    def fb_fused() -> None:
+        m.zero_grad(set_to_none=True)
+        xv.grad = None
+        m.forward_varlen(xv, offsets, backend="triton").backward(gx)
+
+    def fb_padded() -> None:
+        m.zero_grad(set_to_none=True)
+        xp.grad = None
+        m(xp, mask)[0].backward(gx)
+
+    fb_fused()
+    gf = xv.grad.clone()
+    fb_padded()
+    gp = torch.cat([xp.grad[b, :n] for b, n in enumerate(lengths.tolist())])
+    check_b = _close(gf, gp, 3e-2 if dtype == torch.bfloat16 else 1e-4)
+    t_fb = timer(fb_fused, repeat)
+    t_fb_pad = timer(fb_padded, repeat)
+    name_b = (
+        f"ABMIL fwd+bwd {n_bags} bags {lo}-{hi} x {dim} ({str(dtype).removeprefix('torch.')}) "
+        f"[path: {'fused analytic backward' if path == 'persistent TMA' else 'recompute'}]"
+    )
+    out.append(Result.make(name_b, t_fb, ANCHOR_PADDED, t_fb_pad, check=check_b))
     return out
 
 
@@ -185,23 +222,30 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
     t_fb = timer(fwd_bwd(lambda: segment_scale(hg, seg, gg, backend="triton")), repeat)
     t_fb_eager = timer(fwd_bwd(lambda: eager(hg, gg)), repeat)
     elem = h.element_size() * tokens * dim
+    t_copy = timer(lambda: h.clone(), repeat)  # the achievable bandwidth, same run
+    bw_copy = 2 * elem / t_copy
     bw_fwd = 2 * elem / t_fwd
     bw_fb = 5 * elem / t_fb
     tag = f"T={tokens} D={dim} ({str(dtype).removeprefix('torch.')})"
+
+    def note(bw: float) -> str:
+        return (
+            f"{bw / 1e12:.2f} TB/s = {100 * bw / PEAK_HBM_BYTES:.0f}% of the HBM datasheet peak, "
+            f"{100 * bw / bw_copy:.0f}% of a device-to-device copy in the same run "
+            f"({bw_copy / 1e12:.2f} TB/s)"
+        )
+
     return [
-        Result.make(
-            f"segment scale fwd {tag}", t_fwd, ANCHOR_EAGER, t_fwd_eager, check=check,
-            note=f"{bw_fwd / 1e12:.2f} TB/s = {100 * bw_fwd / PEAK_HBM_BYTES:.0f}% of HBM peak",
-        ),
-        Result.make(
-            f"segment scale fwd+bwd {tag}", t_fb, ANCHOR_EAGER, t_fb_eager, check=check,
-            note=f"{bw_fb / 1e12:.2f} TB/s = {100 * bw_fb / PEAK_HBM_BYTES:.0f}% of HBM peak",
-        ),
+        Result.make(f"segment scale fwd {tag}", t_fwd, ANCHOR_EAGER, t_fwd_eager, check=check,
+                    note=note(bw_fwd)),
+        Result.make(f"segment scale fwd+bwd {tag}", t_fb, ANCHOR_EAGER, t_fb_eager, check=check,
+                    note=note(bw_fb)),
     ]  # fmt: skip
 
 
 def bench_down_proj(*, device: str, repeat: int, tokens: int, inner: int, dim: int) -> list[Result]:
     import torch
+    from tumorboard.kernels import _dispatch
     from tumorboard.kernels.segment_scale import fused_down_proj_segment_scale
 
     timer = _timer(device)
@@ -225,8 +269,16 @@ def bench_down_proj(*, device: str, repeat: int, tokens: int, inner: int, dim: i
         t_gemm = timer(lambda: x @ w.T, repeat)
         t_eager = timer(lambda: torch.addcmul(res, x @ w.T, table), repeat)
     tflops = 2.0 * tokens * inner * dim / t_fused / 1e12
-    name = f"fused down_proj T={tokens} {inner}->{dim} ({str(dtype).removeprefix('torch.')})"
-    note = f"{tflops:.0f} TFLOP/s; target ratio vs plain GEMM >= 0.97 (at most 3% slower)"
+    choice = _dispatch.choices("fused_down_proj_segment_scale")[-1]
+    paths = ", ".join(f"{p} {1e3 * t:.3f} ms" for p, t in sorted(choice.seconds.items()))
+    name = (
+        f"fused down_proj T={tokens} {inner}->{dim} ({str(dtype).removeprefix('torch.')}) "
+        f"[path: {choice.path}]"
+    )
+    note = (
+        f"{tflops:.0f} TFLOP/s; target ratio vs plain GEMM >= 0.97 (at most 3% slower); "
+        f"the dispatcher measured {paths or 'one path'} and chose {choice.path}"
+    )
     return [
         Result.make(name, t_fused, ANCHOR_GEMM, t_gemm, check=check, note=note),
         Result.make(name, t_fused, ANCHOR_EAGER, t_eager, check=check),

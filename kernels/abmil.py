@@ -37,10 +37,15 @@ from dataclasses import dataclass
 import torch
 
 from . import triton_available
+from ._utils import num_programs, set_allocator, tma_ok
 
 __all__ = ["ABMILResult", "abmil_pool", "abmil_reference", "module_weights"]
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+#: Hidden units per tile of the scores kernel (fixed, not autotuned: it sizes the partials).
+_SCORE_BLOCK_K = 16 if _INTERPRET else 128
+#: Rows per tile of the scores backward (fixed: it sizes the per-tile partial sums).
+_SCORE_BLOCK_N_BWD = 16 if _INTERPRET else 128
 #: The Triton interpreter (numpy) computes ``tl.dot`` on bfloat16 tiles wrongly (triton 3.x):
 #: under ``TRITON_INTERPRET=1`` the kernels upcast bf16 tiles to fp32 before ``tl.dot``. On a
 #: GPU the dot runs on bf16 tensor cores with fp32 accumulation.
@@ -294,119 +299,501 @@ if triton_available():
         out = s_ptr + rows[:, None] * (H * R) + head * R + offs_r[None, :]
         tl.store(out, s_acc, mask=row_ok[:, None] & (offs_r[None, :] < R))
 
+    def _tma_score_configs() -> list[triton.Config]:
+        if _INTERPRET:
+            return [triton.Config({"BLOCK_N": 16, "BLOCK_D": 16, "WS": False})]
+        return [
+            triton.Config({"BLOCK_N": bn, "BLOCK_D": bd, "WS": ws}, num_warps=w, num_stages=s)
+            for bn, bd, w, s, ws in (
+                (128, 64, 8, 3, False),
+                (128, 64, 8, 4, False),
+                (128, 128, 8, 2, False),
+                (128, 128, 8, 3, False),
+                (64, 64, 4, 4, False),
+                (128, 64, 8, 3, True),
+            )
+        ]
+
+    @triton.jit
+    def _tanh(x, FAST: tl.constexpr):
+        """tanh in float32; ``FAST`` uses the hardware approximation (one MUFU op, ~2^-11)."""
+        if FAST:
+            return tl.inline_asm_elementwise(
+                "tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+            )
+        else:
+            return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+    @triton.autotune(configs=_tma_score_configs(), key=["D", "K", "H", "R", "GATED"])
+    @triton.jit
+    def _abmil_scores_tma_kernel(
+        x_ptr, wa_ptr, ba_ptr, wg_ptr, bg_ptr, ws_ptr, part_ptr,
+        T, D, K, H, NUM_PROGS,
+        R: tl.constexpr, GATED: tl.constexpr, FAST: tl.constexpr, IEEE: tl.constexpr,
+        UPCAST: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, WS: tl.constexpr,
+    ):  # fmt: skip
+        # Persistent: one program per SM walks the (row tile, head, hidden chunk) tiles with
+        # the hidden chunks of one row tile adjacent, so the x rows are read from HBM once and
+        # reused from L2 by every chunk and head. Each tile is a GEMM over D through TMA
+        # descriptors (gate and attention share the x tile) whose epilogue applies the biases,
+        # tanh, sigmoid, the gating and the scoring projection of its BLOCK_K hidden units,
+        # and writes R partial scores per row: part[chunk, row, head * R + r]. The chunks are
+        # summed afterwards in a fixed order (deterministic, no atomics).
+        x_desc = tl.make_tensor_descriptor(x_ptr, [T, D], [D, 1], [BLOCK_N, BLOCK_D])
+        wa_desc = tl.make_tensor_descriptor(wa_ptr, [H * K, D], [D, 1], [BLOCK_K, BLOCK_D])
+        wg_desc = tl.make_tensor_descriptor(wg_ptr, [H * K, D], [D, 1], [BLOCK_K, BLOCK_D])
+        n_rows = tl.cdiv(T, BLOCK_N)
+        n_chunks = tl.cdiv(K, BLOCK_K)
+        per_row = H * n_chunks
+        d_tiles = tl.cdiv(D, BLOCK_D)
+        offs_k = tl.arange(0, BLOCK_K)
+        for tile in tl.range(tl.program_id(0), n_rows * per_row, NUM_PROGS, warp_specialize=WS):
+            pid_n = tile // per_row
+            head = (tile % per_row) // n_chunks
+            chunk = tile % n_chunks
+            on = pid_n * BLOCK_N
+            ow = head * K + chunk * BLOCK_K
+            za = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            zg = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            for di in range(d_tiles):
+                xt = x_desc.load([on, di * BLOCK_D])
+                wat = wa_desc.load([ow, di * BLOCK_D])
+                if UPCAST:
+                    xt = xt.to(tl.float32)
+                    wat = wat.to(tl.float32)
+                if IEEE:
+                    za = tl.dot(xt, wat.T, za, input_precision="ieee")
+                else:
+                    za = tl.dot(xt, wat.T, za)
+                if GATED:
+                    wgt = wg_desc.load([ow, di * BLOCK_D])
+                    if UPCAST:
+                        wgt = wgt.to(tl.float32)
+                    if IEEE:
+                        zg = tl.dot(xt, wgt.T, zg, input_precision="ieee")
+                    else:
+                        zg = tl.dot(xt, wgt.T, zg)
+            ks = chunk * BLOCK_K + offs_k
+            k_ok = ks < K  # a chunk past K reads the next head's rows: masked out here
+            za += tl.load(ba_ptr + head * K + ks, mask=k_ok, other=0.0)[None, :]
+            a = _tanh(za, FAST)
+            if GATED:
+                zg += tl.load(bg_ptr + head * K + ks, mask=k_ok, other=0.0)[None, :]
+                a = a * (0.5 * _tanh(0.5 * zg, FAST) + 0.5)  # sigmoid
+            rows = on + tl.arange(0, BLOCK_N)
+            row_ok = rows < T
+            out = part_ptr + (chunk * T + rows.to(tl.int64)) * (H * R) + head * R
+            for r in tl.static_range(R):
+                wsr = tl.load(ws_ptr + (head * R + r) * K + ks, mask=k_ok, other=0.0)
+                tl.store(out + r, tl.sum(a * wsr[None, :], axis=1), mask=row_ok)
+
     @triton.autotune(configs=_pool_configs(), key=["D", "HR"])
     @triton.jit
     def _abmil_pool_kernel(
-        x_ptr, s_ptr, off_ptr, out_ptr, w_ptr,
+        x_ptr, s_ptr, off_ptr, out_ptr, lse_ptr, w_ptr,
         D, HR,
         stride_x,
-        WRITE_W: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+        HR_P: tl.constexpr, WRITE_W: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     ):  # fmt: skip
+        # One program per (bag, BLOCK_D feature slice) handles every head x branch, so x is
+        # read from HBM once. Online softmax per branch (running max m, rescaled sum den).
         bag = tl.program_id(0)
-        j = tl.program_id(1)
-        pid_d = tl.program_id(2)
+        pid_d = tl.program_id(1)
         start = tl.load(off_ptr + bag)
         end = tl.load(off_ptr + bag + 1)
         offs_n = tl.arange(0, BLOCK_N)
+        js = tl.arange(0, HR_P)
+        j_ok = js < HR
         ds = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
         d_ok = ds < D
-        m = tl.full((1,), float("-inf"), tl.float32)
-        den = tl.zeros((1,), dtype=tl.float32)
-        acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        m = tl.full((HR_P,), float("-inf"), tl.float32)
+        den = tl.zeros((HR_P,), dtype=tl.float32)
+        acc = tl.zeros((HR_P, BLOCK_D), dtype=tl.float32)
         for n0 in range(start, end, BLOCK_N):
             rows = n0 + offs_n
             ok = rows < end
-            s = tl.load(s_ptr + rows * HR + j, mask=ok, other=float("-inf"))
+            s = tl.load(
+                s_ptr + rows[:, None].to(tl.int64) * HR + js[None, :],
+                mask=ok[:, None] & j_ok[None, :],
+                other=float("-inf"),
+            )
             m_new = tl.maximum(m, tl.max(s, axis=0))
-            alpha = tl.exp(m - m_new)
-            p = tl.exp(s - m_new)  # 0 where masked
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # padded branches stay 0
+            alpha = tl.exp(m - m_safe)
+            p = tl.exp(s - m_safe[None, :])  # [BLOCK_N, HR_P], 0 where masked
             den = den * alpha + tl.sum(p, axis=0)
             xt = tl.load(
                 x_ptr + rows[:, None].to(tl.int64) * stride_x + ds[None, :],
                 mask=ok[:, None] & d_ok[None, :],
                 other=0.0,
             ).to(tl.float32)
-            acc = acc * alpha + tl.sum(p[:, None] * xt, axis=0)
+            acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * xt[:, None, :], axis=0)
             m = m_new
         safe = tl.where(den > 0.0, den, 1.0)
-        res = tl.where(den > 0.0, acc / safe, 0.0)
-        tl.store(out_ptr + (bag * HR + j) * D + ds, res.to(out_ptr.dtype.element_ty), mask=d_ok)
-        if WRITE_W:
-            if pid_d == 0:
+        res = tl.where((den > 0.0)[:, None], acc / safe[:, None], 0.0)
+        out = out_ptr + (bag * HR + js[:, None]) * D + ds[None, :]
+        tl.store(out, res, mask=j_ok[:, None] & d_ok[None, :])
+        if pid_d == 0:
+            # log-sum-exp per branch: the backward recomputes the weights from it
+            lse = tl.where(den > 0.0, m + tl.log(safe), 0.0)
+            tl.store(lse_ptr + bag * HR + js, lse, mask=j_ok)
+            if WRITE_W:
                 for n0 in range(start, end, BLOCK_N):
                     rows = n0 + offs_n
                     ok = rows < end
-                    s = tl.load(s_ptr + rows * HR + j, mask=ok, other=0.0)
-                    tl.store(w_ptr + rows * HR + j, tl.exp(s - m) / safe, mask=ok)
+                    msk = ok[:, None] & j_ok[None, :]
+                    idx = rows[:, None].to(tl.int64) * HR + js[None, :]
+                    s = tl.load(s_ptr + idx, mask=msk, other=0.0)
+                    tl.store(w_ptr + idx, tl.exp(s - lse[None, :]), mask=msk)
+
+    def _pool_bwd_configs() -> list[triton.Config]:
+        if _INTERPRET:
+            return [triton.Config({"BLOCK_N": 16, "BLOCK_D": 32})]
+        return [
+            triton.Config({"BLOCK_N": bn, "BLOCK_D": bd}, num_warps=w)
+            for bn, bd, w in ((32, 128, 4), (64, 128, 8), (16, 256, 4), (32, 256, 8))
+        ]
+
+    @triton.autotune(configs=_pool_bwd_configs(), key=["D", "HR", "HAS_GS"])
+    @triton.jit
+    def _abmil_pool_bwd_kernel(
+        x_ptr, bag_ptr, s_ptr, lse_ptr, gp_ptr, c_ptr, gs_ptr, dxp_ptr, ds_ptr,
+        T, D, HR, stride_x,
+        HR_P: tl.constexpr, HAS_GS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    ):  # fmt: skip
+        # Backward of the softmax pooling for a tile of rows, one pass over x:
+        #   dx_pool[n] = sum_j w[n,j] gp[bag(n), j]
+        #   ds[n, j]   = w[n,j] * (gp[bag(n), j] . x[n] - c[bag(n), j]) + g_scores[n, j]
+        # with w = exp(s - lse[bag]) and c = gp . pooled (per bag and branch).
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        ok = rows < T
+        rows64 = rows.to(tl.int64)
+        js = tl.arange(0, HR_P)
+        j_ok = js < HR
+        mj = ok[:, None] & j_ok[None, :]
+        bag = tl.load(bag_ptr + rows, mask=ok, other=0).to(tl.int64)
+        s = tl.load(s_ptr + rows64[:, None] * HR + js[None, :], mask=mj, other=0.0)
+        lse = tl.load(lse_ptr + bag[:, None] * HR + js[None, :], mask=mj, other=0.0)
+        w = tl.where(mj, tl.exp(s - lse), 0.0)  # [BLOCK_N, HR_P]
+        dots = tl.zeros((BLOCK_N, HR_P), dtype=tl.float32)
+        for d0 in range(0, D, BLOCK_D):
+            ds = d0 + tl.arange(0, BLOCK_D)
+            d_ok = ds < D
+            xt = tl.load(
+                x_ptr + rows64[:, None] * stride_x + ds[None, :],
+                mask=ok[:, None] & d_ok[None, :],
+                other=0.0,
+            ).to(tl.float32)
+            g3 = tl.load(
+                gp_ptr + (bag[:, None, None] * HR + js[None, :, None]) * D + ds[None, None, :],
+                mask=mj[:, :, None] & d_ok[None, None, :],
+                other=0.0,
+            )  # [BLOCK_N, HR_P, BLOCK_D] fp32, read from L2 (gp is [B, HR, D])
+            dots += tl.sum(g3 * xt[:, None, :], axis=2)
+            dxp = tl.sum(w[:, :, None] * g3, axis=1)
+            tl.store(
+                dxp_ptr + rows64[:, None] * D + ds[None, :],
+                dxp.to(dxp_ptr.dtype.element_ty),
+                mask=ok[:, None] & d_ok[None, :],
+            )
+        c = tl.load(c_ptr + bag[:, None] * HR + js[None, :], mask=mj, other=0.0)
+        dsv = w * (dots - c)
+        if HAS_GS:
+            dsv += tl.load(gs_ptr + rows64[:, None] * HR + js[None, :], mask=mj, other=0.0)
+        tl.store(ds_ptr + rows64[:, None] * HR + js[None, :], dsv, mask=mj)
+
+    def _tma_bwd_configs() -> list[triton.Config]:
+        if _INTERPRET:
+            return [triton.Config({"BLOCK_D": 16, "WS": False})]
+        return [
+            triton.Config({"BLOCK_D": bd, "WS": False}, num_warps=w, num_stages=s)
+            for bd, w, s in ((64, 8, 3), (64, 8, 4), (128, 8, 2), (64, 4, 4))
+        ]
+
+    @triton.autotune(configs=_tma_bwd_configs(), key=["D", "K", "H", "R", "GATED"])
+    @triton.jit
+    def _abmil_scores_bwd_kernel(
+        x_ptr, wa_ptr, ba_ptr, wg_ptr, bg_ptr, ws_ptr, ds_ptr, dz_ptr, dws_ptr, dba_ptr, dbg_ptr,
+        T, D, K, H, NUM_PROGS,
+        R: tl.constexpr, GATED: tl.constexpr, FAST: tl.constexpr, IEEE: tl.constexpr,
+        UPCAST: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, WS: tl.constexpr,
+    ):  # fmt: skip
+        # Backward through the scores, tile by tile as in the forward: recompute the gate and
+        # attention pre-activations (one GEMM over D), then in the epilogue
+        #   da  = sum_r ds[:, h, r] ws[h, r]          dza = da * sig * (1 - tanh^2)
+        #   dzg = da * tanh * sig * (1 - sig)
+        # write dZ = [dza | dzg] (the input of the dx and dW GEMMs, done by cuBLAS) and per
+        # row-tile partial sums of dws, dba, dbg (summed afterwards in a fixed order).
+        x_desc = tl.make_tensor_descriptor(x_ptr, [T, D], [D, 1], [BLOCK_N, BLOCK_D])
+        wa_desc = tl.make_tensor_descriptor(wa_ptr, [H * K, D], [D, 1], [BLOCK_K, BLOCK_D])
+        wg_desc = tl.make_tensor_descriptor(wg_ptr, [H * K, D], [D, 1], [BLOCK_K, BLOCK_D])
+        n_rows = tl.cdiv(T, BLOCK_N)
+        n_chunks = tl.cdiv(K, BLOCK_K)
+        per_row = H * n_chunks
+        d_tiles = tl.cdiv(D, BLOCK_D)
+        offs_k = tl.arange(0, BLOCK_K)
+        for tile in tl.range(tl.program_id(0), n_rows * per_row, NUM_PROGS, warp_specialize=WS):
+            pid_n = tile // per_row
+            head = (tile % per_row) // n_chunks
+            chunk = tile % n_chunks
+            on = pid_n * BLOCK_N
+            ow = head * K + chunk * BLOCK_K
+            za = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            zg = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            for di in range(d_tiles):
+                xt = x_desc.load([on, di * BLOCK_D])
+                wat = wa_desc.load([ow, di * BLOCK_D])
+                if UPCAST:
+                    xt = xt.to(tl.float32)
+                    wat = wat.to(tl.float32)
+                if IEEE:
+                    za = tl.dot(xt, wat.T, za, input_precision="ieee")
+                else:
+                    za = tl.dot(xt, wat.T, za)
+                if GATED:
+                    wgt = wg_desc.load([ow, di * BLOCK_D])
+                    if UPCAST:
+                        wgt = wgt.to(tl.float32)
+                    if IEEE:
+                        zg = tl.dot(xt, wgt.T, zg, input_precision="ieee")
+                    else:
+                        zg = tl.dot(xt, wgt.T, zg)
+            ks = chunk * BLOCK_K + offs_k
+            k_ok = ks < K
+            rows = on + tl.arange(0, BLOCK_N)
+            row_ok = rows < T
+            rows64 = rows.to(tl.int64)
+            ta = _tanh(za + tl.load(ba_ptr + head * K + ks, mask=k_ok, other=0.0)[None, :], FAST)
+            da = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            for r in tl.static_range(R):
+                dsr = tl.load(ds_ptr + rows64 * (H * R) + head * R + r, mask=row_ok, other=0.0)
+                wsr = tl.load(ws_ptr + (head * R + r) * K + ks, mask=k_ok, other=0.0)
+                da += dsr[:, None] * wsr[None, :]
+            if GATED:
+                zg += tl.load(bg_ptr + head * K + ks, mask=k_ok, other=0.0)[None, :]
+                sg = 0.5 * _tanh(0.5 * zg, FAST) + 0.5
+                a = ta * sg
+                dza = da * sg * (1.0 - ta * ta)
+                dzg = da * a * (1.0 - sg)
+            else:
+                a = ta
+                dza = da * (1.0 - ta * ta)
+            a = tl.where(k_ok[None, :], a, 0.0)
+            dza = tl.where(row_ok[:, None] & k_ok[None, :], dza, 0.0)
+            m2 = row_ok[:, None] & k_ok[None, :]
+            zrow = dz_ptr + rows64[:, None] * (2 * H * K)
+            tl.store(zrow + (head * K + ks)[None, :], dza.to(dz_ptr.dtype.element_ty), mask=m2)
+            tl.store(dba_ptr + (pid_n * H + head) * K + ks, tl.sum(dza, axis=0), mask=k_ok)
+            if GATED:
+                dzg = tl.where(m2, dzg, 0.0)
+                tl.store(
+                    zrow + (H * K + head * K + ks)[None, :],
+                    dzg.to(dz_ptr.dtype.element_ty),
+                    mask=m2,
+                )
+                tl.store(dbg_ptr + (pid_n * H + head) * K + ks, tl.sum(dzg, axis=0), mask=k_ok)
+            for r in tl.static_range(R):
+                dsr = tl.load(ds_ptr + rows64 * (H * R) + head * R + r, mask=row_ok, other=0.0)
+                tl.store(
+                    dws_ptr + ((pid_n * H + head) * R + r) * K + ks,
+                    tl.sum(dsr[:, None] * a, axis=0),
+                    mask=k_ok,
+                )
 
 
-def _launch(
-    x: torch.Tensor,
-    offsets: torch.Tensor,
-    wa: torch.Tensor,
-    ba: torch.Tensor,
-    ws: torch.Tensor,
-    bs: torch.Tensor,
-    wg: torch.Tensor | None,
-    bg: torch.Tensor | None,
-    want_weights: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    x = x.contiguous()
+@dataclass(frozen=True)
+class _Prepared:
+    """The weights in kernel layout: x's dtype for the GEMMs, float32 for the rest."""
+
+    wa: torch.Tensor
+    ba: torch.Tensor
+    wg: torch.Tensor
+    bg: torch.Tensor
+    ws: torch.Tensor
+    bs: torch.Tensor
+    gated: bool
+
+    @classmethod
+    def of(cls, x, wa, ba, ws, bs, wg, bg) -> _Prepared:  # noqa: ANN001
+        wa_c = wa.detach().to(x.dtype).contiguous()
+        ba_c = ba.detach().float().contiguous()
+        return cls(
+            wa=wa_c,
+            ba=ba_c,
+            wg=wg.detach().to(x.dtype).contiguous() if wg is not None else wa_c,
+            bg=bg.detach().float().contiguous() if bg is not None else ba_c,
+            ws=ws.detach().float().contiguous(),
+            bs=bs.detach().float().contiguous(),
+            gated=wg is not None,
+        )
+
+
+def _flags(x: torch.Tensor) -> dict[str, bool]:
+    upcast = _INTERPRET and x.dtype == torch.bfloat16
+    return {
+        "IEEE": x.dtype == torch.float32 or upcast,
+        "UPCAST": upcast,
+        # tanh.approx.f32 (~2^-11 relative) is below the rounding of 16-bit inputs
+        "FAST": x.dtype != torch.float32 and not _INTERPRET,
+    }
+
+
+def _scores(x: torch.Tensor, w: _Prepared) -> torch.Tensor:
+    """Raw scores ``[T, H, R]`` float32."""
     t, d = x.shape
-    h, k = wa.shape[:2]
-    r = ws.shape[1]
-    n_bags = offsets.numel() - 1
-    # weights in x's dtype for the tensor-core GEMM; biases and scoring vectors stay fp32
-    wa_c = wa.detach().to(x.dtype).contiguous()
-    wg_c = wg.detach().to(x.dtype).contiguous() if wg is not None else wa_c
-    ba_c = ba.detach().float().contiguous()
-    bg_c = bg.detach().float().contiguous() if bg is not None else ba_c
-    ws_c = ws.detach().float().contiguous()
-    bs_c = bs.detach().float().contiguous()
-    scores = torch.empty((t, h, r), device=x.device, dtype=torch.float32)
-    if t > 0:
-        r_pad = max(16, triton.next_power_of_2(r))
-        upcast = _INTERPRET and x.dtype == torch.bfloat16
-
-        def grid_s(meta: dict) -> tuple[int, int]:
-            return (triton.cdiv(t, meta["BLOCK_N"]), h)
-
-        _abmil_scores_kernel[grid_s](
-            x, wa_c, ba_c, wg_c, bg_c, ws_c, bs_c, scores,
-            t, d, k, h, r, x.stride(0),
-            GATED=wg is not None, IEEE=x.dtype == torch.float32 or upcast, UPCAST=upcast,
-            R_PAD=r_pad,
+    h, k = w.wa.shape[:2]
+    r = w.ws.shape[1]
+    flags = _flags(x)
+    if t == 0:
+        return torch.empty((0, h, r), device=x.device, dtype=torch.float32)
+    if tma_ok(x, w.wa, w.wg):
+        set_allocator(x.device)
+        progs = num_programs(x.device)
+        # partial scores per hidden chunk, summed below in a fixed order (no atomics)
+        part = torch.empty((triton.cdiv(k, _SCORE_BLOCK_K), t, h * r), device=x.device,
+                           dtype=torch.float32)  # fmt: skip
+        _abmil_scores_tma_kernel[(progs,)](
+            x, w.wa, w.ba, w.wg, w.bg, w.ws, part, t, d, k, h, progs, BLOCK_K=_SCORE_BLOCK_K,
+            R=r, GATED=w.gated, **flags,
         )  # fmt: skip
-    pooled = torch.empty((n_bags, h, r, d), device=x.device, dtype=x.dtype)
+        return (part.sum(0) + w.bs.reshape(1, h * r)).reshape(t, h, r)
+    scores = torch.empty((t, h, r), device=x.device, dtype=torch.float32)
+
+    def grid_s(meta: dict) -> tuple[int, int]:
+        return (triton.cdiv(t, meta["BLOCK_N"]), h)
+
+    _abmil_scores_kernel[grid_s](
+        x, w.wa, w.ba, w.wg, w.bg, w.ws, w.bs, scores, t, d, k, h, r, x.stride(0),
+        GATED=w.gated, IEEE=flags["IEEE"], UPCAST=flags["UPCAST"],
+        R_PAD=max(16, triton.next_power_of_2(r)),
+    )  # fmt: skip
+    return scores
+
+
+def _pool(
+    x: torch.Tensor, scores: torch.Tensor, offsets: torch.Tensor, want_weights: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(pooled ``[B, H, R, D]`` float32, log-sum-exp ``[B, H*R]``, weights or None)."""
+    t, d = x.shape
+    _, h, r = scores.shape
+    n_bags = offsets.numel() - 1
+    pooled = torch.empty((n_bags, h, r, d), device=x.device, dtype=torch.float32)
+    lse = torch.empty((n_bags, h * r), device=x.device, dtype=torch.float32)
     weights = torch.empty((t, h, r), device=x.device, dtype=torch.float32) if want_weights else None
     if n_bags > 0:
 
-        def grid_p(meta: dict) -> tuple[int, int, int]:
-            return (n_bags, h * r, triton.cdiv(d, meta["BLOCK_D"]))
+        def grid_p(meta: dict) -> tuple[int, int]:
+            return (n_bags, triton.cdiv(d, meta["BLOCK_D"]))
 
         _abmil_pool_kernel[grid_p](
-            x, scores, offsets.contiguous(), pooled, weights if want_weights else scores,
-            d, h * r, x.stride(0), WRITE_W=want_weights,
+            x, scores, offsets, pooled, lse, weights if want_weights else scores,
+            d, h * r, x.stride(0), HR_P=triton.next_power_of_2(h * r), WRITE_W=want_weights,
         )  # fmt: skip
-    return pooled, scores, weights
+    return pooled, lse, weights
+
+
+def _backward(
+    x: torch.Tensor,
+    offsets: torch.Tensor,
+    w: _Prepared,
+    scores: torch.Tensor,
+    lse: torch.Tensor,
+    pooled: torch.Tensor,
+    g_pooled: torch.Tensor | None,
+    g_scores: torch.Tensor | None,
+) -> tuple[torch.Tensor, ...]:
+    """Analytic gradients (dx, dwa, dba, dws, dbs, dwg, dbg) of the fused forward.
+
+    Three kernels: the pooling backward (one pass over x: ``dx_pool`` and the score
+    gradients ``ds``), the scores backward (recomputes the pre-activations with the same
+    persistent GEMM and writes ``dZ = [dza | dzg]`` plus partial bias/scoring sums), then two
+    library GEMMs: ``dx = dx_pool + dZ @ [Wa; Wg]`` and ``[dWa; dWg] = dZ^T x``.
+    """
+    t, d = x.shape
+    h, k = w.wa.shape[:2]
+    r = w.ws.shape[1]
+    hr = h * r
+    n_bags = offsets.numel() - 1
+    flags = _flags(x)
+    gp = (
+        g_pooled.float().reshape(n_bags, hr, d).contiguous()
+        if g_pooled is not None
+        else torch.zeros((n_bags, hr, d), device=x.device, dtype=torch.float32)
+    )
+    c = (gp * pooled.reshape(n_bags, hr, d)).sum(-1).contiguous()  # [B, HR]
+    bag_of_row = torch.repeat_interleave(
+        torch.arange(n_bags, device=x.device, dtype=torch.int32), offsets.diff()
+    )
+    dx = torch.empty_like(x)
+    ds = torch.empty((t, hr), device=x.device, dtype=torch.float32)
+    gs = g_scores.float().reshape(t, hr).contiguous() if g_scores is not None else ds
+    if t > 0:
+
+        def grid_b(meta: dict) -> tuple[int]:
+            return (triton.cdiv(t, meta["BLOCK_N"]),)
+
+        _abmil_pool_bwd_kernel[grid_b](
+            x, bag_of_row, scores, lse, gp, c, gs, dx, ds, t, d, hr, x.stride(0),
+            HR_P=triton.next_power_of_2(hr), HAS_GS=g_scores is not None,
+        )  # fmt: skip
+    n_tiles = triton.cdiv(t, _SCORE_BLOCK_N_BWD)
+    dz = torch.empty((t, 2 * h * k), device=x.device, dtype=x.dtype)
+    dws_p = torch.empty((n_tiles, h, r, k), device=x.device, dtype=torch.float32)
+    dba_p = torch.empty((n_tiles, h, k), device=x.device, dtype=torch.float32)
+    dbg_p = torch.zeros((n_tiles, h, k), device=x.device, dtype=torch.float32)
+    if not w.gated:
+        dz[:, h * k :] = 0
+    if t > 0:
+        set_allocator(x.device)
+        progs = num_programs(x.device)
+        _abmil_scores_bwd_kernel[(progs,)](
+            x, w.wa, w.ba, w.wg, w.bg, w.ws, ds, dz, dws_p, dba_p, dbg_p, t, d, k, h, progs,
+            BLOCK_N=_SCORE_BLOCK_N_BWD, BLOCK_K=_SCORE_BLOCK_K, R=r, GATED=w.gated, **flags,
+        )  # fmt: skip
+    w_cat = torch.cat([w.wa.reshape(h * k, d), w.wg.reshape(h * k, d)])
+    dx = torch.addmm(dx, dz, w_cat) if t > 0 else dx
+    dw_cat = (dz.t() @ x).float() if t > 0 else x.new_zeros((2 * h * k, d), dtype=torch.float32)
+    dwa = dw_cat[: h * k].reshape(h, k, d)
+    dwg = dw_cat[h * k :].reshape(h, k, d) if w.gated else None
+    dba = dba_p.sum(0)
+    dbg = dbg_p.sum(0) if w.gated else None
+    dws = dws_p.sum(0)
+    dbs = ds.sum(0).reshape(h, r)
+    return dx, dwa, dba, dws, dbs, dwg, dbg
 
 
 class _ABMILFunction(torch.autograd.Function):
-    """Triton forward; backward by recomputing the reference under autograd."""
+    """Triton forward; analytic Triton + cuBLAS backward where TMA applies (else recompute)."""
 
     @staticmethod
     def forward(ctx, x, offsets, wa, ba, ws, bs, wg, bg, want_weights):  # type: ignore[override]
-        pooled, scores, weights = _launch(x, offsets, wa, ba, ws, bs, wg, bg, want_weights)
-        ctx.save_for_backward(x, offsets, wa, ba, ws, bs, wg, bg)
-        ctx.mark_non_differentiable(*([weights] if weights is not None else []))
-        return pooled, scores, weights
+        x = x.contiguous()
+        offsets = offsets.contiguous()
+        w = _Prepared.of(x, wa, ba, ws, bs, wg, bg)
+        scores = _scores(x, w)
+        pooled32, lse, weights = _pool(x, scores, offsets, want_weights)
+        ctx.prepared = w
+        ctx.fused_backward = tma_ok(x, w.wa, w.wg)
+        ctx.save_for_backward(x, offsets, wa, ba, ws, bs, wg, bg, scores, lse, pooled32)
+        if weights is not None:
+            ctx.mark_non_differentiable(weights)
+        return pooled32.to(x.dtype), scores, weights
 
     @staticmethod
     def backward(ctx, g_pooled, g_scores, _g_weights):  # type: ignore[override]
-        x, offsets, wa, ba, ws, bs, wg, bg = ctx.saved_tensors
+        x, offsets, wa, ba, ws, bs, wg, bg, scores, lse, pooled32 = ctx.saved_tensors
         leaves = [x, wa, ba, ws, bs, wg, bg]
         wanted = [t is not None and ctx.needs_input_grad[i] for i, t in
                   zip((0, 2, 3, 4, 5, 6, 7), leaves, strict=True)]  # fmt: skip
+        if ctx.fused_backward:
+            grads = _backward(x, offsets, ctx.prepared, scores, lse, pooled32, g_pooled, g_scores)
+            res = [
+                g.to(leaf.dtype) if (want and g is not None) else None
+                for g, leaf, want in zip(grads, leaves, wanted, strict=True)
+            ]
+            return res[0], None, res[1], res[2], res[3], res[4], res[5], res[6], None
         with torch.enable_grad():
             inputs = [t.detach().requires_grad_(w) if t is not None else None
                       for t, w in zip(leaves, wanted, strict=True)]  # fmt: skip

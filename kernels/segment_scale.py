@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from . import triton_available
+from ._dispatch import fastest, shape_bucket
+from ._utils import device_name, num_programs, set_allocator, tma_ok
 
 __all__ = ["fused_down_proj_segment_scale", "segment_scale", "segment_scale_reference"]
 
@@ -86,10 +88,12 @@ if triton_available():
 
     def _bwd_configs() -> list[triton.Config]:
         if _INTERPRET:
-            return [triton.Config({"BLOCK_T": 16, "BLOCK_D": 32})]
+            return [triton.Config({"BLOCK_T": 16, "BLOCK_D": 32, "STAGES": 1})]
+        # measured on an H100 (T=32k, D=4096, bf16): 8 x 512 tiles, 4 warps, loads of three
+        # row tiles in flight: 2.68 TB/s, against 2.95 TB/s for a device-to-device copy
         return [
-            triton.Config({"BLOCK_T": bt, "BLOCK_D": bd}, num_warps=w)
-            for bt, bd, w in ((16, 256, 4), (32, 256, 8), (16, 512, 8), (64, 128, 4))
+            triton.Config({"BLOCK_T": bt, "BLOCK_D": bd, "STAGES": st}, num_warps=w)
+            for bt, bd, st, w in ((8, 512, 3, 4), (8, 256, 3, 2), (16, 256, 3, 4), (8, 1024, 3, 8))
         ]
 
     def _mm_configs() -> list[triton.Config]:
@@ -111,6 +115,34 @@ if triton_available():
             )
         ]
 
+    def _tma_configs() -> list[triton.Config]:
+        """Tiles of the persistent TMA GEMM (Hopper-sized: 128x256 wgmma tiles).
+
+        Measured on an H100 at 16384 x 11008 -> 4096 bf16: 128x256x64, 8 warps, 3 stages and
+        warp specialization (a producer warp feeding TMA loads) ran at 1.01x cuBLAS; 4 stages
+        of 128x256x64 need more shared memory than the SM has.
+        """
+        if _INTERPRET:
+            return [
+                triton.Config(
+                    {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2, "WS": False}
+                )
+            ]
+        return [
+            triton.Config(
+                {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": gm, "WS": ws},
+                num_warps=w,
+                num_stages=s,
+            )
+            for bm, bn, bk, gm, w, s, ws in (
+                (128, 256, 64, 8, 8, 3, True),
+                (128, 256, 64, 16, 8, 3, True),
+                (256, 128, 64, 8, 8, 3, True),
+                (128, 256, 64, 8, 8, 3, False),
+                (128, 128, 64, 8, 8, 4, True),
+            )
+        ]
+
     @triton.jit
     def _gamma_rows(gamma_ptr, sg, ds, t_ok, d_ok, D):
         """``gamma[seg - 1]`` tile in fp32, 0 where seg is outside 1..3."""
@@ -120,11 +152,11 @@ if triton_available():
             tl.float32
         )
 
-    @triton.autotune(configs=_ew_configs(), key=["D"])
+    @triton.autotune(configs=_ew_configs(), key=["D", "HAS_RES"])
     @triton.jit
     def _fwd_kernel(
-        h_ptr, seg_ptr, gamma_ptr, y_ptr, T, D, stride_h, stride_y,
-        BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+        h_ptr, seg_ptr, gamma_ptr, res_ptr, y_ptr, T, D, stride_h, stride_r, stride_y,
+        HAS_RES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
     ):  # fmt: skip
         ts = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
         ds = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -136,6 +168,8 @@ if triton_available():
         rows = ts.to(tl.int64)[:, None]
         hv = tl.load(h_ptr + rows * stride_h + ds[None, :], mask=m, other=0.0).to(tl.float32)
         y = hv * (1.0 + g)
+        if HAS_RES:
+            y += tl.load(res_ptr + rows * stride_r + ds[None, :], mask=m, other=0.0).to(tl.float32)
         tl.store(y_ptr + rows * stride_y + ds[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
 
     @triton.autotune(configs=_bwd_configs(), key=["D", "ROWS_PER_PROG"])
@@ -143,37 +177,95 @@ if triton_available():
     def _bwd_kernel(
         dy_ptr, h_ptr, seg_ptr, gamma_ptr, dh_ptr, dg_ptr, T, D, ROWS_PER_PROG,
         stride_dy, stride_h, stride_dh,
-        BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+        BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, STAGES: tl.constexpr,
     ):  # fmt: skip
+        # One pass over dy and h, STAGES row tiles of loads in flight. The dgamma partials are
+        # kept as [BLOCK_T, BLOCK_D] tiles and reduced over rows once at the end (no per-step
+        # cross-thread reduction), then written per program and summed in a fixed order on the
+        # host side: deterministic, no atomics.
         ds = tl.program_id(0) * BLOCK_D + tl.arange(0, BLOCK_D)
         split = tl.program_id(1)
         d_ok = ds < D
-        acc1 = tl.zeros((BLOCK_D,), dtype=tl.float32)
-        acc2 = tl.zeros((BLOCK_D,), dtype=tl.float32)
-        acc3 = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        acc1 = tl.zeros((BLOCK_T, BLOCK_D), dtype=tl.float32)
+        acc2 = tl.zeros((BLOCK_T, BLOCK_D), dtype=tl.float32)
+        acc3 = tl.zeros((BLOCK_T, BLOCK_D), dtype=tl.float32)
         t_start = split * ROWS_PER_PROG
         t_end = tl.minimum(t_start + ROWS_PER_PROG, T)
-        for t0 in range(t_start, t_end, BLOCK_T):
+        for t0 in tl.range(t_start, t_end, BLOCK_T, num_stages=STAGES):
             ts = t0 + tl.arange(0, BLOCK_T)
             t_ok = ts < t_end
             m = t_ok[:, None] & d_ok[None, :]
             sg = tl.load(seg_ptr + ts, mask=t_ok, other=0).to(tl.int32)
-            g = _gamma_rows(gamma_ptr, sg, ds, t_ok, d_ok, D)
             rows = ts.to(tl.int64)[:, None]
             dy = tl.load(dy_ptr + rows * stride_dy + ds[None, :], mask=m, other=0.0).to(tl.float32)
             hv = tl.load(h_ptr + rows * stride_h + ds[None, :], mask=m, other=0.0).to(tl.float32)
-            dh = dy * (1.0 + g)
+            g = _gamma_rows(gamma_ptr, sg, ds, t_ok, d_ok, D)
             tl.store(
-                dh_ptr + rows * stride_dh + ds[None, :], dh.to(dh_ptr.dtype.element_ty), mask=m
+                dh_ptr + rows * stride_dh + ds[None, :],
+                (dy * (1.0 + g)).to(dh_ptr.dtype.element_ty),
+                mask=m,
             )
             prod = dy * hv
-            acc1 += tl.sum(tl.where((sg == 1)[:, None], prod, 0.0), axis=0)
-            acc2 += tl.sum(tl.where((sg == 2)[:, None], prod, 0.0), axis=0)
-            acc3 += tl.sum(tl.where((sg == 3)[:, None], prod, 0.0), axis=0)
+            acc1 += tl.where((sg == 1)[:, None], prod, 0.0)
+            acc2 += tl.where((sg == 2)[:, None], prod, 0.0)
+            acc3 += tl.where((sg == 3)[:, None], prod, 0.0)
         base = dg_ptr + split * 3 * D + ds
-        tl.store(base, acc1, mask=d_ok)
-        tl.store(base + D, acc2, mask=d_ok)
-        tl.store(base + 2 * D, acc3, mask=d_ok)
+        tl.store(base, tl.sum(acc1, axis=0), mask=d_ok)
+        tl.store(base + D, tl.sum(acc2, axis=0), mask=d_ok)
+        tl.store(base + 2 * D, tl.sum(acc3, axis=0), mask=d_ok)
+
+    @triton.jit
+    def _tile_ids(tile, n_m, n_n, GROUP_M: tl.constexpr):
+        """Grouped tile order (runs of GROUP_M row tiles share W's column tiles in L2)."""
+        per_group = GROUP_M * n_n
+        first_m = (tile // per_group) * GROUP_M
+        group_size = tl.minimum(n_m - first_m, GROUP_M)
+        return first_m + (tile % per_group) % group_size, (tile % per_group) // group_size
+
+    @triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"])
+    @triton.jit
+    def _down_proj_tma_kernel(
+        x_ptr, w_ptr, bias_ptr, res_ptr, seg_ptr, gamma_ptr, y_ptr,
+        M, N, K, NUM_PROGS,
+        HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, IEEE: tl.constexpr, UPCAST: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr, WS: tl.constexpr,
+    ):  # fmt: skip
+        # Persistent GEMM over TMA tensor descriptors (one program per SM walks the tiles in
+        # grouped order), with bias, segment scaling and the residual add in the epilogue.
+        x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [K, 1], [BLOCK_M, BLOCK_K])
+        w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
+        y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [N, 1], [BLOCK_M, BLOCK_N])
+        n_m = tl.cdiv(M, BLOCK_M)
+        n_n = tl.cdiv(N, BLOCK_N)
+        k_tiles = tl.cdiv(K, BLOCK_K)
+        for tile in tl.range(tl.program_id(0), n_m * n_n, NUM_PROGS, warp_specialize=WS):
+            pid_m, pid_n = _tile_ids(tile, n_m, n_n, GROUP_M)
+            om = pid_m * BLOCK_M
+            on = pid_n * BLOCK_N
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for ki in range(k_tiles):
+                a = x_desc.load([om, ki * BLOCK_K])
+                b = w_desc.load([on, ki * BLOCK_K])
+                if UPCAST:
+                    a = a.to(tl.float32)
+                    b = b.to(tl.float32)
+                if IEEE:
+                    acc = tl.dot(a, b.T, acc, input_precision="ieee")
+                else:
+                    acc = tl.dot(a, b.T, acc)
+            rm = om + tl.arange(0, BLOCK_M)
+            rn = on + tl.arange(0, BLOCK_N)
+            m_ok = rm < M
+            n_ok = rn < N
+            if HAS_BIAS:
+                acc += tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+            sg = tl.load(seg_ptr + rm, mask=m_ok, other=0).to(tl.int32)
+            acc = acc * (1.0 + _gamma_rows(gamma_ptr, sg, rn, m_ok, n_ok, N))
+            if HAS_RES:
+                r_desc = tl.make_tensor_descriptor(res_ptr, [M, N], [N, 1], [BLOCK_M, BLOCK_N])
+                acc += r_desc.load([om, on]).to(tl.float32)
+            y_desc.store([om, on], acc.to(y_desc.dtype))
 
     @triton.autotune(configs=_mm_configs(), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"])
     @triton.jit
@@ -237,16 +329,28 @@ def _rowmajor(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def _fwd_triton(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+def _fwd_triton(
+    h: torch.Tensor,
+    seg: torch.Tensor,
+    gamma: torch.Tensor,
+    residual: torch.Tensor | None = None,
+    *,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``h * (1 + gamma[seg]) (+ residual)`` in one pass; ``out`` may be ``h`` itself."""
     h = _rowmajor(h)
     t, d = h.shape
-    y = torch.empty_like(h)
+    y = torch.empty_like(h) if out is None else out
+    res = _rowmajor(residual) if residual is not None else h
     if t and d:
 
         def grid(meta: dict) -> tuple[int, int]:
             return (triton.cdiv(t, meta["BLOCK_T"]), triton.cdiv(d, meta["BLOCK_D"]))
 
-        _fwd_kernel[grid](h, seg, gamma, y, t, d, h.stride(0), y.stride(0))
+        _fwd_kernel[grid](
+            h, seg, gamma, res, y, t, d, h.stride(0), res.stride(0), y.stride(0),
+            HAS_RES=residual is not None,
+        )  # fmt: skip
     return y
 
 
@@ -258,7 +362,8 @@ def _bwd_triton(
     dh = torch.empty_like(h)
     if t == 0 or d == 0:
         return dh, torch.zeros((_N_SEGMENTS, d), device=h.device, dtype=torch.float32)
-    # enough row splits to fill the GPU (~4 waves of 132 SMs at D=4096), few in the interpreter
+    # enough row splits to fill the GPU (64 x D/512 programs: several waves of 132 SMs at
+    # D=4096), few in the interpreter; the partials [n_split, 3, D] stay small next to h
     n_split = min(triton.cdiv(t, 16), 2 if _INTERPRET else 64)
     rows_per = triton.cdiv(t, n_split)
     rows_per = triton.cdiv(rows_per, 64) * 64 if not _INTERPRET else triton.cdiv(rows_per, 16) * 16
@@ -324,7 +429,7 @@ def segment_scale(
     return _SegmentScaleFunction.apply(h, seg.contiguous(), gamma)
 
 
-def _down_proj_triton(
+def _down_proj_fused(
     x: torch.Tensor,
     w: torch.Tensor,
     seg: torch.Tensor,
@@ -332,6 +437,7 @@ def _down_proj_triton(
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
 ) -> torch.Tensor:
+    """The Triton GEMM with the bias, scaling and residual in its epilogue."""
     x, w = _rowmajor(x), _rowmajor(w)
     m, k = x.shape
     n = w.shape[0]
@@ -340,6 +446,15 @@ def _down_proj_triton(
         return y
     res = _rowmajor(residual) if residual is not None else y
     upcast = _INTERPRET and x.dtype == torch.bfloat16
+    ieee = x.dtype == torch.float32 or upcast
+    if tma_ok(x, w, y, res):
+        set_allocator(x.device)
+        progs = num_programs(x.device)
+        _down_proj_tma_kernel[(progs,)](
+            x, w, bias if bias is not None else y, res, seg, gamma, y, m, n, k, progs,
+            HAS_BIAS=bias is not None, HAS_RES=residual is not None, IEEE=ieee, UPCAST=upcast,
+        )  # fmt: skip
+        return y
 
     def grid(meta: dict) -> tuple[int]:
         return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
@@ -347,19 +462,59 @@ def _down_proj_triton(
     _down_proj_kernel[grid](
         x, w, bias if bias is not None else y, res, seg, gamma, y,
         m, n, k, x.stride(0), w.stride(0), res.stride(0), y.stride(0),
-        HAS_BIAS=bias is not None, HAS_RES=residual is not None,
-        IEEE=x.dtype == torch.float32 or upcast, UPCAST=upcast,
+        HAS_BIAS=bias is not None, HAS_RES=residual is not None, IEEE=ieee, UPCAST=upcast,
     )  # fmt: skip
     return y
 
 
+def _down_proj_library(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    seg: torch.Tensor,
+    gamma: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+) -> torch.Tensor:
+    """The library GEMM (cuBLAS) plus one fused scale-and-residual pass, in place."""
+    z = F.linear(x, w, bias)
+    return _fwd_triton(z, seg, gamma, residual, out=z)
+
+
+#: Implementations of the forward of :func:`fused_down_proj_segment_scale`, by path name.
+DOWN_PROJ_PATHS = {"fused": _down_proj_fused, "cublas": _down_proj_library}
+
+
+def _down_proj_triton(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    seg: torch.Tensor,
+    gamma: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    path: str,
+) -> torch.Tensor:
+    if path != "auto":
+        return DOWN_PROJ_PATHS[path](x, w, seg, gamma, bias, residual)
+    key = (
+        tuple(w.shape), shape_bucket(x.shape[0]), str(x.dtype), bias is not None,
+        residual is not None, device_name(x.device),
+    )  # fmt: skip
+    chosen, out = fastest(
+        "fused_down_proj_segment_scale",
+        key,
+        {p: (lambda f=f: f(x, w, seg, gamma, bias, residual)) for p, f in DOWN_PROJ_PATHS.items()},
+        cuda=x.is_cuda,
+    )
+    return out if out is not None else DOWN_PROJ_PATHS[chosen](x, w, seg, gamma, bias, residual)
+
+
 class _DownProjFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, w, seg, gamma, bias, residual):  # type: ignore[override]
+    def forward(ctx, x, w, seg, gamma, bias, residual, path):  # type: ignore[override]
         gamma_c = gamma.detach().contiguous()
         ctx.save_for_backward(x, w, seg, gamma_c, bias)
         ctx.has_residual = residual is not None
-        return _down_proj_triton(x, w, seg, gamma_c, bias, residual)
+        return _down_proj_triton(x, w, seg, gamma_c, bias, residual, path)
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[override]
@@ -374,7 +529,7 @@ class _DownProjFunction(torch.autograd.Function):
             else None
         )
         dres = dy if ctx.has_residual and ctx.needs_input_grad[5] else None
-        return dx, dw, None, dg.to(gamma_c.dtype), db, dres
+        return dx, dw, None, dg.to(gamma_c.dtype), db, dres, None
 
 
 def fused_down_proj_segment_scale(
@@ -386,6 +541,7 @@ def fused_down_proj_segment_scale(
     bias: torch.Tensor | None = None,
     residual: torch.Tensor | None = None,
     backend: str = "auto",
+    path: str = "auto",
 ) -> torch.Tensor:
     """``(x @ W.T + bias) * (1 + gamma[seg]) + residual`` with the scaling (and the residual
     add) in the GEMM epilogue: the FFN ``down_proj`` of a LLaMA/Qwen2 MLP plus the adapter.
@@ -398,6 +554,11 @@ def fused_down_proj_segment_scale(
         bias: optional ``[D]``.
         residual: optional ``[T, D]`` added after the scaling.
         backend: as in :func:`segment_scale`.
+        path: on the Triton backend, ``"fused"`` (one Triton GEMM, persistent with TMA
+            descriptors where the strides allow, with the bias, scaling and residual in its
+            epilogue), ``"cublas"`` (the library GEMM plus one fused scale-and-residual pass)
+            or ``"auto"``: the faster of the two, measured on the first call per shape bucket,
+            dtype and device and cached (:func:`tumorboard.kernels.dispatch_choices`).
 
     Returns:
         ``[T, D]`` in ``x.dtype``; differentiable in ``x``, ``W``, ``gamma``, ``bias`` and
@@ -415,7 +576,9 @@ def fused_down_proj_segment_scale(
         raise ValueError(f"bias must be [{d}] on {x.device}, got {list(bias.shape)}")
     if residual is not None and (residual.shape != (t, d) or residual.device != x.device):
         raise ValueError(f"residual must be [{t}, {d}] on {x.device}, got {list(residual.shape)}")
+    if path not in ("auto", *DOWN_PROJ_PATHS):
+        raise ValueError(f"path must be 'auto', 'fused' or 'cublas', got {path!r}")
     if _pick(backend, x.device) == "torch":
         y = F.linear(x, W, bias).float() * _scale_torch(seg, gamma)
         return (y if residual is None else y + residual.float()).to(x.dtype)
-    return _DownProjFunction.apply(x, W, seg.contiguous(), gamma, bias, residual)
+    return _DownProjFunction.apply(x, W, seg.contiguous(), gamma, bias, residual, path)

@@ -228,6 +228,21 @@ def test_onnxruntime_backend_matches_torch(collection, reference, tmp_path):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
+def test_torch_backend_on_kernel_device_matches_cpu(collection, tmp_path, kernel_device):
+    """On a CUDA machine the GPU path (pinned host batches, a copy stream, the encoder on the
+    GPU in float32) gives the CPU features; elsewhere both runs take the CPU path."""
+    runs = []
+    for i, dev in enumerate(("cpu", kernel_device)):
+        out = tmp_path / f"{i}-{dev}"
+        model = TinyEncoder()  # noqa: F821
+        rep = embed_slides(collection[:1], model=model, out=out, batch_size=8, device=dev,
+                           dtype="fp32", progress=False, segmentation=PARAMS)  # fmt: skip
+        assert rep.ok and len(rep.done) == 1
+        runs.append(read_features(out / "features_tiny" / "case01.h5")[0])
+    assert runs[0].shape == runs[1].shape and len(runs[0]) > 10
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-4, atol=1e-4)
+
+
 def test_deterministic_across_batch_sizes_and_workers(collection, reference, tmp_path):
     rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=5,  # noqa: F821
                        workers=2, queue_size=1, progress=False, segmentation=PARAMS)  # fmt: skip

@@ -1,15 +1,19 @@
-"""Fused ABMIL Triton kernel (tumorboard.kernels.abmil), run in the Triton interpreter.
+"""Fused ABMIL Triton kernels (tumorboard.kernels.abmil), forward and backward.
+
+Run natively on CUDA tensors where a GPU is present (``kernel_device`` fixture, conftest.py),
+with realistic sizes added (bags up to 20k instances of D=1536), and in the Triton interpreter
+on CPU tensors elsewhere (tiny shapes: about a millisecond per program).
 
 Oracles: the ABMIL module's padded entry point run bag by bag in float64 (independent of the
-variable-length code), the pure-torch variable-length reference in float64, and hand-worked
-facts (a one-instance bag has weight 1 and pools to itself; an empty bag pools to 0; weights
-sum to 1 per bag). Shapes are tiny: the interpreter costs about a millisecond per program.
+variable-length code), the pure-torch variable-length reference in float64 differentiated by
+autograd, and hand-worked facts (a one-instance bag has weight 1 and pools to itself; an empty
+bag pools to 0; weights sum to 1 per bag).
 """
 
 from __future__ import annotations
 
 # tests/conftest.py switches Triton's interpreter on (TRITON_INTERPRET=1) before any test module
-# imports triton: there is no GPU here, and the interpreter must be on at triton's first import.
+# imports triton when there is no CUDA device.
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -43,12 +47,15 @@ def features(n, seed=1):
 @pytest.mark.parametrize(
     ("n_heads", "gated", "n_branches"), [(1, False, 1), (3, True, 2), (2, True, 1)]
 )
-def test_forward_matches_module_bag_by_bag(n_heads, gated, n_branches):
+def test_forward_matches_module_bag_by_bag(n_heads, gated, n_branches, kernel_device):
     m = make_module(n_heads=n_heads, gated=gated, n_branches=n_branches)
     off = offsets_of(LENGTHS)
     x = features(int(off[-1]))
-    got, scores = m.forward_varlen(x, off, return_scores=True, backend="triton")
-    m64 = m.double()
+    got, scores = m.to(kernel_device).forward_varlen(
+        x.to(kernel_device), off.to(kernel_device), return_scores=True, backend="triton"
+    )
+    got, scores = got.cpu(), scores.cpu()
+    m64 = m.cpu().double()
     x64 = x.double()
     for b, n in enumerate(LENGTHS):
         rows = x64[int(off[b]) : int(off[b + 1])]
@@ -70,7 +77,7 @@ def test_forward_matches_module_bag_by_bag(n_heads, gated, n_branches):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_half_precision_against_float64_reference(dtype):
+def test_half_precision_against_float64_reference(dtype, kernel_device):
     torch.manual_seed(2)
     h, k, r = 2, 20, 2
     off = offsets_of([3, 0, 1, 29])
@@ -79,7 +86,9 @@ def test_half_precision_against_float64_reference(dtype):
     wa, wg = ((torch.randn(h, k, D) * 0.3).to(dtype) for _ in range(2))
     ba, bg, bs = torch.randn(h, k) * 0.1, torch.randn(h, k) * 0.1, torch.randn(h, r)
     ws = torch.randn(h, r, k)
-    got = K.abmil_pool(x, off, wa, ba, ws, bs, wg, bg, return_weights=True, backend="triton")
+    args = [t.to(kernel_device) for t in (x, off, wa, ba, ws, bs, wg, bg)]
+    got = K.abmil_pool(*args, return_weights=True, backend="triton")
+    got = K.ABMILResult(got.pooled.cpu(), got.scores.cpu(), got.weights.cpu())
     ref = K.abmil_reference(
         x.double(), off, wa.double(), ba.double(), ws.double(), bs.double(), wg.double(),
         bg.double(), return_weights=True,
@@ -92,13 +101,18 @@ def test_half_precision_against_float64_reference(dtype):
     torch.testing.assert_close(got.pooled.double(), ref.pooled, rtol=2 * eps, atol=2 * eps)
 
 
-def test_weights_edge_bags_and_float32_reference():
+def test_weights_edge_bags_and_float32_reference(kernel_device):
     m = make_module(n_heads=2, gated=True, n_branches=1)
     off = offsets_of(LENGTHS)
     x = features(int(off[-1]), seed=3)
     wts = K.module_weights(m)
-    got = K.abmil_pool(x, off, *wts, return_weights=True, backend="triton")
-    ref = K.abmil_reference(x, off, *wts, return_weights=True)
+    dev = [t.to(kernel_device) for t in wts]
+    got = K.abmil_pool(
+        x.to(kernel_device), off.to(kernel_device), *dev, return_weights=True, backend="triton"
+    )
+    got = K.ABMILResult(got.pooled.cpu(), got.scores.cpu(), got.weights.cpu())
+    ref = K.abmil_reference(x.double(), off, *(t.double() for t in wts), return_weights=True)
+    ref = K.ABMILResult(ref.pooled.float(), ref.scores.float(), ref.weights.float())
     torch.testing.assert_close(got.pooled, ref.pooled, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got.weights, ref.weights, rtol=1e-5, atol=1e-6)
     # per-bag sums are 1 for non-empty bags
@@ -113,7 +127,7 @@ def test_weights_edge_bags_and_float32_reference():
     assert torch.equal(got.pooled[4], torch.zeros(2, 1, D))
 
 
-def test_backward_matches_torch_path():
+def test_backward_matches_torch_path(kernel_device):
     m = make_module(n_heads=2, gated=True, n_branches=2, seed=4)
     off = offsets_of([7, 0, 1, 12])
     x0 = features(int(off[-1]), seed=5)
@@ -121,24 +135,29 @@ def test_backward_matches_torch_path():
     w_out = torch.randn(4, 2, D, generator=g)
     w_sc = torch.randn(int(off[-1]), 2, 2, generator=g)
 
-    def grads(backend):
-        m.zero_grad()
-        x = x0.clone().requires_grad_(True)
-        out, s = m.forward_varlen(x, off, return_scores=True, backend=backend)
-        ((out * w_out).sum() + (s * w_sc).sum()).backward()
-        return [x.grad] + [p.grad.clone() for p in m.parameters()]
+    def grads(backend, device, dtype):
+        mm = m.to(device=device, dtype=dtype)
+        mm.zero_grad()
+        x = x0.to(device=device, dtype=dtype).detach().requires_grad_(True)
+        out, s = mm.forward_varlen(x, off.to(device), return_scores=True, backend=backend)
+        wo, wsc = w_out.to(device, dtype), w_sc.to(device, s.dtype)
+        ((out * wo).sum() + (s * wsc).sum()).backward()
+        return [x.grad.cpu().double()] + [p.grad.cpu().double() for p in mm.parameters()]
 
-    got, want = grads("triton"), grads("torch")
+    got = grads("triton", kernel_device, torch.float32)
+    want = grads("torch", "cpu", torch.float64)
     assert len(got) == len(want) and all(gr is not None for gr in got)
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_all_bags_empty_and_no_bags_rows():
-    m = make_module(n_heads=1, gated=False, n_branches=1)
-    x = torch.zeros(0, D)
-    res = K.abmil_pool(x, torch.tensor([0, 0, 0]), *K.module_weights(m), backend="triton")
-    assert res.pooled.shape == (2, 1, 1, D) and torch.equal(res.pooled, torch.zeros(2, 1, 1, D))
+def test_all_bags_empty_and_no_bags_rows(kernel_device):
+    m = make_module(n_heads=1, gated=False, n_branches=1).to(kernel_device)
+    x = torch.zeros(0, D, device=kernel_device)
+    off = torch.tensor([0, 0, 0], device=kernel_device)
+    res = K.abmil_pool(x, off, *K.module_weights(m), backend="triton")
+    assert res.pooled.shape == (2, 1, 1, D)
+    assert torch.equal(res.pooled.cpu(), torch.zeros(2, 1, 1, D))
     assert res.scores.shape == (0, 1, 1)
 
 
@@ -160,3 +179,54 @@ def test_input_validation():
         K.abmil_pool(x.double(), torch.tensor([0, 6]), wa, ba, ws, bs, backend="triton")
     with pytest.raises(ValueError, match="backend must be"):
         K.abmil_pool(x, torch.tensor([0, 6]), wa, ba, ws, bs, backend="cuda")
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_analytic_backward_against_float64_autograd(gated, kernel_device, kernel_sizes):
+    """The fused backward (pool backward + scores backward kernels + two GEMMs) against
+    float64 autograd through the reference, with gradients of both the pooled output and the
+    raw scores, at realistic sizes on CUDA (bf16 there) and tiny ones in the interpreter."""
+    cuda = kernel_device == "cuda"
+    d, k, h, r = kernel_sizes["dim"], kernel_sizes["hidden"], 2, 1
+    g = torch.Generator().manual_seed(21)
+    lengths = torch.randint(1, kernel_sizes["bag_max"] + 1, (kernel_sizes["n_bags"],), generator=g)
+    lengths[0] = kernel_sizes["bag_max"]  # one bag of the largest size
+    off = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    t = int(off[-1])
+    dtype = torch.bfloat16 if cuda else torch.float32
+    leaves64 = [
+        torch.randn(t, d, generator=g, dtype=torch.float64),
+        torch.randn(h, k, d, generator=g, dtype=torch.float64) / d**0.5,
+        torch.randn(h, k, generator=g, dtype=torch.float64) * 0.1,
+        torch.randn(h, r, k, generator=g, dtype=torch.float64) / k**0.5,
+        torch.randn(h, r, generator=g, dtype=torch.float64) * 0.1,
+        torch.randn(h, k, d, generator=g, dtype=torch.float64) / d**0.5 if gated else None,
+        torch.randn(h, k, generator=g, dtype=torch.float64) * 0.1 if gated else None,
+    ]
+    # inputs representable in the kernel dtype, so only the arithmetic differs
+    leaves64 = [v.to(dtype).double() if v is not None else None for v in leaves64]
+    gp = torch.randn(len(lengths), h, r, d, generator=g, dtype=torch.float64)
+    gs = torch.randn(t, h, r, generator=g, dtype=torch.float64)
+
+    def run(leaves, device, fn):
+        vs = [v.detach().to(device).requires_grad_(True) if v is not None else None
+              for v in leaves]  # fmt: skip
+        res = fn(vs[0], off.to(device), *vs[1:])
+        loss = (res.pooled.double() * gp.to(device)).sum()
+        (loss + (res.scores.double() * gs.to(device)).sum()).backward()
+        return [v.grad.cpu().double() if v is not None else None for v in vs]
+
+    want = run(leaves64, kernel_device, K.abmil_reference)
+    # x and the GEMM weights in the kernel dtype, biases and scoring vectors in float32
+    low = [
+        None if v is None else v.to(dtype) if i in (0, 1, 5) else v.float()
+        for i, v in enumerate(leaves64)
+    ]
+    got = run(low, kernel_device, lambda *a: K.abmil_pool(*a, backend="triton"))
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    for name, a, b in zip(("x", "wa", "ba", "ws", "bs", "wg", "bg"), got, want, strict=True):
+        if b is None:
+            assert a is None, name
+            continue
+        rel = float((a - b).norm() / max(float(b.norm()), 1e-12))
+        assert rel < tol, f"d{name}: relative error {rel:.2e}"

@@ -235,3 +235,32 @@ def test_load_abmil_by_name_and_clipping():
         assert reg.predict_percentage(x).tolist() == [100.0, 100.0, 100.0]
         reg.regressor[11].bias.fill_(-500.0)
         assert reg.predict_percentage(x).tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_forward_varlen_auto_dispatch_on_kernel_device(gated, kernel_device, monkeypatch):
+    """``backend="auto"`` takes the fused kernel on CUDA (torch elsewhere) and matches the
+    float64 torch path on the CPU, forward and backward."""
+    import tumorboard.kernels.abmil as kernels_abmil
+
+    calls = []
+    real = kernels_abmil.abmil_pool
+
+    def spy(*a, **kw):
+        calls.append(a[0].device.type)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(kernels_abmil, "abmil_pool", spy)
+    torch.manual_seed(3)
+    m = ABMIL(24, hidden=16, n_heads=2, gated=gated).eval()
+    lengths = [5, 0, 13, 1]
+    off = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+    x = torch.randn(int(off[-1]), 24)
+    want = m.double().forward_varlen(x.double(), off, backend="torch")
+    m = m.float().to(kernel_device)
+    xd = x.to(kernel_device).requires_grad_(True)
+    got = m.forward_varlen(xd, off.to(kernel_device))
+    torch.testing.assert_close(got.cpu().double(), want, rtol=1e-4, atol=1e-5)
+    got.sum().backward()
+    assert xd.grad is not None and torch.isfinite(xd.grad).all()
+    assert (calls == ["cuda"]) == (kernel_device == "cuda") and len(calls) <= 1

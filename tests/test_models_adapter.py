@@ -251,3 +251,34 @@ def test_segment_scale_torch_hand_example() -> None:
     gamma = torch.tensor([[1.0, 0.0], [0.5, 0.5], [-1.0, 2.0]])
     out = segment_scale_torch(h, torch.tensor([0, 1, 3], dtype=torch.int8), gamma)
     assert out.tolist() == [[1.0, 2.0], [6.0, 4.0], [0.0, 18.0]]
+
+
+def test_adapter_dispatch_on_kernel_device(kernel_device, monkeypatch) -> None:
+    """On CUDA the adapter scales through the Triton kernel; logits and gamma gradients match
+    the plain-torch run on the CPU (elsewhere both runs take the torch path)."""
+    from tumorboard.kernels import segment_scale as kernels_segment_scale
+
+    calls = []
+    real = kernels_segment_scale.segment_scale
+
+    def spy(*a, **kw):
+        calls.append(a[0].device.type)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(kernels_segment_scale, "segment_scale", spy)
+    monkeypatch.setattr("tumorboard.models.adapter._kernel_tried", False)
+    model = _model("llama")
+    adapter = SegmentAdapter.attach(model, markers=MARKERS)
+    _randomize(adapter)
+    ids = _ids()
+    want = _logits(model, ids)
+    model(input_ids=ids, labels=ids).loss.backward()
+    want_grads = [g.grad.clone() for g in adapter.gammas]
+    model.zero_grad()
+    model.to(kernel_device)
+    got = _logits(model, ids.to(kernel_device)).cpu()
+    model(input_ids=ids.to(kernel_device), labels=ids.to(kernel_device)).loss.backward()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    for g, w in zip(adapter.gammas, want_grads, strict=True):
+        torch.testing.assert_close(g.grad.cpu(), w, rtol=1e-3, atol=1e-5)
+    assert all(d == "cuda" for d in calls) and (len(calls) > 0) == (kernel_device == "cuda")
