@@ -31,19 +31,17 @@ that serves CPU tensors and the tests.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 
-from . import triton_available
+from ._utils import INTERPRET, choose_backend, import_triton
 
 __all__ = ["ABMILResult", "abmil_pool", "abmil_reference", "module_weights"]
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-#: The Triton interpreter (numpy) computes ``tl.dot`` on bfloat16 tiles wrongly (triton 3.x):
-#: under ``TRITON_INTERPRET=1`` the kernels upcast bf16 tiles to fp32 before ``tl.dot``. On a
-#: GPU the dot runs on bf16 tensor cores with fp32 accumulation.
+# The Triton interpreter (numpy) computes ``tl.dot`` on bfloat16 tiles wrongly (triton 3.x):
+# under ``TRITON_INTERPRET=1`` the kernels upcast bf16 tiles to fp32 before ``tl.dot``. On a
+# GPU the dot runs on bf16 tensor cores with fp32 accumulation.
 
 
 @dataclass(frozen=True)
@@ -199,12 +197,11 @@ def module_weights(
 # Triton kernels
 # ----------------------------------------------------------------------------------------------
 
-if triton_available():
-    import triton
-    import triton.language as tl
+triton, tl = import_triton()
+if triton is not None:
 
     def _score_configs() -> list[triton.Config]:
-        if _INTERPRET:  # the interpreter runs every config: keep one small tile
+        if INTERPRET:  # the interpreter runs every config: keep one small tile
             return [triton.Config({"BLOCK_N": 16, "BLOCK_K": 16, "BLOCK_D": 32})]
         return [
             triton.Config({"BLOCK_N": bn, "BLOCK_K": bk, "BLOCK_D": bd}, num_warps=w, num_stages=s)
@@ -219,7 +216,7 @@ if triton_available():
         ]
 
     def _pool_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_N": 16, "BLOCK_D": 32})]
         return [
             triton.Config({"BLOCK_N": bn, "BLOCK_D": bd}, num_warps=w)
@@ -366,7 +363,7 @@ def _launch(
     scores = torch.empty((t, h, r), device=x.device, dtype=torch.float32)
     if t > 0:
         r_pad = max(16, triton.next_power_of_2(r))
-        upcast = _INTERPRET and x.dtype == torch.bfloat16
+        upcast = INTERPRET and x.dtype == torch.bfloat16
 
         def grid_s(meta: dict) -> tuple[int, int]:
             return (triton.cdiv(t, meta["BLOCK_N"]), h)
@@ -451,18 +448,8 @@ def abmil_pool(
         :class:`ABMILResult`; ``pooled`` and ``scores`` are differentiable with respect to
         ``x`` and every weight.
     """
-    if backend not in ("auto", "triton", "torch"):
-        raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
-    if backend == "auto":
-        backend = "triton" if x.is_cuda and triton_available() else "torch"
-    if backend == "torch":
+    if choose_backend(backend, x.device) == "torch":
         return abmil_reference(x, offsets, wa, ba, ws, bs, wg, bg, return_weights=return_weights)
-    if not triton_available():
-        raise RuntimeError("backend='triton' needs the triton package (tumorboard[gpu])")
-    if not x.is_cuda and not _INTERPRET:
-        raise ValueError(
-            f"backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1), got {x.device}"
-        )
     offsets = _check(x, offsets, wa, ba, ws, bs, wg, bg)
     pooled, scores, weights = _ABMILFunction.apply(
         x, offsets, wa, ba, ws, bs, wg, bg, return_weights

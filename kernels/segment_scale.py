@@ -22,16 +22,13 @@ tensors (or ``backend="torch"``) they are plain torch expressions.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
-from . import triton_available
+from ._utils import INTERPRET, choose_backend, import_triton
 
 __all__ = ["fused_down_proj_segment_scale", "segment_scale", "segment_scale_reference"]
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _N_SEGMENTS = 3
 
 
@@ -72,12 +69,11 @@ def segment_scale_reference(
 # Triton kernels
 # ----------------------------------------------------------------------------------------------
 
-if triton_available():
-    import triton
-    import triton.language as tl
+triton, tl = import_triton()
+if triton is not None:
 
     def _ew_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_T": 16, "BLOCK_D": 32})]
         return [
             triton.Config({"BLOCK_T": bt, "BLOCK_D": bd}, num_warps=w)
@@ -85,7 +81,7 @@ if triton_available():
         ]
 
     def _bwd_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_T": 16, "BLOCK_D": 32})]
         return [
             triton.Config({"BLOCK_T": bt, "BLOCK_D": bd}, num_warps=w)
@@ -93,7 +89,7 @@ if triton_available():
         ]
 
     def _mm_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2})]
         return [
             triton.Config(
@@ -259,9 +255,9 @@ def _bwd_triton(
     if t == 0 or d == 0:
         return dh, torch.zeros((_N_SEGMENTS, d), device=h.device, dtype=torch.float32)
     # enough row splits to fill the GPU (~4 waves of 132 SMs at D=4096), few in the interpreter
-    n_split = min(triton.cdiv(t, 16), 2 if _INTERPRET else 64)
+    n_split = min(triton.cdiv(t, 16), 2 if INTERPRET else 64)
     rows_per = triton.cdiv(t, n_split)
-    rows_per = triton.cdiv(rows_per, 64) * 64 if not _INTERPRET else triton.cdiv(rows_per, 16) * 16
+    rows_per = triton.cdiv(rows_per, 64) * 64 if not INTERPRET else triton.cdiv(rows_per, 16) * 16
     n_split = triton.cdiv(t, rows_per)
     partial = torch.empty((n_split, _N_SEGMENTS, d), device=h.device, dtype=torch.float32)
 
@@ -288,20 +284,6 @@ class _SegmentScaleFunction(torch.autograd.Function):
         return dh, None, dg.to(gamma_c.dtype)
 
 
-def _pick(backend: str, device: torch.device) -> str:
-    if backend not in ("auto", "triton", "torch"):
-        raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
-    if backend == "auto":
-        return "triton" if device.type == "cuda" and triton_available() else "torch"
-    if backend == "triton" and not triton_available():
-        raise RuntimeError("backend='triton' needs the triton package (tumorboard[gpu])")
-    if backend == "triton" and device.type != "cuda" and not _INTERPRET:
-        raise ValueError(
-            f"backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1), got {device}"
-        )
-    return backend
-
-
 def segment_scale(
     h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor, *, backend: str = "auto"
 ) -> torch.Tensor:
@@ -319,7 +301,7 @@ def segment_scale(
         ``[T, D]`` in ``h.dtype``; ``dgamma`` is reduced over tokens in float32.
     """
     _check(h, seg, gamma)
-    if _pick(backend, h.device) == "torch":
+    if choose_backend(backend, h.device) == "torch":
         return (h.float() * _scale_torch(seg, gamma)).to(h.dtype)
     return _SegmentScaleFunction.apply(h, seg.contiguous(), gamma)
 
@@ -339,7 +321,7 @@ def _down_proj_triton(
     if m == 0 or n == 0:
         return y
     res = _rowmajor(residual) if residual is not None else y
-    upcast = _INTERPRET and x.dtype == torch.bfloat16
+    upcast = INTERPRET and x.dtype == torch.bfloat16
 
     def grid(meta: dict) -> tuple[int]:
         return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
@@ -415,7 +397,7 @@ def fused_down_proj_segment_scale(
         raise ValueError(f"bias must be [{d}] on {x.device}, got {list(bias.shape)}")
     if residual is not None and (residual.shape != (t, d) or residual.device != x.device):
         raise ValueError(f"residual must be [{t}, {d}] on {x.device}, got {list(residual.shape)}")
-    if _pick(backend, x.device) == "torch":
+    if choose_backend(backend, x.device) == "torch":
         y = F.linear(x, W, bias).float() * _scale_torch(seg, gamma)
         return (y if residual is None else y + residual.float()).to(x.dtype)
     return _DownProjFunction.apply(x, W, seg.contiguous(), gamma, bias, residual)
