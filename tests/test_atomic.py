@@ -210,7 +210,7 @@ def test_store_compaction_failure_changes_nothing(tmp_path, monkeypatch, fail):
 # ----------------------------------------------------------------------------- slides
 
 
-def _png(path: Path) -> Path:
+def png_slide(path: Path) -> Path:
     from PIL import Image
 
     rng = np.random.default_rng(0)
@@ -221,7 +221,7 @@ def _png(path: Path) -> Path:
 def _grid(tmp_path: Path):
     from tumorboard import slides
 
-    with slides.open(_png(tmp_path / "case.png"), mpp=0.5) as slide:
+    with slides.open(png_slide(tmp_path / "case.png"), mpp=0.5) as slide:
         return slides.patch_grid(slide, None, magnification=20, patch_size=256)
 
 
@@ -264,7 +264,7 @@ def test_tile_report_write_is_atomic(tmp_path, monkeypatch):
     from tumorboard.slides import cli as tile_cli
     from tumorboard.slides import patch_dir
 
-    slide = _png(tmp_path / "case.png")
+    slide = png_slide(tmp_path / "case.png")
     out = tmp_path / "job"
     report = patch_dir(out, 20, 256, 0) / "tile_report.json"
     report.parent.mkdir(parents=True)
@@ -280,20 +280,16 @@ def test_tile_report_write_is_atomic(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- embedding
 
 
-def _encoder(fail_on: int | None = None):
+def tiny_encoder(fail_on: int | None = None):
+    """A 4-d encoder of 32 px images (channel means, projected) that raises on call ``fail_on``."""
     torch = pytest.importorskip("torch")
 
     class Encoder(torch.nn.Module):
-        image_size = 32
-        mean = (0.5, 0.5, 0.5)
-        std = (0.25, 0.25, 0.25)
-        embed_dim = 4
-        encoder_name = "tiny"
+        image_size, mean, std, embed_dim, encoder_name = 32, (0.5,) * 3, (0.25,) * 3, 4, "tiny"
 
         def __init__(self):
             super().__init__()
-            self.proj = torch.nn.Linear(3, 4)
-            self.calls = 0
+            self.proj, self.calls = torch.nn.Linear(3, 4), 0
 
         def forward(self, x):
             self.calls += 1
@@ -308,21 +304,21 @@ def test_features_h5_and_parquet_writes_are_atomic(tmp_path):
     pytest.importorskip("h5py")
     from tumorboard.embed import embed_slides
 
-    slide = _png(tmp_path / "case.png")
+    slide = png_slide(tmp_path / "case.png")
     out = tmp_path / "job"
     features = out / "features_tiny" / "case.h5"
     parquet = out / "embeddings_tiny" / "case.parquet"
     for p in (features, parquet):
         p.parent.mkdir(parents=True)
         p.write_bytes(OLD)  # an earlier, broken output: redone, and kept when the redo fails
-    rep = embed_slides([slide], model=_encoder(fail_on=2), out=out, mpp=0.5, batch_size=1,
+    rep = embed_slides([slide], model=tiny_encoder(fail_on=2), out=out, mpp=0.5, batch_size=1,
                        workers=1, segmentation=None, progress=False)  # fmt: skip
     assert [r.status for r in rep.results] == ["failed"]
     assert "injected" in (rep.results[0].error or "")
     assert features.read_bytes() == OLD and parquet.read_bytes() == OLD
     assert hidden_files(tmp_path) == []
     # the same slide with a working model replaces both files
-    rep = embed_slides([slide], model=_encoder(), out=out, mpp=0.5, batch_size=1, workers=1,
+    rep = embed_slides([slide], model=tiny_encoder(), out=out, mpp=0.5, batch_size=1, workers=1,
                        segmentation=None, progress=False)  # fmt: skip
     assert rep.ok and rep.results[0].n_patches == 2 and features.read_bytes() != OLD
     assert hidden_files(tmp_path) == []
@@ -337,7 +333,7 @@ def test_onnx_export_is_atomic(tmp_path, monkeypatch):
     path.write_bytes(OLD)
     monkeypatch.setattr(models, "export_onnx", torn_writer)
     with pytest.raises(InjectedError):
-        export_onnx(_encoder(), path, image_size=32)
+        export_onnx(tiny_encoder(), path, image_size=32)
     assert path.read_bytes() == OLD and hidden_files(tmp_path) == []
 
 

@@ -115,7 +115,7 @@ def atomic_path(path: str | os.PathLike[str], *, fsync: bool = False) -> Iterato
     Examples
     --------
     >>> with atomic_path("report.md") as tmp:  # doctest: +SKIP
-    ...     tmp.write_text("# Report\\n", encoding="utf-8")
+    ...     tmp.write_text("# Report", encoding="utf-8")
     """
     target = Path(path)
     tmp = _new_temp(target)

@@ -12,12 +12,45 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Protocol, TextIO
 
-__all__ = ["SlideProgress"]
+__all__ = ["FinishedSlide", "SlideProgress"]
 
 _CLEAR = "\r\033[K"
 _BAR_WIDTH = 30
+
+
+class FinishedSlide(Protocol):
+    """What a finished-slide line shows (``tumorboard.embed.SlideResult`` is one).
+
+    Attributes
+    ----------
+    name : str
+        The slide's output name.
+    status : str
+        ``"done"``, ``"skipped"`` (already complete) or ``"failed"``.
+    n_patches : int or None
+        Its patches (shown for ``"done"``).
+    seconds : float or None
+        The time it took (shown for ``"done"``).
+    error : str or None
+        Why it failed (shown when set).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def n_patches(self) -> int | None: ...
+
+    @property
+    def seconds(self) -> float | None: ...
+
+    @property
+    def error(self) -> str | None: ...
 
 
 class SlideProgress:
@@ -108,41 +141,25 @@ class SlideProgress:
             f"{self.patches} total | {rate:.1f} patches/s"
         )
 
-    def finished(
-        self,
-        name: str,
-        status: str,
-        *,
-        n_patches: int | None = None,
-        seconds: float | None = None,
-        error: str | None = None,
-    ) -> None:
+    def finished(self, slide: FinishedSlide) -> None:
         """Print the line of one finished slide and count it.
 
         Parameters
         ----------
-        name : str
-            The slide's output name.
-        status : str
-            ``"done"``, ``"skipped"`` (already complete) or ``"failed"``.
-        n_patches : int, optional
-            Its patches (shown for ``"done"``).
-        seconds : float, optional
-            The time it took (shown for ``"done"``).
-        error : str, optional
-            Why it failed (shown for ``"failed"``).
+        slide : FinishedSlide
+            The slide's outcome: ``[k/N] name: status[, P patches, S s][: error]``.
         """
         self.done += 1
         if not self.enabled:
             return
-        detail = status
-        if status == "done" and n_patches is not None:
-            detail += f", {n_patches} patches"
-            if seconds is not None:
-                detail += f", {seconds:.1f} s"
-        if error:
-            detail += f": {error}"
-        self._line(f"[{self.done}/{self.total}] {name}: {detail}")
+        detail = slide.status
+        if slide.status == "done" and slide.n_patches is not None:
+            detail += f", {slide.n_patches} patches"
+            if slide.seconds is not None:
+                detail += f", {slide.seconds:.1f} s"
+        if slide.error:
+            detail += f": {slide.error}"
+        self._line(f"[{self.done}/{self.total}] {slide.name}: {detail}")
         if self.tty:
             filled = round(_BAR_WIDTH * self.done / max(self.total, 1))
             self._live(f"[{'#' * filled}{'-' * (_BAR_WIDTH - filled)}] {self.done}/{self.total}")

@@ -83,8 +83,7 @@ def embed_slides_ray(
 
     def record(result: Any, index: int) -> None:
         results[index] = result
-        prog.finished(result.name, result.status, n_patches=result.n_patches,
-                      seconds=result.seconds, error=result.error)  # fmt: skip
+        prog.finished(result)
 
     todo: deque[tuple[int, str, str]] = deque()
     for planned in plan_slide_names(paths):

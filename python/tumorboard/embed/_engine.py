@@ -445,7 +445,8 @@ def embed_slides(
         mpp: override the slides' resolution (needed for plain images).
         encoder_name: the name used in ``features_{encoder}`` (default: TRIDENT's name for
             uni2-h/uni/conch, else the model name or the module's class name).
-        progress: print progress with patches/s to ``stream`` (default stderr).
+        progress: print a line per finished slide and a live patches/s line to ``stream``
+            (default stderr; see ``tumorboard._progress.SlideProgress``).
         executor: "local" (this process) or "ray": slides are handed one at a time to Ray
             actors (one per GPU, else per CPU), each running this engine on its slide
             (:func:`tumorboard.dist.embed_slides_ray`; needs ``tumorboard[dist]``). Outputs and
@@ -495,8 +496,7 @@ def embed_slides(
 
     def record(result: SlideResult, index: int) -> None:
         results[index] = result
-        prog.finished(result.name, result.status, n_patches=result.n_patches,
-                      seconds=result.seconds, error=result.error)  # fmt: skip
+        prog.finished(result)
 
     jobs: list[_SlideJob] = []
     for slide in plan_slide_names(paths):

@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from .._io import atomic_path
@@ -94,8 +95,8 @@ def _entry(path: Path, name: str, status: str, **extra: Any) -> dict[str, Any]:
 
 
 def _report(progress: SlideProgress, entry: dict[str, Any]) -> None:
-    progress.finished(entry["name"], entry["status"], n_patches=entry.get("n_patches"),
-                      seconds=entry.get("seconds"), error=entry.get("error"))  # fmt: skip
+    progress.finished(SimpleNamespace(**{"n_patches": None, "seconds": None, "error": None,
+                                         **entry}))  # fmt: skip
 
 
 def _tile_one(path: Path, name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
