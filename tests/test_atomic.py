@@ -374,3 +374,23 @@ def test_score_cli_json_write_is_atomic(tmp_path, monkeypatch):
     with pytest.raises(InjectedError):
         _emit_report(argparse.Namespace(format="json", out=str(path)), _report())
     assert path.read_bytes() == OLD and hidden_files(tmp_path) == []
+
+
+def test_features_writer_that_cannot_start_leaves_nothing(tmp_path, monkeypatch):
+    h5py = pytest.importorskip("h5py")
+    from tumorboard.embed import embed_slides
+
+    real = h5py.File
+
+    def refuse_features(name, *args, **kwargs):  # the coords file still opens
+        if Path(name).name.startswith(".case.h5."):
+            raise InjectedError(13, "Permission denied (injected)")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(h5py, "File", refuse_features)
+    slide = png_slide(tmp_path / "case.png")
+    rep = embed_slides([slide], model=tiny_encoder(), out=tmp_path / "job", mpp=0.5,
+                       segmentation=None, workers=1, progress=False)  # fmt: skip
+    assert [r.status for r in rep.results] == ["failed"] and "injected" in rep.results[0].error
+    assert (tmp_path / "job" / "20x_256px_0px_overlap" / "patches" / "case_patches.h5").is_file()
+    assert hidden_files(tmp_path) == []

@@ -283,11 +283,12 @@ class _Writer:
         for p in (job.features, job.parquet):
             p.parent.mkdir(parents=True, exist_ok=True)
             remove_temp_files(p.parent, target=p.name)  # left by a killed run
-        self._files = contextlib.ExitStack()
-        # entered features first, so that it is renamed last
-        self.h5_tmp = self._files.enter_context(atomic_path(job.features))
-        self.pq_tmp = self._files.enter_context(atomic_path(job.parquet))
-        self.h5 = h5py.File(self.h5_tmp, "w")
+        with contextlib.ExitStack() as files:  # a failure here removes what was created
+            # features first, so that it is renamed last
+            self.h5_tmp = files.enter_context(atomic_path(job.features))
+            self.pq_tmp = files.enter_context(atomic_path(job.parquet))
+            self.h5 = h5py.File(self.h5_tmp, "w")
+            self._files = files.pop_all()
         self.pq = pq
         self.pq_writer: Any = None
         self.features: Any = None
