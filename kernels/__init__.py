@@ -9,15 +9,17 @@
 Import the submodules (``from tumorboard.kernels.segment_scale import segment_scale``); this
 package itself imports neither torch nor triton, and every entry point falls back to pure torch
 on CPU tensors (or without triton), so the rest of tumorboard never depends on a GPU stack.
+Where a fused kernel and a library path compete (the fused down_proj against cuBLAS plus one
+scale-and-residual pass), the faster is measured on first use per shape bucket and device and
+cached (``kernels/_dispatch.py``); :func:`dispatch_choices` lists the decisions.
+Which implementation a ``backend=`` argument runs is decided in one place,
+:func:`choose_backend` (``kernels/_utils.py``), for the kernels and for the modules of
+``tumorboard.models`` that dispatch to them.
 """
 
 from __future__ import annotations
 
-import importlib.util
+from ._dispatch import choices as dispatch_choices
+from ._utils import BACKENDS, choose_backend, triton_available
 
-__all__ = ["triton_available"]
-
-
-def triton_available() -> bool:
-    """Whether the ``triton`` package can be imported (the ``gpu`` extra is installed)."""
-    return importlib.util.find_spec("triton") is not None
+__all__ = ["BACKENDS", "choose_backend", "dispatch_choices", "triton_available"]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["Choice", "choices", "fastest", "forget"]
+__all__ = ["Choice", "choices", "fastest", "forget", "shape_bucket"]
 
 T = TypeVar("T")
 

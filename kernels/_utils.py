@@ -1,28 +1,173 @@
-"""Helpers shared by the Triton kernels: device facts and TMA descriptor set-up."""
+"""The Triton backend choice, once for every kernel and every model that dispatches to one.
+
+Three decisions live here and nowhere else:
+
+* whether triton can be imported (:func:`triton_available`, without importing it);
+* whether Triton runs in its interpreter (:data:`INTERPRET`: ``TRITON_INTERPRET=1`` in the
+  environment when this module is first imported, which is when triton reads it too; the
+  interpreter runs kernels on CPU tensors with numpy, so the kernels pick small tiles then);
+* which backend an entry point runs (:func:`choose_backend`): ``"auto"`` takes the Triton kernel
+  for CUDA tensors when triton is installed and plain torch otherwise; ``"triton"`` insists
+  (CUDA tensors, or any tensors under the interpreter); ``"torch"`` never uses a kernel.
+
+It also holds the device facts the persistent kernels need (:func:`num_programs`,
+:func:`device_name`, :func:`tma_ok`, :func:`set_allocator` for device-side TMA descriptors).
+
+:func:`import_triton` is the one import of ``triton`` and ``triton.language`` the kernel
+modules make. This module imports neither torch nor triton at import time.
+"""
 
 from __future__ import annotations
 
-import torch
+import importlib
+import importlib.util
+import os
+from types import ModuleType
+from typing import Any, Literal
 
-__all__ = ["device_name", "num_programs", "set_allocator", "tma_ok"]
+from tumorboard.errors import InvalidArgumentError
+
+__all__ = [
+    "BACKENDS",
+    "INTERPRET",
+    "choose_backend",
+    "device_name",
+    "import_triton",
+    "num_programs",
+    "set_allocator",
+    "tma_ok",
+    "triton_available",
+]
+
+#: The values of every ``backend=`` argument of the kernels and of the modules that use them.
+BACKENDS = ("auto", "triton", "torch")
+
+#: Whether Triton's interpreter is on (``TRITON_INTERPRET=1``), read once at import.
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def num_programs(device: torch.device) -> int:
-    """Return the program count of a persistent kernel: one per SM (two in the interpreter)."""
+def triton_available() -> bool:
+    """Tell whether the ``triton`` package can be imported (the ``gpu`` extra is installed).
+
+    Returns
+    -------
+    bool
+        True when ``triton`` is installed; it is not imported.
+    """
+    return importlib.util.find_spec("triton") is not None
+
+
+def import_triton() -> tuple[ModuleType, ModuleType] | tuple[None, None]:
+    """Import ``triton`` and ``triton.language`` when they are installed.
+
+    Returns
+    -------
+    tuple
+        ``(triton, triton.language)``, or ``(None, None)`` without triton (the kernel modules
+        then define no kernels and every entry point runs its torch reference).
+    """
+    if not triton_available():
+        return None, None
+    return importlib.import_module("triton"), importlib.import_module("triton.language")
+
+
+def choose_backend(
+    backend: str, device: Any, *, auto_triton: bool = True
+) -> Literal["triton", "torch"]:
+    """Resolve a ``backend=`` argument to the implementation that runs.
+
+    Parameters
+    ----------
+    backend : {"auto", "triton", "torch"}
+        What the caller asked for.
+    device : torch.device or str
+        The device of the input tensors (its ``type``, or the part of the string before
+        ``":"``, is read).
+    auto_triton : bool, default True
+        Whether ``"auto"`` may pick the kernel at all; callers pass False when the call needs
+        something only the torch path does (e.g. active dropout in a module).
+
+    Returns
+    -------
+    {"triton", "torch"}
+        ``"triton"`` for ``backend="triton"``, and for ``"auto"`` on a CUDA device with triton
+        installed (and ``auto_triton``); ``"torch"`` otherwise.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``backend`` is not one of :data:`BACKENDS`, or is ``"triton"`` for tensors that are not
+        on CUDA while the interpreter is off.
+    ImportError
+        ``backend="triton"`` but triton is not installed.
+    """
+    if backend not in BACKENDS:
+        raise InvalidArgumentError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    on_cuda = (getattr(device, "type", None) or str(device).split(":")[0]) == "cuda"
+    if backend == "auto":
+        return "triton" if auto_triton and on_cuda and triton_available() else "torch"
+    if backend == "torch":
+        return "torch"
+    if not triton_available():
+        raise ImportError("backend='triton' needs the triton package (pip install tumorboard[gpu])")
+    if not on_cuda and not INTERPRET:
+        raise InvalidArgumentError(
+            f"backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1), got {device}"
+        )
+    return "triton"
+
+
+def num_programs(device: Any) -> int:
+    """Return the program count of a persistent kernel: one per SM (two in the interpreter).
+
+    Parameters
+    ----------
+    device : torch.device
+        The device the kernel runs on.
+
+    Returns
+    -------
+    int
+        The multiprocessor count on CUDA, 2 elsewhere.
+    """
+    import torch
+
     if device.type != "cuda":
         return 2
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def device_name(device: torch.device) -> str:
-    """Return the device's name (the GPU model on CUDA), a key of measured dispatch."""
+def device_name(device: Any) -> str:
+    """Return the device's name (the GPU model on CUDA), a key of measured dispatch.
+
+    Parameters
+    ----------
+    device : torch.device
+        The device.
+
+    Returns
+    -------
+    str
+        ``torch.cuda.get_device_name`` on CUDA, the device type elsewhere.
+    """
+    import torch
+
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
-def tma_ok(*tensors: torch.Tensor) -> bool:
-    """Say whether TMA descriptors can address these 2-D tensors.
+def tma_ok(*tensors: Any) -> bool:
+    """Say whether TMA tensor descriptors can address these 2-D tensors.
 
-    TMA needs 16-byte aligned base addresses and row strides, and unit column strides.
+    Parameters
+    ----------
+    *tensors : torch.Tensor
+        Row-major matrices.
+
+    Returns
+    -------
+    bool
+        True when every tensor has unit column stride and 16-byte aligned base address and
+        row stride (the bulk tensor copy engine's requirement).
     """
     return all(
         t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
@@ -30,8 +175,15 @@ def tma_ok(*tensors: torch.Tensor) -> bool:
     )
 
 
-def set_allocator(device: torch.device) -> None:
-    """Give device-side tensor descriptors their scratch memory on ``device``."""
+def set_allocator(device: Any) -> None:
+    """Give device-side tensor descriptors their scratch memory on ``device``.
+
+    Parameters
+    ----------
+    device : torch.device
+        Where the descriptors' scratch buffers are allocated.
+    """
+    import torch
     import triton
 
     def alloc(size: int, alignment: int, stream: int | None) -> torch.Tensor:

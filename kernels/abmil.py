@@ -31,21 +31,18 @@ that serves CPU tensors and the tests.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 
-from . import triton_available
-from ._utils import num_programs, set_allocator, tma_ok
+from ._utils import INTERPRET, choose_backend, import_triton, num_programs, set_allocator, tma_ok
 
 __all__ = ["ABMILResult", "abmil_pool", "abmil_reference", "module_weights"]
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 #: Hidden units per tile of the scores kernel (fixed, not autotuned: it sizes the partials).
-_SCORE_BLOCK_K = 16 if _INTERPRET else 128
+_SCORE_BLOCK_K = 16 if INTERPRET else 128
 #: Rows per tile of the scores backward (fixed: it sizes the per-tile partial sums).
-_SCORE_BLOCK_N_BWD = 16 if _INTERPRET else 128
+_SCORE_BLOCK_N_BWD = 16 if INTERPRET else 128
 #: The Triton interpreter (numpy) computes ``tl.dot`` on bfloat16 tiles wrongly (triton 3.x):
 #: under ``TRITON_INTERPRET=1`` the kernels upcast bf16 tiles to fp32 before ``tl.dot``. On a
 #: GPU the dot runs on bf16 tensor cores with fp32 accumulation.
@@ -204,12 +201,11 @@ def module_weights(
 # Triton kernels
 # ----------------------------------------------------------------------------------------------
 
-if triton_available():
-    import triton
-    import triton.language as tl
+triton, tl = import_triton()
+if triton is not None:
 
     def _score_configs() -> list[triton.Config]:
-        if _INTERPRET:  # the interpreter runs every config: keep one small tile
+        if INTERPRET:  # the interpreter runs every config: keep one small tile
             return [triton.Config({"BLOCK_N": 16, "BLOCK_K": 16, "BLOCK_D": 32})]
         return [
             triton.Config({"BLOCK_N": bn, "BLOCK_K": bk, "BLOCK_D": bd}, num_warps=w, num_stages=s)
@@ -224,7 +220,7 @@ if triton_available():
         ]
 
     def _pool_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_N": 16, "BLOCK_D": 32})]
         return [
             triton.Config({"BLOCK_N": bn, "BLOCK_D": bd}, num_warps=w)
@@ -300,7 +296,7 @@ if triton_available():
         tl.store(out, s_acc, mask=row_ok[:, None] & (offs_r[None, :] < R))
 
     def _tma_score_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_N": 16, "BLOCK_D": 16, "WS": False})]
         return [
             triton.Config({"BLOCK_N": bn, "BLOCK_D": bd, "WS": ws}, num_warps=w, num_stages=s)
@@ -448,7 +444,7 @@ if triton_available():
                     tl.store(w_ptr + idx, tl.exp(s - lse[None, :]), mask=msk)
 
     def _pool_bwd_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_N": 16, "BLOCK_D": 32})]
         return [
             triton.Config({"BLOCK_N": bn, "BLOCK_D": bd}, num_warps=w)
@@ -504,7 +500,7 @@ if triton_available():
         tl.store(ds_ptr + rows64[:, None] * HR + js[None, :], dsv, mask=mj)
 
     def _tma_bwd_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_D": 16, "WS": False})]
         return [
             triton.Config({"BLOCK_D": bd, "WS": False}, num_warps=w, num_stages=s)
@@ -631,12 +627,12 @@ class _Prepared:
 
 
 def _flags(x: torch.Tensor) -> dict[str, bool]:
-    upcast = _INTERPRET and x.dtype == torch.bfloat16
+    upcast = INTERPRET and x.dtype == torch.bfloat16
     return {
         "IEEE": x.dtype == torch.float32 or upcast,
         "UPCAST": upcast,
         # tanh.approx.f32 (~2^-11 relative) is below the rounding of 16-bit inputs
-        "FAST": x.dtype != torch.float32 and not _INTERPRET,
+        "FAST": x.dtype != torch.float32 and not INTERPRET,
     }
 
 
@@ -838,18 +834,8 @@ def abmil_pool(
         :class:`ABMILResult`; ``pooled`` and ``scores`` are differentiable with respect to
         ``x`` and every weight.
     """
-    if backend not in ("auto", "triton", "torch"):
-        raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
-    if backend == "auto":
-        backend = "triton" if x.is_cuda and triton_available() else "torch"
-    if backend == "torch":
+    if choose_backend(backend, x.device) == "torch":
         return abmil_reference(x, offsets, wa, ba, ws, bs, wg, bg, return_weights=return_weights)
-    if not triton_available():
-        raise RuntimeError("backend='triton' needs the triton package (tumorboard[gpu])")
-    if not x.is_cuda and not _INTERPRET:
-        raise ValueError(
-            f"backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1), got {x.device}"
-        )
     offsets = _check(x, offsets, wa, ba, ws, bs, wg, bg)
     pooled, scores, weights = _ABMILFunction.apply(
         x, offsets, wa, ba, ws, bs, wg, bg, return_weights

@@ -22,18 +22,22 @@ tensors (or ``backend="torch"``) they are plain torch expressions.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
-from . import triton_available
 from ._dispatch import fastest, shape_bucket
-from ._utils import device_name, num_programs, set_allocator, tma_ok
+from ._utils import (
+    INTERPRET,
+    choose_backend,
+    device_name,
+    import_triton,
+    num_programs,
+    set_allocator,
+    tma_ok,
+)
 
 __all__ = ["fused_down_proj_segment_scale", "segment_scale", "segment_scale_reference"]
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _N_SEGMENTS = 3
 
 
@@ -74,12 +78,11 @@ def segment_scale_reference(
 # Triton kernels
 # ----------------------------------------------------------------------------------------------
 
-if triton_available():
-    import triton
-    import triton.language as tl
+triton, tl = import_triton()
+if triton is not None:
 
     def _ew_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_T": 16, "BLOCK_D": 32})]
         return [
             triton.Config({"BLOCK_T": bt, "BLOCK_D": bd}, num_warps=w)
@@ -87,7 +90,7 @@ if triton_available():
         ]
 
     def _bwd_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_T": 16, "BLOCK_D": 32, "STAGES": 1})]
         # measured on an H100 (T=32k, D=4096, bf16): 8 x 512 tiles, 4 warps, loads of three
         # row tiles in flight: 2.68 TB/s, against 2.95 TB/s for a device-to-device copy
@@ -97,7 +100,7 @@ if triton_available():
         ]
 
     def _mm_configs() -> list[triton.Config]:
-        if _INTERPRET:
+        if INTERPRET:
             return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2})]
         return [
             triton.Config(
@@ -122,7 +125,7 @@ if triton_available():
         warp specialization (a producer warp feeding TMA loads) ran at 1.01x cuBLAS; 4 stages
         of 128x256x64 need more shared memory than the SM has.
         """
-        if _INTERPRET:
+        if INTERPRET:
             return [
                 triton.Config(
                     {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2, "WS": False}
@@ -364,9 +367,9 @@ def _bwd_triton(
         return dh, torch.zeros((_N_SEGMENTS, d), device=h.device, dtype=torch.float32)
     # enough row splits to fill the GPU (64 x D/512 programs: several waves of 132 SMs at
     # D=4096), few in the interpreter; the partials [n_split, 3, D] stay small next to h
-    n_split = min(triton.cdiv(t, 16), 2 if _INTERPRET else 64)
+    n_split = min(triton.cdiv(t, 16), 2 if INTERPRET else 64)
     rows_per = triton.cdiv(t, n_split)
-    rows_per = triton.cdiv(rows_per, 64) * 64 if not _INTERPRET else triton.cdiv(rows_per, 16) * 16
+    rows_per = triton.cdiv(rows_per, 64) * 64 if not INTERPRET else triton.cdiv(rows_per, 16) * 16
     n_split = triton.cdiv(t, rows_per)
     partial = torch.empty((n_split, _N_SEGMENTS, d), device=h.device, dtype=torch.float32)
 
@@ -393,20 +396,6 @@ class _SegmentScaleFunction(torch.autograd.Function):
         return dh, None, dg.to(gamma_c.dtype)
 
 
-def _pick(backend: str, device: torch.device) -> str:
-    if backend not in ("auto", "triton", "torch"):
-        raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
-    if backend == "auto":
-        return "triton" if device.type == "cuda" and triton_available() else "torch"
-    if backend == "triton" and not triton_available():
-        raise RuntimeError("backend='triton' needs the triton package (tumorboard[gpu])")
-    if backend == "triton" and device.type != "cuda" and not _INTERPRET:
-        raise ValueError(
-            f"backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1), got {device}"
-        )
-    return backend
-
-
 def segment_scale(
     h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor, *, backend: str = "auto"
 ) -> torch.Tensor:
@@ -424,7 +413,7 @@ def segment_scale(
         ``[T, D]`` in ``h.dtype``; ``dgamma`` is reduced over tokens in float32.
     """
     _check(h, seg, gamma)
-    if _pick(backend, h.device) == "torch":
+    if choose_backend(backend, h.device) == "torch":
         return (h.float() * _scale_torch(seg, gamma)).to(h.dtype)
     return _SegmentScaleFunction.apply(h, seg.contiguous(), gamma)
 
@@ -445,7 +434,7 @@ def _down_proj_fused(
     if m == 0 or n == 0:
         return y
     res = _rowmajor(residual) if residual is not None else y
-    upcast = _INTERPRET and x.dtype == torch.bfloat16
+    upcast = INTERPRET and x.dtype == torch.bfloat16
     ieee = x.dtype == torch.float32 or upcast
     if tma_ok(x, w, y, res):
         set_allocator(x.device)
@@ -578,7 +567,7 @@ def fused_down_proj_segment_scale(
         raise ValueError(f"residual must be [{t}, {d}] on {x.device}, got {list(residual.shape)}")
     if path not in ("auto", *DOWN_PROJ_PATHS):
         raise ValueError(f"path must be 'auto', 'fused' or 'cublas', got {path!r}")
-    if _pick(backend, x.device) == "torch":
+    if choose_backend(backend, x.device) == "torch":
         y = F.linear(x, W, bias).float() * _scale_torch(seg, gamma)
         return (y if residual is None else y + residual.float()).to(x.dtype)
     return _DownProjFunction.apply(x, W, seg.contiguous(), gamma, bias, residual, path)

@@ -29,6 +29,7 @@ openslide = pytest.importorskip("openslide")
 from test_slides_pipeline import PARAMS  # noqa: E402
 from test_slides_readers import write_test_slide  # noqa: E402
 from tumorboard import slides  # noqa: E402
+from tumorboard._io import is_temp_name, temp_files  # noqa: E402
 from tumorboard.embed import embed_slides, features_complete, read_features  # noqa: E402
 from tumorboard.embed.cli import add_embed_parser  # noqa: E402
 
@@ -133,7 +134,7 @@ def test_outputs_match_oracle_and_layout(collection, reference):
     # the three copies give identical features; no temporary files are left behind
     for name in ("case02", "case03"):
         np.testing.assert_array_equal(read_features(out / "features_tiny" / f"{name}.h5")[0], feats)
-    assert not [p for p in out.rglob(".*tmp-*")]
+    assert not [p for p in out.rglob(".*.tmp") if is_temp_name(p.name)]
 
 
 def test_rerun_skips_complete_and_redoes_broken(collection, reference, tmp_path):
@@ -142,7 +143,7 @@ def test_rerun_skips_complete_and_redoes_broken(collection, reference, tmp_path)
     # a truncated features file under the final name and a leftover temporary file
     bad = out / "features_tiny" / "case02.h5"
     bad.write_bytes(bad.read_bytes()[:200])
-    (out / "features_tiny" / ".case03.h5.tmp-999-1").write_bytes(b"partial")
+    (out / "features_tiny" / ".case03.h5.999.0123abcd.tmp").write_bytes(b"partial")
     (out / "features_tiny" / "case03.h5").unlink()
     assert features_complete(bad) is None
     rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, workers=1,  # noqa: F821
@@ -154,7 +155,7 @@ def test_rerun_skips_complete_and_redoes_broken(collection, reference, tmp_path)
         np.testing.assert_array_equal(
             a, read_features(reference / "features_tiny" / f"{name}.h5")[0]
         )
-    assert not [p for p in out.rglob(".*tmp-*")]
+    assert not [p for p in out.rglob(".*.tmp") if is_temp_name(p.name)]
 
 
 def test_resume_after_sigkill(collection, reference, tmp_path):
@@ -187,7 +188,7 @@ def test_resume_after_sigkill(collection, reference, tmp_path):
     fdir = out / "features_tiny"
     assert features_complete(fdir / "case01.h5", out / "embeddings_tiny" / "case01.parquet")
     assert not (fdir / "case02.h5").exists() and not (fdir / "case03.h5").exists()
-    assert list(fdir.glob(".case02.h5.tmp-*"))  # the half-written file of the killed run
+    assert temp_files(fdir, target="case02.h5")  # the half-written file of the killed run
     rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, workers=1,  # noqa: F821
                        progress=False, segmentation=PARAMS)  # fmt: skip
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
@@ -196,7 +197,7 @@ def test_resume_after_sigkill(collection, reference, tmp_path):
         b = read_features(reference / "features_tiny" / f"{name}.h5")
         np.testing.assert_array_equal(a[0], b[0])
         np.testing.assert_array_equal(a[1], b[1])
-    assert not [p for p in out.rglob(".*tmp-*")]
+    assert not [p for p in out.rglob(".*.tmp") if is_temp_name(p.name)]
 
 
 def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):

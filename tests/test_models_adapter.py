@@ -266,7 +266,6 @@ def test_adapter_dispatch_on_kernel_device(kernel_device, monkeypatch) -> None:
         return real(*a, **kw)
 
     monkeypatch.setattr(kernels_segment_scale, "segment_scale", spy)
-    monkeypatch.setattr("tumorboard.models.adapter._kernel_tried", False)
     model = _model("llama")
     adapter = SegmentAdapter.attach(model, markers=MARKERS)
     _randomize(adapter)

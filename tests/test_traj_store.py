@@ -327,7 +327,7 @@ def test_killed_writer_loses_only_its_unflushed_buffer(tmp_path):
         proc.wait()
     assert proc.returncode == -signal.SIGKILL and flushed >= 40
     # a half-written part from a killed writer: a hidden temporary file, never read
-    (store_path / "items" / ".tmp-0123-part-x.parquet").write_bytes(b"PAR1 truncated")
+    (store_path / "items" / ".part-x.parquet.123.0123abcd.tmp").write_bytes(b"PAR1 truncated")
 
     store = Store(store_path)
     items = store.items().collect()

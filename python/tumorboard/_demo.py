@@ -271,8 +271,6 @@ def _slide_part(out: Path, seed: int, lines: list[tuple[str, str]]) -> dict[str,
 def _log_part(out: Path, seed: int, n_resamples: int, tool_outputs: dict[str, Any] | None,
               lines: list[tuple[str, str]]) -> None:  # fmt: skip
     """Records a small MTBBench-style log with the Recorder and scores it."""
-    import json
-
     from .score import mtbbench
     from .traj import Recorder, Store
 
@@ -295,7 +293,7 @@ def _log_part(out: Path, seed: int, n_resamples: int, tool_outputs: dict[str, An
                         if with_tools and tool_outputs:
                             for tool, output in tool_outputs.items():
                                 it.tool_call(tool, input={"image": "sample_case_roi.png"},
-                                             output=json.dumps(output, default=str))  # fmt: skip
+                                             output=output)  # fmt: skip
                         right = rng.random() < p_right
                         letter = gold if right else "ABCD"[("ABCD".index(gold) + 1) % 4]
                         it.answer(f"[ANSWER: {letter}]")

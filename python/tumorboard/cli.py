@@ -187,12 +187,13 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
 
 
 def _emit_report(args: argparse.Namespace, report: Any) -> int:
-    from .traj.store import atomic_write_bytes
+    from ._io import atomic_path
 
     if args.format == "json":
         text = json.dumps(score_json_rows(report.table), indent=2) + "\n"
         if args.out:
-            atomic_write_bytes(Path(args.out), text.encode("utf-8"))
+            with atomic_path(args.out) as tmp:
+                tmp.write_text(text, encoding="utf-8")
     else:
         render = {"md": report.to_markdown, "csv": report.to_csv, "html": report.to_html}
         text = render[args.format](args.out) if args.out else render[args.format]()

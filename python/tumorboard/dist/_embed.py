@@ -11,13 +11,14 @@ temporary-file protocol means a half-written slide never looks complete.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .._progress import SlideProgress
+from ..slides import plan_slide_names
 from ._ray import connect
 
 
@@ -25,7 +26,7 @@ class _EmbedWorker:
     """One Ray actor: loads a named encoder once and embeds the slides it is given."""
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
-        from ..embed._engine import TRIDENT_ENCODER_NAMES
+        from ..embed import TRIDENT_ENCODER_NAMES
 
         kw = dict(kwargs)
         model = kw["model"]
@@ -40,7 +41,7 @@ class _EmbedWorker:
         self.kwargs = kw
 
     def embed(self, slide: str) -> Any:
-        from ..embed._engine import embed_slides
+        from ..embed import embed_slides
 
         return embed_slides([slide], progress=False, executor="local", **self.kwargs)
 
@@ -66,7 +67,7 @@ def embed_slides_ray(
             raises is reported failed at once, as locally).
         progress: one line per finished slide on ``stream`` (default stderr).
     """
-    from ..embed._engine import EmbedReport, SlideResult, _slide_name
+    from ..embed import EmbedReport, SlideResult
 
     t0 = time.perf_counter()
     if isinstance(slides, (str, os.PathLike)):
@@ -76,19 +77,21 @@ def embed_slides_ray(
         raise ValueError(f"max_attempts: expected an integer >= 1, got {max_attempts!r}")
     if "model" not in kwargs or "out" not in kwargs:
         raise TypeError("embed_slides_ray: model= and out= are required (as for embed_slides)")
-    stream = sys.stderr if stream is None else stream
     ray = connect(ray_address)
+    prog = SlideProgress(len(paths), stream=stream, enabled=progress)
     results: dict[int, Any] = {}
-    todo: deque[tuple[int, str]] = deque()
-    seen: dict[str, Path] = {}
-    for i, p in enumerate(paths):
-        nm = _slide_name(p)
-        if nm in seen:
-            err = f"duplicate slide name {nm!r} (also {seen[nm]}); outputs are named by slide"
-            results[i] = SlideResult(str(p), nm, "failed", error=err)
-            continue
-        seen[nm] = p
-        todo.append((i, str(p)))
+
+    def record(result: Any, index: int) -> None:
+        results[index] = result
+        prog.finished(result)
+
+    todo: deque[tuple[int, str, str]] = deque()
+    for planned in plan_slide_names(paths):
+        if planned.error is not None:
+            dup = SlideResult(str(planned.path), planned.name, "failed", error=planned.error)
+            record(dup, planned.index)
+        else:
+            todo.append((planned.index, str(planned.path), planned.name))
     gpus = int(ray.cluster_resources().get("GPU", 0))
     per_actor = {"num_gpus": 1} if gpus else {"num_cpus": 1}
     if n_actors is None:
@@ -101,39 +104,34 @@ def embed_slides_ray(
     kw_ref = ray.put(kwargs)
     idle = [actor_cls.remote(kw_ref) for _ in range(min(n_actors, len(todo)))]
     attempts: dict[int, int] = {}
-    running: dict[Any, tuple[Any, int, str]] = {}
+    running: dict[Any, tuple[Any, int, str, str]] = {}
     reports: list[Any] = []
-    n_done = 0
-    while todo or running:
-        while todo and idle:
-            i, slide = todo.popleft()
-            actor = idle.pop()
-            attempts[i] = attempts.get(i, 0) + 1
-            running[actor.embed.remote(slide)] = (actor, i, slide)
-        (ref,), _ = ray.wait(list(running), num_returns=1)
-        actor, i, slide = running.pop(ref)
-        try:
-            rep = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
-            ray.kill(actor, no_restart=True)
-            idle.append(actor_cls.remote(kw_ref))  # a fresh actor replaces the dead one
-            if attempts[i] < max_attempts:
-                todo.appendleft((i, slide))
-                if progress:
-                    print(f"worker died on {slide} (attempt {attempts[i]}); retrying",
-                          file=stream, flush=True)  # fmt: skip
-                continue
-            msg = f"worker died {attempts[i]} time(s) on this slide: {type(err).__name__}"
-            results[i] = SlideResult(slide, _slide_name(Path(slide)), "failed", error=msg)
-        else:
-            idle.append(actor)
-            reports.append(rep)
-            results[i] = rep.results[0]
-        n_done += 1
-        if progress:
-            r = results[i]
-            print(f"[{n_done}/{len(paths)}] {r.status} {r.name} ({r.n_patches} patches)"
-                  + (f": {r.error}" if r.error else ""), file=stream, flush=True)  # fmt: skip
+    try:
+        while todo or running:
+            while todo and idle:
+                i, slide, name = todo.popleft()
+                actor = idle.pop()
+                attempts[i] = attempts.get(i, 0) + 1
+                running[actor.embed.remote(slide)] = (actor, i, slide, name)
+            (ref,), _ = ray.wait(list(running), num_returns=1)
+            actor, i, slide, name = running.pop(ref)
+            try:
+                rep = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
+                ray.kill(actor, no_restart=True)
+                idle.append(actor_cls.remote(kw_ref))  # a fresh actor replaces the dead one
+                if attempts[i] < max_attempts:
+                    todo.appendleft((i, slide, name))
+                    prog.message(f"worker died on {slide} (attempt {attempts[i]}); retrying")
+                    continue
+                msg = f"worker died {attempts[i]} time(s) on this slide: {type(err).__name__}"
+                record(SlideResult(slide, name, "failed", error=msg), i)
+            else:
+                idle.append(actor)
+                reports.append(rep)
+                record(rep.results[0], i)
+    finally:
+        prog.close()
     for actor in idle:
         ray.kill(actor)
     if not reports:

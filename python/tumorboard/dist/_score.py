@@ -21,9 +21,9 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from ..stats import BootstrapResult, PoissonPartials, poisson_partials
 from ..score._columns import DEFAULT_TRACK
 from ..score.report import Report, sort_table
+from ..stats import BootstrapResult, PoissonPartials, poisson_partials
 from ..traj.schema import empty
 from ..traj.store import Store
 

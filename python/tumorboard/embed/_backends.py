@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+from .._constants import IMAGENET_MEAN, IMAGENET_STD
+from .._io import atomic_path
+
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 
 
@@ -157,17 +158,14 @@ def export_onnx(module: Any, path: str | os.PathLike[str], *, image_size: int) -
     """Exports ``module`` with a dynamic batch axis: through ``tumorboard.models.export_onnx``
     for the models package's encoders (modules with ``embed_dim``, ``image_size``, ``mean``,
     ``std``), else with ``torch.onnx.export`` (TorchScript exporter, opset 17)."""
-    p = Path(path)
-    if p.is_file():
-        p.unlink()  # re-export: the module may have changed since
+    p = Path(path)  # an existing file is replaced (the module may have changed since)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
     try:
-        try:
-            from ..models import export_onnx as models_export
-        except ImportError:
-            models_export = None
-        has_meta = all(hasattr(module, a) for a in ("embed_dim", "image_size", "mean", "std"))
+        from ..models import export_onnx as models_export
+    except ImportError:
+        models_export = None
+    has_meta = all(hasattr(module, a) for a in ("embed_dim", "image_size", "mean", "std"))
+    with atomic_path(p) as tmp:
         if models_export is not None and has_meta:
             models_export(module, tmp, opset=17, image_size=image_size)
         else:
@@ -186,8 +184,4 @@ def export_onnx(module: Any, path: str | os.PathLike[str], *, image_size: int) -
                     opset_version=17,
                     dynamo=False,
                 )
-        os.replace(tmp, p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return p

@@ -24,9 +24,9 @@ magnification, model error) is recorded in the :class:`EmbedReport` and the coll
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
-import sys
 import threading
 import time
 import traceback
@@ -37,6 +37,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._io import atomic_path, remove_temp_files
+from .._progress import SlideProgress
+from ..slides import plan_slide_names
 from ._backends import DTYPES, OnnxBackend, TorchBackend, encoder_meta, export_onnx
 
 #: TRIDENT's encoder names for the models whose features it also stores.
@@ -116,62 +119,6 @@ class EmbedReport:
         return "\n".join(lines)
 
 
-class _Progress:
-    """Plain-text progress on a stream: rewrites one line on a terminal, prints a line every few
-    seconds otherwise. No tqdm."""
-
-    def __init__(self, stream: Any, n_slides: int, enabled: bool) -> None:
-        self.stream = stream
-        self.enabled = enabled
-        self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
-        self.n_slides = n_slides
-        self.t0 = time.perf_counter()
-        self.last = 0.0
-        self.patches = 0
-
-    def update(
-        self, slide_i: int, name: str, done: int, total: int, *, force: bool = False
-    ) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not force and now - self.last < (0.2 if self.tty else 5.0):
-            return
-        self.last = now
-        rate = self.patches / max(now - self.t0, 1e-9)
-        msg = (
-            f"[{slide_i + 1}/{self.n_slides}] {name}: {done}/{total} patches | "
-            f"{self.patches} total | {rate:.1f} patches/s"
-        )
-        if self.tty:
-            self.stream.write("\r" + msg[:160].ljust(100))
-        else:
-            self.stream.write(msg + "\n")
-        self.stream.flush()
-
-    def message(self, msg: str) -> None:
-        if self.enabled:
-            self.stream.write(("\n" if self.tty else "") + msg + "\n")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-
-
-def _remove_stale(path: Path) -> None:
-    for p in path.parent.glob(f".{path.name}.tmp-*"):
-        try:
-            p.unlink()
-        except OSError:
-            pass
-
-
 def features_complete(features: Path, parquet: Path | None = None) -> int | None:
     """Number of patches in a complete features file (and matching Parquet file, when given),
     or None when the output is missing, truncated or inconsistent."""
@@ -193,14 +140,6 @@ def features_complete(features: Path, parquet: Path | None = None) -> int | None
     except Exception:
         return None
     return n
-
-
-def _slide_name(path: Path) -> str:
-    name = path.name
-    for suffix in (".ome.tiff", ".ome.tif"):
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return path.stem
 
 
 def _resolve_model(
@@ -237,6 +176,10 @@ def _resolve_model(
 
 
 _END = object()
+
+
+class _SlideError(Exception):
+    """A slide the producer could not read (its message is the reason, already formatted)."""
 
 
 @dataclass
@@ -324,7 +267,12 @@ def _produce(
 
 
 class _Writer:
-    """Streams one slide's embeddings into temporary .h5 and .parquet files."""
+    """Streams one slide's embeddings into temporary .h5 and .parquet files.
+
+    Both files are :func:`~tumorboard._io.atomic_path` temporaries held open in one exit stack:
+    :meth:`finish` renames the Parquet file and then the features file (last: it marks the slide
+    complete); :meth:`abort` removes both.
+    """
 
     def __init__(self, job: _SlideJob, encoder: str) -> None:
         import h5py
@@ -334,10 +282,13 @@ class _Writer:
         self.encoder = encoder
         for p in (job.features, job.parquet):
             p.parent.mkdir(parents=True, exist_ok=True)
-            _remove_stale(p)
-        self.h5_tmp = _tmp(job.features)
-        self.pq_tmp = _tmp(job.parquet)
-        self.h5 = h5py.File(self.h5_tmp, "w")
+            remove_temp_files(p.parent, target=p.name)  # left by a killed run
+        with contextlib.ExitStack() as files:  # a failure here removes what was created
+            # features first, so that it is renamed last
+            self.h5_tmp = files.enter_context(atomic_path(job.features))
+            self.pq_tmp = files.enter_context(atomic_path(job.parquet))
+            self.h5 = h5py.File(self.h5_tmp, "w")
+            self._files = files.pop_all()
         self.pq = pq
         self.pq_writer: Any = None
         self.features: Any = None
@@ -425,22 +376,22 @@ class _Writer:
             self.pq.write_table(self._schema(width).empty_table(), self.pq_tmp)
         else:
             self.pq_writer.close()
-        os.replace(self.pq_tmp, job.parquet)
-        os.replace(self.h5_tmp, job.features)  # last: marks the slide complete
+        self._files.close()  # renames the Parquet file, then the features file
 
-    def abort(self) -> None:
-        try:
+    def abort(self, error: BaseException) -> None:
+        """Close and remove both temporary files; the slide's final files stay as they were.
+
+        Parameters
+        ----------
+        error : BaseException
+            Why the slide is abandoned (handed to the temporary files' context managers).
+        """
+        with contextlib.suppress(Exception):
             self.h5.close()
-        except Exception:
-            pass
         if self.pq_writer is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.pq_writer.close()
-            except Exception:
-                pass
-        for p in (self.h5_tmp, self.pq_tmp):
-            if p.exists():
-                p.unlink()
+        self._files.__exit__(type(error), error, error.__traceback__)
 
 
 def _check_positive(value: Any, name: str) -> int:
@@ -495,7 +446,8 @@ def embed_slides(
         mpp: override the slides' resolution (needed for plain images).
         encoder_name: the name used in ``features_{encoder}`` (default: TRIDENT's name for
             uni2-h/uni/conch, else the model name or the module's class name).
-        progress: print progress with patches/s to ``stream`` (default stderr).
+        progress: print a line per finished slide and a live patches/s line to ``stream``
+            (default stderr; see ``tumorboard._progress.SlideProgress``).
         executor: "local" (this process) or "ray": slides are handed one at a time to Ray
             actors (one per GPU, else per CPU), each running this engine on its slide
             (:func:`tumorboard.dist.embed_slides_ray`; needs ``tumorboard[dist]``). Outputs and
@@ -540,20 +492,22 @@ def embed_slides(
     encoder = encoder_name or name
     features_dir = out_dir / f"features_{encoder}"
     parquet_dir = out_dir / f"embeddings_{encoder}"
-    stream = sys.stderr if stream is None else stream
-    prog = _Progress(stream, len(paths), progress)
+    prog = SlideProgress(len(paths), stream=stream, enabled=progress)
+    results: dict[int, SlideResult] = {}
+
+    def record(result: SlideResult, index: int) -> None:
+        results[index] = result
+        prog.finished(result)
 
     jobs: list[_SlideJob] = []
-    results: dict[int, SlideResult] = {}
-    seen: dict[str, Path] = {}
-    for i, p in enumerate(paths):
-        nm = _slide_name(p)
-        if nm in seen:
-            err = f"duplicate slide name {nm!r} (also {seen[nm]}); outputs are named by slide"
-            results[i] = SlideResult(str(p), nm, "failed", error=err)
+    for slide in plan_slide_names(paths):
+        if slide.error is not None:
+            dup = SlideResult(str(slide.path), slide.name, "failed", error=slide.error)
+            record(dup, slide.index)
             continue
-        seen[nm] = p
-        jobs.append(_SlideJob(i, p, nm, features_dir / f"{nm}.h5", parquet_dir / f"{nm}.parquet"))
+        nm = slide.name
+        jobs.append(_SlideJob(slide.index, slide.path, nm, features_dir / f"{nm}.h5",
+                              parquet_dir / f"{nm}.parquet"))  # fmt: skip
 
     q: queue.Queue = queue.Queue(maxsize=queue_size)
     stop = threading.Event()
@@ -595,19 +549,19 @@ def embed_slides(
             writer.add(emb, xy)
             embed_dim = int(emb.shape[1])
             n_total += emb.shape[0]
-            prog.patches += emb.shape[0]
+            prog.add_patches(emb.shape[0])
 
-    def fail(job: _SlideJob, err: str) -> None:
+    def fail(job: _SlideJob, cause: BaseException) -> None:
         nonlocal writer
         if writer is not None:
-            writer.abort()
+            writer.abort(cause)
             writer = None
         pending.clear()
         while runner.in_flight:
             runner.collect()
-        results[job.index] = SlideResult(str(job.path), job.name, "failed", error=err,
-                                          seconds=time.perf_counter() - t_slide)  # fmt: skip
-        prog.message(f"FAILED {job.path}: {err}")
+        err = str(cause) if isinstance(cause, _SlideError) else f"{type(cause).__name__}: {cause}"
+        record(SlideResult(str(job.path), job.name, "failed", error=err,
+                           seconds=time.perf_counter() - t_slide), job.index)  # fmt: skip
 
     try:
         while True:
@@ -616,48 +570,48 @@ def embed_slides(
                 break
             kind, job = item[0], item[1]
             if kind == "skip":
-                results[job.index] = SlideResult(str(job.path), job.name, "skipped",
-                                                  n_patches=job.skipped_n or 0,
-                                                  features_path=job.features,
-                                                  parquet_path=job.parquet)  # fmt: skip
+                record(SlideResult(str(job.path), job.name, "skipped",
+                                   n_patches=job.skipped_n or 0, features_path=job.features,
+                                   parquet_path=job.parquet), job.index)  # fmt: skip
                 continue
             if failed_job is job:  # the model failed on this slide: drop the rest of it
                 continue
             if kind == "error":
-                fail(job, job.error or "unknown error")
+                fail(job, _SlideError(job.error or "unknown error"))
                 continue
             try:
                 if kind == "start":
                     t_slide = time.perf_counter()
                     writer = _Writer(job, encoder)
-                    prog.update(job.index, job.name, 0, job.n, force=True)
+                    prog.update(job.name, 0, job.n, force=True)
                 elif kind == "batch":
                     batch = item[2]
                     runner.submit(batch.images)
                     pending.append(batch.coords)
                     collect_until(depth)
                     assert writer is not None
-                    prog.update(job.index, job.name, writer.rows, job.n)
+                    prog.update(job.name, writer.rows, job.n)
                 elif kind == "end":
                     collect_until(0)
                     assert writer is not None
                     writer.finish(embed_dim, str(features_dir))
                     writer = None
-                    results[job.index] = SlideResult(
+                    record(SlideResult(
                         str(job.path), job.name, "done", n_patches=job.n,
                         features_path=job.features, parquet_path=job.parquet,
                         seconds=time.perf_counter() - t_slide,
-                    )  # fmt: skip
-                    prog.update(job.index, job.name, job.n, job.n, force=True)
+                    ), job.index)  # fmt: skip
             except Exception as exc:
                 failed_job = job
-                fail(job, f"{type(exc).__name__}: {exc}")
+                fail(job, exc)
                 if os.environ.get("TUMORBOARD_DEBUG"):
                     traceback.print_exc()
+    except BaseException as exc:  # interrupted: no half-written slide is left behind
+        if writer is not None:
+            writer.abort(exc)
+        raise
     finally:
         stop.set()
-        if writer is not None:
-            writer.abort()
         producer.join(timeout=30)
         prog.close()
     ordered = tuple(results[i] for i in sorted(results))

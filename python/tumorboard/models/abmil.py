@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..kernels import choose_backend
+
 __all__ = ["ABMIL", "ABMILSlideEncoder", "MTBBenchRegressor"]
 
 _MASK_VALUE = -1e9
@@ -170,15 +172,8 @@ class ABMIL(nn.Module):
             raise ValueError(
                 f"features must be [sum N_i, {self.in_dim}], got shape {list(features.shape)}"
             )
-        if backend not in ("auto", "triton", "torch"):
-            raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
-        if backend == "auto":
-            from tumorboard.kernels import triton_available
-
-            dropout_on = self.training and self.dropout > 0.0
-            use = features.is_cuda and not dropout_on and triton_available()
-            backend = "triton" if use else "torch"
-        if backend == "triton":
+        dropout_on = self.training and self.dropout > 0.0
+        if choose_backend(backend, features.device, auto_triton=not dropout_on) == "triton":
             from tumorboard.kernels.abmil import abmil_pool, module_weights
 
             res = abmil_pool(features, offsets, *module_weights(self), backend="triton")

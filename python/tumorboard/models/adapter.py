@@ -35,7 +35,6 @@ of the decoder. A call that sees only part of a trajectory (incremental decoding
 from __future__ import annotations
 
 import contextlib
-import json
 import numbers
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,13 +44,13 @@ import torch
 from torch import nn
 
 from .. import seqmask
+from .._json import json_text
+from ..kernels import choose_backend
 
 __all__ = ["SegmentAdapter", "segment_scale_torch"]
 
 _FORMAT = "tumorboard.segment_adapter"
 _GAMMA = "segment_gamma"
-_kernel: Any = None
-_kernel_tried = False
 
 
 def segment_scale_torch(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
@@ -61,25 +60,14 @@ def segment_scale_torch(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor)
     return (h.float() * (1.0 + table[seg.long()])).to(h.dtype)
 
 
-def _cuda_kernel() -> Any:
-    global _kernel, _kernel_tried
-    if not _kernel_tried:
-        _kernel_tried = True
-        try:
-            from ..kernels.segment_scale import segment_scale as fn
-        except ImportError:
-            fn = None
-        _kernel = fn
-    return _kernel
-
-
 def _scale(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    if h.is_cuda:
-        kernel = _cuda_kernel()
-        if kernel is not None:
-            d = h.shape[-1]
-            out = kernel(h.reshape(-1, d), seg.reshape(-1).to(torch.int8), gamma)
-            return out.reshape(h.shape)
+    if choose_backend("auto", h.device) == "triton":
+        from ..kernels.segment_scale import segment_scale
+
+        d = h.shape[-1]
+        flat = segment_scale(h.reshape(-1, d), seg.reshape(-1).to(torch.int8), gamma,
+                             backend="triton")  # fmt: skip
+        return flat.reshape(h.shape)
     return segment_scale_torch(h, seg, gamma)
 
 
@@ -283,7 +271,7 @@ class SegmentAdapter(nn.Module):
             "n_layers": str(len(self.gammas)),
             "hidden": str(self.gammas[0].shape[1]),
             "segments": "thought,action,action_input",
-            "markers": json.dumps({k: _jsonable(v) for k, v in self.markers.items()}),
+            "markers": json_text({k: _jsonable(v) for k, v in self.markers.items()}),
             "mark_markers": str(self.mark_markers),
         }
         save_file(tensors, os.fspath(path), metadata=meta)

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from .vit import VisionTransformer, ViTConfig, resample_pos_embed
 
 __all__ = [
@@ -54,10 +55,6 @@ __all__ = [
     "conch_tiny_vision",
     "text_attention_mask",
 ]
-
-#: OpenAI CLIP normalisation, which CONCH's transform uses (REFERENCE §2).
-OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 #: Checkpoint key prefixes of the full CONCH model that are not built here (see module docs).
 IGNORED_PREFIXES = ("text_decoder.", "visual.attn_pool_caption.", "visual.ln_caption.")

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._json import json_text
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
     from torch import nn
@@ -137,7 +139,7 @@ def export_onnx(
         "std": [float(s) for s in module.std],  # type: ignore[union-attr]
         "interpolation": str(getattr(module, "interpolation", "bilinear")),
     }
-    _write_metadata(out, {_META_KEY: json.dumps(meta)})
+    _write_metadata(out, {_META_KEY: json_text(meta)})
     return out
 
 

@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._constants import IMAGENET_MEAN, IMAGENET_STD
+
 __all__ = [
     "UNI",
     "UNI2_H",
@@ -42,10 +44,6 @@ __all__ = [
     "uni2_h",
     "uni2_tiny",
 ]
-
-#: ImageNet normalisation (torchvision / timm defaults), used by UNI and UNI2-h.
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,13 @@ import html
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from .._io import atomic_path
 
 TABLE_COLUMNS = (
     "benchmark", "track", "model", "tools", "task", "metric", "n", "estimate", "boot_mean",
@@ -61,20 +61,18 @@ def sort_table(table: pl.DataFrame, *, extra_keys: Sequence[str] = ()) -> pl.Dat
     )
 
 
-def _write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Writes `text` (UTF-8) to `path` via a temporary file in the same folder + os.replace, so a
-    reader never sees a partial file."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8, newlines as given) to ``path`` atomically.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file; a reader never sees a partial file (:func:`~tumorboard._io.atomic_path`).
+    text : str
+        The rendering to write.
+    """
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="")
 
 
 def _cell(value: Any, dtype: Any) -> str:
@@ -188,7 +186,7 @@ class Report:
             lines.extend(f"- {_md_escape(note)}" for note in self.notes)
         text = "\n".join(lines) + "\n"
         if path is not None:
-            _write_atomic(path, text)
+            _write_text(path, text)
         return text
 
     def __str__(self) -> str:
@@ -199,7 +197,7 @@ class Report:
         booleans as true/false, nulls as empty fields); ``pl.read_csv`` reads it back."""
         text = self._csv_table().write_csv()
         if path is not None:
-            _write_atomic(path, text)
+            _write_text(path, text)
         return text
 
     def _csv_table(self) -> pl.DataFrame:
@@ -225,7 +223,7 @@ class Report:
         }
         text = json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
         if path is not None:
-            _write_atomic(path, text)
+            _write_text(path, text)
         return text
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
@@ -276,5 +274,5 @@ class Report:
         parts.append("</html>")
         text = "\n".join(parts) + "\n"
         if path is not None:
-            _write_atomic(path, text)
+            _write_text(path, text)
         return text

@@ -22,6 +22,7 @@ with ``pip install tumorboard[slides]``, h5py with ``[embed]``.
 
 from __future__ import annotations
 
+from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from ._grid import PatchGrid, patch_grid, read_plan
 from ._h5 import (
     CoordsFile,
@@ -34,7 +35,8 @@ from ._h5 import (
     write_coords,
 )
 from ._loader import PatchBatch, PatchLoader
-from ._preprocess import IMAGENET_MEAN, IMAGENET_STD, preprocess_patches, resize
+from ._names import PlannedSlide, plan_slide_names, slide_name
+from ._preprocess import preprocess_patches, resize
 from ._readers import (
     IMAGE_EXTENSIONS,
     SLIDE_EXTENSIONS,
@@ -72,6 +74,7 @@ __all__ = [
     "PatchBatch",
     "PatchGrid",
     "PatchLoader",
+    "PlannedSlide",
     "SegmentationParams",
     "Slide",
     "SlideError",
@@ -86,6 +89,7 @@ __all__ = [
     "open",
     "patch_dir",
     "patch_grid",
+    "plan_slide_names",
     "preprocess_patches",
     "read_complete_coords",
     "read_coords",
@@ -93,5 +97,6 @@ __all__ = [
     "resize",
     "segment_image",
     "segment_tissue",
+    "slide_name",
     "write_coords",
 ]

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._io import atomic_path
+from .._json import json_text
 from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -88,7 +90,7 @@ def _attr_out(v: Any) -> Any:
     if v is None:
         return "None"
     if isinstance(v, dict):
-        return json.dumps(v)
+        return json_text(v)
     if isinstance(v, float) and v.is_integer():
         return int(v)
     return v
@@ -133,16 +135,10 @@ def write_coords(
         "level0_width": int(grid.level0_size[0]),
         "level0_height": int(grid.level0_size[1]),
     }
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    try:
-        with h5py.File(tmp, "w") as f:
-            ds = f.create_dataset("coords", data=coords, chunks=(1, 2), maxshape=(None, 2))
-            for k, v in attrs.items():
-                ds.attrs[k] = _attr_out(v)
-        os.replace(tmp, p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
+        ds = f.create_dataset("coords", data=coords, chunks=(1, 2), maxshape=(None, 2))
+        for k, v in attrs.items():
+            ds.attrs[k] = _attr_out(v)
     return p
 
 

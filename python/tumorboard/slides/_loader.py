@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import _core
+from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from ._grid import PatchGrid
 from ._preprocess import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
     Interpolation,
     OutDtype,
     _check_interpolation,

@@ -20,14 +20,11 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _core
+from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from ._segment import _threads
 
 Interpolation = Literal["bilinear", "bicubic"]
 OutDtype = Literal["float32", "float16", "bfloat16"]
-
-#: ImageNet statistics (UNI, UNI2-h, most ViT pathology encoders).
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import TumorboardError
+from ._names import slide_name
 
 Backend = Literal["auto", "openslide", "tiffslide", "tifffile", "image"]
 
@@ -119,7 +120,8 @@ class Slide(abc.ABC):
 
     Attributes:
         path: the file.
-        name: the file name without its extension (TRIDENT's slide name).
+        name: the output name of the slide (:func:`~tumorboard.slides.slide_name`: the file
+            name without its extension, ``.ome.tiff`` counted as one; TRIDENT's slide name).
         backend: "openslide", "tiffslide" or "image".
         level_dimensions: (width, height) of each level, level 0 first.
         level_downsamples: level-0 pixels per level pixel.
@@ -135,7 +137,7 @@ class Slide(abc.ABC):
 
     def __init__(self, path: str | os.PathLike[str], *, mpp: float | None = None) -> None:
         self.path = Path(path)
-        self.name = self.path.stem
+        self.name = slide_name(self.path)
         self.level_dimensions: tuple[tuple[int, int], ...] = ()
         self.level_downsamples: tuple[float, ...] = ()
         self.properties: dict[str, Any] = {}

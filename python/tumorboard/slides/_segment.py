@@ -27,7 +27,6 @@ otsu          8        7        4      True      100   16    8
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _core
+from .._io import atomic_path
+from .._json import json_text
 
 if TYPE_CHECKING:
     from ._readers import Slide
@@ -189,9 +190,8 @@ class TissueMask:
         """Writes :meth:`to_geojson` to ``path`` (atomically) and returns the path."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.to_geojson()), encoding="utf-8")
-        os.replace(tmp, p)
+        with atomic_path(p) as tmp:
+            tmp.write_text(json_text(self.to_geojson()), encoding="utf-8")
         return p
 
 

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from types import SimpleNamespace
+from typing import Any
+
+from .._io import atomic_path
+from .._progress import SlideProgress
+from ._names import plan_slide_names, slide_name
 
 
 def add_tile_parser(subparsers: Any) -> None:
@@ -75,65 +79,43 @@ def _collect(paths: Sequence[str]) -> tuple[list[Path], list[dict[str, Any]]]:
         if p.is_dir():
             found = sorted(q for q in p.iterdir() if q.is_file() and q.suffix.lower() in exts)
             if not found:
-                errors.append(_entry(p, "failed", error="folder holds no slide files"))
+                errors.append(
+                    _entry(p, slide_name(p), "failed", error="folder holds no slide files")
+                )
             files.extend(found)
         elif p.exists():
             files.append(p)
         else:
-            errors.append(_entry(p, "failed", error="no such file"))
+            errors.append(_entry(p, slide_name(p), "failed", error="no such file"))
     return files, errors
 
 
-def _entry(path: Path, status: str, **extra: Any) -> dict[str, Any]:
-    return {"slide": str(path), "name": path.stem, "status": status, **extra}
+def _entry(path: Path, name: str, status: str, **extra: Any) -> dict[str, Any]:
+    return {"slide": str(path), "name": name, "status": status, **extra}
 
 
-class _Progress:
-    def __init__(self, total: int, stream: TextIO, enabled: bool) -> None:
-        self.total, self.stream, self.done = total, stream, 0
-        self.bar = enabled and stream.isatty()
-        self.enabled = enabled
-
-    def step(self, entry: dict[str, Any]) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        detail = entry["status"]
-        if entry["status"] == "done":
-            detail += f", {entry['n_patches']} patches, {entry['seconds']:.1f} s"
-        elif entry["status"] == "failed":
-            detail += f": {entry['error']}"
-        if self.bar:
-            width = 30
-            filled = round(width * self.done / max(self.total, 1))
-            self.stream.write("\r\033[K")
-            self.stream.write(f"{entry['name']}: {detail}\n")
-            bar = "#" * filled + "-" * (width - filled)
-            self.stream.write(f"[{bar}] {self.done}/{self.total}")
-            if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(f"[{self.done}/{self.total}] {entry['name']}: {detail}\n")
-        self.stream.flush()
+def _report(progress: SlideProgress, entry: dict[str, Any]) -> None:
+    progress.finished(SimpleNamespace(**{"n_patches": None, "seconds": None, "error": None,
+                                         **entry}))  # fmt: skip
 
 
-def _tile_one(path: Path, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+def _tile_one(path: Path, name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from . import _h5, _readers, _segment
     from ._grid import patch_grid
 
     t0 = time.perf_counter()
     target = _h5.coords_path(
-        out, path.stem, magnification=args.mag, patch_size=args.patch, overlap=args.overlap
+        out, name, magnification=args.mag, patch_size=args.patch, overlap=args.overlap
     )
     if not args.force and (done := _h5.read_complete_coords(target)) is not None:
-        return _entry(path, "skipped", coords=str(target), n_patches=len(done))
+        return _entry(path, name, "skipped", coords=str(target), n_patches=len(done))
     with _readers.open(path, mpp=args.mpp) as slide:
         tissue = None
         if not args.no_seg:
             tissue = _segment.segment_tissue(
                 slide, preset=args.preset, target_mpp=args.seg_mpp, threads=args.threads
             )
-            tissue.write_geojson(out / "contours_geojson" / f"{slide.name}.geojson")
+            tissue.write_geojson(out / "contours_geojson" / f"{name}.geojson")
         grid = patch_grid(
             slide,
             tissue,
@@ -146,6 +128,7 @@ def _tile_one(path: Path, args: argparse.Namespace, out: Path) -> dict[str, Any]
         _h5.write_coords(target, grid)
     return _entry(
         path,
+        name,
         "done",
         coords=str(target),
         n_patches=len(grid),
@@ -167,32 +150,30 @@ def run_tile(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     files, report = _collect(args.slides)
-    seen: dict[str, Path] = {}
-    progress = _Progress(len(files) + len(report), sys.stderr, not args.no_progress)
+    progress = SlideProgress(len(files) + len(report), enabled=not args.no_progress)
     for e in report:
-        progress.step(e)
-    for path in files:
-        if path.stem in seen:
-            entry = _entry(
-                path, "failed", error=f"duplicate slide name {path.stem!r} (also {seen[path.stem]})"
-            )
+        _report(progress, e)
+    for slide in plan_slide_names(files):
+        if slide.error is not None:
+            entry = _entry(slide.path, slide.name, "failed", error=slide.error)
         else:
-            seen[path.stem] = path
             try:
-                entry = _tile_one(path, args, out)
+                entry = _tile_one(slide.path, slide.name, args, out)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # report and go on with the other slides
-                entry = _entry(path, "failed", error=f"{type(exc).__name__}: {exc}")
+                entry = _entry(
+                    slide.path, slide.name, "failed", error=f"{type(exc).__name__}: {exc}"
+                )
         report.append(entry)
-        progress.step(entry)
+        _report(progress, entry)
+    progress.close()
 
     counts = {s: sum(e["status"] == s for e in report) for s in ("done", "skipped", "failed")}
     report_path = patch_dir(out, args.mag, args.patch, args.overlap) / "tile_report.json"
     report_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = report_path.with_name(f".{report_path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"counts": counts, "slides": report}, indent=2), encoding="utf-8")
-    os.replace(tmp, report_path)
+    with atomic_path(report_path) as tmp:
+        tmp.write_text(json.dumps({"counts": counts, "slides": report}, indent=2), encoding="utf-8")
     print(
         f"tile: {counts['done']} done, {counts['skipped']} skipped (complete), "
         f"{counts['failed']} failed; report: {report_path}"

@@ -14,8 +14,6 @@ from __future__ import annotations
 from ._conch import (
     BINS,
     CONCH_CAVEAT,
-    CONCH_MEAN,
-    CONCH_STD,
     ConchResult,
     conch_zero_shot,
     confidence_bin,
@@ -48,8 +46,6 @@ dab_positive_fraction.schema = DAB_POSITIVE_FRACTION_SCHEMA  # type: ignore[attr
 __all__ = [
     "BINS",
     "CONCH_CAVEAT",
-    "CONCH_MEAN",
-    "CONCH_STD",
     "CONCH_ZERO_SHOT_SCHEMA",
     "DAB_POSITIVE_FRACTION_SCHEMA",
     "DEFAULT_DAB_THRESHOLD",

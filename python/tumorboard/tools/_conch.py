@@ -20,11 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from .._constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from ._image import load_rgb
 
-#: CONCH's normalisation (OpenAI CLIP statistics).
-CONCH_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CONCH_STD = (0.26862954, 0.26130258, 0.27577711)
 #: MTBBench's suffix after the CONCH replies (appended with no separator).
 CONCH_CAVEAT = (
     "You can use this information, but keep in mind that CONCH is not perfect and you should "
@@ -81,7 +79,7 @@ def preprocess_conch(image: np.ndarray, size: int) -> np.ndarray:
     top = int(round((nh - size) / 2.0))
     left = int(round((nw - size) / 2.0))
     crop = r[top : top + size, left : left + size].astype(np.float32) / 255.0
-    x = (crop - np.asarray(CONCH_MEAN, np.float32)) / np.asarray(CONCH_STD, np.float32)
+    x = (crop - np.asarray(OPENAI_CLIP_MEAN, np.float32)) / np.asarray(OPENAI_CLIP_STD, np.float32)
     return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
 
 

@@ -11,7 +11,6 @@ writes a whole table of items at once (the bulk path: no per-row Python work).
 from __future__ import annotations
 
 import atexit
-import json
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._json import json_text
 from ..harness.parsing import (
     Answer,
     FileRequest,
@@ -32,7 +32,7 @@ from ..harness.parsing import (
     parse_answers,
     split_requests,
 )
-from .schema import EVENT_KINDS, EVENTS, ITEMS, RUNS, conform, schema_of
+from .schema import EVENT_KINDS, EVENTS, ITEMS, RUNS, conform, output_text, schema_of
 from .store import Store
 
 _ITEM_COLS = tuple(ITEMS.names)
@@ -50,18 +50,6 @@ class FlushInfo:
     events_part: Path | None
     total_items: int
     total_events: int
-
-
-def _json_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return json.dumps(value, ensure_ascii=False, default=str, sort_keys=isinstance(value, dict))
-
-
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _is_str(v: Any) -> bool:
@@ -230,8 +218,8 @@ class ItemRecorder:
                 role,
                 kind,
                 tool,
-                _json_text(input),
-                _text(output),
+                json_text(input),
+                output_text(output),
                 ok,
                 error,
                 latency_s,
@@ -639,7 +627,7 @@ class Recorder:
                     "track": self.track,
                     "model": self.model,
                     "tools": self.tools,
-                    "config": _json_text(self.config),
+                    "config": json_text(self.config),
                     "created_at": self.created_at,
                 }
             ],

@@ -24,6 +24,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._json import json_text
+
 #: Version of the on-disk layout and of the table schemas below. Bump on any incompatible
 #: change; a store written by a newer version refuses to open (StoreVersionError).
 SCHEMA_VERSION = 1
@@ -111,6 +113,25 @@ IMPORTS = pa.schema(
 )
 
 TABLES: dict[str, pa.Schema] = {"runs": RUNS, "items": ITEMS, "events": EVENTS, "imports": IMPORTS}
+
+
+def output_text(value: Any) -> str | None:
+    """Encode a value for the ``events.output`` column: text as it is, anything else as JSON.
+
+    Parameters
+    ----------
+    value : Any
+        A message or tool output: a string (stored unchanged), None (null), or a JSON-able value
+        (stored as :func:`tumorboard._json.json_text`, keys sorted).
+
+    Returns
+    -------
+    str or None
+        The column value.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    return json_text(value)
 
 
 def schema_of(table: str) -> pa.Schema:

@@ -9,7 +9,7 @@ Layout (docs/trajectory-schema.md)::
     STORE/imports/*.parquet
 
 Writers (any number of processes) each write uniquely named parts. Every part is written to a
-hidden temporary name (``.tmp-*``) and renamed into place (``os.replace``), so a reader never
+hidden temporary name and renamed into place (``tumorboard._io.atomic_path``), so a reader never
 sees half a part and a writer killed mid-write leaves only an ignored temporary file. Readers
 list the parts at call time and scan them with polars (``Store.items()`` etc. are LazyFrames:
 filters and column selections are pushed down into the Parquet scan).
@@ -19,9 +19,10 @@ Two small protocols keep multi-part operations atomic without locks on the read 
 * Import batches write their parts as ``imp-<batch>.parquet`` in runs/items/events and commit by
   writing ``imports/imp-<batch>.parquet`` last; readers ignore the batch's parts until that
   commit file exists, so an import killed half-way is invisible and is simply redone.
-* ``compact()`` writes the merged part, then a journal ``_compact-<id>.json`` naming the merged
-  part and its sources, deletes the sources and finally the journal. Readers that find a journal
-  whose merged part exists skip the listed sources, so no row is ever seen twice.
+* ``compact()`` writes a journal ``_compact-<id>.json`` naming the merged part and its sources,
+  then the merged part, deletes the sources and finally the journal. Readers that find a journal
+  whose merged part exists skip the listed sources, so no row is ever seen twice, and a journal
+  whose merged part is missing changes nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
+from .._io import atomic_path, is_temp_name, remove_temp_files
+from .._json import json_text
 from ..errors import InvalidArgumentError
 from .schema import SCHEMA_VERSION, TABLES, conform, empty, schema_of
 
@@ -67,37 +70,6 @@ class CompactionResult:
 
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)  # noqa: UP017 (py3.10 target)
-
-
-def _fsync_path(path: Path, *, directory: bool = False) -> None:
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:  # e.g. directories cannot be opened on some platforms
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Writes ``data`` to a temporary sibling of ``path`` and renames it into place."""
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    if fsync:
-        _fsync_path(path.parent, directory=True)
 
 
 class Store:
@@ -163,7 +135,7 @@ class Store:
             stray = [
                 p.name
                 for p in self.path.iterdir()
-                if p.name not in TABLES and not p.name.startswith(".tmp-")
+                if p.name not in TABLES and not is_temp_name(p.name)
             ]
             if stray:
                 raise ValueError(
@@ -180,7 +152,8 @@ class Store:
         }
         target = self.path / MANIFEST
         if not target.exists():  # concurrent creators write identical manifests
-            atomic_write_bytes(target, (json.dumps(doc, indent=2) + "\n").encode(), fsync=True)
+            with atomic_path(target, fsync=True) as tmp:
+                tmp.write_text(json_text(doc) + "\n", encoding="utf-8")
         return self._read_manifest(target)
 
     def __repr__(self) -> str:
@@ -245,19 +218,10 @@ class Store:
             raise ValueError(f"{table}: the table does not have the {table} schema; use write()")
         directory = self.path / table
         final = directory / (name or self._new_part_name())
-        tmp = directory / f".tmp-{uuid.uuid4().hex}-{final.name}"
-        try:
+        with atomic_path(final, fsync=self.fsync) as tmp:
             pq.write_table(
                 data.replace_schema_metadata(schema.metadata), tmp, compression=COMPRESSION
             )
-            if self.fsync:
-                _fsync_path(tmp)
-            os.replace(tmp, final)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-        if self.fsync:
-            _fsync_path(directory, directory=True)
         return final
 
     def write(
@@ -391,11 +355,8 @@ class Store:
                         (directory / src).unlink()
             with contextlib.suppress(FileNotFoundError):
                 journal.unlink()
-        for tmp in directory.glob(".tmp-*"):
-            # Temporary files older than an hour are left over from killed writers.
-            with contextlib.suppress(OSError):
-                if time.time() - tmp.stat().st_mtime > 3600:
-                    tmp.unlink()
+        # Temporary files older than an hour are left over from killed writers.
+        remove_temp_files(directory, min_age_s=3600)
 
     def compact(
         self,
@@ -440,11 +401,20 @@ class Store:
         schema = schema_of(table)
         parts = [conform(pq.read_table(p), table) for p in sources]
         merged = pa.concat_tables(parts).combine_chunks()
-        target = self.write_part(table, merged.cast(schema), name=self._new_part_name("cmp"))
+        name = self._new_part_name("cmp")
         directory = self.path / table
         journal = directory / f"_compact-{uuid.uuid4().hex}.json"
-        doc = {"target": target.name, "sources": [p.name for p in sources]}
-        atomic_write_bytes(journal, json.dumps(doc).encode(), fsync=self.fsync)
+        doc = {"target": name, "sources": [p.name for p in sources]}
+        # The journal first: the merged part's rename is then the one step that swaps the
+        # sources for it (a journal whose target is missing changes nothing for readers).
+        with atomic_path(journal, fsync=self.fsync) as tmp:
+            tmp.write_text(json_text(doc), encoding="utf-8")
+        try:
+            self.write_part(table, merged.cast(schema), name=name)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                journal.unlink()
+            raise
         for p in sources:
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()

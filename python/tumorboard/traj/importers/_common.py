@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._json import json_text
 from ...errors import InvalidArgumentError
 
 
@@ -42,13 +43,6 @@ class Parsed:
     order: float = 0.0
 
 
-def json_text(value: Any) -> str | None:
-    """JSON text of a value (None stays None)."""
-    if value is None:
-        return None
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
 def input_text(value: Any) -> str | None:
     """An events.input value: text that already is JSON stays as is, other text is encoded as
     a JSON string, other values as JSON."""
@@ -58,7 +52,7 @@ def input_text(value: Any) -> str | None:
         try:
             json.loads(value)
         except ValueError:
-            return json.dumps(value, ensure_ascii=False)
+            return json_text(value)
         return value
     return json_text(value)
 

@@ -37,10 +37,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..._json import json_text
 from ...errors import InvalidArgumentError
 from ...harness.parsing import answer_letter, parse_answer, parse_options
-from ..schema import EVENT_KINDS
-from ._common import ImportOptions, MalformedLog, Parsed, dedupe, input_text, json_text, run_key
+from ..schema import EVENT_KINDS, output_text
+from ._common import ImportOptions, MalformedLog, Parsed, dedupe, input_text, run_key
 
 RUN_FIELDS = ("run_id", "benchmark", "track", "model", "tools", "config")
 ITEM_FIELDS = (
@@ -213,7 +214,7 @@ def _rows(
         options = list(parse_options(question)) or None
     gold_raw = get("gold")
     if gold_raw is not None and not isinstance(gold_raw, str):
-        gold_raw = json.dumps(gold_raw)
+        gold_raw = json_text(gold_raw)
     gold = answer_letter(gold_raw) if gold_raw is not None else None
     gold_text = gold_raw if gold is not None and gold_raw != gold else None
     if gold is None:
@@ -283,9 +284,7 @@ def _rows(
                     "kind": kind,
                     "tool": _str(e.get("tool"), f"events[{step}].tool"),
                     "input": input_text(e.get("input")),
-                    "output": output
-                    if output is None or isinstance(output, str)
-                    else json_text(output),
+                    "output": output_text(output),
                     "ok": _bool(e.get("ok"), f"events[{step}].ok"),
                     "error": _str(e.get("error"), f"events[{step}].error"),
                     "latency_s": _float(e.get("latency_s"), f"events[{step}].latency_s"),

@@ -38,6 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..._json import json_text
 from ...harness.parsing import (
     answer_letter,
     mtbbench_correct,
@@ -48,7 +49,7 @@ from ...harness.parsing import (
     parse_requests,
     split_requests,
 )
-from ._common import ImportOptions, MalformedLog, Parsed, dedupe, json_text, run_key
+from ._common import ImportOptions, MalformedLog, Parsed, dedupe, run_key
 
 BENCHMARK = "mtbbench"
 TRACKS = ("multimodal", "longitudinal")
@@ -250,7 +251,7 @@ def _item(
 
     response = rec.get("response")
     if response is not None and not isinstance(response, str):
-        response = json.dumps(response)
+        response = json_text(response)
         flags.append("response_not_text")
     parsed = None
     if response is None or not response.strip():

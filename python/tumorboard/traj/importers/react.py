@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..._json import json_text
 from ...harness.parsing import answer_letter, parse_answer, parse_options, parse_react
-from ._common import ImportOptions, MalformedLog, Parsed, input_text, json_text, run_key
+from ._common import ImportOptions, MalformedLog, Parsed, input_text, run_key
 
 TEXT_SUFFIXES = (".txt", ".md", ".log")
 _META = re.compile(r"^#\s*([A-Za-z_]+)\s*[:=]\s*(.*?)\s*$")

@@ -1,0 +1,182 @@
+"""Plain-text progress of a slide collection, shared by ``tumorboard tile`` and the embedding paths.
+
+One printer for every loop over slides (the local embedding engine, its Ray executor and the
+``tile`` command), so they report alike: one line per finished slide,
+``[k/N] name: status[, P patches, S s][: error]``, and, on a terminal, a live line under them
+that is rewritten in place (the patches of the slide in progress with the running rate, or a bar
+of finished slides). On a stream that is not a terminal (a log file) live updates become plain
+lines, at most one every 5 seconds. No tqdm.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Protocol, TextIO
+
+__all__ = ["FinishedSlide", "SlideProgress"]
+
+_CLEAR = "\r\033[K"
+_BAR_WIDTH = 30
+
+
+class FinishedSlide(Protocol):
+    """What a finished-slide line shows (``tumorboard.embed.SlideResult`` is one).
+
+    Attributes
+    ----------
+    name : str
+        The slide's output name.
+    status : str
+        ``"done"``, ``"skipped"`` (already complete) or ``"failed"``.
+    n_patches : int or None
+        Its patches (shown for ``"done"``).
+    seconds : float or None
+        The time it took (shown for ``"done"``).
+    error : str or None
+        Why it failed (shown when set).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def n_patches(self) -> int | None: ...
+
+    @property
+    def seconds(self) -> float | None: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+class SlideProgress:
+    """Progress of a collection of slides on a text stream.
+
+    Parameters
+    ----------
+    total : int
+        The number of slides in the collection (finished lines count ``k/total``).
+    stream : TextIO, optional
+        Where to print; standard error when None.
+    enabled : bool, default True
+        Print anything at all (False: every method only keeps the counts).
+
+    Attributes
+    ----------
+    done : int
+        Slides finished so far (done, skipped or failed).
+    patches : int
+        Patches counted with :meth:`add_patches`, for the rate on the live line.
+    """
+
+    def __init__(self, total: int, *, stream: TextIO | None = None, enabled: bool = True) -> None:
+        self.total = int(total)
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = bool(enabled)
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = self.enabled and callable(isatty) and bool(isatty())
+        self.done = 0
+        self.patches = 0
+        self._t0 = time.perf_counter()
+        self._last = float("-inf")
+        self._live_shown = False
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+    def _line(self, text: str) -> None:
+        """Print one permanent line (above the live line on a terminal)."""
+        if self.tty:
+            self._write(_CLEAR + text + "\n")
+            self._live_shown = False
+        else:
+            self._write(text + "\n")
+
+    def _live(self, text: str) -> None:
+        """Show ``text`` as the live line (terminal) or as a plain line (elsewhere)."""
+        if self.tty:
+            self._write(_CLEAR + text[:160])
+            self._live_shown = True
+        else:
+            self._write(text + "\n")
+
+    def add_patches(self, n: int) -> None:
+        """Count ``n`` more patches embedded (for the rate shown by :meth:`update`).
+
+        Parameters
+        ----------
+        n : int
+            Patches just embedded.
+        """
+        self.patches += int(n)
+
+    def update(self, name: str, done: int, total: int, *, force: bool = False) -> None:
+        """Show the progress of the slide in progress (throttled unless ``force``).
+
+        Parameters
+        ----------
+        name : str
+            The slide's output name.
+        done : int
+            Its patches embedded so far.
+        total : int
+            Its patches in all.
+        force : bool, default False
+            Print now, whatever the time since the last update (5 s off a terminal, 0.2 s on).
+        """
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self._last < (0.2 if self.tty else 5.0):
+            return
+        self._last = now
+        rate = self.patches / max(now - self._t0, 1e-9)
+        self._live(
+            f"[{self.done + 1}/{self.total}] {name}: {done}/{total} patches | "
+            f"{self.patches} total | {rate:.1f} patches/s"
+        )
+
+    def finished(self, slide: FinishedSlide) -> None:
+        """Print the line of one finished slide and count it.
+
+        Parameters
+        ----------
+        slide : FinishedSlide
+            The slide's outcome: ``[k/N] name: status[, P patches, S s][: error]``.
+        """
+        self.done += 1
+        if not self.enabled:
+            return
+        detail = slide.status
+        if slide.status == "done" and slide.n_patches is not None:
+            detail += f", {slide.n_patches} patches"
+            if slide.seconds is not None:
+                detail += f", {slide.seconds:.1f} s"
+        if slide.error:
+            detail += f": {slide.error}"
+        self._line(f"[{self.done}/{self.total}] {slide.name}: {detail}")
+        if self.tty:
+            filled = round(_BAR_WIDTH * self.done / max(self.total, 1))
+            self._live(f"[{'#' * filled}{'-' * (_BAR_WIDTH - filled)}] {self.done}/{self.total}")
+
+    def message(self, text: str) -> None:
+        """Print a free-form line (e.g. a retry notice).
+
+        Parameters
+        ----------
+        text : str
+            The line, without its newline.
+        """
+        if self.enabled:
+            self._line(text)
+
+    def close(self) -> None:
+        """End the live line on a terminal, so what follows starts on a fresh line."""
+        if self.tty and self._live_shown:
+            self._write("\n")
+            self._live_shown = False
