@@ -45,7 +45,7 @@ import numpy.typing as npt
 from ..errors import InvalidArgumentError
 from . import _validate
 from ._bootstrap import run_engine
-from ._options import BootstrapOptions, resolve
+from ._options import BootstrapOptions
 
 KappaWeights = Literal["linear", "quadratic"]
 LevelOfMeasurement = Literal["nominal", "ordinal", "interval", "ratio"]
@@ -372,13 +372,7 @@ def _prepare_mean_pairwise_agreement(labels: npt.ArrayLike) -> _Prepared:
 
 def _run(prepared: _Prepared, *, ci: bool, options: BootstrapOptions | None) -> AgreementResult:
     """Estimate (and, with ``ci``, bootstrap) one prepared statistic in the C++ engine."""
-    if not isinstance(ci, bool):
-        raise InvalidArgumentError(f"ci: expected True or False, got {ci!r}")
-    if options is not None and not ci:
-        raise InvalidArgumentError(
-            "options: bootstrap options were given with ci=False; pass ci=True for an interval"
-        )
-    opts = resolve(options)
+    opts = BootstrapOptions.resolve(options, ci=ci)
     # The rows are built here from validated labels, so the engine is called directly.
     rows = np.ascontiguousarray(prepared.rows, dtype=np.float64)
     params = [float(x) for x in np.asarray(prepared.params, dtype=np.float64).ravel()]

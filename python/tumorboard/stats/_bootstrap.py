@@ -18,7 +18,7 @@ from .. import _core
 from .._typing import Labels, Resampler, Scheme, Values
 from ..errors import InvalidArgumentError
 from . import _validate
-from ._options import BootstrapOptions, resolve
+from ._options import BootstrapOptions
 
 
 @dataclass(frozen=True, eq=False)
@@ -299,7 +299,7 @@ def bootstrap_sufficient(
         An invalid argument (the message names it).
     """
     values = _validate.values(rows, name="rows")
-    opts = resolve(options)
+    opts = BootstrapOptions.resolve(options)
     scheme = _validate.scheme(scheme, strata=strata, keys=keys)
     resampler = _validate.choice(resampler, _validate.RESAMPLERS, name="resampler")
     if not _validate.is_integer(paired_split) or not 0 <= paired_split < values.shape[1]:
@@ -381,7 +381,7 @@ def bootstrap(
     """
     arr = _validate.values(values)
     _validate.statistic(statistic, arr)
-    opts = resolve(options)
+    opts = BootstrapOptions.resolve(options)
     scheme = _validate.scheme(scheme, strata=strata, keys=keys)
     resampler = _validate.choice(resampler, _validate.RESAMPLERS, name="resampler")
     lay = _validate.layout(arr.shape[0], groups=groups, strata=strata, clusters=clusters)
@@ -434,7 +434,7 @@ def paired_bootstrap(
             f"a and b: expected the same shape, got {va.shape} and {vb.shape}"
         )
     _validate.statistic(statistic, va, name="a")
-    opts = resolve(options)
+    opts = BootstrapOptions.resolve(options)
     scheme = _validate.scheme(scheme, strata=strata, keys=keys)
     lay = _validate.layout(va.shape[0], groups=groups, strata=strata, clusters=clusters)
     rk = _poisson_keys(scheme, keys, va.shape[0])
@@ -505,7 +505,7 @@ def bootstrap_from_indices(
     _validate.statistic(statistic, arr)
     idx = _validate.resample_indices(indices, arr.shape[0])
     b = idx.shape[0]
-    opts = BootstrapOptions(n_resamples=b) if options is None else resolve(options)
+    opts = BootstrapOptions(n_resamples=b) if options is None else BootstrapOptions.resolve(options)
     if opts.n_resamples != b:
         raise InvalidArgumentError(
             f"options: n_resamples={opts.n_resamples} but indices has {b} resamples (rows)"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._typing import Method
-from ..errors import InvalidTypeError
+from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validate
 
 
@@ -69,35 +69,48 @@ class BootstrapOptions:
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
+    @classmethod
+    def resolve(cls, options: Any, *, ci: Any = True) -> BootstrapOptions:
+        """Return ``options``, or the default options for None.
+
+        The one check of an ``options=`` argument, shared by every function that takes one.
+
+        Parameters
+        ----------
+        options : BootstrapOptions or None
+            The caller's options.
+        ci : bool, default True
+            Whether the caller computes an interval (functions with a ``ci`` flag pass it):
+            options given without one are an error rather than silently unused.
+
+        Returns
+        -------
+        BootstrapOptions
+            ``options``, or ``BootstrapOptions()``.
+
+        Raises
+        ------
+        InvalidTypeError
+            ``options`` is neither None nor a :class:`BootstrapOptions`.
+        InvalidArgumentError
+            ``ci`` is not a bool, or options were given with ``ci=False``.
+        """
+        if not isinstance(ci, bool):
+            raise InvalidArgumentError(f"ci: expected True or False, got {ci!r}")
+        if options is None:
+            return cls()
+        if not isinstance(options, BootstrapOptions):
+            raise InvalidTypeError(
+                "options: expected a tumorboard.stats.BootstrapOptions or None, got "
+                f"{type(options).__name__}"
+            )
+        if not ci:
+            raise InvalidArgumentError(
+                "options: bootstrap options were given with ci=False; pass ci=True for an interval"
+            )
+        return options
+
     @property
     def engine_threads(self) -> int:
         """The thread count the C++ engine takes: ``threads``, or 0 for its default."""
         return 0 if self.threads is None else self.threads
-
-
-def resolve(options: Any) -> BootstrapOptions:
-    """Return ``options``, or the default options for None.
-
-    Parameters
-    ----------
-    options : BootstrapOptions or None
-        The caller's options.
-
-    Returns
-    -------
-    BootstrapOptions
-        ``options``, or ``BootstrapOptions()``.
-
-    Raises
-    ------
-    InvalidTypeError
-        ``options`` is neither None nor a :class:`BootstrapOptions`.
-    """
-    if options is None:
-        return BootstrapOptions()
-    if not isinstance(options, BootstrapOptions):
-        raise InvalidTypeError(
-            "options: expected a tumorboard.stats.BootstrapOptions or None, got "
-            f"{type(options).__name__}"
-        )
-    return options

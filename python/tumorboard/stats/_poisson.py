@@ -17,7 +17,7 @@ from .._typing import Labels, Values
 from ..errors import InvalidArgumentError
 from . import _validate
 from ._bootstrap import BootstrapResult, result
-from ._options import BootstrapOptions, resolve
+from ._options import BootstrapOptions
 
 
 def _shift_left(hi: np.ndarray, lo: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -157,7 +157,7 @@ class PoissonPartials:
         """
         if options is None:
             options = BootstrapOptions(n_resamples=self.n_resamples, seed=self.seed)
-        opts = resolve(options)
+        opts = BootstrapOptions.resolve(options)
         for name in ("n_resamples", "seed"):
             if getattr(opts, name) != getattr(self, name):
                 raise InvalidArgumentError(
@@ -221,7 +221,7 @@ def poisson_partials(
     """
     arr = _validate.values(values)
     _validate.statistic(statistic, arr)
-    opts = resolve(options)
+    opts = BootstrapOptions.resolve(options)
     if keys is None and clusters is None:
         raise InvalidArgumentError(
             "keys: Poisson partials need stable record keys (or clusters) so that weights do "

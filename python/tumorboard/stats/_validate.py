@@ -11,14 +11,14 @@ message names the argument (or field) and says what was expected.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _core
+from .._checks import choice
 from .._keys import combine_hashes, factorize, hash_labels, label_columns
 from ..errors import InvalidArgumentError
 
@@ -28,38 +28,8 @@ RESAMPLERS = ("auto", "index", "counts")
 #: Columns per record of the statistics that :func:`~tumorboard.stats.bootstrap` accepts.
 STATISTIC_COLUMNS = {"mean": 1, "sum": 1, "ratio": 2, "f1": 3}
 
-_T = TypeVar("_T")
-
 
 # ------------------------------------------------------------------------------ scalar options
-
-
-def choice(value: Any, allowed: Sequence[_T], *, name: str) -> _T:
-    """Return ``value`` if it is one of ``allowed``.
-
-    Parameters
-    ----------
-    value : object
-        The argument to check.
-    allowed : sequence
-        The accepted values.
-    name : str
-        The argument's name, for the message.
-
-    Returns
-    -------
-    object
-        The element of ``allowed`` equal to ``value``.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``value`` is not one of ``allowed``.
-    """
-    for a in allowed:
-        if isinstance(value, type(a)) and value == a:
-            return a
-    raise InvalidArgumentError(f"{name}: expected one of {tuple(allowed)}, got {value!r}")
 
 
 def is_integer(value: Any) -> bool:

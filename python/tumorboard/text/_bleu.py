@@ -49,7 +49,7 @@ import polars as pl
 from .. import _core
 from .._keys import factorize, label_columns
 from .._typing import Labels, Texts
-from ..errors import InvalidArgumentError, InvalidTypeError
+from ..errors import InvalidArgumentError
 from ..stats import BootstrapOptions, BootstrapResult, bootstrap_sufficient
 from . import _validate
 
@@ -180,14 +180,16 @@ class CorpusBleuResult:
 # ----------------------------------------------------------------------------- inputs
 
 
-def _tokenization(tokenize: Any, lowercase: Any, max_order: Any) -> tuple[str, bool, int]:
-    """The validated tokenizer, lowercase flag and largest n-gram order."""
+def _inputs(
+    hyps: Any, refs: Any, tokenize: Any, lowercase: Any, max_order: Any
+) -> tuple[Any, list[Any], str, bool, int]:
+    """The validated texts, reference streams, tokenizer, lowercase flag and n-gram order."""
     note = " (sacrebleu's 'intl', 'ja-mecab', 'ko-mecab' and 'spm' tokenizers are not available)"
-    return (
-        _validate.choice(tokenize, _TOKENIZERS, name="tokenize", note=note),
-        _validate.flag(lowercase, name="lowercase"),
-        _validate.max_order(max_order),
-    )
+    tok = _validate.choice(tokenize, _TOKENIZERS, name="tokenize", note=note)
+    lower = _validate.flag(lowercase, name="lowercase")
+    order = _validate.max_order(max_order)
+    h, streams = _validate.text_column(hyps, name="hyps"), _validate.ref_streams(refs)
+    return h, streams, tok, lower, order
 
 
 def _smoothing(smooth: Any, smooth_value: Any, effective_order: Any) -> tuple[float | None, bool]:
@@ -286,8 +288,7 @@ def bleu_statistics(
     InvalidTypeError
         Texts that are not strings.
     """
-    tok, lower, order = _tokenization(tokenize, lowercase, max_order)
-    h, streams = _validate.text_column(hyps, name="hyps"), _validate.ref_streams(refs)
+    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
     return _core.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
 
 
@@ -329,13 +330,12 @@ def bleu(
     Raises
     ------
     InvalidArgumentError
-        An invalid option, or a text column with a missing text.
+        An invalid tokenizer, order or smoothing, or a missing text (None/NaN).
     InvalidTypeError
         Texts that are not strings.
     """
-    tok, lower, order = _tokenization(tokenize, lowercase, max_order)
+    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
     value, eff = _smoothing(smooth, smooth_value, effective_order)
-    h, streams = _validate.text_column(hyps, name="hyps"), _validate.ref_streams(refs)
     out = _core.bleu_sentence(h, streams, tok, lower, order, smooth, value, eff, _PY_SUM,
                               _validate.threads(threads))  # fmt: skip
     stats = out["statistics"]
@@ -401,20 +401,9 @@ def corpus_bleu(
     InvalidTypeError
         Texts that are not strings, or ``options`` that are not :class:`BootstrapOptions`.
     """
-    tok, lower, order = _tokenization(tokenize, lowercase, max_order)
+    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
     value, eff = _smoothing(smooth, smooth_value, effective_order)
-    if not isinstance(ci, bool):
-        raise InvalidArgumentError(f"ci: expected True or False, got {ci!r}")
-    if options is not None and not ci:
-        raise InvalidArgumentError(
-            "options: bootstrap options were given with ci=False; pass ci=True for an interval"
-        )
-    if options is not None and not isinstance(options, BootstrapOptions):
-        raise InvalidTypeError(
-            f"options: expected a tumorboard.stats.BootstrapOptions, got {type(options).__name__}"
-        )
-    opts = options if options is not None else BootstrapOptions()
-    h, streams = _validate.text_column(hyps, name="hyps"), _validate.ref_streams(refs)
+    opts = BootstrapOptions.resolve(options, ci=ci)
     stats = _core.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
     n = stats.shape[0]
     if n == 0:

@@ -13,46 +13,16 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from .._checks import choice as choice  # re-exported: one choice check for the package
 from ..errors import InvalidArgumentError, InvalidTypeError
 
-_T = TypeVar("_T")
 _ROUGE_TYPE = re.compile(r"rouge([1-9][0-9]*)")
-
-
-def choice(value: Any, allowed: Sequence[_T], *, name: str, note: str = "") -> _T:
-    """Return the element of ``allowed`` equal to ``value``.
-
-    Parameters
-    ----------
-    value : object
-        The argument to check.
-    allowed : sequence
-        The accepted values.
-    name : str
-        The argument's name, for the message.
-    note : str, optional
-        Appended to the message (e.g. which values are not available).
-
-    Returns
-    -------
-    object
-        The element of ``allowed`` equal to ``value``.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``value`` is not one of ``allowed``.
-    """
-    for a in allowed:
-        if isinstance(value, type(a)) and value == a:
-            return a
-    raise InvalidArgumentError(f"{name}: expected one of {tuple(allowed)}, got {value!r}{note}")
 
 
 def flag(value: Any, *, name: str) -> bool:

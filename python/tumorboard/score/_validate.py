@@ -1,8 +1,12 @@
-"""Input-frame helpers shared by the benchmark scorers: accept polars DataFrame / LazyFrame and
-pyarrow Table, check required and optional columns with a clear error, fill the documented
-defaults (track -> "default", tools -> False) and turn list-or-count columns into counts.
+"""Validation of the input frames of the benchmark scorers, in one place.
 
-Everything is vectorized polars; nothing loops over records in Python.
+:func:`input_frame` is each scorer's entry check, run once per call: it accepts a polars
+DataFrame / LazyFrame or a pyarrow Table, checks the required, optional and cluster columns
+with a clear error, rejects an empty frame and a task named "overall" (reserved for the
+aggregate rows), and fills the documented defaults (track -> "default", tools -> False). The
+column helpers below it read typed columns (strings, booleans, counts) with messages that name
+the scorer, the column and the first bad row. Everything is vectorized polars; nothing loops over
+records in Python.
 """
 
 from __future__ import annotations
@@ -13,7 +17,73 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from ..errors import InvalidArgumentError, InvalidTypeError
+from .report import OVERALL
+
 DEFAULT_TRACK = "default"
+
+
+def input_frame(
+    df: Any,
+    *,
+    required: Sequence[str],
+    optional: Sequence[str] = (),
+    where: str,
+    cluster: str | None = None,
+    overall: bool = True,
+) -> pl.DataFrame:
+    """Validate and normalise a scorer's input frame, once, at the scorer's entry.
+
+    Parameters
+    ----------
+    df : polars DataFrame or LazyFrame, or pyarrow Table
+        One row per scored record.
+    required : sequence of str
+        Columns that must be present.
+    optional : sequence of str, optional
+        Columns the scorer reads when present (listed in the message of a missing column).
+    where : str
+        The scorer's name, for the messages.
+    cluster : str, optional
+        A cluster column that must be present.
+    overall : bool, default True
+        Reject a task named "overall", the name of the aggregate rows.
+
+    Returns
+    -------
+    polars.DataFrame
+        The frame with ``track`` (String, default "default") and ``tools`` (Boolean, default
+        False) filled in.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A missing column, an empty frame, or a task named "overall".
+    InvalidTypeError
+        ``df`` is not a frame, or ``track``/``tools`` have the wrong type.
+    """
+    frame = as_frame(df)
+    require_columns(frame, required, optional=optional, where=where)
+    if frame.height == 0:
+        raise InvalidArgumentError(f"{where}: the input frame has no rows")
+    if cluster is not None:
+        if not isinstance(cluster, str) or not cluster:
+            raise InvalidArgumentError(
+                f"cluster: expected None or a column name such as 'patient_id', got {cluster!r}"
+            )
+        if cluster not in frame.columns:
+            raise InvalidArgumentError(
+                f"{where}: cluster={cluster!r} needs the column {cluster!r}; the input frame has "
+                f"no column {cluster!r} (required columns: {', '.join([*required, cluster])}; "
+                f"got: {', '.join(frame.columns)})"
+            )
+    if overall and "task" in frame.columns and frame.schema["task"] in (pl.String, pl.Categorical):
+        if (frame.get_column("task").cast(pl.String) == OVERALL).any():
+            raise InvalidArgumentError(
+                f"{where}: a task is named {OVERALL!r}, which is reserved for the overall row; "
+                "rename it"
+            )
+    return with_defaults(frame, where=where)
 
 
 def as_frame(df: Any, *, name: str = "df") -> pl.DataFrame:
@@ -27,7 +97,7 @@ def as_frame(df: Any, *, name: str = "df") -> pl.DataFrame:
         out = pl.from_arrow(df)
         assert isinstance(out, pl.DataFrame)
         return out
-    raise TypeError(
+    raise InvalidTypeError(
         f"{name}: expected a polars DataFrame or LazyFrame or a pyarrow Table, "
         f"got {type(df).__name__}"
     )
@@ -45,7 +115,7 @@ def require_columns(
     for col in required:
         if col not in df.columns:
             opt = f"; optional: {', '.join(optional)}" if optional else ""
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{where}: the input frame has no column {col!r}; required columns: "
                 f"{', '.join(required)}{opt} (got: {', '.join(df.columns) or 'none'})"
             )
@@ -59,11 +129,13 @@ def string_column(df: pl.DataFrame, col: str, *, where: str) -> pl.Series:
     if s.dtype not in (pl.String, pl.Categorical, pl.Enum) and not (
         s.dtype.is_integer() or s.dtype == pl.Boolean
     ):
-        raise TypeError(f"{where}: column {col!r} must hold strings (or integers), got {s.dtype}")
+        raise InvalidTypeError(
+            f"{where}: column {col!r} must hold strings (or integers), got {s.dtype}"
+        )
     s = s.cast(pl.String)
     if s.null_count():
         first = int(s.is_null().arg_true()[0])
-        raise ValueError(f"{where}: column {col!r} has a missing value at row {first}")
+        raise InvalidArgumentError(f"{where}: column {col!r} has a missing value at row {first}")
     return s
 
 
@@ -79,16 +151,18 @@ def bool_column(
         bad = s.is_not_null() & ~s.is_in([0, 1])
         if bad.any():
             first = int(bad.arg_true()[0])
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{where}: column {col!r} must be boolean or 0/1, got {s[first]} at row {first}"
             )
         s = s.cast(pl.Boolean)
     elif s.dtype != pl.Boolean:
-        raise TypeError(f"{where}: column {col!r} must be boolean, got {s.dtype}")
+        raise InvalidTypeError(f"{where}: column {col!r} must be boolean, got {s.dtype}")
     if s.null_count():
         if null_as is None:
             first = int(s.is_null().arg_true()[0])
-            raise ValueError(f"{where}: column {col!r} has a missing value at row {first}")
+            raise InvalidArgumentError(
+                f"{where}: column {col!r} has a missing value at row {first}"
+            )
         s = s.fill_null(null_as)
     return s
 
@@ -112,9 +186,11 @@ def count_column(df: pl.DataFrame, col: str, *, where: str, distinct: bool = Tru
         out = s.cast(pl.Int64).fill_null(0)
         if (out < 0).any():
             first = int((out < 0).arg_true()[0])
-            raise ValueError(f"{where}: column {col!r} has a negative count at row {first}")
+            raise InvalidArgumentError(
+                f"{where}: column {col!r} has a negative count at row {first}"
+            )
         return out.alias(col)
-    raise TypeError(
+    raise InvalidTypeError(
         f"{where}: column {col!r} must be a list (e.g. list[str] of file names) or an integer "
         f"count, got {s.dtype}"
     )
