@@ -1,10 +1,11 @@
-"""Tests of the RadA-BenchPlat metrics and scorer (python/tumorboard/score/radabench.py).
+"""Tests of the RadA-BenchPlat metrics and scorer (python/tumorboard/score/radabench.py and
+the reference-code replicas in score/_radabench_reference.py).
 
 Hand-worked values for every agent metric from the paper's definition (e.g. the paper's optimal
 tool score example: 4 tools, the second best chosen, 0.75) and for the reference code's variants
-(shared/spec/REFERENCE.md §6); BLEU-1 against NLTK's sentence_bleu; ROUGE-L of the ``rouge``
-1.0.1 package worked by hand (the package is not installed); a small frame whose report is
-worked out in the test.
+(MAGIC-AI4Med/RadABench@acbcf87, EvalPlat/EvalMetrics/*.py); BLEU-1 against NLTK's
+sentence_bleu; ROUGE-L of the ``rouge`` 1.0.1 package worked by hand (the package is not
+installed); a small frame whose report is worked out in the test.
 """
 
 from __future__ import annotations

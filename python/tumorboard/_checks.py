@@ -1,5 +1,8 @@
-"""Argument checks shared by the packages' validation modules (``stats/_validate.py``,
-``text/_validate.py``): one home for the checks that are the same everywhere."""
+"""Argument checks shared by the packages' validation modules.
+
+``stats/_validate.py`` and ``text/_validate.py`` import these, so a check that is the same
+everywhere has one home.
+"""
 
 from __future__ import annotations
 

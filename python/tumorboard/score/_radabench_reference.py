@@ -52,8 +52,10 @@ __all__ = [
 
 
 def redundancy_rate_code(pred: Sequence[str], gt: Sequence[str]) -> float:
-    """Reference code ("redundancy"): the same count as ``radabench.false_discovery_rate`` over
-    ``max(|pred|, |gt|)``; 0 when both are empty.
+    """Compute the code's "redundancy": called tools not in ``gt`` over ``max(|pred|, |gt|)``.
+
+    The count of ``radabench.false_discovery_rate`` over another denominator; 0 when both
+    chains are empty.
 
     >>> redundancy_rate_code(["A", "X"], ["A", "B", "C", "D"])
     0.25
@@ -82,8 +84,9 @@ def longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
 
 
 def tool_matching_accuracy_code(pred: Sequence[str], gt: Sequence[str]) -> float:
-    """Reference code ("precision"): longest common contiguous run of ``gt`` and ``pred`` over
-    ``|gt|``; 0 for an empty ``gt``.
+    """Compute the code's "precision": the longest common contiguous run over ``|gt|``.
+
+    The run is of ``gt`` and ``pred``; 0 for an empty ``gt``.
 
     >>> tool_matching_accuracy_code(["A", "X", "C", "D"], ["A", "B", "C", "D"])
     0.5
@@ -92,9 +95,10 @@ def tool_matching_accuracy_code(pred: Sequence[str], gt: Sequence[str]) -> float
 
 
 def optimal_tool_score_code(called: Sequence[str], candidates: Sequence[str]) -> float:
-    """Reference code ("win rate"): candidates ordered worst to best; scanning from the end,
-    the first candidate present in ``called`` at position i from the end gives
-    ``(N - i) / N``; 0 when none was called (or there are no candidates).
+    """Compute the code's "win rate" from candidates ordered worst to best.
+
+    Scanning from the end, the first candidate present in ``called`` at position i from the end
+    gives ``(N - i) / N``; 0 when none was called (or there are no candidates).
 
     >>> optimal_tool_score_code(["TOOL1", "TOOL4"], ["TOOL3", "TOOL4", "TOOL5"])
     0.6666666666666666
@@ -108,7 +112,7 @@ def optimal_tool_score_code(called: Sequence[str], candidates: Sequence[str]) ->
 
 
 def log_error_flag(log: str) -> bool:
-    """The code's text-metric exclusion rule: ``"Error" in log or "error" in log``."""
+    """Apply the code's text-metric exclusion rule: ``"Error" in log or "error" in log``."""
     return "Error" in log or "error" in log
 
 
@@ -127,18 +131,22 @@ def _nltk_tokenizers() -> tuple[Any, Any]:
 
 
 def radabench_tokenize(text: str) -> list[str]:
-    """NLTK ``word_tokenize`` as far as it runs without data files: sentences from an
-    untrained ``PunktSentenceTokenizer``, then ``NLTKWordTokenizer`` on each (module notes).
+    """Tokenize like NLTK's ``word_tokenize``, as far as it runs without data files.
 
-    The reference code calls ``word_tokenize(text.lower())``; lowercase before calling this.
+    Sentences come from an untrained ``PunktSentenceTokenizer``, then ``NLTKWordTokenizer``
+    runs on each (module notes). The reference code calls ``word_tokenize(text.lower())``;
+    lowercase before calling this.
     """
     sents, words = _nltk_tokenizers()
     return [tok for s in sents.tokenize(text) for tok in words.tokenize(s)]
 
 
 def set_f1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
-    """Unique-token F1: ``P = |H ∩ R| / |H|``, ``R = |H ∩ R| / |R|``, ``2PR / (P + R)`` on the
-    token sets; 0 when either set is empty or nothing is shared."""
+    """Compute the unique-token F1 of two token lists.
+
+    ``P = |H ∩ R| / |H|``, ``R = |H ∩ R| / |R|``, ``2PR / (P + R)`` on the token sets; 0 when
+    either set is empty or nothing is shared.
+    """
     h, r = set(hyp_tokens), set(ref_tokens)
     if not h or not r:
         return 0.0
@@ -148,13 +156,14 @@ def set_f1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
 
 
 def bleu1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
-    """NLTK ``sentence_bleu([ref], hyp, weights=(1, 0, 0, 0), smoothing_function=
-    SmoothingFunction().method1)``.
+    """Compute NLTK's BLEU-1 with method-1 smoothing, as the reference code calls it.
 
-    With one reference this is ``BP * p1``: ``p1`` = clipped unigram matches / ``|hyp|``;
-    ``BP = 1`` if ``|hyp| > |ref|``, else ``exp(1 - |ref| / |hyp|)``; 0 when no unigram
-    matches (NLTK returns 0 before smoothing) or the hypothesis is empty. ``method1`` only
-    smooths the zero-weighted higher orders, so it does not change the value.
+    That is ``sentence_bleu([ref], hyp, weights=(1, 0, 0, 0),
+    smoothing_function=SmoothingFunction().method1)``. With one reference this is ``BP * p1``:
+    ``p1`` = clipped unigram matches / ``|hyp|``; ``BP = 1`` if ``|hyp| > |ref|``, else
+    ``exp(1 - |ref| / |hyp|)``; 0 when no unigram matches (NLTK returns 0 before smoothing) or the
+    hypothesis is empty. ``method1`` only smooths the zero-weighted higher orders, so it does
+    not change the value.
     """
     c, r = len(hyp_tokens), len(ref_tokens)
     if c == 0:
@@ -174,15 +183,20 @@ def bleu1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
 
 
 def _rouge_sentences(text: str) -> list[list[str]]:
-    """``rouge`` 1.0.1 preprocessing: split on ".", drop empty pieces, collapse whitespace,
-    then words = ``sentence.split(" ")`` (so a whitespace-only piece is the one word "")."""
+    """Split a text into sentences of words as the ``rouge`` 1.0.1 package does.
+
+    Split on ".", drop empty pieces, collapse whitespace, then words = ``sentence.split(" ")``
+    (so a whitespace-only piece is the one word "").
+    """
     return [" ".join(piece.split()).split(" ") for piece in text.split(".") if len(piece) > 0]
 
 
 def _lcs_word_set(x: Sequence[str], y: Sequence[str]) -> set[str]:
-    """Words of the LCS of x (reference sentence) and y (candidate sentence), reconstructed
-    as ``rouge`` 1.0.1 does: from the end, a match steps diagonally, otherwise step up
-    (x shorter) when ``table[i-1][j] > table[i][j-1]`` and left otherwise."""
+    """Return the words of the LCS of x (reference) and y (candidate sentence).
+
+    Reconstructed as ``rouge`` 1.0.1 does: from the end, a match steps diagonally, otherwise
+    step up (x shorter) when ``table[i-1][j] > table[i][j-1]`` and left otherwise.
+    """
     n, m = len(x), len(y)
     table = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(1, n + 1):
@@ -207,8 +221,10 @@ def _lcs_word_set(x: Sequence[str], y: Sequence[str]) -> set[str]:
 
 
 def rouge_l_code(hyp: str, ref: str) -> float:
-    """ROUGE-L F of the ``rouge`` 1.0.1 package (``Rouge().get_scores(hyp, ref)[0]["rouge-l"]
-    ["f"]``), summary-level union LCS with its set semantics (``exclusive=True``).
+    """Compute the ROUGE-L F of the ``rouge`` 1.0.1 package.
+
+    That is ``Rouge().get_scores(hyp, ref)[0]["rouge-l"]["f"]``: the summary-level union LCS
+    with its set semantics (``exclusive=True``).
 
     Sentences are the non-empty pieces of the text split on "." (whitespace collapsed), words
     are split on single spaces, case is kept. With ``U`` = the set of words that occur in the
@@ -241,9 +257,11 @@ def rouge_l_code(hyp: str, ref: str) -> float:
 def final_response_scores_code(
     hypothesis: str | None, reference: str | None
 ) -> tuple[float, float, float]:
-    """``(f1, bleu1, rouge_l)`` of one final response exactly as the reference code's
-    ``calculate_metrics`` computes them (module notes); (0, 0, 0) for a missing or empty text
-    or when either side has no token."""
+    """Score one final response as the reference code's ``calculate_metrics`` does.
+
+    Returns ``(f1, bleu1, rouge_l)`` (module notes); (0, 0, 0) for a missing or empty text or
+    when either side has no token.
+    """
     if not reference or not hypothesis:
         return 0.0, 0.0, 0.0
     ref_tokens = radabench_tokenize(reference.lower())

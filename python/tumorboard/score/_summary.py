@@ -1,5 +1,6 @@
-"""``summarize``: per-group means with bootstrap percentile CIs in the shared report-table schema,
-plus the joint-resampling CI of the "overall" (macro mean over tasks) figure.
+"""Per-group means with bootstrap CIs in the shared report-table schema, and the overall row.
+
+``summarize`` also gives the joint-resampling CI of the "overall" (macro mean over tasks) figure.
 
 The per-group intervals come from :func:`tumorboard.stats.bootstrap` (one C++ call for all
 groups). The overall row follows the MTBBench paper for its estimate (the plain mean of the task
@@ -233,8 +234,10 @@ def _overall_rows(
     metric: str,
     options: BootstrapOptions,
 ) -> pl.DataFrame:
-    """One task="overall" row per (track, model, tools, extras): estimate = plain mean of the
-    task means; CI from the engine's "mean_of_ratios" on [sum_t, count_t] columns per task.
+    """Compute one task="overall" row per (track, model, tools, extras).
+
+    The estimate is the plain mean of the task means; the CI comes from the engine's
+    "mean_of_ratios" on [sum_t, count_t] columns per task.
 
     The engine takes one weight vector per call, so groups are batched by their number of tasks
     k; each group's tasks get local indices 0..k-1 (sorted by name). Group streams are keyed by

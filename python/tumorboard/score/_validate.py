@@ -87,8 +87,11 @@ def input_frame(
 
 
 def as_frame(df: Any, *, name: str = "df") -> pl.DataFrame:
-    """A polars DataFrame from a polars DataFrame, LazyFrame (collected) or pyarrow Table /
-    RecordBatch. Anything else raises TypeError naming the argument."""
+    """Return a polars DataFrame from a DataFrame, LazyFrame (collected) or pyarrow Table.
+
+    A pyarrow RecordBatch is accepted too; anything else raises InvalidTypeError naming the
+    argument.
+    """
     if isinstance(df, pl.DataFrame):
         return df
     if isinstance(df, pl.LazyFrame):
@@ -110,8 +113,11 @@ def require_columns(
     optional: Sequence[str] = (),
     where: str,
 ) -> None:
-    """Raises ValueError naming the first missing required column and listing the required (and
-    optional) columns. ``where`` names the caller (e.g. "mtbbench") for the message."""
+    """Check that the required columns are present.
+
+    The error names the first missing required column and lists the required (and optional)
+    columns; ``where`` names the caller (e.g. "mtbbench") for the message.
+    """
     for col in required:
         if col not in df.columns:
             opt = f"; optional: {', '.join(optional)}" if optional else ""
@@ -122,7 +128,7 @@ def require_columns(
 
 
 def string_column(df: pl.DataFrame, col: str, *, where: str) -> pl.Series:
-    """Column `col` as String; rejects nulls (a record must say which model/task it belongs to)."""
+    """Return column ``col`` as String; nulls are rejected (a record names its model/task)."""
     s = df.get_column(col)
     if s.dtype == pl.Null:  # an all-null column
         s = s.cast(pl.String)
@@ -142,8 +148,11 @@ def string_column(df: pl.DataFrame, col: str, *, where: str) -> pl.Series:
 def bool_column(
     df: pl.DataFrame, col: str, *, where: str, null_as: bool | None = None
 ) -> pl.Series:
-    """Column `col` as Boolean. Integer columns must hold only 0 and 1. Nulls become `null_as`
-    when it is given and are an error otherwise."""
+    """Return column ``col`` as Boolean.
+
+    Integer columns must hold only 0 and 1. Nulls become ``null_as`` when it is given and are an
+    error otherwise.
+    """
     s = df.get_column(col)
     if s.dtype == pl.Null:  # an all-null column
         s = s.cast(pl.Boolean)
@@ -168,9 +177,11 @@ def bool_column(
 
 
 def count_column(df: pl.DataFrame, col: str, *, where: str, distinct: bool = True) -> pl.Series:
-    """Per-record counts from a list column (number of distinct non-null elements when
-    ``distinct``, else all non-null elements) or an integer count column. A null entry counts 0
-    (nothing recorded). Negative counts are an error. Returns Int64."""
+    """Return per-record counts (Int64) from a list column or an integer count column.
+
+    A list counts its distinct non-null elements when ``distinct``, else all non-null elements.
+    A null entry counts 0 (nothing recorded). Negative counts are an error.
+    """
     s = df.get_column(col)
     if s.dtype == pl.Null:  # an all-null column: nothing recorded
         return pl.Series(col, [0] * len(s), dtype=pl.Int64)
@@ -197,8 +208,11 @@ def count_column(df: pl.DataFrame, col: str, *, where: str, distinct: bool = Tru
 
 
 def with_defaults(df: pl.DataFrame, *, where: str) -> pl.DataFrame:
-    """Adds or fills the standard key columns: missing or null ``track`` -> "default", missing
-    or null ``tools`` -> False; casts ``track`` to String and ``tools`` to Boolean."""
+    """Add or fill the standard key columns ``track`` and ``tools``.
+
+    Missing or null ``track`` -> "default", missing or null ``tools`` -> False; ``track`` is
+    cast to String and ``tools`` to Boolean.
+    """
     n = df.height
     if "track" in df.columns:
         track = string_column(df.with_columns(pl.col("track").fill_null(DEFAULT_TRACK)), "track",

@@ -195,8 +195,11 @@ def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
 
 
 def _resolve_store(df: Any, *, backend: str, where: str) -> Any:
-    """A Store (or a store directory) for backend="ray"; for backend="local" a Store or store
-    directory becomes its MTBBench items joined with their runs (a LazyFrame)."""
+    """Resolve a store argument: kept for backend="ray", read as a LazyFrame for "local".
+
+    For backend="local" a Store or store directory becomes its MTBBench items joined with
+    their runs (a LazyFrame); anything else is returned unchanged.
+    """
     from ..traj import Store
 
     is_path = isinstance(df, (str, os.PathLike))

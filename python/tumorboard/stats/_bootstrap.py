@@ -195,7 +195,7 @@ def run_engine(
 
 
 def _poisson_keys(scheme: str, keys: Any, n: int) -> np.ndarray | None:
-    """The validated record keys of the Poisson scheme (None for the multinomial one)."""
+    """Return the validated record keys of the Poisson scheme (None for the multinomial one)."""
     return _validate.record_keys(keys, n) if scheme == "poisson" else None
 
 

@@ -183,7 +183,7 @@ class CorpusBleuResult:
 def _inputs(
     hyps: Any, refs: Any, tokenize: Any, lowercase: Any, max_order: Any
 ) -> tuple[Any, list[Any], str, bool, int]:
-    """The validated texts, reference streams, tokenizer, lowercase flag and n-gram order."""
+    """Validate the texts, reference streams, tokenizer, lowercase flag and n-gram order."""
     note = " (sacrebleu's 'intl', 'ja-mecab', 'ko-mecab' and 'spm' tokenizers are not available)"
     tok = _validate.choice(tokenize, _TOKENIZERS, name="tokenize", note=note)
     lower = _validate.flag(lowercase, name="lowercase")
@@ -193,7 +193,7 @@ def _inputs(
 
 
 def _smoothing(smooth: Any, smooth_value: Any, effective_order: Any) -> tuple[float | None, bool]:
-    """The validated smoothing value (after checking the method) and effective-order flag."""
+    """Validate the smoothing method and value and the effective-order flag."""
     _validate.choice(smooth, tuple(_SMOOTH_CODES), name="smooth")
     return (
         _validate.smooth_value(smooth_value),
