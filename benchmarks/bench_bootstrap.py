@@ -471,6 +471,12 @@ class _Ctx:
         self.log(f"  {label}: {sec:.3f} s/call ({time.perf_counter() - t0:.1f} s wall)")
         return sec, box.get("value")
 
+    def options(self, n_resamples: int, *, method: str = "percentile") -> Any:
+        """The tumorboard BootstrapOptions of a workload (this run's seed and threads)."""
+        return self.ts.BootstrapOptions(
+            n_resamples=n_resamples, method=method, seed=SEED, threads=self.threads
+        )
+
 
 def _results(
     ctx: _Ctx,
@@ -522,9 +528,7 @@ def _single_workload(
 
     tb_s, tb_res = ctx.time(
         "tumorboard",
-        lambda: ctx.ts.bootstrap(
-            x, n_resamples=n_resamples, method=method, seed=SEED, threads=ctx.threads
-        ),
+        lambda: ctx.ts.bootstrap(x, options=ctx.options(n_resamples, method=method)),
     )
     np_s, np_ci = ctx.time("chunked numpy", lambda: numpy_single(x, n_resamples, method, SEED + 1))
 
@@ -578,9 +582,7 @@ def _grouped_workload(
         lambda: ctx.ts.bootstrap(
             values,
             groups={"model": model, "task": task},
-            n_resamples=n_resamples,
-            seed=SEED,
-            threads=ctx.threads,
+            options=ctx.options(n_resamples),
         ),
     )
     np_s, np_ci = ctx.time(
@@ -650,9 +652,7 @@ def _clustered_workload(
             values,
             groups=model,
             clusters=patient,
-            n_resamples=n_resamples,
-            seed=SEED,
-            threads=ctx.threads,
+            options=ctx.options(n_resamples),
         ),
     )
     np_s, np_ci = ctx.time(

@@ -91,6 +91,7 @@ def run_results(
     except ImportError as err:
         raise RuntimeError("bench_dist needs Ray: pip install tumorboard[dist]") from err
     from tumorboard.dist import score_store
+    from tumorboard.stats import BootstrapOptions
 
     t_total = time.perf_counter()
     n = records or (QUICK_RECORDS if quick else FULL_RECORDS)
@@ -104,7 +105,7 @@ def run_results(
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": env})  # fmt: skip
-        opts = dict(n_resamples=resamples, seed=0)
+        opts = dict(options=BootstrapOptions(n_resamples=resamples, seed=0))
         out: dict[str, Any] = {}
 
         def local() -> None:

@@ -405,8 +405,7 @@ def _score(ctx: _Ctx, path: Path, loaded: list[dict], js_read_s: float, n: int) 
         res = ts.bootstrap(
             df.get_column("correct").to_numpy(),
             groups={c: codes.get_column(c).to_numpy() for c in codes.columns},
-            n_resamples=N_RESAMPLES,
-            seed=SEED,
+            options=ts.BootstrapOptions(n_resamples=N_RESAMPLES, seed=SEED),
         )
         labels = pl.concat([df.select("model", "task"), codes], how="horizontal").unique()
         return (
@@ -456,7 +455,7 @@ def _score(ctx: _Ctx, path: Path, loaded: list[dict], js_read_s: float, n: int) 
             "files_accessed",
             "files_hallucinated",
         )
-        return mtbbench(lf, n_resamples=N_RESAMPLES, seed=SEED)
+        return mtbbench.score(lf, options=ts.BootstrapOptions(n_resamples=N_RESAMPLES, seed=SEED))
 
     r_s, _ = ctx.time("tumorboard (score.mtbbench)", report)
     out.append(

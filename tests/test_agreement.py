@@ -20,9 +20,10 @@ import krippendorff
 import numpy as np
 import pytest
 from statsmodels.stats import inter_rater
-from tumorboard.stats import _agreement as agr
-from tumorboard.stats._agreement import (
+from tumorboard.errors import InvalidArgumentError, InvalidTypeError
+from tumorboard.stats import (
     AgreementResult,
+    BootstrapOptions,
     cohen_kappa,
     fleiss_kappa,
     gwet_ac1,
@@ -31,6 +32,7 @@ from tumorboard.stats._agreement import (
     pabak,
     rating_table,
 )
+from tumorboard.stats import _agreement as agr
 
 TOL = 1e-12
 
@@ -396,22 +398,24 @@ def test_krippendorff_alpha_matches_package(level):
         data[:, 0] = np.nan  # a unit nobody rated
         data[1:, 1] = np.nan  # a unit with a single value
         expected = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
-        prepared = agr._prepare_krippendorff_alpha(data, level=level)
+        prepared = agr._prepare_krippendorff_alpha(data, level_of_measurement=level)
         assert _reference(prepared) == pytest.approx(expected, abs=TOL)
-        res = krippendorff_alpha(data, level=level)
+        res = krippendorff_alpha(data, level_of_measurement=level)
         assert res.estimate == pytest.approx(expected, abs=TOL)
         m = np.sum(~np.isnan(data), axis=0)
         assert res.n_items == int((m >= 2).sum())
     # Unequally spaced values exercise the interval and ratio metrics.
     data = np.where(np.isnan(data), np.nan, data**2 / 3.0)
     expected = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
-    assert krippendorff_alpha(data, level=level).estimate == pytest.approx(expected, abs=TOL)
+    assert krippendorff_alpha(data, level_of_measurement=level).estimate == pytest.approx(
+        expected, abs=TOL
+    )
 
 
 def test_krippendorff_alpha_published_example():
     published = {"nominal": 0.743, "ordinal": 0.815, "interval": 0.849, "ratio": 0.797}
     for level, value in published.items():
-        res = krippendorff_alpha(KRIPPENDORFF_2011, level=level)
+        res = krippendorff_alpha(KRIPPENDORFF_2011, level_of_measurement=level)
         assert round(res.estimate, 3) == value
         expected = krippendorff.alpha(
             reliability_data=KRIPPENDORFF_2011, level_of_measurement=level
@@ -422,7 +426,7 @@ def test_krippendorff_alpha_published_example():
     as_words = np.full(KRIPPENDORFF_2011.shape, None, dtype=object)
     present = ~np.isnan(KRIPPENDORFF_2011)
     as_words[present] = words[KRIPPENDORFF_2011[present].astype(int) - 1]
-    res = krippendorff_alpha(as_words, level="ordinal", value_domain=list(words))
+    res = krippendorff_alpha(as_words, level_of_measurement="ordinal", value_domain=list(words))
     assert round(res.estimate, 3) == 0.815
     assert round(krippendorff_alpha(as_words).estimate, 3) == 0.743
 
@@ -475,9 +479,7 @@ def _ci_cases():
         ("gwet_ac1", lambda **kw: gwet_ac1(miss_table, **kw)),
         (
             "krippendorff_alpha",
-            lambda level=0.95, **kw: krippendorff_alpha(
-                many.T, level="ordinal", ci_level=level, **kw
-            ),
+            lambda **kw: krippendorff_alpha(many.T, level_of_measurement="ordinal", **kw),
         ),
         ("mean_pairwise_agreement", lambda **kw: mean_pairwise_agreement(many, **kw)),
     ]
@@ -490,17 +492,17 @@ def test_bootstrap_interval(name, call):
     assert math.isnan(point.ci_low) and math.isnan(point.ci_high) and math.isnan(point.se)
     assert point.n_resamples == 0 and point.n_items > 0
 
-    res = call(ci=True, n_resamples=300, seed=42, threads=1)
+    res = call(ci=True, options=BootstrapOptions(n_resamples=300, seed=42, threads=1))
     assert res.estimate == point.estimate
     assert res.ci_low <= res.estimate <= res.ci_high
     assert res.ci_high - res.ci_low > 0 and 0 < res.se < 0.5
     assert (res.n_resamples, res.level, res.method) == (300, 0.95, "percentile")
     assert res.n_items == point.n_items
-    again = call(ci=True, n_resamples=300, seed=42, threads=2)
+    again = call(ci=True, options=BootstrapOptions(n_resamples=300, seed=42, threads=2))
     assert again == res  # deterministic and bit-identical across thread counts
-    other = call(ci=True, n_resamples=300, seed=43, threads=2)
+    other = call(ci=True, options=BootstrapOptions(n_resamples=300, seed=43, threads=2))
     assert (other.ci_low, other.ci_high) != (res.ci_low, res.ci_high)
-    bca = call(ci=True, n_resamples=300, seed=42, method="bca", level=0.9)
+    bca = call(ci=True, options=BootstrapOptions(n_resamples=300, seed=42, method="bca", level=0.9))
     assert bca.ci_low <= bca.estimate <= bca.ci_high
     assert (bca.method, bca.level) == ("bca", 0.9)
 
@@ -514,11 +516,7 @@ def test_engine_rejects_inconsistent_params():
             prepared.rows,
             statistic="cohen_kappa",
             params=prepared.params[:-1].copy(),
-            n_resamples=10,
-            level=0.95,
-            method="percentile",
-            seed=0,
-            threads=1,
+            options=BootstrapOptions(n_resamples=10, threads=1),
             estimate_only=True,
         )
 
@@ -562,17 +560,19 @@ def test_input_validation():
         krippendorff_alpha([[1, np.nan], [np.nan, 2]])  # no pairable unit
     with pytest.raises(ValueError, match="reliability_data"):
         krippendorff_alpha([[1, 1], [1, 1]])  # a single value
-    with pytest.raises(ValueError, match="level"):
-        krippendorff_alpha([[1, 2], [1, 2]], level="cardinal")
+    with pytest.raises(InvalidArgumentError, match="level_of_measurement"):
+        krippendorff_alpha([[1, 2], [1, 2]], level_of_measurement="cardinal")
     with pytest.raises(ValueError, match="numeric"):
-        krippendorff_alpha([["a", "b"], ["a", "b"]], level="interval")
+        krippendorff_alpha([["a", "b"], ["a", "b"]], level_of_measurement="interval")
     with pytest.raises(ValueError, match="value_domain"):
-        krippendorff_alpha([["a", "b"], ["a", "b"]], level="ordinal")
+        krippendorff_alpha([["a", "b"], ["a", "b"]], level_of_measurement="ordinal")
     with pytest.raises(ValueError, match="labels"):
         mean_pairwise_agreement([[1], [2]])
     with pytest.raises(ValueError, match="labels"):
         mean_pairwise_agreement([[1, np.nan], [np.nan, 2]])
-    with pytest.raises(ValueError, match="n_resamples"):
-        cohen_kappa([0, 1], [1, 0], ci=True, n_resamples=0)
-    with pytest.raises(ValueError, match="level"):
-        cohen_kappa([0, 1], [1, 0], ci=True, level=1.5)
+    with pytest.raises(InvalidArgumentError, match="options: bootstrap options were given"):
+        cohen_kappa([0, 1], [1, 0], options=BootstrapOptions(n_resamples=10))
+    with pytest.raises(InvalidArgumentError, match="ci: expected True or False"):
+        fleiss_kappa([[1, 1], [2, 0]], ci="yes")
+    with pytest.raises(InvalidTypeError, match="options"):
+        gwet_ac1([[1, 1], [2, 0]], ci=True, options={"n_resamples": 10})

@@ -85,7 +85,7 @@ def test_import_then_score_json_matches_hand_computation(store, capsys):
             str(store),
             "--benchmark",
             "mtbbench",
-            "--resamples",
+            "--n-resamples",
             "500",
             "--seed",
             "0",
@@ -122,21 +122,22 @@ def test_import_then_score_json_matches_hand_computation(store, capsys):
     hem = by_key[(True, "hematology")]
     assert hem["ci_low"] == hem["ci_high"] == 1.0 and hem["pm"] == 0.0
     # same seed, same output; patient clusters change the intervals, not the estimates
-    main(["score", str(store), "--resamples", "500", "--format", "json"])
+    main(["score", str(store), "--n-resamples", "500", "--format", "json"])
     assert json.loads(capsys.readouterr().out) == rows
-    main(["score", str(store), "--resamples", "500", "--format", "json", "--cluster", "patient"])
+    main(["score", str(store), "--n-resamples", "500", "--format", "json", "--cluster", "patient"])
     clustered = {(r["tools"], r["task"]): r for r in json.loads(capsys.readouterr().out)}
     for key, r in by_key.items():
         assert clustered[key]["accuracy"] == r["accuracy"] and clustered[key]["n"] == r["n"]
 
 
 def test_score_formats_and_out_file(store, tmp_path, capsys):
-    assert main(["score", str(store), "--resamples", "200", "--format", "md"]) == 0
+    assert main(["score", str(store), "--n-resamples", "200", "--format", "md"]) == 0
     md = capsys.readouterr().out
     assert "alpha" in md and "digital_pathology" in md and "overall" in md
     out = tmp_path / "report.csv"
     assert (
-        main(["score", str(store), "--resamples", "200", "--format", "csv", "--out", str(out)]) == 0
+        main(["score", str(store), "--n-resamples", "200", "--format", "csv", "--out", str(out)])
+        == 0
     )
     assert capsys.readouterr().out.strip() == f"wrote {out}"
     table = pl.read_csv(out)
@@ -152,13 +153,13 @@ def test_score_formats_and_out_file(store, tmp_path, capsys):
     assert est[(True, "outcome_recurrence")] == pytest.approx(1.0)
     html = tmp_path / "report.html"
     assert (
-        main(["score", str(store), "--resamples", "200", "--format", "html", "--out", str(html)])
+        main(["score", str(store), "--n-resamples", "200", "--format", "html", "--out", str(html)])
         == 0
     )
     text = html.read_text()
     assert "<svg" in text and "alpha" in text
     js = tmp_path / "rows.json"
-    main(["score", str(store), "--resamples", "200", "--format", "json", "--out", str(js)])
+    main(["score", str(store), "--n-resamples", "200", "--format", "json", "--out", str(js)])
     rows = json.loads(js.read_text())
     assert len(rows) == 8 and not any(math.isnan(r["accuracy"]) for r in rows)
 

@@ -16,7 +16,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from tumorboard.dist import score_store, split_parts  # noqa: E402
-from tumorboard.stats import bootstrap  # noqa: E402
+from tumorboard.stats import BootstrapOptions, bootstrap  # noqa: E402
 from tumorboard.traj import Store  # noqa: E402
 
 B = 200
@@ -85,8 +85,7 @@ def _oracle(store: Store):
         groups=df.select("track", "model", "tools", "task"),
         keys=df.select("run_id", "patient_id", "item_id"),
         scheme="poisson",
-        n_resamples=B,
-        seed=3,
+        options=BootstrapOptions(n_resamples=B, seed=3),
     )
 
 
@@ -99,7 +98,7 @@ def _same(a, b) -> None:
 
 def test_local_scoring_matches_whole_data_poisson_bootstrap(store):
     df, ref = _oracle(store)
-    got = score_store(store, n_resamples=B, seed=3)
+    got = score_store(store, options=BootstrapOptions(n_resamples=B, seed=3))
     _same(got.result, ref)
     # hand check of the point estimates against a plain polars group mean
     table = got.report().table
@@ -117,12 +116,17 @@ def test_local_scoring_matches_whole_data_poisson_bootstrap(store):
 def test_ray_scoring_bit_identical_for_any_shard_count(cluster, store, shards):
     _, ref = _oracle(store)
     seen = []
-    got = score_store(store, n_resamples=B, seed=3, backend="ray", shards=shards,
-                      progress=lambda d, t: seen.append((d, t)))  # fmt: skip
+    got = score_store(
+        store,
+        options=BootstrapOptions(n_resamples=B, seed=3),
+        backend="ray",
+        shards=shards,
+        progress=lambda d, t: seen.append((d, t)),
+    )
     assert got.n_shards == shards and got.backend == "ray"
     assert seen[-1] == (shards, shards) and len(seen) == shards
     _same(got.result, ref)
-    local = score_store(store, n_resamples=B, seed=3, shards=shards)
+    local = score_store(store, options=BootstrapOptions(n_resamples=B, seed=3), shards=shards)
     _same(got.result, local.result)
     assert got.report().table.equals(local.report().table)
 
@@ -143,7 +147,7 @@ def test_errors(store, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="shards"):
         score_store(store, shards=0)
     with pytest.raises(ValueError, match="no items of benchmark 'nope'"):
-        score_store(store, benchmark="nope", n_resamples=10)
+        score_store(store, benchmark="nope", options=BootstrapOptions(n_resamples=10))
     from tumorboard.dist import _ray
 
     with pytest.raises(ConnectionError, match="cannot reach the Ray cluster at '127.0.0.1:1'"):
@@ -158,9 +162,18 @@ def test_cli_score_shards_and_ray_address(cluster, store, capsys):
 
     from tumorboard.cli import main
 
-    local = score_store(store, n_resamples=B, seed=3).report().table
+    local = score_store(store, options=BootstrapOptions(n_resamples=B, seed=3)).report().table
     for extra in (["--shards", "2"], ["--ray-address", "local", "--shards", "3"]):
-        argv = ["score", str(store.path), "--resamples", str(B), "--seed", "3", "--format", "json"]
+        argv = [
+            "score",
+            str(store.path),
+            "--n-resamples",
+            str(B),
+            "--seed",
+            "3",
+            "--format",
+            "json",
+        ]
         assert main(argv + extra) == 0
         rows = json.loads(capsys.readouterr().out)
         assert len(rows) == local.height == 9
@@ -276,11 +289,13 @@ def test_killed_worker_slide_is_retried(cluster, collection, tmp_path):
 def test_mtbbench_scorer_backends(cluster, store):
     from tumorboard.score import mtbbench
 
-    ray_rep = mtbbench(store, backend="ray", shards=2, n_resamples=B, seed=3)
-    ref = score_store(store, n_resamples=B, seed=3).report()
+    ray_rep = mtbbench.score(
+        store, backend="ray", shards=2, options=BootstrapOptions(n_resamples=B, seed=3)
+    )
+    ref = score_store(store, options=BootstrapOptions(n_resamples=B, seed=3)).report()
     assert ray_rep.table.equals(ref.table)
     # the same store scored in this process as a frame (multinomial bootstrap): same estimates
-    local = mtbbench(store.path, n_resamples=B, seed=3).table
+    local = mtbbench.score(store.path, options=BootstrapOptions(n_resamples=B, seed=3)).table
     acc = local.filter((pl.col("metric") == "accuracy") & (pl.col("task") != "overall"))
     joined = acc.join(ref.table, on=["track", "model", "tools", "task"], suffix="_ray")
     assert joined.height == ref.table.height == 9
@@ -288,8 +303,8 @@ def test_mtbbench_scorer_backends(cluster, store):
     assert (joined["n_correct"] == joined["n_correct_ray"]).all()
     assert np.array_equal(joined["estimate"].to_numpy(), joined["estimate_ray"].to_numpy())
     with pytest.raises(TypeError, match="scores a trajectory store"):
-        mtbbench(acc, backend="ray")
+        mtbbench.score(acc, backend="ray")
     with pytest.raises(ValueError, match="cluster= is not available"):
-        mtbbench(store, backend="ray", cluster="patient")
+        mtbbench.score(store, backend="ray", cluster="patient")
     with pytest.raises(ValueError, match="backend must be"):
-        mtbbench(store, backend="spark")
+        mtbbench.score(store, backend="spark")

@@ -17,7 +17,8 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 from tumorboard import _core
-from tumorboard.stats import PoissonPartials, bootstrap, poisson_partials
+from tumorboard.errors import InvalidArgumentError, InvalidTypeError
+from tumorboard.stats import BootstrapOptions, PoissonPartials, bootstrap, poisson_partials
 
 PARTIAL_FIELDS = ("hi", "lo", "weight", "scale", "n", "n_units")
 RESULT_FIELDS = ("n", "estimate", "boot_mean", "se", "ci_low", "ci_high", "degenerate",
@@ -123,7 +124,12 @@ def test_resampled_totals_are_poisson():
     # "sum" of n ones: in every resample the total weight of n independent Poisson(1) records is
     # Poisson(n). This checks independence of the weights across records as well as resamples.
     n, b = 40, 20_000
-    part = poisson_partials(np.ones(n), keys=np.arange(n), statistic="sum", n_resamples=b, seed=3)
+    part = poisson_partials(
+        np.ones(n),
+        keys=np.arange(n),
+        statistic="sum",
+        options=BootstrapOptions(n_resamples=b, seed=3),
+    )
     totals = part.weight[0, :b]
     assert part.weight[0, b] == n  # last slot: the full data
     res = part.finalize(return_distribution=True)
@@ -156,9 +162,16 @@ def _data(n: int, seed: int):
 def test_shards_merge_to_the_whole_data(n_shards):
     n, b, seed = 900, 203, 17  # B not a multiple of 4 or of the 64-resample task block
     values, groups, keys = _data(n, n_shards)
-    whole = poisson_partials(values, groups=groups, keys=keys, n_resamples=b, seed=seed)
+    whole = poisson_partials(
+        values, groups=groups, keys=keys, options=BootstrapOptions(n_resamples=b, seed=seed)
+    )
     shards = [
-        poisson_partials(values[i], groups=groups[i], keys=keys[i], n_resamples=b, seed=seed)
+        poisson_partials(
+            values[i],
+            groups=groups[i],
+            keys=keys[i],
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
         for i in split_into_shards(n, n_shards, seed=n_shards)
     ]
     merged = shards[0]
@@ -170,9 +183,16 @@ def test_shards_merge_to_the_whole_data(n_shards):
     assert_partials_equal(sum(shards[1:], shards[0]), whole)
     # finalize is bit-identical to the single-process Poisson bootstrap
     for method in ("percentile", "basic"):
-        fin = merged.finalize(method=method, level=0.9, return_distribution=True)
-        ref = bootstrap(values, groups=groups, keys=keys, scheme="poisson", method=method,
-                        level=0.9, n_resamples=b, seed=seed, return_distribution=True)  # fmt: skip
+        opts = BootstrapOptions(method=method, level=0.9, n_resamples=b, seed=seed)
+        fin = merged.finalize(options=opts, return_distribution=True)
+        ref = bootstrap(
+            values,
+            groups=groups,
+            keys=keys,
+            scheme="poisson",
+            options=BootstrapOptions(method=method, level=0.9, n_resamples=b, seed=seed),
+            return_distribution=True,
+        )
         assert_results_identical(fin, ref, RESULT_FIELDS + ("n_units",))
         assert fin.to_polars().equals(ref.to_polars())
 
@@ -184,10 +204,19 @@ def test_shards_missing_groups_merge_exactly():
     s0 = groups == "model-a"
     s1 = np.isin(groups, ["Z", "ünïcode"])
     s2 = ~(s0 | s1)
-    parts = [poisson_partials(values[m], groups=groups[m], keys=keys[m], n_resamples=b, seed=seed)
-             for m in (s0, s1, s2)]  # fmt: skip
+    parts = [
+        poisson_partials(
+            values[m],
+            groups=groups[m],
+            keys=keys[m],
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
+        for m in (s0, s1, s2)
+    ]
     assert [len(p.n) for p in parts] == [1, 2, 1]
-    whole = poisson_partials(values, groups=groups, keys=keys, n_resamples=b, seed=seed)
+    whole = poisson_partials(
+        values, groups=groups, keys=keys, options=BootstrapOptions(n_resamples=b, seed=seed)
+    )
     assert_partials_equal(parts[1] + parts[2] + parts[0], whole)
     assert_partials_equal((parts[0] + parts[1]) + parts[2], parts[0] + (parts[1] + parts[2]))
     assert list(whole.keys["groups"]) == sorted(set(groups))  # keys sorted, as in bootstrap()
@@ -198,11 +227,24 @@ def test_shards_missing_groups_merge_exactly():
     idx[1] = np.unique(idx[1])
     idx[2] = np.setdiff1d(idx[2], idx[1])
     assert sum(map(len, idx)) == n
-    parts = [poisson_partials(values[i], groups=groups[i], keys=keys[i], n_resamples=b, seed=seed)
-             for i in idx]  # fmt: skip
+    parts = [
+        poisson_partials(
+            values[i],
+            groups=groups[i],
+            keys=keys[i],
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
+        for i in idx
+    ]
     merged = parts[0].merge(parts[1], parts[2])
     assert_partials_equal(merged, whole)
-    ref = bootstrap(values, groups=groups, keys=keys, scheme="poisson", n_resamples=b, seed=seed)
+    ref = bootstrap(
+        values,
+        groups=groups,
+        keys=keys,
+        scheme="poisson",
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+    )
     assert_results_identical(merged.finalize(), ref)
 
 
@@ -212,16 +254,28 @@ def test_integer_and_composite_keys_and_groups():
     values = rng.integers(0, 5, n).astype(float)
     ikeys = rng.permutation(10 * n)[:n] - 2000  # distinct, some negative
     igroups = rng.integers(-2, 3, n)  # integer group keys, negative included
-    whole = poisson_partials(values, groups=igroups, keys=ikeys, n_resamples=b, seed=seed)
+    whole = poisson_partials(
+        values, groups=igroups, keys=ikeys, options=BootstrapOptions(n_resamples=b, seed=seed)
+    )
     assert list(whole.keys["groups"]) == [-2, -1, 0, 1, 2]
     idx = split_into_shards(n, 3, seed=4)
     merged = poisson_partials(values[idx[0]], groups=igroups[idx[0]], keys=ikeys[idx[0]],
-                              n_resamples=b, seed=seed)  # fmt: skip
+                              options=BootstrapOptions(n_resamples=b, seed=seed))  # fmt: skip
     for i in idx[1:]:
-        merged = merged + poisson_partials(values[i], groups=igroups[i], keys=ikeys[i],
-                                           n_resamples=b, seed=seed)  # fmt: skip
+        merged = merged + poisson_partials(
+            values[i],
+            groups=igroups[i],
+            keys=ikeys[i],
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
     assert_partials_equal(merged, whole)
-    ref = bootstrap(values, groups=igroups, keys=ikeys, scheme="poisson", n_resamples=b, seed=seed)
+    ref = bootstrap(
+        values,
+        groups=igroups,
+        keys=ikeys,
+        scheme="poisson",
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+    )
     assert_results_identical(merged.finalize(), ref)
     # composite record keys (doc, question) and composite groups (model, task), via polars
     doc = rng.integers(0, 50, n)
@@ -231,13 +285,28 @@ def test_integer_and_composite_keys_and_groups():
     kdf = pl.DataFrame({"doc": doc[sel], "q": question[sel]})
     gdf = pl.DataFrame({"model": np.where(sel % 2 == 0, "m1", "m2"), "task": sel % 3})
     v = values[sel]
-    whole = poisson_partials(v, groups=gdf, keys=kdf, n_resamples=b, seed=seed)
+    whole = poisson_partials(
+        v, groups=gdf, keys=kdf, options=BootstrapOptions(n_resamples=b, seed=seed)
+    )
     assert list(whole.keys) == ["model", "task"]
     halves = [np.arange(sel.size) < sel.size // 3, np.arange(sel.size) >= sel.size // 3]
-    parts = [poisson_partials(v[h], groups=gdf.filter(pl.Series(h)), keys=kdf.filter(pl.Series(h)),
-                              n_resamples=b, seed=seed) for h in halves]  # fmt: skip
+    parts = [
+        poisson_partials(
+            v[h],
+            groups=gdf.filter(pl.Series(h)),
+            keys=kdf.filter(pl.Series(h)),
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
+        for h in halves
+    ]
     assert_partials_equal(parts[1] + parts[0], whole)
-    ref = bootstrap(v, groups=gdf, keys=kdf, scheme="poisson", n_resamples=b, seed=seed)
+    ref = bootstrap(
+        v,
+        groups=gdf,
+        keys=kdf,
+        scheme="poisson",
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+    )
     assert_results_identical((parts[0] + parts[1]).finalize(), ref)
     assert (parts[0] + parts[1]).finalize().to_polars().equals(ref.to_polars())
 
@@ -254,17 +323,32 @@ def test_scale_alignment_across_magnitudes():
     keys = np.array([f"r{i}" for i in range(n)])
     groups = np.where(np.arange(n) % 2 == 0, "even", "odd")
     shards = [np.arange(n // 3), np.arange(n // 3, 2 * (n // 3)), np.arange(2 * (n // 3), n)]
-    parts = [poisson_partials(values[s], groups=groups[s], keys=keys[s], n_resamples=b, seed=seed)
-             for s in shards]  # fmt: skip
+    parts = [
+        poisson_partials(
+            values[s],
+            groups=groups[s],
+            keys=keys[s],
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
+        for s in shards
+    ]
     scales = [int(p.scale[0]) for p in parts]
     assert scales[0] == 0 and 0 < scales[1] <= 18 and scales[2] == 64
-    whole = poisson_partials(values, groups=groups, keys=keys, n_resamples=b, seed=seed)
+    whole = poisson_partials(
+        values, groups=groups, keys=keys, options=BootstrapOptions(n_resamples=b, seed=seed)
+    )
     assert int(whole.scale[0]) == 64
     for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
         merged = parts[order[0]].merge(*[parts[i] for i in order[1:]])
         assert_partials_equal(merged, whole)
-    ref = bootstrap(values, groups=groups, keys=keys, scheme="poisson", n_resamples=b, seed=seed,
-                    return_distribution=True)  # fmt: skip
+    ref = bootstrap(
+        values,
+        groups=groups,
+        keys=keys,
+        scheme="poisson",
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+        return_distribution=True,
+    )
     assert_results_identical((parts[0] + parts[1] + parts[2]).finalize(return_distribution=True),
                              ref)  # fmt: skip
     # the exact sums are faithful to float64 here (tiny values rounded to 2^-64 at most)
@@ -281,15 +365,15 @@ def test_multi_column_statistics_merge_exactly():
     groups = rng.integers(0, 3, n)
     for stat, values in (("ratio", ratio), ("f1", f1)):
         whole = poisson_partials(values, groups=groups, keys=keys, statistic=stat,
-                                 n_resamples=b, seed=seed)  # fmt: skip
+                                 options=BootstrapOptions(n_resamples=b, seed=seed))  # fmt: skip
         assert whole.hi.shape == (3, b + 1, values.shape[1])
         parts = [poisson_partials(values[i], groups=groups[i], keys=keys[i], statistic=stat,
-                                  n_resamples=b, seed=seed)
+                                  options=BootstrapOptions(n_resamples=b, seed=seed))
                  for i in split_into_shards(n, 7, seed=1)]  # fmt: skip
         merged = parts[0].merge(*parts[1:])
         assert_partials_equal(merged, whole)
         ref = bootstrap(values, groups=groups, keys=keys, statistic=stat, scheme="poisson",
-                        n_resamples=b, seed=seed)  # fmt: skip
+                        options=BootstrapOptions(n_resamples=b, seed=seed))  # fmt: skip
         assert_results_identical(merged.finalize(), ref)
 
 
@@ -297,20 +381,34 @@ def test_weights_follow_record_keys_not_positions():
     n, b, seed = 250, 100, 4
     values, groups, keys = _data(n, 3)
     perm = np.random.default_rng(0).permutation(n)
-    a = poisson_partials(values, groups=groups, keys=keys, n_resamples=b, seed=seed)
-    p = poisson_partials(values[perm], groups=groups[perm], keys=keys[perm], n_resamples=b,
-                         seed=seed)  # fmt: skip
+    a = poisson_partials(
+        values, groups=groups, keys=keys, options=BootstrapOptions(n_resamples=b, seed=seed)
+    )
+    p = poisson_partials(
+        values[perm],
+        groups=groups[perm],
+        keys=keys[perm],
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+    )
     assert_partials_equal(a, p)
     # other seeds and other keys give other weights
-    c = poisson_partials(values, groups=groups, keys=keys, n_resamples=b, seed=seed + 1)
+    c = poisson_partials(
+        values, groups=groups, keys=keys, options=BootstrapOptions(n_resamples=b, seed=seed + 1)
+    )
     assert not np.array_equal(a.weight, c.weight)
-    d = poisson_partials(values, groups=groups, keys=np.char.add(keys, "x"), n_resamples=b,
-                         seed=seed)  # fmt: skip
+    d = poisson_partials(
+        values,
+        groups=groups,
+        keys=np.char.add(keys, "x"),
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+    )
     assert not np.array_equal(a.weight, d.weight)
     # the full-data slot does not depend on the weights
     assert np.array_equal(a.hi[:, -1], c.hi[:, -1]) and np.array_equal(a.lo[:, -1], d.lo[:, -1])
     # a resample's weights do not depend on how many resamples are drawn (counter = resample)
-    short = poisson_partials(values, groups=groups, keys=keys, n_resamples=37, seed=seed)
+    short = poisson_partials(
+        values, groups=groups, keys=keys, options=BootstrapOptions(n_resamples=37, seed=seed)
+    )
     assert np.array_equal(short.weight[:, :37], a.weight[:, :37])
     assert np.array_equal(short.hi[:, :37], a.hi[:, :37])
 
@@ -322,22 +420,48 @@ def test_clusters_spanning_shards_merge_exactly():
     values = rng.integers(0, 2, n).astype(float)
     groups = rng.choice(["gpt", "claude"], n)
     keys = np.arange(n)
-    whole = poisson_partials(values, groups=groups, clusters=clusters, keys=keys, n_resamples=b,
-                             seed=seed)  # fmt: skip
+    whole = poisson_partials(
+        values,
+        groups=groups,
+        clusters=clusters,
+        keys=keys,
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+    )
     idx = split_into_shards(n, 3, seed=2)
     assert any(len(set(clusters[idx[0]]) & set(clusters[i])) > 0 for i in idx[1:])  # spans
-    parts = [poisson_partials(values[i], groups=groups[i], clusters=clusters[i], keys=keys[i],
-                              n_resamples=b, seed=seed) for i in idx]  # fmt: skip
+    parts = [
+        poisson_partials(
+            values[i],
+            groups=groups[i],
+            clusters=clusters[i],
+            keys=keys[i],
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
+        for i in idx
+    ]
     merged = parts[0] + parts[1] + parts[2]
     # the resample sums are exact: a cluster's weight is keyed by its label in every shard
     assert_partials_equal(merged, whole, ("hi", "lo", "weight", "scale", "n"))
-    ref = bootstrap(values, groups=groups, clusters=clusters, scheme="poisson", n_resamples=b,
-                    seed=seed, return_distribution=True)  # fmt: skip
+    ref = bootstrap(
+        values,
+        groups=groups,
+        clusters=clusters,
+        scheme="poisson",
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+        return_distribution=True,
+    )
     fin = merged.finalize(return_distribution=True)
     assert_results_identical(fin, ref)
     # clusters without record keys work too (the cluster label keys the weight)
-    no_keys = [poisson_partials(values[i], groups=groups[i], clusters=clusters[i], n_resamples=b,
-                                seed=seed) for i in idx]  # fmt: skip
+    no_keys = [
+        poisson_partials(
+            values[i],
+            groups=groups[i],
+            clusters=clusters[i],
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
+        for i in idx
+    ]
     assert_partials_equal(no_keys[0].merge(*no_keys[1:]), whole, ("hi", "lo", "weight", "n"))
     # all records of a cluster share its weight: the per-cluster bootstrap of cluster sums is
     # the same as the record-level bootstrap with clusters
@@ -347,8 +471,12 @@ def test_clusters_spanning_shards_merge_exactly():
     csize = np.bincount(c_inv)
     # weight of cluster c in resample r is a function of (seed, c): rebuild totals from one-record
     # shards of cluster sums and check the resampled item totals match
-    per_cluster = poisson_partials(np.column_stack([csum, csize]), clusters=c_codes,
-                                   statistic="ratio", n_resamples=b, seed=seed)  # fmt: skip
+    per_cluster = poisson_partials(
+        np.column_stack([csum, csize]),
+        clusters=c_codes,
+        statistic="ratio",
+        options=BootstrapOptions(n_resamples=b, seed=seed),
+    )
     ratio_dist = per_cluster.finalize(return_distribution=True).distribution[0]
     assert np.allclose(ratio_dist, ref.distribution[0], rtol=1e-12, atol=0, equal_nan=True)
 
@@ -372,14 +500,22 @@ def test_clusters_spanning_shards_count_units_once():
     values = rng.normal(size=n)
     groups = np.where(clusters == 0, "solo", "many")
     halves = [np.arange(n) % 2 == 0, np.arange(n) % 2 == 1]  # every cluster spans both shards
-    parts = [poisson_partials(values[h], groups=groups[h], clusters=clusters[h], statistic="sum",
-                              n_resamples=b, seed=seed) for h in halves]  # fmt: skip
+    parts = [
+        poisson_partials(
+            values[h],
+            groups=groups[h],
+            clusters=clusters[h],
+            statistic="sum",
+            options=BootstrapOptions(n_resamples=b, seed=seed),
+        )
+        for h in halves
+    ]
     merged = parts[0] + parts[1]
     whole = poisson_partials(values, groups=groups, clusters=clusters, statistic="sum",
-                             n_resamples=b, seed=seed)  # fmt: skip
+                             options=BootstrapOptions(n_resamples=b, seed=seed))  # fmt: skip
     assert np.array_equal(merged.hi, whole.hi) and np.array_equal(merged.lo, whole.lo)
     ref = bootstrap(values, groups=groups, clusters=clusters, statistic="sum", scheme="poisson",
-                    n_resamples=b, seed=seed)  # fmt: skip
+                    options=BootstrapOptions(n_resamples=b, seed=seed))  # fmt: skip
     assert list(ref.n_units) == [29, 1] and list(ref.degenerate) == [False, True]
     fin = merged.finalize()
     solo = list(ref.keys["groups"]).index("solo")
@@ -407,8 +543,8 @@ def test_poisson_intervals_agree_with_multinomial():
         "binary": (rng.random(n) < 0.3).astype(float),
     }
     for name, x in cases.items():
-        pois = bootstrap(x, scheme="poisson", n_resamples=b, seed=1)
-        mult = bootstrap(x, scheme="multinomial", n_resamples=b, seed=2)
+        pois = bootstrap(x, scheme="poisson", options=BootstrapOptions(n_resamples=b, seed=1))
+        mult = bootstrap(x, scheme="multinomial", options=BootstrapOptions(n_resamples=b, seed=2))
         assert pois.estimate[0] == pytest.approx(x.mean(), rel=1e-12)
         assert pois.estimate[0] == pytest.approx(mult.estimate[0], rel=1e-12)
         se = mult.se[0]
@@ -423,41 +559,55 @@ def test_poisson_bca_single_process():
     rng = np.random.default_rng(12)
     x = rng.exponential(1.0, 300)
     b = 4000
-    bca = bootstrap(x, scheme="poisson", method="bca", n_resamples=b, seed=3)
-    ref = bootstrap(x, scheme="multinomial", method="bca", n_resamples=b, seed=4)
+    bca = bootstrap(
+        x, scheme="poisson", options=BootstrapOptions(method="bca", n_resamples=b, seed=3)
+    )
+    ref = bootstrap(
+        x, scheme="multinomial", options=BootstrapOptions(method="bca", n_resamples=b, seed=4)
+    )
     se = ref.se[0]
     # BCa ends carry extra MC error from z0; allow 0.4 se.
     assert abs(bca.ci_low[0] - ref.ci_low[0]) < 0.4 * se
     assert abs(bca.ci_high[0] - ref.ci_high[0]) < 0.4 * se
     # skewed data: BCa shifts the interval to the right of the percentile interval
-    pct = bootstrap(x, scheme="poisson", method="percentile", n_resamples=b, seed=3)
+    pct = bootstrap(
+        x, scheme="poisson", options=BootstrapOptions(method="percentile", n_resamples=b, seed=3)
+    )
     assert bca.ci_low[0] > pct.ci_low[0] and bca.ci_high[0] > pct.ci_high[0]
     # same distribution as the percentile run (same seed, same keys): only the ends move
     assert bca.se[0] == pct.se[0] and bca.boot_mean[0] == pct.boot_mean[0]
 
 
 def test_finalize_rejects_bca_and_bad_options():
-    part = poisson_partials(np.arange(20.0), keys=np.arange(20), n_resamples=50, seed=0)
-    with pytest.raises(ValueError, match="bca"):
-        part.finalize(method="bca")
-    with pytest.raises(ValueError, match="level"):
-        part.finalize(level=1.0)
-    with pytest.raises(ValueError, match="method"):
-        part.finalize(method="BCa")
-    res = part.finalize(method="basic", level=0.8)
+    part = poisson_partials(
+        np.arange(20.0), keys=np.arange(20), options=BootstrapOptions(n_resamples=50, seed=0)
+    )
+    drawn = dict(n_resamples=50, seed=0)
+    with pytest.raises(InvalidArgumentError, match="bca"):
+        part.finalize(options=BootstrapOptions(method="bca", **drawn))
+    with pytest.raises(InvalidArgumentError, match="n_resamples=60 but the partials"):
+        part.finalize(options=BootstrapOptions(n_resamples=60))
+    with pytest.raises(InvalidArgumentError, match="seed=1 but the partials"):
+        part.finalize(options=BootstrapOptions(n_resamples=50, seed=1))
+    with pytest.raises(InvalidTypeError, match="options"):
+        part.finalize(options={"level": 0.8})
+    res = part.finalize(options=BootstrapOptions(method="basic", level=0.8, **drawn))
     assert res.scheme == "poisson" and res.method == "basic" and res.level == 0.8
+    assert (res.n_resamples, res.seed) == (50, 0)
 
 
 def test_poisson_partials_argument_errors():
     x = np.arange(10.0)
     with pytest.raises(ValueError, match="keys"):
-        poisson_partials(x, n_resamples=10)  # neither keys nor clusters
+        poisson_partials(x, options=BootstrapOptions(n_resamples=10))  # neither keys nor clusters
     with pytest.raises(ValueError, match="keys"):
-        poisson_partials(x, keys=np.arange(9), n_resamples=10)
+        poisson_partials(x, keys=np.arange(9), options=BootstrapOptions(n_resamples=10))
     with pytest.raises(ValueError, match="values"):
-        poisson_partials(np.array([1.0, np.nan]), keys=[0, 1], n_resamples=10)
+        poisson_partials(
+            np.array([1.0, np.nan]), keys=[0, 1], options=BootstrapOptions(n_resamples=10)
+        )
     with pytest.raises(ValueError, match="n_resamples"):
-        poisson_partials(x, keys=np.arange(10), n_resamples=0)
+        poisson_partials(x, keys=np.arange(10), options=BootstrapOptions(n_resamples=0))
     with pytest.raises(ValueError, match="statistic"):
         poisson_partials(x, keys=np.arange(10), statistic="median")
     with pytest.raises(ValueError, match="ratio"):
@@ -465,34 +615,50 @@ def test_poisson_partials_argument_errors():
     with pytest.raises(ValueError, match="groups"):
         poisson_partials(x, keys=np.arange(10), groups=np.zeros(3))
     with pytest.raises(ValueError, match="magnitude|overflow|rescale"):
-        poisson_partials(np.array([1e35, 1.0]), keys=[0, 1], n_resamples=4)
+        poisson_partials(
+            np.array([1e35, 1.0]), keys=[0, 1], options=BootstrapOptions(n_resamples=4)
+        )
     # strata are not part of the Poisson scheme
     with pytest.raises(ValueError, match="strata"):
-        bootstrap(x, strata=np.arange(10) % 2, scheme="poisson", n_resamples=10)
+        bootstrap(
+            x, strata=np.arange(10) % 2, scheme="poisson", options=BootstrapOptions(n_resamples=10)
+        )
 
 
 def test_merge_rejects_incompatible_partials():
     x = np.arange(12.0)
     k = np.arange(12)
-    base = poisson_partials(x, keys=k, n_resamples=16, seed=1)
+    base = poisson_partials(x, keys=k, options=BootstrapOptions(n_resamples=16, seed=1))
     with pytest.raises(ValueError, match="seed"):
-        base + poisson_partials(x, keys=k, n_resamples=16, seed=2)
+        base + poisson_partials(x, keys=k, options=BootstrapOptions(n_resamples=16, seed=2))
     with pytest.raises(ValueError, match="n_resamples"):
-        base + poisson_partials(x, keys=k, n_resamples=17, seed=1)
+        base + poisson_partials(x, keys=k, options=BootstrapOptions(n_resamples=17, seed=1))
     with pytest.raises(ValueError, match="statistic"):
-        base + poisson_partials(x, keys=k, n_resamples=16, seed=1, statistic="sum")
+        base + poisson_partials(
+            x, keys=k, options=BootstrapOptions(n_resamples=16, seed=1), statistic="sum"
+        )
     with pytest.raises(ValueError, match="group keys|columns"):
-        base + poisson_partials(x, keys=k, groups=k % 2, n_resamples=16, seed=1)
+        base + poisson_partials(
+            x, keys=k, groups=k % 2, options=BootstrapOptions(n_resamples=16, seed=1)
+        )
     with pytest.raises(ValueError, match="group keys|columns"):
-        poisson_partials(x, keys=k, groups={"a": k % 2}, n_resamples=16, seed=1) + poisson_partials(
-            x, keys=k, groups={"b": k % 2}, n_resamples=16, seed=1
+        poisson_partials(
+            x, keys=k, groups={"a": k % 2}, options=BootstrapOptions(n_resamples=16, seed=1)
+        ) + poisson_partials(
+            x, keys=k, groups={"b": k % 2}, options=BootstrapOptions(n_resamples=16, seed=1)
         )
 
 
 def test_poisson_degenerate_and_single_record_groups():
     x = np.array([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.5])
     g = np.array(["same", "same", "same", "mixed", "mixed", "mixed", "single"])
-    r = bootstrap(x, groups=g, scheme="poisson", keys=np.arange(7), n_resamples=200, seed=0)
+    r = bootstrap(
+        x,
+        groups=g,
+        scheme="poisson",
+        keys=np.arange(7),
+        options=BootstrapOptions(n_resamples=200, seed=0),
+    )
     t = {k: i for i, k in enumerate(r.keys["groups"])}
     for name in ("same", "single"):
         i = t[name]

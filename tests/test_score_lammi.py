@@ -12,15 +12,16 @@ import random
 import numpy as np
 import polars as pl
 import pytest
+from tumorboard.score import lammi
 from tumorboard.score.lammi import (
     input_jaccard,
     input_tokens,
-    lammi,
     multiple_choice_f1,
     tool_consistency_f1,
     tool_redundancy_rate,
     trajectory_success_score,
 )
+from tumorboard.stats import BootstrapOptions
 
 B = 300
 CALL = pl.Struct({"name": pl.String, "input": pl.String, "success": pl.Boolean})
@@ -101,7 +102,7 @@ def hand_frame() -> pl.DataFrame:
 
 
 def test_lammi_hand_frame() -> None:
-    t = lammi(hand_frame(), n_resamples=B).table
+    t = lammi.score(hand_frame(), options=BootstrapOptions(n_resamples=B)).table
     est = {(r["task"], r["metric"]): (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
     # vqa: TSS = 2/3 (valid, 2 of 3 ok), 1 (valid, no calls), 0 (invalid)
     assert est[("vqa", "trajectory_success_score")] == (pytest.approx(5 / 9), 3)
@@ -157,7 +158,7 @@ def random_frame(seed: int, n: int = 60) -> pl.DataFrame:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_lammi_vectorized_scorer_matches_reference_functions(seed: int) -> None:
     df = random_frame(seed)
-    t = lammi(df, n_resamples=50).table
+    t = lammi.score(df, options=BootstrapOptions(n_resamples=50)).table
     assert set(t["task"].to_list()) == {"all"}  # no task column: one task, no overall row
     for model in ("a", "b"):
         rows = [r for r in df.iter_rows(named=True) if r["model"] == model]
@@ -181,25 +182,28 @@ def test_lammi_vectorized_scorer_matches_reference_functions(seed: int) -> None:
 
 def test_lammi_options_and_errors() -> None:
     df = hand_frame()
-    lenient = lammi(df, n_resamples=B, threshold=0.5).table
+    lenient = lammi.score(df, options=BootstrapOptions(n_resamples=B), threshold=0.5).table
     row = lenient.filter(
         (pl.col("task") == "report") & (pl.col("metric") == "trajectory_success_rate")
     )
     assert row["estimate"][0] == 1.0  # TSS 0.5 >= 0.5
     with pytest.raises(ValueError, match="no column 'output_valid'"):
-        lammi(df.drop("output_valid"))
+        lammi.score(df.drop("output_valid"))
     with pytest.raises(ValueError, match="threshold"):
-        lammi(df, threshold=1.5)
+        lammi.score(df, threshold=1.5)
     with pytest.raises(TypeError, match="tool_calls"):
-        lammi(df.with_columns(pl.lit("x").alias("tool_calls")))
+        lammi.score(df.with_columns(pl.lit("x").alias("tool_calls")))
     no_success = df.with_columns(
         pl.col("tool_calls").list.eval(pl.element().struct.field("name").alias("name"))
         .list.eval(pl.struct(pl.element().alias("name"), pl.lit("").alias("input")))
     )  # fmt: skip
     with pytest.raises(ValueError, match="no field 'success'"):
-        lammi(no_success)
+        lammi.score(no_success)
     with pytest.raises(ValueError, match="no column 'pid'"):
-        lammi(df, cluster="pid")
-    clustered = lammi(df.with_columns(pl.Series("pid", ["p1", "p1", "p2", "p2"])), cluster="pid",
-                      n_resamples=B).table  # fmt: skip
-    assert clustered.height == lammi(df, n_resamples=B).table.height
+        lammi.score(df, cluster="pid")
+    clustered = lammi.score(
+        df.with_columns(pl.Series("pid", ["p1", "p1", "p2", "p2"])),
+        cluster="pid",
+        options=BootstrapOptions(n_resamples=B),
+    ).table
+    assert clustered.height == lammi.score(df, options=BootstrapOptions(n_resamples=B)).table.height

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from tumorboard.score import medbench
 from tumorboard.score.judge import (
     JudgeScoreError,
     judge_agreement,
@@ -19,11 +20,11 @@ from tumorboard.score.judge import (
 from tumorboard.score.medbench import (
     keypoint_recall,
     macro_average,
-    medbench,
     micro_f1,
     strict_accuracy,
 )
 from tumorboard.score.report import TABLE_COLUMNS, Report
+from tumorboard.stats import BootstrapOptions
 
 B = 300  # bootstrap resamples in these tests
 
@@ -115,7 +116,7 @@ def test_judge_agreement_cohen_kappa_by_hand() -> None:
     human = [0, 0, 0, 0, 1, 0, 0, 1, 1, 1]
     # p_o = 7/10; marginals judge (.5, .5), human (.6, .4): p_e = .3 + .2 = .5
     df = pl.DataFrame({"judge": judge, "human": human})
-    res = judge_agreement(df, judge="judge", human="human", n_resamples=B)
+    res = judge_agreement(df, judge="judge", human="human", options=BootstrapOptions(n_resamples=B))
     assert res.estimate == pytest.approx((0.7 - 0.5) / (1 - 0.5))
     assert res.n_items == 10
     assert res.ci_low <= res.estimate <= res.ci_high
@@ -125,7 +126,9 @@ def test_judge_agreement_weighted_and_parsed_replies() -> None:
     judge_replies = [f"<score>{s}</score>" for s in (0, 1, 2, 2, 1)]
     human = [0, 1, 1, 2, 2]
     df = pl.DataFrame({"j": judge_replies, "h": human})
-    res = judge_agreement(df, judge="j", human="h", weights="quadratic", n_resamples=B)
+    res = judge_agreement(
+        df, judge="j", human="h", weights="quadratic", options=BootstrapOptions(n_resamples=B)
+    )
     # hand: q = 3 categories {0,1,2}, w_ij = 1 - (i-j)^2 / 4
     a, h = np.array([0, 1, 2, 2, 1]), np.array(human)
     w = 1 - (np.subtract.outer(np.arange(3), np.arange(3)) ** 2) / 4
@@ -206,13 +209,13 @@ EXPECTED_TASKS = {
 
 
 def test_medbench_hand_frame() -> None:
-    report = medbench(hand_frame(), n_resamples=B, seed=3)
+    report = medbench.score(hand_frame(), options=BootstrapOptions(n_resamples=B, seed=3))
     assert isinstance(report, Report)
     t = report.table
     assert t.columns[: len(TABLE_COLUMNS)] == list(TABLE_COLUMNS)
-    assert t.columns[len(TABLE_COLUMNS) :] == ["level", "dimension", "task_metric"]
+    assert t.columns[len(TABLE_COLUMNS) :] == ["aggregation", "dimension", "task_metric"]
     assert set(t["metric"].to_list()) == {"score"}
-    tasks = t.filter(pl.col("level") == "task")
+    tasks = t.filter(pl.col("aggregation") == "task")
     got = {r["task"]: (r["estimate"], r["n"]) for r in tasks.iter_rows(named=True)}
     assert set(got) == set(EXPECTED_TASKS)
     for task, (est, n) in EXPECTED_TASKS.items():
@@ -225,7 +228,7 @@ def test_medbench_hand_frame() -> None:
     dim_a = (e["mc"] + e["ml"] + e["kp"]) / 3
     dim_b = (e["gen"] + e["loc"] + e["jd"]) / 3
     dim_c = (e["acc"] + e["sc"]) / 2
-    dims = t.filter(pl.col("level") == "dimension")
+    dims = t.filter(pl.col("aggregation") == "dimension")
     got_d = {r["dimension"]: (r["task"], r["estimate"], r["n"]) for r in dims.iter_rows(named=True)}
     assert got_d["A"] == ("dimension:A", pytest.approx(dim_a), 6)
     assert got_d["B"] == ("dimension:B", pytest.approx(dim_b), 6)
@@ -233,7 +236,7 @@ def test_medbench_hand_frame() -> None:
     overall = t.filter(pl.col("task") == "overall").row(0, named=True)
     assert overall["estimate"] == pytest.approx((dim_a + dim_b + dim_c) / 3)
     assert overall["n"] == 17
-    assert overall["dimension"] is None and overall["level"] == "overall"
+    assert overall["dimension"] is None and overall["aggregation"] == "overall"
     assert t["task"].to_list()[-1] == "overall"  # overall last in its (track, model, tools)
 
     # intervals: bounds hold, pm is half the width, micro-F1 task with identical items is fixed
@@ -245,7 +248,7 @@ def test_medbench_hand_frame() -> None:
     assert ml["ci_low"] == ml["ci_high"] == pytest.approx(400 / 6)  # both items are (4, 6)
 
     # deterministic for a seed
-    again = medbench(hand_frame(), n_resamples=B, seed=3).table
+    again = medbench.score(hand_frame(), options=BootstrapOptions(n_resamples=B, seed=3)).table
     assert again.equals(t)
 
 
@@ -255,7 +258,7 @@ def test_medbench_models_tracks_and_clusters() -> None:
     df = pl.concat([base, other]).with_columns(
         pl.lit("t1").alias("track"), (pl.int_range(pl.len()) // 3).cast(pl.String).alias("pid")
     )
-    t = medbench(df, n_resamples=B, cluster="pid").table
+    t = medbench.score(df, options=BootstrapOptions(n_resamples=B), cluster="pid").table
     assert set(t["model"].to_list()) == {"m", "n"}
     assert set(t["track"].to_list()) == {"t1"}
     n_mc = t.filter((pl.col("model") == "n") & (pl.col("task") == "mc")).row(0, named=True)
@@ -266,25 +269,25 @@ def test_medbench_models_tracks_and_clusters() -> None:
 def test_medbench_errors() -> None:
     df = hand_frame()
     with pytest.raises(ValueError, match="no column 'dimension'"):
-        medbench(df.drop("dimension"))
+        medbench.score(df.drop("dimension"))
     with pytest.raises(ValueError, match="unknown metric 'bleu' at row 0"):
-        medbench(df.with_columns(pl.lit("bleu").alias("metric")))
+        medbench.score(df.with_columns(pl.lit("bleu").alias("metric")))
     mixed = df.with_columns(
         pl.when(pl.int_range(pl.len()) == 0).then(pl.lit("accuracy")).otherwise(pl.col("metric"))
         .alias("metric")
     )  # fmt: skip
     with pytest.raises(ValueError, match="task 'mc' has several values of 'metric'"):
-        medbench(mixed)
+        medbench.score(mixed)
     bad_judge = df.with_columns(
         pl.when(pl.col("judge_output") == "<score>2</score>").then(pl.lit("<score>7</score>"))
         .otherwise(pl.col("judge_output")).alias("judge_output")
     )  # fmt: skip
     with pytest.raises(JudgeScoreError, match="row 13"):
-        medbench(bad_judge)
+        medbench.score(bad_judge)
     with pytest.raises(ValueError, match="tasks with metric='micro_f1'"):
-        medbench(df.drop("gold_labels"))
+        medbench.score(df.drop("gold_labels"))
     with pytest.raises(ValueError, match="no rows"):
-        medbench(df.head(0))
+        medbench.score(df.head(0))
 
 
 def test_medbench_overall_ci_matches_an_independent_joint_bootstrap() -> None:
@@ -302,7 +305,7 @@ def test_medbench_overall_ci_matches_an_independent_joint_bootstrap() -> None:
         for _ in range(sizes[t])
     ]  # fmt: skip
     df = pl.DataFrame(rows)
-    t = medbench(df, n_resamples=4000, seed=11).table
+    t = medbench.score(df, options=BootstrapOptions(n_resamples=4000, seed=11)).table
     overall = t.filter(pl.col("task") == "overall").row(0, named=True)
     task_of = df["task"].to_numpy()
     ok = df["correct"].to_numpy().astype(float)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from tumorboard.score.medinsight import insight_scores, medinsight, novelty_rates
+from tumorboard.score import medinsight
+from tumorboard.score.medinsight import insight_scores, novelty_rates
+from tumorboard.stats import BootstrapOptions
 
 B = 300
 
@@ -56,7 +58,7 @@ def hand_frame() -> pl.DataFrame:
 
 
 def test_medinsight_hand_frame() -> None:
-    t = medinsight(hand_frame(), n_resamples=B).table
+    t = medinsight.score(hand_frame(), options=BootstrapOptions(n_resamples=B)).table
     est = {(r["model"], r["metric"]): (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
     assert est[("a", "insight_recall")] == (pytest.approx((0.75 + 0.8) / 2), 2)
     assert est[("a", "insight_precision")] == (pytest.approx((0.5 + 0.8) / 2), 2)
@@ -75,7 +77,7 @@ def test_medinsight_hand_frame() -> None:
 
 def test_medinsight_tasks_give_overall_rows() -> None:
     df = hand_frame().with_columns(pl.Series("task", ["x", "y", "x"]))
-    t = medinsight(df, n_resamples=B).table
+    t = medinsight.score(df, options=BootstrapOptions(n_resamples=B)).table
     overall = t.filter((pl.col("model") == "a") & (pl.col("task") == "overall")
                        & (pl.col("metric") == "insight_recall"))  # fmt: skip
     assert overall["estimate"][0] == pytest.approx((0.75 + 0.8) / 2)
@@ -96,7 +98,7 @@ def test_medinsight_rouge1_path_matches_rouge_score() -> None:
         expected_r.append(m.max(axis=1).mean())
     df = pl.DataFrame({"model": ["m", "m"], "case_id": ["c1", "c2"], "insights": gen,
                        "gt_insights": gt})  # fmt: skip
-    t = medinsight(df, n_resamples=B).table
+    t = medinsight.score(df, options=BootstrapOptions(n_resamples=B)).table
     got = t.filter(pl.col("metric") == "insight_recall")["estimate"][0]
     assert got == pytest.approx(np.mean(expected_r), abs=1e-12)
 
@@ -104,14 +106,14 @@ def test_medinsight_rouge1_path_matches_rouge_score() -> None:
 def test_medinsight_errors() -> None:
     df = hand_frame()
     with pytest.raises(ValueError, match="no column 'case_id'"):
-        medinsight(df.drop("case_id"))
+        medinsight.score(df.drop("case_id"))
     with pytest.raises(ValueError, match="score_matrix"):
-        medinsight(df.drop("score_matrix"))
+        medinsight.score(df.drop("score_matrix"))
     ragged = df.with_columns(pl.Series("score_matrix", [[[1.0, 0.0], [0.5]], [[0.8]], [[]]]))
     with pytest.raises(ValueError, match="row 0 is ragged"):
-        medinsight(ragged)
+        medinsight.score(ragged)
     mismatch = df.with_columns(pl.Series("insight_novelty_votes", [[0, 2], [1], []]))
     with pytest.raises(ValueError, match="row 0 has 3 insight_precision_scores but 2"):
-        medinsight(mismatch)
+        medinsight.score(mismatch)
     with pytest.raises(ValueError, match="novelty"):
-        medinsight(df.drop("insight_novelty_votes"))
+        medinsight.score(df.drop("insight_novelty_votes"))

@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 import tumorboard.score as score
 from tumorboard.score import TABLE_COLUMNS, mtbbench
-from tumorboard.stats import bootstrap
+from tumorboard.stats import BootstrapOptions, bootstrap
 
 FRAME = pl.DataFrame(
     {
@@ -53,7 +53,7 @@ def get(table: pl.DataFrame, col: str, **key) -> object:
 
 @pytest.fixture(scope="module")
 def report():
-    return mtbbench(FRAME, n_resamples=500, seed=0)
+    return mtbbench.score(FRAME, options=BootstrapOptions(n_resamples=500, seed=0))
 
 
 def test_accuracy_rows_hand_worked(report):
@@ -131,7 +131,9 @@ def test_bootstrap_columns_equal_engine_with_same_keys(report):
     correct = FRAME["correct"].fill_null(False).to_numpy().astype(float)
     keys = pl.DataFrame({"track": FRAME["track"].fill_null("default"), "model": FRAME["model"],
                          "tools": FRAME["tools"], "task": FRAME["task"]})  # fmt: skip
-    ref = bootstrap(correct, groups=keys, n_resamples=500, seed=0).to_polars()
+    ref = bootstrap(
+        correct, groups=keys, options=BootstrapOptions(n_resamples=500, seed=0)
+    ).to_polars()
     acc = report.table.filter((pl.col("metric") == "accuracy") & (pl.col("task") != "overall"))
     joined = acc.join(ref, on=["track", "model", "tools", "task"], suffix="_ref")
     assert joined.height == 5
@@ -140,8 +142,10 @@ def test_bootstrap_columns_equal_engine_with_same_keys(report):
 
 
 def test_patient_clusters(report):
-    clustered = mtbbench(FRAME, n_resamples=500, cluster="patient_id")
-    alias = mtbbench(FRAME, n_resamples=500, cluster="patient")
+    clustered = mtbbench.score(
+        FRAME, options=BootstrapOptions(n_resamples=500), cluster="patient_id"
+    )
+    alias = mtbbench.score(FRAME, options=BootstrapOptions(n_resamples=500), cluster="patient")
     assert clustered.table.equals(alias.table)
     assert clustered.table["estimate"].to_list() == report.table["estimate"].to_list()
     assert clustered.table["n_correct"].to_list() == report.table["n_correct"].to_list()
@@ -152,8 +156,12 @@ def test_patient_clusters(report):
     correct = FRAME["correct"].fill_null(False).to_numpy().astype(float)
     keys = pl.DataFrame({"track": FRAME["track"].fill_null("default"), "model": FRAME["model"],
                          "tools": FRAME["tools"], "task": FRAME["task"]})  # fmt: skip
-    ref = bootstrap(correct, groups=keys, clusters=FRAME["patient_id"], n_resamples=500,
-                    seed=0).to_polars()  # fmt: skip
+    ref = bootstrap(
+        correct,
+        groups=keys,
+        clusters=FRAME["patient_id"],
+        options=BootstrapOptions(n_resamples=500, seed=0),
+    ).to_polars()
     acc = clustered.table.filter((pl.col("metric") == "accuracy") & (pl.col("task") != "overall"))
     joined = acc.join(ref, on=["track", "model", "tools", "task"], suffix="_ref")
     for col in ("boot_mean", "ci_low", "ci_high"):
@@ -173,22 +181,26 @@ def test_patient_clusters(report):
 
 def test_minimal_frame_and_input_kinds():
     df = FRAME.select("model", "task", "correct")
-    r = mtbbench(df, n_resamples=200)
+    r = mtbbench.score(df, options=BootstrapOptions(n_resamples=200))
     assert set(r.table["metric"]) == {"accuracy"}
     assert set(r.table["track"]) == {"default"} and set(r.table["tools"]) == {False}
-    assert r.table.equals(mtbbench(df.lazy(), n_resamples=200).table)
-    assert r.table.equals(mtbbench(df.to_arrow(), n_resamples=200).table)
+    assert r.table.equals(
+        mtbbench.score(df.lazy(), options=BootstrapOptions(n_resamples=200)).table
+    )
+    assert r.table.equals(
+        mtbbench.score(df.to_arrow(), options=BootstrapOptions(n_resamples=200)).table
+    )
     # all-null optional columns take the defaults; an all-null file column counts 0 files
     nulls = df.with_columns(
         pl.lit(None).alias("track"), pl.lit(None).alias("tools"),
         pl.lit(None).alias("files_accessed"),
     )  # fmt: skip
-    t = mtbbench(nulls, n_resamples=200).table
+    t = mtbbench.score(nulls, options=BootstrapOptions(n_resamples=200)).table
     assert t.filter(pl.col("metric") == "accuracy").equals(r.table)
     assert t.filter(pl.col("metric") == "files_accessed")["estimate"].to_list() == [0.0] * 5
     # 0/1 integers are accepted for `correct`
     ints = df.with_columns(pl.col("correct").cast(pl.Int8))
-    assert r.table.equals(mtbbench(ints, n_resamples=200).table)
+    assert r.table.equals(mtbbench.score(ints, options=BootstrapOptions(n_resamples=200)).table)
 
 
 def test_integer_file_counts_equal_lists():
@@ -196,33 +208,33 @@ def test_integer_file_counts_equal_lists():
         pl.col("files_accessed").list.drop_nulls().list.n_unique().fill_null(0).cast(pl.Int32),
         pl.col("files_hallucinated").list.len().fill_null(0),
     )
-    a = mtbbench(FRAME, n_resamples=200).table
-    b = mtbbench(counts, n_resamples=200).table
+    a = mtbbench.score(FRAME, options=BootstrapOptions(n_resamples=200)).table
+    b = mtbbench.score(counts, options=BootstrapOptions(n_resamples=200)).table
     assert a.equals(b)
 
 
 def test_missing_columns_and_bad_values():
     for col in ("model", "task", "correct"):
         with pytest.raises(ValueError) as err:
-            mtbbench(FRAME.drop(col))
+            mtbbench.score(FRAME.drop(col))
         msg = str(err.value)
         assert f"no column {col!r}" in msg
         assert "required columns: model, task, correct" in msg
     with pytest.raises(ValueError, match="needs the column 'patient_id'"):
-        mtbbench(FRAME.drop("patient_id"), cluster="patient")
+        mtbbench.score(FRAME.drop("patient_id"), cluster="patient")
     with pytest.raises(TypeError, match="'correct' must be boolean"):
-        mtbbench(FRAME.with_columns(pl.lit("yes").alias("correct")))
+        mtbbench.score(FRAME.with_columns(pl.lit("yes").alias("correct")))
     with pytest.raises(ValueError, match="boolean or 0/1, got 2 at row 0"):
-        mtbbench(FRAME.with_columns(pl.lit(2).alias("correct")))
+        mtbbench.score(FRAME.with_columns(pl.lit(2).alias("correct")))
     with pytest.raises(ValueError, match="'model' has a missing value at row 1"):
-        mtbbench(FRAME.with_columns(pl.when(pl.int_range(pl.len()) == 1).then(None)
+        mtbbench.score(FRAME.with_columns(pl.when(pl.int_range(pl.len()) == 1).then(None)
                                     .otherwise(pl.col("model")).alias("model")))  # fmt: skip
     with pytest.raises(TypeError, match="'files_accessed' must be a list"):
-        mtbbench(FRAME.with_columns(pl.lit("a").alias("files_accessed")))
+        mtbbench.score(FRAME.with_columns(pl.lit("a").alias("files_accessed")))
     with pytest.raises(ValueError, match="cluster"):
-        mtbbench(FRAME, cluster="")
+        mtbbench.score(FRAME, cluster="")
     with pytest.raises(TypeError, match="pandas|polars DataFrame"):
-        mtbbench(FRAME.to_dicts())
+        mtbbench.score(FRAME.to_dicts())
 
 
 def test_renderings(report):
@@ -230,7 +242,9 @@ def test_renderings(report):
     assert page.count("<svg") == 3 * 1 + 3 * 1 + 2  # 3 metrics x 2 tracks + 2 scatters
     assert "accuracy vs files accessed" in page
     assert "gpt" in page and "llama" in page
-    assert page == mtbbench(FRAME, n_resamples=500, seed=0).to_html()
+    assert (
+        page == mtbbench.score(FRAME, options=BootstrapOptions(n_resamples=500, seed=0)).to_html()
+    )
     rows = json.loads(report.to_json())["rows"]
     first = rows[0]
     assert list(first) == [*TABLE_COLUMNS, "n_correct"]
@@ -242,7 +256,9 @@ def test_renderings(report):
 
 def test_default_options_and_registry():
     r = score.get("mtbbench")(FRAME.select("model", "task", "correct"))
-    direct = mtbbench(FRAME.select("model", "task", "correct"), n_resamples=1000, level=0.95,
-                      seed=0)  # fmt: skip
+    direct = mtbbench.score(
+        FRAME.select("model", "task", "correct"),
+        options=BootstrapOptions(n_resamples=1000, level=0.95, seed=0),
+    )
     assert r.table.equals(direct.table)
     assert "1000 bootstrap resamples" in r.notes[0]

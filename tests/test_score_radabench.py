@@ -1,10 +1,11 @@
-"""Tests of the RadA-BenchPlat metrics and scorer (python/tumorboard/score/radabench.py).
+"""Tests of the RadA-BenchPlat metrics and scorer (python/tumorboard/score/radabench.py and
+the reference-code replicas in score/_radabench_reference.py).
 
 Hand-worked values for every agent metric from the paper's definition (e.g. the paper's optimal
 tool score example: 4 tools, the second best chosen, 0.75) and for the reference code's variants
-(shared/spec/REFERENCE.md §6); BLEU-1 against NLTK's sentence_bleu; ROUGE-L of the ``rouge``
-1.0.1 package worked by hand (the package is not installed); a small frame whose report is
-worked out in the test.
+(MAGIC-AI4Med/RadABench@acbcf87, EvalPlat/EvalMetrics/*.py); BLEU-1 against NLTK's
+sentence_bleu; ROUGE-L of the ``rouge`` 1.0.1 package worked by hand (the package is not
+installed); a small frame whose report is worked out in the test.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import random
 import numpy as np
 import polars as pl
 import pytest
+from tumorboard.score import radabench
 from tumorboard.score.radabench import (
     bleu1_code,
     deny_awareness,
@@ -28,7 +30,6 @@ from tumorboard.score.radabench import (
     optimal_tool_score,
     optimal_tool_score_code,
     pre_failure_progress,
-    radabench,
     redundancy_rate_code,
     rouge_l_code,
     set_f1_code,
@@ -36,6 +37,7 @@ from tumorboard.score.radabench import (
     tool_matching_accuracy,
     tool_matching_accuracy_code,
 )
+from tumorboard.stats import BootstrapOptions
 
 B = 300
 GT = ["Anatomy Classifier", "Modality Classifier", "Organ Segmentor", "Anomaly Detector"]
@@ -230,7 +232,7 @@ def core_frame() -> pl.DataFrame:
 
 
 def test_radabench_hand_frame() -> None:
-    t = radabench(core_frame(), n_resamples=B).table
+    t = radabench.score(core_frame(), options=BootstrapOptions(n_resamples=B)).table
     est = {r["metric"]: (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
     # cases: 0: gt ABCD called AXCD (done); 1: ABCD called AB (failed); 2: ABC = ABC (done);
     # 3: gt AB, nothing called (done, unsolvable)
@@ -263,7 +265,7 @@ def test_radabench_completion_from_log_and_code_text_metrics() -> None:
         .drop("completed")
         .with_columns(pl.Series("reference_answer", ["the liver is enlarged", "a", None, "b"]))
     )
-    t = radabench(df, n_resamples=B, text_metrics="code").table
+    t = radabench.score(df, options=BootstrapOptions(n_resamples=B), text_metrics="code").table
     est = {r["metric"]: (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
     assert est["execution_completion_rate"] == (0.75, 4)  # from the Error Type block
     # text: case 1 has "Error" in its log (left out), case 2 no reference; case 0 response
@@ -282,7 +284,7 @@ def test_radabench_paper_text_metrics_match_reference_libraries() -> None:
     refs = ["The liver is enlarged.", "A cyst in segment VII.", "No abnormality."]
     df = pl.DataFrame({"model": ["m"] * 3, "gt_tools": [GT] * 3, "called_tools": [GT] * 3,
                        "response": hyps, "reference_answer": refs})  # fmt: skip
-    t = radabench(df, n_resamples=B).table
+    t = radabench.score(df, options=BootstrapOptions(n_resamples=B)).table
     est = {r["metric"]: r["estimate"] for r in t.iter_rows(named=True)}
     bleu = [sacrebleu.sentence_bleu(h, [r]).score / 100 for h, r in zip(hyps, refs, strict=True)]
     sc = rouge_scorer.RougeScorer(["rougeL"])
@@ -303,14 +305,14 @@ def test_radabench_paper_text_metrics_match_reference_libraries() -> None:
 def test_radabench_errors() -> None:
     df = core_frame()
     with pytest.raises(ValueError, match="no column 'gt_tools'"):
-        radabench(df.drop("gt_tools"))
+        radabench.score(df.drop("gt_tools"))
     with pytest.raises(ValueError, match="gt_tools at row 1 is missing or empty"):
-        radabench(df.with_columns(pl.Series("gt_tools", [GT, [], GT, GT])))
+        radabench.score(df.with_columns(pl.Series("gt_tools", [GT, [], GT, GT])))
     with pytest.raises(ValueError, match="selection step at row 0"):
-        radabench(df.with_columns(pl.Series("selection_ranks", [[5, 1], [1], [], None])))
+        radabench.score(df.with_columns(pl.Series("selection_ranks", [[5, 1], [1], [], None])))
     with pytest.raises(ValueError, match="text_metrics"):
-        radabench(df, text_metrics="all")  # type: ignore[arg-type]
+        radabench.score(df, text_metrics="all")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="response"):
-        radabench(df.drop("log").with_columns(pl.lit("x").alias("reference_answer")))
+        radabench.score(df.drop("log").with_columns(pl.lit("x").alias("reference_answer")))
     with pytest.raises(TypeError, match="list"):
-        radabench(df.with_columns(pl.lit("A").alias("called_tools")))
+        radabench.score(df.with_columns(pl.lit("A").alias("called_tools")))

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pytest
 import tumorboard.score as score
 from tumorboard.score import TABLE_COLUMNS, Report, sort_table, summarize
-from tumorboard.score._columns import as_frame, count_column, require_columns, with_defaults
 from tumorboard.score._plots import nice_ticks, report_figures
-from tumorboard.stats import _bootstrap, bootstrap
+from tumorboard.score._validate import as_frame, count_column, require_columns, with_defaults
+from tumorboard.stats import BootstrapOptions, bootstrap, bootstrap_sufficient
 
 # model A: t1 = 3/4, t2 = 1/3, t3 = 2/2 (all correct); model B: t1 = 1/2, t2 = 2/5
 SMALL = pl.DataFrame(
@@ -71,7 +71,13 @@ def mc_mean_of_task_means(values, tasks, clusters, b, level, seed):
 
 
 def test_summarize_hand_worked_estimates_and_schema():
-    t = summarize(SMALL, value="correct", benchmark="toy", metric="accuracy", n_resamples=200)
+    t = summarize(
+        SMALL,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=200),
+    )
     assert t.columns == list(TABLE_COLUMNS)
     assert t.schema["n"] == pl.Int64 and t.schema["tools"] == pl.Boolean
     assert t.schema["estimate"] == pl.Float64
@@ -101,12 +107,21 @@ def test_summarize_hand_worked_estimates_and_schema():
 
 
 def test_summarize_rows_equal_engine_bootstrap_with_same_keys():
-    t = summarize(SMALL, value="correct", benchmark="toy", metric="accuracy", n_resamples=500,
-                  seed=7, overall=False)  # fmt: skip
+    t = summarize(
+        SMALL,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=500, seed=7),
+        overall=False,
+    )
     keys = pl.DataFrame({"track": ["default"] * SMALL.height, "model": SMALL["model"],
                          "tools": [False] * SMALL.height, "task": SMALL["task"]})  # fmt: skip
-    res = bootstrap(SMALL["correct"].to_numpy().astype(float), groups=keys, n_resamples=500,
-                    seed=7).to_polars()  # fmt: skip
+    res = bootstrap(
+        SMALL["correct"].to_numpy().astype(float),
+        groups=keys,
+        options=BootstrapOptions(n_resamples=500, seed=7),
+    ).to_polars()
     joined = t.join(res, on=["track", "model", "tools", "task"], suffix="_ref")
     assert joined.height == t.height == 5
     for col in ("n", "estimate", "boot_mean", "ci_low", "ci_high"):
@@ -118,8 +133,14 @@ def test_summarize_group_interval_matches_numpy_bootstrap():
     x = rng.random(200) < 0.35
     df = pl.DataFrame({"model": ["m"] * 200, "task": ["t"] * 200, "correct": x})
     b = 20000
-    t = summarize(df, value="correct", benchmark="toy", metric="accuracy", n_resamples=b,
-                  overall=False)  # fmt: skip
+    t = summarize(
+        df,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=b),
+        overall=False,
+    )
     boot_mean, lo, hi, se = mc_mean_of_task_means(x, ["t"] * 200, None, b, 0.95, seed=11)
     row = t.row(0, named=True)
     assert row["estimate"] == pytest.approx(x.mean())
@@ -144,7 +165,13 @@ def _three_task_frame(seed: int = 5) -> pl.DataFrame:
 def test_overall_interval_matches_numpy_joint_bootstrap():
     df = _three_task_frame()
     b = 6000
-    t = summarize(df, value="correct", benchmark="toy", metric="accuracy", n_resamples=b)
+    t = summarize(
+        df,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=b),
+    )
     row = t.filter(pl.col("task") == "overall").row(0, named=True)
     means = df.group_by("task").agg(pl.col("correct").mean())["correct"].to_numpy()
     assert row["estimate"] == pytest.approx(means.mean(), abs=1e-15)
@@ -161,8 +188,14 @@ def test_overall_interval_matches_numpy_joint_bootstrap():
 def test_overall_interval_with_clusters_matches_numpy_cluster_bootstrap():
     df = _three_task_frame()
     b = 6000
-    t = summarize(df, value="correct", benchmark="toy", metric="accuracy", n_resamples=b,
-                  cluster="patient_id")  # fmt: skip
+    t = summarize(
+        df,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=b),
+        cluster="patient_id",
+    )
     row = t.filter(pl.col("task") == "overall").row(0, named=True)
     boot_mean, lo, hi, se = mc_mean_of_task_means(
         df["correct"].to_numpy(), df["task"].to_numpy(), df["patient_id"].to_numpy(), b, 0.95,
@@ -171,7 +204,13 @@ def test_overall_interval_with_clusters_matches_numpy_cluster_bootstrap():
     assert row["boot_mean"] == pytest.approx(boot_mean, abs=6 * se / np.sqrt(b))
     assert row["ci_low"] == pytest.approx(lo, abs=0.02)
     assert row["ci_high"] == pytest.approx(hi, abs=0.02)
-    plain = summarize(df, value="correct", benchmark="toy", metric="accuracy", n_resamples=b)
+    plain = summarize(
+        df,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=b),
+    )
     assert not np.allclose(t["ci_low"].to_numpy(), plain["ci_low"].to_numpy())
     assert t["estimate"].to_list() == plain["estimate"].to_list()
 
@@ -181,14 +220,19 @@ def test_overall_single_task_equals_engine_ratio_statistic():
     # engine's "ratio" on (value, 1), drawn from the same group stream (same key values).
     df = pl.DataFrame({"model": ["a"] * 9 + ["b"] * 6, "task": ["x"] * 15,
                        "correct": [1, 0, 0, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 0, 0]})  # fmt: skip
-    t = summarize(df, value="correct", benchmark="toy", metric="accuracy", n_resamples=400,
-                  seed=3)  # fmt: skip
+    t = summarize(
+        df,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=400, seed=3),
+    )
     v = df["correct"].to_numpy().astype(float)
-    ref = _bootstrap.bootstrap_sufficient(
+    ref = bootstrap_sufficient(
         np.column_stack([v, np.ones_like(v)]), statistic="ratio",
         groups=pl.DataFrame({"track": ["default"] * 15, "model": df["model"],
                              "tools": [False] * 15}),
-        n_resamples=400, seed=3,
+        options=BootstrapOptions(n_resamples=400, seed=3),
     ).to_polars()  # fmt: skip
     overall = t.filter(pl.col("task") == "overall").join(ref, on=["track", "model", "tools"],
                                                          suffix="_ref")  # fmt: skip
@@ -199,14 +243,26 @@ def test_overall_single_task_equals_engine_ratio_statistic():
 
 
 def test_overall_is_independent_of_other_groups_and_deterministic():
-    full = summarize(SMALL, value="correct", benchmark="toy", metric="accuracy", n_resamples=300)
+    full = summarize(
+        SMALL,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=300),
+    )
     only_a = summarize(SMALL.filter(pl.col("model") == "A"), value="correct", benchmark="toy",
-                       metric="accuracy", n_resamples=300)  # fmt: skip
+                       metric="accuracy", options=BootstrapOptions(n_resamples=300))  # fmt: skip
     assert full.filter(pl.col("model") == "A").equals(only_a)
-    again = summarize(SMALL, value="correct", benchmark="toy", metric="accuracy", n_resamples=300)
+    again = summarize(
+        SMALL,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=300),
+    )
     assert full.equals(again)
     other_seed = summarize(SMALL, value="correct", benchmark="toy", metric="accuracy",
-                           n_resamples=300, seed=1)  # fmt: skip
+                           options=BootstrapOptions(n_resamples=300, seed=1))  # fmt: skip
     assert not full["boot_mean"].equals(other_seed["boot_mean"])
 
 
@@ -219,7 +275,9 @@ def test_summarize_keys_tracks_tools_and_extra_group_columns():
         "dim": ["d1", "d1", "d1", "d2", "d1", "d1"],
         "score": [0.5, 1.5, 2.0, 4.0, 3.0, 1.0],
     })  # fmt: skip
-    t = summarize(df, value="score", benchmark="toy", metric="s", n_resamples=100)
+    t = summarize(
+        df, value="score", benchmark="toy", metric="s", options=BootstrapOptions(n_resamples=100)
+    )
     assert t.select("track", "tools", "task", "n", "estimate").rows() == [
         ("default", False, "x", 1, 3.0), ("default", False, "overall", 1, 3.0),
         ("default", True, "x", 1, 1.0), ("default", True, "overall", 1, 1.0),
@@ -228,7 +286,7 @@ def test_summarize_keys_tracks_tools_and_extra_group_columns():
     ]  # fmt: skip
     # grouping on an extra column keeps it after pm; ungrouped key columns get constants
     t2 = summarize(df, value="score", benchmark="toy", metric="s", group_cols=("model", "dim"),
-                   n_resamples=100)  # fmt: skip
+                   options=BootstrapOptions(n_resamples=100))  # fmt: skip
     assert t2.columns == [*TABLE_COLUMNS, "dim"]
     assert t2.select("track", "tools", "task", "dim", "n", "estimate").rows() == [
         ("default", False, "all", "d1", 5, pytest.approx(8.0 / 5)),
@@ -237,16 +295,22 @@ def test_summarize_keys_tracks_tools_and_extra_group_columns():
 
 
 def test_summarize_accepts_lazy_and_arrow_input():
-    ref = summarize(SMALL, value="correct", benchmark="toy", metric="acc", n_resamples=100)
+    ref = summarize(
+        SMALL,
+        value="correct",
+        benchmark="toy",
+        metric="acc",
+        options=BootstrapOptions(n_resamples=100),
+    )
     lazy = summarize(SMALL.lazy(), value="correct", benchmark="toy", metric="acc",
-                     n_resamples=100)  # fmt: skip
+                     options=BootstrapOptions(n_resamples=100))  # fmt: skip
     arrow = summarize(SMALL.to_arrow(), value="correct", benchmark="toy", metric="acc",
-                      n_resamples=100)  # fmt: skip
+                      options=BootstrapOptions(n_resamples=100))  # fmt: skip
     assert ref.equals(lazy) and ref.equals(arrow)
 
 
 def test_summarize_validation_errors():
-    kw = dict(benchmark="toy", metric="acc", n_resamples=50)
+    kw = dict(benchmark="toy", metric="acc", options=BootstrapOptions(n_resamples=50))
     with pytest.raises(
         ValueError, match=r"no column 'task'; required columns: correct, model, task"
     ):
@@ -269,8 +333,8 @@ def test_summarize_validation_errors():
         summarize(SMALL.head(0), value="correct", **kw)
     with pytest.raises(TypeError, match="must be boolean or numeric"):
         summarize(SMALL.with_columns(pl.lit("x").alias("correct")), value="correct", **kw)
-    with pytest.raises(ValueError, match="level"):
-        summarize(SMALL, value="correct", benchmark="toy", metric="acc", level=1.5)
+    with pytest.raises(TypeError, match="options: expected a tumorboard.stats.BootstrapOptions"):
+        summarize(SMALL, value="correct", benchmark="toy", metric="acc", options={"level": 0.9})
 
 
 # ----------------------------------------------------------------------------- Report
@@ -278,7 +342,13 @@ def test_summarize_validation_errors():
 
 @pytest.fixture(scope="module")
 def report() -> Report:
-    t = summarize(SMALL, value="correct", benchmark="toy", metric="accuracy", n_resamples=200)
+    t = summarize(
+        SMALL,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=200),
+    )
     t = t.with_columns(
         pl.when(pl.col("task") == "t3").then(None).otherwise(pl.col("n")).alias("n_extra")
     )
@@ -349,7 +419,13 @@ def test_html_escapes_model_names_and_draws_one_bar_per_row():
         "model": ["<gpt&co>"] * 4 + ["llama"] * 4, "task": ["x", "x", "y", "y"] * 2,
         "correct": [True, False, True, True, False, False, True, False],
     })  # fmt: skip
-    t = summarize(df, value="correct", benchmark="toy", metric="accuracy", n_resamples=100)
+    t = summarize(
+        df,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=100),
+    )
     page = Report(t, benchmark="toy").to_html()
     assert "<gpt&co>" not in page
     assert "&lt;gpt&amp;co&gt;" in page and "llama" in page
@@ -374,7 +450,13 @@ def test_report_writes_files_atomically(report, tmp_path):
 
 
 def test_report_validates_table():
-    t = summarize(SMALL, value="correct", benchmark="toy", metric="accuracy", n_resamples=50)
+    t = summarize(
+        SMALL,
+        value="correct",
+        benchmark="toy",
+        metric="accuracy",
+        options=BootstrapOptions(n_resamples=50),
+    )
     with pytest.raises(ValueError, match=r"missing column 'pm'; a report table needs the columns"):
         Report(t.drop("pm"), benchmark="toy")
     with pytest.raises(TypeError, match="'tools' must be Boolean"):
@@ -411,9 +493,15 @@ def test_nice_ticks_cover_range():
 
 
 def test_points_instead_of_bars_for_negative_values():
-    t = summarize(pl.DataFrame({"model": ["a"] * 4, "task": ["x", "x", "y", "y"],
-                                "v": [-1.0, -2.0, 0.5, 1.5]}),
-                  value="v", benchmark="toy", metric="delta", n_resamples=50)  # fmt: skip
+    t = summarize(
+        pl.DataFrame(
+            {"model": ["a"] * 4, "task": ["x", "x", "y", "y"], "v": [-1.0, -2.0, 0.5, 1.5]}
+        ),
+        value="v",
+        benchmark="toy",
+        metric="delta",
+        options=BootstrapOptions(n_resamples=50),
+    )
     ((caption, svg),) = report_figures(t, benchmark="toy")
     assert "delta" in caption
     root = ET.fromstring(svg)
@@ -447,10 +535,8 @@ def test_column_helpers():
 def test_registry():
     names = score.benchmarks()
     assert names == ["lammi", "medbench", "medinsight", "mtbbench", "radabench"]
-    assert score.get("mtbbench") is score.mtbbench
-    assert callable(score.mtbbench)
+    assert score.get("mtbbench") is score.mtbbench.score
     with pytest.raises(ValueError, match="unknown scorer 'nope'"):
         score.get("nope")
     for name in names:
-        assert callable(score.get(name))
-        assert callable(getattr(score, name))
+        assert score.get(name) is getattr(score, name).score

@@ -33,7 +33,8 @@ import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU
 from tumorboard import _core
-from tumorboard.stats import bootstrap_sufficient
+from tumorboard.errors import InvalidArgumentError, InvalidTypeError
+from tumorboard.stats import BootstrapOptions, bootstrap_sufficient
 from tumorboard.text._bleu import (
     _PY_SUM,
     bleu,
@@ -558,8 +559,10 @@ def test_validation_errors() -> None:
         bleu(["a"], ["a"], threads=0)
     with pytest.raises(ValueError, match="empty input"):
         corpus_bleu([], [])
-    with pytest.raises(ValueError, match="n_resamples"):
-        corpus_bleu(["a"], ["a"], n_resamples=-1)
+    with pytest.raises(InvalidArgumentError, match="options: bootstrap options were given"):
+        corpus_bleu(["a"], ["a"], options=BootstrapOptions(n_resamples=10))
+    with pytest.raises(InvalidTypeError, match="options"):
+        corpus_bleu(["a"], ["a"], ci=True, options={"n_resamples": 10})
 
 
 # ----------------------------------------------------------------------------- 5. bootstrap
@@ -600,19 +603,24 @@ def test_statistic_on_hand_computed_sums() -> None:
 
 def test_corpus_bleu_bootstrap_interval(corpus: dict) -> None:
     hyps, refs = corpus["hyps"], corpus["refs"]
-    res = corpus_bleu(hyps, refs, n_resamples=300, seed=11)
+    res = corpus_bleu(hyps, refs, ci=True, options=BootstrapOptions(n_resamples=300, seed=11))
     assert res.score[0] == sacrebleu.corpus_bleu(hyps, [refs]).score
     assert res.bootstrap is not None and res.bootstrap.estimate[0] == res.score[0]
     lo, hi = res.interval()
     assert lo < res.score[0] < hi and res.se[0] > 0
-    again = corpus_bleu(hyps, refs, n_resamples=300, seed=11, threads=1)
+    again = corpus_bleu(
+        hyps, refs, ci=True, options=BootstrapOptions(n_resamples=300, seed=11, threads=1)
+    )
     assert again.interval() == (lo, hi) and again.se[0] == res.se[0]
-    other = corpus_bleu(hyps, refs, n_resamples=300, seed=12)
+    other = corpus_bleu(hyps, refs, ci=True, options=BootstrapOptions(n_resamples=300, seed=12))
     assert other.interval() != (lo, hi)
     # the same distribution through the engine directly, from the per-item statistics
     st = bleu_statistics(hyps, refs)
     direct = bootstrap_sufficient(
-        st, statistic="bleu", params=bleu_statistic_params(), n_resamples=300, seed=11
+        st,
+        statistic="bleu",
+        params=bleu_statistic_params(),
+        options=BootstrapOptions(n_resamples=300, seed=11),
     )
     assert (direct.ci_low[0], direct.ci_high[0]) == (lo, hi)
     # each resample is corpus BLEU of a resample: check a few against sacrebleu
@@ -620,8 +628,7 @@ def test_corpus_bleu_bootstrap_interval(corpus: dict) -> None:
         st,
         statistic="bleu",
         params=bleu_statistic_params(),
-        n_resamples=300,
-        seed=11,
+        options=BootstrapOptions(n_resamples=300, seed=11),
         return_distribution=True,
     )
     assert full.distribution is not None
@@ -645,7 +652,9 @@ def test_corpus_bleu_bootstrap_interval(corpus: dict) -> None:
 def test_corpus_bleu_per_group_and_clusters(corpus: dict) -> None:
     hyps, refs = corpus["hyps"][:600], corpus["refs"][:600]
     model = np.array(["m1", "m2", "m3"])[np.arange(600) % 3]
-    res = corpus_bleu(hyps, refs, groups=model, n_resamples=100, seed=3)
+    res = corpus_bleu(
+        hyps, refs, groups=model, ci=True, options=BootstrapOptions(n_resamples=100, seed=3)
+    )
     assert res.keys["groups"].tolist() == ["m1", "m2", "m3"] and res.n.tolist() == [200] * 3
     for g, name in enumerate(["m1", "m2", "m3"]):
         sel = np.flatnonzero(model == name)
@@ -659,10 +668,11 @@ def test_corpus_bleu_per_group_and_clusters(corpus: dict) -> None:
     no_ci = corpus_bleu(hyps, refs, groups={"model": model})
     assert np.array_equal(no_ci.score, res.score) and np.isnan(no_ci.ci_low).all()
     patient = np.arange(600) // 10
-    clustered = corpus_bleu(hyps, refs, clusters=patient, n_resamples=200, seed=5)
+    opts = BootstrapOptions(n_resamples=200, seed=5)
+    clustered = corpus_bleu(hyps, refs, clusters=patient, ci=True, options=opts)
     assert clustered.score[0] == sacrebleu.corpus_bleu(hyps, [refs]).score
     assert clustered.bootstrap is not None and clustered.bootstrap.n_units[0] == 60
-    again = corpus_bleu(hyps, refs, clusters=patient, n_resamples=200, seed=5, threads=1)
+    again = corpus_bleu(hyps, refs, clusters=patient, ci=True, options=opts, threads=1)
     assert again.interval() == clustered.interval()
 
 

@@ -598,7 +598,7 @@ def test_validation_errors():
         rouge(["a"], ["a"], threads=0)
     with pytest.raises(ValueError, match=r"b\[1\] is null"):
         rouge_matrix(["a"], ["b", None])
-    with pytest.raises(ValueError, match=r"preds\[0\] is null"):
+    with pytest.raises(ValueError, match=r"hyps\[0\] is null"):
         token_f1([None], ["a"])
     with pytest.raises(ValueError, match=r"refs\[0\] is null"):
         set_f1(["a"], [None], tokenizer="treebank")

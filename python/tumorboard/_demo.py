@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .stats import bootstrap, paired_bootstrap
+from .stats import BootstrapOptions, bootstrap, paired_bootstrap
 
 MODELS = ("gpt-4o", "llama-3.3-70b", "qwen2.5-72b")
 TASKS = ("digital_pathology", "hematology", "outcome_prediction", "recurrence")
@@ -69,8 +69,7 @@ def _score_generated(*, seed: int, n_resamples: int) -> None:
         df["correct"].to_numpy(),
         groups=df.select("model", "task"),
         clusters=df["patient_id"],
-        n_resamples=n_resamples,
-        seed=seed,
+        options=BootstrapOptions(n_resamples=n_resamples, seed=seed),
     )
     table = (
         res.to_polars()
@@ -86,8 +85,7 @@ def _score_generated(*, seed: int, n_resamples: int) -> None:
         a["correct"].to_numpy(),
         b["correct"].to_numpy(),
         clusters=a["patient_id"],
-        n_resamples=n_resamples,
-        seed=seed,
+        options=BootstrapOptions(n_resamples=n_resamples, seed=seed),
     )
     print(
         f"\nPaired bootstrap {MODELS[0]} - {MODELS[1]} (all tasks): "
@@ -298,7 +296,8 @@ def _log_part(out: Path, seed: int, n_resamples: int, tool_outputs: dict[str, An
                         letter = gold if right else "ABCD"[("ABCD".index(gold) + 1) % 4]
                         it.answer(f"[ANSWER: {letter}]")
     items = store.items(with_runs=True).collect()
-    report = mtbbench(items, n_resamples=n_resamples, seed=seed, cluster="patient_id")
+    options = BootstrapOptions(n_resamples=n_resamples, seed=seed)
+    report = mtbbench.score(items, options=options, cluster="patient_id")
     md = out / "report.md"
     report.to_markdown(md)
     acc = report.table.filter((pl.col("metric") == "accuracy") & (pl.col("task") == "overall"))

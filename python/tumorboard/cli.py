@@ -155,10 +155,17 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if frame.height == 0:
         raise ValueError(f"{args.store}: no items left after --track {' '.join(args.track)}")
     cluster = {"patient": "patient_id"}.get(args.cluster, args.cluster)
-    report = mtbbench(
-        frame, n_resamples=args.resamples, level=args.level, seed=args.seed, cluster=cluster
-    )
+    report = mtbbench.score(frame, options=_bootstrap_options(args), cluster=cluster)
     return _emit_report(args, report)
+
+
+def _bootstrap_options(args: argparse.Namespace) -> Any:
+    """The ``score`` flags --n-resamples, --level, --method, --seed and --threads as one
+    :class:`~tumorboard.stats.BootstrapOptions` (validated: a bad value is a usage error)."""
+    from .stats import BootstrapOptions
+
+    return BootstrapOptions(n_resamples=args.n_resamples, level=args.level, method=args.method,
+                            seed=args.seed, threads=args.threads)  # fmt: skip
 
 
 def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
@@ -178,8 +185,8 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
               file=sys.stderr, flush=True)  # fmt: skip
 
     result = score_store(
-        store, benchmark=args.benchmark, tracks=args.track, n_resamples=args.resamples,
-        level=args.level, seed=args.seed, backend=backend, shards=args.shards,
+        store, benchmark=args.benchmark, tracks=args.track, options=_bootstrap_options(args),
+        backend=backend, shards=args.shards,
         ray_address=None if args.ray_address == "local" else args.ray_address,
         progress=progress,
     )  # fmt: skip
@@ -271,9 +278,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument("store", help="the store directory")
     score.add_argument("--benchmark", default="mtbbench", help="benchmark to score (mtbbench)")
-    score.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples B")
-    score.add_argument("--seed", type=int, default=0)
-    score.add_argument("--level", type=float, default=0.95, help="confidence level")
+    score.add_argument(
+        "--n-resamples", type=int, default=1000, help="bootstrap resamples B (default 1000)"
+    )
+    score.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+    score.add_argument(
+        "--method", choices=["percentile", "basic", "bca"], default="percentile",
+        help="interval method (default percentile; the Ray/--shards path: percentile or basic)",
+    )  # fmt: skip
+    score.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    score.add_argument(
+        "--threads", type=int, default=None, help="bootstrap worker threads (default: all cores)"
+    )
     score.add_argument(
         "--cluster", help="resample whole clusters, e.g. patient (= patient_id)", default=None
     )

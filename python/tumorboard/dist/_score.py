@@ -21,9 +21,9 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from ..score._columns import DEFAULT_TRACK
-from ..score.report import Report, sort_table
-from ..stats import BootstrapResult, PoissonPartials, poisson_partials
+from ..errors import InvalidArgumentError
+from ..score import DEFAULT_TRACK, Report, sort_table
+from ..stats import BootstrapOptions, BootstrapResult, PoissonPartials, poisson_partials
 from ..traj.schema import empty
 from ..traj.store import Store
 
@@ -43,7 +43,7 @@ class StoreScore:
         benchmark: the benchmark scored.
         n_shards: how many shards were reduced.
         backend: "local" or "ray".
-        level: the confidence level.
+        options: the bootstrap options of the draws and the interval.
     """
 
     result: BootstrapResult
@@ -51,7 +51,7 @@ class StoreScore:
     benchmark: str
     n_shards: int
     backend: str
-    level: float
+    options: BootstrapOptions
 
     def report(self) -> Report:
         """A :class:`~tumorboard.score.report.Report` (metric "accuracy", plus ``n_correct``)."""
@@ -77,7 +77,8 @@ class StoreScore:
         )
         notes = (
             "accuracy: share of correct answers (a missing answer counts as wrong); "
-            f"boot_mean, ci_low, ci_high: mean and {self.level:g} percentile interval of "
+            f"boot_mean, ci_low, ci_high: mean and {self.options.level:g} "
+            f"{self.options.method} interval of "
             f"{res.n_resamples} Poisson-bootstrap resamples keyed by (run_id, patient_id, "
             f"item_id) (seed {res.seed}); identical for any number of shards; "
             "pm = (ci_high - ci_low) / 2.",
@@ -97,12 +98,12 @@ def shard_partials(
     *,
     benchmark: str,
     tracks: Sequence[str] | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
 ) -> PoissonPartials | None:
     """Poisson partials of the items in ``item_parts`` (Parquet paths of the store's items
     table), joined with ``runs`` (run_id, benchmark, track, model, tools; one row per run).
-    Returns None when no item of ``benchmark`` (and ``tracks``) is in these parts."""
+    ``options`` gives the resamples, seed and threads of the draws (every shard must use the
+    same). Returns None when no item of ``benchmark`` (and ``tracks``) is in these parts."""
     if not item_parts:
         return None
     lf = pl.scan_parquet(
@@ -130,7 +131,7 @@ def shard_partials(
         return None
     if df.get_column("task").null_count():
         bad = df.filter(pl.col("task").is_null()).row(0, named=True)
-        raise ValueError(
+        raise InvalidArgumentError(
             f"items: task is null for record (run_id={bad['run_id']!r}, "
             f"item_id={bad['item_id']!r}); every scored item needs a task"
         )
@@ -139,8 +140,7 @@ def shard_partials(
         groups=df.select(GROUP_COLUMNS),
         keys=df.select(KEY_COLUMNS),
         statistic="mean",
-        n_resamples=n_resamples,
-        seed=seed,
+        options=options,
     )
 
 
@@ -162,7 +162,7 @@ def _runs_frame(store: Store) -> pl.DataFrame:
 
 def _check_int(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+        raise InvalidArgumentError(f"{name}: expected an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
@@ -171,9 +171,7 @@ def score_store(
     *,
     benchmark: str = "mtbbench",
     tracks: Sequence[str] | None = None,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
     backend: Backend = "local",
     shards: int | None = None,
     ray_address: str | None = None,
@@ -186,7 +184,8 @@ def score_store(
         store: a :class:`~tumorboard.traj.Store` or its directory (must exist).
         benchmark: only items of runs of this benchmark.
         tracks: only these tracks (None: all).
-        n_resamples, level, seed: the bootstrap (B, confidence level, Philox seed).
+        options: the bootstrap (:class:`~tumorboard.stats.BootstrapOptions`: B, confidence
+            level, interval method "percentile" or "basic", Philox seed, threads).
         backend: "local" (shards reduced one after another in this process) or "ray" (one Ray
             task per shard). Both merge the same partials in the same order, so results are
             bit-identical to each other and to any other shard count.
@@ -204,10 +203,16 @@ def score_store(
         ImportError: ``backend="ray"`` without Ray (``pip install tumorboard[dist]``).
         ConnectionError: the Ray address is unreachable.
     """
+    opts = BootstrapOptions.resolve(options)
+    if opts.method == "bca":
+        raise InvalidArgumentError(
+            "options: method 'bca' needs the jackknife over every record, which shard partials "
+            "do not carry; use 'percentile' or 'basic'"
+        )
     if backend not in ("local", "ray"):
-        raise ValueError(f"backend: expected 'local' or 'ray', got {backend!r}")
+        raise InvalidArgumentError(f"backend: expected 'local' or 'ray', got {backend!r}")
     if not isinstance(benchmark, str) or not benchmark:
-        raise ValueError(f"benchmark: expected a benchmark name, got {benchmark!r}")
+        raise InvalidArgumentError(f"benchmark: expected a benchmark name, got {benchmark!r}")
     st = store if isinstance(store, Store) else Store(store, create=False)
     parts = st.parts("items")
     if shards is None:
@@ -215,23 +220,24 @@ def score_store(
     shards = _check_int(shards, "shards", 1)
     groups = split_parts(parts, shards) if parts else []
     runs = _runs_frame(st)
-    opts = dict(benchmark=benchmark, tracks=list(tracks) if tracks else None,
-                n_resamples=n_resamples, seed=seed)  # fmt: skip
+    shard_opts = dict(benchmark=benchmark, tracks=list(tracks) if tracks else None,
+                      options=opts)  # fmt: skip
     partials: list[PoissonPartials | None]
     if backend == "local":
         partials = []
         for i, g in enumerate(groups):
-            partials.append(shard_partials(g, runs, **opts))
+            partials.append(shard_partials(g, runs, **shard_opts))
             if progress is not None:
                 progress(i + 1, len(groups))
     else:
         from ._tasks import map_shards
 
-        partials = map_shards(groups, runs, opts, ray_address=ray_address, progress=progress)
+        partials = map_shards(groups, runs, shard_opts, ray_address=ray_address,
+                              progress=progress)  # fmt: skip
     present = [p for p in partials if p is not None]
     if not present:
-        raise ValueError(f"{st.path}: no items of benchmark {benchmark!r}"
+        raise InvalidArgumentError(f"{st.path}: no items of benchmark {benchmark!r}"
                          + (f" in tracks {list(tracks)}" if tracks else ""))  # fmt: skip
     merged = present[0].merge(*present[1:])
-    result = merged.finalize(level=level)
-    return StoreScore(result, merged, benchmark, len(groups), backend, float(level))
+    result = merged.finalize(options=opts)
+    return StoreScore(result, merged, benchmark, len(groups), backend, opts)

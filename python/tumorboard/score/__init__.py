@@ -1,31 +1,32 @@
 """Benchmark scorers and reports.
 
-Each scorer takes a polars DataFrame/LazyFrame (or pyarrow Table) of per-item results with
-documented columns and returns a :class:`Report`: one table in a shared schema (benchmark, track,
-model, tools, task, metric, n, estimate, boot_mean, ci_low, ci_high, pm) with bootstrap percentile
-CIs from the C++ engine, renderable as Markdown, CSV, JSON and HTML with inline SVG plots.
+Each benchmark has a scorer module, :mod:`~tumorboard.score.mtbbench`,
+:mod:`~tumorboard.score.radabench`, :mod:`~tumorboard.score.lammi`,
+:mod:`~tumorboard.score.medinsight` and :mod:`~tumorboard.score.medbench`, that defines
+``score(frame, *, options=None, ...)`` next to the benchmark's metric functions
+(``from tumorboard.score import mtbbench; mtbbench.score(df)``). A scorer takes a polars
+DataFrame/LazyFrame (or pyarrow Table) of per-item results with documented columns, validates it
+once, and returns a :class:`Report`: one table in a shared schema (benchmark, track, model, tools,
+task, metric, n, estimate, boot_mean, ci_low, ci_high, pm) with bootstrap CIs from the C++ engine,
+configured by one :class:`~tumorboard.stats.BootstrapOptions` and renderable as Markdown, CSV,
+JSON and HTML with inline SVG plots.
 
-Scorers: :func:`mtbbench`, :func:`radabench`, :func:`lammi`, :func:`medinsight`,
-:func:`medbench`. :func:`benchmarks` lists them and :func:`get` returns one by name.
+:func:`benchmarks` lists the scorers and :func:`get` returns one's ``score`` function by name.
 :func:`summarize` is the building block: group means with bootstrap CIs in the table schema.
-
-Each scorer function has the name of the submodule that defines it (``tumorboard.score.mtbbench``
-is the function; its module is ``sys.modules["tumorboard.score.mtbbench"]``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import InvalidArgumentError
+from . import lammi, medbench, medinsight, mtbbench, radabench
 from ._summary import summarize
-from .lammi import lammi
-from .medbench import medbench
-from .medinsight import medinsight
-from .mtbbench import mtbbench
-from .radabench import radabench
+from ._validate import DEFAULT_TRACK
 from .report import TABLE_COLUMNS, Report, sort_table
 
 __all__ = [
+    "DEFAULT_TRACK",
     "Report",
     "TABLE_COLUMNS",
     "benchmarks",
@@ -40,24 +41,42 @@ __all__ = [
 ]
 
 _SCORERS: dict[str, Callable[..., Report]] = {
-    "lammi": lammi,
-    "medbench": medbench,
-    "medinsight": medinsight,
-    "mtbbench": mtbbench,
-    "radabench": radabench,
+    module.__name__.rsplit(".", 1)[1]: module.score
+    for module in (lammi, medbench, medinsight, mtbbench, radabench)
 }
 
 
 def benchmarks() -> list[str]:
-    """Names of the benchmark scorers, sorted."""
+    """List the names of the benchmark scorers.
+
+    Returns
+    -------
+    list of str
+        The names, sorted; each is a module of :mod:`tumorboard.score`.
+    """
     return sorted(_SCORERS)
 
 
 def get(name: str) -> Callable[..., Report]:
-    """The scorer function called `name` (e.g. ``get("mtbbench")(df, seed=1)``)."""
-    try:
+    """Return the ``score`` function of the benchmark called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`benchmarks` (e.g. ``get("mtbbench")(df)``).
+
+    Returns
+    -------
+    callable
+        ``tumorboard.score.<name>.score``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown name.
+    """
+    if isinstance(name, str) and name in _SCORERS:
         return _SCORERS[name]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"benchmark: unknown scorer {name!r}; expected one of {benchmarks()}"
-        ) from None
+    raise InvalidArgumentError(
+        f"benchmark: unknown scorer {name!r}; expected one of {benchmarks()}"
+    )

@@ -1,5 +1,6 @@
-"""``summarize``: per-group means with bootstrap percentile CIs in the shared report-table schema,
-plus the joint-resampling CI of the "overall" (macro mean over tasks) figure.
+"""Per-group means with bootstrap CIs in the shared report-table schema, and the overall row.
+
+``summarize`` also gives the joint-resampling CI of the "overall" (macro mean over tasks) figure.
 
 The per-group intervals come from :func:`tumorboard.stats.bootstrap` (one C++ call for all
 groups). The overall row follows the MTBBench paper for its estimate (the plain mean of the task
@@ -17,107 +18,140 @@ import numpy as np
 import polars as pl
 
 from .. import stats
-from ._columns import DEFAULT_TRACK, as_frame, require_columns, with_defaults
-from .report import TABLE_COLUMNS, sort_table
+from .._typing import Frame
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..stats import BootstrapOptions
+from . import _validate
+from ._validate import DEFAULT_TRACK
+from .report import OVERALL, TABLE_COLUMNS, sort_table
 
 KEY_COLUMNS = ("track", "model", "tools", "task")
-OVERALL = "overall"
 _UNGROUPED = {"track": DEFAULT_TRACK, "model": "all", "tools": False, "task": "all"}
 
 
 def summarize(
-    df: Any,
+    df: Frame,
     *,
     value: str,
     benchmark: str,
     metric: str,
     group_cols: Sequence[str] = KEY_COLUMNS,
     cluster: str | None = None,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
     overall: bool = True,
 ) -> pl.DataFrame:
-    """Mean of ``value`` per group with a bootstrap percentile CI, as report-table rows.
+    """Compute the mean of ``value`` per group with a bootstrap percentile CI, as table rows.
 
-    Args:
-        df: polars DataFrame/LazyFrame or pyarrow Table, one row per scored item, with the
-            ``value`` column (bool, integer or float; no nulls or NaN) and the ``group_cols``.
-            A missing or null ``track`` is "default" and a missing or null ``tools`` is False.
-        value: the per-item value column (e.g. ``correct``); its group mean is the estimate.
-        benchmark, metric: written into the ``benchmark`` and ``metric`` columns.
-        group_cols: the grouping columns. Table key columns (track, model, tools, task) that
-            are not grouped on get a constant: track "default", model "all", tools False, task
-            "all". Other grouping columns are kept as extra columns after ``pm``.
-        cluster: a column whose values are resampled whole (e.g. ``patient_id`` when several
-            questions belong to one patient); None resamples items.
-        n_resamples, level, seed: bootstrap options (see :func:`tumorboard.stats.bootstrap`).
-        overall: when true and ``task`` is grouped on, add one row per (track, model, tools,
-            extra keys) with task="overall": its ``estimate`` is the plain mean of the task
-            means (the MTBBench paper's "Overall") and ``n`` the number of items; its
-            ``boot_mean``/``ci_low``/``ci_high``/``pm`` come from joint resampling of all the
-            records of the group (tasks are not held fixed; resamples in which a task gets no
-            record are left out), with clusters resampled whole when ``cluster`` is given.
+    Parameters
+    ----------
+    df : polars DataFrame or LazyFrame, or pyarrow Table
+        One row per scored item, with the ``value`` column (bool, integer or float; no nulls or
+        NaN) and the ``group_cols``. A missing or null ``track`` is "default" and a missing or
+        null ``tools`` is False.
+    value : str
+        The per-item value column (e.g. ``correct``); its group mean is the estimate.
+    benchmark, metric : str
+        Written into the ``benchmark`` and ``metric`` columns.
+    group_cols : sequence of str, default ("track", "model", "tools", "task")
+        The grouping columns. Table key columns (track, model, tools, task) that are not grouped
+        on get a constant: track "default", model "all", tools False, task "all". Other grouping
+        columns are kept as extra columns after ``pm``.
+    cluster : str, optional
+        A column whose values are resampled whole (e.g. ``patient_id`` when several questions
+        belong to one patient); None resamples items.
+    options : BootstrapOptions, optional
+        Resamples, confidence level, interval method, seed and threads (default
+        ``BootstrapOptions()``: 1000 resamples, 95% percentile intervals).
+    overall : bool, default True
+        When true and ``task`` is grouped on, add one row per (track, model, tools, extra keys)
+        with task="overall": its ``estimate`` is the plain mean of the task means (the MTBBench
+        paper's "Overall") and ``n`` the number of items; its ``boot_mean``/``ci_low``/
+        ``ci_high``/``pm`` come from joint resampling of all the records of the group (tasks are
+        not held fixed; resamples in which a task gets no record are left out), with clusters
+        resampled whole when ``cluster`` is given.
 
-    Returns:
-        A DataFrame with columns benchmark, track, model, tools, task, metric, n, estimate,
-        boot_mean, ci_low, ci_high, pm (then extra group columns), sorted by (track, model,
-        tools, metric, extra keys, task) with "overall" last.
+    Returns
+    -------
+    polars.DataFrame
+        Columns benchmark, track, model, tools, task, metric, n, estimate, boot_mean, ci_low,
+        ci_high, pm (then extra group columns), sorted by (track, model, tools, metric, extra
+        keys, task) with "overall" last.
 
-    Notes:
-        Each group's random stream is keyed by its key values, so a group's interval does not
-        depend on the other groups in the frame. The interval of a group with a single
-        resampling unit, or with no spread (e.g. every item correct), is [estimate, estimate].
+    Raises
+    ------
+    InvalidArgumentError
+        A missing column, an empty frame, a missing or non-finite value, a task named "overall"
+        (with ``overall=True``), or invalid options.
+    InvalidTypeError
+        A frame or column of the wrong type.
+
+    Notes
+    -----
+    Each group's random stream is keyed by its key values, so a group's interval does not
+    depend on the other groups in the frame. The interval of a group with a single resampling
+    unit, or with no spread (e.g. every item correct), is [estimate, estimate].
     """
     where = f"summarize(metric={metric!r})"
-    frame = as_frame(df)
     groups = _check_group_cols(group_cols, value, cluster)
     needed = [value, *(c for c in groups if c not in ("track", "tools"))]
-    if cluster is not None:
-        needed.append(cluster)
-    require_columns(frame, needed, where=where)
-    if frame.height == 0:
-        raise ValueError(f"{where}: the input frame has no rows")
-    frame = with_defaults(frame, where=where)
+    frame = _validate.input_frame(df, required=needed, where=where, cluster=cluster,
+                                  overall=overall and "task" in groups)  # fmt: skip
+    frame = frame.with_columns(
+        _validate.string_column(frame, c, where=where) for c in ("model", "task") if c in groups
+    )
+    _value_array(frame, value, where)
+    opts = BootstrapOptions.resolve(options)
+    return summarize_frame(frame, value=value, benchmark=benchmark, metric=metric,
+                           group_cols=groups, cluster=cluster, options=opts,
+                           overall=overall)  # fmt: skip
+
+
+def summarize_frame(
+    frame: pl.DataFrame,
+    *,
+    value: str,
+    benchmark: str,
+    metric: str,
+    group_cols: Sequence[str],
+    cluster: str | None,
+    options: BootstrapOptions,
+    overall: bool,
+) -> pl.DataFrame:
+    """Compute :func:`summarize` on a frame the caller has validated (nothing is checked again).
+
+    Scorers validate their input once (:func:`~tumorboard.score._validate.input_frame`) and
+    derive the value columns themselves, so they call this entry.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        A validated frame: ``track`` (String) and ``tools`` (Boolean) filled in, ``model`` and
+        ``task`` (where grouped on) String without nulls, ``value`` numeric or Boolean.
+    value, benchmark, metric, group_cols, cluster, overall
+        As in :func:`summarize`.
+    options : BootstrapOptions
+        The bootstrap options.
+
+    Returns
+    -------
+    polars.DataFrame
+        As :func:`summarize`.
+    """
+    groups = list(group_cols)
     for col, const in _UNGROUPED.items():
         if col not in groups:
             frame = frame.with_columns(pl.lit(const).alias(col))
-    for col in ("model", "task"):
-        if frame.schema[col] != pl.String:
-            frame = frame.with_columns(pl.col(col).cast(pl.String))
-        if frame.get_column(col).null_count():
-            first = int(frame.get_column(col).is_null().arg_true()[0])
-            raise ValueError(f"{where}: column {col!r} has a missing value at row {first}")
-    if overall and "task" in groups and (frame.get_column("task") == OVERALL).any():
-        raise ValueError(
-            f"{where}: a task is named {OVERALL!r}, which is reserved for the overall row; "
-            "rename it or pass overall=False"
-        )
-    values = _value_array(frame, value, where)
+    values = frame.get_column(value).cast(pl.Float64).to_numpy()
     extras = [c for c in groups if c not in KEY_COLUMNS]
     keys = [*KEY_COLUMNS, *extras]
     clusters = frame.get_column(cluster) if cluster is not None else None
 
-    res = stats.bootstrap(
-        values, groups=frame.select(keys), clusters=clusters, n_resamples=n_resamples,
-        level=level, seed=seed,
-    )  # fmt: skip
+    res = stats.bootstrap(values, groups=frame.select(keys), clusters=clusters, options=options)
     per_group = _rows(res.keys, res, benchmark, metric, keys)
     parts = [per_group]
     if overall and "task" in groups:
         parts.append(
-            _overall_rows(
-                frame,
-                values,
-                per_group,
-                keys,
-                clusters,
-                benchmark,
-                metric,
-                n_resamples=n_resamples,
-                level=level,
-                seed=seed,
-            )  # fmt: skip
+            _overall_rows(frame, values, per_group, keys, clusters, benchmark, metric, options)
         )
     out = pl.concat(parts, how="vertical")
     return sort_table(out, extra_keys=extras)
@@ -125,34 +159,44 @@ def summarize(
 
 def _check_group_cols(group_cols: Sequence[str], value: str, cluster: str | None) -> list[str]:
     if isinstance(group_cols, str):
-        raise TypeError("group_cols: expected a sequence of column names, got a single string")
+        raise InvalidTypeError(
+            "group_cols: expected a sequence of column names, got a single string"
+        )
     groups = [str(c) for c in group_cols]
     if len(set(groups)) != len(groups):
-        raise ValueError(f"group_cols: duplicate column names in {groups}")
+        raise InvalidArgumentError(f"group_cols: duplicate column names in {groups}")
     if value in groups:
-        raise ValueError(f"value: the value column {value!r} is also a grouping column")
+        raise InvalidArgumentError(f"value: the value column {value!r} is also a grouping column")
     if cluster is not None and cluster in groups:
-        raise ValueError(f"cluster: the cluster column {cluster!r} is also a grouping column")
+        raise InvalidArgumentError(
+            f"cluster: the cluster column {cluster!r} is also a grouping column"
+        )
     reserved = set(TABLE_COLUMNS) - set(KEY_COLUMNS)
     clash = [c for c in groups if c in reserved]
     if clash:
-        raise ValueError(f"group_cols: {clash[0]!r} is a report-table column, not a group key")
+        raise InvalidArgumentError(
+            f"group_cols: {clash[0]!r} is a report-table column, not a group key"
+        )
     return groups
 
 
-def _value_array(frame: pl.DataFrame, value: str, where: str) -> np.ndarray:
+def _value_array(frame: pl.DataFrame, value: str, where: str) -> None:
+    """Check the value column of :func:`summarize`: numeric or Boolean, no null, NaN or inf."""
     s = frame.get_column(value)
     if not (s.dtype == pl.Boolean or s.dtype.is_numeric()):
-        raise TypeError(f"{where}: column {value!r} must be boolean or numeric, got {s.dtype}")
+        raise InvalidTypeError(
+            f"{where}: column {value!r} must be boolean or numeric, got {s.dtype}"
+        )
     if s.null_count():
         first = int(s.is_null().arg_true()[0])
-        raise ValueError(f"{where}: column {value!r} has a missing value at row {first}")
+        raise InvalidArgumentError(f"{where}: column {value!r} has a missing value at row {first}")
     arr = s.cast(pl.Float64).to_numpy()
     finite = np.isfinite(arr)
     if not finite.all():
         first = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"{where}: column {value!r} has a NaN or infinite value at row {first}")
-    return arr
+        raise InvalidArgumentError(
+            f"{where}: column {value!r} has a NaN or infinite value at row {first}"
+        )
 
 
 def _rows(keys: dict[str, np.ndarray], res: Any, benchmark: str, metric: str,
@@ -188,13 +232,12 @@ def _overall_rows(
     clusters: pl.Series | None,
     benchmark: str,
     metric: str,
-    *,
-    n_resamples: int,
-    level: float,
-    seed: int,
+    options: BootstrapOptions,
 ) -> pl.DataFrame:
-    """One task="overall" row per (track, model, tools, extras): estimate = plain mean of the
-    task means; CI from the engine's "mean_of_ratios" on [sum_t, count_t] columns per task.
+    """Compute one task="overall" row per (track, model, tools, extras).
+
+    The estimate is the plain mean of the task means; the CI comes from the engine's
+    "mean_of_ratios" on [sum_t, count_t] columns per task.
 
     The engine takes one weight vector per call, so groups are batched by their number of tasks
     k; each group's tasks get local indices 0..k-1 (sorted by name). Group streams are keyed by
@@ -231,8 +274,7 @@ def _overall_rows(
         rows[pos, 2 * t + 1] = 1.0
         res = stats.bootstrap_sufficient(
             rows, statistic="mean_of_ratios", params=np.ones(k), groups=sub.select(okeys),
-            clusters=None if clusters is None else clusters.gather(idx),
-            n_resamples=n_resamples, level=level, seed=seed,
+            clusters=None if clusters is None else clusters.gather(idx), options=options,
         )  # fmt: skip
         res_keys = dict(res.keys)
         res_keys["task"] = np.array([OVERALL] * len(res), dtype=object)
@@ -251,15 +293,38 @@ def summarize_metrics(
     benchmark: str,
     by_task: bool,
     cluster: str | None,
-    n_resamples: int,
-    level: float,
-    seed: int,
+    options: BootstrapOptions,
 ) -> pl.DataFrame:
-    """Several metrics of one frame as sorted report-table rows: ``specs`` lists
-    (metric name, value column, row filter or None); each metric is the mean of its value column
-    over the rows its filter keeps (n = that subset's size), with a bootstrap CI, per (track,
-    model, tools[, task]) and, when ``by_task``, the joint "overall" row. Metrics whose subset is
-    empty are left out."""
+    """Compute several metrics of one validated frame as sorted report-table rows.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        A validated frame (as for :func:`summarize_frame`).
+    specs : sequence of (str, str, polars.Expr or None)
+        (metric name, value column, row filter or None): each metric is the mean of its value
+        column over the rows its filter keeps (n = that subset's size), with a bootstrap CI,
+        per (track, model, tools[, task]) and, when ``by_task``, the joint "overall" row.
+        Metrics whose subset is empty are left out.
+    benchmark : str
+        Written into the ``benchmark`` column.
+    by_task : bool
+        Group by task too (and add the overall rows).
+    cluster : str, optional
+        A column whose values are resampled whole.
+    options : BootstrapOptions
+        The bootstrap options.
+
+    Returns
+    -------
+    polars.DataFrame
+        The rows of every metric, sorted.
+
+    Raises
+    ------
+    InvalidArgumentError
+        No metric could be computed.
+    """
     group_cols = ("track", "model", "tools", "task") if by_task else ("track", "model", "tools")
     parts = []
     for metric, value, mask in specs:
@@ -267,19 +332,19 @@ def summarize_metrics(
         if sub.height == 0:
             continue
         parts.append(
-            summarize(
+            summarize_frame(
                 sub,
                 value=value,
                 benchmark=benchmark,
                 metric=metric,
                 group_cols=group_cols,
                 cluster=cluster,
-                n_resamples=n_resamples,
-                level=level,
-                seed=seed,
+                options=options,
                 overall=by_task,
             )  # fmt: skip
         )
     if not parts:
-        raise ValueError(f"{benchmark}: no metric could be computed from the given columns")
+        raise InvalidArgumentError(
+            f"{benchmark}: no metric could be computed from the given columns"
+        )
     return sort_table(pl.concat(parts, how="vertical"))

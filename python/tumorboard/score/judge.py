@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ..errors import InvalidArgumentError
-from ..stats import AgreementResult, cohen_kappa
-from ._columns import as_frame, require_columns
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..stats import AgreementResult, BootstrapOptions, cohen_kappa
+from ._validate import as_frame, require_columns
 
 __all__ = [
     "JudgeScoreError",
@@ -210,9 +210,7 @@ def judge_agreement(
     categories: Sequence[Any] | None = None,
     low: int = 0,
     high: int = 5,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
 ) -> AgreementResult:
     """Agreement between an LLM judge and a human rater on the same items: Cohen's kappa.
 
@@ -239,23 +237,22 @@ def judge_agreement(
         still count in the distances.
     low, high : int, default 0 and 5
         The judge scale for parsing string columns.
-    n_resamples, level, seed : bootstrap options.
+    options : BootstrapOptions, optional
+        The bootstrap of the interval (default ``BootstrapOptions()``).
 
     Returns
     -------
     AgreementResult
         ``statistic`` "cohen_kappa", ``estimate``, ``ci_low``/``ci_high``, ``se``, ``n_items``.
     """
-    frame = as_frame(df)
     for name, col in (("judge", judge), ("human", human)):
         if not isinstance(col, str):
-            raise TypeError(f"{name}: expected a column name, got {col!r}")
+            raise InvalidTypeError(f"{name}: expected a column name, got {col!r}")
+    frame = as_frame(df)
     require_columns(frame, [judge, human], where="judge_agreement")
     if frame.height == 0:
-        raise ValueError("judge_agreement: the input frame has no rows")
+        raise InvalidArgumentError("judge_agreement: the input frame has no rows")
     a = _rating_column(frame, judge, low, high)
     b = _rating_column(frame, human, low, high)
-    return cohen_kappa(
-        a, b, weights=weights, categories=categories, ci=True, n_resamples=n_resamples,
-        level=level, seed=seed,
-    )  # fmt: skip
+    opts = BootstrapOptions.resolve(options)
+    return cohen_kappa(a, b, weights=weights, categories=categories, ci=True, options=opts)

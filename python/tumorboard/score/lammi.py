@@ -2,10 +2,10 @@
 
 LAMMI-Pathology (arXiv 2602.18773) scores pathology tool-using agents with a trajectory success
 score, a tool redundancy rate, a tool consistency F1, judge-based answer consistency and
-hallucination rate, and multiple-choice F1. The paper's equations were lost in text extraction
-and the reference repository contains no metric code (``shared/spec/REFERENCE.md`` §5), so the
-exact definitions implemented here are written out below and in each function; they follow the
-paper's prose.
+hallucination rate, and multiple-choice F1. The paper's equations were lost in text extraction and
+the reference repository contains no metric code (at commit ``d4dea63`` it holds only its
+``README.md`` and the figures under ``assets/``), so the exact definitions implemented here are
+written out below and in each function; they follow the paper's prose.
 
 Definitions (per sample i, i.e. one trajectory answering one question):
 
@@ -43,20 +43,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
+from .._typing import Frame
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..stats import BootstrapOptions
+from . import _validate
 from ._summary import summarize_metrics
+from ._validate import bool_column, require_columns, string_column
 from .report import Report
 
 __all__ = [
     "input_jaccard",
     "input_tokens",
-    "lammi",
+    "score",
     "multiple_choice_f1",
     "tool_consistency_f1",
     "tool_redundancy_rate",
@@ -96,7 +99,7 @@ def trajectory_success_score(
     s = np.asarray(n_success, dtype=np.float64)
     t = np.asarray(n_calls, dtype=np.float64)
     if (s < 0).any() or (t < 0).any() or (s > t).any():
-        raise ValueError("n_success, n_calls: expected 0 <= n_success <= n_calls")
+        raise InvalidArgumentError("n_success, n_calls: expected 0 <= n_success <= n_calls")
     ratio = np.divide(s, t, out=np.ones(np.broadcast(s, t).shape), where=t > 0)
     return np.where(v, ratio, 0.0).astype(np.float64)
 
@@ -132,7 +135,7 @@ def tool_redundancy_rate(
     0.3333333333333333
     """
     if len(names) != len(inputs):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"names and inputs: expected one input per call, got {len(names)} and {len(inputs)}"
         )
     if not names:
@@ -177,11 +180,11 @@ def multiple_choice_f1(preds: Sequence[str | None], answers: Sequence[str]) -> f
     0.5
     """
     if len(preds) != len(answers):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"preds and answers: expected the same length, got {len(preds)} and {len(answers)}"
         )
     if not answers:
-        raise ValueError("answers: expected at least one question")
+        raise InvalidArgumentError("answers: expected at least one question")
     tp = sum(
         1
         for p, a in zip(preds, answers, strict=True)
@@ -200,21 +203,23 @@ def _calls(frame: pl.DataFrame) -> pl.DataFrame:
     s = frame.get_column("tool_calls")
     dtype = s.dtype
     if not isinstance(dtype, pl.List) or not isinstance(dtype.inner, pl.Struct):
-        raise TypeError(
+        raise InvalidTypeError(
             "lammi: column 'tool_calls' must be list[struct{name: str, input: str, success: "
             f"bool}}], got {dtype}"
         )
     fields = {f.name: f.dtype for f in dtype.inner.fields}
     for f in ("name", "input", "success"):
         if f not in fields:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"lammi: the structs of column 'tool_calls' have no field {f!r}; expected fields "
                 f"name (str), input (str), success (bool), got {', '.join(fields) or 'none'}"
             )
     if fields["success"] != pl.Boolean:
-        raise TypeError(f"lammi: tool_calls.success must be boolean, got {fields['success']}")
+        raise InvalidTypeError(
+            f"lammi: tool_calls.success must be boolean, got {fields['success']}"
+        )
     if fields["input"] not in (pl.String, pl.Null) and not fields["input"].is_numeric():
-        raise TypeError(
+        raise InvalidTypeError(
             f"lammi: tool_calls.input must be a string (e.g. JSON text), got {fields['input']}"
         )
     calls = (
@@ -226,7 +231,9 @@ def _calls(frame: pl.DataFrame) -> pl.DataFrame:
     )
     if calls.get_column("name").null_count():
         first = int(calls.filter(pl.col("name").is_null()).get_column("_row")[0])
-        raise ValueError(f"lammi: a tool call without a name in column 'tool_calls' at row {first}")
+        raise InvalidArgumentError(
+            f"lammi: a tool call without a name in column 'tool_calls' at row {first}"
+        )
     return calls.select(
         "_row",
         "_k",
@@ -279,12 +286,10 @@ def _per_sample(frame: pl.DataFrame, *, threshold: float, redundancy: float) -> 
     return out.sort("_row")
 
 
-def lammi(
-    df: Any,
+def score(
+    df: Frame,
     *,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
     cluster: str | None = None,
     threshold: float = 1.0,
     redundancy_threshold: float = 0.7,
@@ -316,7 +321,8 @@ def lammi(
         ``hallucination`` (bool, or numeric in [0, 1]; enables ``hallucination_rate``),
         ``mc_prediction`` and ``mc_answer`` (str option labels; enable ``mc_f1``), and the
         ``cluster`` column when given.
-    n_resamples, level, seed : bootstrap options.
+    options : BootstrapOptions, optional
+        The bootstrap of every interval (default ``BootstrapOptions()``).
     cluster : str, optional
         A column whose values are resampled whole (e.g. ``patient_id``).
     threshold : float, default 1.0
@@ -334,17 +340,13 @@ def lammi(
         CI) when the frame has a ``task`` column.
     """
     where = "lammi"
-    frame = as_frame(df)
-    require_columns(frame, REQUIRED, optional=OPTIONAL, where=where)
-    if frame.height == 0:
-        raise ValueError(f"{where}: the input frame has no rows")
-    if cluster is not None:
-        require_columns(frame, [cluster], where=f"{where}(cluster={cluster!r})")
+    opts = BootstrapOptions.resolve(options)
+    frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
+                                  cluster=cluster)  # fmt: skip
     for name, v, lo, hi in (("threshold", threshold, 0.0, 1.0),
                             ("redundancy_threshold", redundancy_threshold, 0.0, 1.0)):  # fmt: skip
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-            raise ValueError(f"{name}: expected a number in [{lo}, {hi}], got {v!r}")
-    frame = with_defaults(frame, where=where)
+            raise InvalidArgumentError(f"{name}: expected a number in [{lo}, {hi}], got {v!r}")
     frame = frame.with_columns(
         string_column(frame, "model", where=where),
         bool_column(frame, "output_valid", where=where),
@@ -363,7 +365,9 @@ def lammi(
     if "expected_tools" in per.columns:
         exp = per.get_column("expected_tools")
         if not (isinstance(exp.dtype, pl.List) and exp.dtype.inner in (pl.String, pl.Null)):
-            raise TypeError(f"{where}: column 'expected_tools' must be list[str], got {exp.dtype}")
+            raise InvalidTypeError(
+                f"{where}: column 'expected_tools' must be list[str], got {exp.dtype}"
+            )
         e = pl.col("expected_tools").list.drop_nulls().list.unique()
         inter = e.list.set_intersection(pl.col("_used")).list.len()
         total = e.list.len() + pl.col("_used").list.len()
@@ -378,14 +382,16 @@ def lammi(
             continue
         s = per.get_column(col)
         if not (s.dtype.is_numeric() or s.dtype == pl.Boolean):
-            raise TypeError(f"{where}: column {col!r} must be numeric or boolean, got {s.dtype}")
+            raise InvalidTypeError(
+                f"{where}: column {col!r} must be numeric or boolean, got {s.dtype}"
+            )
         vals = s.cast(pl.Float64)
         if vals.is_nan().any():
             first = int(vals.is_nan().arg_true()[0])
-            raise ValueError(f"{where}: column {col!r} has a NaN at row {first}")
+            raise InvalidArgumentError(f"{where}: column {col!r} has a NaN at row {first}")
         if col == "hallucination" and ((vals < 0) | (vals > 1)).any():
             first = int(((vals < 0) | (vals > 1)).arg_true()[0])
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{where}: column 'hallucination' must be a flag or a score in [0, 1], got "
                 f"{vals[first]} at row {first}"
             )
@@ -395,14 +401,16 @@ def lammi(
         require_columns(per, ["mc_prediction", "mc_answer"], where=f"{where} (multiple choice)")
         for col in ("mc_prediction", "mc_answer"):
             if per.schema[col] not in (pl.String, pl.Null):
-                raise TypeError(f"{where}: column {col!r} must hold strings, got {per.schema[col]}")
+                raise InvalidTypeError(
+                    f"{where}: column {col!r} must hold strings, got {per.schema[col]}"
+                )
         pred = pl.col("mc_prediction").cast(pl.String).str.strip_chars().str.to_uppercase()
         gold = pl.col("mc_answer").cast(pl.String).str.strip_chars().str.to_uppercase()
         per = per.with_columns((pred == gold).fill_null(False).alias("_mc"))
         specs.append(("mc_f1", "_mc", pl.col("mc_answer").is_not_null()))
 
     table = summarize_metrics(per, specs, benchmark=BENCHMARK, by_task=has_task, cluster=cluster,
-                              n_resamples=n_resamples, level=level, seed=seed)  # fmt: skip
+                              options=opts)  # fmt: skip
     notes = (
         f"TSS = valid * successful/total tool calls (1 when no call); a trajectory succeeds "
         f"when TSS >= {threshold}.",

@@ -41,17 +41,21 @@ import numpy.typing as npt
 import polars as pl
 
 from .. import stats
+from .._typing import Frame
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..stats import BootstrapOptions
 from ..text import box_iou, one_minus_ned
-from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
+from . import _validate
+from ._validate import bool_column, require_columns, string_column
 from .judge import parse_judge_scores
-from .report import TABLE_COLUMNS, Report, sort_table
+from .report import OVERALL, TABLE_COLUMNS, Report, sort_table
 
 __all__ = [
     "TASK_METRICS",
     "keypoint_recall",
     "macro_average",
-    "medbench",
     "micro_f1",
+    "score",
     "strict_accuracy",
 ]
 
@@ -85,12 +89,12 @@ def strict_accuracy(item_ids: Sequence[Any], correct: Sequence[bool]) -> float:
     0.6666666666666666
     """
     if len(item_ids) != len(correct):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"item_ids and correct: expected the same length, got {len(item_ids)} and "
             f"{len(correct)}"
         )
     if not item_ids:
-        raise ValueError("item_ids: expected at least one instance")
+        raise InvalidArgumentError("item_ids: expected at least one instance")
     ok: dict[Any, bool] = {}
     for i, c in zip(item_ids, correct, strict=False):
         ok[i] = ok.get(i, True) and bool(c)
@@ -112,7 +116,7 @@ def micro_f1(
     0.5714285714285714
     """
     if len(preds) != len(golds):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"preds and golds: expected the same length, got {len(preds)} and {len(golds)}"
         )
     tp = fp = fn = 0
@@ -133,11 +137,11 @@ def keypoint_recall(hits: Sequence[Sequence[bool]]) -> float:
     0.625
     """
     if not hits:
-        raise ValueError("hits: expected at least one item")
+        raise InvalidArgumentError("hits: expected at least one item")
     per = []
     for i, h in enumerate(hits):
         if len(h) == 0:
-            raise ValueError(f"hits[{i}]: an item needs at least one key point")
+            raise InvalidArgumentError(f"hits[{i}]: an item needs at least one key point")
         per.append(sum(bool(x) for x in h) / len(h))
     return float(np.mean(per))
 
@@ -151,10 +155,10 @@ def macro_average(task_scores: dict[str, float], dimensions: dict[str, str]) -> 
     by_dim: dict[str, list[float]] = {}
     for task, score in task_scores.items():
         if task not in dimensions:
-            raise ValueError(f"dimensions: task {task!r} has no capability dimension")
+            raise InvalidArgumentError(f"dimensions: task {task!r} has no capability dimension")
         by_dim.setdefault(dimensions[task], []).append(float(score))
     if not by_dim:
-        raise ValueError("task_scores: expected at least one task")
+        raise InvalidArgumentError("task_scores: expected at least one task")
     return float(np.mean([np.mean(v) for v in by_dim.values()]))
 
 
@@ -180,7 +184,9 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         ok = bool_column(sub, "correct", where=where, null_as=False)
         if sub.get_column("item_id").null_count():
             first = int(sub.filter(pl.col("item_id").is_null()).get_column("_row")[0])
-            raise ValueError(f"{where}: column 'item_id' has a missing value at row {first}")
+            raise InvalidArgumentError(
+                f"{where}: column 'item_id' has a missing value at row {first}"
+            )
         return (
             sub.with_columns(ok.alias("_ok"))
             .group_by(
@@ -194,10 +200,12 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         for col in ("pred_labels", "gold_labels"):
             dt = sub.schema[col]
             if not (isinstance(dt, pl.List) and dt.inner in (pl.String, pl.Null)):
-                raise TypeError(f"{where}: column {col!r} must be list[str], got {dt}")
+                raise InvalidTypeError(f"{where}: column {col!r} must be list[str], got {dt}")
         if sub.get_column("gold_labels").null_count():
             first = int(sub.filter(pl.col("gold_labels").is_null()).get_column("_row")[0])
-            raise ValueError(f"{where}: column 'gold_labels' has a missing value at row {first}")
+            raise InvalidArgumentError(
+                f"{where}: column 'gold_labels' has a missing value at row {first}"
+            )
         p = pl.col("pred_labels").fill_null(pl.lit([], dtype=pl.List(pl.String))).list.unique()
         g = pl.col("gold_labels").list.unique()
         tp = p.list.set_intersection(g).list.len().cast(pl.Float64)
@@ -207,11 +215,11 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
     if metric == "keypoint_recall":
         dt = sub.schema["keypoint_hits"]
         if not (isinstance(dt, pl.List) and dt.inner in (pl.Boolean, pl.Null)):
-            raise TypeError(f"{where}: column 'keypoint_hits' must be list[bool], got {dt}")
+            raise InvalidTypeError(f"{where}: column 'keypoint_hits' must be list[bool], got {dt}")
         length = sub.get_column("keypoint_hits").list.len().fill_null(0)
         if (length == 0).any():
             first = int(sub.get_column("_row")[int((length == 0).arg_true()[0])])
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{where}: keypoint_hits at row {first} is missing or empty; an item needs at "
                 "least one key point"
             )
@@ -222,7 +230,9 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         gold_s = sub.get_column("gold_box")
         if gold_s.null_count():
             first = int(sub.filter(pl.col("gold_box").is_null()).get_column("_row")[0])
-            raise ValueError(f"{where}: column 'gold_box' has a missing value at row {first}")
+            raise InvalidArgumentError(
+                f"{where}: column 'gold_box' has a missing value at row {first}"
+            )
         gold = _boxes(gold_s, "gold_box", where)
         pred_s = sub.get_column("pred_box")
         has_pred = pred_s.is_not_null().to_numpy()
@@ -234,10 +244,14 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
     if metric == "one_minus_ned":
         for col in ("prediction", "reference"):
             if sub.schema[col] not in (pl.String, pl.Null):
-                raise TypeError(f"{where}: column {col!r} must hold strings, got {sub.schema[col]}")
+                raise InvalidTypeError(
+                    f"{where}: column {col!r} must hold strings, got {sub.schema[col]}"
+                )
         if sub.get_column("reference").null_count():
             first = int(sub.filter(pl.col("reference").is_null()).get_column("_row")[0])
-            raise ValueError(f"{where}: column 'reference' has a missing value at row {first}")
+            raise InvalidArgumentError(
+                f"{where}: column 'reference' has a missing value at row {first}"
+            )
         preds = sub.get_column("prediction").cast(pl.String).fill_null("").to_list()
         refs = sub.get_column("reference").cast(pl.String).to_list()
         values = one_minus_ned(preds, refs) if n else np.zeros(0)
@@ -245,7 +259,7 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
                                              pl.lit(1.0).alias("_den"))  # fmt: skip
     if metric == "judge":
         if sub.schema["judge_output"] not in (pl.String, pl.Null):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{where}: column 'judge_output' must hold the judge replies as strings, got "
                 f"{sub.schema['judge_output']}"
             )
@@ -258,12 +272,12 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
     if metric == "score":
         s = sub.get_column("score")
         if not s.dtype.is_numeric():
-            raise TypeError(f"{where}: column 'score' must be numeric, got {s.dtype}")
+            raise InvalidTypeError(f"{where}: column 'score' must be numeric, got {s.dtype}")
         v = s.cast(pl.Float64)
         bad = v.is_null() | v.is_nan() | (v < 0) | (v > 1)
         if bad.any():
             i = int(bad.arg_true()[0])
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{where}: column 'score' must be in [0, 1], got {v[i]} at row {sub['_row'][i]}"
             )
         return sub.select(base).with_columns(v.alias("_num"), pl.lit(1.0).alias("_den"))
@@ -274,12 +288,14 @@ def _boxes(s: pl.Series, col: str, where: str) -> npt.NDArray[np.float64]:
     if isinstance(s.dtype, pl.Array):
         s = s.arr.to_list()
     if not (isinstance(s.dtype, pl.List) and s.dtype.inner.is_numeric()):
-        raise TypeError(f"{where}: column {col!r} must be list[f64] boxes (x1, y1, x2, y2), "
+        raise InvalidTypeError(f"{where}: column {col!r} must be list[f64] boxes (x1, y1, x2, y2), "
                         f"got {s.dtype}")  # fmt: skip
     lens = s.list.len()
     if (lens != 4).any():
         i = int((lens != 4).arg_true()[0])
-        raise ValueError(f"{where}: column {col!r} has a box with {lens[i]} numbers; expected 4")
+        raise InvalidArgumentError(
+            f"{where}: column {col!r} has a box with {lens[i]} numbers; expected 4"
+        )
     arr = np.asarray(s.to_list(), dtype=np.float64).reshape(-1, 4)
     return arr
 
@@ -322,9 +338,7 @@ def _joint(
     label: str,
     *,
     clusters: pl.Series | None,
-    n_resamples: int,
-    level: float,
-    seed: int,
+    options: BootstrapOptions,
 ) -> Any:
     """CI of ``sum_t w_t ratio_t / sum_t w_t`` over the tasks in ``weights`` for one (track,
     model, tools): the units of those tasks are resampled together (engine statistic
@@ -344,16 +358,14 @@ def _joint(
     return stats.bootstrap_sufficient(
         wide, statistic="mean_of_ratios", params=np.array([weights[x] for x in tasks]),
         groups=groups, clusters=None if clusters is None else clusters.filter(pl.Series(mask)),
-        n_resamples=n_resamples, level=level, seed=seed,
+        options=options,
     )  # fmt: skip
 
 
-def medbench(
-    df: Any,
+def score(
+    df: Frame,
     *,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
     cluster: str | None = None,
 ) -> Report:
     """Score MedBench v4 runs: task scores (0-100) with CIs, macro averaged into capability
@@ -385,7 +397,8 @@ def medbench(
 
         Optional: ``track`` (default "default"), ``tools`` (default False), and the
         ``cluster`` column when given.
-    n_resamples, level, seed : bootstrap options.
+    options : BootstrapOptions, optional
+        The bootstrap of every interval (default ``BootstrapOptions()``).
     cluster : str, optional
         A column whose values are resampled whole (e.g. ``patient_id``); for strict accuracy
         the first instance's value is the item's.
@@ -394,28 +407,24 @@ def medbench(
     -------
     Report
         Metric "score" on 0-100. Rows per (track, model, tools): one per task (``task`` = task
-        name, ``level`` "task"), one per dimension (``task`` = "dimension:<name>", ``level``
-        "dimension") and one overall (``task`` = "overall"). Extra columns ``level``,
-        ``dimension`` (null on the overall row) and ``task_metric`` (the task's metric; null on
-        aggregate rows). ``n`` counts the units averaged (items; for strict accuracy, items, not
-        instances).
+        name, ``aggregation`` "task"), one per dimension (``task`` = "dimension:<name>",
+        ``aggregation`` "dimension") and one overall (``task`` = "overall"). Extra columns
+        ``aggregation``, ``dimension`` (null on the overall row) and ``task_metric`` (the
+        task's metric; null on aggregate rows). ``n`` counts the units averaged (items; for
+        strict accuracy, items, not instances).
     """
     where = "medbench"
-    frame = as_frame(df)
+    opts = BootstrapOptions.resolve(options)
     optional = sorted({c for cols in METRIC_COLUMNS.values() for c in cols} | {"track", "tools"})
-    require_columns(frame, REQUIRED, optional=optional, where=where)
-    if frame.height == 0:
-        raise ValueError(f"{where}: the input frame has no rows")
-    if cluster is not None:
-        require_columns(frame, [cluster], where=f"{where}(cluster={cluster!r})")
-    frame = with_defaults(frame, where=where)
+    frame = _validate.input_frame(df, required=REQUIRED, optional=optional, where=where,
+                                  cluster=cluster)  # fmt: skip
     frame = frame.with_columns(
         *(string_column(frame, c, where=where) for c in REQUIRED),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
     )
     bad = frame.filter(~pl.col("metric").is_in(list(TASK_METRICS)))
     if bad.height:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{where}: unknown metric {bad['metric'][0]!r} at row {bad['_row'][0]}; expected one "
             f"of {', '.join(TASK_METRICS)}"
         )
@@ -426,7 +435,9 @@ def medbench(
         if multi.height:
             task = sorted(multi.get_column("task").to_list())[0]
             vals = sorted(frame.filter(pl.col("task") == task).get_column(col).unique().to_list())
-            raise ValueError(f"{where}: task {task!r} has several values of {col!r}: {vals}")
+            raise InvalidArgumentError(
+                f"{where}: task {task!r} has several values of {col!r}: {vals}"
+            )
 
     pieces = []
     for metric in TASK_METRICS:
@@ -448,20 +459,19 @@ def medbench(
 
     # ---- task rows: ratio of sums per (track, model, tools, task)
     gkeys = items.select(*KEYS, "task")
-    res = stats.bootstrap(rows, groups=gkeys, clusters=clusters, statistic="ratio",
-                               n_resamples=n_resamples, level=level, seed=seed)  # fmt: skip
+    res = stats.bootstrap(rows, groups=gkeys, clusters=clusters, statistic="ratio", options=opts)
     tasks = list(res.keys["task"])
     est = np.asarray(res.estimate, dtype=np.float64) * 100.0
     dim_of = dict(frame.group_by("task").agg(pl.col("dimension").first()).rows())
     task_table = _result_rows(
         res, res.keys, task=tasks, n=np.asarray(res.n), estimate=est,
-        extra={"level": ["task"] * len(res), "dimension": [dim_of[t] for t in tasks],
+        extra={"aggregation": ["task"] * len(res), "dimension": [dim_of[t] for t in tasks],
                "task_metric": [metric_of[t] for t in tasks]},
     )  # fmt: skip
 
     # ---- dimension and overall rows: weighted mean of task ratios, joint resampling
     agg_parts = []
-    common = dict(clusters=clusters, n_resamples=n_resamples, level=level, seed=seed)
+    common = dict(clusters=clusters, options=opts)
     for key in items.select(KEYS).unique(maintain_order=True).rows():
         in_group = pl.all_horizontal([pl.col(c) == v for c, v in zip(KEYS, key, strict=True)])
         g_tasks = task_table.filter(in_group)
@@ -477,17 +487,17 @@ def medbench(
             agg_parts.append(_result_rows(
                 r, _key_cols(key), task=[f"dimension:{d}"], n=[sum(t_n[x] for x in members)],
                 estimate=[dim_est[d]],
-                extra={"level": ["dimension"], "dimension": [d], "task_metric": [None]},
+                extra={"aggregation": ["dimension"], "dimension": [d], "task_metric": [None]},
             ))  # fmt: skip
         weights = {x: 1.0 / (n_tasks[dim_of[x]] * len(dims)) for x in t_est}
-        r = _joint(items, rows, key, weights, "overall", **common)
+        r = _joint(items, rows, key, weights, OVERALL, **common)
         agg_parts.append(_result_rows(
-            r, _key_cols(key), task=["overall"], n=[sum(t_n.values())],
+            r, _key_cols(key), task=[OVERALL], n=[sum(t_n.values())],
             estimate=[float(np.mean(list(dim_est.values())))],
-            extra={"level": ["overall"], "dimension": [None], "task_metric": [None]},
+            extra={"aggregation": [OVERALL], "dimension": [None], "task_metric": [None]},
         ))  # fmt: skip
     table = pl.concat([task_table, *agg_parts], how="vertical")
-    table = sort_table(table.select(*TABLE_COLUMNS, "level", "dimension", "task_metric"))
+    table = sort_table(table.select(*TABLE_COLUMNS, "aggregation", "dimension", "task_metric"))
     notes = (
         "Scores on 0-100. Task rows: per-task metric (accuracy, strict accuracy over "
         "option-shuffled variants, micro-F1, key-point recall, IoU, 1-NED, judge score/5).",

@@ -34,11 +34,15 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ._columns import as_frame, require_columns, string_column, with_defaults
-from ._summary import summarize
+from .._typing import Frame
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..stats import BootstrapOptions
+from . import _validate
+from ._summary import summarize_frame
+from ._validate import require_columns, string_column
 from .report import Report, sort_table
 
-__all__ = ["InsightScores", "insight_scores", "medinsight", "novelty_rates"]
+__all__ = ["InsightScores", "insight_scores", "novelty_rates", "score"]
 
 BENCHMARK = "medinsight"
 REQUIRED = ("model", "case_id", "score_matrix | insights + gt_insights")
@@ -57,12 +61,12 @@ class InsightScores:
 def _matrix(scores: Any, name: str = "scores") -> npt.NDArray[np.float64]:
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name}: expected a 2-D matrix (ground-truth insights x generated insights), got "
             f"shape {s.shape}"
         )
     if not np.isfinite(s).all():
-        raise ValueError(f"{name}: NaN or infinite score")
+        raise InvalidArgumentError(f"{name}: NaN or infinite score")
     return s
 
 
@@ -88,7 +92,7 @@ def insight_scores(scores: npt.ArrayLike) -> InsightScores:
     """
     s = _matrix(scores)
     if s.shape[0] == 0:
-        raise ValueError("scores: a case needs at least one ground-truth insight (row)")
+        raise InvalidArgumentError("scores: a case needs at least one ground-truth insight (row)")
     if s.shape[1] == 0:
         return InsightScores(0.0, 0.0, 0.0)
     r = float(s.max(axis=1).mean())
@@ -107,7 +111,7 @@ def _novelty_flags(
         v = v.sum(axis=1)
     v = v.astype(np.float64).reshape(-1)
     if p.shape != v.shape:
-        raise ValueError(
+        raise InvalidArgumentError(
             "precision_scores and novelty_votes: expected one entry per generated insight, got "
             f"{p.size} and {v.size}"
         )
@@ -158,7 +162,7 @@ def _rouge1_matrices(gt: Sequence[Sequence[str]], gen: Sequence[Sequence[str]]) 
     try:
         from .. import text
     except ImportError as exc:  # pragma: no cover - depends on the build
-        raise ValueError(
+        raise InvalidArgumentError(
             "medinsight: computing ROUGE-1 needs tumorboard.text (the compiled text metrics), "
             f"which is not available ({exc}); pass a score_matrix column instead"
         ) from exc
@@ -176,20 +180,18 @@ def _rouge1_matrices(gt: Sequence[Sequence[str]], gen: Sequence[Sequence[str]]) 
 def _list_of_str(frame: pl.DataFrame, col: str, where: str) -> list[list[str]]:
     s = frame.get_column(col)
     if not (isinstance(s.dtype, pl.List) and s.dtype.inner in (pl.String, pl.Null)):
-        raise TypeError(f"{where}: column {col!r} must be list[str], got {s.dtype}")
+        raise InvalidTypeError(f"{where}: column {col!r} must be list[str], got {s.dtype}")
     out = s.to_list()
     for i, v in enumerate(out):
         if v is None or any(x is None for x in v):
-            raise ValueError(f"{where}: column {col!r} has a missing value at row {i}")
+            raise InvalidArgumentError(f"{where}: column {col!r} has a missing value at row {i}")
     return out
 
 
-def medinsight(
-    df: Any,
+def score(
+    df: Frame,
     *,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
     cluster: str | None = None,
     correct_above: float = 5.0,
     min_votes: int = 2,
@@ -216,7 +218,8 @@ def medinsight(
         precision judge score of each generated insight) and ``insight_novelty_votes``
         (list[int], how many of the judges voted each insight novel) enable ``original`` and
         ``innovation``; the ``cluster`` column when given.
-    n_resamples, level, seed : bootstrap options.
+    options : BootstrapOptions, optional
+        The bootstrap of every interval (default ``BootstrapOptions()``).
     cluster : str, optional
         A column whose values are resampled whole (e.g. ``patient_id``).
     correct_above : float, default 5.0
@@ -231,21 +234,17 @@ def medinsight(
         columns, ``original`` and ``innovation``.
     """
     where = "medinsight"
-    frame = as_frame(df)
-    require_columns(frame, ["model", "case_id"], optional=OPTIONAL, where=where)
+    opts = BootstrapOptions.resolve(options)
+    frame = _validate.input_frame(df, required=["model", "case_id"], optional=OPTIONAL,
+                                  where=where, cluster=cluster)  # fmt: skip
     if "score_matrix" not in frame.columns and not (
         "insights" in frame.columns and "gt_insights" in frame.columns
     ):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{where}: the input frame needs a 'score_matrix' column, or both 'insights' and "
             f"'gt_insights'; required columns: {', '.join(REQUIRED)} (got: "
             f"{', '.join(frame.columns) or 'none'})"
         )
-    if frame.height == 0:
-        raise ValueError(f"{where}: the input frame has no rows")
-    if cluster is not None:
-        require_columns(frame, [cluster], where=f"{where}(cluster={cluster!r})")
-    frame = with_defaults(frame, where=where)
     frame = frame.with_columns(
         string_column(frame, "model", where=where), string_column(frame, "case_id", where=where)
     )
@@ -256,28 +255,30 @@ def medinsight(
     if "score_matrix" in frame.columns:
         s = frame.get_column("score_matrix")
         if not (isinstance(s.dtype, pl.List) and isinstance(s.dtype.inner, pl.List)):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{where}: column 'score_matrix' must be list[list[f64]], got {s.dtype}"
             )
         matrices = []
         for i, m in enumerate(s.to_list()):
             if m is None or len(m) == 0:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"{where}: score_matrix at row {i} has no ground-truth insight (row)"
                 )
             widths = {len(r) if r is not None else -1 for r in m}
             if len(widths) != 1 or -1 in widths:
-                raise ValueError(f"{where}: score_matrix at row {i} is ragged or has a null row")
+                raise InvalidArgumentError(
+                    f"{where}: score_matrix at row {i} is ragged or has a null row"
+                )
             try:
                 matrices.append(_matrix(m, f"score_matrix at row {i}"))
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"{where}: {exc}") from exc
+                raise InvalidArgumentError(f"{where}: {exc}") from exc
     else:
         gt = _list_of_str(frame, "gt_insights", where)
         gen = _list_of_str(frame, "insights", where)
         for i, g in enumerate(gt):
             if not g:
-                raise ValueError(f"{where}: gt_insights at row {i} is empty")
+                raise InvalidArgumentError(f"{where}: gt_insights at row {i} is empty")
         matrices = _rouge1_matrices(gt, gen)
 
     scores = [insight_scores(m) for m in matrices]
@@ -287,10 +288,9 @@ def medinsight(
         pl.Series("_f1", [x.f1 for x in scores], dtype=pl.Float64),
     )
     group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
-    common = dict(benchmark=BENCHMARK, group_cols=group_cols, n_resamples=n_resamples,
-                  level=level, seed=seed, overall=has_task)  # fmt: skip
+    common = dict(benchmark=BENCHMARK, group_cols=group_cols, options=opts, overall=has_task)
     parts = [
-        summarize(frame, value=v, metric=m, cluster=cluster, **common)  # type: ignore[arg-type]
+        summarize_frame(frame, value=v, metric=m, cluster=cluster, **common)  # type: ignore[arg-type]
         for m, v in (
             ("insight_recall", "_recall"),
             ("insight_precision", "_precision"),
@@ -309,7 +309,7 @@ def medinsight(
         v_len = ins.get_column("insight_novelty_votes").list.len().fill_null(0)
         if (p_len != v_len).any():
             i = int((p_len != v_len).arg_true()[0])
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{where}: row {i} has {p_len[i]} insight_precision_scores but {v_len[i]} "
                 "insight_novelty_votes; expected one of each per generated insight"
             )
@@ -320,7 +320,9 @@ def medinsight(
         if ins.height:
             for c in judge_cols:
                 if ins.get_column(c).null_count():
-                    raise ValueError(f"{where}: column {c!r} has a null entry inside a list")
+                    raise InvalidArgumentError(
+                        f"{where}: column {c!r} has a null entry inside a list"
+                    )
             correct, novel = _novelty_flags(
                 ins.get_column("insight_precision_scores").cast(pl.Float64).to_numpy(),
                 ins.get_column("insight_novelty_votes").cast(pl.Float64).to_numpy(),
@@ -334,7 +336,7 @@ def medinsight(
             )
             unit = cluster if cluster is not None else "_case_unit"
             for m, v in (("original", "_original"), ("innovation", "_innovation")):
-                parts.append(summarize(ins, value=v, metric=m, cluster=unit, **common))  # type: ignore[arg-type]
+                parts.append(summarize_frame(ins, value=v, metric=m, cluster=unit, **common))  # type: ignore[arg-type]
     notes = (
         "Scores: recall = mean over ground-truth insights of the best score against any "
         "generated insight; precision = mean over generated insights of the best score against "

@@ -16,77 +16,78 @@ from typing import Any, Literal
 
 import polars as pl
 
-from ._columns import (
-    as_frame,
-    bool_column,
-    count_column,
-    require_columns,
-    string_column,
-    with_defaults,
-)
-from ._summary import KEY_COLUMNS, OVERALL, summarize
-from .report import Report, sort_table
+from .._typing import Frame
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..stats import BootstrapOptions
+from . import _validate
+from ._summary import KEY_COLUMNS, summarize_frame
+from ._validate import bool_column, count_column, string_column
+from .report import OVERALL, Report, sort_table
 
 REQUIRED = ("model", "task", "correct")
 OPTIONAL = ("track", "tools", "patient_id", "files_accessed", "files_hallucinated")
 _CLUSTER_ALIASES = {"patient": "patient_id"}
 
 
-def mtbbench(
-    df: Any,
+def score(
+    df: Frame,
     *,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
     cluster: str | None = None,
     backend: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
     shards: int | None = None,
 ) -> Report:
-    """Scores MTBBench answers: accuracy per task with bootstrap CIs, the overall figure, and
-    the file-access metrics.
+    """Score MTBBench answers: accuracy per task with bootstrap CIs, overall, file metrics.
 
-    Args:
-        df: polars DataFrame or LazyFrame (or pyarrow Table), one row per question answered.
-            Required columns:
+    Parameters
+    ----------
+    df : polars DataFrame or LazyFrame, pyarrow Table, or a trajectory Store
+        One row per question answered. Required columns:
 
-            * ``model`` (str): the model / agent configuration scored;
-            * ``task`` (str): the MTBBench task (e.g. a question category);
-            * ``correct`` (bool, or 0/1): whether the answer was right. A null (no answer, or an
-              answer that could not be parsed) counts as wrong.
+        * ``model`` (str): the model / agent configuration scored;
+        * ``task`` (str): the MTBBench task (e.g. a question category);
+        * ``correct`` (bool, or 0/1): whether the answer was right. A null (no answer, or an
+          answer that could not be parsed) counts as wrong.
 
-            Optional columns:
+        Optional columns:
 
-            * ``track`` (str; default "default"): e.g. "multimodal" / "multitemporal";
-            * ``tools`` (bool; default False): whether the agent had tools;
-            * ``patient_id`` (str): the patient a question belongs to; needed for
-              ``cluster="patient_id"``;
-            * ``files_accessed`` (list[str] of file names, or an int count): the files the
-              agent opened for the question; a list counts its distinct non-null names;
-            * ``files_hallucinated`` (list[str] or int count): requested files that were not
-              available to the agent.
+        * ``track`` (str; default "default"): e.g. "multimodal" / "multitemporal";
+        * ``tools`` (bool; default False): whether the agent had tools;
+        * ``patient_id`` (str): the patient a question belongs to; needed for
+          ``cluster="patient_id"``;
+        * ``files_accessed`` (list[str] of file names, or an int count): the files the agent
+          opened for the question; a list counts its distinct non-null names;
+        * ``files_hallucinated`` (list[str] or int count): requested files that were not
+          available to the agent.
 
-            Missing or null track/tools take the defaults; a null file entry counts 0.
-        n_resamples: bootstrap resamples (the paper uses 1000).
-        level: confidence level of the percentile interval (the paper uses 0.95).
-        seed: random seed; results are deterministic for a seed.
-        cluster: None to resample questions; "patient_id" (alias "patient") to resample
-            patients with all their questions, the right interval when questions are nested
-            in patients; any other column name is used as the cluster label as given.
-        backend: "local" (this process) or "ray": score a trajectory store's Parquet parts on a
-            Ray cluster with :func:`tumorboard.dist.score_store` (``df`` must then be a
-            :class:`~tumorboard.traj.Store` or its directory). The Ray path uses the Poisson
-            bootstrap keyed by (run_id, patient_id, item_id), bit-identical to the
-            single-process Poisson result for any number of shards; it reports per-task
-            accuracy (no overall row, no clusters). A store with backend="local" is read
-            (its MTBBench runs' ``items(with_runs=True)``) and scored here as a frame.
-        ray_address: the Ray cluster for backend="ray" (None or "auto": the running one;
-            "local": start one here).
-        shards: number of shards of Parquet parts for backend="ray" (default: one per part).
+        Missing or null track/tools take the defaults; a null file entry counts 0. A
+        :class:`~tumorboard.traj.Store` (or its directory) is read as its MTBBench runs'
+        ``items(with_runs=True)``.
+    options : BootstrapOptions, optional
+        The bootstrap; the default is the paper's: 1000 resamples, 95% percentile interval,
+        seed 0. Results are deterministic for a seed.
+    cluster : str, optional
+        None resamples questions; "patient_id" (alias "patient") resamples patients with all
+        their questions, the right interval when questions are nested in patients; any other
+        column name is used as the cluster label as given.
+    backend : {"local", "ray"}, default "local"
+        "ray" scores a trajectory store's Parquet parts on a Ray cluster with
+        :func:`tumorboard.dist.score_store` (``df`` must then be a Store or its directory),
+        with the Poisson bootstrap keyed by (run_id, patient_id, item_id), bit-identical to the
+        single-process Poisson result for any number of shards; it reports per-task accuracy
+        (no overall row, no clusters).
+    ray_address : str, optional
+        The Ray cluster for backend="ray" (None or "auto": the running one; "local": start one
+        here).
+    shards : int, optional
+        Number of shards of Parquet parts for backend="ray" (default: one per part).
 
-    Returns:
-        A :class:`Report` (benchmark "mtbbench") whose table has the standard columns plus
-        ``n_correct`` (int64; null for non-accuracy metrics). Metrics:
+    Returns
+    -------
+    Report
+        Benchmark "mtbbench"; the table has the standard columns plus ``n_correct`` (int64;
+        null for non-accuracy metrics). Metrics:
 
         * ``accuracy``: share of correct answers per (track, model, tools, task), and a row
           with task "overall" per (track, model, tools): estimate = plain mean of the task
@@ -97,38 +98,34 @@ def mtbbench(
         * ``hallucinated_file_rate`` (when ``files_hallucinated`` is present): share of
           questions that requested at least one unavailable file.
 
-    Raises:
-        ValueError: a required column is missing (the message names it and lists the required
-            columns), the cluster column is missing, or a value is invalid.
-        TypeError: a column has the wrong type.
+    Raises
+    ------
+    InvalidArgumentError
+        A required column or the cluster column is missing (the message names it and lists the
+        required columns), or a value is invalid.
+    InvalidTypeError
+        A column has the wrong type.
     """
     where = "mtbbench"
+    opts = BootstrapOptions.resolve(options)
     if backend not in ("local", "ray"):
-        raise ValueError(f"{where}: backend must be 'local' or 'ray', got {backend!r}")
+        raise InvalidArgumentError(f"{where}: backend must be 'local' or 'ray', got {backend!r}")
     df = _resolve_store(df, backend=backend, where=where)
     if backend == "ray":
         if cluster is not None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{where}: cluster= is not available with backend='ray' (the distributed Poisson "
                 "path resamples records); use backend='local'"
             )
         from ..dist import score_store
 
         return score_store(
-            df, benchmark="mtbbench", n_resamples=n_resamples, level=level, seed=seed,
-            backend="ray", shards=shards, ray_address=ray_address,
+            df, benchmark="mtbbench", options=opts, backend="ray", shards=shards,
+            ray_address=ray_address,
         ).report()  # fmt: skip
-    frame = as_frame(df)
-    require_columns(frame, REQUIRED, optional=OPTIONAL, where=where)
-    if frame.height == 0:
-        raise ValueError(f"{where}: the input frame has no rows")
-    cluster_col = _cluster_column(cluster)
-    if cluster_col is not None and cluster_col not in frame.columns:
-        raise ValueError(
-            f"{where}: cluster={cluster!r} needs the column {cluster_col!r}, which the input "
-            f"frame lacks; required columns: {', '.join(REQUIRED)}, {cluster_col}"
-        )
-    frame = with_defaults(frame, where=where)
+    cluster_col = _CLUSTER_ALIASES.get(cluster, cluster) if isinstance(cluster, str) else cluster
+    frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
+                                  cluster=cluster_col)  # fmt: skip
     cols: list[pl.Series] = [
         frame.get_column("track"),
         string_column(frame, "model", where=where),
@@ -148,26 +145,27 @@ def mtbbench(
         benchmark="mtbbench",
         group_cols=KEY_COLUMNS,
         cluster="__cluster" if cluster_col is not None else None,
-        n_resamples=n_resamples,
-        level=level,
-        seed=seed,
+        options=opts,
     )
-    acc = summarize(base, value="correct", metric="accuracy", overall=True, **common)
+    acc = summarize_frame(base, value="correct", metric="accuracy", overall=True, **common)
     acc = _with_n_correct(acc, base)
     parts = [acc]
     if "__files" in base.columns:
-        files = summarize(base, value="__files", metric="files_accessed", overall=False, **common)
+        files = summarize_frame(
+            base, value="__files", metric="files_accessed", overall=False, **common
+        )
         parts.append(files.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_correct")))
     if "__halluc" in base.columns:
-        hall = summarize(
+        hall = summarize_frame(
             base, value="__halluc", metric="hallucinated_file_rate", overall=False, **common
         )
         parts.append(hall.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_correct")))
     table = sort_table(pl.concat(parts, how="vertical"))
     notes = [
         "accuracy: share of correct answers (a missing answer counts as wrong); "
-        f"boot_mean, ci_low, ci_high: mean and {level:g} percentile interval of "
-        f"{n_resamples} bootstrap resamples (seed {seed}); pm = (ci_high - ci_low) / 2.",
+        f"boot_mean, ci_low, ci_high: mean and {opts.level:g} {opts.method} interval of "
+        f"{opts.n_resamples} bootstrap resamples (seed {opts.seed}); "
+        "pm = (ci_high - ci_low) / 2.",
         "task 'overall': estimate = plain mean of the task accuracies (as in the MTBBench "
         "paper); its interval comes from joint resampling of all tasks at once.",
     ]
@@ -181,15 +179,6 @@ def mtbbench(
             "that was not available."
         )
     return Report(table, benchmark="mtbbench", title="MTBBench", notes=tuple(notes))
-
-
-def _cluster_column(cluster: str | None) -> str | None:
-    if cluster is None:
-        return None
-    if not isinstance(cluster, str) or not cluster:
-        raise ValueError(f"cluster: expected None or a column name such as 'patient_id', "
-                         f"got {cluster!r}")  # fmt: skip
-    return _CLUSTER_ALIASES.get(cluster, cluster)
 
 
 def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
@@ -206,14 +195,17 @@ def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
 
 
 def _resolve_store(df: Any, *, backend: str, where: str) -> Any:
-    """A Store (or a store directory) for backend="ray"; for backend="local" a Store or store
-    directory becomes its MTBBench items joined with their runs (a LazyFrame)."""
+    """Resolve a store argument: kept for backend="ray", read as a LazyFrame for "local".
+
+    For backend="local" a Store or store directory becomes its MTBBench items joined with
+    their runs (a LazyFrame); anything else is returned unchanged.
+    """
     from ..traj import Store
 
     is_path = isinstance(df, (str, os.PathLike))
     if backend == "ray":
         if not (isinstance(df, Store) or is_path):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{where}: backend='ray' scores a trajectory store: pass a tumorboard.traj.Store "
                 f"or its directory, got {type(df).__name__}"
             )

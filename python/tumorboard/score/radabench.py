@@ -2,10 +2,11 @@
 
 RadA-BenchPlat (Zhu et al. 2025) evaluates radiology agents that chain tools of given categories
 (Anatomy Classifier -> Modality Classifier -> Organ Segmentor -> ...). Each metric below is
-given as the paper defines it; where the reference code (``MAGIC-AI4Med/RadABench``,
-``EvalPlat/EvalMetrics/*.py``; facts in ``shared/spec/REFERENCE.md`` §6) computes something
-else, the code's version is provided too, under a name ending in ``_code``, and the difference
-is documented. Chains are lists of tool categories (strings); ``pred`` is the chain the agent
+given as the paper defines it; where the reference code (``MAGIC-AI4Med/RadABench`` at commit
+``acbcf87``, ``EvalPlat/EvalMetrics/*.py``) computes something else, the code's version is
+provided too, under a name ending in ``_code`` (defined in
+:mod:`tumorboard.score._radabench_reference` and re-exported here), and the difference is
+documented. Chains are lists of tool categories (strings); ``pred`` is the chain the agent
 called, ``gt`` the ground-truth chain.
 
 Tool-chain metrics (per case):
@@ -50,35 +51,41 @@ Final-response text metrics (the agent's conclusion against the reference answer
   tokenizer, no stemming), and unique-token F1 over rouge-score tokens
   (``tumorboard.text.set_f1``), on all cases with a reference answer (a missing response
   scores 0).
-* reference-code (``bleu1_code``, ``rouge_l_code``, ``f1_code``): the code's exact recipe —
-  unique-token F1 and NLTK ``sentence_bleu`` with weights (1, 0, 0, 0) and
-  ``SmoothingFunction().method1`` over NLTK ``word_tokenize(text.lower())`` tokens, and the
-  ``rouge`` 1.0.1 package's ROUGE-L on the raw text (see :func:`rouge_l_code`); a missing
-  response or reference, or no token, gives 0 for all three; cases whose log contains the
-  substring ``Error`` or ``error`` anywhere are left out of the averages (the code zeroes them
-  and averages over the others; without a log, the cases that did not complete are left
-  out). ``word_tokenize`` needs NLTK's Punkt English model, which is
-  data we do not ship: :func:`radabench_tokenize` splits sentences with an untrained
-  ``PunktSentenceTokenizer`` (no learned abbreviation list, so ``e.g.`` or ``dr.`` end a
-  sentence and lose their final period) and then applies ``NLTKWordTokenizer``, which is what
-  ``word_tokenize`` does per sentence. NLTK is imported only for these metrics.
+* reference-code (``bleu1_code``, ``rouge_l_code``, ``f1_code``): the code's exact recipe
+  (:mod:`tumorboard.score._radabench_reference`); cases whose log contains the substring
+  ``Error`` or ``error`` anywhere are left out of the averages (the code zeroes them and
+  averages over the others; without a log, the cases that did not complete are left out).
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from .._typing import Frame
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ..stats import BootstrapOptions
 from ..text import levenshtein, sequence_levenshtein
-from ._columns import as_frame, bool_column, require_columns, string_column, with_defaults
+from . import _validate
+from ._radabench_reference import (
+    bleu1_code,
+    final_response_scores_code,
+    log_error_flag,
+    longest_common_run,
+    optimal_tool_score_code,
+    radabench_tokenize,
+    redundancy_rate_code,
+    rouge_l_code,
+    set_f1_code,
+    tool_matching_accuracy_code,
+)
 from ._summary import summarize_metrics
+from ._validate import bool_column, require_columns, string_column
 from .report import Report
 
 __all__ = [
@@ -95,10 +102,10 @@ __all__ = [
     "optimal_tool_score",
     "optimal_tool_score_code",
     "pre_failure_progress",
-    "radabench",
     "radabench_tokenize",
     "redundancy_rate_code",
     "rouge_l_code",
+    "score",
     "set_f1_code",
     "tool_chain_levenshtein",
     "tool_matching_accuracy",
@@ -149,17 +156,6 @@ def false_discovery_rate(pred: Sequence[str], gt: Sequence[str]) -> float:
     return 0.0 if len(pred) == 0 else _not_in_gt(pred, gt) / len(pred)
 
 
-def redundancy_rate_code(pred: Sequence[str], gt: Sequence[str]) -> float:
-    """Reference code ("redundancy"): the same count as :func:`false_discovery_rate` over
-    ``max(|pred|, |gt|)``; 0 when both are empty.
-
-    >>> redundancy_rate_code(["A", "X"], ["A", "B", "C", "D"])
-    0.25
-    """
-    m = max(len(pred), len(gt))
-    return 0.0 if m == 0 else _not_in_gt(pred, gt) / m
-
-
 def tool_matching_accuracy(pred: Sequence[str], gt: Sequence[str]) -> float:
     """Paper: ``sum_k [pred[k] == gt[k]] / |gt|`` over the common positions.
 
@@ -167,36 +163,8 @@ def tool_matching_accuracy(pred: Sequence[str], gt: Sequence[str]) -> float:
     0.5
     """
     if len(gt) == 0:
-        raise ValueError("gt: the ground-truth chain is empty")
+        raise InvalidArgumentError("gt: the ground-truth chain is empty")
     return sum(1 for p, g in zip(pred, gt, strict=False) if p == g) / len(gt)
-
-
-def longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common contiguous run (substring) of two sequences.
-
-    >>> longest_common_run(["A", "B", "C", "D"], ["X", "B", "C", "Y", "D"])
-    2
-    """
-    best = 0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0] * (len(b) + 1)
-        for j, y in enumerate(b, 1):
-            if x == y:
-                cur[j] = prev[j - 1] + 1
-                best = max(best, cur[j])
-        prev = cur
-    return best
-
-
-def tool_matching_accuracy_code(pred: Sequence[str], gt: Sequence[str]) -> float:
-    """Reference code ("precision"): longest common contiguous run of ``gt`` and ``pred`` over
-    ``|gt|``; 0 for an empty ``gt``.
-
-    >>> tool_matching_accuracy_code(["A", "X", "C", "D"], ["A", "B", "C", "D"])
-    0.5
-    """
-    return 0.0 if len(gt) == 0 else longest_common_run(gt, pred) / len(gt)
 
 
 def optimal_tool_score(rank: npt.ArrayLike, n_candidates: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -210,26 +178,10 @@ def optimal_tool_score(rank: npt.ArrayLike, n_candidates: npt.ArrayLike) -> npt.
     r = np.asarray(rank)
     n = np.asarray(n_candidates)
     if r.dtype.kind not in "iu" or n.dtype.kind not in "iu":
-        raise TypeError("rank, n_candidates: expected integers")
+        raise InvalidTypeError("rank, n_candidates: expected integers")
     if (n < 1).any() or (r < 1).any() or (r > n).any():
-        raise ValueError("rank, n_candidates: expected 1 <= rank <= n_candidates")
+        raise InvalidArgumentError("rank, n_candidates: expected 1 <= rank <= n_candidates")
     return ((n - r + 1) / n).astype(np.float64)
-
-
-def optimal_tool_score_code(called: Sequence[str], candidates: Sequence[str]) -> float:
-    """Reference code ("win rate"): candidates ordered worst to best; scanning from the end,
-    the first candidate present in ``called`` at position i from the end gives
-    ``(N - i) / N``; 0 when none was called (or there are no candidates).
-
-    >>> optimal_tool_score_code(["TOOL1", "TOOL4"], ["TOOL3", "TOOL4", "TOOL5"])
-    0.6666666666666666
-    """
-    n = len(candidates)
-    called_set = set(called)
-    for i, tool in enumerate(reversed(candidates)):
-        if tool in called_set:
-            return (n - i) / n
-    return 0.0
 
 
 def pre_failure_progress(pred: Sequence[str], gt: Sequence[str]) -> float:
@@ -239,7 +191,7 @@ def pre_failure_progress(pred: Sequence[str], gt: Sequence[str]) -> float:
     0.5
     """
     if len(gt) == 0:
-        raise ValueError("gt: the ground-truth chain is empty")
+        raise InvalidArgumentError("gt: the ground-truth chain is empty")
     return len(pred) / len(gt)
 
 
@@ -250,11 +202,6 @@ def execution_failed(log: str) -> bool:
     """True when the log records an execution error: the code's pattern
     ``Error Type: <word>\\nError Message: <one line>\\nTraceback:``."""
     return _FAILURE_RE.search(log) is not None
-
-
-def log_error_flag(log: str) -> bool:
-    """The code's text-metric exclusion rule: ``"Error" in log or "error" in log``."""
-    return "Error" in log or "error" in log
 
 
 def extract_conclusion(log: str) -> str:
@@ -281,154 +228,7 @@ def deny_grounding(log: str, missing_category: str) -> bool:
     return m is not None and missing_category in m.group(1)
 
 
-# ------------------------------------------------------------------ reference-code text metrics
-
-
-@functools.lru_cache(maxsize=1)
-def _nltk_tokenizers() -> tuple[Any, Any]:
-    try:
-        from nltk.tokenize import NLTKWordTokenizer
-        from nltk.tokenize.punkt import PunktSentenceTokenizer
-    except ImportError as exc:
-        raise ImportError(
-            "radabench: the reference-code text metrics (bleu1_code, rouge_l_code, f1_code) "
-            "tokenize with NLTK, which is not installed; `pip install nltk`, or use the "
-            "paper-standard metrics (text_metrics='paper')"
-        ) from exc
-    return PunktSentenceTokenizer(), NLTKWordTokenizer()
-
-
-def radabench_tokenize(text: str) -> list[str]:
-    """NLTK ``word_tokenize`` as far as it runs without data files: sentences from an
-    untrained ``PunktSentenceTokenizer``, then ``NLTKWordTokenizer`` on each (module notes).
-
-    The reference code calls ``word_tokenize(text.lower())``; lowercase before calling this.
-    """
-    sents, words = _nltk_tokenizers()
-    return [tok for s in sents.tokenize(text) for tok in words.tokenize(s)]
-
-
-def set_f1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
-    """Unique-token F1: ``P = |H ∩ R| / |H|``, ``R = |H ∩ R| / |R|``, ``2PR / (P + R)`` on the
-    token sets; 0 when either set is empty or nothing is shared."""
-    h, r = set(hyp_tokens), set(ref_tokens)
-    if not h or not r:
-        return 0.0
-    common = len(h & r)
-    p, rec = common / len(h), common / len(r)
-    return 0.0 if p + rec == 0 else 2 * (p * rec) / (p + rec)
-
-
-def bleu1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
-    """NLTK ``sentence_bleu([ref], hyp, weights=(1, 0, 0, 0), smoothing_function=
-    SmoothingFunction().method1)``.
-
-    With one reference this is ``BP * p1``: ``p1`` = clipped unigram matches / ``|hyp|``;
-    ``BP = 1`` if ``|hyp| > |ref|``, else ``exp(1 - |ref| / |hyp|)``; 0 when no unigram
-    matches (NLTK returns 0 before smoothing) or the hypothesis is empty. ``method1`` only
-    smooths the zero-weighted higher orders, so it does not change the value.
-    """
-    c, r = len(hyp_tokens), len(ref_tokens)
-    if c == 0:
-        return 0.0
-    ref_counts: dict[str, int] = {}
-    for t in ref_tokens:
-        ref_counts[t] = ref_counts.get(t, 0) + 1
-    hyp_counts: dict[str, int] = {}
-    for t in hyp_tokens:
-        hyp_counts[t] = hyp_counts.get(t, 0) + 1
-    matches = sum(min(k, ref_counts.get(t, 0)) for t, k in hyp_counts.items())
-    if matches == 0:
-        return 0.0
-    bp = 1.0 if c > r else math.exp(1 - r / c)
-    # NLTK: bp * exp(fsum(w_n * log p_n)); with weights (1, 0, 0, 0) that is exp(log p1).
-    return bp * math.exp(math.log(matches / c))
-
-
-def _rouge_sentences(text: str) -> list[list[str]]:
-    """``rouge`` 1.0.1 preprocessing: split on ".", drop empty pieces, collapse whitespace,
-    then words = ``sentence.split(" ")`` (so a whitespace-only piece is the one word "")."""
-    return [" ".join(piece.split()).split(" ") for piece in text.split(".") if len(piece) > 0]
-
-
-def _lcs_word_set(x: Sequence[str], y: Sequence[str]) -> set[str]:
-    """Words of the LCS of x (reference sentence) and y (candidate sentence), reconstructed
-    as ``rouge`` 1.0.1 does: from the end, a match steps diagonally, otherwise step up
-    (x shorter) when ``table[i-1][j] > table[i][j-1]`` and left otherwise."""
-    n, m = len(x), len(y)
-    table = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(1, n + 1):
-        xi, row, above = x[i - 1], table[i], table[i - 1]
-        for j in range(1, m + 1):
-            if xi == y[j - 1]:
-                row[j] = above[j - 1] + 1
-            else:
-                row[j] = max(above[j], row[j - 1])
-    out: set[str] = set()
-    i, j = n, m
-    while i > 0 and j > 0:
-        if x[i - 1] == y[j - 1]:
-            out.add(x[i - 1])
-            i -= 1
-            j -= 1
-        elif table[i - 1][j] > table[i][j - 1]:
-            i -= 1
-        else:
-            j -= 1
-    return out
-
-
-def rouge_l_code(hyp: str, ref: str) -> float:
-    """ROUGE-L F of the ``rouge`` 1.0.1 package (``Rouge().get_scores(hyp, ref)[0]["rouge-l"]
-    ["f"]``), summary-level union LCS with its set semantics (``exclusive=True``).
-
-    Sentences are the non-empty pieces of the text split on "." (whitespace collapsed), words
-    are split on single spaces, case is kept. With ``U`` = the set of words that occur in the
-    LCS of some (reference sentence, candidate sentence) pair, ``m`` and ``n`` the numbers of
-    distinct reference and candidate words: ``R = |U| / m``, ``P = |U| / n``,
-    ``F = 2PR / (P + R + 1e-8)``. Raises ValueError when either text has no sentence (the
-    package raises too; the RadA code then scores 0). Unlike the package (a recursive LCS
-    reconstruction), very long sentences do not hit Python's recursion limit here.
-
-    >>> round(rouge_l_code("the liver is normal", "the liver is enlarged"), 6)
-    0.75
-    """
-    hs, rs = _rouge_sentences(hyp), _rouge_sentences(ref)
-    if not hs:
-        raise ValueError("rouge_l_code: the hypothesis has no sentence")
-    if not rs:
-        raise ValueError("rouge_l_code: the reference has no sentence")
-    m = len({w for s in rs for w in s})
-    n = len({w for s in hs for w in s})
-    union: set[str] = set()
-    for r in rs:
-        for h in hs:
-            union |= _lcs_word_set(r, h)
-    llcs = len(union)
-    r_lcs = llcs / m
-    p_lcs = llcs / n
-    return 2.0 * ((p_lcs * r_lcs) / (p_lcs + r_lcs + 1e-8))
-
-
-def final_response_scores_code(
-    hypothesis: str | None, reference: str | None
-) -> tuple[float, float, float]:
-    """``(f1, bleu1, rouge_l)`` of one final response exactly as the reference code's
-    ``calculate_metrics`` computes them (module notes); (0, 0, 0) for a missing or empty text
-    or when either side has no token."""
-    if not reference or not hypothesis:
-        return 0.0, 0.0, 0.0
-    ref_tokens = radabench_tokenize(reference.lower())
-    hyp_tokens = radabench_tokenize(hypothesis.lower())
-    if not ref_tokens or not hyp_tokens:
-        return 0.0, 0.0, 0.0
-    f1 = set_f1_code(hyp_tokens, ref_tokens)
-    bleu = bleu1_code(hyp_tokens, ref_tokens)
-    try:
-        rl = rouge_l_code(hypothesis, reference)
-    except (ValueError, ZeroDivisionError):
-        rl = 0.0
-    return f1, bleu, rl
+# --------------------------------------------------------------------- paper-standard text metrics
 
 
 def final_response_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, np.ndarray]:
@@ -458,12 +258,12 @@ def _selection_scores(frame: pl.DataFrame, where: str) -> pl.DataFrame:
     for col in ("selection_ranks", "selection_sizes"):
         dt = frame.schema[col]
         if not (isinstance(dt, pl.List) and (dt.inner.is_integer() or dt.inner == pl.Null)):
-            raise TypeError(f"{where}: column {col!r} must be list[int], got {dt}")
+            raise InvalidTypeError(f"{where}: column {col!r} must be list[int], got {dt}")
     lr = frame.get_column("selection_ranks").list.len().fill_null(0)
     ls = frame.get_column("selection_sizes").list.len().fill_null(0)
     if (lr != ls).any():
         i = int((lr != ls).arg_true()[0])
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{where}: row {i} has {lr[i]} selection_ranks but {ls[i]} selection_sizes; expected "
             "one rank and one candidate count per selection step"
         )
@@ -475,7 +275,7 @@ def _selection_scores(frame: pl.DataFrame, where: str) -> pl.DataFrame:
     r, n = pl.col("selection_ranks"), pl.col("selection_sizes")
     bad = steps.filter(r.is_null() | n.is_null() | (n < 1) | (r < 1) | (r > n))
     if bad.height:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{where}: selection step at row {bad['_row'][0]} has rank {bad['selection_ranks'][0]} "
             f"of {bad['selection_sizes'][0]} candidates; expected 1 <= rank <= candidates"
         )
@@ -553,10 +353,10 @@ def _text_metrics(
     frame: pl.DataFrame, which: str, has_log: bool, where: str
 ) -> tuple[pl.DataFrame, list[tuple[str, str, pl.Expr | None]]]:
     if frame.schema["reference_answer"] not in (pl.String, pl.Null):
-        raise TypeError(f"{where}: column 'reference_answer' must hold strings")
+        raise InvalidTypeError(f"{where}: column 'reference_answer' must hold strings")
     if "response" in frame.columns:
         if frame.schema["response"] not in (pl.String, pl.Null):
-            raise TypeError(f"{where}: column 'response' must hold strings")
+            raise InvalidTypeError(f"{where}: column 'response' must hold strings")
         frame = frame.with_columns(pl.col("response").fill_null("").alias("_response"))
     elif has_log:
         conclusion = (
@@ -564,7 +364,7 @@ def _text_metrics(
         )
         frame = frame.with_columns(conclusion.str.strip_chars().fill_null("").alias("_response"))
     else:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{where}: the text metrics need a 'response' column (or a 'log' to take the "
             "conclusion from) next to 'reference_answer'"
         )
@@ -604,7 +404,7 @@ def _text_metrics(
 def _list_str(frame: pl.DataFrame, col: str, where: str) -> None:
     dt = frame.schema[col]
     if not (isinstance(dt, pl.List) and dt.inner in (pl.String, pl.Null)):
-        raise TypeError(f"{where}: column {col!r} must be list[str], got {dt}")
+        raise InvalidTypeError(f"{where}: column {col!r} must be list[str], got {dt}")
 
 
 def _chain_stats(frame: pl.DataFrame, pred: str, gt: str) -> pl.DataFrame:
@@ -657,12 +457,10 @@ def _chain_stats(frame: pl.DataFrame, pred: str, gt: str) -> pl.DataFrame:
     return out.with_columns(pl.col("_nin", "_pos", "_run").fill_null(0))
 
 
-def radabench(
-    df: Any,
+def score(
+    df: Frame,
     *,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
+    options: BootstrapOptions | None = None,
     cluster: str | None = None,
     text_metrics: Literal["paper", "code", "both", "none"] = "paper",
 ) -> Report:
@@ -706,7 +504,8 @@ def radabench(
         * ``unsolvable`` (bool) or ``missing_category`` (str, null on solvable cases), with
           ``aware`` and ``grounded`` (bool) or a ``log``: the unsolvability rates;
         * ``response`` and ``reference_answer`` (str): the text metrics.
-    n_resamples, level, seed : bootstrap options.
+    options : BootstrapOptions, optional
+        The bootstrap of every interval (default ``BootstrapOptions()``).
     cluster : str, optional
         A column whose values are resampled whole (e.g. the imaging case id).
     text_metrics : {"paper", "code", "both", "none"}, default "paper"
@@ -719,16 +518,12 @@ def radabench(
     """
     where = "radabench"
     if text_metrics not in ("paper", "code", "both", "none"):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"text_metrics: expected 'paper', 'code', 'both' or 'none', got {text_metrics!r}"
         )
-    frame = as_frame(df)
-    require_columns(frame, REQUIRED, optional=OPTIONAL, where=where)
-    if frame.height == 0:
-        raise ValueError(f"{where}: the input frame has no rows")
-    if cluster is not None:
-        require_columns(frame, [cluster], where=f"{where}(cluster={cluster!r})")
-    frame = with_defaults(frame, where=where)
+    opts = BootstrapOptions.resolve(options)
+    frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
+                                  cluster=cluster)  # fmt: skip
     frame = frame.with_columns(
         string_column(frame, "model", where=where),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
@@ -744,10 +539,12 @@ def radabench(
     gt_len = frame.get_column("gt_tools").list.len().fill_null(0)
     if (gt_len == 0).any():
         i = int((gt_len == 0).arg_true()[0])
-        raise ValueError(f"{where}: gt_tools at row {i} is missing or empty")
+        raise InvalidArgumentError(f"{where}: gt_tools at row {i} is missing or empty")
     has_log = "log" in frame.columns
     if has_log and frame.schema["log"] not in (pl.String, pl.Null):
-        raise TypeError(f"{where}: column 'log' must hold strings, got {frame.schema['log']}")
+        raise InvalidTypeError(
+            f"{where}: column 'log' must hold strings, got {frame.schema['log']}"
+        )
 
     # ---- completion
     has_completed = "completed" in frame.columns or has_log
@@ -815,7 +612,7 @@ def radabench(
         )
     if "milestone" in frame.columns:
         if frame.schema["milestone"] not in (pl.String, pl.Null):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{where}: column 'milestone' must hold category names, got "
                 f"{frame.schema['milestone']}"
             )
@@ -832,8 +629,7 @@ def radabench(
         specs += text_specs
 
     table = summarize_metrics(frame, specs, benchmark=BENCHMARK, by_task=has_task,
-                              cluster=cluster, n_resamples=n_resamples, level=level,
-                              seed=seed)  # fmt: skip
+                              cluster=cluster, options=opts)  # fmt: skip
     notes = (
         "Paper metrics over all cases; *_code metrics reproduce the reference code (redundancy "
         "over max(|pred|,|gt|), longest common contiguous run, on completed cases; win-rate scan "

@@ -2,7 +2,9 @@
 bootstrap tests, Poisson-bootstrap partials that merge across shards, and inter-rater agreement.
 
 All resampling runs in C++ with the GIL released; the same seed gives bit-identical results on
-any number of threads.
+any number of threads. Every function that resamples takes its options as one frozen, validated
+:class:`BootstrapOptions` (``options=``); every public function validates its inputs once, at its
+entry (``_validate.py``), and then computes.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from ._bootstrap import (
     bootstrap_sufficient,
     paired_bootstrap,
 )
+from ._options import BootstrapOptions
 from ._poisson import PoissonPartials, poisson_partials
 
 __all__ = [
     "AgreementResult",
+    "BootstrapOptions",
     "cohen_kappa",
     "fleiss_kappa",
     "gwet_ac1",

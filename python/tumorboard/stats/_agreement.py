@@ -11,6 +11,12 @@ string arrays, the string ``"nan"``, which is what NumPy turns ``np.nan`` into i
 array). Unless ``categories`` is given, the categories are the distinct observed labels in sorted
 order (:func:`numpy.unique`); the order matters for weighted kappa and ordinal alpha.
 
+Intervals: with ``ci=True`` every statistic gets a bootstrap confidence interval and standard
+error from resampled items (units for Krippendorff's alpha), computed by the same engine as
+:func:`tumorboard.stats.bootstrap` and configured by one :class:`~tumorboard.stats.BootstrapOptions`
+(``options=``; default ``BootstrapOptions()``: 1000 resamples, level 0.95, percentile method,
+seed 0). Results are reproducible for a seed and do not depend on the number of threads.
+
 References
 ----------
 Byrt, T., Bishop, J. and Carlin, J. B. (1993). Bias, prevalence and kappa. Journal of Clinical
@@ -29,7 +35,6 @@ Krippendorff, K. (2011). Computing Krippendorff's alpha-reliability. Departmenta
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,19 +42,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-__all__ = [
-    "AgreementResult",
-    "cohen_kappa",
-    "fleiss_kappa",
-    "gwet_ac1",
-    "krippendorff_alpha",
-    "mean_pairwise_agreement",
-    "pabak",
-    "rating_table",
-]
+from ..errors import InvalidArgumentError
+from . import _validate
+from ._bootstrap import run_engine
+from ._options import BootstrapOptions
 
 KappaWeights = Literal["linear", "quadratic"]
-Level = Literal["nominal", "ordinal", "interval", "ratio"]
+LevelOfMeasurement = Literal["nominal", "ordinal", "interval", "ratio"]
 
 # Metric codes understood by the C++ "krippendorff_alpha" statistic.
 _METRIC_CODES: dict[str, int] = {"nominal": 0, "ordinal": 1, "interval": 2, "ratio": 3}
@@ -118,7 +117,7 @@ def _missing_mask(values: np.ndarray, name: str) -> npt.NDArray[np.bool_]:
         # NaN is the only value that is not equal to itself.
         not_self = np.not_equal(values, values)
         return np.asarray(is_none | not_self, dtype=bool)
-    raise ValueError(
+    raise InvalidArgumentError(
         f"{name}: expected integer, float, string or object labels, got dtype {values.dtype}"
     )
 
@@ -136,22 +135,22 @@ def _encode(
     try:
         observed, inverse = np.unique(present, return_inverse=True)
     except TypeError as exc:  # e.g. a mixture of strings and numbers in an object array
-        raise ValueError(f"{name}: labels must be mutually comparable ({exc})") from exc
+        raise InvalidArgumentError(f"{name}: labels must be mutually comparable ({exc})") from exc
     if categories is None:
         cats = observed
         present_codes = inverse.reshape(-1).astype(np.int64)
     else:
         cats = np.asarray(categories)
         if cats.ndim != 1 or cats.size == 0:
-            raise ValueError("categories: expected a non-empty 1-D sequence of labels")
+            raise InvalidArgumentError("categories: expected a non-empty 1-D sequence of labels")
         position = {c.item() if isinstance(c, np.generic) else c: i for i, c in enumerate(cats)}
         if len(position) != cats.size:
-            raise ValueError("categories: labels must be distinct")
+            raise InvalidArgumentError("categories: labels must be distinct")
         lookup = np.empty(observed.size, dtype=np.int64)
         for j, label in enumerate(observed):  # loop over distinct labels, not items
             key = label.item() if isinstance(label, np.generic) else label
             if key not in position:
-                raise ValueError(f"{name}: label {key!r} is not one of categories")
+                raise InvalidArgumentError(f"{name}: label {key!r} is not one of categories")
             lookup[j] = position[key]
         present_codes = lookup[inverse.reshape(-1)]
     codes = np.full(values.shape, -1, dtype=np.int64)
@@ -159,25 +158,13 @@ def _encode(
     return codes, cats
 
 
-def _as_label_array(x: npt.ArrayLike, name: str, ndim: int) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.ndim != ndim:
-        shape = "(n_items,)" if ndim == 1 else "(n_items, n_raters)"
-        raise ValueError(
-            f"{name}: expected a {ndim}-D array of shape {shape}, got shape {arr.shape}"
-        )
-    if arr.size == 0:
-        raise ValueError(f"{name}: expected at least one item, got an empty array")
-    return arr
-
-
 def _two_rater_codes(
     rater_a: npt.ArrayLike, rater_b: npt.ArrayLike, categories: Any
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], np.ndarray]:
-    a = _as_label_array(rater_a, "rater_a", 1)
-    b = _as_label_array(rater_b, "rater_b", 1)
+    a = _validate.label_array(rater_a, name="rater_a", axes=("n_items",))
+    b = _validate.label_array(rater_b, name="rater_b", axes=("n_items",))
     if a.shape != b.shape:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"rater_a and rater_b: expected the same number of items, got {a.size} and {b.size}"
         )
     numeric = a.dtype.kind in "biuf" and b.dtype.kind in "biuf"
@@ -187,7 +174,7 @@ def _two_rater_codes(
         both = np.concatenate([a.astype(object), b.astype(object)])
     codes, cats = _encode(both, categories, "rater_a/rater_b")
     if (codes < 0).any():
-        raise ValueError(
+        raise InvalidArgumentError(
             "rater_a/rater_b: missing ratings (None/NaN) are not allowed for two-rater "
             "statistics; drop those items first"
         )
@@ -207,9 +194,7 @@ def _kappa_weights(q: int, weights: KappaWeights | None) -> npt.NDArray[np.float
         return np.eye(q)
     if weights == "linear":
         return 1.0 - dist
-    if weights == "quadratic":
-        return 1.0 - dist**2
-    raise ValueError(f"weights: expected None, 'linear' or 'quadratic', got {weights!r}")
+    return 1.0 - dist**2  # quadratic
 
 
 def _prepare_cohen_kappa(
@@ -223,10 +208,12 @@ def _prepare_cohen_kappa(
 
     Params: [q, w_00, w_01, ..., w_(q-1)(q-1)] (agreement weights, row-major).
     """
+    if weights is not None:
+        _validate.choice(weights, ("linear", "quadratic"), name="weights")
     ca, cb, cats = _two_rater_codes(rater_a, rater_b, categories)
     q = int(cats.size)
     if q < 2:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"rater_a/rater_b: Cohen's kappa needs at least 2 categories, got {q}; "
             "pass categories= to declare unobserved ones"
         )
@@ -242,56 +229,30 @@ def _prepare_pabak(
 ) -> _Prepared:
     """Rows: [1{a_i == b_i}] (k = 1). Params: [q]."""
     ca, cb, cats = _two_rater_codes(rater_a, rater_b, None)
-    observed = int(cats.size)
-    if n_categories is None:
-        q = observed
-    else:
-        if isinstance(n_categories, bool) or not isinstance(n_categories, (int, np.integer)):
-            raise ValueError(f"n_categories: expected an integer, got {n_categories!r}")
-        q = int(n_categories)
-        if q < observed:
-            raise ValueError(
-                f"n_categories: expected at least the {observed} distinct observed labels, got {q}"
-            )
+    q = _validate.n_categories(n_categories, int(cats.size))
     if q < 2:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"rater_a/rater_b: PABAK needs at least 2 categories, got {q}; pass n_categories="
         )
     rows = (ca == cb).astype(np.float64).reshape(-1, 1)
     return _Prepared("pabak", rows, np.array([float(q)]))
 
 
-def _count_table(table: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    t = np.asarray(table)
-    if t.ndim != 2:
-        raise ValueError(
-            f"table: expected a 2-D array (n_items, n_categories), got shape {t.shape}"
-        )
-    if t.shape[0] == 0:
-        raise ValueError("table: expected at least one item (row), got none")
-    if t.shape[1] < 2:
-        raise ValueError(f"table: expected at least 2 categories (columns), got {t.shape[1]}")
-    if t.dtype.kind not in "iuf" and t.dtype.kind != "b":
-        raise ValueError(f"table: expected numeric counts, got dtype {t.dtype}")
-    t = t.astype(np.float64)
-    if not np.isfinite(t).all() or (t < 0).any() or (t != np.floor(t)).any():
-        raise ValueError("table: expected non-negative integer counts")
-    return t
-
-
 def _prepare_fleiss_kappa(table: npt.ArrayLike) -> _Prepared:
     """Rows: [sum_j n_ij(n_ij - 1), n_i1, ..., n_iq] (k = q + 1). Params: [q, m]."""
-    t = _count_table(table)
+    t = _validate.count_table(table)
     raters = t.sum(axis=1)
     m = raters[0]
     if (raters != m).any():
-        raise ValueError(
+        raise InvalidArgumentError(
             "table: Fleiss' kappa needs the same number of ratings on every item, got row sums "
             f"from {int(raters.min())} to {int(raters.max())}; use gwet_ac1 or krippendorff_alpha "
             "for missing ratings"
         )
     if m < 2:
-        raise ValueError(f"table: Fleiss' kappa needs at least 2 ratings per item, got {int(m)}")
+        raise InvalidArgumentError(
+            f"table: Fleiss' kappa needs at least 2 ratings per item, got {int(m)}"
+        )
     rows = np.empty((t.shape[0], t.shape[1] + 1), dtype=np.float64)
     rows[:, 0] = (t * (t - 1.0)).sum(axis=1)
     rows[:, 1:] = t
@@ -304,14 +265,16 @@ def _prepare_gwet_ac1(table: npt.ArrayLike) -> _Prepared:
     a_i = sum_k r_ik (r_ik - 1) / (r_i (r_i - 1)) for r_i >= 2 (else 0). Items without any rating
     carry no information and are dropped.
     """
-    t = _count_table(table)
+    t = _validate.count_table(table)
     r = t.sum(axis=1)
     t = t[r > 0]
     r = r[r > 0]
     if t.shape[0] == 0:
-        raise ValueError("table: every item has zero ratings")
+        raise InvalidArgumentError("table: every item has zero ratings")
     if not (r >= 2).any():
-        raise ValueError("table: Gwet's AC1 needs at least one item with 2 or more ratings")
+        raise InvalidArgumentError(
+            "table: Gwet's AC1 needs at least one item with 2 or more ratings"
+        )
     q = t.shape[1]
     pairable = r >= 2
     denom = np.where(pairable, r * (r - 1.0), 1.0)
@@ -326,7 +289,7 @@ def _prepare_gwet_ac1(table: npt.ArrayLike) -> _Prepared:
 def _prepare_krippendorff_alpha(
     reliability_data: npt.ArrayLike,
     *,
-    level: Level = "nominal",
+    level_of_measurement: LevelOfMeasurement = "nominal",
     value_domain: Sequence[Any] | None = None,
 ) -> _Prepared:
     """Rows: unit coincidences o_ck(u), index c*q + k (k = q*q). Params: [q, metric, v_1..v_q].
@@ -334,35 +297,31 @@ def _prepare_krippendorff_alpha(
     o_ck(u) = (n_uc n_uk - [c == k] n_uc) / (m_u - 1), n_uc = number of values c in unit u and
     m_u = sum_c n_uc; units with fewer than 2 values are not pairable and are dropped.
     """
-    if level not in _METRIC_CODES:
-        raise ValueError(f"level: expected one of {sorted(_METRIC_CODES)}, got {level!r}")
-    data = np.asarray(reliability_data)
-    if data.ndim != 2:
-        raise ValueError(
-            "reliability_data: expected a 2-D array of shape (n_raters, n_units), got shape "
-            f"{data.shape}"
-        )
-    if data.size == 0:
-        raise ValueError("reliability_data: expected at least one rater and one unit, got none")
+    scale = _validate.choice(level_of_measurement, tuple(_METRIC_CODES),
+                             name="level_of_measurement")  # fmt: skip
+    data = _validate.label_array(reliability_data, name="reliability_data",
+                                 axes=("n_raters", "n_units"))  # fmt: skip
     codes, cats = _encode(data, value_domain, "reliability_data")
     q = int(cats.size)
     if q < 2:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"reliability_data: Krippendorff's alpha needs at least 2 distinct values, got {q}"
         )
     numeric = cats.dtype.kind in "iuf" or (
         cats.dtype.kind == "O" and all(isinstance(v, (int, float, np.number)) for v in cats)
     )
-    if level in ("interval", "ratio") and not numeric:
-        raise ValueError(f"reliability_data: level={level!r} needs numeric values")
-    if level == "ordinal" and not numeric and value_domain is None:
-        raise ValueError(
-            "value_domain: the ordinal level with non-numeric values needs an explicit ordered "
-            "value_domain"
+    if scale in ("interval", "ratio") and not numeric:
+        raise InvalidArgumentError(
+            f"reliability_data: level_of_measurement={scale!r} needs numeric values"
+        )
+    if scale == "ordinal" and not numeric and value_domain is None:
+        raise InvalidArgumentError(
+            "value_domain: the ordinal level of measurement with non-numeric values needs an "
+            "explicit ordered value_domain"
         )
     values = cats.astype(np.float64) if numeric else np.arange(q, dtype=np.float64)
-    if level in ("interval", "ratio") and not np.isfinite(values).all():
-        raise ValueError("reliability_data: values must be finite")
+    if scale in ("interval", "ratio") and not np.isfinite(values).all():
+        raise InvalidArgumentError("reliability_data: values must be finite")
 
     n_units = codes.shape[1]
     present = codes >= 0
@@ -372,13 +331,13 @@ def _prepare_krippendorff_alpha(
     m = counts.sum(axis=1)
     keep = m >= 2
     if not keep.any():
-        raise ValueError("reliability_data: no unit has values from at least 2 raters")
+        raise InvalidArgumentError("reliability_data: no unit has values from at least 2 raters")
     counts, m = counts[keep], m[keep]
     pairs = counts[:, :, None] * counts[:, None, :]
     diag = np.arange(q)
     pairs[:, diag, diag] -= counts
     rows = (pairs / (m - 1.0)[:, None, None]).reshape(counts.shape[0], q * q)
-    params = np.concatenate([[float(q), float(_METRIC_CODES[level])], values])
+    params = np.concatenate([[float(q), float(_METRIC_CODES[scale])], values])
     return _Prepared("krippendorff_alpha", np.ascontiguousarray(rows), params)
 
 
@@ -387,9 +346,11 @@ def _prepare_mean_pairwise_agreement(labels: npt.ArrayLike) -> _Prepared:
 
     Items on which no pair of raters both gave a rating are dropped.
     """
-    arr = _as_label_array(labels, "labels", 2)
+    arr = _validate.label_array(labels, name="labels", axes=("n_items", "n_raters"))
     if arr.shape[1] < 2:
-        raise ValueError(f"labels: expected at least 2 raters (columns), got {arr.shape[1]}")
+        raise InvalidArgumentError(
+            f"labels: expected at least 2 raters (columns), got {arr.shape[1]}"
+        )
     codes, _ = _encode(arr, None, "labels")
     first, second = np.triu_indices(arr.shape[1], k=1)
     ca, cb = codes[:, first], codes[:, second]
@@ -397,7 +358,7 @@ def _prepare_mean_pairwise_agreement(labels: npt.ArrayLike) -> _Prepared:
     agree = rated & (ca == cb)
     keep = rated.any(axis=1)
     if not keep.any():
-        raise ValueError("labels: no item was rated by at least 2 raters")
+        raise InvalidArgumentError("labels: no item was rated by at least 2 raters")
     n_pairs = first.size
     rows = np.empty((int(keep.sum()), 2 * n_pairs), dtype=np.float64)
     rows[:, 0::2] = agree[keep]
@@ -409,50 +370,27 @@ def _prepare_mean_pairwise_agreement(labels: npt.ArrayLike) -> _Prepared:
 # Engine call
 
 
-def _run(
-    prepared: _Prepared,
-    *,
-    ci: bool,
-    n_resamples: int,
-    level: float,
-    method: str,
-    seed: int,
-    threads: int | None,
-) -> AgreementResult:
-    if ci:
-        if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
-            raise ValueError(f"n_resamples: expected a positive integer, got {n_resamples!r}")
-        if n_resamples < 1:
-            raise ValueError(f"n_resamples: expected a positive integer, got {n_resamples}")
-        if not (isinstance(level, (float, int)) and 0.0 < float(level) < 1.0):
-            raise ValueError(f"level: expected a number strictly between 0 and 1, got {level!r}")
-    # Imported here so the row builders stay usable without the compiled engine.
-    from ._bootstrap import bootstrap_sufficient
-
+def _run(prepared: _Prepared, *, ci: bool, options: BootstrapOptions | None) -> AgreementResult:
+    """Estimate (and, with ``ci``, bootstrap) one prepared statistic in the C++ engine."""
+    opts = BootstrapOptions.resolve(options, ci=ci)
+    # The rows are built here from validated labels, so the engine is called directly.
     rows = np.ascontiguousarray(prepared.rows, dtype=np.float64)
-    params = np.ascontiguousarray(prepared.params, dtype=np.float64)
-    res = bootstrap_sufficient(
-        rows,
-        statistic=prepared.statistic,
-        params=params,
-        n_resamples=n_resamples,
-        level=level,
-        method=method,
-        seed=seed,
-        threads=threads,
-        estimate_only=not ci,
-    )
-    nan = math.nan
+    params = [float(x) for x in np.asarray(prepared.params, dtype=np.float64).ravel()]
+    res = run_engine(
+        rows, _validate.layout(rows.shape[0]), statistic=prepared.statistic, params=params,
+        scheme="multinomial", record_keys=None, options=opts, return_distribution=False,
+        resampler="auto", estimate_only=not ci,
+    )  # fmt: skip
     return AgreementResult(
         statistic=prepared.statistic,
         estimate=float(res.estimate[0]),
-        ci_low=float(res.ci_low[0]) if ci else nan,
-        ci_high=float(res.ci_high[0]) if ci else nan,
-        se=float(res.se[0]) if ci else nan,
+        ci_low=float(res.ci_low[0]),
+        ci_high=float(res.ci_high[0]),
+        se=float(res.se[0]),
         n_items=int(rows.shape[0]),
-        n_resamples=int(n_resamples) if ci else 0,
-        level=float(level),
-        method=str(method),
+        n_resamples=res.n_resamples,
+        level=opts.level,
+        method=opts.method,
     )
 
 
@@ -478,8 +416,13 @@ def rating_table(
         ``table[i, j]`` is the number of raters who put item ``i`` in category ``categories[j]``.
     categories : ndarray, shape (q,)
         The category of each column.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Labels of the wrong shape, or a label that is not one of ``categories``.
     """
-    arr = _as_label_array(labels, "labels", 2)
+    arr = _validate.label_array(labels, name="labels", axes=("n_items", "n_raters"))
     codes, cats = _encode(arr, categories, "labels")
     n_items, q = arr.shape[0], int(cats.size)
     present = codes >= 0
@@ -495,11 +438,7 @@ def cohen_kappa(
     weights: KappaWeights | None = None,
     categories: Sequence[Any] | None = None,
     ci: bool = False,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    method: str = "percentile",
-    seed: int = 0,
-    threads: int | None = None,
+    options: BootstrapOptions | None = None,
 ) -> AgreementResult:
     """Cohen's kappa for two raters (Cohen 1960), optionally weighted (Cohen 1968).
 
@@ -518,45 +457,27 @@ def cohen_kappa(
         All categories in order (needed for weighted kappa on labels whose sorted order is not
         the scale order, and to declare categories no rater used). Default: sorted observed labels.
     ci : bool, default False
-        Compute a bootstrap confidence interval and standard error by resampling items.
-    n_resamples : int, default 1000
-        Number of bootstrap resamples (used when ``ci=True``).
-    level : float, default 0.95
-        Confidence level of the interval.
-    method : str, default "percentile"
-        Bootstrap interval method, passed to the engine.
-    seed : int, default 0
-        Seed of the resampling; results are reproducible for a fixed seed and do not depend on
-        ``threads``.
-    threads : int or None, default None
-        Worker threads for the bootstrap (None: the engine's default).
+        Also bootstrap kappa over items (module notes): ``ci_low``, ``ci_high`` and ``se``.
+    options : BootstrapOptions, optional
+        Options of that interval; default ``BootstrapOptions()``. Only with ``ci=True``.
 
     Returns
     -------
     AgreementResult
         ``estimate`` is NaN when chance agreement is 1 (both raters used one category only).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Labels of different lengths or with missing values, fewer than 2 categories, unknown
+        weights, or invalid options.
     """
     prepared = _prepare_cohen_kappa(rater_a, rater_b, weights=weights, categories=categories)
-    return _run(
-        prepared,
-        ci=ci,
-        n_resamples=n_resamples,
-        level=level,
-        method=method,
-        seed=seed,
-        threads=threads,
-    )
+    return _run(prepared, ci=ci, options=options)
 
 
 def fleiss_kappa(
-    table: npt.ArrayLike,
-    *,
-    ci: bool = False,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    method: str = "percentile",
-    seed: int = 0,
-    threads: int | None = None,
+    table: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:
     """Fleiss' kappa for many raters (Fleiss 1971).
 
@@ -571,33 +492,22 @@ def fleiss_kappa(
         Counts of ratings per item and category; every row must sum to the same m >= 2.
         Build it from raw labels with :func:`rating_table`.
     ci : bool, default False
-        Compute a bootstrap confidence interval and standard error by resampling items.
-    n_resamples : int, default 1000
-        Number of bootstrap resamples (used when ``ci=True``).
-    level : float, default 0.95
-        Confidence level of the interval.
-    method : str, default "percentile"
-        Bootstrap interval method, passed to the engine.
-    seed : int, default 0
-        Seed of the resampling; results are reproducible for a fixed seed and do not depend on
-        ``threads``.
-    threads : int or None, default None
-        Worker threads for the bootstrap (None: the engine's default).
+        Resample items to add a confidence interval and standard error (module notes).
+    options : BootstrapOptions, optional
+        How the interval is computed (default ``BootstrapOptions()``); needs ``ci=True``.
 
     Returns
     -------
     AgreementResult
+        Statistic ``"fleiss_kappa"``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A table that is not a count table, rows with different sums or fewer than 2 ratings,
+        or invalid options.
     """
-    prepared = _prepare_fleiss_kappa(table)
-    return _run(
-        prepared,
-        ci=ci,
-        n_resamples=n_resamples,
-        level=level,
-        method=method,
-        seed=seed,
-        threads=threads,
-    )
+    return _run(_prepare_fleiss_kappa(table), ci=ci, options=options)
 
 
 def pabak(
@@ -606,11 +516,7 @@ def pabak(
     *,
     n_categories: int | None = None,
     ci: bool = False,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    method: str = "percentile",
-    seed: int = 0,
-    threads: int | None = None,
+    options: BootstrapOptions | None = None,
 ) -> AgreementResult:
     """Prevalence- and bias-adjusted kappa (Byrt, Bishop & Carlin 1993).
 
@@ -624,44 +530,27 @@ def pabak(
     n_categories : int, optional
         Number of categories q of the scale. Default: the number of distinct observed labels.
     ci : bool, default False
-        Compute a bootstrap confidence interval and standard error by resampling items.
-    n_resamples : int, default 1000
-        Number of bootstrap resamples (used when ``ci=True``).
-    level : float, default 0.95
-        Confidence level of the interval.
-    method : str, default "percentile"
-        Bootstrap interval method, passed to the engine.
-    seed : int, default 0
-        Seed of the resampling; results are reproducible for a fixed seed and do not depend on
-        ``threads``.
-    threads : int or None, default None
-        Worker threads for the bootstrap (None: the engine's default).
+        Add a bootstrap interval of PABAK and its standard error (items are resampled).
+    options : BootstrapOptions, optional
+        The bootstrap options, used with ``ci=True`` (default ``BootstrapOptions()``).
 
     Returns
     -------
     AgreementResult
+        Statistic ``"pabak"``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Labels of different lengths or with missing values, fewer than 2 categories, or invalid
+        options.
     """
     prepared = _prepare_pabak(rater_a, rater_b, n_categories=n_categories)
-    return _run(
-        prepared,
-        ci=ci,
-        n_resamples=n_resamples,
-        level=level,
-        method=method,
-        seed=seed,
-        threads=threads,
-    )
+    return _run(prepared, ci=ci, options=options)
 
 
 def gwet_ac1(
-    table: npt.ArrayLike,
-    *,
-    ci: bool = False,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    method: str = "percentile",
-    seed: int = 0,
-    threads: int | None = None,
+    table: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:
     """Gwet's AC1 for any number of raters, missing ratings allowed (Gwet 2008).
 
@@ -679,46 +568,30 @@ def gwet_ac1(
         raw labels with :func:`rating_table`; pass ``categories=`` there to include categories
         nobody used, since q enters ``p_e``. Items with no rating are dropped.
     ci : bool, default False
-        Compute a bootstrap confidence interval and standard error by resampling items.
-    n_resamples : int, default 1000
-        Number of bootstrap resamples (used when ``ci=True``).
-    level : float, default 0.95
-        Confidence level of the interval.
-    method : str, default "percentile"
-        Bootstrap interval method, passed to the engine.
-    seed : int, default 0
-        Seed of the resampling; results are reproducible for a fixed seed and do not depend on
-        ``threads``.
-    threads : int or None, default None
-        Worker threads for the bootstrap (None: the engine's default).
+        Bootstrap AC1 by resampling the rated items: interval and standard error.
+    options : BootstrapOptions, optional
+        Resamples, level, method, seed and threads of that bootstrap (module notes).
 
     Returns
     -------
     AgreementResult
+        Statistic ``"gwet_ac1"``; ``n_items`` counts the items with at least one rating.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A table that is not a count table, no item with 2 or more ratings, or invalid options.
     """
-    prepared = _prepare_gwet_ac1(table)
-    return _run(
-        prepared,
-        ci=ci,
-        n_resamples=n_resamples,
-        level=level,
-        method=method,
-        seed=seed,
-        threads=threads,
-    )
+    return _run(_prepare_gwet_ac1(table), ci=ci, options=options)
 
 
 def krippendorff_alpha(
     reliability_data: npt.ArrayLike,
     *,
-    level: Level = "nominal",
+    level_of_measurement: LevelOfMeasurement = "nominal",
     value_domain: Sequence[Any] | None = None,
     ci: bool = False,
-    n_resamples: int = 1000,
-    ci_level: float = 0.95,
-    method: str = "percentile",
-    seed: int = 0,
-    threads: int | None = None,
+    options: BootstrapOptions | None = None,
 ) -> AgreementResult:
     """Krippendorff's alpha (Krippendorff 2011) for any number of raters and missing data.
 
@@ -727,58 +600,44 @@ def krippendorff_alpha(
     difference of the level of measurement: nominal ``[c != k]``, ordinal
     ``(sum_{g=c..k} n_g - (n_c + n_k)/2)^2``, interval ``(c - k)^2``, ratio
     ``((c - k)/(c + k))^2``. Equals ``krippendorff.alpha(reliability_data=...,
-    level_of_measurement=level)``. Units with fewer than 2 values are not pairable and are
-    dropped; the bootstrap resamples units.
+    level_of_measurement=...)`` of the ``krippendorff`` package, whose keyword name is kept.
+    Units with fewer than 2 values are not pairable and are dropped; the bootstrap resamples
+    units.
 
     Parameters
     ----------
     reliability_data : array_like, shape (n_raters, n_units)
         Value given by each rater (row) to each unit (column); ``None``/``NaN`` marks missing.
-    level : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
-        Level of measurement (metric). Interval and ratio need numeric values.
+    level_of_measurement : {"nominal", "ordinal", "interval", "ratio"}, default "nominal"
+        The scale of the values (it picks the metric ``d``). Interval and ratio need numeric
+        values.
     value_domain : sequence, optional
         All values in scale order; required for the ordinal level with non-numeric values.
         Default: the sorted distinct observed values.
     ci : bool, default False
-        Compute a bootstrap confidence interval and standard error by resampling units.
-    n_resamples : int, default 1000
-        Number of bootstrap resamples (used when ``ci=True``).
-    ci_level : float, default 0.95
-        Confidence level of the interval (``level`` names the metric here).
-    method : str, default "percentile"
-        Bootstrap interval method, passed to the engine.
-    seed : int, default 0
-        Seed of the resampling; results are reproducible for a fixed seed and do not depend on
-        ``threads``.
-    threads : int or None, default None
-        Worker threads for the bootstrap (None: the engine's default).
+        Also resample units (not raters) for a confidence interval and standard error.
+    options : BootstrapOptions, optional
+        Options of the units bootstrap (``BootstrapOptions()`` by default; module notes).
 
     Returns
     -------
     AgreementResult
-        ``level`` of the result is the confidence level.
+        Statistic ``"krippendorff_alpha"``; ``n_items`` counts the pairable units.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Data of the wrong shape, fewer than 2 distinct values or no pairable unit, a level of
+        measurement the values do not support, or invalid options.
     """
-    prepared = _prepare_krippendorff_alpha(reliability_data, level=level, value_domain=value_domain)
-    return _run(
-        prepared,
-        ci=ci,
-        n_resamples=n_resamples,
-        level=ci_level,
-        method=method,
-        seed=seed,
-        threads=threads,
+    prepared = _prepare_krippendorff_alpha(
+        reliability_data, level_of_measurement=level_of_measurement, value_domain=value_domain
     )
+    return _run(prepared, ci=ci, options=options)
 
 
 def mean_pairwise_agreement(
-    labels: npt.ArrayLike,
-    *,
-    ci: bool = False,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    method: str = "percentile",
-    seed: int = 0,
-    threads: int | None = None,
+    labels: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:
     """Mean over rater pairs of the pairwise percent agreement.
 
@@ -791,30 +650,18 @@ def mean_pairwise_agreement(
         Label given by each rater to each item; ``None``/``NaN`` marks a missing rating.
         Items that no two raters both rated are dropped.
     ci : bool, default False
-        Compute a bootstrap confidence interval and standard error by resampling items.
-    n_resamples : int, default 1000
-        Number of bootstrap resamples (used when ``ci=True``).
-    level : float, default 0.95
-        Confidence level of the interval.
-    method : str, default "percentile"
-        Bootstrap interval method, passed to the engine.
-    seed : int, default 0
-        Seed of the resampling; results are reproducible for a fixed seed and do not depend on
-        ``threads``.
-    threads : int or None, default None
-        Worker threads for the bootstrap (None: the engine's default).
+        Whether to add an interval and standard error from resampled items.
+    options : BootstrapOptions, optional
+        The interval's options when ``ci=True``; see the module notes for the defaults.
 
     Returns
     -------
     AgreementResult
+        Statistic ``"mean_pairwise_agreement"``; ``n_items`` counts the items kept.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Fewer than 2 raters, no item rated by 2 raters, or invalid options.
     """
-    prepared = _prepare_mean_pairwise_agreement(labels)
-    return _run(
-        prepared,
-        ci=ci,
-        n_resamples=n_resamples,
-        level=level,
-        method=method,
-        seed=seed,
-        threads=threads,
-    )
+    return _run(_prepare_mean_pairwise_agreement(labels), ci=ci, options=options)

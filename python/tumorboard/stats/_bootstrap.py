@@ -7,20 +7,18 @@ scheme follows Hanley & MacGibbon (2006) and Chamandy et al. (2012).
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from .. import _core
-from .._keys import combine_hashes, factorize, hash_labels, label_columns
-from .._typing import Method, Resampler, Scheme
-
-_METHODS = ("percentile", "basic", "bca")
-_SCHEMES = ("multinomial", "poisson")
-_RESAMPLERS = ("auto", "index", "counts")
+from .._typing import Labels, Resampler, Scheme, Values
+from ..errors import InvalidArgumentError
+from . import _validate
+from ._options import BootstrapOptions
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,7 +63,9 @@ class BootstrapResult:
     def interval(self) -> tuple[float, float]:
         """(ci_low, ci_high) of a single-group result."""
         if len(self) != 1:
-            raise ValueError(f"interval() needs a single-group result; this one has {len(self)}")
+            raise InvalidArgumentError(
+                f"interval() needs a single-group result; this one has {len(self)}"
+            )
         return float(self.ci_low[0]), float(self.ci_high[0])
 
     def to_polars(self) -> pl.DataFrame:
@@ -122,167 +122,116 @@ class PairedBootstrapResult:
         return pl.DataFrame(cols)
 
 
-# ----------------------------------------------------------------------------- validation
-
-
-def as_values(values: Any, *, name: str = "values") -> np.ndarray:
-    """float64 (n, k) C-contiguous matrix from 1-D or 2-D bool/int/float input; rejects NaN/inf."""
-    arr = np.asarray(values)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
-    ):
-        raise ValueError(f"{name}: expected bool, integer or float values, got dtype {arr.dtype}")
-    if np.iscomplexobj(arr):
-        raise ValueError(f"{name}: complex values are not supported")
-    if arr.ndim == 1:
-        arr = arr[:, None]
-    if arr.ndim != 2:
-        raise ValueError(f"{name}: expected a 1-D array or a 2-D (n, k) array, got {arr.ndim}-D")
-    if arr.shape[0] == 0:
-        raise ValueError(f"{name}: empty input; expected at least one record")
-    if arr.shape[1] == 0:
-        raise ValueError(f"{name}: expected at least one column")
-    out = np.ascontiguousarray(arr, dtype=np.float64)
-    if not np.isfinite(out).all():
-        bad = np.flatnonzero(~np.isfinite(out).all(axis=1))[0]
-        raise ValueError(f"{name}: NaN or infinite value at record {bad}; expected finite numbers")
-    return out
-
-
-def _check_options(n_resamples: Any, level: Any, method: str, scheme: str, seed: Any,
-                   threads: Any, resampler: str) -> tuple[int, float, int, int]:  # fmt: skip
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral):
-        raise ValueError(f"n_resamples: expected an integer >= 1, got {n_resamples!r}")
-    if not 1 <= int(n_resamples) < 2**32:
-        raise ValueError(f"n_resamples: expected an integer in [1, 2^32), got {n_resamples}")
-    if not isinstance(level, numbers.Real) or not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level: expected a number strictly between 0 and 1, got {level!r}")
-    if method not in _METHODS:
-        raise ValueError(f"method: expected one of {_METHODS}, got {method!r}")
-    if scheme not in _SCHEMES:
-        raise ValueError(f"scheme: expected one of {_SCHEMES}, got {scheme!r}")
-    if resampler not in _RESAMPLERS:
-        raise ValueError(f"resampler: expected one of {_RESAMPLERS}, got {resampler!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
-        raise ValueError(f"seed: expected an integer in [0, 2^64), got {seed!r}")
-    if threads is None:
-        nthreads = 0
-    elif isinstance(threads, numbers.Integral) and not isinstance(threads, bool) and threads >= 1:
-        nthreads = int(threads)
-    else:
-        raise ValueError(f"threads: expected None or an integer >= 1, got {threads!r}")
-    return int(n_resamples), float(level), int(seed), nthreads
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """Dense codes of groups/strata/clusters plus what results and streams need."""
-
-    group: np.ndarray | None
-    n_groups: int
-    keys: dict[str, np.ndarray]
-    group_keys: np.ndarray
-    stratum: np.ndarray | None
-    n_strata: int
-    cluster: np.ndarray | None
-    n_clusters: int
-    cluster_keys: np.ndarray | None
-
-
-def _layout(n: int, groups: Any, strata: Any, clusters: Any) -> _Layout:
-    if groups is None:
-        group, n_groups, keys = None, 1, {}
-        group_keys = np.zeros(1, dtype=np.uint64)
-    else:
-        cols = label_columns(groups, name="groups", n=n)
-        group, keys, n_groups = factorize(cols)
-        group_keys = combine_hashes([hash_labels(v) for v in keys.values()])
-    stratum, n_strata = None, 1
-    if strata is not None:
-        stratum, _, n_strata = factorize(label_columns(strata, name="strata", n=n))
-    cluster, n_clusters, cluster_keys = None, 1, None
-    if clusters is not None:
-        ccols = label_columns(clusters, name="clusters", n=n)
-        cluster, ckeys, n_clusters = factorize(ccols)
-        cluster_keys = combine_hashes([hash_labels(v) for v in ckeys.values()])
-    return _Layout(group, n_groups, keys, group_keys, stratum, n_strata, cluster, n_clusters,
-                   cluster_keys)  # fmt: skip
-
-
-def record_keys(keys: Any, n: int) -> np.ndarray:
-    """Stable 64-bit keys for the Poisson scheme: positions when None, else hashed labels."""
-    if keys is None:
-        return _core.stats.mix64(np.arange(n, dtype=np.uint64))
-    cols = label_columns(keys, name="keys", n=n)
-    return combine_hashes([hash_labels(s) for s in cols.values()])
-
-
 # ----------------------------------------------------------------------------- engine calls
 
 
-def bootstrap_sufficient(
-    rows: Any,
+def run_engine(
+    values: np.ndarray,
+    lay: _validate.Layout,
     *,
     statistic: str,
-    params: Any = None,
-    groups: Any = None,
-    clusters: Any = None,
-    strata: Any = None,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    method: Method = "percentile",
-    scheme: Scheme = "multinomial",
-    keys: Any = None,
-    seed: int = 0,
-    threads: int | None = None,
-    return_distribution: bool = False,
-    resampler: Resampler = "auto",
+    params: list[float],
+    scheme: str,
+    record_keys: np.ndarray | None,
+    options: BootstrapOptions,
+    return_distribution: bool,
+    resampler: str,
     paired_split: int = 0,
     estimate_only: bool = False,
 ) -> BootstrapResult:
-    """Bootstrap of any registered statistic of summed per-item sufficient statistics.
+    """Run the C++ engine on validated inputs; nothing is validated here.
 
-    ``rows`` is (n, k): one row of sufficient statistics per item; ``statistic`` names a C++
-    statistic (``_core.stats.statistic_names()``) and ``params`` its parameters. With
-    ``estimate_only=True`` no resampling is done and only ``estimate`` (and ``n``) are meaningful.
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Validated (n, k) float64 rows.
+    lay : Layout
+        The validated groups, strata and clusters.
+    statistic : str
+        The engine statistic.
+    params : list of float
+        Its parameters.
+    scheme : {"multinomial", "poisson"}
+        The resampling scheme.
+    record_keys : numpy.ndarray or None
+        Stable record keys (Poisson scheme only).
+    options : BootstrapOptions
+        Resamples, level, method, seed and threads.
+    return_distribution : bool
+        Also return the bootstrap distribution.
+    resampler : {"auto", "index", "counts"}
+        The multinomial resampling path.
+    paired_split : int, default 0
+        Columns of system a for paired statistics (0: not paired).
+    estimate_only : bool, default False
+        Only the estimate: no resampling.
+
+    Returns
+    -------
+    BootstrapResult
+        The result.
     """
-    values = as_values(rows)
-    n = values.shape[0]
-    b, level, seed, nthreads = _check_options(
-        n_resamples if not estimate_only else 1, level, method, scheme, seed, threads, resampler
-    )
-    if estimate_only:
-        b = 0
-    if scheme == "poisson" and strata is not None:
-        raise ValueError(
-            "strata: the Poisson scheme does not fix sample sizes, so strata do not apply; "
-            "use scheme='multinomial'"
-        )
-    if keys is not None and scheme != "poisson":
-        raise ValueError("keys: record keys are only used with scheme='poisson'")
-    p = [] if params is None else [float(x) for x in np.asarray(params, dtype=np.float64).ravel()]
-    lay = _layout(n, groups, strata, clusters)
+    b = 0 if estimate_only else options.n_resamples
+    threads, method, level = options.engine_threads, options.method, options.level
     if scheme == "multinomial":
         out = _core.stats.bootstrap_multinomial(
             values, lay.group, lay.n_groups, lay.stratum, lay.n_strata, lay.cluster,
-            lay.n_clusters, lay.group_keys, statistic, p, paired_split, b, seed, nthreads,
-            resampler, method, level, return_distribution,
+            lay.n_clusters, lay.group_keys, statistic, params, paired_split, b, options.seed,
+            threads, resampler, method, level, return_distribution,
         )  # fmt: skip
     else:
         partial = _core.stats.poisson_partials(
-            values, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys(keys, n),
-            lay.cluster_keys, statistic, p, paired_split, b, seed, nthreads, method == "bca",
+            values, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys,
+            lay.cluster_keys, statistic, params, paired_split, b, options.seed, threads,
+            method == "bca",
         )  # fmt: skip
         out = _core.stats.poisson_finalize(
             partial["hi"], partial["lo"], partial["weight"], partial["scale"], partial["n"],
-            partial["n_units"], partial["acceleration"], statistic, p, paired_split, method,
-            level, nthreads, return_distribution,
+            partial["n_units"], partial["acceleration"], statistic, params, paired_split, method,
+            level, threads, return_distribution,
         )  # fmt: skip
-    return _result(out, lay.keys, statistic, method, scheme, level, b, seed, estimate_only)
+    return result(out, lay.keys, statistic=statistic, scheme=scheme, options=options,
+                  n_resamples=b, estimate_only=estimate_only)  # fmt: skip
 
 
-def _result(out: dict, keys: dict[str, np.ndarray], statistic: str, method: str, scheme: str,
-            level: float, b: int, seed: int, estimate_only: bool) -> BootstrapResult:  # fmt: skip
+def _poisson_keys(scheme: str, keys: Any, n: int) -> np.ndarray | None:
+    """Return the validated record keys of the Poisson scheme (None for the multinomial one)."""
+    return _validate.record_keys(keys, n) if scheme == "poisson" else None
+
+
+def result(
+    out: dict[str, Any],
+    keys: dict[str, np.ndarray],
+    *,
+    statistic: str,
+    scheme: str,
+    options: BootstrapOptions,
+    n_resamples: int,
+    estimate_only: bool = False,
+) -> BootstrapResult:
+    """Wrap the engine's output dictionary in a :class:`BootstrapResult`.
+
+    Parameters
+    ----------
+    out : dict
+        What ``_core.stats.bootstrap_multinomial``, ``_core.stats.poisson_finalize`` or
+        ``_core.stats.bootstrap_from_counts`` returned.
+    keys : dict of str to numpy.ndarray
+        The group key columns.
+    statistic, scheme : str
+        Recorded in the result.
+    options : BootstrapOptions
+        The options the interval was computed with (level, method and seed are recorded).
+    n_resamples : int
+        The resamples drawn (0 for a point estimate).
+    estimate_only : bool, default False
+        No resampling was done: the interval fields are NaN.
+
+    Returns
+    -------
+    BootstrapResult
+        The result.
+    """
     nan = np.full_like(out["estimate"], np.nan)
     pick = (lambda name: nan) if estimate_only else (lambda name: out[name])  # noqa: E731
     return BootstrapResult(
@@ -297,130 +246,206 @@ def _result(out: dict, keys: dict[str, np.ndarray], statistic: str, method: str,
         degenerate=np.asarray(out["degenerate"], dtype=bool) & (not estimate_only),
         n_valid=np.asarray(out["n_valid"], dtype=np.int64),
         statistic=statistic,
-        method=method,
+        method=options.method,
         scheme=scheme,
-        level=level,
-        n_resamples=b,
-        seed=seed,
+        level=options.level,
+        n_resamples=n_resamples,
+        seed=options.seed,
         distribution=out.get("distribution"),
     )
 
 
-_STAT_COLUMNS = {"mean": 1, "sum": 1, "ratio": 2, "f1": 3}
+def bootstrap_sufficient(
+    rows: Values,
+    *,
+    statistic: str,
+    params: Values | None = None,
+    groups: Labels | None = None,
+    clusters: Labels | None = None,
+    strata: Labels | None = None,
+    scheme: Scheme = "multinomial",
+    keys: Labels | None = None,
+    options: BootstrapOptions | None = None,
+    return_distribution: bool = False,
+    resampler: Resampler = "auto",
+    paired_split: int = 0,
+    estimate_only: bool = False,
+) -> BootstrapResult:
+    """Bootstrap any registered statistic of summed per-item sufficient statistics.
 
+    Parameters
+    ----------
+    rows : array_like, shape (n, k)
+        One row of sufficient statistics per item.
+    statistic : str
+        A statistic of the C++ engine (``tumorboard._core.stats.statistic_names()``).
+    params : array_like, optional
+        The statistic's parameters.
+    groups, clusters, strata, scheme, keys, options, return_distribution, resampler
+        As in :func:`bootstrap`.
+    paired_split : int, default 0
+        For paired statistics: the number of leading columns that belong to system a.
+    estimate_only : bool, default False
+        Compute only ``estimate`` (and ``n``): no resampling, interval fields NaN.
 
-def _check_statistic(statistic: str, values: np.ndarray, name: str = "values") -> None:
-    if statistic not in _STAT_COLUMNS:
-        raise ValueError(
-            f"statistic: expected one of {tuple(_STAT_COLUMNS)}, got {statistic!r} "
-            "(agreement statistics have their own functions in tumorboard.stats)"
+    Returns
+    -------
+    BootstrapResult
+        One entry per group.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid argument (the message names it).
+    """
+    values = _validate.values(rows, name="rows")
+    opts = BootstrapOptions.resolve(options)
+    scheme = _validate.scheme(scheme, strata=strata, keys=keys)
+    resampler = _validate.choice(resampler, _validate.RESAMPLERS, name="resampler")
+    if not _validate.is_integer(paired_split) or not 0 <= paired_split < values.shape[1]:
+        raise InvalidArgumentError(
+            f"paired_split: expected an integer in [0, {values.shape[1]}), got {paired_split!r}"
         )
-    k = _STAT_COLUMNS[statistic]
-    if values.shape[1] != k:
-        layout = {1: "a 1-D array", 2: "(n, 2) columns numerator, denominator",
-                  3: "(n, 3) columns TP, FP, FN"}[k]  # fmt: skip
-        raise ValueError(
-            f"{name}: statistic {statistic!r} expects {layout}, got shape {values.shape}"
-        )
+    lay = _validate.layout(values.shape[0], groups=groups, strata=strata, clusters=clusters)
+    return run_engine(
+        values, lay, statistic=statistic, params=_validate.params(params), scheme=scheme,
+        record_keys=_poisson_keys(scheme, keys, values.shape[0]), options=opts,
+        return_distribution=return_distribution, resampler=resampler,
+        paired_split=int(paired_split), estimate_only=estimate_only,
+    )  # fmt: skip
 
 
 def bootstrap(
-    values: Any,
+    values: Values,
     *,
-    groups: Any = None,
-    clusters: Any = None,
-    strata: Any = None,
+    groups: Labels | None = None,
+    clusters: Labels | None = None,
+    strata: Labels | None = None,
     statistic: str = "mean",
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    method: Method = "percentile",
     scheme: Scheme = "multinomial",
-    keys: Any = None,
-    seed: int = 0,
-    threads: int | None = None,
+    keys: Labels | None = None,
+    options: BootstrapOptions | None = None,
     return_distribution: bool = False,
     resampler: Resampler = "auto",
 ) -> BootstrapResult:
     """Bootstrap confidence intervals, one per group, in a single call.
 
-    Args:
-        values: 1-D bool/int/float per-item values, or 2-D (n, k) per-item sufficient
-            statistics for ratio statistics ("ratio": numerator, denominator; "f1": TP, FP, FN).
-        groups: labels giving one interval per group (e.g. model); a 1-D array, a mapping of
-            name -> array, or a polars DataFrame for several key columns (e.g. model and task).
-        clusters: labels of resampling clusters (e.g. patient): whole clusters are resampled
-            with all their items, the correct interval when questions are nested in patients.
-        strata: labels of strata; resampling happens independently within each stratum.
-        statistic: "mean", "sum", "ratio" (sum col 0 / sum col 1) or "f1" (2TP/(2TP+FP+FN)).
-        n_resamples: number of bootstrap resamples B.
-        level: confidence level of the two-sided interval.
-        method: "percentile", "basic" or "bca" (bias-corrected and accelerated; the acceleration
-            comes from a closed-form O(n) jackknife).
-        scheme: "multinomial" (the ordinary bootstrap) or "poisson" (each record, or cluster,
-            gets a Poisson(1) weight keyed by (seed, key, resample): mergeable across shards).
-        keys: stable record keys for the Poisson scheme (integers or strings); default: the
-            record positions, which are only stable if the data are never split differently.
-        seed: the random seed; results are bit-identical for any ``threads``.
-        threads: worker threads (default: all cores).
-        return_distribution: also return the (groups, B) bootstrap distribution.
-        resampler: "auto" draws the counts of distinct sufficient-statistic rows with one
-            multinomial (conditional binomials) per resample when the data have few distinct
-            rows (0/1 outcomes, small counts) and unit indices otherwise; "index" and "counts"
-            force a path (both give the same distribution).
+    Parameters
+    ----------
+    values : array_like
+        1-D bool/int/float per-item values, or 2-D (n, k) per-item sufficient statistics for
+        ratio statistics ("ratio": numerator, denominator; "f1": TP, FP, FN).
+    groups : labels, optional
+        Labels giving one interval per group (e.g. model); a 1-D array, a mapping of
+        name -> array, or a polars DataFrame for several key columns (e.g. model and task).
+    clusters : labels, optional
+        Labels of resampling clusters (e.g. patient): whole clusters are resampled with all
+        their items, the correct interval when questions are nested in patients.
+    strata : labels, optional
+        Labels of strata; resampling happens independently within each stratum.
+    statistic : {"mean", "sum", "ratio", "f1"}, default "mean"
+        "ratio" is sum of column 0 / sum of column 1, "f1" is 2TP / (2TP + FP + FN).
+    scheme : {"multinomial", "poisson"}, default "multinomial"
+        The ordinary bootstrap, or Poisson(1) weights per record (or cluster) keyed by
+        (seed, key, resample), which merge across shards.
+    keys : labels, optional
+        Stable record keys for the Poisson scheme (integers or strings); default: the record
+        positions, which are only stable if the data are never split differently.
+    options : BootstrapOptions, optional
+        Resamples, confidence level, interval method ("bca": bias-corrected and accelerated,
+        the acceleration from a closed-form O(n) jackknife), seed and threads. Default:
+        ``BootstrapOptions()``.
+    return_distribution : bool, default False
+        Also return the (groups, B) bootstrap distribution.
+    resampler : {"auto", "index", "counts"}, default "auto"
+        "auto" draws the counts of distinct sufficient-statistic rows with one multinomial
+        (conditional binomials) per resample when the data have few distinct rows (0/1
+        outcomes, small counts) and unit indices otherwise; "index" and "counts" force a path
+        (both give the same distribution).
 
-    Returns:
-        A :class:`BootstrapResult`; ``.to_polars()`` gives one row per group.
+    Returns
+    -------
+    BootstrapResult
+        ``.to_polars()`` gives one row per group.
 
-    Notes:
-        A group's random stream is keyed by a stable hash of its key values, so its interval
-        does not change when other groups are added or removed. Resamples where the statistic is
-        undefined (0/0) are left out and counted in ``n_valid``.
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid argument (the message names it).
+
+    Notes
+    -----
+    A group's random stream is keyed by a stable hash of its key values, so its interval does
+    not change when other groups are added or removed. Resamples where the statistic is
+    undefined (0/0) are left out and counted in ``n_valid``.
     """
-    arr = as_values(values)
-    _check_statistic(statistic, arr)
-    return bootstrap_sufficient(
-        arr, statistic=statistic, groups=groups, clusters=clusters, strata=strata,
-        n_resamples=n_resamples, level=level, method=method, scheme=scheme, keys=keys, seed=seed,
-        threads=threads, return_distribution=return_distribution, resampler=resampler,
+    arr = _validate.values(values)
+    _validate.statistic(statistic, arr)
+    opts = BootstrapOptions.resolve(options)
+    scheme = _validate.scheme(scheme, strata=strata, keys=keys)
+    resampler = _validate.choice(resampler, _validate.RESAMPLERS, name="resampler")
+    lay = _validate.layout(arr.shape[0], groups=groups, strata=strata, clusters=clusters)
+    return run_engine(
+        arr, lay, statistic=statistic, params=[], scheme=scheme,
+        record_keys=_poisson_keys(scheme, keys, arr.shape[0]), options=opts,
+        return_distribution=return_distribution, resampler=resampler,
     )  # fmt: skip
 
 
 def paired_bootstrap(
-    a: Any,
-    b: Any,
+    a: Values,
+    b: Values,
     *,
-    groups: Any = None,
-    clusters: Any = None,
-    strata: Any = None,
+    groups: Labels | None = None,
+    clusters: Labels | None = None,
+    strata: Labels | None = None,
     statistic: str = "mean",
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    method: Method = "percentile",
     scheme: Scheme = "multinomial",
-    keys: Any = None,
-    seed: int = 0,
-    threads: int | None = None,
+    keys: Labels | None = None,
+    options: BootstrapOptions | None = None,
     return_distribution: bool = False,
 ) -> PairedBootstrapResult:
-    """Paired bootstrap of ``statistic(a) - statistic(b)``: both systems are scored on the same
-    resamples of the same items (row i of ``a`` and ``b`` is the same item).
+    """Paired bootstrap of ``statistic(a) - statistic(b)`` on shared resamples.
 
-    Options are those of :func:`bootstrap`. Returns the per-system estimates, the difference,
-    its interval and a two-sided p-value for H0: no difference (see
-    :class:`PairedBootstrapResult`).
+    Both systems are scored on the same resamples of the same items (row i of ``a`` and ``b``
+    is the same item).
+
+    Parameters
+    ----------
+    a, b : array_like
+        The two systems' per-item values, of the same shape.
+    groups, clusters, strata, statistic, scheme, keys, options, return_distribution
+        As in :func:`bootstrap`.
+
+    Returns
+    -------
+    PairedBootstrapResult
+        The per-system estimates, the difference, its interval and a two-sided p-value for H0:
+        no difference.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid argument, or ``a`` and ``b`` of different shapes.
     """
-    va, vb = as_values(a, name="a"), as_values(b, name="b")
+    va, vb = _validate.values(a, name="a"), _validate.values(b, name="b")
     if va.shape != vb.shape:
-        raise ValueError(f"a and b: expected the same shape, got {va.shape} and {vb.shape}")
-    _check_statistic(statistic, va, "a")
-    common = dict(groups=groups, clusters=clusters, strata=strata, scheme=scheme, keys=keys,
-                  seed=seed, threads=threads)  # fmt: skip
-    res = bootstrap_sufficient(
-        np.hstack([va, vb]), statistic=statistic, paired_split=va.shape[1],
-        n_resamples=n_resamples, level=level, method=method, return_distribution=True, **common,
-    )  # fmt: skip
-    est_a = bootstrap_sufficient(va, statistic=statistic, estimate_only=True, **common).estimate
-    est_b = bootstrap_sufficient(vb, statistic=statistic, estimate_only=True, **common).estimate
+        raise InvalidArgumentError(
+            f"a and b: expected the same shape, got {va.shape} and {vb.shape}"
+        )
+    _validate.statistic(statistic, va, name="a")
+    opts = BootstrapOptions.resolve(options)
+    scheme = _validate.scheme(scheme, strata=strata, keys=keys)
+    lay = _validate.layout(va.shape[0], groups=groups, strata=strata, clusters=clusters)
+    rk = _poisson_keys(scheme, keys, va.shape[0])
+
+    def run(rows: np.ndarray, **kw: Any) -> BootstrapResult:
+        return run_engine(rows, lay, statistic=statistic, params=[], scheme=scheme,
+                          record_keys=rk, options=opts, resampler="auto", **kw)  # fmt: skip
+
+    res = run(np.hstack([va, vb]), return_distribution=True, paired_split=va.shape[1])
+    est_a = run(va, return_distribution=False, estimate_only=True).estimate
+    est_b = run(vb, return_distribution=False, estimate_only=True).estimate
     dist = res.distribution
     assert dist is not None
     diff = res.estimate
@@ -435,30 +460,59 @@ def paired_bootstrap(
         keys=res.keys, n=res.n, n_units=res.n_units, estimate_a=est_a, estimate_b=est_b,
         difference=diff, boot_mean=res.boot_mean, se=res.se, ci_low=res.ci_low,
         ci_high=res.ci_high, p_value=p, degenerate=res.degenerate, n_valid=res.n_valid,
-        statistic=statistic, method=method, scheme=scheme, level=res.level,
+        statistic=statistic, method=opts.method, scheme=scheme, level=res.level,
         n_resamples=res.n_resamples, seed=res.seed,
         distribution=dist if return_distribution else None,
     )  # fmt: skip
 
 
 def bootstrap_from_indices(
-    values: Any,
-    indices: np.ndarray,
+    values: Values,
+    indices: npt.ArrayLike,
     *,
     statistic: str = "mean",
-    level: float = 0.95,
-    method: Method = "percentile",
+    options: BootstrapOptions | None = None,
 ) -> BootstrapResult:
-    """Test hook: run the engine's interval code on a given resample index matrix
-    (n_resamples, n), e.g. the one scipy.stats.bootstrap draws, instead of the engine's RNG."""
-    arr = as_values(values)
-    _check_statistic(statistic, arr)
-    idx = np.asarray(indices)
-    if idx.ndim != 2 or idx.shape[1] != arr.shape[0]:
-        raise ValueError(f"indices: expected shape (n_resamples, {arr.shape[0]}), got {idx.shape}")
+    """Run the engine's interval code on a given resample index matrix (a test hook).
+
+    Instead of the engine's random streams, the resamples are the rows of ``indices``, e.g. the
+    matrix ``scipy.stats.bootstrap`` draws, so the intervals can be compared to the last digit.
+
+    Parameters
+    ----------
+    values : array_like
+        Per-item values, as in :func:`bootstrap`.
+    indices : array_like of int, shape (n_resamples, n)
+        Row b lists the items of resample b.
+    statistic : {"mean", "sum", "ratio", "f1"}, default "mean"
+        As in :func:`bootstrap`.
+    options : BootstrapOptions, optional
+        The level and method of the interval. Its ``n_resamples`` must equal the number of
+        rows of ``indices`` (default: that number); ``seed`` and ``threads`` do not apply,
+        since nothing is drawn.
+
+    Returns
+    -------
+    BootstrapResult
+        A single-group result.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid argument, or ``options.n_resamples`` different from the rows of ``indices``.
+    """
+    arr = _validate.values(values)
+    _validate.statistic(statistic, arr)
+    idx = _validate.resample_indices(indices, arr.shape[0])
+    b = idx.shape[0]
+    opts = BootstrapOptions(n_resamples=b) if options is None else BootstrapOptions.resolve(options)
+    if opts.n_resamples != b:
+        raise InvalidArgumentError(
+            f"options: n_resamples={opts.n_resamples} but indices has {b} resamples (rows)"
+        )
     counts = np.zeros(idx.shape, dtype=np.float64)
-    rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
+    rows = np.repeat(np.arange(b), idx.shape[1])
     np.add.at(counts, (rows, idx.ravel()), 1.0)
-    _check_options(idx.shape[0], level, method, "multinomial", 0, None, "auto")
-    out = _core.stats.bootstrap_from_counts(arr, counts, statistic, [], method, float(level), True)
-    return _result(out, {}, statistic, method, "multinomial", float(level), idx.shape[0], 0, False)
+    out = _core.stats.bootstrap_from_counts(arr, counts, statistic, [], opts.method, opts.level, True)
+    return result(out, {}, statistic=statistic, scheme="multinomial", options=opts,
+                  n_resamples=b)  # fmt: skip

@@ -9,21 +9,15 @@ partials of the whole, so :meth:`PoissonPartials.finalize` returns identical int
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from .. import _core
-from ._bootstrap import (
-    BootstrapResult,
-    Method,
-    _check_options,
-    _check_statistic,
-    _layout,
-    _result,
-    as_values,
-    record_keys,
-)
+from .._typing import Labels, Values
+from ..errors import InvalidArgumentError
+from . import _validate
+from ._bootstrap import BootstrapResult, result
+from ._options import BootstrapOptions
 
 
 def _shift_left(hi: np.ndarray, lo: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,14 +87,16 @@ class PoissonPartials:
     def _merge_one(self, other: PoissonPartials) -> PoissonPartials:
         for attr in ("statistic", "n_resamples", "seed"):
             if getattr(self, attr) != getattr(other, attr):
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"cannot merge Poisson partials with different {attr}: "
                     f"{getattr(self, attr)!r} vs {getattr(other, attr)!r}"
                 )
         if self.hi.shape[2] != other.hi.shape[2] or list(self.keys) != list(other.keys):
-            raise ValueError("cannot merge Poisson partials with different columns or group keys")
+            raise InvalidArgumentError(
+                "cannot merge Poisson partials with different columns or group keys"
+            )
         if (self.cluster_keys is None) != (other.cluster_keys is None):
-            raise ValueError("cannot merge Poisson partials with and without clusters")
+            raise InvalidArgumentError("cannot merge Poisson partials with and without clusters")
         scale = np.maximum(self.scale, other.scale)
         a_hi, a_lo = _shift_left(self.hi, self.lo, scale - self.scale)
         b_hi, b_lo = _shift_left(other.hi, other.lo, scale - other.scale)
@@ -134,72 +130,116 @@ class PoissonPartials:
                                self.n_resamples, self.seed, cluster_keys)  # fmt: skip
 
     def finalize(
-        self,
-        *,
-        level: float = 0.95,
-        method: Method = "percentile",
-        threads: int | None = None,
-        return_distribution: bool = False,
+        self, *, options: BootstrapOptions | None = None, return_distribution: bool = False
     ) -> BootstrapResult:
-        """Intervals from the (merged) partials. BCa needs a jackknife over all records, which
-        partials do not carry: use percentile or basic here, or ``bootstrap(scheme="poisson",
-        method="bca")`` on the whole data."""
-        if method == "bca":
-            raise ValueError(
-                "method: 'bca' needs the jackknife over every record, which Poisson partials do "
-                "not carry; use 'percentile' or 'basic', or bootstrap(..., scheme='poisson') "
-                "on the whole data"
+        """Compute the intervals from the (merged) partials.
+
+        Parameters
+        ----------
+        options : BootstrapOptions, optional
+            The level, method and threads of the interval. Its ``n_resamples`` and ``seed`` must
+            be those the partials were drawn with (default: those, with the default level and
+            method). BCa needs a jackknife over all records, which partials do not carry: use
+            "percentile" or "basic" here, or ``bootstrap(scheme="poisson")`` with "bca" on the
+            whole data.
+        return_distribution : bool, default False
+            Also return the (groups, B) bootstrap distribution.
+
+        Returns
+        -------
+        BootstrapResult
+            Scheme "poisson", one entry per group of the (merged) partials.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Options whose n_resamples or seed differ from the partials', or method "bca".
+        """
+        if options is None:
+            options = BootstrapOptions(n_resamples=self.n_resamples, seed=self.seed)
+        opts = BootstrapOptions.resolve(options)
+        for name in ("n_resamples", "seed"):
+            if getattr(opts, name) != getattr(self, name):
+                raise InvalidArgumentError(
+                    f"options: {name}={getattr(opts, name)} but the partials were drawn with "
+                    f"{name}={getattr(self, name)}"
+                )
+        if opts.method == "bca":
+            raise InvalidArgumentError(
+                "options: method 'bca' needs the jackknife over every record, which Poisson "
+                "partials do not carry; use 'percentile' or 'basic', or "
+                "bootstrap(..., scheme='poisson') on the whole data"
             )
-        _, lvl, _, nthreads = _check_options(
-            self.n_resamples, level, method, "poisson", self.seed, threads, "auto"
-        )
         accel = np.full(self.n.shape[0], np.nan)
         out = _core.stats.poisson_finalize(
             self.hi, self.lo, self.weight, self.scale, self.n, self.n_units, accel,
-            self.statistic, [], 0, method, lvl, nthreads, return_distribution,
+            self.statistic, [], 0, opts.method, opts.level, opts.engine_threads,
+            return_distribution,
         )  # fmt: skip
-        return _result(out, self.keys, self.statistic, method, "poisson", lvl, self.n_resamples,
-                       self.seed, False)  # fmt: skip
+        return result(out, self.keys, statistic=self.statistic, scheme="poisson", options=opts,
+                      n_resamples=self.n_resamples)  # fmt: skip
 
 
 def poisson_partials(
-    values: Any,
+    values: Values,
     *,
-    groups: Any = None,
-    clusters: Any = None,
-    keys: Any = None,
+    groups: Labels | None = None,
+    clusters: Labels | None = None,
+    keys: Labels | None = None,
     statistic: str = "mean",
-    n_resamples: int = 1000,
-    seed: int = 0,
-    threads: int | None = None,
+    options: BootstrapOptions | None = None,
 ) -> PoissonPartials:
-    """Poisson-bootstrap partial sums of one shard of the data.
+    """Compute the Poisson-bootstrap partial sums of one shard of the data.
 
-    ``keys`` must give every record a stable key (integers or strings) so that its weights do
-    not depend on which shard holds it; with ``clusters``, the weight is keyed by the cluster
-    label instead and all records of a cluster share it (a cluster may span shards).
+    Parameters
+    ----------
+    values : array_like
+        Per-item values, as in :func:`~tumorboard.stats.bootstrap`.
+    groups : labels, optional
+        One set of partials per group; shards may hold different groups.
+    clusters : labels, optional
+        Resampling clusters: the weight is keyed by the cluster label and all records of a
+        cluster share it (a cluster may span shards).
+    keys : labels, optional
+        A stable key per record (integers or strings), so that its weights do not depend on
+        which shard holds it. Required unless ``clusters`` is given.
+    statistic : {"mean", "sum", "ratio", "f1"}, default "mean"
+        As in :func:`~tumorboard.stats.bootstrap`.
+    options : BootstrapOptions, optional
+        ``n_resamples``, ``seed`` and ``threads`` of the draws (level and method apply at
+        :meth:`PoissonPartials.finalize`). Every shard must use the same n_resamples and seed.
+
+    Returns
+    -------
+    PoissonPartials
+        The shard's exact partial sums.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid argument, or neither ``keys`` nor ``clusters``.
     """
-    arr = as_values(values)
-    _check_statistic(statistic, arr)
-    b, _, seed, nthreads = _check_options(
-        n_resamples, 0.95, "percentile", "poisson", seed, threads, "auto"
-    )
+    arr = _validate.values(values)
+    _validate.statistic(statistic, arr)
+    opts = BootstrapOptions.resolve(options)
     if keys is None and clusters is None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "keys: Poisson partials need stable record keys (or clusters) so that weights do "
             "not depend on how the data are split"
         )
-    lay = _layout(arr.shape[0], groups, None, clusters)
+    lay = _validate.layout(arr.shape[0], groups=groups, clusters=clusters)
     out = _core.stats.poisson_partials(
-        arr, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys(keys, arr.shape[0]),
-        lay.cluster_keys, statistic, [], 0, b, seed, nthreads, False,
+        arr, lay.group, lay.n_groups, lay.cluster, lay.n_clusters,
+        _validate.record_keys(keys, arr.shape[0]), lay.cluster_keys, statistic, [], 0,
+        opts.n_resamples, opts.seed, opts.engine_threads, False,
     )  # fmt: skip
     cluster_keys = None
     if lay.cluster is not None:
         cluster_keys = _cluster_keys_per_group(lay.group, lay.n_groups, lay.cluster,
                                                lay.cluster_keys)  # fmt: skip
     return PoissonPartials(lay.keys, out["hi"], out["lo"], out["weight"], out["scale"],
-                           out["n"], out["n_units"], statistic, b, seed, cluster_keys)  # fmt: skip
+                           out["n"], out["n_units"], statistic, opts.n_resamples, opts.seed,
+                           cluster_keys)  # fmt: skip
 
 
 def _cluster_keys_per_group(group: np.ndarray | None, n_groups: int, cluster: np.ndarray,

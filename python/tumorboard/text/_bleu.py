@@ -38,7 +38,6 @@ bootstrap engine resamples (statistic ``"bleu"``; see :func:`bleu_statistic_para
 
 from __future__ import annotations
 
-import numbers
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,12 +45,13 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from .. import _core
 from .._keys import factorize, label_columns
-from .._typing import Method
-from ..stats import BootstrapResult, bootstrap_sufficient
+from .._typing import Labels, Texts
+from ..errors import InvalidArgumentError
+from ..stats import BootstrapOptions, BootstrapResult, bootstrap_sufficient
+from . import _validate
 
 Smooth = Literal["exp", "floor", "add-k", "none"]
 Tokenize = Literal["13a", "zh", "char", "none"]
@@ -124,7 +124,7 @@ class CorpusBleuResult:
             (before any add-k smoothing).
         sys_len, ref_len: summed hypothesis and closest-reference lengths.
         se, ci_low, ci_high: bootstrap standard error and confidence interval of the score
-            (NaN when ``n_resamples == 0``).
+            (NaN without ``ci=True``).
         bootstrap: the engine's :class:`~tumorboard.stats.BootstrapResult` (None without
             resampling).
     """
@@ -160,7 +160,9 @@ class CorpusBleuResult:
     def interval(self) -> tuple[float, float]:
         """(ci_low, ci_high) of a single-group result."""
         if len(self) != 1:
-            raise ValueError(f"interval() needs a single-group result; this one has {len(self)}")
+            raise InvalidArgumentError(
+                f"interval() needs a single-group result; this one has {len(self)}"
+            )
         return float(self.ci_low[0]), float(self.ci_high[0])
 
     def to_polars(self) -> pl.DataFrame:
@@ -178,119 +180,25 @@ class CorpusBleuResult:
 # ----------------------------------------------------------------------------- inputs
 
 
-def _arrow_column(arr: Any, name: str) -> Any:
-    """Zero-copy (offsets, bytes, validity) of a pyarrow string array, or a list if empty."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    if len(arr) == 0:
-        return []
-    t = arr.type
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)):
-        if not (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t)):
-            raise TypeError(f"{name}: expected strings, got an Arrow array of type {t}")
-    if not pa.types.is_large_string(t):
-        arr = arr.cast(pa.large_string())
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.zeros(0, np.uint8) if bufs[2] is None else np.frombuffer(bufs[2], dtype=np.uint8)
-    valid = None
-    if arr.null_count:
-        valid = arr.is_valid().to_numpy(zero_copy_only=False).astype(np.uint8)
-    return (offsets, data, valid)
+def _inputs(
+    hyps: Any, refs: Any, tokenize: Any, lowercase: Any, max_order: Any
+) -> tuple[Any, list[Any], str, bool, int]:
+    """Validate the texts, reference streams, tokenizer, lowercase flag and n-gram order."""
+    note = " (sacrebleu's 'intl', 'ja-mecab', 'ko-mecab' and 'spm' tokenizers are not available)"
+    tok = _validate.choice(tokenize, _TOKENIZERS, name="tokenize", note=note)
+    lower = _validate.flag(lowercase, name="lowercase")
+    order = _validate.max_order(max_order)
+    h, streams = _validate.text_column(hyps, name="hyps"), _validate.ref_streams(refs)
+    return h, streams, tok, lower, order
 
 
-def _text_column(texts: Any, name: str) -> Any:
-    """A list of str (checked in C++) or an Arrow (offsets, bytes, validity) tuple."""
-    if isinstance(texts, str | bytes):
-        raise TypeError(f"{name}: expected a sequence of str, got a single {type(texts).__name__}")
-    if isinstance(texts, list):
-        return texts
-    if isinstance(texts, pl.Series):
-        if texts.dtype != pl.String and texts.dtype != pl.Null:
-            raise TypeError(f"{name}: expected a String Series, got dtype {texts.dtype}")
-        return _arrow_column(texts.to_arrow(), name)
-    if isinstance(texts, pa.Array | pa.ChunkedArray):
-        return _arrow_column(texts, name)
-    if isinstance(texts, np.ndarray):
-        if texts.ndim != 1:
-            raise ValueError(f"{name}: expected a 1-D array of str, got {texts.ndim}-D")
-        return texts.tolist()
-    if isinstance(texts, Sequence) or hasattr(texts, "__iter__"):
-        return list(texts)
-    raise TypeError(f"{name}: expected a sequence of str, got {type(texts).__name__}")
-
-
-def _is_stream(x: Any) -> bool:
-    """Whether an element of ``refs`` is itself a sequence of references (not a text)."""
-    if x is None or isinstance(x, str | bytes | float):
-        return False
-    return isinstance(x, Sequence | np.ndarray | pl.Series | pa.Array | pa.ChunkedArray)
-
-
-def _ref_streams(refs: Any) -> list:
-    """refs as a list of reference streams (refs[k][i]: k-th reference of item i)."""
-    if isinstance(refs, str | bytes):
-        raise TypeError(f"refs: expected a sequence of str, got a single {type(refs).__name__}")
-    if isinstance(refs, pl.Series | pa.Array | pa.ChunkedArray):
-        return [_text_column(refs, "refs")]
-    if isinstance(refs, np.ndarray):
-        if refs.ndim == 2:
-            return [_text_column(row, f"refs[{k}]") for k, row in enumerate(refs)]
-        return [_text_column(refs, "refs")]
-    seq = refs if isinstance(refs, list | tuple) else list(refs)
-    if len(seq) > 0 and _is_stream(seq[0]):
-        for k, s in enumerate(seq):
-            if not _is_stream(s):
-                raise TypeError(
-                    f"refs[{k}]: expected a reference stream (a sequence of str) like refs[0], "
-                    f"got {type(s).__name__}"
-                )
-        return [_text_column(s, f"refs[{k}]") for k, s in enumerate(seq)]
-    return [_text_column(list(seq) if isinstance(seq, tuple) else seq, "refs")]
-
-
-def _threads(threads: Any) -> int:
-    if threads is None:
-        return 0
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
-        raise ValueError(f"threads: expected None or an integer >= 1, got {threads!r}")
-    return int(threads)
-
-
-def _check_tokenize(tokenize: Any) -> str:
-    if tokenize not in _TOKENIZERS:
-        raise ValueError(
-            f"tokenize: expected one of {_TOKENIZERS}, got {tokenize!r} (sacrebleu's 'intl', "
-            "'ja-mecab', 'ko-mecab' and 'spm' tokenizers are not available)"
-        )
-    return str(tokenize)
-
-
-def _check_max_order(max_order: Any) -> int:
-    if isinstance(max_order, bool) or not isinstance(max_order, numbers.Integral):
-        raise ValueError(f"max_order: expected an integer >= 1, got {max_order!r}")
-    if not 1 <= int(max_order) <= 1000:
-        raise ValueError(f"max_order: expected an integer in [1, 1000], got {max_order}")
-    return int(max_order)
-
-
-def _check_smooth(smooth: Any, smooth_value: Any) -> float | None:
-    if smooth not in _SMOOTH_CODES:
-        raise ValueError(f"smooth: expected one of {tuple(_SMOOTH_CODES)}, got {smooth!r}")
-    if smooth_value is None:
-        return None
-    if isinstance(smooth_value, bool) or not isinstance(smooth_value, numbers.Real):
-        raise ValueError(f"smooth_value: expected None or a number, got {smooth_value!r}")
-    value = float(smooth_value)
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"smooth_value: expected a finite number >= 0, got {smooth_value!r}")
-    return value
-
-
-def _check_flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name}: expected True or False, got {value!r}")
-    return bool(value)
+def _smoothing(smooth: Any, smooth_value: Any, effective_order: Any) -> tuple[float | None, bool]:
+    """Validate the smoothing method and value and the effective-order flag."""
+    _validate.choice(smooth, tuple(_SMOOTH_CODES), name="smooth")
+    return (
+        _validate.smooth_value(smooth_value),
+        _validate.flag(effective_order, name="effective_order"),
+    )
 
 
 # ----------------------------------------------------------------------------- public API
@@ -303,30 +211,47 @@ def bleu_statistic_params(
     effective_order: bool = False,
     max_order: int = 4,
 ) -> list[float]:
-    """``params`` of the bootstrap engine's ``"bleu"`` statistic, for
-    ``tumorboard.stats.bootstrap_sufficient(bleu_statistics(...), statistic="bleu",
-    params=...)``: [max_order, smoothing code, smooth_value (NaN: default), effective_order,
-    how this Python's ``sum()`` adds floats]."""
-    value = _check_smooth(smooth, smooth_value)
-    return [
-        float(_check_max_order(max_order)),
-        float(_SMOOTH_CODES[smooth]),
-        float("nan") if value is None else value,
-        float(_check_flag(effective_order, "effective_order")),
-        float(_PY_SUM),
-    ]
+    """Return the ``params`` of the bootstrap engine's ``"bleu"`` statistic.
+
+    For ``tumorboard.stats.bootstrap_sufficient(bleu_statistics(...), statistic="bleu",
+    params=...)``.
+
+    Parameters
+    ----------
+    smooth, smooth_value, effective_order, max_order
+        As in :func:`corpus_bleu`.
+
+    Returns
+    -------
+    list of float
+        [max_order, smoothing code, smooth_value (NaN: default), effective_order, how this
+        Python's ``sum()`` adds floats].
+
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid option (the message names it).
+    """
+    value, eff = _smoothing(smooth, smooth_value, effective_order)
+    return _params(smooth, value, eff, _validate.max_order(max_order))
+
+
+def _params(smooth: str, value: float | None, eff: bool, order: int) -> list[float]:
+    nan = float("nan")
+    return [float(order), float(_SMOOTH_CODES[smooth]), nan if value is None else value,
+            float(eff), float(_PY_SUM)]  # fmt: skip
 
 
 def bleu_statistics(
-    hyps: Any,
-    refs: Any,
+    hyps: Texts,
+    refs: Texts | Sequence[Texts],
     *,
     tokenize: Tokenize = "13a",
     lowercase: bool = False,
     max_order: int = 4,
     threads: int | None = None,
 ) -> np.ndarray:
-    """Per-item BLEU sufficient statistics, int64 (n, 2 * max_order + 2).
+    """Compute per-item BLEU sufficient statistics, int64 (n, 2 * max_order + 2).
 
     Columns: ``matches_1..matches_N`` (clipped n-gram matches: each hypothesis n-gram counts at
     most as often as it occurs in the reference where it occurs most), ``totals_1..totals_N``
@@ -334,28 +259,42 @@ def bleu_statistics(
     reference whose length is closest to ``hyp_len``, the shorter one on ties). sacrebleu
     keeps the same numbers as ``[hyp_len, ref_len, matches..., totals...]``.
 
-    Args:
-        hyps: hypothesis texts (list/tuple of str, 1-D numpy array, polars Series, pyarrow
-            array).
-        refs: one reference per hypothesis (a sequence of str), or several reference streams
-            as sacrebleu takes them (``refs[k][i]`` is the k-th reference of item i; None marks
-            a missing reference, every item needs at least one).
-        tokenize: "13a", "zh", "char" or "none" (see the module docstring).
-        lowercase: lowercase hypotheses and references (``str.lower()``) first.
-        max_order: the largest n-gram order N.
-        threads: worker threads (default: all cores); results do not depend on it.
+    Parameters
+    ----------
+    hyps : sequence of str
+        Hypothesis texts (list/tuple of str, 1-D numpy array, polars Series, pyarrow array).
+    refs : sequence of str, or sequence of reference streams
+        One reference per hypothesis, or several reference streams as sacrebleu takes them
+        (``refs[k][i]`` is the k-th reference of item i; None marks a missing reference, every
+        item needs at least one).
+    tokenize : {"13a", "zh", "char", "none"}, default "13a"
+        The tokenizer (module notes).
+    lowercase : bool, default False
+        Lowercase hypotheses and references (``str.lower()``) first.
+    max_order : int, default 4
+        The largest n-gram order N.
+    threads : int, optional
+        Worker threads (default: all cores); results do not depend on it.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, shape (n, 2 * max_order + 2).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid option, or a text column with a missing text.
+    InvalidTypeError
+        Texts that are not strings.
     """
-    tok = _check_tokenize(tokenize)
-    lower = _check_flag(lowercase, "lowercase")
-    order = _check_max_order(max_order)
-    h = _text_column(hyps, "hyps")
-    streams = _ref_streams(refs)
-    return _core.text.bleu_statistics(h, streams, tok, lower, order, _threads(threads))
+    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
+    return _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
 
 
 def bleu(
-    hyps: Any,
-    refs: Any,
+    hyps: Texts,
+    refs: Texts | Sequence[Texts],
     *,
     smooth: Smooth = "exp",
     smooth_value: float | None = None,
@@ -365,31 +304,40 @@ def bleu(
     max_order: int = 4,
     threads: int | None = None,
 ) -> BleuResult:
-    """Sentence BLEU of each item, identical to
-    ``sacrebleu.metrics.BLEU(smooth_method=smooth, smooth_value=smooth_value,
+    """Compute sentence BLEU of each item, identical to sacrebleu.
+
+    Equals ``sacrebleu.metrics.BLEU(smooth_method=smooth, smooth_value=smooth_value,
     tokenize=tokenize, lowercase=lowercase, effective_order=effective_order,
     max_ngram_order=max_order).sentence_score(hyps[i], [refs[i]])``.
 
-    Args:
-        hyps, refs, tokenize, lowercase, max_order, threads: as in :func:`bleu_statistics`.
-        smooth: "exp" (default), "floor", "add-k" or "none".
-        smooth_value: the value of "floor" (default 0.1) or "add-k" (default 1).
-        effective_order: leave out n-gram orders the hypothesis is too short to have (the
-            recommended setting for sentence BLEU, and the default here as in
-            ``sacrebleu.sentence_bleu``).
+    Parameters
+    ----------
+    hyps, refs, tokenize, lowercase, max_order, threads
+        As in :func:`bleu_statistics`.
+    smooth : {"exp", "floor", "add-k", "none"}, default "exp"
+        The smoothing method (module notes).
+    smooth_value : float, optional
+        The value of "floor" (default 0.1) or "add-k" (default 1).
+    effective_order : bool, default True
+        Leave out n-gram orders the hypothesis is too short to have (the recommended setting
+        for sentence BLEU, and the default here as in ``sacrebleu.sentence_bleu``).
 
-    Returns:
-        A :class:`BleuResult` (scores in [0, 100]); ``.to_polars()`` gives one row per item.
+    Returns
+    -------
+    BleuResult
+        Scores in [0, 100]; ``.to_polars()`` gives one row per item.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid tokenizer, order or smoothing, or a missing text (None/NaN).
+    InvalidTypeError
+        Texts that are not strings.
     """
-    tok = _check_tokenize(tokenize)
-    lower = _check_flag(lowercase, "lowercase")
-    order = _check_max_order(max_order)
-    value = _check_smooth(smooth, smooth_value)
-    eff = _check_flag(effective_order, "effective_order")
-    h = _text_column(hyps, "hyps")
-    streams = _ref_streams(refs)
+    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
+    value, eff = _smoothing(smooth, smooth_value, effective_order)
     out = _core.text.bleu_sentence(h, streams, tok, lower, order, smooth, value, eff, _PY_SUM,
-                              _threads(threads))  # fmt: skip
+                              _validate.threads(threads))  # fmt: skip
     stats = out["statistics"]
     return BleuResult(
         score=out["score"], bp=out["bp"], ratio=out["ratio"], precisions=out["precisions"],
@@ -400,8 +348,8 @@ def bleu(
 
 
 def corpus_bleu(
-    hyps: Any,
-    refs: Any,
+    hyps: Texts,
+    refs: Texts | Sequence[Texts],
     *,
     smooth: Smooth = "exp",
     smooth_value: float | None = None,
@@ -409,53 +357,57 @@ def corpus_bleu(
     lowercase: bool = False,
     effective_order: bool = False,
     max_order: int = 4,
-    n_resamples: int = 0,
-    level: float = 0.95,
-    method: Method = "percentile",
-    seed: int = 0,
-    groups: Any = None,
-    clusters: Any = None,
+    groups: Labels | None = None,
+    clusters: Labels | None = None,
+    ci: bool = False,
+    options: BootstrapOptions | None = None,
     threads: int | None = None,
 ) -> CorpusBleuResult:
-    """Corpus BLEU, identical to ``sacrebleu.corpus_bleu(hyps, [refs], ...)`` (i.e.
-    ``BLEU(...).corpus_score``; ``effective_order`` defaults to False there and here), with an
-    optional bootstrap confidence interval and one score per group.
+    """Compute corpus BLEU, identical to sacrebleu, with an optional bootstrap interval.
 
-    Args:
-        hyps, refs, tokenize, lowercase, max_order, threads: as in :func:`bleu_statistics`.
-        smooth, smooth_value, effective_order: as in :func:`bleu`.
-        n_resamples: bootstrap resamples for the interval (0: no interval). Items (or
-            ``clusters``) are resampled and corpus BLEU is recomputed from the resampled sums
-            of their statistics, in the C++ engine (Koehn 2004, "Statistical Significance
-            Tests for Machine Translation Evaluation").
-        level: confidence level of the two-sided interval.
-        method: "percentile", "basic" or "bca".
-        seed: random seed; the interval is bit-identical for any ``threads``.
-        groups: labels giving one corpus BLEU (and interval) per group, e.g. per model; a 1-D
-            array, a mapping of name -> array, or a polars DataFrame of key columns.
-        clusters: labels of resampling clusters (e.g. documents or patients).
+    Equals ``sacrebleu.corpus_bleu(hyps, [refs], ...)`` (i.e. ``BLEU(...).corpus_score``;
+    ``effective_order`` defaults to False there and here), one score per group.
 
-    Returns:
-        A :class:`CorpusBleuResult`; ``.to_polars()`` gives one row per group.
+    Parameters
+    ----------
+    hyps, refs, tokenize, lowercase, max_order
+        As in :func:`bleu_statistics`.
+    smooth, smooth_value, effective_order
+        As in :func:`bleu`.
+    groups : labels, optional
+        One corpus BLEU (and interval) per group, e.g. per model; a 1-D array, a mapping of
+        name -> array, or a polars DataFrame of key columns.
+    clusters : labels, optional
+        Resampling clusters (e.g. documents or patients) for the interval.
+    ci : bool, default False
+        Add a bootstrap interval: items (or ``clusters``) are resampled and corpus BLEU is
+        recomputed from the resampled sums of their statistics in the C++ engine (Koehn 2004,
+        "Statistical Significance Tests for Machine Translation Evaluation").
+    options : BootstrapOptions, optional
+        The interval's resamples, level, method, seed and threads (default
+        ``BootstrapOptions()``); only with ``ci=True``.
+    threads : int, optional
+        Worker threads of the tokenization (default: all cores).
+
+    Returns
+    -------
+    CorpusBleuResult
+        ``.to_polars()`` gives one row per group.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An invalid option, no item, or ``options`` without ``ci=True``.
+    InvalidTypeError
+        Texts that are not strings, or ``options`` that are not :class:`BootstrapOptions`.
     """
-    value = _check_smooth(smooth, smooth_value)
-    eff = _check_flag(effective_order, "effective_order")
-    order = _check_max_order(max_order)
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral):
-        raise ValueError(f"n_resamples: expected an integer >= 0, got {n_resamples!r}")
-    if n_resamples < 0:
-        raise ValueError(f"n_resamples: expected an integer >= 0, got {n_resamples}")
-    if not isinstance(level, numbers.Real) or not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level: expected a number strictly between 0 and 1, got {level!r}")
-    if method not in ("percentile", "basic", "bca"):
-        raise ValueError(f"method: expected 'percentile', 'basic' or 'bca', got {method!r}")
-    stats = bleu_statistics(hyps, refs, tokenize=tokenize, lowercase=lowercase, max_order=order,
-                            threads=threads)  # fmt: skip
+    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
+    value, eff = _smoothing(smooth, smooth_value, effective_order)
+    opts = BootstrapOptions.resolve(options, ci=ci)
+    stats = _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
     n = stats.shape[0]
     if n == 0:
-        raise ValueError("hyps: empty input; corpus BLEU needs at least one item")
-    params = bleu_statistic_params(smooth=smooth, smooth_value=value, effective_order=eff,
-                                   max_order=order)  # fmt: skip
+        raise InvalidArgumentError("hyps: empty input; corpus BLEU needs at least one item")
     if groups is None:
         keys: dict[str, np.ndarray] = {}
         sums = stats.sum(axis=0, dtype=np.int64)[None, :]
@@ -472,10 +424,10 @@ def corpus_bleu(
     boot = None
     nan = np.full(sums.shape[0], np.nan)
     se, lo, hi = nan, nan, nan
-    if n_resamples > 0:
+    if ci:
         boot = bootstrap_sufficient(
-            stats, statistic="bleu", params=params, groups=groups, clusters=clusters,
-            n_resamples=int(n_resamples), level=level, method=method, seed=seed, threads=threads,
+            stats, statistic="bleu", params=_params(smooth, value, eff, order), groups=groups,
+            clusters=clusters, options=opts,
         )  # fmt: skip
         se, lo, hi = boot.se, boot.ci_low, boot.ci_high
     return CorpusBleuResult(
@@ -483,7 +435,7 @@ def corpus_bleu(
         ratio=parts["ratio"], precisions=parts["precisions"], counts=sums[:, :order],
         totals=sums[:, order : 2 * order], sys_len=sums[:, 2 * order],
         ref_len=sums[:, 2 * order + 1], se=se, ci_low=lo, ci_high=hi, max_order=order,
-        smooth=smooth, smooth_value=value, tokenize=tokenize, lowercase=bool(lowercase),
-        effective_order=eff, n_resamples=int(n_resamples), level=float(level), method=method,
-        seed=int(seed), bootstrap=boot,
+        smooth=smooth, smooth_value=value, tokenize=tok, lowercase=lower,
+        effective_order=eff, n_resamples=opts.n_resamples if ci else 0, level=opts.level,
+        method=opts.method, seed=opts.seed, bootstrap=boot,
     )  # fmt: skip

@@ -42,16 +42,18 @@ uses every core; results do not depend on the number of threads.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import polars as pl
 
 from .. import _core
+from .._typing import Texts
+from ..errors import InvalidArgumentError
+from . import _validate
 
 Tokenizer = Literal["rouge", "unicode", "whitespace"]
 SetTokenizer = Literal["rouge", "unicode", "whitespace", "treebank"]
@@ -59,7 +61,6 @@ StemmerArg = bool | Literal["porter", "porter-original"]
 
 DEFAULT_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 _TOKENIZERS = ("rouge", "unicode", "whitespace")
-_TYPE_RE = re.compile(r"rouge([1-9][0-9]*)")
 
 
 # ----------------------------------------------------------------------------- results
@@ -154,62 +155,7 @@ class RougeMatrix:
         )
 
 
-# ----------------------------------------------------------------------------- validation
-
-
-def _as_text_list(texts: Any, name: str) -> list:
-    """A list from a sequence of str: list, tuple, 1-D numpy array, polars Series, pyarrow
-    Array/ChunkedArray. Elements are checked in C++ (None/NaN -> ValueError, non-str ->
-    TypeError, both naming ``name[index]``)."""
-    if isinstance(texts, str | bytes):
-        raise TypeError(f"{name}: expected a sequence of str, got a single {type(texts).__name__}")
-    if isinstance(texts, list):
-        return texts
-    if isinstance(texts, np.ndarray):
-        if texts.ndim != 1:
-            raise ValueError(f"{name}: expected a 1-D array of str, got {texts.ndim}-D")
-        return texts.tolist()
-    if isinstance(texts, pl.Series):
-        return texts.to_list()
-    if hasattr(texts, "to_pylist"):  # pyarrow Array / ChunkedArray
-        return texts.to_pylist()
-    if isinstance(texts, Sequence) or hasattr(texts, "__iter__"):
-        return list(texts)
-    raise TypeError(f"{name}: expected a sequence of str, got {type(texts).__name__}")
-
-
-def _pair_lists(a: Any, b: Any, name_a: str, name_b: str) -> tuple[list, list]:
-    la = _as_text_list(a, name_a)
-    lb = _as_text_list(b, name_b)
-    if len(la) != len(lb):
-        raise ValueError(
-            f"{name_a} and {name_b} must have the same length, got {len(la)} and {len(lb)}"
-        )
-    return la, lb
-
-
-def _threads(threads: int | None) -> int:
-    if threads is None:
-        return 0
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
-    return threads
-
-
-def _tokenizer(tokenizer: str, allowed: tuple[str, ...] = _TOKENIZERS) -> str:
-    if tokenizer not in allowed:
-        raise ValueError(f"tokenizer must be one of {allowed}, got {tokenizer!r}")
-    return tokenizer
-
-
-def _stemmer(stemmer: StemmerArg) -> str:
-    if stemmer is False or stemmer is None:
-        return "none"
-    if stemmer is True:
-        return "porter"
-    if stemmer in ("porter", "porter-original"):
-        return str(stemmer)
-    raise ValueError(f"stemmer must be True, False, 'porter' or 'porter-original', got {stemmer!r}")
+# ----------------------------------------------------------------------------- tokenizers
 
 
 def _prepare(texts: list, name: str, tokenizer: str) -> list:
@@ -220,39 +166,25 @@ def _prepare(texts: list, name: str, tokenizer: str) -> list:
     return [unicodedata.normalize("NFKC", s).lower() for s in texts]
 
 
-def _rouge_code(rouge_type: str) -> int:
-    if rouge_type == "rougeL":
-        return 0
-    if rouge_type == "rougeLsum":
-        return -1
-    m = _TYPE_RE.fullmatch(rouge_type) if isinstance(rouge_type, str) else None
-    if m is None:
-        raise ValueError(
-            f"invalid rouge type {rouge_type!r}: expected 'rougeN' (N >= 1), 'rougeL' or "
-            "'rougeLsum'"
-        )
-    return int(m.group(1))
-
-
 # ----------------------------------------------------------------------------- public API
 
 
 def tokenize(
-    texts: Any, *, tokenizer: Tokenizer = "rouge", stemmer: StemmerArg = False
+    texts: Texts, *, tokenizer: Tokenizer = "rouge", stemmer: StemmerArg = False
 ) -> list[list[str]]:
     """The tokens each text contributes to ROUGE (see the module docstring for the tokenizers).
 
     With ``tokenizer="rouge"`` this equals rouge-score's
     ``tokenizers.DefaultTokenizer(use_stemmer=stemmer).tokenize(text)``.
     """
-    tok = _tokenizer(tokenizer)
-    lst = _prepare(_as_text_list(texts, "texts"), "texts", tok)
-    return _core.text.tokenize(lst, "texts", tok, _stemmer(stemmer), 0)
+    tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer")
+    lst = _prepare(_validate.texts(texts, name="texts"), "texts", tok)
+    return _core.text.tokenize(lst, "texts", tok, _validate.stemmer(stemmer), 0)
 
 
 def rouge(
-    hyps: Any,
-    refs: Any,
+    hyps: Texts,
+    refs: Texts,
     *,
     types: Sequence[str] = DEFAULT_TYPES,
     stemmer: StemmerArg = False,
@@ -280,23 +212,25 @@ def rouge(
     """
     type_list = [types] if isinstance(types, str) else list(types)
     if not type_list:
-        raise ValueError("types must name at least one rouge type")
+        raise InvalidArgumentError("types: expected at least one rouge type, got none")
     if len(set(type_list)) != len(type_list):
-        raise ValueError(f"types contains duplicates: {type_list}")
-    codes = [_rouge_code(t) for t in type_list]
-    tok = _tokenizer(tokenizer)
-    stem = _stemmer(stemmer)
-    h, r = _pair_lists(hyps, refs, "hyps", "refs")
+        raise InvalidArgumentError(
+            f"types: expected distinct rouge types, got duplicates in {type_list}"
+        )
+    codes = [_validate.rouge_type(t) for t in type_list]
+    tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer")
+    stem = _validate.stemmer(stemmer)
+    h, r = _validate.text_pair(hyps, refs, names=("hyps", "refs"))
     h = _prepare(h, "hyps", tok)
     r = _prepare(r, "refs", tok)
-    p, rc, f = _core.text.rouge(h, r, "hyps", "refs", codes, tok, stem, _threads(threads))
+    p, rc, f = _core.text.rouge(h, r, "hyps", "refs", codes, tok, stem, _validate.threads(threads))
     scores = {t: RougeScore(p[k], rc[k], f[k]) for k, t in enumerate(type_list)}
     return RougeResult(types=tuple(type_list), scores=scores, tokenizer=tok, stemmer=stem)
 
 
 def rouge_matrix(
-    a: Any,
-    b: Any,
+    a: Texts,
+    b: Texts,
     *,
     type: str = "rouge1",
     stemmer: StemmerArg = False,
@@ -310,24 +244,24 @@ def rouge_matrix(
     bit-parallel LCS. Used e.g. to match every generated insight against every ground-truth
     insight (MedInsightBench).
     """
-    code = _rouge_code(type)
-    tok = _tokenizer(tokenizer)
-    stem = _stemmer(stemmer)
-    la = _prepare(_as_text_list(a, "a"), "a", tok)
-    lb = _prepare(_as_text_list(b, "b"), "b", tok)
-    p, r, f = _core.text.rouge_matrix(la, lb, "a", "b", code, tok, stem, _threads(threads))
+    code = _validate.rouge_type(type)
+    tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer")
+    stem = _validate.stemmer(stemmer)
+    la = _prepare(_validate.texts(a, name="a"), "a", tok)
+    lb = _prepare(_validate.texts(b, name="b"), "b", tok)
+    p, r, f = _core.text.rouge_matrix(la, lb, "a", "b", code, tok, stem, _validate.threads(threads))
     return RougeMatrix(p, r, f, type=type, tokenizer=tok, stemmer=stem)
 
 
 def token_f1(
-    preds: Any,
-    refs: Any,
+    hyps: Texts,
+    refs: Texts,
     *,
     normalize: Literal["squad", "none"] = "squad",
     both_empty: float = 1.0,
     threads: int | None = None,
 ) -> np.ndarray:
-    """SQuAD token F1 of each prediction against its reference (float64 array).
+    """SQuAD token F1 of each hypothesis against its reference (float64 array).
 
     ``normalize="squad"`` is the official ``normalize_answer`` of the SQuAD v1.1 and v2.0
     evaluation scripts: ``str.lower()``, remove the characters of ``string.punctuation``,
@@ -340,29 +274,28 @@ def token_f1(
     both are empty, SQuAD v2.0's script returns 1 and v1.1's returns 0; ``both_empty``
     (default 1.0, the v2.0 convention) sets that value, ``both_empty=0.0`` gives v1.1.
     """
-    if normalize not in ("squad", "none"):
-        raise ValueError(f"normalize must be 'squad' or 'none', got {normalize!r}")
-    be = float(both_empty)
-    if not np.isfinite(be):
-        raise ValueError(f"both_empty must be finite, got {both_empty!r}")
-    p, r = _pair_lists(preds, refs, "preds", "refs")
+    _validate.choice(normalize, ("squad", "none"), name="normalize")
+    be = _validate.finite(both_empty, name="both_empty")
+    p, r = _validate.text_pair(hyps, refs, names=("hyps", "refs"))
     if normalize == "squad":
-        _core.text.check(p, "preds")
+        _core.text.check(p, "hyps")
         _core.text.check(r, "refs")
         p = [s.lower() for s in p]
         r = [s.lower() for s in r]
-    return _core.text.token_f1(p, r, "preds", "refs", normalize == "squad", be, _threads(threads))
+    return _core.text.token_f1(
+        p, r, "hyps", "refs", normalize == "squad", be, _validate.threads(threads)
+    )
 
 
 def set_f1(
-    preds: Any,
-    refs: Any,
+    hyps: Texts,
+    refs: Texts,
     *,
     tokenizer: SetTokenizer = "rouge",
     lowercase: bool = True,
     threads: int | None = None,
 ) -> np.ndarray:
-    """F1 over the sets of distinct tokens of each prediction and reference (float64 array).
+    """F1 over the sets of distinct tokens of each hypothesis and reference (float64 array).
 
     ``p = |P & R| / |P|``, ``r = |P & R| / |R|``, ``2 * (p * r) / (p + r)``; 0 when either
     set is empty or nothing is shared. This is RadA-BenchPlat's final-response F1, which
@@ -374,10 +307,10 @@ def set_f1(
     before the whitespace and treebank tokenizers (the rouge and unicode tokenizers always
     lowercase).
     """
-    tok = _tokenizer(tokenizer, (*_TOKENIZERS, "treebank"))
-    p, r = _pair_lists(preds, refs, "preds", "refs")
+    tok = _validate.choice(tokenizer, (*_TOKENIZERS, "treebank"), name="tokenizer")
+    p, r = _validate.text_pair(hyps, refs, names=("hyps", "refs"))
     if tok in ("whitespace", "treebank"):
-        _core.text.check(p, "preds")
+        _core.text.check(p, "hyps")
         _core.text.check(r, "refs")
         if lowercase:
             p = [s.lower() for s in p]
@@ -394,6 +327,6 @@ def set_f1(
         r = [" ".join(tb.tokenize(s)) for s in r]
         tok = "whitespace"
     else:
-        p = _prepare(p, "preds", tok)
+        p = _prepare(p, "hyps", tok)
         r = _prepare(r, "refs", tok)
-    return _core.text.set_f1(p, r, "preds", "refs", tok, _threads(threads))
+    return _core.text.set_f1(p, r, "hyps", "refs", tok, _validate.threads(threads))
