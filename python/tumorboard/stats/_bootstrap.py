@@ -513,6 +513,8 @@ def bootstrap_from_indices(
     counts = np.zeros(idx.shape, dtype=np.float64)
     rows = np.repeat(np.arange(b), idx.shape[1])
     np.add.at(counts, (rows, idx.ravel()), 1.0)
-    out = _core.stats.bootstrap_from_counts(arr, counts, statistic, [], opts.method, opts.level, True)
+    out = _core.stats.bootstrap_from_counts(
+        arr, counts, statistic, [], opts.method, opts.level, True
+    )
     return result(out, {}, statistic=statistic, scheme="multinomial", options=opts,
                   n_resamples=b)  # fmt: skip
