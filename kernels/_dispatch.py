@@ -19,6 +19,8 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tumorboard.errors import InvalidArgumentError
+
 __all__ = ["Choice", "choices", "fastest", "forget", "shape_bucket"]
 
 T = TypeVar("T")
@@ -100,7 +102,7 @@ def fastest(
         measuring call does not compute the op once more); None when the choice was cached.
     """
     if not candidates:
-        raise ValueError(f"{op}: no candidate implementation to dispatch to")
+        raise InvalidArgumentError(f"{op}: no candidate implementation to dispatch to")
     hit = _CACHE.get((op, key))
     if hit is not None and hit.path in candidates:
         return hit.path, None

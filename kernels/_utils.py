@@ -25,7 +25,7 @@ import os
 from types import ModuleType
 from typing import Any, Literal
 
-from tumorboard.errors import InvalidArgumentError
+from tumorboard.errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = [
     "BACKENDS",
@@ -109,7 +109,9 @@ def choose_backend(
     if backend == "torch":
         return "torch"
     if not triton_available():
-        raise ImportError("backend='triton' needs the triton package (pip install tumorboard[gpu])")
+        raise MissingDependencyError(
+            "backend='triton' needs the triton package (pip install tumorboard[gpu])"
+        )
     if not on_cuda and not INTERPRET:
         raise InvalidArgumentError(
             f"backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1), got {device}"

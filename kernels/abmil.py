@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from tumorboard.errors import InvalidArgumentError, InvalidTypeError
 
 from ._utils import INTERPRET, choose_backend, import_triton, num_programs, set_allocator, tma_ok
 
@@ -81,44 +82,46 @@ def _check(
     kernel: bool = True,
 ) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or x.ndim != 2:
-        raise ValueError(f"x must be a [T, D] tensor, got {getattr(x, 'shape', type(x))}")
+        raise InvalidArgumentError(f"x must be a [T, D] tensor, got {getattr(x, 'shape', type(x))}")
     allowed = (torch.float32, torch.float16, torch.bfloat16) + (() if kernel else (torch.float64,))
     if x.dtype not in allowed:
         names = "float32, float16 or bfloat16" + ("" if kernel else " (or float64)")
-        raise TypeError(f"x must be {names}, got {x.dtype}")
+        raise InvalidTypeError(f"x must be {names}, got {x.dtype}")
     d = x.shape[1]
     if wa.ndim != 3 or wa.shape[2] != d:
-        raise ValueError(f"wa must be [H, K, {d}], got {list(wa.shape)}")
+        raise InvalidArgumentError(f"wa must be [H, K, {d}], got {list(wa.shape)}")
     h, k = wa.shape[:2]
     if ba.shape != (h, k):
-        raise ValueError(f"ba must be [{h}, {k}], got {list(ba.shape)}")
+        raise InvalidArgumentError(f"ba must be [{h}, {k}], got {list(ba.shape)}")
     if ws.ndim != 3 or ws.shape[0] != h or ws.shape[2] != k:
-        raise ValueError(f"ws must be [{h}, R, {k}], got {list(ws.shape)}")
+        raise InvalidArgumentError(f"ws must be [{h}, R, {k}], got {list(ws.shape)}")
     if bs.shape != ws.shape[:2]:
-        raise ValueError(f"bs must be {list(ws.shape[:2])}, got {list(bs.shape)}")
+        raise InvalidArgumentError(f"bs must be {list(ws.shape[:2])}, got {list(bs.shape)}")
     if (wg is None) != (bg is None):
-        raise ValueError("wg and bg must be given together (gated) or both be None")
+        raise InvalidArgumentError("wg and bg must be given together (gated) or both be None")
     if wg is not None and (wg.shape != wa.shape or bg.shape != ba.shape):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"wg/bg must match wa/ba {list(wa.shape)}/{list(ba.shape)}, "
             f"got {list(wg.shape)}/{list(bg.shape)}"
         )
     for name, t in (("wa", wa), ("ba", ba), ("ws", ws), ("bs", bs), ("wg", wg), ("bg", bg)):
         if t is not None and t.device != x.device:
-            raise ValueError(f"{name} is on {t.device}, x on {x.device}")
+            raise InvalidArgumentError(f"{name} is on {t.device}, x on {x.device}")
     offsets = torch.as_tensor(offsets, device=x.device)
     if offsets.ndim != 1 or offsets.numel() < 2:
-        raise ValueError(f"offsets must be 1-D with B+1 >= 2 entries, got {list(offsets.shape)}")
+        raise InvalidArgumentError(
+            f"offsets must be 1-D with B+1 >= 2 entries, got {list(offsets.shape)}"
+        )
     if offsets.dtype.is_floating_point or offsets.dtype == torch.bool:
-        raise TypeError(f"offsets must be integers, got {offsets.dtype}")
+        raise InvalidTypeError(f"offsets must be integers, got {offsets.dtype}")
     offsets = offsets.to(torch.int64)
     if int(offsets[0]) != 0 or int(offsets[-1]) != x.shape[0]:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"offsets must start at 0 and end at the number of rows {x.shape[0]}, "
             f"got {int(offsets[0])} .. {int(offsets[-1])}"
         )
     if bool((offsets[1:] < offsets[:-1]).any()):
-        raise ValueError("offsets must be non-decreasing")
+        raise InvalidArgumentError("offsets must be non-decreasing")
     return offsets
 
 

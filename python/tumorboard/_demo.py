@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from .errors import InvalidArgumentError
 from .stats import BootstrapOptions, bootstrap, paired_bootstrap
 
 MODELS = ("gpt-4o", "llama-3.3-70b", "qwen2.5-72b")
@@ -105,7 +106,7 @@ def _fresh_out(out: str | os.PathLike[str] | None) -> Path:
         return Path(tempfile.mkdtemp(prefix="tumorboard-demo-"))
     p = Path(out)
     if p.exists() and not p.is_dir():
-        raise ValueError(f"out: {p} exists and is not a folder")
+        raise InvalidArgumentError(f"out: {p} exists and is not a folder")
     if p.is_dir() and any(p.iterdir()):
         return Path(tempfile.mkdtemp(prefix="tumorboard-demo-", dir=p))
     p.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import polars as pl
 import pyarrow as pa
 
 from . import _core
+from .errors import InvalidArgumentError
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -24,19 +25,21 @@ def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
     else:
         arr = np.asarray(obj)
         if arr.ndim != 1:
-            raise ValueError(f"{name}: expected a 1-D array of labels, got shape {arr.shape}")
+            raise InvalidArgumentError(
+                f"{name}: expected a 1-D array of labels, got shape {arr.shape}"
+            )
         if arr.dtype == object:
             s = pl.Series(name, arr.tolist(), strict=False)
         else:
             s = pl.Series(name, arr)
     if len(s) != n:
-        raise ValueError(f"{name}: expected {n} entries (one per record), got {len(s)}")
+        raise InvalidArgumentError(f"{name}: expected {n} entries (one per record), got {len(s)}")
     if s.null_count():
         first = int(s.is_null().arg_true()[0])
-        raise ValueError(f"{name}: missing label at record {first}")
+        raise InvalidArgumentError(f"{name}: missing label at record {first}")
     if s.dtype.is_float() and s.is_nan().any():
         first = int(s.is_nan().arg_true()[0])
-        raise ValueError(f"{name}: NaN label at record {first}")
+        raise InvalidArgumentError(f"{name}: NaN label at record {first}")
     return s
 
 
@@ -50,7 +53,7 @@ def label_columns(obj: Any, *, name: str, n: int) -> dict[str, pl.Series]:
         default = obj.name if isinstance(obj, pl.Series) and obj.name else name
         items = [(default, obj)]
     if not items:
-        raise ValueError(f"{name}: expected at least one key column")
+        raise InvalidArgumentError(f"{name}: expected at least one key column")
     return {str(k): as_series(v, name=f"{name}[{k!r}]", n=n) for k, v in items}
 
 
@@ -86,7 +89,7 @@ def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndar
     for c in codes[1:]:
         radix = int(c.max()) + 1
         if size >= np.iinfo(np.int64).max // max(radix, 1):
-            raise ValueError("too many distinct key combinations")
+            raise InvalidArgumentError("too many distinct key combinations")
         combined = combined * radix + c
         size *= radix
     if len(codes) == 1:
@@ -125,7 +128,7 @@ def hash_labels(s: pl.Series | np.ndarray) -> np.ndarray:
         data = arr.buffers()[2]
         payload = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
         return _core.stats.hash_strings(np.ascontiguousarray(offsets), payload)
-    raise ValueError(f"labels of type {dtype} cannot be hashed; use integers or strings")
+    raise InvalidArgumentError(f"labels of type {dtype} cannot be hashed; use integers or strings")
 
 
 def combine_hashes(columns: list[np.ndarray]) -> np.ndarray:

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from . import __version__
+from .errors import InvalidArgumentError, MissingFileError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -31,7 +32,7 @@ def _find_benchmarks(directory: str | None) -> Path:
     for c in candidates:
         if (c / "bench_bootstrap.py").is_file():
             return c
-    raise FileNotFoundError(
+    raise MissingFileError(
         "benchmarks/ not found: run `tumorboard bench` from a tumorboard source checkout "
         "or pass --dir PATH/TO/benchmarks"
     )
@@ -73,7 +74,9 @@ def _field_map(pairs: Sequence[str] | None) -> dict[str, str]:
     for pair in pairs or ():
         field, sep, key = pair.partition("=")
         if not sep or not field.strip() or not key.strip():
-            raise ValueError(f"--map: expected FIELD=KEY (e.g. gold=expected), got {pair!r}")
+            raise InvalidArgumentError(
+                f"--map: expected FIELD=KEY (e.g. gold=expected), got {pair!r}"
+            )
         out[field.strip()] = key.strip()
     return out
 
@@ -131,7 +134,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from .traj import Store
 
     if args.benchmark != "mtbbench":
-        raise ValueError(
+        raise InvalidArgumentError(
             f"--benchmark: scoring a store supports 'mtbbench', got {args.benchmark!r} (other "
             "scorers take a frame: tumorboard.score.get(name)(frame))"
         )
@@ -145,7 +148,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     present = items.select(pl.col("benchmark").unique()).collect().get_column("benchmark")
     if args.benchmark not in present.to_list():
         have = ", ".join(sorted(str(b) for b in present.drop_nulls().to_list())) or "none"
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{args.store}: no items of benchmark {args.benchmark!r} (benchmarks present: {have})"
         )
     frame = items.filter(pl.col("benchmark") == args.benchmark)
@@ -153,7 +156,9 @@ def _cmd_score(args: argparse.Namespace) -> int:
         frame = frame.filter(pl.col("track").is_in(args.track))
     frame = frame.select(list(_SCORE_COLUMNS)).collect()
     if frame.height == 0:
-        raise ValueError(f"{args.store}: no items left after --track {' '.join(args.track)}")
+        raise InvalidArgumentError(
+            f"{args.store}: no items left after --track {' '.join(args.track)}"
+        )
     cluster = {"patient": "patient_id"}.get(args.cluster, args.cluster)
     report = mtbbench.score(frame, options=_bootstrap_options(args), cluster=cluster)
     return _emit_report(args, report)
@@ -174,7 +179,7 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
     from .dist import score_store
 
     if args.cluster is not None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "--cluster: clustered intervals are not available with --ray-address/--shards "
             "(the distributed path resamples records with the Poisson scheme)"
         )

@@ -6,6 +6,10 @@ says what kind of failure it is (``ValueError`` for bad input, ``TypeError`` for
 ``OSError`` for a file that cannot be read), so ``except ValueError`` keeps working. The pattern
 follows polars' ``polars.exceptions`` (one module, one base, one map from the compiled core).
 
+Python's own protocols keep their builtin exceptions where the protocol needs exactly that
+class: ``AttributeError`` from a module's ``__getattr__``, ``KeyError`` from a mapping's
+``__getitem__`` and ``IndexError`` from a sequence's ``__getitem__``.
+
 Errors raised inside the C++ core (``tumorboard._core``) arrive through one translator
 (``csrc/bindings/errors.hpp``), most derived C++ class first:
 
@@ -35,10 +39,15 @@ from __future__ import annotations
 import os
 
 __all__ = [
+    "ClusterError",
     "CoreError",
     "FileFormatError",
     "InvalidArgumentError",
     "InvalidTypeError",
+    "MissingDependencyError",
+    "MissingFileError",
+    "NumericOverflowError",
+    "StateError",
     "TumorboardError",
 ]
 
@@ -73,3 +82,31 @@ class FileFormatError(TumorboardError, OSError):
     def __init__(self, path: str | os.PathLike[str], message: str) -> None:
         self.path = str(path)
         super().__init__(f"{self.path}: {message}")
+
+
+class MissingFileError(TumorboardError, FileNotFoundError):
+    """A file or folder that should exist and does not; the message names the path."""
+
+
+class MissingDependencyError(TumorboardError, ImportError):
+    """An optional dependency that a call needs is not installed.
+
+    The message names the package and the extra that installs it (``pip install
+    tumorboard[gpu]``, ``[embed]``, ``[slides]``, ``[dist]``).
+    """
+
+
+class StateError(TumorboardError, RuntimeError):
+    """A call that the object's current state does not allow.
+
+    For example a closed :class:`~tumorboard.traj.Recorder`, a detached adapter, or a store
+    that another process is compacting.
+    """
+
+
+class ClusterError(TumorboardError, ConnectionError):
+    """A Ray cluster that cannot be reached or joined."""
+
+
+class NumericOverflowError(TumorboardError, OverflowError):
+    """A result that does not fit its exact representation (e.g. 128-bit Poisson partial sums)."""

@@ -20,6 +20,7 @@ from typing import Any
 from .._progress import SlideProgress
 from ..slides import plan_slide_names
 from ._ray import connect
+from ..errors import CoreError, InvalidArgumentError, InvalidTypeError
 
 
 class _EmbedWorker:
@@ -74,9 +75,9 @@ def embed_slides_ray(
         slides = [slides]
     paths = [Path(p) for p in slides]
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts: expected an integer >= 1, got {max_attempts!r}")
+        raise InvalidArgumentError(f"max_attempts: expected an integer >= 1, got {max_attempts!r}")
     if "model" not in kwargs or "out" not in kwargs:
-        raise TypeError("embed_slides_ray: model= and out= are required (as for embed_slides)")
+        raise InvalidTypeError("embed_slides_ray: model= and out= are required (as for embed_slides)")
     ray = connect(ray_address)
     prog = SlideProgress(len(paths), stream=stream, enabled=progress)
     results: dict[int, Any] = {}
@@ -97,7 +98,7 @@ def embed_slides_ray(
     if n_actors is None:
         n_actors = gpus or int(ray.cluster_resources().get("CPU", 1))
     if isinstance(n_actors, bool) or not isinstance(n_actors, int) or n_actors < 1:
-        raise ValueError(f"n_actors: expected an integer >= 1, got {n_actors!r}")
+        raise InvalidArgumentError(f"n_actors: expected an integer >= 1, got {n_actors!r}")
     if gpus and kwargs.get("device", "auto") == "auto":
         kwargs = {**kwargs, "device": "cuda"}
     actor_cls = ray.remote(max_restarts=0, max_task_retries=0, **per_actor)(_EmbedWorker)
@@ -135,7 +136,7 @@ def embed_slides_ray(
     for actor in idle:
         ray.kill(actor)
     if not reports:
-        raise RuntimeError(
+        raise CoreError(
             "embed_slides_ray: no slide was processed by a worker; "
             + "; ".join(f"{r.slide}: {r.error}" for r in results.values())
         )

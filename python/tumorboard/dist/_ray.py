@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from typing import Any
+from ..errors import ClusterError, InvalidArgumentError, MissingDependencyError
 
 INSTALL_HINT = "pip install tumorboard[dist]"
 
@@ -13,7 +14,7 @@ def require_ray() -> Any:
     try:
         import ray
     except ImportError as err:
-        raise ImportError(
+        raise MissingDependencyError(
             f"tumorboard.dist needs Ray, which is not installed; install it with "
             f"`{INSTALL_HINT}` (or `pip install 'ray>=2.9'`)"
         ) from err
@@ -31,7 +32,7 @@ def connect(address: str | None = None, **init_kwargs: Any) -> Any:
     """
     ray = require_ray()
     if address is not None and (not isinstance(address, str) or not address):
-        raise ValueError(f"ray_address: expected None or an address string, got {address!r}")
+        raise InvalidArgumentError(f"ray_address: expected None or an address string, got {address!r}")
     if address is not None:
         check_reachable(address)
     if ray.is_initialized():
@@ -41,7 +42,7 @@ def connect(address: str | None = None, **init_kwargs: Any) -> Any:
         ray.init(address=address, **kwargs)
     except Exception as err:  # Ray raises ConnectionError, RuntimeError, ValueError, ...
         where = "a new local Ray instance" if address is None else f"the Ray cluster at {address!r}"
-        raise ConnectionError(
+        raise ClusterError(
             f"could not connect to {where}: {type(err).__name__}: {err} (is `ray start --head` "
             "running there, and is the address reachable from this machine?)"
         ) from err
@@ -61,7 +62,7 @@ def check_reachable(address: str, *, timeout: float = 5.0) -> None:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
             pass
     except OSError as err:
-        raise ConnectionError(
+        raise ClusterError(
             f"cannot reach the Ray cluster at {address!r}: {err} (is `ray start --head` "
             "running there, and is the port open from this machine?)"
         ) from err

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from .._io import atomic_path
+from ..errors import InvalidArgumentError, MissingDependencyError
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 
@@ -42,7 +43,7 @@ class TorchBackend:
         import torch
 
         if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+            raise InvalidArgumentError(f"dtype must be one of {DTYPES}, got {dtype!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.torch = torch
@@ -115,13 +116,13 @@ class OnnxBackend:
         try:
             import onnxruntime as ort
         except ImportError as exc:
-            raise ImportError(
+            raise MissingDependencyError(
                 f"backend='onnxruntime' needs onnxruntime (pip install tumorboard[gpu]): {exc}"
             ) from exc
         available = ort.get_available_providers()
         want_cuda = device != "cpu" and "CUDAExecutionProvider" in available
         if device.startswith("cuda") and not want_cuda:
-            raise ValueError(f"device={device!r} but onnxruntime has no CUDA provider")
+            raise InvalidArgumentError(f"device={device!r} but onnxruntime has no CUDA provider")
         providers = (
             ["CUDAExecutionProvider", "CPUExecutionProvider"]
             if want_cuda

@@ -39,6 +39,7 @@ import numpy as np
 
 from .._io import atomic_path, remove_temp_files
 from .._progress import SlideProgress
+from ..errors import CoreError, InvalidArgumentError, InvalidTypeError
 from ..slides import plan_slide_names
 from ._backends import DTYPES, OnnxBackend, TorchBackend, encoder_meta, export_onnx
 
@@ -147,7 +148,7 @@ def _resolve_model(
 ) -> tuple[Any, str, int, tuple[float, ...], tuple[float, ...], str]:
     """(backend runner, encoder name, image size, mean, std, interpolation)."""
     if isinstance(model, (str, os.PathLike)) and str(model).endswith(".onnx"):
-        raise ValueError(
+        raise InvalidArgumentError(
             "model: pass the encoder name or module; an .onnx file carries no preprocessing "
             "metadata (use backend='onnxruntime' to run the exported graph)"
         )
@@ -158,9 +159,13 @@ def _resolve_model(
         module = models.load(model, weights=weights, device="cpu", dtype="fp32")
     else:
         if not callable(model):
-            raise TypeError(f"model must be a model name or a torch module, got {type(model)}")
+            raise InvalidTypeError(
+                f"model must be a model name or a torch module, got {type(model)}"
+            )
         if weights is not None:
-            raise ValueError("weights= is only used with a model name (the module has its own)")
+            raise InvalidArgumentError(
+                "weights= is only used with a model name (the module has its own)"
+            )
         module = model
         name = getattr(model, "encoder_name", None) or type(model).__name__.lower()
     size, mean, std, interpolation = encoder_meta(module)
@@ -171,7 +176,7 @@ def _resolve_model(
         runner = OnnxBackend(path, device=device)
         runner.embed_dim = getattr(module, "embed_dim", None)
     else:
-        raise ValueError(f"backend must be 'torch' or 'onnxruntime', got {backend!r}")
+        raise InvalidArgumentError(f"backend must be 'torch' or 'onnxruntime', got {backend!r}")
     return runner, name, size, mean, std, interpolation
 
 
@@ -329,7 +334,7 @@ class _Writer:
     def add(self, emb: np.ndarray, coords: np.ndarray) -> None:
         emb = np.ascontiguousarray(emb, dtype=np.float32)
         if emb.ndim != 2 or emb.shape[0] != coords.shape[0]:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"model returned shape {emb.shape} for a batch of {coords.shape[0]} patches; "
                 "expected [B, D]"
             )
@@ -340,7 +345,7 @@ class _Writer:
                 chunks=(max(1, min(1024, 2**20 // (4 * d))), d),
             )  # fmt: skip
         elif emb.shape[1] != self.features.shape[1]:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"embedding width changed from {self.features.shape[1]} to {emb.shape[1]}"
             )
         n0 = self.rows
@@ -362,7 +367,7 @@ class _Writer:
                                                    dtype=np.float32)  # fmt: skip
         coords = np.asarray(job.coords, dtype=np.int64).reshape(-1, 2)
         if coords.shape[0] != self.rows:
-            raise RuntimeError(f"{self.rows} embeddings for {coords.shape[0]} patches")
+            raise CoreError(f"{self.rows} embeddings for {coords.shape[0]} patches")
         cds = self.h5.create_dataset("coords", data=coords, maxshape=(None, 2))
         for k, v in (job.coords_attrs or {}).items():
             cds.attrs[k] = _attr_out(v)
@@ -396,7 +401,7 @@ class _Writer:
 
 def _check_positive(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
     return int(value)
 
 
@@ -470,7 +475,7 @@ def embed_slides(
             segmentation=segmentation, mpp=mpp, encoder_name=encoder_name,
         )  # fmt: skip
     if executor != "local":
-        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+        raise InvalidArgumentError(f"executor must be 'local' or 'ray', got {executor!r}")
     t_start = time.perf_counter()
     if isinstance(slides, (str, os.PathLike)):
         slides = [slides]
@@ -481,9 +486,9 @@ def embed_slides(
     if workers is not None:
         workers = _check_positive(workers, "workers")
     if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        raise InvalidArgumentError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if not float(mag) > 0:
-        raise ValueError(f"mag must be positive, got {mag}")
+        raise InvalidArgumentError(f"mag must be positive, got {mag}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     runner, name, size, mean, std, interpolation = _resolve_model(

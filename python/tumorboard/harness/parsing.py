@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import InvalidArgumentError, InvalidTypeError, StateError
+
 __all__ = [
     "Answer",
     "AnswerProtocol",
@@ -254,7 +256,7 @@ def parse_answer(
     if response is None:
         return Answer(None, None, "", "none", False)
     if not isinstance(response, str):
-        raise TypeError(f"response: expected a string, got {type(response).__name__}")
+        raise InvalidTypeError(f"response: expected a string, got {type(response).__name__}")
     closed = True
     if tag_content:
         content, in_tag = response.strip(), True
@@ -295,7 +297,7 @@ def parse_answers(
     else:
         s = pl.Series("response", list(responses), dtype=pl.String)
     if options is not None and len(options) != len(s):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"options: expected {len(s)} entries (one per response), got {len(options)}"
         )
     cls = "".join(sorted(set(letters.upper() + letters.lower())))
@@ -393,7 +395,7 @@ def split_requests(requested: Iterable[str], available: Sequence[str]) -> FileRe
     """Splits requested names (wildcards expanded against ``available``) into accessed and
     hallucinated files, as MTBBench's harness does."""
     if isinstance(requested, str):
-        raise TypeError("requested: expected a sequence of file names, got a single string")
+        raise InvalidTypeError("requested: expected a sequence of file names, got a single string")
     names = _dedupe(_expand((_clean_name(r) for r in requested if r and r.strip()), available))
     have = set(available)
     return FileRequest(
@@ -626,7 +628,9 @@ class AnswerProtocol:
         self, *, max_strikes: int = 3, tools: bool = False, options: Sequence[str] | None = None
     ) -> None:
         if isinstance(max_strikes, bool) or not isinstance(max_strikes, int) or max_strikes < 1:
-            raise ValueError(f"max_strikes: expected an integer >= 1, got {max_strikes!r}")
+            raise InvalidArgumentError(
+                f"max_strikes: expected an integer >= 1, got {max_strikes!r}"
+            )
         self.max_strikes = max_strikes
         self.tools = bool(tools)
         self.options = tuple(options) if options is not None else None
@@ -637,7 +641,7 @@ class AnswerProtocol:
     def step(self, message: str) -> Turn:
         """Classifies one model message and updates the strike count."""
         if self.done:
-            raise RuntimeError("step: the question has ended (answer or fail); start a new one")
+            raise StateError("step: the question has ended (answer or fail); start a new one")
         raw_requests = _REQUEST_TAG.findall(message)
         if raw_requests and raw_requests != self._previous_requests:
             self._previous_requests = raw_requests

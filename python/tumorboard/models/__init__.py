@@ -56,6 +56,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..errors import MissingDependencyError
+
 if TYPE_CHECKING:  # the lazily loaded names, for type checkers
     from ._registry import ModelInfo, available, build, info, load, load_conch
     from .abmil import ABMIL, ABMILSlideEncoder, MTBBenchRegressor
@@ -158,7 +160,7 @@ def __getattr__(name: str) -> Any:
         module = importlib.import_module(f"{__name__}.{where}")
     except ImportError as exc:
         if where in _NEEDS_TORCH and exc.name in ("torch", "safetensors"):
-            raise ImportError(
+            raise MissingDependencyError(
                 f"tumorboard.models.{name} needs torch: pip install tumorboard[embed] ({exc})"
             ) from exc
         raise

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import InvalidArgumentError, InvalidTypeError
 from ..kernels import choose_backend
 
 __all__ = ["ABMIL", "ABMILSlideEncoder", "MTBBenchRegressor"]
@@ -37,20 +38,24 @@ _MASK_VALUE = -1e9
 
 def _check_offsets(features: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     if features.ndim != 2:
-        raise ValueError(f"features must be [sum N_i, F], got shape {list(features.shape)}")
+        raise InvalidArgumentError(
+            f"features must be [sum N_i, F], got shape {list(features.shape)}"
+        )
     offsets = torch.as_tensor(offsets, device=features.device)
     if offsets.ndim != 1 or offsets.numel() < 2:
-        raise ValueError(f"offsets must be 1-D with B+1 >= 2 entries, got {list(offsets.shape)}")
+        raise InvalidArgumentError(
+            f"offsets must be 1-D with B+1 >= 2 entries, got {list(offsets.shape)}"
+        )
     if offsets.dtype.is_floating_point:
-        raise TypeError(f"offsets must be integers, got {offsets.dtype}")
+        raise InvalidTypeError(f"offsets must be integers, got {offsets.dtype}")
     offsets = offsets.to(torch.long)
     if int(offsets[0]) != 0 or int(offsets[-1]) != features.shape[0]:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"offsets must start at 0 and end at the number of rows {features.shape[0]}, "
             f"got {int(offsets[0])} .. {int(offsets[-1])}"
         )
     if bool((offsets[1:] < offsets[:-1]).any()):
-        raise ValueError("offsets must be non-decreasing")
+        raise InvalidArgumentError("offsets must be non-decreasing")
     return offsets
 
 
@@ -84,9 +89,9 @@ class ABMIL(nn.Module):
         for name, value in (("in_dim", in_dim), ("hidden", hidden), ("n_heads", n_heads),
                             ("n_branches", n_branches)):  # fmt: skip
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+            raise InvalidArgumentError(f"dropout must be in [0, 1), got {dropout}")
         self.in_dim, self.hidden, self.n_heads = in_dim, hidden, n_heads
         self.gated, self.n_branches, self.dropout = bool(gated), n_branches, float(dropout)
         self.attention_heads = nn.ModuleList(
@@ -132,12 +137,14 @@ class ABMIL(nn.Module):
             pre-softmax, pre-mask scores (TRIDENT's return value).
         """
         if x.ndim != 3 or x.shape[-1] != self.in_dim:
-            raise ValueError(f"x must be [B, N, {self.in_dim}], got shape {list(x.shape)}")
+            raise InvalidArgumentError(
+                f"x must be [B, N, {self.in_dim}], got shape {list(x.shape)}"
+            )
         s = self.scores(x)  # [B, N, H, R]
         logits = s.float()
         if mask is not None:
             if mask.shape != x.shape[:2]:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"mask must be [B, N] = {list(x.shape[:2])}, got {list(mask.shape)}"
                 )
             logits = logits.masked_fill(~mask.bool()[:, :, None, None], _MASK_VALUE)
@@ -169,7 +176,7 @@ class ABMIL(nn.Module):
             ``pooled [B, n_branches, F]`` (and the scores when asked).
         """
         if features.shape[-1:] != (self.in_dim,):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"features must be [sum N_i, {self.in_dim}], got shape {list(features.shape)}"
             )
         dropout_on = self.training and self.dropout > 0.0

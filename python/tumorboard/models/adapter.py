@@ -45,6 +45,7 @@ from torch import nn
 
 from .. import seqmask
 from .._json import json_text
+from ..errors import InvalidArgumentError, InvalidTypeError, StateError
 from ..kernels import choose_backend
 
 __all__ = ["SegmentAdapter", "segment_scale_torch"]
@@ -77,7 +78,7 @@ def _decoder_layers(model: nn.Module) -> tuple[nn.Module, Sequence[nn.Module]]:
         layers = getattr(decoder, "layers", None)
         if isinstance(decoder, nn.Module) and isinstance(layers, nn.ModuleList) and len(layers):
             return decoder, layers
-    raise TypeError(
+    raise InvalidTypeError(
         f"{type(model).__name__}: expected a LLaMA/Qwen2-style causal LM with "
         "model.model.layers[i].mlp.down_proj"
     )
@@ -102,7 +103,9 @@ class SegmentAdapter(nn.Module):
     ) -> None:
         super().__init__()
         if n_layers < 1 or hidden < 1:
-            raise ValueError(f"n_layers and hidden must be >= 1, got {n_layers}, {hidden}")
+            raise InvalidArgumentError(
+                f"n_layers and hidden must be >= 1, got {n_layers}, {hidden}"
+            )
         seqmask._compile(markers)  # validates now rather than at the first forward
         self.markers = markers
         self.mark_markers = bool(mark_markers)
@@ -149,19 +152,21 @@ class SegmentAdapter(nn.Module):
             mlp = getattr(layer, "mlp", None)
             down = getattr(mlp, "down_proj", None)
             if not isinstance(down, nn.Linear):
-                raise TypeError(f"layers[{i}].mlp.down_proj: expected an nn.Linear, got {down!r}")
+                raise InvalidTypeError(
+                    f"layers[{i}].mlp.down_proj: expected an nn.Linear, got {down!r}"
+                )
             if _GAMMA in mlp._parameters:
-                raise RuntimeError(f"layers[{i}].mlp already carries a SegmentAdapter; detach it")
+                raise StateError(f"layers[{i}].mlp already carries a SegmentAdapter; detach it")
         if tokenizer is not None:
             strings = seqmask.DEFAULT_MARKERS if markers is None else markers
             if not all(isinstance(v, str) for v in strings.values()):
-                raise TypeError("with tokenizer, markers must map marker names to strings")
+                raise InvalidTypeError("with tokenizer, markers must map marker names to strings")
             resolved: Mapping[str, Any] = seqmask.marker_token_ids(tokenizer, strings)
         elif markers is None:
-            raise ValueError("attach needs markers (token ids) or a tokenizer")
+            raise InvalidArgumentError("attach needs markers (token ids) or a tokenizer")
         else:
             if any(isinstance(v, str) for v in markers.values()):
-                raise TypeError("markers given as strings need tokenizer=")
+                raise InvalidTypeError("markers given as strings need tokenizer=")
             resolved = markers
         down0 = layers[0].mlp.down_proj
         adapter = cls(
@@ -175,7 +180,7 @@ class SegmentAdapter(nn.Module):
         model.requires_grad_(False)
         for i, layer in enumerate(layers):
             if layer.mlp.down_proj.out_features != down0.out_features:
-                raise ValueError(f"layers[{i}]: hidden size differs from layer 0")
+                raise InvalidArgumentError(f"layers[{i}]: hidden size differs from layer 0")
             layer.mlp.register_parameter(_GAMMA, adapter.gammas[i])
             adapter._mlps.append(layer.mlp)
             adapter._handles.append(layer.mlp.register_forward_hook(adapter._make_hook(i)))
@@ -193,7 +198,7 @@ class SegmentAdapter(nn.Module):
     def detach(self) -> nn.Module:
         """Remove the hooks and γ from the model and restore its ``requires_grad`` flags."""
         if self._model is None:
-            raise RuntimeError("SegmentAdapter is not attached")
+            raise StateError("SegmentAdapter is not attached")
         for h in self._handles:
             h.remove()
         for mlp in self._mlps:
@@ -239,7 +244,7 @@ class SegmentAdapter(nn.Module):
         if ids is None and args:
             ids = args[0]
         if not isinstance(ids, torch.Tensor):
-            raise ValueError(
+            raise InvalidArgumentError(
                 "SegmentAdapter computes segments from input_ids; this call has none "
                 "(inputs_embeds?): wrap it in adapter.use_segment_ids(seg)"
             )
@@ -252,7 +257,7 @@ class SegmentAdapter(nn.Module):
             if seg is None:
                 return output
             if seg.shape != output.shape[:-1]:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"segment ids {tuple(seg.shape)} do not match the MLP output "
                     f"{tuple(output.shape)} of layer {i}"
                 )
@@ -284,11 +289,11 @@ class SegmentAdapter(nn.Module):
         with safe_open(path, framework="pt") as f:
             meta = f.metadata() or {}
             if meta.get("format") != _FORMAT:
-                raise ValueError(f"{path}: not a SegmentAdapter file (metadata format)")
+                raise InvalidArgumentError(f"{path}: not a SegmentAdapter file (metadata format)")
             keys = set(f.keys())
             want = {f"layers.{i}.gamma" for i in range(len(self.gammas))}
             if keys != want:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"{path}: expected keys layers.0..{len(self.gammas) - 1}.gamma, "
                     f"missing {sorted(want - keys)}, unexpected {sorted(keys - want)}"
                 )
@@ -296,7 +301,7 @@ class SegmentAdapter(nn.Module):
                 for i, g in self._items():
                     t = f.get_tensor(f"layers.{i}.gamma")
                     if t.shape != g.shape:
-                        raise ValueError(
+                        raise InvalidArgumentError(
                             f"{path}: layers.{i}.gamma has shape {tuple(t.shape)}, "
                             f"expected {tuple(g.shape)}"
                         )

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
+from ..errors import InvalidArgumentError, InvalidTypeError
 from .vit import VisionTransformer, ViTConfig, resample_pos_embed
 
 __all__ = [
@@ -103,7 +104,9 @@ class MultiheadAttention(nn.Module):
     ) -> None:
         super().__init__()
         if embed_dim % num_heads:
-            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+            raise InvalidArgumentError(
+                f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}"
+            )
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.kdim = embed_dim if kdim is None else kdim
@@ -386,12 +389,12 @@ class ConchTextEncoder(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if ids.ndim != 2 or not (2 <= ids.shape[1] <= self.config.context_length):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"expected token ids [B, L] with 2 <= L <= {self.config.context_length}, "
                 f"got shape {list(ids.shape)}"
             )
         if ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise TypeError(f"token ids must be an integer tensor, got {ids.dtype}")
+            raise InvalidTypeError(f"token ids must be an integer tensor, got {ids.dtype}")
         ids = ids[:, :-1].to(torch.long)  # room for the CLS embedding
         b, n = ids.shape
         x = self.token_embedding(ids)
@@ -453,7 +456,7 @@ class CONCH(nn.Module):
     def encode_prompts(self, texts: str | Sequence[str], *, normalize: bool = True) -> torch.Tensor:
         """Tokenises ``texts`` with :attr:`tokenizer` and encodes them: ``[N, 512]``."""
         if self.tokenizer is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "this CONCH model has no tokenizer; pass tokenizer=PATH to load_conch or set "
                 "model.tokenizer = ConchTokenizer(PATH)"
             )
@@ -465,7 +468,7 @@ class CONCH(nn.Module):
         ``conch/downstream/zeroshot_path.py``@141cc09). ``prompts[c]`` lists class ``c``'s
         prompts. Returns ``[C, 512]``."""
         if not prompts or any(len(p) == 0 for p in prompts):
-            raise ValueError("prompts must list at least one prompt for every class")
+            raise InvalidArgumentError("prompts must list at least one prompt for every class")
         out = [self.encode_prompts(list(p)).mean(dim=0) for p in prompts]
         return F.normalize(torch.stack(out), dim=-1)
 

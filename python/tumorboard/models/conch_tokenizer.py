@@ -24,6 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import (
+    InvalidArgumentError,
+    InvalidTypeError,
+    MissingDependencyError,
+    MissingFileError,
+)
+
 __all__ = ["ConchTokenizer"]
 
 PAD_TOKEN = "<pad>"
@@ -43,21 +50,21 @@ class ConchTokenizer:
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - tokenizers is in the embed extra
-            raise ImportError(
+            raise MissingDependencyError(
                 "ConchTokenizer needs the tokenizers package: "
                 f"pip install tumorboard[embed] ({exc})"
             ) from exc
         p = Path(path)
         if not p.is_file():
-            raise FileNotFoundError(f"tokenizer JSON not found: {p}")
+            raise MissingFileError(f"tokenizer JSON not found: {p}")
         if max_length < 3:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"max_length must be at least 3 (BOS, EOS, one token), got {max_length}"
             )
         try:
             self._tok = Tokenizer.from_file(str(p))
         except Exception as exc:
-            raise ValueError(f"{p}: not a readable tokenizer JSON ({exc})") from exc
+            raise InvalidArgumentError(f"{p}: not a readable tokenizer JSON ({exc})") from exc
         self._tok.no_truncation()
         self._tok.no_padding()
         self.path = p
@@ -66,7 +73,9 @@ class ConchTokenizer:
         for name, token in (("pad", PAD_TOKEN), ("bos", BOS_TOKEN), ("eos", EOS_TOKEN)):
             tid = self._tok.token_to_id(token)
             if tid is None:
-                raise ValueError(f"{p}: the tokenizer has no {token!r} token; is this CONCH's?")
+                raise InvalidArgumentError(
+                    f"{p}: the tokenizer has no {token!r} token; is this CONCH's?"
+                )
             ids[name] = int(tid)
         self.pad_id, self.bos_id, self.eos_id = ids["pad"], ids["bos"], ids["eos"]
 
@@ -86,7 +95,7 @@ class ConchTokenizer:
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
+                raise InvalidTypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
         out = np.full((len(texts), self.context_length), self.pad_id, dtype=np.int64)
         if not texts:
             return out

@@ -28,6 +28,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._json import json_text
+from ..errors import (
+    InvalidArgumentError,
+    InvalidTypeError,
+    MissingDependencyError,
+    MissingFileError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -89,21 +95,23 @@ def export_onnx(
 
     for attr in ("embed_dim", "image_size", "mean", "std"):
         if not hasattr(module, attr):
-            raise TypeError(f"module has no {attr!r}: export_onnx takes the encoders of load()")
+            raise InvalidTypeError(
+                f"module has no {attr!r}: export_onnx takes the encoders of load()"
+            )
     params = list(module.parameters())
     if not params:
-        raise ValueError("module has no parameters")
+        raise InvalidArgumentError("module has no parameters")
     dtype, device = params[0].dtype, params[0].device
     if dtype not in (torch.float32, torch.float16):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"export a float32 or float16 model (module.float() / .half()), got {dtype}: "
             "onnxruntime has no bfloat16 kernels for most of these operators"
         )
     if any(p.is_meta for p in params):
-        raise ValueError("module has tensors on the meta device; load its weights first")
+        raise InvalidArgumentError("module has tensors on the meta device; load its weights first")
     size = int(module.image_size if image_size is None else image_size)
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(0)
@@ -192,12 +200,12 @@ class OnnxEncoder:
         try:
             import onnxruntime as ort
         except ImportError as exc:  # pragma: no cover - onnxruntime is in the gpu extra
-            raise ImportError(
+            raise MissingDependencyError(
                 f"OnnxEncoder needs onnxruntime: pip install tumorboard[gpu] ({exc})"
             ) from exc
         p = Path(path)
         if not p.is_file():
-            raise FileNotFoundError(f"ONNX model not found: {p}")
+            raise MissingFileError(f"ONNX model not found: {p}")
         self.path = p
         available = ort.get_available_providers()
         device_id = 0
@@ -209,7 +217,7 @@ class OnnxEncoder:
                 want_cuda = False
             elif dev.startswith("cuda"):
                 if "CUDAExecutionProvider" not in available:
-                    raise ValueError(
+                    raise InvalidArgumentError(
                         f"device {device!r}: this onnxruntime has no CUDAExecutionProvider "
                         f"(available: {', '.join(available)}); install onnxruntime-gpu"
                     )
@@ -217,7 +225,9 @@ class OnnxEncoder:
                 if ":" in dev:
                     device_id = int(dev.split(":", 1)[1])
             else:
-                raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {device!r}")
+                raise InvalidArgumentError(
+                    f"device must be 'auto', 'cpu' or 'cuda[:i]', got {device!r}"
+                )
             providers = (
                 [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
                 if want_cuda
@@ -232,7 +242,7 @@ class OnnxEncoder:
         self._device_id = device_id
         meta_map = self._session.get_modelmeta().custom_metadata_map
         if _META_KEY not in meta_map:
-            raise ValueError(f"{p}: no tumorboard metadata; export it with export_onnx")
+            raise InvalidArgumentError(f"{p}: no tumorboard metadata; export it with export_onnx")
         meta = json.loads(meta_map[_META_KEY])
         self.name: str = meta["name"]
         self.embed_dim: int = int(meta["embed_dim"])
@@ -242,7 +252,7 @@ class OnnxEncoder:
         self.interpolation: str = meta.get("interpolation", "bilinear")
         inp = self._session.get_inputs()[0]
         if inp.type not in _NP_TYPES:
-            raise ValueError(f"{p}: unsupported input type {inp.type}")
+            raise InvalidArgumentError(f"{p}: unsupported input type {inp.type}")
         self._np_dtype = _NP_TYPES[inp.type]
         self._input_name = inp.name
         self._output_name = self._session.get_outputs()[0].name
@@ -250,7 +260,7 @@ class OnnxEncoder:
     def _check(self, shape: Sequence[int]) -> None:
         s = self.image_size
         if len(shape) != 4 or tuple(shape[1:]) != (3, s, s):
-            raise ValueError(f"expected images [B, 3, {s}, {s}], got shape {list(shape)}")
+            raise InvalidArgumentError(f"expected images [B, 3, {s}, {s}], got shape {list(shape)}")
 
     def __call__(self, x: Any) -> Any:
         """Embeddings ``[B, embed_dim]``: a numpy array for numpy input, a torch tensor (on the
@@ -270,7 +280,7 @@ class OnnxEncoder:
         if torch is not None and isinstance(x, torch.Tensor):
             self._check(tuple(x.shape))
             return self._run_torch(x)
-        raise TypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
+        raise InvalidTypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
 
     def _run_torch(self, x: torch.Tensor) -> torch.Tensor:
         """IO binding: the input is read from ``x``'s memory and the output written into a new

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
+from ..errors import InvalidArgumentError
 
 __all__ = [
     "UNI",
@@ -80,17 +81,17 @@ class ViTConfig:
 
     def __post_init__(self) -> None:
         if self.image_size % self.patch_size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"image_size {self.image_size} is not a multiple of patch_size {self.patch_size}"
             )
         if self.embed_dim % self.num_heads:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}"
             )
         if self.mlp not in ("gelu", "swiglu"):
-            raise ValueError(f"mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
+            raise InvalidArgumentError(f"mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
         if self.mlp == "swiglu" and self.mlp_hidden % 2:
-            raise ValueError(f"a SwiGLU mlp_hidden must be even, got {self.mlp_hidden}")
+            raise InvalidArgumentError(f"a SwiGLU mlp_hidden must be even, got {self.mlp_hidden}")
 
     @property
     def grid_size(self) -> int:
@@ -120,11 +121,13 @@ def resample_pos_embed(
     ``conch/open_clip_custom/coca_model.py``, ``resize_pos_embed``@141cc09).
     """
     if pos_embed.ndim != 3 or pos_embed.shape[0] != 1:
-        raise ValueError(f"pos_embed must be [1, tokens, dim], got {list(pos_embed.shape)}")
+        raise InvalidArgumentError(
+            f"pos_embed must be [1, tokens, dim], got {list(pos_embed.shape)}"
+        )
     n_grid = pos_embed.shape[1] - num_prefix_tokens
     side = math.isqrt(n_grid)
     if n_grid <= 0 or side * side != n_grid:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"pos_embed has {pos_embed.shape[1]} rows; with {num_prefix_tokens} prefix rows the "
             f"remaining {n_grid} do not form a square grid"
         )
@@ -270,7 +273,7 @@ class VisionTransformer(nn.Module):
         self.embed_dim = config.embed_dim
         size = config.image_size if image_size is None else int(image_size)
         if size <= 0 or size % config.patch_size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"image_size must be a positive multiple of the patch size {config.patch_size}, "
                 f"got {image_size}"
             )
@@ -321,10 +324,10 @@ class VisionTransformer(nn.Module):
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """All tokens after the final norm: ``[B, 1 + reg_tokens + rows*cols, D]``."""
         if x.ndim != 4 or x.shape[1] != 3:
-            raise ValueError(f"expected images [B, 3, H, W], got shape {list(x.shape)}")
+            raise InvalidArgumentError(f"expected images [B, 3, H, W], got shape {list(x.shape)}")
         p = self.config.patch_size
         if x.shape[2] % p or x.shape[3] % p:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"image height and width must be multiples of the patch size {p}, "
                 f"got {x.shape[2]}x{x.shape[3]}"
             )

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, MissingDependencyError, MissingFileError
 
 __all__ = [
     "CheckpointKeyError",
@@ -196,12 +196,12 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {p}")
+        raise MissingFileError(f"checkpoint not found: {p}")
     if p.suffix.lower() == ".safetensors":
         try:
             from safetensors.torch import load_file
         except ImportError as exc:  # pragma: no cover - safetensors is in the embed extra
-            raise ImportError(
+            raise MissingDependencyError(
                 "reading .safetensors needs the safetensors package: "
                 f"pip install tumorboard[embed] ({exc})"
             ) from exc

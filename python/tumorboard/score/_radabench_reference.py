@@ -35,7 +35,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = [
     "bleu1_code",
@@ -122,7 +122,7 @@ def _nltk_tokenizers() -> tuple[Any, Any]:
         from nltk.tokenize import NLTKWordTokenizer
         from nltk.tokenize.punkt import PunktSentenceTokenizer
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             "radabench: the reference-code text metrics (bleu1_code, rouge_l_code, f1_code) "
             "tokenize with NLTK, which is not installed; `pip install nltk`, or use the "
             "paper-standard metrics (text_metrics='paper')"

@@ -59,9 +59,9 @@ def _excerpt(text: str, limit: int = 80) -> str:
 def _check_scale(low: int, high: int) -> None:
     for name, v in (("low", low), ("high", high)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name}: expected an integer, got {v!r}")
+            raise InvalidTypeError(f"{name}: expected an integer, got {v!r}")
     if not low < high:
-        raise ValueError(f"low, high: expected low < high, got {low} and {high}")
+        raise InvalidArgumentError(f"low, high: expected low < high, got {low} and {high}")
 
 
 def parse_judge_score(text: str | None, *, record: Any = None, low: int = 0, high: int = 5) -> int:
@@ -113,12 +113,12 @@ def parse_judge_scores(
     _check_scale(low, high)
     s = texts if isinstance(texts, pl.Series) else pl.Series("reply", list(texts), dtype=pl.String)
     if s.dtype != pl.String:
-        raise TypeError(f"texts: expected strings, got {s.dtype}")
+        raise InvalidTypeError(f"texts: expected strings, got {s.dtype}")
     n = s.len()
     if ids is not None:
         id_list = ids.to_list() if isinstance(ids, pl.Series) else list(ids)
         if len(id_list) != n:
-            raise ValueError(f"ids: expected {n} ids (one per reply), got {len(id_list)}")
+            raise InvalidArgumentError(f"ids: expected {n} ids (one per reply), got {len(id_list)}")
     else:
         id_list = None
 
@@ -173,10 +173,10 @@ def rescale_judge_score(
     _check_scale(low, high)
     arr = np.asarray(scores, dtype=np.float64)
     if np.isnan(arr).any():
-        raise ValueError("scores: NaN score; expected numbers on the judge scale")
+        raise InvalidArgumentError("scores: NaN score; expected numbers on the judge scale")
     if ((arr < low) | (arr > high)).any():
         bad = np.flatnonzero(((arr < low) | (arr > high)).ravel())[0]
-        raise ValueError(
+        raise InvalidArgumentError(
             f"scores: value {arr.ravel()[bad]} at position {bad} is outside [{low}, {high}]"
         )
     return scale * (arr - low) / (high - low)
@@ -187,17 +187,21 @@ def _rating_column(frame: pl.DataFrame, col: str, low: int, high: int) -> np.nda
     if s.dtype == pl.String:
         return parse_judge_scores(s, low=low, high=high)
     if not (s.dtype.is_numeric() or s.dtype == pl.Boolean):
-        raise TypeError(
+        raise InvalidTypeError(
             f"judge_agreement: column {col!r} must hold numeric ratings or judge replies with "
             f"<score> tags, got {s.dtype}"
         )
     if s.null_count():
         first = int(s.is_null().arg_true()[0])
-        raise ValueError(f"judge_agreement: column {col!r} has a missing rating at row {first}")
+        raise InvalidArgumentError(
+            f"judge_agreement: column {col!r} has a missing rating at row {first}"
+        )
     arr = s.to_numpy()
     if arr.dtype.kind == "f" and np.isnan(arr).any():
         first = int(np.flatnonzero(np.isnan(arr))[0])
-        raise ValueError(f"judge_agreement: column {col!r} has a NaN rating at row {first}")
+        raise InvalidArgumentError(
+            f"judge_agreement: column {col!r} has a NaN rating at row {first}"
+        )
     return arr
 
 

@@ -37,6 +37,7 @@ from typing import Any
 import polars as pl
 
 from .._io import atomic_path
+from ..errors import InvalidArgumentError, InvalidTypeError
 
 TABLE_COLUMNS = (
     "benchmark", "track", "model", "tools", "task", "metric", "n", "estimate", "boot_mean",
@@ -133,10 +134,12 @@ class Report:
         notes: Sequence[str] = (),
     ) -> None:
         if not isinstance(table, pl.DataFrame):
-            raise TypeError(f"table: expected a polars DataFrame, got {type(table).__name__}")
+            raise InvalidTypeError(
+                f"table: expected a polars DataFrame, got {type(table).__name__}"
+            )
         missing = [c for c in TABLE_COLUMNS if c not in table.columns]
         if missing:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"table: missing column {missing[0]!r}; a report table needs the columns "
                 f"{', '.join(TABLE_COLUMNS)}"
             )
@@ -145,9 +148,9 @@ class Report:
             ok = got == dtype or (dtype == pl.Float64 and got.is_numeric()) or (
                 dtype == pl.Int64 and got.is_integer()) or (got == pl.Null)  # fmt: skip
             if not ok:
-                raise TypeError(f"table: column {col!r} must be {dtype}, got {got}")
+                raise InvalidTypeError(f"table: column {col!r} must be {dtype}, got {got}")
         if not isinstance(benchmark, str) or not benchmark:
-            raise ValueError(f"benchmark: expected a non-empty string, got {benchmark!r}")
+            raise InvalidArgumentError(f"benchmark: expected a non-empty string, got {benchmark!r}")
         if isinstance(notes, str):
             notes = (notes,)
         ordered = table.select(

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
+from ..errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "DEFAULT_MARKERS",
@@ -76,14 +77,14 @@ def _as_int_array(x: Any, name: str) -> np.ndarray:
     if arr.size == 0 and arr.dtype.kind not in "iu":
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
+        raise InvalidTypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
     return arr
 
 
 def _compile(markers: MarkerIds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Flatten ``markers`` into (patterns, pattern_offsets, labels) for the C++ matcher."""
     if not isinstance(markers, Mapping) or not markers:
-        raise TypeError(
+        raise InvalidTypeError(
             "markers must be a non-empty mapping name -> token ids (or a list of token-id "
             f"variants), names from {sorted(SEGMENT_LABELS)}"
         )
@@ -93,23 +94,25 @@ def _compile(markers: MarkerIds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     labels: list[int] = []
     for name, value in markers.items():
         if name not in SEGMENT_LABELS:
-            raise ValueError(f"markers: unknown marker {name!r}; expected {sorted(SEGMENT_LABELS)}")
+            raise InvalidArgumentError(
+                f"markers: unknown marker {name!r}; expected {sorted(SEGMENT_LABELS)}"
+            )
         items = list(value)
         if not items:
-            raise ValueError(f"markers[{name!r}] is empty")
+            raise InvalidArgumentError(f"markers[{name!r}] is empty")
         variants = items if not isinstance(items[0], (int, np.integer)) else [items]
         for variant in variants:
             try:
                 key = tuple(int(t) for t in variant)
             except TypeError as exc:
-                raise TypeError(
+                raise InvalidTypeError(
                     f"markers[{name!r}] must be token ids or a list of token-id lists"
                 ) from exc
             if not key:
-                raise ValueError(f"markers[{name!r}] has an empty token sequence")
+                raise InvalidArgumentError(f"markers[{name!r}] has an empty token sequence")
             if key in seen:
                 if seen[key] != name:
-                    raise ValueError(
+                    raise InvalidArgumentError(
                         f"markers: token sequence {list(key)} is both {seen[key]!r} and {name!r}"
                     )
                 continue
@@ -163,7 +166,7 @@ def segment_ids(
     shape = ids.shape
     if ids.ndim == 2:
         if offsets is not None:
-            raise ValueError("offsets must be None when input_ids is 2-D [B, L]")
+            raise InvalidArgumentError("offsets must be None when input_ids is 2-D [B, L]")
         b, length = shape
         off = np.arange(b + 1, dtype=np.int64) * length
         ids = ids.reshape(-1)
@@ -173,18 +176,18 @@ def segment_ids(
         else:
             off = _as_int_array(offsets, "offsets").astype(np.int64, copy=False)
             if off.ndim != 1 or off.shape[0] < 1:
-                raise ValueError(f"offsets must be 1-D [B + 1], got shape {off.shape}")
+                raise InvalidArgumentError(f"offsets must be 1-D [B + 1], got shape {off.shape}")
             if off[0] != 0 or off[-1] != ids.shape[0]:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"offsets must start at 0 and end at len(input_ids) = {ids.shape[0]}, "
                     f"got {int(off[0])} .. {int(off[-1])}"
                 )
             if np.any(np.diff(off) < 0):
-                raise ValueError("offsets must be non-decreasing")
+                raise InvalidArgumentError("offsets must be non-decreasing")
     else:
-        raise ValueError(f"input_ids must be 1-D [T] or 2-D [B, L], got shape {shape}")
+        raise InvalidArgumentError(f"input_ids must be 1-D [T] or 2-D [B, L], got shape {shape}")
     if not isinstance(threads, (int, np.integer)) or threads < 0:
-        raise ValueError(f"threads must be an int >= 0, got {threads!r}")
+        raise InvalidArgumentError(f"threads must be an int >= 0, got {threads!r}")
     if ids.dtype != np.int32:
         ids = ids.astype(np.int64, copy=False)
     patterns, pattern_offsets, labels = _compile(markers)
@@ -218,7 +221,7 @@ def segment_ids_padded(
     """
     ids = _as_int_array(input_ids, "input_ids")
     if ids.ndim != 2:
-        raise ValueError(f"input_ids must be 2-D [B, L], got shape {ids.shape}")
+        raise InvalidArgumentError(f"input_ids must be 2-D [B, L], got shape {ids.shape}")
     if attention_mask is None:
         seg = segment_ids(
             ids,
@@ -230,7 +233,7 @@ def segment_ids_padded(
     else:
         mask = np.asarray(_numpy(attention_mask))
         if mask.shape != ids.shape:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"attention_mask shape {mask.shape} does not match input_ids shape {ids.shape}"
             )
         keep = mask != 0
@@ -282,14 +285,18 @@ def marker_token_ids(
         name -> sorted, distinct token-id variants, ready for ``segment_ids(markers=...)``.
     """
     if not isinstance(strings, Mapping) or not strings:
-        raise TypeError("strings must be a non-empty mapping marker name -> marker string")
+        raise InvalidTypeError("strings must be a non-empty mapping marker name -> marker string")
     unk = getattr(tokenizer, "unk_token_id", None)
     out: dict[str, tuple[tuple[int, ...], ...]] = {}
     for name, text in strings.items():
         if name not in SEGMENT_LABELS:
-            raise ValueError(f"strings: unknown marker {name!r}; expected {sorted(SEGMENT_LABELS)}")
+            raise InvalidArgumentError(
+                f"strings: unknown marker {name!r}; expected {sorted(SEGMENT_LABELS)}"
+            )
         if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"strings[{name!r}] must be a non-empty string, got {text!r}")
+            raise InvalidArgumentError(
+                f"strings[{name!r}] must be a non-empty string, got {text!r}"
+            )
         variants: set[tuple[int, ...]] = set()
         for before in _BEFORE:
             for after in _AFTER:
@@ -298,7 +305,7 @@ def marker_token_ids(
                 try:
                     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
                 except NotImplementedError as exc:
-                    raise TypeError(
+                    raise InvalidTypeError(
                         "tokenizer must be a Hugging Face fast tokenizer (offset mappings)"
                     ) from exc
                 ids = enc["input_ids"]
@@ -311,6 +318,8 @@ def marker_token_ids(
                 if variant and (unk is None or unk not in variant):
                     variants.add(variant)
         if not variants:
-            raise ValueError(f"tokenizer produced no tokens for marker {name!r} ({text!r})")
+            raise InvalidArgumentError(
+                f"tokenizer produced no tokens for marker {name!r} ({text!r})"
+            )
         out[name] = tuple(sorted(variants))
     return out

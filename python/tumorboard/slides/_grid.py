@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import _core
+from ..errors import InvalidArgumentError, InvalidTypeError
 from ._segment import TissueMask, _threads
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def read_plan(
     """(level, read_size) for patches of ``patch_size_level0`` level-0 pixels wanted at
     ``downsample``, by TRIDENT's rule (see the module docstring)."""
     if not level_downsamples:
-        raise ValueError("level_downsamples is empty")
+        raise InvalidArgumentError("level_downsamples is empty")
     ds_list = [float(d) for d in level_downsamples]
     level = None
     for i, d in enumerate(ds_list):
@@ -94,7 +95,7 @@ def read_plan(
 
 def _positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
     return int(value)
 
 
@@ -113,30 +114,32 @@ def patch_grid(
     patch (any overlap for 0). Without ``tissue`` every grid position is kept."""
     patch_size = _positive_int(patch_size, "patch_size")
     if isinstance(overlap, bool) or not isinstance(overlap, (int, np.integer)) or overlap < 0:
-        raise ValueError(f"overlap must be a non-negative int, got {overlap!r}")
+        raise InvalidArgumentError(f"overlap must be a non-negative int, got {overlap!r}")
     if overlap >= patch_size:
-        raise ValueError(f"overlap ({overlap}) must be smaller than patch_size ({patch_size})")
+        raise InvalidArgumentError(
+            f"overlap ({overlap}) must be smaller than patch_size ({patch_size})"
+        )
     if not 0.0 <= float(min_tissue) <= 1.0:
-        raise ValueError(f"min_tissue must be in [0, 1], got {min_tissue}")
+        raise InvalidArgumentError(f"min_tissue must be in [0, 1], got {min_tissue}")
     if not float(magnification) > 0:
-        raise ValueError(f"magnification must be positive, got {magnification}")
+        raise InvalidArgumentError(f"magnification must be positive, got {magnification}")
     level0_mag = slide.magnification
     if not level0_mag:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{slide.path}: unknown level-0 magnification (no mpp in the file); open it with mpp="
         )
     ds = float(level0_mag) / float(magnification)
     size0 = max(1, round(patch_size * ds))
     step0 = size0 - round(overlap * ds)
     if step0 <= 0:
-        raise ValueError(f"overlap {overlap} leaves no step at downsample {ds}")
+        raise InvalidArgumentError(f"overlap {overlap} leaves no step at downsample {ds}")
     w0, h0 = slide.dimensions
     mask = None
     if tissue is not None:
         if not isinstance(tissue, TissueMask):
-            raise TypeError(f"tissue must be a TissueMask, got {type(tissue).__name__}")
+            raise InvalidTypeError(f"tissue must be a TissueMask, got {type(tissue).__name__}")
         if tuple(tissue.level0_size) != (w0, h0):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"tissue mask is for a {tissue.level0_size} slide, this one is {(w0, h0)}"
             )
         mask = np.ascontiguousarray(tissue.mask).view(np.uint8)

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._io import atomic_path
 from .._json import json_text
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, MissingDependencyError
 
 if TYPE_CHECKING:
     from ._grid import PatchGrid
@@ -57,7 +57,7 @@ def _h5py() -> Any:
     try:
         import h5py
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             f"h5py is needed for coords files; pip install tumorboard[embed] ({exc})"
         ) from exc
     return h5py

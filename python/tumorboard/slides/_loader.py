@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _core
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
+from ..errors import InvalidArgumentError
 from ._grid import PatchGrid
 from ._preprocess import (
     Interpolation,
@@ -82,22 +83,26 @@ class PatchLoader:
         else:
             coords = np.asarray(grid)
             if level is None or read_size is None:
-                raise ValueError("with a coords array, pass level= and read_size=")
+                raise InvalidArgumentError("with a coords array, pass level= and read_size=")
         coords = np.ascontiguousarray(coords, dtype=np.int64)
         if coords.ndim != 2 or coords.shape[1] != 2:
-            raise ValueError(f"coords must be (N, 2), got {coords.shape}")
+            raise InvalidArgumentError(f"coords must be (N, 2), got {coords.shape}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
         if not 0 <= int(level) < slide.level_count:
-            raise ValueError(f"level must be in [0, {slide.level_count - 1}], got {level}")
+            raise InvalidArgumentError(
+                f"level must be in [0, {slide.level_count - 1}], got {level}"
+            )
         if int(read_size) <= 0:
-            raise ValueError(f"read_size must be positive, got {read_size}")
+            raise InvalidArgumentError(f"read_size must be positive, got {read_size}")
         if dtype not in ("float32", "float16", "bfloat16"):
-            raise ValueError(f"dtype must be 'float32', 'float16' or 'bfloat16', got {dtype!r}")
+            raise InvalidArgumentError(
+                f"dtype must be 'float32', 'float16' or 'bfloat16', got {dtype!r}"
+            )
         if num_workers is not None and num_workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+            raise InvalidArgumentError(f"num_workers must be >= 1, got {num_workers}")
         if prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+            raise InvalidArgumentError(f"prefetch must be >= 0, got {prefetch}")
         self.slide = slide
         self.coords = coords
         self.level = int(level)
@@ -107,7 +112,7 @@ class PatchLoader:
         self.mean = [float(v) for v in mean]
         self.std = [float(v) for v in std]
         if len(self.mean) != 3 or len(self.std) != 3 or any(s == 0 for s in self.std):
-            raise ValueError("mean and std need 3 values each, std non-zero")
+            raise InvalidArgumentError("mean and std need 3 values each, std non-zero")
         self.interpolation = _check_interpolation(interpolation)
         self.dtype = dtype
         self.num_workers = num_workers or os.cpu_count() or 1

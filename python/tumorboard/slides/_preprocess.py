@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import _core
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
+from ..errors import InvalidArgumentError, InvalidTypeError
 from ._segment import _threads
 
 Interpolation = Literal["bilinear", "bicubic"]
@@ -36,15 +37,19 @@ def _size_pair(size: int | tuple[int, int], name: str = "size") -> tuple[int, in
         try:
             h, w = (int(v) for v in size)  # type: ignore[union-attr]
         except (TypeError, ValueError):
-            raise ValueError(f"{name} must be an int or (height, width), got {size!r}") from None
+            raise InvalidArgumentError(
+                f"{name} must be an int or (height, width), got {size!r}"
+            ) from None
     if h <= 0 or w <= 0:
-        raise ValueError(f"{name} must be positive, got {size!r}")
+        raise InvalidArgumentError(f"{name} must be positive, got {size!r}")
     return h, w
 
 
 def _check_interpolation(interpolation: str) -> str:
     if interpolation not in ("bilinear", "bicubic"):
-        raise ValueError(f"interpolation must be 'bilinear' or 'bicubic', got {interpolation!r}")
+        raise InvalidArgumentError(
+            f"interpolation must be 'bilinear' or 'bicubic', got {interpolation!r}"
+        )
     return interpolation
 
 
@@ -59,9 +64,11 @@ def resize(
     ``PIL.Image.resize((width, height), BILINEAR | BICUBIC)``."""
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] > 4):
-        raise ValueError(f"image must be (h, w) or (h, w, 1..4) uint8, got {arr.shape} {arr.dtype}")
+        raise InvalidArgumentError(
+            f"image must be (h, w) or (h, w, 1..4) uint8, got {arr.shape} {arr.dtype}"
+        )
     if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError("image is empty")
+        raise InvalidArgumentError("image is empty")
     h, w = _size_pair(size)
     return _core.tiling.resize(
         np.ascontiguousarray(arr), h, w, _check_interpolation(interpolation), _threads(threads)
@@ -78,13 +85,13 @@ def _pixel_format(arr: np.ndarray, pixel_format: str | None) -> str:
         inferred = "argb32"
     if pixel_format is None:
         if inferred is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "patches must be (n, h, w, 3|4) uint8 or (n, h, w) uint32 premultiplied ARGB; "
                 f"got shape {arr.shape} dtype {arr.dtype}"
             )
         return inferred
     if pixel_format != inferred:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"pixel_format {pixel_format!r} does not match patches of shape {arr.shape} "
             f"dtype {arr.dtype}"
         )
@@ -99,7 +106,7 @@ def _out_view(out: Any, n: int, h: int, w: int, dtype: str) -> np.ndarray:
 
         want = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
         if out.dtype != want[dtype] or out.device.type != "cpu" or not out.is_contiguous():
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"out must be a contiguous CPU torch tensor of dtype {want[dtype]}, got "
                 f"{out.dtype} on {out.device}"
             )
@@ -107,16 +114,18 @@ def _out_view(out: Any, n: int, h: int, w: int, dtype: str) -> np.ndarray:
     else:
         view = out
         if not isinstance(view, np.ndarray):
-            raise TypeError(f"out must be a numpy array or torch tensor, got {type(out).__name__}")
+            raise InvalidTypeError(
+                f"out must be a numpy array or torch tensor, got {type(out).__name__}"
+            )
         want_np = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[dtype]
         if view.dtype != want_np and not (dtype == "bfloat16" and view.dtype == np.int16):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"out must have dtype {np.dtype(want_np)} for {dtype}, got {view.dtype}"
             )
     if view.shape != (n, 3, h, w):
-        raise ValueError(f"out must have shape {(n, 3, h, w)}, got {tuple(view.shape)}")
+        raise InvalidArgumentError(f"out must have shape {(n, 3, h, w)}, got {tuple(view.shape)}")
     if not view.flags.c_contiguous or not view.flags.writeable:
-        raise ValueError("out must be C-contiguous and writeable")
+        raise InvalidArgumentError("out must be C-contiguous and writeable")
     return view
 
 
@@ -161,24 +170,30 @@ def preprocess_patches(
     n = arr.shape[0]
     oh, ow = _size_pair(size)
     if dtype not in _ITEMSIZE:
-        raise ValueError(f"dtype must be 'float32', 'float16' or 'bfloat16', got {dtype!r}")
+        raise InvalidArgumentError(
+            f"dtype must be 'float32', 'float16' or 'bfloat16', got {dtype!r}"
+        )
     mean_l = [float(v) for v in mean]
     std_l = [float(v) for v in std]
     if len(mean_l) != 3 or len(std_l) != 3:
-        raise ValueError(f"mean and std need 3 values, got {len(mean_l)} and {len(std_l)}")
+        raise InvalidArgumentError(
+            f"mean and std need 3 values, got {len(mean_l)} and {len(std_l)}"
+        )
     if any(s == 0 for s in std_l):
-        raise ValueError(f"std must be non-zero, got {std_l}")
+        raise InvalidArgumentError(f"std must be non-zero, got {std_l}")
     crop_arr = None
     if crops is not None:
         crop_arr = np.ascontiguousarray(crops, dtype=np.int32)
         if crop_arr.shape != (n, 4):
-            raise ValueError(f"crops must be (n, 4) = ({n}, 4), got {crop_arr.shape}")
+            raise InvalidArgumentError(f"crops must be (n, 4) = ({n}, 4), got {crop_arr.shape}")
         h, w = arr.shape[1], arr.shape[2]
         x, y, cw, ch = crop_arr.T
         bad = (x < 0) | (y < 0) | (cw <= 0) | (ch <= 0) | (x + cw > w) | (y + ch > h)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"crop {i} {crop_arr[i].tolist()} is not inside the {w}x{h} patch")
+            raise InvalidArgumentError(
+                f"crop {i} {crop_arr[i].tolist()} is not inside the {w}x{h} patch"
+            )
     if out is None:
         np_dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[dtype]
         result = np.empty((n, 3, oh, ow), np_dtype)

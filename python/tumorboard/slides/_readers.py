@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _core
-from ..errors import TumorboardError
+from ..errors import InvalidArgumentError, MissingDependencyError, TumorboardError
 from ._names import slide_name
 
 Backend = Literal["auto", "openslide", "tiffslide", "tifffile", "image"]
@@ -52,8 +52,8 @@ class SlideError(TumorboardError, OSError):
         super().__init__(f"{self.path}: {message}")
 
 
-def _missing_extra(what: str, exc: ImportError) -> ImportError:
-    return ImportError(
+def _missing_extra(what: str, exc: ImportError) -> MissingDependencyError:
+    return MissingDependencyError(
         f"{what} is needed to read slides; install the slides extra: pip install tumorboard[slides]"
         f" ({exc})"
     )
@@ -65,11 +65,13 @@ def magnification_from_mpp(mpp: float) -> int:
     Raises ValueError for mpp >= 2.4 (coarser than 5x) or a non-positive mpp.
     """
     if not (mpp > 0 and math.isfinite(mpp)):
-        raise ValueError(f"mpp must be a positive number, got {mpp!r}")
+        raise InvalidArgumentError(f"mpp must be a positive number, got {mpp!r}")
     for upper, mag in _MAG_BINS:
         if mpp < upper:
             return mag
-    raise ValueError(f"mpp {mpp} is coarser than 5x (2.4 um/px); cannot assign a magnification")
+    raise InvalidArgumentError(
+        f"mpp {mpp} is coarser than 5x (2.4 um/px); cannot assign a magnification"
+    )
 
 
 def _as_float(value: Any) -> float | None:
@@ -147,7 +149,9 @@ class Slide(abc.ABC):
         if self._mpp_override is not None:
             mpp = _as_float(self._mpp_override)
             if mpp is None:
-                raise ValueError(f"mpp must be a positive number, got {self._mpp_override!r}")
+                raise InvalidArgumentError(
+                    f"mpp must be a positive number, got {self._mpp_override!r}"
+                )
             self.mpp: float | None = mpp
         else:
             self.mpp = mpp_from_properties(self.properties)
@@ -181,7 +185,7 @@ class Slide(abc.ABC):
 
     def _check_level(self, level: int) -> None:
         if not 0 <= level < self.level_count:
-            raise ValueError(f"level must be in [0, {self.level_count - 1}], got {level}")
+            raise InvalidArgumentError(f"level must be in [0, {self.level_count - 1}], got {level}")
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -193,7 +197,7 @@ class Slide(abc.ABC):
         self._check_level(level)
         w, h = (int(v) for v in size)
         if w <= 0 or h <= 0:
-            raise ValueError(f"size must be positive, got {size}")
+            raise InvalidArgumentError(f"size must be positive, got {size}")
         x, y = (int(v) for v in location)
         if self.raw_format == "argb32":
             buf = np.empty((h, w), np.uint32)
@@ -233,7 +237,7 @@ class Slide(abc.ABC):
         Returns (image, (sx, sy)) with sx, sy the exact level-0 pixels per image pixel.
         """
         if not downsample > 0:
-            raise ValueError(f"downsample must be positive, got {downsample}")
+            raise InvalidArgumentError(f"downsample must be positive, got {downsample}")
         w0, h0 = self.dimensions
         tw, th = max(1, round(w0 / downsample)), max(1, round(h0 / downsample))
         level = self.best_level_for_downsample(downsample)
@@ -582,7 +586,7 @@ class ImageSlide(Slide):
         if arr.ndim == 2:
             arr = np.repeat(arr[..., None], 3, axis=2)
         if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.dtype != np.uint8:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"image must be (h, w, 3|4) uint8, got shape {arr.shape} dtype {arr.dtype}"
             )
         self._image = np.ascontiguousarray(arr[..., :3])
@@ -593,7 +597,7 @@ class ImageSlide(Slide):
         if name is not None:
             self.name = name
         if mpp is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{self.path}: a plain image has no resolution metadata; pass mpp= "
                 "(microns per pixel, e.g. 0.5 for 20x)"
             )
@@ -645,7 +649,7 @@ def open(
     """
     p = Path(path)
     if backend not in ("auto", "openslide", "tiffslide", "tifffile", "image"):
-        raise ValueError(
+        raise InvalidArgumentError(
             "backend must be 'auto', 'openslide', 'tiffslide', 'tifffile' or 'image', "
             f"got {backend!r}"
         )

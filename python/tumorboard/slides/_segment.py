@@ -37,6 +37,7 @@ import numpy as np
 from .. import _core
 from .._io import atomic_path
 from .._json import json_text
+from ..errors import InvalidArgumentError, InvalidTypeError
 
 if TYPE_CHECKING:
     from ._readers import Slide
@@ -70,15 +71,17 @@ class SegmentationParams:
 
     def __post_init__(self) -> None:
         if not 0 <= int(self.sthresh) <= 255:
-            raise ValueError(f"sthresh must be in [0, 255], got {self.sthresh}")
+            raise InvalidArgumentError(f"sthresh must be in [0, 255], got {self.sthresh}")
         if self.mthresh < 1 or self.mthresh % 2 == 0:
-            raise ValueError(f"mthresh must be an odd kernel size >= 1, got {self.mthresh}")
+            raise InvalidArgumentError(
+                f"mthresh must be an odd kernel size >= 1, got {self.mthresh}"
+            )
         if self.close < 0:
-            raise ValueError(f"close must be >= 0, got {self.close}")
+            raise InvalidArgumentError(f"close must be >= 0, got {self.close}")
         if self.a_t < 0 or self.a_h < 0:
-            raise ValueError(f"a_t and a_h must be >= 0, got {self.a_t}, {self.a_h}")
+            raise InvalidArgumentError(f"a_t and a_h must be >= 0, got {self.a_t}, {self.a_h}")
         if self.max_n_holes < 0:
-            raise ValueError(f"max_n_holes must be >= 0, got {self.max_n_holes}")
+            raise InvalidArgumentError(f"max_n_holes must be >= 0, got {self.max_n_holes}")
 
 
 PRESETS: dict[str, SegmentationParams] = {
@@ -95,12 +98,14 @@ def resolve_params(
     """``params`` if given, else the named preset."""
     if params is not None:
         if not isinstance(params, SegmentationParams):
-            raise TypeError(f"params must be a SegmentationParams, got {type(params).__name__}")
+            raise InvalidTypeError(
+                f"params must be a SegmentationParams, got {type(params).__name__}"
+            )
         return params
     try:
         return PRESETS[preset]
     except KeyError:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"unknown preset {preset!r}; choose one of {', '.join(sorted(PRESETS))}"
         ) from None
 
@@ -210,7 +215,7 @@ def _threads(threads: int | None) -> int:
     if threads is None:
         return 0
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
-        raise ValueError(f"threads must be a non-negative int or None, got {threads!r}")
+        raise InvalidArgumentError(f"threads must be a non-negative int or None, got {threads!r}")
     return threads
 
 
@@ -229,13 +234,15 @@ def segment_image(
     p = resolve_params(preset, params)
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (3, 4):
-        raise ValueError(f"image must be (h, w, 3|4) uint8, got shape {arr.shape} {arr.dtype}")
+        raise InvalidArgumentError(
+            f"image must be (h, w, 3|4) uint8, got shape {arr.shape} {arr.dtype}"
+        )
     if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError("image is empty")
+        raise InvalidArgumentError("image is empty")
     sx, sy = (downsample, downsample) if np.isscalar(downsample) else downsample
     sx, sy = float(sx), float(sy)
     if not (sx > 0 and sy > 0):
-        raise ValueError(f"downsample must be positive, got {downsample}")
+        raise InvalidArgumentError(f"downsample must be positive, got {downsample}")
     if level0_size is None:
         level0_size = (round(arr.shape[1] * sx), round(arr.shape[0] * sy))
     ref_area = int(_REF_PATCH**2 / (sx * sy))
@@ -268,7 +275,7 @@ def slide_mpp(slide: Slide) -> float:
         return float(slide.mpp)
     if slide.magnification:
         return 10.0 / slide.magnification
-    raise ValueError(
+    raise InvalidArgumentError(
         f"{slide.path}: the slide has no resolution (mpp) or magnification; open it with mpp="
     )
 
@@ -284,7 +291,7 @@ def segment_tissue(
     """Segments the tissue of a slide on a thumbnail at ``target_mpp`` microns per pixel
     (default 8 = 1.25x; never finer than level 0), with a CLAM preset or explicit ``params``."""
     if not target_mpp > 0:
-        raise ValueError(f"target_mpp must be positive, got {target_mpp}")
+        raise InvalidArgumentError(f"target_mpp must be positive, got {target_mpp}")
     ds = max(1.0, target_mpp / slide_mpp(slide))
     thumb, (sx, sy) = slide.read_downsampled(ds, threads=threads)
     return segment_image(

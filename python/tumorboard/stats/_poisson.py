@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _core
 from .._typing import Labels, Values
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, NumericOverflowError
 from . import _validate
 from ._bootstrap import BootstrapResult, result
 from ._options import BootstrapOptions
@@ -37,7 +37,9 @@ def _shift_left(hi: np.ndarray, lo: np.ndarray, bits: np.ndarray) -> tuple[np.nd
             nh, nl = l_.view(np.int64), np.zeros_like(l_)
             fits = (nh >> np.int64(63)) == h
         if not fits.all():
-            raise OverflowError("Poisson partial sums overflow 128 bits when aligning scales")
+            raise NumericOverflowError(
+                "Poisson partial sums overflow 128 bits when aligning scales"
+            )
         out_hi[..., sel], out_lo[..., sel] = nh, nl
     return out_hi, out_lo
 

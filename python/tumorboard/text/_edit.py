@@ -31,6 +31,8 @@ import numpy.typing as npt
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
+from ..errors import InvalidArgumentError, InvalidTypeError
+
 __all__ = ["levenshtein", "one_minus_ned", "sequence_levenshtein"]
 
 Item = str | Sequence[Hashable]
@@ -40,7 +42,7 @@ def _check_weights(weights: Any) -> tuple[int, int, int]:
     try:
         w = tuple(int(x) for x in weights)
     except TypeError as exc:
-        raise TypeError(
+        raise InvalidTypeError(
             f"weights: expected (insertion, deletion, substitution) integers, got {weights!r}"
         ) from exc
     if (
@@ -48,7 +50,7 @@ def _check_weights(weights: Any) -> tuple[int, int, int]:
         or any(x < 0 for x in w)
         or any(isinstance(x, bool) or float(x) != x for x in weights)
     ):
-        raise ValueError(
+        raise InvalidArgumentError(
             "weights: expected three non-negative integers (insertion, deletion, substitution), "
             f"got {weights!r}"
         )
@@ -60,22 +62,22 @@ def _item(x: Any, name: str) -> Item:
     if isinstance(x, str):
         return x
     if x is None:
-        raise TypeError(f"{name}: expected a string or a sequence of tokens, got None")
+        raise InvalidTypeError(f"{name}: expected a string or a sequence of tokens, got None")
     if isinstance(x, np.ndarray):
         x = x.tolist()
     if isinstance(x, (bytes, bytearray)) or not isinstance(x, Sequence):
-        raise TypeError(
+        raise InvalidTypeError(
             f"{name}: expected a string or an ordered sequence (list, tuple) of tokens, got "
             f"{type(x).__name__}"
         )
     out = tuple(x)
     for i, tok in enumerate(out):
         if tok is None:
-            raise TypeError(f"{name}[{i}]: a token is None; expected hashable tokens")
+            raise InvalidTypeError(f"{name}[{i}]: a token is None; expected hashable tokens")
         try:
             hash(tok)
         except TypeError as exc:
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{name}[{i}]: tokens must be hashable, got {type(tok).__name__}"
             ) from exc
     return out
@@ -86,13 +88,13 @@ def _batch(x: Any, name: str) -> tuple[list[Item], bool]:
     if isinstance(x, str):
         return [x], True
     if x is None:
-        raise TypeError(f"{name}: expected a string or a sequence of items, got None")
+        raise InvalidTypeError(f"{name}: expected a string or a sequence of items, got None")
     if isinstance(x, np.ndarray):
         x = x.tolist()
     try:
         items = list(x)
     except TypeError as exc:
-        raise TypeError(
+        raise InvalidTypeError(
             f"{name}: expected a string or a sequence of items, got {type(x).__name__}"
         ) from exc
     return [_item(v, f"{name}[{i}]") for i, v in enumerate(items)], False
@@ -168,7 +170,7 @@ def sequence_levenshtein(
                             dtype=np.int64, workers=workers)  # fmt: skip
         return np.asarray(out, dtype=np.int64)
     if len(p) != len(r):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"preds and refs: expected the same number of items, got {len(p)} and {len(r)}"
         )
     if not p:
@@ -221,7 +223,7 @@ def one_minus_ned(
     p, single_p = _batch(preds, "preds")
     r, single_r = _batch(refs, "refs")
     if len(p) != len(r):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"preds and refs: expected the same number of items, got {len(p)} and {len(r)}"
         )
     d = sequence_levenshtein(p, r, workers=workers).astype(np.float64)

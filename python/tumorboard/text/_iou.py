@@ -31,6 +31,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import InvalidArgumentError, InvalidTypeError
+
 __all__ = ["box_iou", "iou", "mask_iou", "set_iou"]
 
 Kind = Literal["auto", "set", "box", "mask"]
@@ -49,7 +51,7 @@ def _ratio(inter: np.ndarray, union: np.ndarray, empty: float) -> npt.NDArray[np
 
 def _as_set(x: Any, name: str) -> frozenset[Hashable]:
     if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(
+        raise InvalidTypeError(
             f"{name}: expected a collection of hashable elements (set, list, tuple), got "
             f"{type(x).__name__}"
         )
@@ -58,7 +60,9 @@ def _as_set(x: Any, name: str) -> frozenset[Hashable]:
     try:
         return frozenset(x)
     except TypeError as exc:
-        raise TypeError(f"{name}: expected a collection of hashable elements ({exc})") from exc
+        raise InvalidTypeError(
+            f"{name}: expected a collection of hashable elements ({exc})"
+        ) from exc
 
 
 def set_iou(a: Collection[Hashable], b: Collection[Hashable], *, empty: float = 1.0) -> float:
@@ -91,7 +95,9 @@ def _set_batch_iou(
         lb = np.array([len(y) for y in sb], dtype=np.float64)
         return _ratio(inter, la[:, None] + lb[None, :] - inter, empty)
     if len(sa) != len(sb):
-        raise ValueError(f"a and b: expected the same number of sets, got {len(sa)} and {len(sb)}")
+        raise InvalidArgumentError(
+            f"a and b: expected the same number of sets, got {len(sa)} and {len(sb)}"
+        )
     inter = np.array([len(x & y) for x, y in zip(sa, sb, strict=False)], dtype=np.float64)
     union = np.array([len(x | y) for x, y in zip(sa, sb, strict=False)], dtype=np.float64)
     return _ratio(inter, union, empty)
@@ -105,9 +111,11 @@ def _as_boxes(x: Any, name: str) -> npt.NDArray[np.float64]:
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
     ):
-        raise TypeError(f"{name}: expected numeric boxes (x1, y1, x2, y2), got dtype {arr.dtype}")
+        raise InvalidTypeError(
+            f"{name}: expected numeric boxes (x1, y1, x2, y2), got dtype {arr.dtype}"
+        )
     if arr.ndim not in (1, 2) or arr.shape[-1] != 4:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name}: expected a box (4,) or boxes (n, 4) as (x1, y1, x2, y2), got shape "
             f"{arr.shape}"
         )
@@ -116,11 +124,11 @@ def _as_boxes(x: Any, name: str) -> npt.NDArray[np.float64]:
     finite = np.isfinite(flat).all(axis=1)
     if not finite.all():
         bad = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"{name}: box {bad} has a NaN or infinite coordinate")
+        raise InvalidArgumentError(f"{name}: box {bad} has a NaN or infinite coordinate")
     inverted = (flat[:, 2] < flat[:, 0]) | (flat[:, 3] < flat[:, 1])
     if inverted.any():
         bad = int(np.flatnonzero(inverted)[0])
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name}: box {bad} = {flat[bad].tolist()} has x2 < x1 or y2 < y1; expected corners "
             "(x1, y1, x2, y2) with x1 <= x2 and y1 <= y2"
         )
@@ -163,7 +171,7 @@ def box_iou(
         try:
             np.broadcast_shapes(ba.shape, bb.shape)
         except ValueError as exc:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"a and b: box arrays of shapes {ba.shape} and {bb.shape} do not broadcast"
             ) from exc
     w = np.clip(np.minimum(ba[..., 2], bb[..., 2]) - np.maximum(ba[..., 0], bb[..., 0]), 0, None)
@@ -181,14 +189,14 @@ def _as_mask(x: Any, name: str) -> npt.NDArray[np.bool_]:
     arr = np.asarray(x)
     if arr.dtype != np.bool_:
         if arr.dtype.kind not in "iu":
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{name}: expected a boolean mask (or 0/1 integers), got dtype {arr.dtype}"
             )
         if ((arr != 0) & (arr != 1)).any():
-            raise ValueError(f"{name}: an integer mask must hold only 0 and 1")
+            raise InvalidArgumentError(f"{name}: an integer mask must hold only 0 and 1")
         arr = arr.astype(bool)
     if arr.ndim < 2:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name}: expected a mask (H, W) or masks (n, H, W), got shape {arr.shape}"
         )
     return arr
@@ -217,12 +225,12 @@ def mask_iou(
     """
     ma, mb = _as_mask(a, "a"), _as_mask(b, "b")
     if ma.shape[-2:] != mb.shape[-2:]:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"a and b: masks must have the same (H, W), got {ma.shape[-2:]} and {mb.shape[-2:]}"
         )
     if pairwise:
         if ma.ndim != 3 or mb.ndim != 3:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"pairwise=True needs mask stacks (n, H, W) and (m, H, W), got {ma.shape} and "
                 f"{mb.shape}"
             )
@@ -234,7 +242,7 @@ def mask_iou(
     try:
         np.broadcast_shapes(ma.shape, mb.shape)
     except ValueError as exc:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"a and b: mask arrays of shapes {ma.shape} and {mb.shape} do not broadcast"
         ) from exc
     inter = np.logical_and(ma, mb).sum(axis=(-2, -1))
@@ -276,7 +284,7 @@ def _infer_kind(a: Any, b: Any) -> str:
         and probe.shape[-1] == 4
     ):
         return "box"
-    raise TypeError(
+    raise InvalidTypeError(
         "iou: cannot tell whether the inputs are sets, boxes or masks; pass "
         "kind='set', 'box' or 'mask'"
     )
@@ -327,7 +335,7 @@ def iou(
             if not (_is_collection_batch(a) or len(a) == 0) or not (
                 _is_collection_batch(b) or len(b) == 0
             ):
-                raise TypeError(
+                raise InvalidTypeError(
                     "iou(kind='set'): pass two collections, or two sequences of collections"
                 )
             return _set_batch_iou(a, b, pairwise=pairwise, empty=empty)
@@ -336,4 +344,4 @@ def iou(
         return box_iou(a, b, pairwise=pairwise, empty=empty)
     if kind == "mask":
         return mask_iou(a, b, pairwise=pairwise, empty=empty)
-    raise ValueError(f"kind: expected 'auto', 'set', 'box' or 'mask', got {kind!r}")
+    raise InvalidArgumentError(f"kind: expected 'auto', 'set', 'box' or 'mask', got {kind!r}")

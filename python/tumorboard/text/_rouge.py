@@ -52,7 +52,7 @@ import polars as pl
 
 from .. import _core
 from .._typing import Texts
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, MissingDependencyError
 from . import _validate
 
 Tokenizer = Literal["rouge", "unicode", "whitespace"]
@@ -319,7 +319,7 @@ def set_f1(
         try:
             from nltk.tokenize import NLTKWordTokenizer
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError("tokenizer='treebank' needs the nltk package") from e
+            raise MissingDependencyError("tokenizer='treebank' needs the nltk package") from e
         tb = NLTKWordTokenizer()
         # Treebank tokens contain no whitespace, so joining with spaces and splitting in C++
         # gives back exactly these tokens.

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
+from ..errors import InvalidArgumentError
 from ._image import load_rgb
 
 #: MTBBench's suffix after the CONCH replies (appended with no separator).
@@ -34,7 +35,7 @@ BINS = ("very low", "low", "medium", "high", "very high")
 def confidence_bin(p: float) -> str:
     """MTBBench's bin of a (rounded) probability: [0, 0.2) very low ... [0.8, 1] very high."""
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"probability must be in [0, 1], got {p}")
+        raise InvalidArgumentError(f"probability must be in [0, 1], got {p}")
     return BINS[min(int(p / 0.2 + 1e-12), 4)] if p < 1.0 else BINS[4]
 
 
@@ -108,9 +109,9 @@ def conch_zero_shot(
 
     labels = [str(lab) for lab in labels] if not isinstance(labels, str) else [labels]
     if len(labels) < 1 or any(not lab.strip() for lab in labels):
-        raise ValueError("labels must be a non-empty list of non-empty strings")
+        raise InvalidArgumentError("labels must be a non-empty list of non-empty strings")
     if prompts is not None and len(prompts) != len(labels):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"prompts must have one list per label ({len(labels)}), got {len(prompts)}"
         )
     size = int(model.image_size)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from ._image import image_name, load_rgb
 
 #: Ruifrok & Johnston's stain OD vectors (rows: haematoxylin, eosin, DAB; columns: R, G, B).
@@ -86,7 +87,7 @@ def dab_positive_fraction(
     """
     for arg, v in (("dab_threshold", dab_threshold), ("tissue_threshold", tissue_threshold)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
-            raise ValueError(f"{arg} must be a non-negative finite number, got {v!r}")
+            raise InvalidArgumentError(f"{arg} must be a non-negative finite number, got {v!r}")
     rgb = load_rgb(image)
     od = -np.log10(np.maximum(rgb.astype(np.float64) / 255.0, 1e-6))
     dab = np.maximum(od @ HED_FROM_RGB[:, 2], 0.0)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from ._image import image_name, load_rgb
 
 
@@ -95,9 +96,11 @@ def ihc_positive_percentage(
     from ..slides import preprocess_patches
 
     if not mpp > 0 or not magnification > 0:
-        raise ValueError(f"mpp and magnification must be positive, got {mpp}, {magnification}")
+        raise InvalidArgumentError(
+            f"mpp and magnification must be positive, got {mpp}, {magnification}"
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
     rgb = load_rgb(image)
     level0_mag = 10.0 / mpp
     tile = max(1, round(patch_size * level0_mag / magnification))

@@ -8,6 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import (
+    InvalidArgumentError,
+    InvalidTypeError,
+    MissingDependencyError,
+    MissingFileError,
+)
+
 
 def load_rgb(image: str | os.PathLike[str] | np.ndarray, *, argument: str = "image") -> np.ndarray:
     """(h, w, 3) uint8 RGB from a path or an array (RGBA is composited over white, float
@@ -15,11 +22,11 @@ def load_rgb(image: str | os.PathLike[str] | np.ndarray, *, argument: str = "ima
     if isinstance(image, (str, os.PathLike)):
         p = Path(image)
         if not p.is_file():
-            raise FileNotFoundError(f"{argument}: no such file: {p}")
+            raise MissingFileError(f"{argument}: no such file: {p}")
         try:
             from PIL import Image
         except ImportError as exc:
-            raise ImportError(
+            raise MissingDependencyError(
                 f"{argument}: reading image files needs Pillow (pip install tumorboard[slides]): "
                 f"{exc}"
             ) from exc
@@ -28,12 +35,16 @@ def load_rgb(image: str | os.PathLike[str] | np.ndarray, *, argument: str = "ima
     else:
         arr = np.asarray(image)
     if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"{argument} must be an (h, w, 3|4) RGB(A) image, got shape {arr.shape}")
+        raise InvalidArgumentError(
+            f"{argument} must be an (h, w, 3|4) RGB(A) image, got shape {arr.shape}"
+        )
     if arr.dtype != np.uint8:
         if not np.issubdtype(arr.dtype, np.floating):
-            raise TypeError(f"{argument} must be uint8 or float in [0, 1], got {arr.dtype}")
+            raise InvalidTypeError(f"{argument} must be uint8 or float in [0, 1], got {arr.dtype}")
         if not np.isfinite(arr).all() or arr.min() < 0 or arr.max() > 1:
-            raise ValueError(f"{argument}: float images must hold finite values in [0, 1]")
+            raise InvalidArgumentError(
+                f"{argument}: float images must hold finite values in [0, 1]"
+            )
         arr = np.round(arr * 255.0).astype(np.uint8)
     if arr.shape[2] == 4:
         a = arr[..., 3:4].astype(np.float32) / 255.0

@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..errors import InvalidArgumentError
+
 _IMAGE = {
     "type": "string",
     "description": "Path or file name of the image (PNG, JPEG or TIFF) to analyse.",
@@ -93,7 +95,7 @@ def _schema(tool: str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(tool, dict):
         return tool
     if tool not in TOOL_SCHEMAS:
-        raise ValueError(f"unknown tool {tool!r}; expected one of {sorted(TOOL_SCHEMAS)}")
+        raise InvalidArgumentError(f"unknown tool {tool!r}; expected one of {sorted(TOOL_SCHEMAS)}")
     return TOOL_SCHEMAS[tool]
 
 

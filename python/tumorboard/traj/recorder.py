@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._json import json_text
+from ..errors import InvalidArgumentError, InvalidTypeError, StateError
 from ..harness.parsing import (
     Answer,
     FileRequest,
@@ -99,7 +100,7 @@ def _check_row(row: Mapping[str, Any], checks: Mapping[str, Any], where: str) ->
             continue
         ok, expected = checks[name]
         if not ok(value):
-            raise TypeError(f"{where}: column {name!r} expects {expected}, got {value!r}")
+            raise InvalidTypeError(f"{where}: column {name!r} expects {expected}, got {value!r}")
 
 
 def _id(value: Any, name: str) -> str | None:
@@ -107,7 +108,7 @@ def _id(value: Any, name: str) -> str | None:
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    raise TypeError(f"{name}: expected a string (or an integer), got {value!r}")
+    raise InvalidTypeError(f"{name}: expected a string (or an integer), got {value!r}")
 
 
 # Recorders not yet closed, flushed at interpreter exit. Strong references: a recorder that is
@@ -202,16 +203,16 @@ class ItemRecorder:
     ) -> None:
         """Appends one event row; ``input`` is stored as JSON text, ``output`` as text."""
         if kind not in _KINDS:
-            raise ValueError(f"kind: expected one of {EVENT_KINDS}, got {kind!r}")
+            raise InvalidArgumentError(f"kind: expected one of {EVENT_KINDS}, got {kind!r}")
         for name, value in (("role", role), ("tool", tool), ("error", error)):
             if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name}: expected a string or None, got {value!r}")
+                raise InvalidTypeError(f"{name}: expected a string or None, got {value!r}")
         if ok is not None and not isinstance(ok, bool):
-            raise TypeError(f"ok: expected True, False or None, got {ok!r}")
+            raise InvalidTypeError(f"ok: expected True, False or None, got {ok!r}")
         if latency_s is not None and not _is_float(latency_s):
-            raise TypeError(f"latency_s: expected a number or None, got {latency_s!r}")
+            raise InvalidTypeError(f"latency_s: expected a number or None, got {latency_s!r}")
         if self._closed:
-            raise RuntimeError(f"item {self.item_id!r}: already closed")
+            raise StateError(f"item {self.item_id!r}: already closed")
         self.events.append(
             (
                 len(self.events),
@@ -309,9 +310,11 @@ class ItemRecorder:
     def grade(self, correct: bool | None, *, source: str = "graded") -> None:
         """Sets ``correct`` directly (free-text tasks graded elsewhere)."""
         if correct is not None and not isinstance(correct, bool):
-            raise TypeError(f"correct: expected True, False or None, got {correct!r}")
+            raise InvalidTypeError(f"correct: expected True, False or None, got {correct!r}")
         if source not in ("log", "graded", "missing"):
-            raise ValueError(f"source: expected 'log', 'graded' or 'missing', got {source!r}")
+            raise InvalidArgumentError(
+                f"source: expected 'log', 'graded' or 'missing', got {source!r}"
+            )
         self.correct = correct
         self.correct_source = "missing" if correct is None else source
 
@@ -338,7 +341,7 @@ class ItemRecorder:
         if self.latency_s is None:
             self.latency_s = time.perf_counter() - self._t0
         elif not _is_float(self.latency_s):
-            raise TypeError(f"latency_s: expected a number, got {self.latency_s!r}")
+            raise InvalidTypeError(f"latency_s: expected a number, got {self.latency_s!r}")
         self._closed = True
         self._rec._add_item(self)
 
@@ -376,11 +379,15 @@ class Recorder:
     ) -> None:
         for name, value in (("benchmark", benchmark), ("model", model), ("track", track)):
             if not isinstance(value, str) or not value:
-                raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
+                raise InvalidArgumentError(f"{name}: expected a non-empty string, got {value!r}")
         if isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1:
-            raise ValueError(f"flush_every: expected an integer >= 1, got {flush_every!r}")
+            raise InvalidArgumentError(
+                f"flush_every: expected an integer >= 1, got {flush_every!r}"
+            )
         if not flush_seconds > 0:
-            raise ValueError(f"flush_seconds: expected a positive number, got {flush_seconds!r}")
+            raise InvalidArgumentError(
+                f"flush_seconds: expected a positive number, got {flush_seconds!r}"
+            )
         self.store = store if isinstance(store, Store) else Store(store)
         self.benchmark, self.model, self.track, self.tools = benchmark, model, track, bool(tools)
         self.config = dict(config or {})
@@ -421,12 +428,12 @@ class Recorder:
         self._check_open()
         patient_id, item_id = _id(patient_id, "patient_id"), _id(item_id, "item_id")
         if options is not None and not _is_str_list(options):
-            raise TypeError(f"options: expected a sequence of strings, got {options!r}")
+            raise InvalidTypeError(f"options: expected a sequence of strings, got {options!r}")
         for name, value in (("task", task), ("question", question), ("gold", gold)):
             if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name}: expected a string, got {value!r}")
+                raise InvalidTypeError(f"{name}: expected a string, got {value!r}")
         if position is not None and not _is_int(position):
-            raise TypeError(f"position: expected an integer, got {position!r}")
+            raise InvalidTypeError(f"position: expected an integer, got {position!r}")
         with self._lock:
             n = self._n_items
             self._n_items += 1
@@ -450,7 +457,7 @@ class Recorder:
         self._check_open()
         unknown = [k for k in fields if k not in _ITEM_COLS or k == "run_id"]
         if unknown:
-            raise ValueError(f"record: unknown items column {unknown[0]!r}")
+            raise InvalidArgumentError(f"record: unknown items column {unknown[0]!r}")
         for key in ("patient_id", "item_id"):
             if key in fields:
                 fields[key] = _id(fields[key], key)
@@ -462,15 +469,17 @@ class Recorder:
                 fields["gold"], fields["gold_text"] = letter, gold
         src = fields.get("correct_source")
         if src is not None and src not in ("log", "graded", "missing"):
-            raise ValueError(f"record: correct_source must be log, graded or missing, got {src!r}")
+            raise InvalidArgumentError(
+                f"record: correct_source must be log, graded or missing, got {src!r}"
+            )
         events = [dict(e) for e in events]
         for e in events:
             bad = [k for k in e if k not in _EVENT_COLS or k in ("run_id", "patient_id", "item_id")]
             if bad:
-                raise ValueError(f"record: unknown or reserved events column {bad[0]!r}")
+                raise InvalidArgumentError(f"record: unknown or reserved events column {bad[0]!r}")
             _check_row(e, _EVENT_CHECKS, "record events")
             if e.get("kind") not in _KINDS:
-                raise ValueError(f"record events: kind must be one of {EVENT_KINDS}")
+                raise InvalidArgumentError(f"record events: kind must be one of {EVENT_KINDS}")
         with self._lock:
             fields.setdefault("item_id", f"i{self._n_items}")
             self._n_items += 1
@@ -508,7 +517,7 @@ class Recorder:
             other = pc.not_equal(table.column("run_id"), self.run_id)
             if pc.any(other).as_py():
                 bad = table.column("run_id")[pc.index(other, True).as_py()].as_py()
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"items.run_id: row has run {bad!r}, not this recorder's {self.run_id!r}; "
                     "leave run_id out (it is filled in) or use Store.write_items"
                 )
@@ -571,7 +580,7 @@ class Recorder:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise RuntimeError(f"Recorder for run {self.run_id!r} is closed")
+            raise StateError(f"Recorder for run {self.run_id!r} is closed")
 
     def _add_item(self, it: ItemRecorder) -> None:
         with self._lock:
@@ -700,7 +709,7 @@ def _build(rows: list[tuple[Any, ...]], table: str) -> pa.Table:
         try:
             arrays.append(pa.array(values, type=field.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{table}.{field.name}: a recorded value does not convert to {field.type}: {exc}"
             ) from None
     return pa.Table.from_arrays(arrays, schema=schema)

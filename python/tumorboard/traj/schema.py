@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._json import json_text
+from ..errors import InvalidArgumentError, InvalidTypeError
 
 #: Version of the on-disk layout and of the table schemas below. Bump on any incompatible
 #: change; a store written by a newer version refuses to open (StoreVersionError).
@@ -140,7 +141,9 @@ def schema_of(table: str) -> pa.Schema:
     try:
         schema = TABLES[table]
     except KeyError:
-        raise ValueError(f"table: expected one of {tuple(TABLES)}, got {table!r}") from None
+        raise InvalidArgumentError(
+            f"table: expected one of {tuple(TABLES)}, got {table!r}"
+        ) from None
     return schema.with_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()})
 
 
@@ -159,7 +162,7 @@ def _columns_of(data: Any, table: str) -> dict[str, Any]:
             return {name: arrow.column(name) for name in arrow.schema.names}
     if isinstance(data, Mapping):
         return dict(data)
-    raise TypeError(
+    raise InvalidTypeError(
         f"{table}: expected a pyarrow Table or RecordBatch, a polars DataFrame or a mapping of "
         f"column name -> values, got {type(data).__name__}"
     )
@@ -177,16 +180,20 @@ def _to_array(values: Any, field: pa.Field, table: str, n: int | None) -> pa.Chu
         else:
             arr = pa.chunked_array([pa.array(values, type=typ)])
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-        raise ValueError(f"{table}.{name}: cannot convert the values to {typ}: {exc}") from None
+        raise InvalidArgumentError(
+            f"{table}.{name}: cannot convert the values to {typ}: {exc}"
+        ) from None
     if n is not None and len(arr) != n:
-        raise ValueError(f"{table}.{name}: expected {n} values (one per row), got {len(arr)}")
+        raise InvalidArgumentError(
+            f"{table}.{name}: expected {n} values (one per row), got {len(arr)}"
+        )
     if arr.type != typ:
         if pa.types.is_null(arr.type):
             return pa.chunked_array([pa.nulls(len(arr), type=typ)])
         try:
             arr = arr.cast(typ, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{table}.{name}: expected {typ}-compatible values, got {arr.type} ({exc})"
             ) from None
     return arr
@@ -197,7 +204,7 @@ def _check_members(arr: pa.ChunkedArray, allowed: tuple[str, ...], where: str) -
     bad = pc.and_kleene(bad, pc.is_valid(arr))
     if pc.any(bad).as_py():
         idx = pc.index(bad, True).as_py()
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{where}: row {idx} has {arr[idx].as_py()!r}; expected one of {allowed} or null"
         )
 
@@ -224,7 +231,7 @@ def conform(data: Any, table: str, *, defaults: Mapping[str, Any] | None = None)
     defaults = dict(defaults or {})
     unknown = [c for c in cols if schema.get_field_index(c) < 0]
     if unknown:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{table}: unknown column {unknown[0]!r}; the {table} table has columns "
             f"{', '.join(schema.names)}"
         )
@@ -257,7 +264,9 @@ def conform(data: Any, table: str, *, defaults: Mapping[str, Any] | None = None)
             arr = pa.chunked_array([pa.nulls(n, type=field.type)])
         if not field.nullable and arr.null_count:
             idx = pc.index(pc.is_null(arr), True).as_py()
-            raise ValueError(f"{table}.{name}: missing value at row {idx}; this key is required")
+            raise InvalidArgumentError(
+                f"{table}.{name}: missing value at row {idx}; this key is required"
+            )
         out.append(arr)
     result = pa.Table.from_arrays(out, schema=schema)
     if table == "items":

@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 from .. import __version__
 from .._io import atomic_path, is_temp_name, remove_temp_files
 from .._json import json_text
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, MissingFileError, StateError
 from .schema import SCHEMA_VERSION, TABLES, conform, empty, schema_of
 
 MANIFEST = "manifest.json"
@@ -101,7 +101,7 @@ class Store:
         if manifest.is_file():
             self.manifest = self._read_manifest(manifest)
         elif not create:
-            raise FileNotFoundError(f"{self.path}: no trajectory store here (no {MANIFEST})")
+            raise MissingFileError(f"{self.path}: no trajectory store here (no {MANIFEST})")
         else:
             self.manifest = self._create()
         self.schema_version = int(self.manifest["schema_version"])
@@ -114,12 +114,12 @@ class Store:
         try:
             doc = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{manifest}: unreadable store manifest ({exc})") from None
+            raise InvalidArgumentError(f"{manifest}: unreadable store manifest ({exc})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError(f"{manifest}: not a tumorboard trajectory store manifest")
+            raise InvalidArgumentError(f"{manifest}: not a tumorboard trajectory store manifest")
         version = doc.get("schema_version")
         if not isinstance(version, int) or version < 1:
-            raise ValueError(f"{manifest}: invalid schema_version {version!r}")
+            raise InvalidArgumentError(f"{manifest}: invalid schema_version {version!r}")
         if version > SCHEMA_VERSION:
             raise StoreVersionError(
                 f"{self.path}: the store was written with trajectory schema version {version}, "
@@ -130,7 +130,7 @@ class Store:
 
     def _create(self) -> dict[str, Any]:
         if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"{self.path}: exists and is not a directory")
+            raise InvalidArgumentError(f"{self.path}: exists and is not a directory")
         if self.path.is_dir():
             stray = [
                 p.name
@@ -138,7 +138,7 @@ class Store:
                 if p.name not in TABLES and not is_temp_name(p.name)
             ]
             if stray:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"{self.path}: exists, is not empty ({stray[0]!r}) and holds no {MANIFEST}; "
                     "refusing to turn it into a trajectory store"
                 )
@@ -163,7 +163,7 @@ class Store:
 
     def _check_table(self, table: str) -> None:
         if table not in TABLES:
-            raise ValueError(f"table: expected one of {tuple(TABLES)}, got {table!r}")
+            raise InvalidArgumentError(f"table: expected one of {tuple(TABLES)}, got {table!r}")
 
     def parts(self, table: str) -> list[Path]:
         """The visible part files of ``table``, oldest name first (a snapshot)."""
@@ -215,7 +215,9 @@ class Store:
         self._check_table(table)
         schema = schema_of(table)
         if not data.schema.equals(schema, check_metadata=False):
-            raise ValueError(f"{table}: the table does not have the {table} schema; use write()")
+            raise InvalidArgumentError(
+                f"{table}: the table does not have the {table} schema; use write()"
+            )
         directory = self.path / table
         final = directory / (name or self._new_part_name())
         with atomic_path(final, fsync=self.fsync) as tmp:
@@ -316,7 +318,9 @@ class Store:
         name = f"imp-{batch}{PART_SUFFIX}"
         for table, data in tables.items():
             if table == "imports":
-                raise ValueError("tables: the imports part is the commit; pass it as imports")
+                raise InvalidArgumentError(
+                    "tables: the imports part is the commit; pass it as imports"
+                )
             if data.num_rows:
                 self.write_part(table, data, name=name)
         self.write_part("imports", imports, name=name)
@@ -335,9 +339,7 @@ class Store:
             except ImportError:  # pragma: no cover (non-POSIX)
                 pass
             except OSError:
-                raise RuntimeError(
-                    f"{self.path}: another process is compacting this store"
-                ) from None
+                raise StateError(f"{self.path}: another process is compacting this store") from None
             yield
         finally:
             fh.close()
@@ -376,9 +378,11 @@ class Store:
         for table in tables:
             self._check_table(table)
             if table == "imports":
-                raise ValueError("tables: the imports table is not compacted")
+                raise InvalidArgumentError("tables: the imports table is not compacted")
         if small_rows < 1 or target_rows < 2:
-            raise ValueError("small_rows and target_rows: expected small_rows >= 1, target >= 2")
+            raise InvalidArgumentError(
+                "small_rows and target_rows: expected small_rows >= 1, target >= 2"
+            )
         before: dict[str, int] = {}
         after: dict[str, int] = {}
         moved: dict[str, int] = {}

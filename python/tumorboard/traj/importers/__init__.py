@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ...errors import InvalidArgumentError, MissingFileError
 from ..schema import conform, schema_of
 from ..store import Store
 from ._common import ImportOptions, MalformedLog, Parsed
@@ -138,10 +139,10 @@ def import_logs(
     """
     formats = _formats()
     if format not in formats:
-        raise ValueError(f"format: expected one of {FORMATS}, got {format!r}")
+        raise InvalidArgumentError(f"format: expected one of {FORMATS}, got {format!r}")
     src_path = Path(src)
     if not src_path.exists():
-        raise FileNotFoundError(f"{src_path}: no such file or directory")
+        raise MissingFileError(f"{src_path}: no such file or directory")
     st = store if isinstance(store, Store) else Store(store)
     opts = ImportOptions(
         track=track,
@@ -249,7 +250,7 @@ def _table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
     try:
         arrow = pa.Table.from_pylist(list(rows), schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a bug in an importer, not bad input
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{table}: importer produced rows that do not fit the schema: {exc}"
         ) from exc
     return conform(arrow, table)
@@ -326,14 +327,16 @@ def _load_model_map(spec: Mapping[str, str] | str | os.PathLike[str] | None) -> 
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise FileNotFoundError(f"model_map: cannot read {path}: {exc.strerror or exc}") from None
+        raise MissingFileError(f"model_map: cannot read {path}: {exc.strerror or exc}") from None
     if path.suffix.lower() == ".json":
         try:
             doc = json.loads(text)
         except ValueError as exc:
-            raise ValueError(f"model_map: {path} is not valid JSON ({exc})") from None
+            raise InvalidArgumentError(f"model_map: {path} is not valid JSON ({exc})") from None
         if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
-            raise ValueError(f"model_map: {path} must hold a JSON object of folder -> name")
+            raise InvalidArgumentError(
+                f"model_map: {path} must hold a JSON object of folder -> name"
+            )
         return {str(k): v for k, v in doc.items()}
     out: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -345,7 +348,9 @@ def _load_model_map(spec: Mapping[str, str] | str | os.PathLike[str] | None) -> 
                 key, value = (s.strip() for s in line.split(sep, 1))
                 break
         else:
-            raise ValueError(f"model_map: {path}:{lineno}: expected 'folder,display name'")
+            raise InvalidArgumentError(
+                f"model_map: {path}:{lineno}: expected 'folder,display name'"
+            )
         if (
             lineno == 1
             and key.lower() in ("folder", "directory")

@@ -131,7 +131,9 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
     """Rows of one JSON-lines file; bad lines become warnings."""
     unknown = [k for k in opts.field_map if k not in FIELDS]
     if unknown:
-        raise ValueError(f"field_map: unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}")
+        raise InvalidArgumentError(
+            f"field_map: unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}"
+        )
     text = raw.decode("utf-8")
     out = Parsed()
     runs: dict[str, dict[str, Any]] = {}

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._json import json_text
+from ...errors import InvalidArgumentError
 from ...harness.parsing import (
     answer_letter,
     mtbbench_correct,
@@ -183,7 +184,7 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
     questions = [r["question"] for r in records]
     if opts.track is not None:
         if opts.track not in TRACKS:
-            raise ValueError(f"track: expected one of {TRACKS}, got {opts.track!r}")
+            raise InvalidArgumentError(f"track: expected one of {TRACKS}, got {opts.track!r}")
         track = opts.track
     else:
         track = detect_track(questions)
