@@ -52,7 +52,8 @@ Status = Literal["done", "skipped", "failed"]
 @dataclass(frozen=True)
 class SlideResult:
     """What happened to one slide: ``status`` "done", "skipped" (already complete) or "failed"
-    (``error`` says why); ``n_patches`` embedded (or found, when skipped)."""
+    (``error`` says why); ``n_patches`` embedded (or found, when skipped).
+    """
 
     slide: str
     name: str
@@ -68,7 +69,8 @@ class SlideResult:
 class EmbedReport:
     """The result of :func:`embed_slides`.
 
-    Attributes:
+    Attributes
+    ----------
         results: one :class:`SlideResult` per input slide, in input order.
         encoder: the encoder name used in the output folders.
         features_dir, parquet_dir, coords_dir: where the outputs are.
@@ -122,7 +124,8 @@ class EmbedReport:
 
 def features_complete(features: Path, parquet: Path | None = None) -> int | None:
     """Number of patches in a complete features file (and matching Parquet file, when given),
-    or None when the output is missing, truncated or inconsistent."""
+    or None when the output is missing, truncated or inconsistent.
+    """
     if not features.is_file() or (parquet is not None and not parquet.is_file()):
         return None
     try:
@@ -358,7 +361,7 @@ class _Writer:
             self._flush()
 
     def finish(self, embed_dim: int | None, savetodir: str) -> None:
-        from ..slides._h5 import _attr_out
+        from .._hdf5 import attr_to_hdf5
 
         job = self.job
         if self.features is None:  # no patches: TRIDENT writes [0, D]
@@ -370,7 +373,7 @@ class _Writer:
             raise CoreError(f"{self.rows} embeddings for {coords.shape[0]} patches")
         cds = self.h5.create_dataset("coords", data=coords, maxshape=(None, 2))
         for k, v in (job.coords_attrs or {}).items():
-            cds.attrs[k] = _attr_out(v)
+            cds.attrs[k] = attr_to_hdf5(v)
         self.features.attrs["name"] = job.name
         self.features.attrs["savetodir"] = savetodir
         self.features.attrs["encoder"] = self.encoder
@@ -462,11 +465,12 @@ def embed_slides(
         ray_address: the Ray cluster for ``executor="ray"`` (None: a new local Ray, or this
             process's connection; "auto": the cluster started with ``ray start``).
 
-    Returns:
+    Returns
+    -------
         an :class:`EmbedReport`; failed slides are listed there, not raised.
     """
     if executor == "ray":
-        from ..dist._embed import embed_slides_ray
+        from ..dist import embed_slides_ray
 
         return embed_slides_ray(
             slides, ray_address=ray_address, progress=progress, stream=stream, model=model,
@@ -635,7 +639,8 @@ def embed_slides(
 
 def read_features(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """(features [N, D] float32, coords [N, 2] int64, features attributes) of a TRIDENT features
-    file."""
+    file.
+    """
     import h5py
 
     with h5py.File(path, "r") as f:

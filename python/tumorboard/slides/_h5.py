@@ -16,7 +16,6 @@ the ``embed`` extra and is imported lazily.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._hdf5 import attr_from_hdf5, attr_to_hdf5
 from .._io import atomic_path
-from .._json import json_text
 from ..errors import InvalidArgumentError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -82,36 +81,9 @@ def coords_path(
     overlap: int = 0,
 ) -> Path:
     """Where TRIDENT puts the coords of slide ``name``:
-    ``{job_dir}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``."""
+    ``{job_dir}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``.
+    """
     return patch_dir(job_dir, magnification, patch_size, overlap) / "patches" / f"{name}_patches.h5"
-
-
-def _attr_out(v: Any) -> Any:
-    if v is None:
-        return "None"
-    if isinstance(v, dict):
-        return json_text(v)
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
-
-
-def _attr_in(v: Any) -> Any:
-    if isinstance(v, bytes):
-        v = v.decode("utf-8", "replace")
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, str):
-        if v == "None":
-            return None
-        if v.startswith("{"):
-            try:
-                return json.loads(v)
-            except ValueError:
-                return v
-    return v
 
 
 def write_coords(
@@ -138,7 +110,7 @@ def write_coords(
     with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
         ds = f.create_dataset("coords", data=coords, chunks=(1, 2), maxshape=(None, 2))
         for k, v in attrs.items():
-            ds.attrs[k] = _attr_out(v)
+            ds.attrs[k] = attr_to_hdf5(v)
     return p
 
 
@@ -146,7 +118,8 @@ def write_coords(
 class CoordsFile:
     """A coords file read back.
 
-    Attributes:
+    Attributes
+    ----------
         coords: (N, 2) int64 top-left (x, y) in level-0 pixels.
         layout: "trident" or "clam".
         attrs: all attributes of the ``coords`` dataset, decoded ('None' -> None, JSON -> dict).
@@ -172,7 +145,8 @@ class CoordsFile:
 def read_coords(path: str | os.PathLike[str]) -> CoordsFile:
     """Reads a TRIDENT or CLAM coords file.
 
-    Raises:
+    Raises
+    ------
         CoordsFileError: the file is missing, truncated or corrupt, has no (N, 2) ``coords``
             dataset, or its attributes match neither layout.
     """
@@ -188,7 +162,7 @@ def read_coords(path: str | os.PathLike[str]) -> CoordsFile:
             if ds.ndim != 2 or ds.shape[1] != 2:
                 raise CoordsFileError(p, f"'coords' must be (N, 2), got {ds.shape}")
             coords = np.asarray(ds[...], dtype=np.int64)
-            attrs = {k: _attr_in(v) for k, v in ds.attrs.items()}
+            attrs = {k: attr_from_hdf5(v) for k, v in ds.attrs.items()}
     except CoordsFileError:
         raise
     except (OSError, KeyError, ValueError, RuntimeError) as exc:
@@ -223,7 +197,8 @@ def read_coords(path: str | os.PathLike[str]) -> CoordsFile:
 
 def read_complete_coords(path: str | os.PathLike[str]) -> CoordsFile | None:
     """The coords file at ``path`` if it is a readable TRIDENT file with all its attributes (what
-    ``tumorboard tile`` resumes from), else None (missing, truncated, partial or foreign)."""
+    ``tumorboard tile`` resumes from), else None (missing, truncated, partial or foreign).
+    """
     try:
         cf = read_coords(path)
     except CoordsFileError:
