@@ -21,7 +21,7 @@ __all__ = ["Result", "best_of", "format_markdown", "positive_int", "write_json"]
 
 
 def positive_int(text: str) -> int:
-    """argparse type for counts that must be at least 1 (``--repeat``, ``--threads``)."""
+    """Parse a count that must be at least 1 (argparse ``type`` of ``--repeat``, ``--threads``)."""
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")

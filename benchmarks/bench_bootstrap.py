@@ -265,7 +265,7 @@ def scipy_single(
 def scipy_groups(
     bootstrap: Callable[..., Any], samples: Sequence[np.ndarray], n_resamples: int, seed: int
 ) -> np.ndarray:
-    """scipy percentile bootstrap of the mean, one call per pre-split group."""
+    """Run scipy's percentile bootstrap of the mean, one call per pre-split group."""
     out = [
         scipy_single(bootstrap, x, n_resamples, "percentile", seed + i)[0]
         for i, x in enumerate(samples)
@@ -280,7 +280,7 @@ def scipy_clustered(
     n_resamples: int,
     seed: int,
 ) -> np.ndarray:
-    """scipy paired bootstrap over (cluster sum, cluster size), one call per group."""
+    """Run scipy's paired bootstrap over (cluster sum, cluster size), one call per group."""
     out = []
     for g in range(sums.shape[0]):
         keep = counts[g] > 0
@@ -384,11 +384,16 @@ def _key_str(key: Any) -> tuple[str, ...]:
 def tb_grouped_cis(
     res: Any, keys: Sequence[tuple[Any, ...]], names: Sequence[str] | None
 ) -> tuple[np.ndarray | None, str]:
-    """tumorboard's per-group CIs aligned to ``keys`` (sorted key order).
+    """Return tumorboard's per-group CIs aligned to ``keys`` (sorted key order).
 
     Uses ``res.to_polars()`` key columns when they can be identified (``names`` for dict
     groups; otherwise a column whose values are exactly the expected keys).  Falls back to
-    assuming tumorboard reports groups in sorted key order.  Returns ``(cis, note)``.
+    assuming tumorboard reports groups in sorted key order.
+
+    Returns
+    -------
+    tuple
+        ``(cis, note)``.
     """
     cis = _tb_arrays(res)
     if cis.shape[0] != len(keys):
@@ -472,7 +477,7 @@ class _Ctx:
         return sec, box.get("value")
 
     def options(self, n_resamples: int, *, method: str = "percentile") -> Any:
-        """The tumorboard BootstrapOptions of a workload (this run's seed and threads)."""
+        """Return the tumorboard BootstrapOptions of a workload (this run's seed and threads)."""
         return self.ts.BootstrapOptions(
             n_resamples=n_resamples, method=method, seed=SEED, threads=self.threads
         )

@@ -1,6 +1,8 @@
-"""Distributed scoring benchmark: a generated trajectory store scored with the Poisson bootstrap
-in one process vs on a local Ray with 2 workers (the overhead of the Ray path), and the
-shard-count independence of the result (bit-identical intervals for several shard counts).
+"""Distributed scoring benchmark: Poisson bootstrap in one process vs on a local Ray.
+
+A generated trajectory store is scored with the Poisson bootstrap in one process vs on a local
+Ray with 2 workers (the overhead of the Ray path), and the shard-count independence of the
+result is checked (bit-identical intervals for several shard counts).
 
 Usage::
 
@@ -40,8 +42,10 @@ FIELDS = ("n", "estimate", "boot_mean", "se", "ci_low", "ci_high")
 
 
 def make_store(path: Path, n_records: int, n_parts: int, seed: int = 0) -> Any:
-    """A store of ``n_records`` items in ``n_parts`` parts: N_MODELS models x tools on/off,
-    N_TASKS tasks, ~70% correct with 1% missing answers."""
+    """Build a store of ``n_records`` items in ``n_parts`` parts.
+
+    N_MODELS models x tools on/off, N_TASKS tasks, ~70% correct with 1% missing answers.
+    """
     from tumorboard.traj import Store
 
     store = Store(path, fsync=False)

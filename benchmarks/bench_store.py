@@ -77,7 +77,7 @@ _WORDS = (
 
 
 def generate(n: int, seed: int = 1) -> Any:
-    """n question records as a pyarrow Table with the items columns (run_id per model)."""
+    """Generate n question records as a pyarrow Table with the items columns (run_id per model)."""
     import pyarrow as pa
 
     rng = np.random.default_rng(seed)
@@ -152,7 +152,7 @@ def generate(n: int, seed: int = 1) -> Any:
 
 
 def json_write(records: list[dict], path: Path) -> None:
-    """What harnesses do today: one json.dumps line per record."""
+    """Write what harnesses write today: one json.dumps line per record."""
     dumps = json.dumps
     with open(path, "w", encoding="utf-8") as fh:
         for rec in records:
@@ -223,7 +223,7 @@ def _count(n: int) -> str:
 
 
 def _slow(ctx: _Ctx) -> dict[str, Any]:
-    """Timing options for the slow anchors: one untimed-warm-up-free run."""
+    """Return the timing options for the slow anchors: one untimed-warm-up-free run."""
     return {"repeat": 1, "warmup": False}
 
 

@@ -57,9 +57,11 @@ _PUNCT = (",", ".", ";", ":", "(", ")", "-", "%", "'s")
 
 
 def make_pairs(n: int, *, words: int = 25, seed: int = SEED) -> tuple[list[str], list[str]]:
-    """``n`` (hypothesis, reference) pairs of about ``words`` words: references are random
-    English-like clinical sentences with punctuation and numbers; hypotheses are references with
-    about a third of the words replaced, dropped or re-inflected."""
+    """Generate ``n`` (hypothesis, reference) pairs of about ``words`` words.
+
+    References are random English-like clinical sentences with punctuation and numbers;
+    hypotheses are references with about a third of the words replaced, dropped or re-inflected.
+    """
     rng = np.random.default_rng(seed)
     vocab = [s + suf for s in _STEMS for suf in _SUFFIXES]
     hyps, refs = [], []
@@ -172,7 +174,7 @@ def _bleu_workloads(
 
 
 def _python_rouge1_matrix(a: list[str], b: list[str]) -> np.ndarray:
-    """The plain-Python anchor: tokenize each text once, then Counter overlaps per pair."""
+    """Compute the plain-Python anchor: tokenize each text once, then Counter overlaps per pair."""
     from rouge_score import tokenizers
 
     tok = tokenizers.DefaultTokenizer(use_stemmer=False)
@@ -223,7 +225,7 @@ def _matrix_workload(*, threads: int | None, repeat: int, size: int) -> list[Res
 def run_results(
     *, quick: bool = False, threads: int | None = None, repeat: int = 3
 ) -> tuple[list[Result], dict[str, Any]]:
-    """Runs every workload; returns the results and a metadata dict."""
+    """Run every workload; return the results and a metadata dict."""
     t0 = time.perf_counter()
     n = 1_000 if quick else 10_000
     hyps, refs = make_pairs(n)

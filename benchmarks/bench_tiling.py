@@ -99,9 +99,11 @@ def _rect_within(e: tuple, x0: float, y0: float, x1: float, y1: float, w: int, h
 
 
 def write_synthetic_slide(path: str, width: int, height: int, *, seed: int = 0) -> dict[str, Any]:
-    """Writes a pyramidal JPEG-tiled TIFF of H&E-like blobs on white with a 2x pyramid down to
-    about 1000 px. Tiles fully inside/outside tissue are JPEG-encoded once and repeated; only
-    tiles on a blob edge are rendered."""
+    """Write a pyramidal JPEG-tiled TIFF of H&E-like blobs on white.
+
+    The 2x pyramid goes down to about 1000 px. Tiles fully inside/outside tissue are JPEG-encoded
+    once and repeated; only tiles on a blob edge are rendered.
+    """
     import imagecodecs
     import tifffile
 
@@ -178,8 +180,10 @@ def write_synthetic_slide(path: str, width: int, height: int, *, seed: int = 0) 
 
 
 def _np_window(a: np.ndarray, k: int, axis: int, dilate: bool) -> np.ndarray:
-    """Max (dilate) or min over the window [x - k//2, x + k - 1 - k//2] along ``axis``,
-    ignoring pixels outside the image (OpenCV's closing border)."""
+    """Take the max (dilate) or min over the window [x - k//2, x + k - 1 - k//2] along ``axis``.
+
+    Pixels outside the image are ignored (OpenCV's closing border).
+    """
     from numpy.lib.stride_tricks import sliding_window_view
 
     lo, hi = k // 2, k - 1 - k // 2
@@ -198,8 +202,11 @@ def np_close(mask: np.ndarray, k: int) -> np.ndarray:
 
 
 def np_filter(mask: np.ndarray, min_area: float, min_hole: float, max_holes: int) -> np.ndarray:
-    """CLAM's region/hole filter with scipy labels (holes' parents from the pixel above their
-    first pixel; nested regions are not special-cased)."""
+    """Apply CLAM's region/hole filter with scipy labels.
+
+    Holes' parents come from the pixel above their first pixel; nested regions are not
+    special-cased.
+    """
     from scipy import ndimage as ndi
 
     h, w = mask.shape
@@ -330,7 +337,7 @@ def run_results(
     threads: int | None = None,
     log: Callable[[str], None] | None = None,
 ) -> tuple[list[Result], dict[str, Any]]:
-    """Writes the synthetic slide, runs the workloads; returns the records and run metadata."""
+    """Write the synthetic slide, run the workloads; return the records and run metadata."""
     if log is None:
 
         def log(msg: str) -> None:

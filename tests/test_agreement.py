@@ -1,5 +1,7 @@
-"""Tests of the inter-rater agreement statistics (python/tumorboard/_agreement.py and the C++
-statistics in csrc/stats/agreement.cpp).
+"""Tests of the inter-rater agreement statistics.
+
+The statistics live in python/tumorboard/_agreement.py and, in C++, in
+csrc/stats/agreement.cpp.
 
 Three layers are checked:
 
@@ -49,7 +51,7 @@ def _chance_corrected(p_o: float, p_e: float) -> float:
 
 
 def _evaluate_reference(name: str, sums, weight: float, params) -> float:
-    """The statistic `name` from column sums and total item weight, as the C++ code computes it."""
+    """Compute statistic `name` from column sums and total item weight, as the C++ code does."""
     s = np.asarray(sums, dtype=np.float64)
     p = np.asarray(params, dtype=np.float64)
     if name == "cohen_kappa":

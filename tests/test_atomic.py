@@ -43,8 +43,10 @@ def torn_write_text(self: Path, data: str, *args, **kwargs) -> int:
 
 
 def torn_writer(*args, **kwargs):
-    """A stand-in for a library write (``pq.write_table``, an ONNX export) that leaves a few
-    bytes at its destination and then fails."""
+    """Stand in for a library write that leaves a few bytes at its destination and then fails.
+
+    Such a write is e.g. ``pq.write_table`` or an ONNX export.
+    """
     where = next(a for a in args if isinstance(a, (str, os.PathLike)))
     Path(where).write_bytes(b"PAR1 partial")
     raise InjectedError(28, "No space left on device (injected)")
@@ -281,7 +283,10 @@ def test_tile_report_write_is_atomic(tmp_path, monkeypatch):
 
 
 def tiny_encoder(fail_on: int | None = None):
-    """A 4-d encoder of 32 px images (channel means, projected) that raises on call ``fail_on``."""
+    """Build a 4-d encoder of 32 px images that raises on call ``fail_on``.
+
+    It projects the channel means.
+    """
     torch = pytest.importorskip("torch")
 
     class Encoder(torch.nn.Module):

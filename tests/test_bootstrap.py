@@ -1,5 +1,6 @@
-"""Tests of the multinomial bootstrap engine (python/tumorboard/_bootstrap.py over
-csrc/stats/{bootstrap,units,statistic}.cpp).
+"""Tests of the multinomial bootstrap engine.
+
+The engine is python/tumorboard/_bootstrap.py over csrc/stats/{bootstrap,units,statistic}.cpp.
 
 Sections:
 
@@ -75,8 +76,10 @@ def row(res, **key) -> int:
 
 
 def quantile_mc_sd(b: int, alpha: float, se: float) -> float:
-    """Monte-Carlo sd of the alpha-quantile of B draws of a ~normal distribution with sd se:
-    sqrt(alpha (1 - alpha) / B) / phi(z_alpha) * se."""
+    """Return the Monte-Carlo sd of the alpha-quantile of B draws of a ~normal distribution.
+
+    With the distribution's sd ``se``: sqrt(alpha (1 - alpha) / B) / phi(z_alpha) * se.
+    """
     z = sps.norm.ppf(alpha)
     return np.sqrt(alpha * (1 - alpha) / b) / sps.norm.pdf(z) * se
 

@@ -1,7 +1,9 @@
-"""``tumorboard import`` then ``tumorboard score`` end to end, against accuracies worked out by
-hand for generated MTBBench logs (two runs of one model, with and without tools, two patients
-each, 15 questions per patient: 0-8 digital_pathology, 9-12 hematology, 13-14
-outcome_recurrence)."""
+"""``tumorboard import`` then ``tumorboard score`` end to end on generated MTBBench logs.
+
+The accuracies are worked out by hand for the generated logs (two runs of one model, with and
+without tools, two patients each, 15 questions per patient: 0-8 digital_pathology,
+9-12 hematology, 13-14 outcome_recurrence).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
-"""``tumorboard demo`` end to end: every announced output exists and reads back with h5py,
-pyarrow and the Store; a second run into the same folder never overwrites the first; without
-torch the slide part is skipped with the reason and the rest still runs."""
+"""``tumorboard demo`` end to end.
+
+Every announced output exists and reads back with h5py, pyarrow and the Store; a second run into
+the same folder never overwrites the first; without torch the slide part is skipped with the
+reason and the rest still runs.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""tumorboard.dist on a local Ray started once for this module (2 CPUs): distributed scoring
-equals the single-process Poisson bootstrap bit for bit for any shard count; distributed
-embedding writes byte-identical features to a local run, resumes like it, and retries the slide
-of a worker that dies."""
+"""Tests of tumorboard.dist on a local Ray started once for this module (2 CPUs).
+
+Distributed scoring equals the single-process Poisson bootstrap bit for bit for any shard count;
+distributed embedding writes byte-identical features to a local run, resumes like it, and
+retries the slide of a worker that dies.
+"""
 
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def store(tmp_path_factory):
 
 
 def _oracle(store: Store):
-    """The single-process Poisson bootstrap of the whole items frame (no partials involved)."""
+    """Run the single-process Poisson bootstrap of the whole items frame (no partials involved)."""
     df = (
         store.items(with_runs=True)
         .filter(pl.col("benchmark") == "mtbbench")
@@ -194,8 +196,11 @@ except ImportError:  # the embedding tests skip
 if torch is not None:
 
     class DieOnce(torch.nn.Module):
-        """A fixed deterministic encoder whose process exits (as if OOM-killed) on its first
-        forward while ``marker`` does not exist; later forwards work normally."""
+        """A fixed deterministic encoder whose process exits on its first forward.
+
+        The process exits (as if OOM-killed) while ``marker`` does not exist; later forwards
+        work normally.
+        """
 
         def __init__(self, marker: str) -> None:
             super().__init__()

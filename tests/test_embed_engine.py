@@ -230,8 +230,11 @@ def test_onnxruntime_backend_matches_torch(collection, reference, tmp_path):
 
 
 def test_torch_backend_on_kernel_device_matches_cpu(collection, tmp_path, kernel_device):
-    """On a CUDA machine the GPU path (pinned host batches, a copy stream, the encoder on the
-    GPU in float32) gives the CPU features; elsewhere both runs take the CPU path."""
+    """Check that on a CUDA machine the GPU path gives the CPU features.
+
+    The GPU path: pinned host batches, a copy stream, the encoder on the GPU in float32.
+    Elsewhere both runs take the CPU path.
+    """
     runs = []
     for i, dev in enumerate(("cpu", kernel_device)):
         out = tmp_path / f"{i}-{dev}"

@@ -1,5 +1,7 @@
-"""One JSON serialiser for stored payloads: ``tumorboard._json.json_text`` and the places that
-store JSON text (recorder, importers, store manifest and journal, HDF5 attributes, GeoJSON).
+"""One JSON serialiser for stored payloads: ``tumorboard._json.json_text``.
+
+Checked there and in the places that store JSON text (recorder, importers, store manifest and
+journal, HDF5 attributes, GeoJSON).
 
 Oracle: the expected text is written out by hand (sorted keys at every depth, ``", "`` and
 ``": "`` separators, non-ASCII kept, ``str()`` for values JSON has no type for).

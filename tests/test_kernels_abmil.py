@@ -183,9 +183,12 @@ def test_input_validation():
 
 @pytest.mark.parametrize("gated", [True, False])
 def test_analytic_backward_against_float64_autograd(gated, kernel_device, kernel_sizes):
-    """The fused backward (pool backward + scores backward kernels + two GEMMs) against
-    float64 autograd through the reference, with gradients of both the pooled output and the
-    raw scores, at realistic sizes on CUDA (bf16 there) and tiny ones in the interpreter."""
+    """Check the fused backward against float64 autograd through the reference.
+
+    The fused backward is the pool backward + scores backward kernels + two GEMMs. Gradients of
+    both the pooled output and the raw scores are checked, at realistic sizes on CUDA (bf16
+    there) and tiny ones in the interpreter.
+    """
     cuda = kernel_device == "cuda"
     d, k, h, r = kernel_sizes["dim"], kernel_sizes["hidden"], 2, 1
     g = torch.Generator().manual_seed(21)

@@ -161,8 +161,11 @@ def test_zero_gamma_is_identity_and_plain_gemm(path, kernel_device):
 
 
 def test_auto_path_is_measured_once_and_cached(kernel_device, monkeypatch):
-    """``path="auto"`` times both paths on the first call per shape bucket and device, then
-    reuses the decision; :func:`tumorboard.kernels.dispatch_choices` reports it."""
+    """Check that ``path="auto"`` times both paths once per shape bucket and device.
+
+    It times them on the first call, then reuses the decision;
+    :func:`tumorboard.kernels.dispatch_choices` reports it.
+    """
     _dispatch.forget()
     calls = {"fused": 0, "cublas": 0}
     paths = dict(S.DOWN_PROJ_PATHS)

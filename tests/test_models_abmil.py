@@ -239,8 +239,10 @@ def test_load_abmil_by_name_and_clipping():
 
 @pytest.mark.parametrize("gated", [True, False])
 def test_forward_varlen_auto_dispatch_on_kernel_device(gated, kernel_device, monkeypatch):
-    """``backend="auto"`` takes the fused kernel on CUDA (torch elsewhere) and matches the
-    float64 torch path on the CPU, forward and backward."""
+    """Check that ``backend="auto"`` takes the fused kernel on CUDA (torch elsewhere).
+
+    It matches the float64 torch path on the CPU, forward and backward.
+    """
     import tumorboard.kernels.abmil as kernels_abmil
 
     calls = []

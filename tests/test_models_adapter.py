@@ -254,8 +254,11 @@ def test_segment_scale_torch_hand_example() -> None:
 
 
 def test_adapter_dispatch_on_kernel_device(kernel_device, monkeypatch) -> None:
-    """On CUDA the adapter scales through the Triton kernel; logits and gamma gradients match
-    the plain-torch run on the CPU (elsewhere both runs take the torch path)."""
+    """Check that on CUDA the adapter scales through the Triton kernel.
+
+    Logits and gamma gradients match the plain-torch run on the CPU (elsewhere both runs take
+    the torch path).
+    """
     from tumorboard.kernels import segment_scale as kernels_segment_scale
 
     calls = []

@@ -31,8 +31,10 @@ from tumorboard.models.weights import CheckpointKeyError, save_state_dict  # noq
 
 
 def conch_table():
-    """Expected CONCH keys and shapes (mahmoodlab/CONCH@141cc09), less the unreleased decoder
-    and the caption pooler that only feeds it."""
+    """Return the expected CONCH keys and shapes (mahmoodlab/CONCH@141cc09).
+
+    Less the unreleased decoder and the caption pooler that only feeds it.
+    """
     t = {
         "logit_scale": (),
         "visual.trunk.cls_token": (1, 1, 768),
@@ -143,9 +145,11 @@ def test_text_cls_mask_is_shifted_by_one_position():
 
 
 def reference_text(enc: ConchTextEncoder, ids: torch.Tensor, *, shifted=True) -> torch.Tensor:
-    """Independent text forward (open_clip ``TextTransformer``), mask built element by element.
+    """Run an independent text forward (open_clip ``TextTransformer``), mask built element-wise.
+
     ``shifted=False`` gives the unshifted mask (CLS sees key j iff token j is not a pad, and
-    itself)."""
+    itself).
+    """
     c = enc.config
     sd = {k: v.detach().double() for k, v in enc.state_dict().items()}
     ids = ids[:, :-1]

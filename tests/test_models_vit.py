@@ -23,7 +23,7 @@ from tumorboard.models.vit import GluMlp, VisionTransformer, ViTConfig  # noqa: 
 
 
 def vit_table(*, dim, depth, patch, n_pos, hidden, fc2_in, regs, layerscale):
-    """Expected timm state-dict keys and shapes (timm ``vision_transformer.py``@aa4b5850)."""
+    """Return the expected state-dict keys and shapes (timm ``vision_transformer.py``@aa4b5850)."""
     t = {
         "cls_token": (1, 1, dim),
         "pos_embed": (1, n_pos, dim),

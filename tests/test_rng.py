@@ -1,5 +1,7 @@
-"""Tests of the random-number building blocks of the bootstrap engine (csrc/common/rng.hpp,
-csrc/stats/binomial.hpp) and of the stable label hashing (python/tumorboard/_keys.py).
+"""Tests of the bootstrap engine's random-number building blocks and of the label hashing.
+
+The building blocks are csrc/common/rng.hpp and csrc/stats/binomial.hpp; the stable label
+hashing is python/tumorboard/_keys.py.
 
 * Philox4x32-10 against the Random123 known-answer vectors and a pure-Python reference;
 * the binomial sampler (sequential inversion for n*p < 10, BTRS otherwise, p > 1/2 by symmetry)

@@ -1,6 +1,8 @@
-"""Tests of the MedBench v4 scorer (python/tumorboard/score/medbench.py) and of the judge helpers
-(python/tumorboard/score/judge.py): hand-worked metric values, a small frame whose report is
-worked out below, the macro average task -> dimension -> overall, judge-reply parsing and
+"""Tests of the MedBench v4 scorer and of the judge helpers.
+
+The scorer is python/tumorboard/score/medbench.py, the judge helpers
+python/tumorboard/score/judge.py. Checked: hand-worked metric values, a small frame whose report
+is worked out below, the macro average task -> dimension -> overall, judge-reply parsing and
 judge-human agreement (Cohen's kappa worked by hand).
 """
 

@@ -1,6 +1,7 @@
-"""Tests of the MedInsightBench metrics and scorer (python/tumorboard/score/medinsight.py):
-hand-worked insight recall/precision/F1 and novelty rates, a small frame whose report is worked
-out below, and the ROUGE-1 path against the rouge-score package.
+"""Tests of the MedInsightBench metrics and scorer (python/tumorboard/score/medinsight.py).
+
+Checked: hand-worked insight recall/precision/F1 and novelty rates, a small frame whose report is
+worked out below, and the ROUGE-1 path against the rouge-score package.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Tests of the MTBBench scorer ``tumorboard.score.mtbbench`` on a small hand-built frame whose
-right answers are worked out below, plus the engine (``tumorboard.stats.bootstrap`` with the same
-group keys) as the oracle for the bootstrap columns.
+"""Tests of the MTBBench scorer ``tumorboard.score.mtbbench`` on a small hand-built frame.
+
+The frame's right answers are worked out below; the engine (``tumorboard.stats.bootstrap`` with
+the same group keys) is the oracle for the bootstrap columns.
 
 Hand-worked frame (track "multimodal" for gpt, none given for llama -> "default"):
 

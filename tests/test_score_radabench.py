@@ -1,5 +1,7 @@
-"""Tests of the RadA-BenchPlat metrics and scorer (python/tumorboard/score/radabench.py and
-the reference-code replicas in score/_radabench_reference.py).
+"""Tests of the RadA-BenchPlat metrics and scorer.
+
+The scorer is python/tumorboard/score/radabench.py; the reference-code replicas are in
+score/_radabench_reference.py.
 
 Hand-worked values for every agent metric from the paper's definition (e.g. the paper's optimal
 tool score example: 4 tools, the second best chosen, 0.75) and for the reference code's variants

@@ -1,6 +1,8 @@
-"""Tests of the scoring framework: ``tumorboard.score.summarize`` (per-group bootstrap rows and
-the joint-resampling "overall" row), ``Report`` renderings, the inline SVG plots, the column
-helpers and the scorer registry.
+"""Tests of the scoring framework.
+
+Covered: ``tumorboard.score.summarize`` (per-group bootstrap rows and the joint-resampling
+"overall" row), ``Report`` renderings, the inline SVG plots, the column helpers and the scorer
+registry.
 
 Oracles: hand-worked means on small frames; the engine's own ``tumorboard.stats.bootstrap`` /
 ``bootstrap_sufficient`` called directly with the same group keys (identical draws); and an
@@ -43,9 +45,16 @@ def cell(table: pl.DataFrame, col: str, **key) -> object:
 
 
 def mc_mean_of_task_means(values, tasks, clusters, b, level, seed):
-    """Independent numpy bootstrap of the mean of per-task means: resample units (clusters, or
-    records when clusters is None) with replacement; resamples where a task is empty are left
-    out. Returns (boot_mean, ci_low, ci_high) with linear-interpolation percentiles."""
+    """Run an independent numpy bootstrap of the mean of per-task means.
+
+    Resample units (clusters, or records when clusters is None) with replacement; resamples
+    where a task is empty are left out.
+
+    Returns
+    -------
+    tuple
+        ``(boot_mean, ci_low, ci_high)`` with linear-interpolation percentiles.
+    """
     rng = np.random.default_rng(seed)
     values = np.asarray(values, dtype=float)
     _, t = np.unique(tasks, return_inverse=True)

@@ -1,5 +1,7 @@
-"""Normalisation constants live once (``tumorboard._constants``) and the Triton backend is chosen
-once (``tumorboard.kernels.choose_backend``); every user takes them from there.
+"""Normalisation constants and the Triton backend choice each live in one place.
+
+The constants live in ``tumorboard._constants`` and the backend is chosen in
+``tumorboard.kernels.choose_backend``; every user takes them from there.
 
 Oracles: the published values written out by hand (timm ``IMAGENET_DEFAULT_*``, openai/CLIP's
 ``Normalize``) and the documented backend rules.

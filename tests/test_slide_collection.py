@@ -1,6 +1,8 @@
-"""Slide collections: one naming rule (``slides.slide_name``, ``slides.plan_slide_names``) and
-one progress printer (``tumorboard._progress.SlideProgress``), shared by ``tumorboard tile``,
-``embed_slides`` and its Ray executor.
+"""Slide collections: one naming rule and one progress printer.
+
+The naming rule (``slides.slide_name``, ``slides.plan_slide_names``) and the progress printer
+(``tumorboard._progress.SlideProgress``) are shared by ``tumorboard tile``, ``embed_slides`` and
+its Ray executor.
 
 Oracles: names and lines written out by hand.
 """

@@ -412,8 +412,10 @@ def test_preprocess_validation():
 
 
 def test_portable_paths_match_pil(tmp_path):
-    """The AVX2 kernels are picked at run time; TUMORBOARD_DISABLE_AVX2=1 forces the portable
-    code, which must give the same (PIL-exact) values."""
+    """Check that the portable code gives the same (PIL-exact) values as the AVX2 kernels.
+
+    The AVX2 kernels are picked at run time; TUMORBOARD_DISABLE_AVX2=1 forces the portable code.
+    """
     import os
     import subprocess
     import sys

@@ -1,5 +1,7 @@
-"""Segmentation, patch grid, loader, coords files and ``tumorboard tile`` end to end, on the
-pyramidal test slide of test_slides_readers.py and on scikit-image's real IHC image.
+"""Segmentation, patch grid, loader, coords files and ``tumorboard tile`` end to end.
+
+They run on the pyramidal test slide of test_slides_readers.py and on scikit-image's real IHC
+image.
 
 Oracles: the tissue mask is recomputed by an independent numpy/scipy/skimage pipeline (numpy
 saturation, scipy median filter, skimage Otsu, numpy closing, scipy-label region filter); the

@@ -53,8 +53,11 @@ def synthetic_image(width: int = W0, height: int = H0, seed: int = 0) -> np.ndar
 
 def write_test_slide(path: Path, image: np.ndarray | None = None, *, mpp: float = MPP,
                      levels: int = 3) -> np.ndarray:  # fmt: skip
-    """Writes a generic pyramidal TIFF (one IFD per level, 2x steps, JPEG 256 px tiles, resolution
-    tags in pixels per centimetre) and returns the level-0 image."""
+    """Write a generic pyramidal TIFF and return the level-0 image.
+
+    The TIFF has one IFD per level, 2x steps, JPEG 256 px tiles and resolution tags in pixels
+    per centimetre.
+    """
     import tifffile
 
     img = synthetic_image() if image is None else image

@@ -1,5 +1,7 @@
-"""Tests of sacrebleu-exact BLEU (python/tumorboard/_bleu.py over csrc/text/bleu*.cpp) and of the
-bootstrap engine's "bleu" statistic (csrc/stats/statistic.cpp).
+"""Tests of sacrebleu-exact BLEU and of the bootstrap engine's "bleu" statistic.
+
+BLEU is python/tumorboard/_bleu.py over csrc/text/bleu*.cpp; the statistic is in
+csrc/stats/statistic.cpp.
 
 The oracle is sacrebleu itself (2.x, ``sacrebleu/metrics/bleu.py``). Scoring 2000 pairs with
 ``sentence_score`` for each of ~60 configurations would take minutes, so most comparisons use
@@ -117,7 +119,7 @@ def corpus() -> dict:
 
 
 def _sacre_stats(metric: BLEU, hyps: list, streams: list) -> list:
-    """sacrebleu's per-item statistics [hyp_len, ref_len, correct..., total...]."""
+    """Return sacrebleu's per-item statistics [hyp_len, ref_len, correct..., total...]."""
     return metric._extract_corpus_statistics(hyps, streams)
 
 
@@ -680,10 +682,13 @@ def test_corpus_bleu_per_group_and_clusters(corpus: dict) -> None:
 
 
 def _cpython312_sum(items: list) -> float | int:
-    """CPython >= 3.12 builtin sum() of ints and floats (start 0): a leading run of ints is
-    summed exactly, the first float is added plainly, later floats with Neumaier compensation,
-    later ints plainly; the compensation is added at the end if non-zero and finite. Checked
-    against the sum() of CPython 3.12.1 and 3.13.0 on 200,000 random lists of this kind."""
+    """Sum ints and floats as CPython >= 3.12's builtin sum() does (start 0).
+
+    A leading run of ints is summed exactly, the first float is added plainly, later floats with
+    Neumaier compensation, later ints plainly; the compensation is added at the end if non-zero
+    and finite. Checked against the sum() of CPython 3.12.1 and 3.13.0 on 200,000 random lists
+    of this kind.
+    """
     k, acc = 0, 0
     while k < len(items) and isinstance(items[k], int):
         acc += items[k]

@@ -261,8 +261,11 @@ NO_SPACE_RANGES = [
 
 
 def _char_flags_reference() -> np.ndarray:
-    """Flags of every code point: 1 letter/number (L*, N*), 2 mark (M*), 4 no-space script,
-    8 Python regex word character (isalnum or '_'), 16 str.isspace()."""
+    """Return the flags of every code point.
+
+    1 letter/number (L*, N*), 2 mark (M*), 4 no-space script, 8 Python regex word character
+    (isalnum or '_'), 16 str.isspace().
+    """
     chars = [chr(cp) for cp in range(0x110000)]
     major = np.array([unicodedata.category(c)[0] for c in chars])
     f = np.where(np.isin(major, ["L", "N"]), 1, 0) | np.where(major == "M", 2, 0)

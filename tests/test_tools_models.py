@@ -1,5 +1,6 @@
-"""``conch_zero_shot`` and ``ihc_positive_percentage`` end to end with the tiny model configs
-(random weights) on scikit-image's IHC image.
+"""``conch_zero_shot`` and ``ihc_positive_percentage`` end to end on scikit-image's IHC image.
+
+Both run with the tiny model configs (random weights).
 
 Oracles: the preprocessing is redone with Pillow (bicubic resize of the shorter side, centre crop)
 and numpy; similarities, softmax, rounding and bins are recomputed in numpy from the model's

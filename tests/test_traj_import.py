@@ -1,8 +1,10 @@
-"""Log importers (python/tumorboard/traj/importers/): MTBBench chat logs generated here with every
-quirk real logs have, JSON lines with a field mapping, ReAct traces; idempotent re-imports; the
-import report. Expected values are worked out by hand from the MTBBench log format
-(``<model>/<patient>_chatlog_<unix_ts>.json``, a trailing ``{"conversation": [...]}``) and the
-task rules of the two tracks."""
+"""Tests of the log importers (python/tumorboard/traj/importers/).
+
+Covered: MTBBench chat logs generated here with every quirk real logs have, JSON lines with a
+field mapping, ReAct traces; idempotent re-imports; the import report. Expected values are
+worked out by hand from the MTBBench log format (``<model>/<patient>_chatlog_<unix_ts>.json``,
+a trailing ``{"conversation": [...]}``) and the task rules of the two tracks.
+"""
 
 from __future__ import annotations
 
@@ -129,7 +131,7 @@ def write(path: Path, doc) -> Path:
 
 @pytest.fixture
 def logs(tmp_path) -> Path:
-    """A folder of MTBBench logs with every quirk (see the assertions for what each tests)."""
+    """Write a folder of MTBBench logs with every quirk (see the assertions for what each tests)."""
     root = tmp_path / "agent_logs"
     qs = multimodal_questions()
     # gpt4o, patient 104: clean, with an aligned conversation (one re-prompt on question 0)

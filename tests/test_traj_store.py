@@ -1,6 +1,9 @@
-"""The trajectory store (python/tumorboard/traj/{schema,store,recorder}.py): round trips through
-Parquet, schema validation, versioning, lazy scans, compaction, import-batch commits, a writer
-killed mid-run (real subprocess, SIGKILL) and concurrent writer processes."""
+"""Tests of the trajectory store (python/tumorboard/traj/{schema,store,recorder}.py).
+
+Covered: round trips through Parquet, schema validation, versioning, lazy scans, compaction,
+import-batch commits, a writer killed mid-run (real subprocess, SIGKILL) and concurrent writer
+processes.
+"""
 
 from __future__ import annotations
 
