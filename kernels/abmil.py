@@ -1,9 +1,11 @@
 """Fused attention-based MIL pooling (Ilse et al., ICML 2018) over variable-length bags.
 
 Implements :meth:`tumorboard.models.abmil.ABMIL.forward_varlen` (TRIDENT's multi-head, optionally
-gated ABMIL; shared/spec/REFERENCE.md §3) without padding and without a per-bag loop. Bags are
-concatenated: ``x [T, D]`` with ``offsets [B+1]`` (bag ``i`` = rows ``offsets[i]:offsets[i+1]``).
-Per head ``h`` (weights stacked over heads, ``nn.Linear`` layout)::
+gated ABMIL: mahmoodlab/TRIDENT
+``trident/slide_encoder_models/model_zoo/reusable_blocks/ABMIL.py``@a91fa84) without padding and
+without a per-bag loop. Bags are concatenated: ``x [T, D]`` with ``offsets [B+1]`` (bag ``i`` =
+rows ``offsets[i]:offsets[i+1]``). Per head ``h`` (weights stacked over heads, ``nn.Linear``
+layout)::
 
     a_n  = tanh(Wa[h] x_n + ba[h]) * sigmoid(Wg[h] x_n + bg[h])     (gate only if given)
     s_n  = Ws[h] a_n + bs[h]                                          R scores per instance
@@ -53,10 +55,14 @@ _SCORE_BLOCK_N_BWD = 16 if INTERPRET else 128
 class ABMILResult:
     """Output of :func:`abmil_pool`.
 
-    Attributes:
-        pooled: ``[B, H, R, D]`` in the dtype of ``x`` (not condensed over heads).
-        scores: raw pre-softmax scores ``[T, H, R]`` float32.
-        weights: softmax attention weights ``[T, H, R]`` float32, or None if not asked for.
+    Attributes
+    ----------
+    pooled : torch.Tensor
+        ``[B, H, R, D]`` in the dtype of ``x`` (not condensed over heads).
+    scores : torch.Tensor
+        Raw pre-softmax scores ``[T, H, R]`` float32.
+    weights : torch.Tensor or None
+        Softmax attention weights ``[T, H, R]`` float32, or None if not asked for.
     """
 
     pooled: torch.Tensor
@@ -135,8 +141,11 @@ def _reference_raw(
     wg: torch.Tensor | None,
     bg: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(pooled [B,H,R,D] in x.dtype, scores and weights [T,H,R] in float32 (float64 for float64
-    x)); differentiable."""
+    """Return (pooled, scores, weights) by differentiable segment ops.
+
+    pooled is [B,H,R,D] in x.dtype; scores and weights are [T,H,R] in float32 (float64 for
+    float64 x).
+    """
     n_bags = offsets.numel() - 1
     h, r, d = ws.shape[0], ws.shape[1], x.shape[1]
     acc = torch.promote_types(x.dtype, torch.float32)
@@ -171,7 +180,7 @@ def abmil_reference(
     *,
     return_weights: bool = False,
 ) -> ABMILResult:
-    """Pure-torch variable-length ABMIL (segment ops, no padding), float32 internally.
+    """Pool with pure-torch variable-length ABMIL (segment ops, no padding), float32 inside.
 
     Same arguments and result as :func:`abmil_pool` (float64 is accepted too and then used
     throughout); differentiable with ordinary autograd.
@@ -185,9 +194,21 @@ def module_weights(
     module: torch.nn.Module,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None,
            torch.Tensor | None]:  # fmt: skip
-    """Stacks an :class:`~tumorboard.models.abmil.ABMIL`'s per-head layers into the kernel
-    layout ``(wa [H,K,D], ba [H,K], ws [H,R,K], bs [H,R], wg, bg)`` (``wg``/``bg`` None if not
-    gated). The stacks keep autograd links to the module's parameters."""
+    """Stack an :class:`~tumorboard.models.abmil.ABMIL`'s per-head layers into the kernel layout.
+
+    The stacks keep autograd links to the module's parameters.
+
+    Parameters
+    ----------
+    module : ABMIL
+        The pooling module.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(wa [H,K,D], ba [H,K], ws [H,R,K], bs [H,R], wg, bg)`` (``wg``/``bg`` None if not
+        gated).
+    """
     heads = range(module.n_heads)
     wa = torch.stack([module.attention_heads[i][0].weight for i in heads])
     ba = torch.stack([module.attention_heads[i][0].bias for i in heads])
@@ -315,7 +336,7 @@ if triton is not None:
 
     @triton.jit
     def _tanh(x, FAST: tl.constexpr):
-        """tanh in float32; ``FAST`` uses the hardware approximation (one MUFU op, ~2^-11)."""
+        """Compute tanh in float32; ``FAST`` uses the hardware approximation (1 MUFU op, ~2^-11)."""
         if FAST:
             return tl.inline_asm_elementwise(
                 "tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
@@ -640,7 +661,7 @@ def _flags(x: torch.Tensor) -> dict[str, bool]:
 
 
 def _scores(x: torch.Tensor, w: _Prepared) -> torch.Tensor:
-    """Raw scores ``[T, H, R]`` float32."""
+    """Return the raw scores ``[T, H, R]`` float32."""
     t, d = x.shape
     h, k = w.wa.shape[:2]
     r = w.ws.shape[1]
@@ -674,7 +695,7 @@ def _scores(x: torch.Tensor, w: _Prepared) -> torch.Tensor:
 def _pool(
     x: torch.Tensor, scores: torch.Tensor, offsets: torch.Tensor, want_weights: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(pooled ``[B, H, R, D]`` float32, log-sum-exp ``[B, H*R]``, weights or None)."""
+    """Return (pooled ``[B, H, R, D]`` float32, log-sum-exp ``[B, H*R]``, weights or None)."""
     t, d = x.shape
     _, h, r = scores.shape
     n_bags = offsets.numel() - 1
@@ -703,7 +724,7 @@ def _backward(
     g_pooled: torch.Tensor | None,
     g_scores: torch.Tensor | None,
 ) -> tuple[torch.Tensor, ...]:
-    """Analytic gradients (dx, dwa, dba, dws, dbs, dwg, dbg) of the fused forward.
+    """Compute the analytic gradients (dx, dwa, dba, dws, dbs, dwg, dbg) of the fused forward.
 
     Three kernels: the pooling backward (one pass over x: ``dx_pool`` and the score
     gradients ``ds``), the scores backward (recomputes the pre-activations with the same
@@ -821,21 +842,30 @@ def abmil_pool(
     return_weights: bool = False,
     backend: str = "auto",
 ) -> ABMILResult:
-    """ABMIL pooling of concatenated variable-length bags (module docstring for the math).
+    """Pool concatenated variable-length bags with ABMIL (module docstring for the math).
 
-    Args:
-        x: ``[T, D]`` instance features, float32/float16/bfloat16 (accumulation is float32).
-        offsets: ``[B+1]`` integer row offsets (``0 .. T``, non-decreasing; empty bags allowed).
-        wa, ba: attention layers ``[H, K, D]``, ``[H, K]`` (``nn.Linear`` layout, stacked).
-        ws, bs: scoring layers ``[H, R, K]``, ``[H, R]``.
-        wg, bg: optional gate layers, same shapes as ``wa``/``ba`` (gated ABMIL).
-        return_weights: also return the softmax weights ``[T, H, R]``.
-        backend: ``"auto"`` (Triton on CUDA tensors when triton is installed, torch otherwise),
-            ``"triton"`` (also for CPU tensors under ``TRITON_INTERPRET=1``) or ``"torch"``.
+    Parameters
+    ----------
+    x : torch.Tensor
+        ``[T, D]`` instance features, float32/float16/bfloat16 (accumulation is float32).
+    offsets : torch.Tensor
+        ``[B+1]`` integer row offsets (``0 .. T``, non-decreasing; empty bags allowed).
+    wa, ba : torch.Tensor
+        Attention layers ``[H, K, D]``, ``[H, K]`` (``nn.Linear`` layout, stacked).
+    ws, bs : torch.Tensor
+        Scoring layers ``[H, R, K]``, ``[H, R]``.
+    wg, bg : torch.Tensor or None, default None
+        Optional gate layers, same shapes as ``wa``/``ba`` (gated ABMIL).
+    return_weights : bool, default False
+        Also return the softmax weights ``[T, H, R]``.
+    backend : {"auto", "triton", "torch"}, default "auto"
+        ``"auto"`` (Triton on CUDA tensors when triton is installed, torch otherwise),
+        ``"triton"`` (also for CPU tensors under ``TRITON_INTERPRET=1``) or ``"torch"``.
 
-    Returns:
-        :class:`ABMILResult`; ``pooled`` and ``scores`` are differentiable with respect to
-        ``x`` and every weight.
+    Returns
+    -------
+    ABMILResult
+        ``pooled`` and ``scores`` are differentiable with respect to ``x`` and every weight.
     """
     if choose_backend(backend, x.device) == "torch":
         return abmil_reference(x, offsets, wa, ba, ws, bs, wg, bg, return_weights=return_weights)

@@ -66,7 +66,7 @@ def _check(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor, name: str = 
 
 
 def _scale_torch(seg: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    """``1 + gamma[seg]`` per token ``[T, D]`` float32, with id 0 (and out-of-range) -> 1."""
+    """Return ``1 + gamma[seg]`` per token, ``[T, D]`` float32; id 0 (and out-of-range) -> 1."""
     g = torch.cat([gamma.new_zeros((1, gamma.shape[1])), gamma]).float()
     idx = seg.long()
     idx = torch.where((idx >= 1) & (idx <= _N_SEGMENTS), idx, 0)
@@ -76,7 +76,22 @@ def _scale_torch(seg: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
 def segment_scale_reference(
     h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor
 ) -> torch.Tensor:
-    """Pure-torch ``h * (1 + gamma[seg])`` (float32 arithmetic, result in ``h.dtype``)."""
+    """Compute ``h * (1 + gamma[seg])`` in pure torch (float32 arithmetic, result in h.dtype).
+
+    Parameters
+    ----------
+    h : torch.Tensor
+        ``[T, D]`` float32/float16/bfloat16 activations.
+    seg : torch.Tensor
+        ``[T]`` integer segment ids (as in :func:`segment_scale`).
+    gamma : torch.Tensor
+        ``[3, D]`` per-segment channel scales.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[T, D]`` in ``h.dtype``.
+    """
     _check(h, seg, gamma)
     return (h.float() * _scale_torch(seg, gamma)).to(h.dtype)
 
@@ -126,7 +141,7 @@ if triton is not None:
         ]
 
     def _tma_configs() -> list[triton.Config]:
-        """Tiles of the persistent TMA GEMM (Hopper-sized: 128x256 wgmma tiles).
+        """Return the tiles of the persistent TMA GEMM (Hopper-sized: 128x256 wgmma tiles).
 
         Measured on an H100 at 16384 x 11008 -> 4096 bf16: 128x256x64, 8 warps, 3 stages and
         warp specialization (a producer warp feeding TMA loads) ran at 1.01x cuBLAS; 4 stages
@@ -155,7 +170,7 @@ if triton is not None:
 
     @triton.jit
     def _gamma_rows(gamma_ptr, sg, ds, t_ok, d_ok, D):
-        """``gamma[seg - 1]`` tile in fp32, 0 where seg is outside 1..3."""
+        """Load the ``gamma[seg - 1]`` tile in fp32, 0 where seg is outside 1..3."""
         has = (sg >= 1) & (sg <= 3) & t_ok
         g_off = (sg - 1).to(tl.int64)[:, None] * D + ds[None, :]
         return tl.load(gamma_ptr + g_off, mask=has[:, None] & d_ok[None, :], other=0.0).to(
@@ -226,7 +241,10 @@ if triton is not None:
 
     @triton.jit
     def _tile_ids(tile, n_m, n_n, GROUP_M: tl.constexpr):
-        """Grouped tile order (runs of GROUP_M row tiles share W's column tiles in L2)."""
+        """Map a tile index to its (row tile, column tile) in grouped order.
+
+        Runs of GROUP_M row tiles share W's column tiles in L2.
+        """
         per_group = GROUP_M * n_n
         first_m = (tile // per_group) * GROUP_M
         group_size = tl.minimum(n_m - first_m, GROUP_M)
@@ -347,7 +365,7 @@ def _fwd_triton(
     *,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``h * (1 + gamma[seg]) (+ residual)`` in one pass; ``out`` may be ``h`` itself."""
+    """Compute ``h * (1 + gamma[seg]) (+ residual)`` in one pass; ``out`` may be ``h`` itself."""
     h = _rowmajor(h)
     t, d = h.shape
     y = torch.empty_like(h) if out is None else out
@@ -406,17 +424,26 @@ class _SegmentScaleFunction(torch.autograd.Function):
 def segment_scale(
     h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor, *, backend: str = "auto"
 ) -> torch.Tensor:
-    """``h * (1 + gamma[seg])``, differentiable in ``h`` and ``gamma`` (LAMMI-Pathology adapter).
+    """Compute ``h * (1 + gamma[seg])``, differentiable in ``h`` and ``gamma``.
 
-    Args:
-        h: ``[T, D]`` float32/float16/bfloat16 activations.
-        seg: ``[T]`` integer segment ids (int8): 0 none (identity), 1 thought, 2 action,
-            3 action input; other values act as 0.
-        gamma: ``[3, D]`` per-segment channel scales (any float dtype; math in float32).
-        backend: ``"auto"`` (Triton kernel on CUDA, torch on CPU), ``"triton"`` (CPU tensors
-            too, under ``TRITON_INTERPRET=1``) or ``"torch"``.
+    The segment scaling of the LAMMI-Pathology adapter.
 
-    Returns:
+    Parameters
+    ----------
+    h : torch.Tensor
+        ``[T, D]`` float32/float16/bfloat16 activations.
+    seg : torch.Tensor
+        ``[T]`` integer segment ids (int8): 0 none (identity), 1 thought, 2 action, 3 action
+        input; other values act as 0.
+    gamma : torch.Tensor
+        ``[3, D]`` per-segment channel scales (any float dtype; math in float32).
+    backend : {"auto", "triton", "torch"}, default "auto"
+        ``"auto"`` (Triton kernel on CUDA, torch on CPU), ``"triton"`` (CPU tensors too, under
+        ``TRITON_INTERPRET=1``) or ``"torch"``.
+
+    Returns
+    -------
+    torch.Tensor
         ``[T, D]`` in ``h.dtype``; ``dgamma`` is reduced over tokens in float32.
     """
     _check(h, seg, gamma)
@@ -433,7 +460,7 @@ def _down_proj_fused(
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
 ) -> torch.Tensor:
-    """The Triton GEMM with the bias, scaling and residual in its epilogue."""
+    """Run the Triton GEMM with the bias, scaling and residual in its epilogue."""
     x, w = _rowmajor(x), _rowmajor(w)
     m, k = x.shape
     n = w.shape[0]
@@ -471,7 +498,7 @@ def _down_proj_library(
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
 ) -> torch.Tensor:
-    """The library GEMM (cuBLAS) plus one fused scale-and-residual pass, in place."""
+    """Run the library GEMM (cuBLAS) plus one fused scale-and-residual pass, in place."""
     z = F.linear(x, w, bias)
     return _fwd_triton(z, seg, gamma, residual, out=z)
 
@@ -539,24 +566,37 @@ def fused_down_proj_segment_scale(
     backend: str = "auto",
     path: str = "auto",
 ) -> torch.Tensor:
-    """``(x @ W.T + bias) * (1 + gamma[seg]) + residual`` with the scaling (and the residual
-    add) in the GEMM epilogue: the FFN ``down_proj`` of a LLaMA/Qwen2 MLP plus the adapter.
+    """Compute ``(x @ W.T + bias) * (1 + gamma[seg]) + residual`` with a fused epilogue.
 
-    Args:
-        x: ``[T, I]`` (the MLP's intermediate activations), float32/float16/bfloat16.
-        W: ``[D, I]`` down-projection weight (``nn.Linear`` layout), dtype of ``x``.
-        seg: ``[T]`` integer segment ids (as in :func:`segment_scale`).
-        gamma: ``[3, D]``.
-        bias: optional ``[D]``.
-        residual: optional ``[T, D]`` added after the scaling.
-        backend: as in :func:`segment_scale`.
-        path: on the Triton backend, ``"fused"`` (one Triton GEMM, persistent with TMA
-            descriptors where the strides allow, with the bias, scaling and residual in its
-            epilogue), ``"cublas"`` (the library GEMM plus one fused scale-and-residual pass)
-            or ``"auto"``: the faster of the two, measured on the first call per shape bucket,
-            dtype and device and cached (:func:`tumorboard.kernels.dispatch_choices`).
+    The scaling (and the residual add) run in the GEMM epilogue: the FFN ``down_proj`` of a
+    LLaMA/Qwen2 MLP plus the adapter.
 
-    Returns:
+    Parameters
+    ----------
+    x : torch.Tensor
+        ``[T, I]`` (the MLP's intermediate activations), float32/float16/bfloat16.
+    W : torch.Tensor
+        ``[D, I]`` down-projection weight (``nn.Linear`` layout), dtype of ``x``.
+    seg : torch.Tensor
+        ``[T]`` integer segment ids (as in :func:`segment_scale`).
+    gamma : torch.Tensor
+        ``[3, D]``.
+    bias : torch.Tensor or None, default None
+        Optional ``[D]``.
+    residual : torch.Tensor or None, default None
+        Optional ``[T, D]`` added after the scaling.
+    backend : {"auto", "triton", "torch"}, default "auto"
+        As in :func:`segment_scale`.
+    path : {"auto", "fused", "cublas"}, default "auto"
+        On the Triton backend, ``"fused"`` (one Triton GEMM, persistent with TMA descriptors
+        where the strides allow, with the bias, scaling and residual in its epilogue),
+        ``"cublas"`` (the library GEMM plus one fused scale-and-residual pass) or ``"auto"``:
+        the faster of the two, measured on the first call per shape bucket, dtype and device and
+        cached (:func:`tumorboard.kernels.dispatch_choices`).
+
+    Returns
+    -------
+    torch.Tensor
         ``[T, D]`` in ``x.dtype``; differentiable in ``x``, ``W``, ``gamma``, ``bias`` and
         ``residual``.
     """

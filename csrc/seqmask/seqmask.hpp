@@ -8,7 +8,7 @@
 //
 // Each kept occurrence opens a span that runs to the next kept occurrence or to the end of the
 // sequence; a pattern with label 0 (e.g. "Observation:") closes the open span. LAMMI-Pathology
-// (arXiv 2602.18773, shared/spec/REFERENCE.md §5) labels: 0 none, 1 thought, 2 action, 3 action
+// (arXiv 2602.18773, its training figure) labels: 0 none, 1 thought, 2 action, 3 action
 // input. The marker tokens themselves get the span's label when `mark_markers` is set, else 0.
 #pragma once
 

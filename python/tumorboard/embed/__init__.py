@@ -1,6 +1,8 @@
-"""Slide-collection embedding: ``embed_slides`` reads, tiles and embeds many slides with a
-pathology foundation model and writes TRIDENT features .h5 files plus a Parquet table, resuming
-per slide and reporting bad slides at the end instead of stopping.
+"""Slide-collection embedding: read, tile and embed many slides with a foundation model.
+
+``embed_slides`` embeds the slides with a pathology foundation model and writes TRIDENT features
+.h5 files plus a Parquet table, resuming per slide and reporting bad slides at the end instead of
+stopping.
 
 Typical use::
 

@@ -24,8 +24,10 @@ DTYPES = ("auto", "fp32", "fp16", "bf16")
 
 
 def encoder_meta(module: Any) -> tuple[int, tuple[float, ...], tuple[float, ...], str]:
-    """(image_size, mean, std, interpolation) of an encoder; 224 px, ImageNet statistics and
-    bilinear resizing when the module does not say."""
+    """Return the ``(image_size, mean, std, interpolation)`` of an encoder.
+
+    224 px, ImageNet statistics and bilinear resizing when the module does not say.
+    """
     size = int(getattr(module, "image_size", 224))
     mean = tuple(float(v) for v in getattr(module, "mean", IMAGENET_MEAN))
     std = tuple(float(v) for v in getattr(module, "std", IMAGENET_STD))
@@ -34,8 +36,17 @@ def encoder_meta(module: Any) -> tuple[int, tuple[float, ...], tuple[float, ...]
 
 
 class TorchBackend:
-    """Runs a torch encoder. ``device``: "auto" (CUDA when available), "cpu", "cuda[:i]";
-    ``dtype``: "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32", "fp16" or "bf16" (autocast)."""
+    """A torch encoder run on CPU or CUDA.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The encoder.
+    device : str, default "auto"
+        "auto" (CUDA when available), "cpu", "cuda[:i]".
+    dtype : {"auto", "fp32", "fp16", "bf16"}, default "auto"
+        "auto" is bf16 autocast on CUDA, fp32 on CPU; "fp16" and "bf16" autocast.
+    """
 
     name = "torch"
 
@@ -67,7 +78,7 @@ class TorchBackend:
                 return self.module(x).float()
 
     def submit(self, images: np.ndarray) -> None:
-        """Starts the forward of one batch (asynchronously on CUDA)."""
+        """Start the forward of one batch (asynchronously on CUDA)."""
         torch = self.torch
         x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
         if not self.cuda:
@@ -89,7 +100,7 @@ class TorchBackend:
         self._pending.append((host, done, x))
 
     def collect(self) -> np.ndarray:
-        """The embeddings of the oldest submitted batch (waits for it)."""
+        """Return the embeddings of the oldest submitted batch (waits for it)."""
         out, done, _keep = self._pending.popleft()
         if done is None:
             return out
@@ -98,6 +109,7 @@ class TorchBackend:
 
     @property
     def in_flight(self) -> int:
+        """Number of submitted batches not yet collected."""
         return len(self._pending)
 
     def __call__(self, images: np.ndarray) -> np.ndarray:
@@ -106,8 +118,20 @@ class TorchBackend:
 
 
 class OnnxBackend:
-    """Runs an ONNX encoder with onnxruntime (CUDA execution provider when ``device`` asks for
-    CUDA and onnxruntime-gpu is installed, else CPU). The graph takes one float32 NCHW input."""
+    """An ONNX encoder run by onnxruntime.
+
+    The CUDA execution provider is used when ``device`` asks for CUDA and onnxruntime-gpu is
+    installed, else the CPU one. The graph takes one float32 NCHW input.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.onnx`` file.
+    device : str, default "auto"
+        "auto", "cpu" or "cuda[:i]".
+    threads : int or None, default None
+        onnxruntime intra-op threads (default: onnxruntime's).
+    """
 
     name = "onnxruntime"
 
@@ -139,15 +163,18 @@ class OnnxBackend:
         self.embed_dim: int | None = None
 
     def submit(self, images: np.ndarray) -> None:
+        """Run one batch (synchronously) and queue its embeddings."""
         x = np.ascontiguousarray(images, dtype=np.float32)
         (y,) = self.session.run(None, {self.input_name: x})[:1]
         self._pending.append(np.asarray(y, dtype=np.float32))
 
     def collect(self) -> np.ndarray:
+        """Return the embeddings of the oldest submitted batch."""
         return self._pending.popleft()
 
     @property
     def in_flight(self) -> int:
+        """Number of submitted batches not yet collected."""
         return len(self._pending)
 
     def __call__(self, images: np.ndarray) -> np.ndarray:
@@ -156,9 +183,26 @@ class OnnxBackend:
 
 
 def export_onnx(module: Any, path: str | os.PathLike[str], *, image_size: int) -> Path:
-    """Exports ``module`` with a dynamic batch axis: through ``tumorboard.models.export_onnx``
-    for the models package's encoders (modules with ``embed_dim``, ``image_size``, ``mean``,
-    ``std``), else with ``torch.onnx.export`` (TorchScript exporter, opset 17)."""
+    """Export ``module`` to ONNX with a dynamic batch axis.
+
+    The models package's encoders (modules with ``embed_dim``, ``image_size``, ``mean``, ``std``)
+    go through ``tumorboard.models.export_onnx``, others through ``torch.onnx.export``
+    (TorchScript exporter, opset 17).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The encoder.
+    path : str or os.PathLike
+        The ``.onnx`` file to write (replaced if it exists).
+    image_size : int
+        Side of the example input.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     p = Path(path)  # an existing file is replaced (the module may have changed since)
     p.parent.mkdir(parents=True, exist_ok=True)
     try:

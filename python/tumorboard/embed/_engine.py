@@ -6,7 +6,8 @@ builds (or reuses) the TRIDENT coords file and iterates the slides layer's threa
 calling thread takes batches off the queue and runs the model backend, so reading and decoding
 overlap compute (and, on CUDA, the host-to-device copy overlaps both; see ``_backends``).
 
-Outputs per slide (REFERENCE §4):
+Outputs per slide (layouts of mahmoodlab/TRIDENT ``trident/wsi_objects/WSI.py``,
+``extract_patch_features``, and ``trident/Processor.py``@a91fa84):
 
 * ``{out}/features_{encoder}/{name}.h5``: TRIDENT's features file: ``features`` [N, D] float32
   with attributes ``name``, ``savetodir``, ``encoder``; ``coords`` [N, 2] int64 with the coords
@@ -51,8 +52,24 @@ Status = Literal["done", "skipped", "failed"]
 
 @dataclass(frozen=True)
 class SlideResult:
-    """What happened to one slide: ``status`` "done", "skipped" (already complete) or "failed"
-    (``error`` says why); ``n_patches`` embedded (or found, when skipped).
+    """What happened to one slide.
+
+    Attributes
+    ----------
+    slide : str
+        The slide file.
+    name : str
+        Its output name.
+    status : {"done", "skipped", "failed"}
+        "skipped" means already complete; for "failed", ``error`` says why.
+    n_patches : int, default 0
+        Patches embedded (or found, when skipped).
+    features_path, parquet_path : pathlib.Path or None, default None
+        The slide's output files.
+    error : str or None, default None
+        Why the slide failed.
+    seconds : float, default 0.0
+        Time spent on the slide.
     """
 
     slide: str
@@ -71,11 +88,20 @@ class EmbedReport:
 
     Attributes
     ----------
-        results: one :class:`SlideResult` per input slide, in input order.
-        encoder: the encoder name used in the output folders.
-        features_dir, parquet_dir, coords_dir: where the outputs are.
-        n_patches: patches embedded in this run (skipped slides not counted).
-        seconds: wall-clock time of the run.
+    results : tuple of SlideResult
+        One :class:`SlideResult` per input slide, in input order.
+    encoder : str
+        The encoder name used in the output folders.
+    features_dir, parquet_dir, coords_dir : pathlib.Path
+        Where the outputs are.
+    n_patches : int
+        Patches embedded in this run (skipped slides not counted).
+    seconds : float
+        Wall-clock time of the run.
+    backend : str, default "torch"
+        The inference backend.
+    device : str, default "cpu"
+        The device the backend ran on.
     """
 
     results: tuple[SlideResult, ...]
@@ -90,26 +116,31 @@ class EmbedReport:
 
     @property
     def done(self) -> tuple[SlideResult, ...]:
+        """The slides embedded in this run."""
         return tuple(r for r in self.results if r.status == "done")
 
     @property
     def skipped(self) -> tuple[SlideResult, ...]:
+        """The slides skipped as already complete."""
         return tuple(r for r in self.results if r.status == "skipped")
 
     @property
     def failed(self) -> tuple[SlideResult, ...]:
+        """The slides that failed."""
         return tuple(r for r in self.results if r.status == "failed")
 
     @property
     def ok(self) -> bool:
+        """True when no slide failed."""
         return not self.failed
 
     @property
     def patches_per_second(self) -> float:
+        """Throughput of the run (0 for a run of no measurable time)."""
         return self.n_patches / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        """A few lines for people: counts, throughput, and every failure with its reason."""
+        """Return a few lines for people: counts, throughput, and every failure with its reason."""
         lines = [
             f"embedded {len(self.done)} slide(s), skipped {len(self.skipped)} complete, "
             f"failed {len(self.failed)}; {self.n_patches} patches in {self.seconds:.1f} s "
@@ -123,8 +154,19 @@ class EmbedReport:
 
 
 def features_complete(features: Path, parquet: Path | None = None) -> int | None:
-    """Number of patches in a complete features file (and matching Parquet file, when given),
-    or None when the output is missing, truncated or inconsistent.
+    """Return the number of patches of a complete slide output, or None.
+
+    Parameters
+    ----------
+    features : pathlib.Path
+        The features .h5 file.
+    parquet : pathlib.Path or None, default None
+        The matching Parquet file, checked too when given.
+
+    Returns
+    -------
+    int or None
+        The number of patches, or None when the output is missing, truncated or inconsistent.
     """
     if not features.is_file() or (parquet is not None and not parquet.is_file()):
         return None
@@ -149,7 +191,7 @@ def features_complete(features: Path, parquet: Path | None = None) -> int | None
 def _resolve_model(
     model: Any, weights: Any, backend: str, device: str, dtype: str, cache: Path
 ) -> tuple[Any, str, int, tuple[float, ...], tuple[float, ...], str]:
-    """(backend runner, encoder name, image size, mean, std, interpolation)."""
+    """Return (backend runner, encoder name, image size, mean, std, interpolation)."""
     if isinstance(model, (str, os.PathLike)) and str(model).endswith(".onnx"):
         raise InvalidArgumentError(
             "model: pass the encoder name or module; an .onnx file carries no preprocessing "
@@ -335,6 +377,7 @@ class _Writer:
         self.buf, self.buf_rows = [], 0
 
     def add(self, emb: np.ndarray, coords: np.ndarray) -> None:
+        """Append one batch of embeddings [B, D] with their level-0 coords [B, 2]."""
         emb = np.ascontiguousarray(emb, dtype=np.float32)
         if emb.ndim != 2 or emb.shape[0] != coords.shape[0]:
             raise InvalidArgumentError(
@@ -361,6 +404,7 @@ class _Writer:
             self._flush()
 
     def finish(self, embed_dim: int | None, savetodir: str) -> None:
+        """Write the coords and attributes, close both files and rename them into place."""
         from .._hdf5 import attr_to_hdf5
 
         job = self.job
@@ -430,44 +474,65 @@ def embed_slides(
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
 ) -> EmbedReport:
-    """Embeds every patch of every slide of a collection with a patch encoder.
+    """Embed every patch of every slide of a collection with a patch encoder.
 
-    Args:
-        slides: slide paths (or one path).
-        model: a model name for ``tumorboard.models.load`` ("uni2-h", "uni", "conch",
-            "uni2-tiny", ...) or a torch module mapping normalised [B, 3, S, S] images to
-            [B, D] (its ``image_size``, ``mean`` and ``std`` attributes set the preprocessing;
-            224 px and ImageNet statistics when absent).
-        weights: checkpoint for a model name (None: random weights, with the loader's warning).
-        out: output folder (see the module docstring for its layout).
-        mag, patch: target magnification and patch side in pixels at that magnification
-            (TRIDENT's patcher); patches are resized to the encoder's image size.
-        batch_size: patches per forward.
-        backend: "torch" or "onnxruntime" (the module is exported once to
-            ``{out}/.onnx/{encoder}.onnx``).
-        device: "auto", "cpu" or "cuda[:i]".
-        dtype: "auto" (bf16 autocast on CUDA, fp32 on CPU), "fp32", "fp16", "bf16" (torch only).
-        workers: patch-reader threads (default: all cores).
-        queue_size: batches buffered between the readers and the model.
-        segmentation: a tissue segmentation preset name (``tumorboard.slides.PRESETS``), a
-            :class:`~tumorboard.slides.SegmentationParams`, or None to keep every grid patch.
-        mpp: override the slides' resolution (needed for plain images).
-        encoder_name: the name used in ``features_{encoder}`` (default: TRIDENT's name for
-            uni2-h/uni/conch, else the model name or the module's class name).
-        progress: print a line per finished slide and a live patches/s line to ``stream``
-            (default stderr; see ``tumorboard._progress.SlideProgress``).
-        executor: "local" (this process) or "ray": slides are handed one at a time to Ray
-            actors (one per GPU, else per CPU), each running this engine on its slide
-            (:func:`tumorboard.dist.embed_slides_ray`; needs ``tumorboard[dist]``). Outputs and
-            resume behaviour are identical to a local run; a slide whose worker dies is
-            retried. (The scale-out issue calls this ``backend="ray"``; ``backend`` already
-            selects torch vs onnxruntime here, so the executor has its own keyword.)
-        ray_address: the Ray cluster for ``executor="ray"`` (None: a new local Ray, or this
-            process's connection; "auto": the cluster started with ``ray start``).
+    Parameters
+    ----------
+    slides : str or os.PathLike or iterable of them
+        Slide paths (or one path).
+    model : str or torch.nn.Module
+        A model name for ``tumorboard.models.load`` ("uni2-h", "uni", "conch", "uni2-tiny",
+        ...) or a torch module mapping normalised [B, 3, S, S] images to [B, D] (its
+        ``image_size``, ``mean`` and ``std`` attributes set the preprocessing; 224 px and
+        ImageNet statistics when absent).
+    weights : str or os.PathLike or None, default None
+        Checkpoint for a model name (None: random weights, with the loader's warning).
+    out : str or os.PathLike
+        Output folder (see the module docstring for its layout).
+    mag : float, default 20
+        Target magnification (TRIDENT's patcher).
+    patch : int, default 256
+        Patch side in pixels at that magnification; patches are resized to the encoder's image
+        size.
+    batch_size : int, default 64
+        Patches per forward.
+    backend : {"torch", "onnxruntime"}, default "torch"
+        For "onnxruntime" the module is exported once to ``{out}/.onnx/{encoder}.onnx``.
+    device : str, default "auto"
+        "auto", "cpu" or "cuda[:i]".
+    dtype : {"auto", "fp32", "fp16", "bf16"}, default "auto"
+        "auto" is bf16 autocast on CUDA, fp32 on CPU (torch only).
+    workers : int or None, default None
+        Patch-reader threads (default: all cores).
+    queue_size : int, default 8
+        Batches buffered between the readers and the model.
+    segmentation : str or SegmentationParams or None, default "clam"
+        A tissue segmentation preset name (``tumorboard.slides.PRESETS``), a
+        :class:`~tumorboard.slides.SegmentationParams`, or None to keep every grid patch.
+    mpp : float or None, default None
+        Override the slides' resolution (needed for plain images).
+    encoder_name : str or None, default None
+        The name used in ``features_{encoder}`` (default: TRIDENT's name for uni2-h/uni/conch,
+        else the model name or the module's class name).
+    progress : bool, default True
+        Print a line per finished slide and a live patches/s line to ``stream``.
+    stream : file-like or None, default None
+        Where progress goes (default stderr; see ``tumorboard._progress.SlideProgress``).
+    executor : {"local", "ray"}, default "local"
+        "local" (this process) or "ray": slides are handed one at a time to Ray actors (one per
+        GPU, else per CPU), each running this engine on its slide
+        (:func:`tumorboard.dist.embed_slides_ray`; needs ``tumorboard[dist]``). Outputs and
+        resume behaviour are identical to a local run; a slide whose worker dies is retried.
+        (The scale-out issue calls this ``backend="ray"``; ``backend`` already selects torch
+        vs onnxruntime here, so the executor has its own keyword.)
+    ray_address : str or None, default None
+        The Ray cluster for ``executor="ray"`` (None: a new local Ray, or this process's
+        connection; "auto": the cluster started with ``ray start``).
 
     Returns
     -------
-        an :class:`EmbedReport`; failed slides are listed there, not raised.
+    EmbedReport
+        The per-slide results; failed slides are listed there, not raised.
     """
     if executor == "ray":
         from ..dist import embed_slides_ray
@@ -638,8 +703,18 @@ def embed_slides(
 
 
 def read_features(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """(features [N, D] float32, coords [N, 2] int64, features attributes) of a TRIDENT features
-    file.
+    """Read a TRIDENT features file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The features .h5 file.
+
+    Returns
+    -------
+    tuple
+        ``(features, coords, attrs)``: features [N, D] float32, coords [N, 2] int64, and the
+        attributes of the ``features`` dataset.
     """
     import h5py
 

@@ -1,6 +1,9 @@
-"""``tumorboard embed SLIDES... --model uni2-h --weights PATH --out DIR``: the embedding engine
-on the command line. Exit status 0 when every slide is done or already complete, 1 when any
-slide failed (the others are still written), 2 on bad arguments."""
+"""``tumorboard embed``: the embedding engine on the command line.
+
+Usage: ``tumorboard embed SLIDES... --model uni2-h --weights PATH --out DIR``. Exit status 0 when
+every slide is done or already complete, 1 when any slide failed (the others are still written),
+2 on bad arguments.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typing import Any
 
 
 def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds the ``embed`` sub-command to an argparse ``subparsers`` object (sets ``func``)."""
+    """Add the ``embed`` sub-command to an argparse ``subparsers`` object (sets ``func``)."""
     p = subparsers.add_parser(
         "embed",
         help="embed the patches of slides with a foundation model (TRIDENT .h5 + Parquet)",
@@ -45,7 +48,7 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_embed(args: argparse.Namespace) -> int:
-    """Runs ``embed_slides`` with the parsed arguments and prints the report."""
+    """Run ``embed_slides`` with the parsed arguments, print the report, return the status."""
     from ._engine import embed_slides
 
     try:

@@ -1,8 +1,10 @@
-"""Attention-based multiple-instance pooling (Ilse et al., ICML 2018) as TRIDENT builds it, the
+"""ABMIL pooling, TRIDENT's ABMIL slide encoder and MTBBench's IHC regression head.
+
+Attention-based multiple-instance pooling (Ilse et al., ICML 2018) as TRIDENT builds it, the
 TRIDENT ABMIL slide encoder, and MTBBench's IHC regression head (mahmoodlab/TRIDENT
 ``trident/slide_encoder_models/model_zoo/reusable_blocks/ABMIL.py`` and
-``trident/slide_encoder_models/load.py``@a91fa84; MTBBench ``neurips25/utils/train_abmil.py``
-@ae2f8fe).
+``trident/slide_encoder_models/load.py``@a91fa84; goodfire-ai/mtbbench
+``neurips25/utils/train_abmil.py``@ae2f8fe).
 
 ABMIL math, for one bag of ``N`` instance features ``x_n`` (``F``-d), ``H`` heads and ``R``
 branches (TRIDENT ``n_heads``, ``n_branches``); heads are independent (not a split of ``F``)::
@@ -66,13 +68,20 @@ class ABMIL(nn.Module):
     ``gating_layers.{h}.0.*`` ``[hidden, in_dim]``; ``branching_layers.{h}.*`` ``[n_branches,
     hidden]``; if ``n_heads > 1`` ``condensing_layer.*`` ``[in_dim, n_heads*in_dim]``.
 
-    Args:
-        in_dim: instance feature width ``F`` (TRIDENT ``feature_dim``).
-        hidden: attention width per head (TRIDENT ``head_dim``).
-        n_heads: independent attention heads.
-        gated: multiply by a sigmoid gate (Ilse et al.'s gated attention).
-        dropout: dropout after tanh and sigmoid.
-        n_branches: attention branches per head (scores per instance).
+    Parameters
+    ----------
+    in_dim : int
+        Instance feature width ``F`` (TRIDENT ``feature_dim``).
+    hidden : int, default 256
+        Attention width per head (TRIDENT ``head_dim``).
+    n_heads : int, default 8
+        Independent attention heads.
+    gated : bool, default False
+        Multiply by a sigmoid gate (Ilse et al.'s gated attention).
+    dropout : float, default 0.0
+        Dropout after tanh and sigmoid.
+    n_branches : int, default 1
+        Attention branches per head (scores per instance).
     """
 
     def __init__(
@@ -107,7 +116,7 @@ class ABMIL(nn.Module):
         self.condensing_layer = nn.Linear(n_heads * in_dim, in_dim) if n_heads > 1 else None
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
-        """Raw attention scores ``[..., N, n_heads, n_branches]`` for features ``[..., N, F]``."""
+        """Return the raw attention scores ``[..., N, n_heads, n_branches]`` of ``[..., N, F]``."""
         out = []
         for h in range(self.n_heads):
             a = self.attention_heads[h](x)
@@ -125,14 +134,19 @@ class ABMIL(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pools a padded batch.
+        """Pool a padded batch.
 
-        Args:
-            x: ``[B, N, F]`` features.
-            mask: optional ``[B, N]``, True (or non-zero) for real instances; padding gets score
-                ``-1e9`` before the softmax.
+        Parameters
+        ----------
+        x : torch.Tensor
+            ``[B, N, F]`` features.
+        mask : torch.Tensor or None, default None
+            Optional ``[B, N]``, True (or non-zero) for real instances; padding gets score
+            ``-1e9`` before the softmax.
 
-        Returns:
+        Returns
+        -------
+        tuple of torch.Tensor
             ``(pooled [B, n_branches, F], scores [B, n_branches, n_heads, N])`` with the raw
             pre-softmax, pre-mask scores (TRIDENT's return value).
         """
@@ -160,19 +174,26 @@ class ABMIL(nn.Module):
         return_scores: bool = False,
         backend: str = "auto",
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Pools bags given concatenated (module docstring).
+        """Pool bags given concatenated (module docstring).
 
-        Args:
-            features: ``[sum N_i, F]``.
-            offsets: ``[B + 1]`` integer row offsets, ``offsets[0] = 0``, ``offsets[-1] =
-                sum N_i``, non-decreasing.
-            return_scores: also return the raw scores ``[sum N_i, n_heads, n_branches]``.
-            backend: ``"auto"`` runs the fused Triton kernel (``tumorboard.kernels.abmil``)
-                on CUDA tensors when triton is installed and no dropout is active, torch
-                otherwise; ``"triton"`` forces the kernel (no dropout; CPU tensors need
-                ``TRITON_INTERPRET=1``); ``"torch"`` forces the code below.
+        Parameters
+        ----------
+        features : torch.Tensor
+            ``[sum N_i, F]``.
+        offsets : torch.Tensor
+            ``[B + 1]`` integer row offsets, ``offsets[0] = 0``, ``offsets[-1] = sum N_i``,
+            non-decreasing.
+        return_scores : bool, default False
+            Also return the raw scores ``[sum N_i, n_heads, n_branches]``.
+        backend : {"auto", "triton", "torch"}, default "auto"
+            ``"auto"`` runs the fused Triton kernel (``tumorboard.kernels.abmil``) on CUDA
+            tensors when triton is installed and no dropout is active, torch otherwise;
+            ``"triton"`` forces the kernel (no dropout; CPU tensors need
+            ``TRITON_INTERPRET=1``); ``"torch"`` forces the torch code.
 
-        Returns:
+        Returns
+        -------
+        torch.Tensor or tuple of torch.Tensor
             ``pooled [B, n_branches, F]`` (and the scores when asked).
         """
         if features.shape[-1:] != (self.in_dim,):
@@ -208,13 +229,22 @@ class ABMIL(nn.Module):
 
 
 class ABMILSlideEncoder(nn.Module):
-    """TRIDENT's ABMIL slide encoder: ``Linear(F,F)+GELU+Dropout(0.1)`` on every instance, a
-    one-branch :class:`ABMIL` over the transformed features, then ``Linear(F,F)+GELU+
-    Dropout(0.1)``: ``[B, N, F] -> [B, F]``. Keys under ``model.`` (``pre_attention_layers.0``,
-    ``image_pooler.*``, ``post_attention_layers.0``), as TRIDENT's ``load.py``@a91fa84 names them.
+    """TRIDENT's ABMIL slide encoder: ``[B, N, F] -> [B, F]``.
+
+    ``Linear(F,F)+GELU+Dropout(0.1)`` on every instance, a one-branch :class:`ABMIL` over the
+    transformed features, then ``Linear(F,F)+GELU+Dropout(0.1)``. Keys under ``model.``
+    (``pre_attention_layers.0``, ``image_pooler.*``, ``post_attention_layers.0``), as TRIDENT's
+    ``load.py``@a91fa84 names them.
 
     TRIDENT freezes the encoder by default (``freeze=True``: no gradients, eval mode); this
     class leaves that to the caller.
+
+    Parameters
+    ----------
+    in_dim : int
+        Instance feature width ``F``.
+    hidden, n_heads, gated, dropout
+        As in :class:`ABMIL` (defaults 256, 8, False, 0.0).
     """
 
     def __init__(
@@ -244,26 +274,29 @@ class ABMILSlideEncoder(nn.Module):
 
     @property
     def pooler(self) -> ABMIL:
+        """The :class:`ABMIL` pooling (``model.image_pooler``)."""
         return self.model["image_pooler"]  # type: ignore[return-value]
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``features [B, N, F]`` (optional ``mask [B, N]``, True = real) -> ``[B, F]``."""
+        """Encode ``features [B, N, F]`` (optional ``mask [B, N]``, True = real) to ``[B, F]``."""
         h = self.model["pre_attention_layers"](features)
         pooled, _ = self.pooler(h, mask)
         return self.model["post_attention_layers"](pooled[:, 0])
 
     def forward_varlen(self, features: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        """Concatenated bags ``[sum N_i, F]`` with ``offsets [B+1]`` -> ``[B, F]``."""
+        """Encode concatenated bags ``[sum N_i, F]`` with ``offsets [B+1]`` to ``[B, F]``."""
         h = self.model["pre_attention_layers"](features)
         pooled = self.pooler.forward_varlen(h, offsets)
         return self.model["post_attention_layers"](pooled[:, 0])  # type: ignore[index]
 
 
 class MTBBenchRegressor(nn.Module):
-    """MTBBench's IHC positive-cell regression model (``RegressionModel`` in
-    ``neurips25/utils/train_abmil.py``): an :class:`ABMILSlideEncoder` (``feature_encoder.``)
-    then an MLP ``in_dim -> 1024 -> 512 -> 256 -> 128 -> 1`` with ReLU and Dropout(0.2) after
-    the first three hidden layers, ReLU after the fourth (keys ``regressor.{0,3,6,9,11}``).
+    """MTBBench's IHC positive-cell regression model.
+
+    ``RegressionModel`` in goodfire-ai/mtbbench ``neurips25/utils/train_abmil.py``@ae2f8fe: an
+    :class:`ABMILSlideEncoder` (``feature_encoder.``) then an MLP
+    ``in_dim -> 1024 -> 512 -> 256 -> 128 -> 1`` with ReLU and Dropout(0.2) after the first three
+    hidden layers, ReLU after the fourth (keys ``regressor.{0,3,6,9,11}``).
 
     Defaults are the released checkpoint's configuration (UNI2-h 1536-d features, 2 gated heads
     of width 512, dropout 0.3). The target was the percentage of positive cells (0-100), fitted
@@ -274,6 +307,21 @@ class MTBBenchRegressor(nn.Module):
     (TRIDENT's default ``freeze``); its weights in the checkpoint are their random
     initialisation. ``hidden`` is MTBBench's ``head_dim``; its ``hidden_dim`` argument is unused
     there and has no counterpart here.
+
+    Parameters
+    ----------
+    in_dim : int, default 1536
+        Feature width.
+    hidden : int, default 512
+        Attention width per head.
+    n_heads : int, default 2
+        Attention heads.
+    gated : bool, default True
+        Gated attention.
+    dropout : float, default 0.3
+        Attention dropout.
+    freeze_encoder : bool, default True
+        Turn gradients off for the ABMIL part.
     """
 
     def __init__(
@@ -309,11 +357,11 @@ class MTBBenchRegressor(nn.Module):
             self.feature_encoder.requires_grad_(False)
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``features [B, N, in_dim]`` (optional ``mask [B, N]``) -> raw prediction ``[B]``."""
+        """Regress ``features [B, N, in_dim]`` (optional ``mask [B, N]``) to raw ``[B]``."""
         return self.regressor(self.feature_encoder(features, mask)).squeeze(1)
 
     def forward_varlen(self, features: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        """Concatenated bags ``[sum N_i, in_dim]`` with ``offsets [B+1]`` -> ``[B]``."""
+        """Regress concatenated bags ``[sum N_i, in_dim]`` with ``offsets [B+1]`` to ``[B]``."""
         return self.regressor(self.feature_encoder.forward_varlen(features, offsets)).squeeze(1)
 
     @torch.no_grad()
@@ -324,10 +372,23 @@ class MTBBenchRegressor(nn.Module):
         *,
         offsets: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Predicted percentage of positive cells in [0, 100], ``[B]`` float32.
+        """Predict the percentage of positive cells in [0, 100].
 
-        ``features`` is a padded batch ``[B, N, in_dim]`` (with ``mask``), one bag
-        ``[N, in_dim]``, or concatenated bags with ``offsets``."""
+        Parameters
+        ----------
+        features : torch.Tensor
+            A padded batch ``[B, N, in_dim]`` (with ``mask``), one bag ``[N, in_dim]``, or
+            concatenated bags with ``offsets``.
+        mask : torch.Tensor or None, default None
+            ``[B, N]`` (or ``[N]`` for one bag), True for real instances.
+        offsets : torch.Tensor or None, default None
+            ``[B + 1]`` row offsets of concatenated bags.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[B]`` float32 in [0, 100].
+        """
         p = next(self.parameters())
         x = torch.as_tensor(features).to(device=p.device, dtype=p.dtype)
         if offsets is not None:

@@ -55,8 +55,22 @@ _GAMMA = "segment_gamma"
 
 
 def segment_scale_torch(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    """``h * (1 + γ[seg])`` in plain torch: ``h`` [..., D], ``seg`` [...] (0 = identity,
-    1..3 = the rows of ``gamma`` [3, D]); float32 arithmetic, result in ``h.dtype``."""
+    """Compute ``h * (1 + γ[seg])`` in plain torch, in float32 arithmetic.
+
+    Parameters
+    ----------
+    h : torch.Tensor
+        ``[..., D]`` activations.
+    seg : torch.Tensor
+        ``[...]`` segment ids: 0 = identity, 1..3 = the rows of ``gamma``.
+    gamma : torch.Tensor
+        ``[3, D]`` per-segment scales.
+
+    Returns
+    -------
+    torch.Tensor
+        The scaled activations, in ``h.dtype``.
+    """
     table = torch.cat([gamma.new_zeros((1, gamma.shape[1])), gamma]).float()
     return (h.float() * (1.0 + table[seg.long()])).to(h.dtype)
 
@@ -73,7 +87,7 @@ def _scale(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor) -> torch.Ten
 
 
 def _decoder_layers(model: nn.Module) -> tuple[nn.Module, Sequence[nn.Module]]:
-    """(module receiving input_ids, its decoder layers) of a LLaMA/Qwen2-style model."""
+    """Return (module receiving input_ids, its decoder layers) of a LLaMA/Qwen2-style model."""
     for decoder in (getattr(model, "model", None), model):
         layers = getattr(decoder, "layers", None)
         if isinstance(decoder, nn.Module) and isinstance(layers, nn.ModuleList) and len(layers):
@@ -90,6 +104,19 @@ class SegmentAdapter(nn.Module):
     Build it with :meth:`attach`. ``gammas[i]`` is layer ``i``'s γ (rows: thought, action,
     action input); the same parameters are registered on ``layers[i].mlp`` as
     ``segment_gamma`` while attached, so ``model.parameters()`` yields them too.
+
+    Parameters
+    ----------
+    n_layers : int
+        Decoder layers.
+    hidden : int
+        Hidden size (the MLP output width).
+    markers : Mapping
+        Name -> token ids (or list of token-id variants), as :func:`seqmask.segment_ids` takes.
+    mark_markers : bool, default False
+        Scale the marker tokens with their span's γ.
+    ignore_ids : sequence of int, default ()
+        Token ids never scaled.
     """
 
     def __init__(
@@ -133,19 +160,27 @@ class SegmentAdapter(nn.Module):
     ) -> SegmentAdapter:
         """Freeze ``model`` and scale every decoder layer's MLP output by ``1 + γ[segment]``.
 
-        Args:
-            model: a Hugging Face causal LM with ``model.model.layers[i].mlp.down_proj``
-                (LLaMA, Qwen2, Mistral ...) or its bare decoder (``.layers``).
-            markers: name -> token ids (or list of token-id variants) for ``thought``,
-                ``action``, ``action_input`` and ``observation``; or, with ``tokenizer``, name ->
-                marker string. None with ``tokenizer``: :data:`seqmask.DEFAULT_MARKERS`.
-            tokenizer: a fast tokenizer to turn marker strings into token ids
-                (:func:`seqmask.marker_token_ids`, every tokenization variant).
-            mark_markers: scale the marker tokens with their span's γ (default: not scaled).
-            ignore_ids: token ids never scaled (image placeholder tokens, BOS, padding).
+        Parameters
+        ----------
+        model : torch.nn.Module
+            A Hugging Face causal LM with ``model.model.layers[i].mlp.down_proj`` (LLaMA, Qwen2,
+            Mistral ...) or its bare decoder (``.layers``).
+        markers : Mapping or None, default None
+            Name -> token ids (or list of token-id variants) for ``thought``, ``action``,
+            ``action_input`` and ``observation``; or, with ``tokenizer``, name -> marker string.
+            None with ``tokenizer``: :data:`seqmask.DEFAULT_MARKERS`.
+        tokenizer : transformers.PreTrainedTokenizerFast or None, default None
+            A fast tokenizer to turn marker strings into token ids
+            (:func:`seqmask.marker_token_ids`, every tokenization variant).
+        mark_markers : bool, default False
+            Scale the marker tokens with their span's γ (default: not scaled).
+        ignore_ids : sequence of int, default ()
+            Token ids never scaled (image placeholder tokens, BOS, padding).
 
-        Returns:
-            the adapter, on the model's device; γ is zero so outputs are unchanged.
+        Returns
+        -------
+        SegmentAdapter
+            The adapter, on the model's device; γ is zero so outputs are unchanged.
         """
         decoder, layers = _decoder_layers(model)
         for i, layer in enumerate(layers):
@@ -193,10 +228,17 @@ class SegmentAdapter(nn.Module):
 
     @property
     def attached(self) -> bool:
+        """True while the adapter's hooks are on a model."""
         return self._model is not None
 
     def detach(self) -> nn.Module:
-        """Remove the hooks and γ from the model and restore its ``requires_grad`` flags."""
+        """Remove the hooks and γ from the model and restore its ``requires_grad`` flags.
+
+        Returns
+        -------
+        torch.nn.Module
+            The model, as it was before :meth:`attach`.
+        """
         if self._model is None:
             raise StateError("SegmentAdapter is not attached")
         for h in self._handles:
@@ -212,7 +254,7 @@ class SegmentAdapter(nn.Module):
 
     # ------------------------------------------------------------------ segment ids
     def segment_ids(self, input_ids: torch.Tensor, attention_mask: Any = None) -> torch.Tensor:
-        """int8 [B, L] segment ids of a (padded) batch, as the forward hooks compute them."""
+        """Return the int8 [B, L] segment ids of a (padded) batch, as the forward hooks do."""
         if input_ids.ndim == 1:
             input_ids = input_ids[None]
         if attention_mask is not None and (
@@ -282,7 +324,7 @@ class SegmentAdapter(nn.Module):
         save_file(tensors, os.fspath(path), metadata=meta)
 
     def load(self, path: str | os.PathLike[str]) -> SegmentAdapter:
-        """Load γ written by :meth:`save` (in place, keeps markers); returns ``self``."""
+        """Load γ written by :meth:`save` (in place, keeps markers) and return ``self``."""
         from safetensors import safe_open
 
         path = os.fspath(path)
@@ -312,6 +354,7 @@ class SegmentAdapter(nn.Module):
         return enumerate(self.gammas)
 
     def extra_repr(self) -> str:
+        """Return the size and state shown in the module's repr."""
         return (
             f"layers={len(self.gammas)}, hidden={self.gammas[0].shape[1]}, "
             f"attached={self.attached}, mark_markers={self.mark_markers}"

@@ -1,5 +1,6 @@
-"""CONCH (Lu et al., *Nature Medicine* 2024): a CoCa-style vision-language model for pathology,
-in plain torch with the official state-dict keys (mahmoodlab/CONCH ``conch/open_clip_custom/``
+"""CONCH (Lu et al., *Nature Medicine* 2024): a CoCa-style vision-language model for pathology.
+
+In plain torch with the official state-dict keys (mahmoodlab/CONCH ``conch/open_clip_custom/``
 ``coca_model.py``, ``vision_tower.py``, ``transformer.py``@141cc09). The released configuration
 :data:`CONCH_B16`, the test-sized :data:`CONCH_TINY` and their builders are at the end of this
 module.
@@ -65,13 +66,20 @@ IGNORED_PREFIXES = ("text_decoder.", "visual.attn_pool_caption.", "visual.ln_cap
 class ConchConfig:
     """Hyperparameters of CONCH (defaults: the released ``conch_ViT-B-16`` model).
 
-    Attributes:
-        vision: the ViT trunk.
-        embed_dim: contrastive embedding width (attentional pooler query, ``proj_contrast``).
-        pooler_heads: heads of the contrastive attentional pooler.
-        context_length: token ids per text (the last one is dropped for the CLS embedding).
-        vocab_size, text_width, text_heads, text_layers, text_mlp_ratio: text transformer.
-        pad_id: the ``<pad>`` id used by the CLS attention mask.
+    Attributes
+    ----------
+    vision : ViTConfig
+        The ViT trunk (ViT-B/16 at 448 px).
+    embed_dim : int, default 512
+        Contrastive embedding width (attentional pooler query, ``proj_contrast``).
+    pooler_heads : int, default 8
+        Heads of the contrastive attentional pooler.
+    context_length : int, default 128
+        Token ids per text (the last one is dropped for the CLS embedding).
+    vocab_size, text_width, text_heads, text_layers, text_mlp_ratio : int
+        Text transformer (defaults 32007, 768, 12, 12, 4).
+    pad_id : int, default 0
+        The ``<pad>`` id used by the CLS attention mask.
     """
 
     vision: ViTConfig = ViTConfig(
@@ -88,15 +96,25 @@ class ConchConfig:
     pad_id: int = 0
 
     def with_image_size(self, image_size: int) -> ConchConfig:
-        """The same model built for another input size (CONCH ``force_image_size``)."""
+        """Return the same model built for another input size (CONCH ``force_image_size``)."""
         return replace(self, vision=replace(self.vision, image_size=int(image_size)))
 
 
 class MultiheadAttention(nn.Module):
-    """Batch-first multi-head attention with ``torch.nn.MultiheadAttention``'s parameter names
-    and math: packed ``in_proj_weight [3E, E]`` when key/value widths equal ``E``, otherwise
-    separate ``q_proj_weight [E, E]``, ``k_proj_weight [E, kdim]``, ``v_proj_weight [E, vdim]``;
+    """Batch-first multi-head attention with ``torch.nn.MultiheadAttention``'s names and math.
+
+    Packed ``in_proj_weight [3E, E]`` when key/value widths equal ``E``, otherwise separate
+    ``q_proj_weight [E, E]``, ``k_proj_weight [E, kdim]``, ``v_proj_weight [E, vdim]``;
     ``in_proj_bias [3E]``; ``out_proj``. Scores are scaled by ``1/sqrt(E/heads)``.
+
+    Parameters
+    ----------
+    embed_dim : int
+        Query and output width ``E``.
+    num_heads : int
+        Attention heads; must divide ``embed_dim``.
+    kdim, vdim : int or None, default None
+        Key and value widths (default ``E``).
     """
 
     def __init__(
@@ -124,7 +142,7 @@ class MultiheadAttention(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Xavier-uniform projections, zero biases (as ``nn.MultiheadAttention``)."""
+        """Initialise: Xavier-uniform projections, zero biases (as ``nn.MultiheadAttention``)."""
         if self.packed:
             nn.init.xavier_uniform_(self.in_proj_weight)
         else:
@@ -146,9 +164,25 @@ class MultiheadAttention(nn.Module):
         value: torch.Tensor,
         attn_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``query [B, Lq, E]``, ``key [B, Lk, kdim]``, ``value [B, Lk, vdim]``; ``attn_mask``:
-        boolean (True = may attend) or additive float, broadcastable to ``[B, heads, Lq, Lk]``.
-        Returns ``[B, Lq, E]``."""
+        """Attend from ``query`` over ``key`` / ``value``.
+
+        Parameters
+        ----------
+        query : torch.Tensor
+            ``[B, Lq, E]``.
+        key : torch.Tensor
+            ``[B, Lk, kdim]``.
+        value : torch.Tensor
+            ``[B, Lk, vdim]``.
+        attn_mask : torch.Tensor or None, default None
+            Boolean (True = may attend) or additive float, broadcastable to
+            ``[B, heads, Lq, Lk]``.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[B, Lq, E]``.
+        """
         wq, wk, wv = self._weights()
         bq, bk, bv = self.in_proj_bias.chunk(3)
         b, lq, e = query.shape[0], query.shape[1], self.embed_dim
@@ -162,9 +196,11 @@ class MultiheadAttention(nn.Module):
 
 
 class AttentionalPooler(nn.Module):
-    """Learned queries attending over a token sequence (open_clip ``AttentionalPooler``):
+    """Learned queries attending over a token sequence (open_clip ``AttentionalPooler``).
+
     ``attn(ln_q(query), ln_k(x), ln_k(x))`` -> ``[B, n_queries, d_model]``; no residual.
-    LayerNorms use torch's default eps 1e-5."""
+    LayerNorms use torch's default eps 1e-5.
+    """
 
     def __init__(self, d_model: int, context_dim: int, n_head: int, n_queries: int) -> None:
         super().__init__()
@@ -174,13 +210,14 @@ class AttentionalPooler(nn.Module):
         self.ln_k = nn.LayerNorm(context_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Pool tokens ``[B, L, context_dim]`` to ``[B, n_queries, d_model]``."""
         x = self.ln_k(x)
         q = self.ln_q(self.query).unsqueeze(0).expand(x.shape[0], -1, -1)
         return self.attn(q, x, x)
 
 
 class ConchVisionEncoder(nn.Module):
-    """CONCH's image tower. ``forward(x [B, 3, H, W]) -> [B, 512]``.
+    """CONCH's image tower: ``forward(x [B, 3, H, W]) -> [B, 512]``.
 
     By default ``forward`` returns what TRIDENT stores as ``conch_v1`` patch features: the
     ``ln_contrast`` output, before ``proj_contrast`` and unnormalised
@@ -188,9 +225,25 @@ class ConchVisionEncoder(nn.Module):
     ``proj_contrast=True, normalize=True`` (or call :meth:`encode_image`) for the embedding that
     zero-shot classification compares with text embeddings.
 
-    Attributes:
-        embed_dim (512), image_size (448 unless built for another size), mean, std (OpenAI CLIP),
-        interpolation ("bicubic").
+    Parameters
+    ----------
+    config : ConchConfig, default ConchConfig()
+        The hyperparameters.
+    name : str, default "conch"
+        The model name.
+    proj_contrast, normalize : bool, default False
+        Apply ``proj_contrast`` and L2 normalisation in ``forward``.
+
+    Attributes
+    ----------
+    embed_dim : int
+        512.
+    image_size : int
+        448 unless built for another size.
+    mean, std : tuple of float
+        OpenAI CLIP statistics.
+    interpolation : str
+        "bicubic".
     """
 
     def __init__(
@@ -223,25 +276,46 @@ class ConchVisionEncoder(nn.Module):
 
     @property
     def image_size(self) -> int:
+        """Input side in pixels."""
         return self.trunk.image_size
 
     @property
     def mean(self) -> tuple[float, ...]:
+        """Per-channel normalisation mean (OpenAI CLIP)."""
         return self.trunk.mean
 
     @property
     def std(self) -> tuple[float, ...]:
+        """Per-channel normalisation std (OpenAI CLIP)."""
         return self.trunk.std
 
     @property
     def interpolation(self) -> str:
+        """Resize filter of the preprocessing ("bicubic")."""
         return self.trunk.interpolation
 
     def encode_image(
         self, x: torch.Tensor, *, proj_contrast: bool = True, normalize: bool = True
     ) -> torch.Tensor:
-        """CONCH ``encode_image``: pooled CLS-query embedding ``[B, 512]``, then optionally
-        ``@ proj_contrast`` and L2 normalisation."""
+        """Embed images as CONCH's ``encode_image`` does.
+
+        The pooled CLS-query embedding ``[B, 512]``, then optionally ``@ proj_contrast`` and L2
+        normalisation.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            ``[B, 3, H, W]`` normalised images.
+        proj_contrast : bool, default True
+            Apply ``proj_contrast``.
+        normalize : bool, default True
+            L2-normalise.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[B, 512]``.
+        """
         tokens = self.trunk.forward_features(x)
         pooled = self.ln_contrast(self.attn_pool_contrast(tokens)[:, 0])
         if proj_contrast:
@@ -251,11 +325,11 @@ class ConchVisionEncoder(nn.Module):
         return pooled
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Embed ``x [B, 3, H, W]`` with the projection and normalisation chosen at build."""
         return self.encode_image(x, proj_contrast=self.use_proj_contrast, normalize=self.normalize)
 
     def adapt_state_dict(self, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Selects this tower's keys from a checkpoint and fits ``trunk.pos_embed`` to the
-        built image size.
+        """Select this tower's keys from a checkpoint and fit ``trunk.pos_embed`` to the model.
 
         Accepts the full model's keys (``visual.*``; ``text.*``, ``logit_scale`` and
         :data:`IGNORED_PREFIXES` are dropped) or the tower's own keys. When the checkpoint's
@@ -263,6 +337,16 @@ class ConchVisionEncoder(nn.Module):
         resampled bilinearly without antialiasing and the CLS row is kept, as CONCH's loader
         does for ``force_image_size`` (mahmoodlab/CONCH ``conch/open_clip_custom/factory.py``,
         ``load_checkpoint``@141cc09).
+
+        Parameters
+        ----------
+        state : Mapping of str to torch.Tensor
+            The checkpoint's state dict.
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            The state dict for this tower.
         """
         if any(k.startswith("visual.") for k in state):
             out = {
@@ -296,8 +380,10 @@ class ConchVisionEncoder(nn.Module):
 
 
 def text_attention_mask(ids: torch.Tensor, *, pad_id: int = 0) -> torch.Tensor:
-    """The CONCH/open_clip text attention mask for token ids ``[B, L]`` (after the last id was
-    dropped): boolean ``[B, L+1, L+1]``, True where a query may attend a key.
+    """Build the CONCH/open_clip text attention mask for token ids ``[B, L]``.
+
+    ``ids`` are the ids after the last one was dropped; the mask is boolean ``[B, L+1, L+1]``,
+    True where a query may attend a key.
 
     Rows ``0..L-1`` (the text tokens) are causal: query ``i`` sees keys ``j <= i``. Row ``L`` (the
     appended CLS embedding) sees key ``0`` always and key ``j >= 1`` iff ``ids[j-1] != pad_id``:
@@ -305,6 +391,18 @@ def text_attention_mask(ids: torch.Tensor, *, pad_id: int = 0) -> torch.Tensor:
     position. With ``n`` non-pad ids it sees keys ``0..n`` (one pad position more than the
     text), and sees itself only when ``ids[L-1]`` is not a pad. Reproduced as is, because the
     released weights were trained with it.
+
+    Parameters
+    ----------
+    ids : torch.Tensor
+        ``[B, L]`` token ids.
+    pad_id : int, default 0
+        The ``<pad>`` id.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, L+1, L+1]`` bool.
     """
     b, n = ids.shape
     causal = torch.ones(n + 1, n + 1, dtype=torch.bool, device=ids.device).tril()
@@ -354,9 +452,12 @@ class _Transformer(nn.Module):
 
 
 class ConchTextEncoder(nn.Module):
-    """CONCH's text tower: ``forward(ids [B, L]) -> [B, embed_dim]`` (unnormalised; ``L`` =
-    ``context_length`` = 128 from :class:`~tumorboard.models.conch_tokenizer.ConchTokenizer`).
-    See the module docstring and :func:`text_attention_mask`."""
+    """CONCH's text tower: ``forward(ids [B, L]) -> [B, embed_dim]``, unnormalised.
+
+    ``L`` = ``context_length`` = 128 from
+    :class:`~tumorboard.models.conch_tokenizer.ConchTokenizer`. See the module docstring and
+    :func:`text_attention_mask`.
+    """
 
     def __init__(self, config: ConchConfig = ConchConfig()) -> None:
         super().__init__()
@@ -374,7 +475,7 @@ class ConchTextEncoder(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """open_clip-style initialisation (normal with the usual CLIP scales)."""
+        """Initialise as open_clip does (normal with the usual CLIP scales)."""
         w, layers = self.config.text_width, self.config.text_layers
         nn.init.normal_(self.token_embedding.weight, std=0.02)
         nn.init.normal_(self.positional_embedding, std=0.01)
@@ -388,6 +489,7 @@ class ConchTextEncoder(nn.Module):
         nn.init.normal_(self.text_projection, std=w**-0.5)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Embed token ids ``[B, L]`` (2 <= L <= context_length) to ``[B, embed_dim]``."""
         if ids.ndim != 2 or not (2 <= ids.shape[1] <= self.config.context_length):
             raise InvalidArgumentError(
                 f"expected token ids [B, L] with 2 <= L <= {self.config.context_length}, "
@@ -406,9 +508,10 @@ class ConchTextEncoder(nn.Module):
 
 
 class CONCH(nn.Module):
-    """The full CONCH model for zero-shot use: ``visual`` (:class:`ConchVisionEncoder`),
-    ``text`` (:class:`ConchTextEncoder`) and ``logit_scale``; keys match the released
-    checkpoint (less :data:`IGNORED_PREFIXES`).
+    """The full CONCH model for zero-shot use.
+
+    ``visual`` (:class:`ConchVisionEncoder`), ``text`` (:class:`ConchTextEncoder`) and
+    ``logit_scale``; keys match the released checkpoint (less :data:`IGNORED_PREFIXES`).
 
     ``tokenizer`` (a :class:`~tumorboard.models.conch_tokenizer.ConchTokenizer`, optional)
     lets :meth:`encode_prompts` take strings.
@@ -425,36 +528,40 @@ class CONCH(nn.Module):
 
     @property
     def embed_dim(self) -> int:
+        """Width of the image and text embeddings."""
         return self.config.embed_dim
 
     @property
     def image_size(self) -> int:
+        """Input side in pixels."""
         return self.visual.image_size
 
     @property
     def mean(self) -> tuple[float, ...]:
+        """Per-channel normalisation mean (OpenAI CLIP)."""
         return self.visual.mean
 
     @property
     def std(self) -> tuple[float, ...]:
+        """Per-channel normalisation std (OpenAI CLIP)."""
         return self.visual.std
 
     def encode_image(
         self, x: torch.Tensor, *, proj_contrast: bool = True, normalize: bool = True
     ) -> torch.Tensor:
-        """Image embeddings ``[B, 512]`` (see :meth:`ConchVisionEncoder.encode_image`)."""
+        """Return image embeddings ``[B, 512]`` (see :meth:`ConchVisionEncoder.encode_image`)."""
         return self.visual.encode_image(x, proj_contrast=proj_contrast, normalize=normalize)
 
     def encode_text(
         self, ids: torch.Tensor | np.ndarray, *, normalize: bool = True
     ) -> torch.Tensor:
-        """Text embeddings ``[B, 512]`` from token ids ``[B, 128]``."""
+        """Return text embeddings ``[B, 512]`` of token ids ``[B, 128]``."""
         ids_t = torch.as_tensor(ids, device=self.logit_scale.device)
         out = self.text(ids_t)
         return F.normalize(out, dim=-1) if normalize else out
 
     def encode_prompts(self, texts: str | Sequence[str], *, normalize: bool = True) -> torch.Tensor:
-        """Tokenises ``texts`` with :attr:`tokenizer` and encodes them: ``[N, 512]``."""
+        """Tokenise ``texts`` with :attr:`tokenizer` and encode them: ``[N, 512]``."""
         if self.tokenizer is None:
             raise InvalidArgumentError(
                 "this CONCH model has no tokenizer; pass tokenizer=PATH to load_conch or set "
@@ -463,30 +570,45 @@ class CONCH(nn.Module):
         return self.encode_text(self.tokenizer(texts), normalize=normalize)
 
     def class_embeddings(self, prompts: Sequence[Sequence[str]]) -> torch.Tensor:
-        """Prompt ensembles: for each class, the mean of its L2-normalised prompt embeddings,
-        re-normalised (CONCH zero-shot, mahmoodlab/CONCH
-        ``conch/downstream/zeroshot_path.py``@141cc09). ``prompts[c]`` lists class ``c``'s
-        prompts. Returns ``[C, 512]``."""
+        """Embed prompt ensembles, one embedding per class.
+
+        For each class, the mean of its L2-normalised prompt embeddings, re-normalised (CONCH
+        zero-shot, mahmoodlab/CONCH ``conch/downstream/zeroshot_path.py``@141cc09).
+
+        Parameters
+        ----------
+        prompts : sequence of sequence of str
+            ``prompts[c]`` lists class ``c``'s prompts.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[C, 512]``.
+        """
         if not prompts or any(len(p) == 0 for p in prompts):
             raise InvalidArgumentError("prompts must list at least one prompt for every class")
         out = [self.encode_prompts(list(p)).mean(dim=0) for p in prompts]
         return F.normalize(torch.stack(out), dim=-1)
 
     def zero_shot_probs(self, image_emb: torch.Tensor, text_emb: torch.Tensor) -> torch.Tensor:
-        """``softmax(exp(logit_scale) * image_emb @ text_emb.T)`` over the classes: ``[B, C]``.
-        Both inputs should be L2-normalised."""
+        """Compute ``softmax(exp(logit_scale) * image_emb @ text_emb.T)`` over the classes.
+
+        Both inputs should be L2-normalised; the result is ``[B, C]``.
+        """
         logits = self.logit_scale.exp() * image_emb @ text_emb.to(image_emb.dtype).T
         return logits.softmax(dim=-1)
 
     def forward(
         self, images: torch.Tensor, ids: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(normalised image embeddings, normalised text embeddings, ``exp(logit_scale)``)."""
+        """Return (normalised image embeddings, normalised text embeddings, exp(logit_scale))."""
         return self.encode_image(images), self.encode_text(ids), self.logit_scale.exp()
 
     def adapt_state_dict(self, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Drops :data:`IGNORED_PREFIXES` and fits ``visual.trunk.pos_embed`` to the built
-        image size (see :meth:`ConchVisionEncoder.adapt_state_dict`)."""
+        """Drop :data:`IGNORED_PREFIXES` and fit ``visual.trunk.pos_embed`` to the built size.
+
+        See :meth:`ConchVisionEncoder.adapt_state_dict`.
+        """
         visual = self.visual.adapt_state_dict(state)
         out = {
             k: v

@@ -41,9 +41,12 @@ EOS_TOKEN = "<end_of_text>"
 class ConchTokenizer:
     """Encodes text the way CONCH's ``tokenize`` does: ``tok(texts) -> int64 [N, 128]``.
 
-    Args:
-        path: the tokenizer JSON (``conch_byte_level_bpe_uncased.json``).
-        max_length: ids before the extra pad (127 in CONCH).
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The tokenizer JSON (``conch_byte_level_bpe_uncased.json``).
+    max_length : int, default 127
+        Ids before the extra pad (127 in CONCH).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, max_length: int = 127) -> None:
@@ -86,10 +89,11 @@ class ConchTokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """Number of ids, added tokens included (32007 in the released file)."""
         return int(self._tok.get_vocab_size(with_added_tokens=True))
 
     def encode(self, texts: str | Sequence[str]) -> np.ndarray:
-        """Token ids ``int64 [N, max_length + 1]`` for one text or a sequence of texts."""
+        """Return the token ids ``int64 [N, max_length + 1]`` of one text or a sequence of texts."""
         if isinstance(texts, str):
             texts = [texts]
         texts = list(texts)
@@ -110,7 +114,7 @@ class ConchTokenizer:
     __call__ = encode
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
-        """Text of one row of ids, special tokens removed."""
+        """Return the text of one row of ids, special tokens removed."""
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=True)
 
     def __repr__(self) -> str:

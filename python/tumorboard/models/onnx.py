@@ -49,8 +49,10 @@ _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 @contextlib.contextmanager
 def _fixed_pos_embeds(module: nn.Module, size: int) -> Iterator[None]:
-    """Precomputes every ViT's position embedding for ``size`` so tracing records it as a
-    constant (antialiased bicubic resampling has no ONNX operator)."""
+    """Precompute every ViT's position embedding for ``size`` so tracing records a constant.
+
+    Antialiased bicubic resampling has no ONNX operator.
+    """
     import torch
 
     from .vit import VisionTransformer
@@ -75,21 +77,32 @@ def export_onnx(
     image_size: int | None = None,
     batch_size: int = 2,
 ) -> Path:
-    """Exports an encoder to ONNX with a dynamic batch axis.
-
-    Args:
-        module: an encoder from :func:`tumorboard.models.load` (anything with ``embed_dim``,
-            ``image_size``, ``mean``, ``std`` whose ``forward`` maps ``[B, 3, S, S]`` to
-            ``[B, D]``), in float32 or float16 (onnxruntime's CPU provider runs float32 only).
-        path: the ``.onnx`` file to write; models over 2 GB store their weights as external
-            data next to it (torch's exporter decides).
-        opset: ONNX opset (17 has LayerNormalization).
-        image_size: the fixed input size; default ``module.image_size``.
-        batch_size: batch of the tracing input (the exported batch axis is dynamic).
+    """Export an encoder to ONNX with a dynamic batch axis.
 
     Input ``pixel_values [batch, 3, S, S]`` in the module's dtype, output ``embedding
     [batch, D]``. Uses torch's TorchScript-based exporter (``dynamo=False``), which needs no
-    onnxscript. Returns the path.
+    onnxscript.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        An encoder from :func:`tumorboard.models.load` (anything with ``embed_dim``,
+        ``image_size``, ``mean``, ``std`` whose ``forward`` maps ``[B, 3, S, S]`` to
+        ``[B, D]``), in float32 or float16 (onnxruntime's CPU provider runs float32 only).
+    path : str or os.PathLike
+        The ``.onnx`` file to write; models over 2 GB store their weights as external data next
+        to it (torch's exporter decides).
+    opset : int, default 17
+        ONNX opset (17 has LayerNormalization).
+    image_size : int or None, default None
+        The fixed input size; default ``module.image_size``.
+    batch_size : int, default 2
+        Batch of the tracing input (the exported batch axis is dynamic).
+
+    Returns
+    -------
+    pathlib.Path
+        The path.
     """
     import torch
 
@@ -176,17 +189,26 @@ def _cuda_usable() -> bool:
 class OnnxEncoder:
     """An exported encoder run by onnxruntime, called like the torch module.
 
-    Args:
-        path: a file written by :func:`export_onnx`.
-        device: ``"auto"`` (CUDA when onnxruntime has the CUDA provider and a GPU is usable),
-            ``"cuda"``, ``"cuda:i"`` or ``"cpu"``.
-        providers: explicit onnxruntime providers (overrides ``device``).
-        threads: intra-op threads of the CPU provider (default: onnxruntime's).
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written by :func:`export_onnx`.
+    device : str, default "auto"
+        ``"auto"`` (CUDA when onnxruntime has the CUDA provider and a GPU is usable), ``"cuda"``,
+        ``"cuda:i"`` or ``"cpu"``.
+    providers : sequence or None, default None
+        Explicit onnxruntime providers (overrides ``device``).
+    threads : int or None, default None
+        Intra-op threads of the CPU provider (default: onnxruntime's).
 
-    Attributes:
-        name, embed_dim, image_size, mean, std, interpolation: from the export metadata.
-        device: ``"cuda"`` or ``"cpu"``, where the session actually runs.
-        providers: the session's providers in priority order.
+    Attributes
+    ----------
+    name, embed_dim, image_size, mean, std, interpolation
+        From the export metadata.
+    device : {"cuda", "cpu"}
+        Where the session actually runs.
+    providers : tuple
+        The session's providers in priority order.
     """
 
     def __init__(
@@ -263,8 +285,10 @@ class OnnxEncoder:
             raise InvalidArgumentError(f"expected images [B, 3, {s}, {s}], got shape {list(shape)}")
 
     def __call__(self, x: Any) -> Any:
-        """Embeddings ``[B, embed_dim]``: a numpy array for numpy input, a torch tensor (on the
-        input's device) for torch input."""
+        """Return the embeddings ``[B, embed_dim]`` of normalised images ``[B, 3, S, S]``.
+
+        A numpy array for numpy input, a torch tensor (on the input's device) for torch input.
+        """
         if isinstance(x, np.ndarray):
             self._check(x.shape)
             arr = np.ascontiguousarray(x, dtype=self._np_dtype)
@@ -283,8 +307,11 @@ class OnnxEncoder:
         raise InvalidTypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
 
     def _run_torch(self, x: torch.Tensor) -> torch.Tensor:
-        """IO binding: the input is read from ``x``'s memory and the output written into a new
-        tensor on the session's device, without copies through numpy."""
+        """Run ``x`` with IO binding, without copies through numpy.
+
+        The input is read from ``x``'s memory and the output written into a new tensor on the
+        session's device.
+        """
         import torch
 
         dtype = torch.float32 if self._np_dtype is np.float32 else torch.float16

@@ -51,20 +51,32 @@ __all__ = [
 class ViTConfig:
     """Hyperparameters of a :class:`VisionTransformer`.
 
-    Attributes:
-        image_size: the training input size (square); ``pos_embed`` covers its patch grid.
-        patch_size: side of a patch in pixels.
-        embed_dim: token width.
-        depth: number of blocks.
-        num_heads: attention heads per block.
-        mlp_hidden: ``fc1`` output features; for ``mlp="swiglu"`` both halves together
-            (timm: ``int(embed_dim * mlp_ratio)``).
-        mlp: ``"gelu"`` (``fc2(GELU(fc1(x)))``) or ``"swiglu"`` (timm ``SwiGLUPacked``:
-            ``fc2(SiLU(h[:half]) * h[half:])`` with ``h = fc1(x)``).
-        init_values: LayerScale initial value; ``None`` means no LayerScale (no ``ls*.gamma``).
-        reg_tokens: number of register tokens (``reg_token`` parameter) after CLS.
-        no_embed_class: position embedding for patch tokens only (timm ``no_embed_class``).
-        eps: LayerNorm epsilon.
+    Attributes
+    ----------
+    image_size : int
+        The training input size (square); ``pos_embed`` covers its patch grid.
+    patch_size : int
+        Side of a patch in pixels.
+    embed_dim : int
+        Token width.
+    depth : int
+        Number of blocks.
+    num_heads : int
+        Attention heads per block.
+    mlp_hidden : int
+        ``fc1`` output features; for ``mlp="swiglu"`` both halves together (timm:
+        ``int(embed_dim * mlp_ratio)``).
+    mlp : {"gelu", "swiglu"}, default "gelu"
+        ``"gelu"`` (``fc2(GELU(fc1(x)))``) or ``"swiglu"`` (timm ``SwiGLUPacked``:
+        ``fc2(SiLU(h[:half]) * h[half:])`` with ``h = fc1(x)``).
+    init_values : float or None, default None
+        LayerScale initial value; ``None`` means no LayerScale (no ``ls*.gamma``).
+    reg_tokens : int, default 0
+        Number of register tokens (``reg_token`` parameter) after CLS.
+    no_embed_class : bool, default False
+        Position embedding for patch tokens only (timm ``no_embed_class``).
+    eps : float, default 1e-6
+        LayerNorm epsilon.
     """
 
     image_size: int
@@ -112,13 +124,32 @@ def resample_pos_embed(
     mode: Literal["bicubic", "bilinear"] = "bicubic",
     antialias: bool = True,
 ) -> torch.Tensor:
-    """Resamples the square patch-grid part of a ``[1, prefix + g*g, D]`` position embedding to
-    ``grid = (rows, cols)``; the first ``num_prefix_tokens`` rows are kept unchanged.
+    """Resample the patch-grid part of a position embedding to ``grid = (rows, cols)``.
 
-    The grid is interpolated as a ``D``-channel image in float32 and cast back. Defaults are
-    timm's ``resample_abs_pos_embed`` (bicubic, antialias on) used at run time for other input
-    sizes; CONCH's loader resamples with ``mode="bilinear", antialias=False`` (mahmoodlab/CONCH
+    The square patch-grid part of a ``[1, prefix + g*g, D]`` position embedding is resampled; the
+    first ``num_prefix_tokens`` rows are kept unchanged. The grid is interpolated as a
+    ``D``-channel image in float32 and cast back. Defaults are timm's ``resample_abs_pos_embed``
+    (bicubic, antialias on) used at run time for other input sizes; CONCH's loader resamples with
+    ``mode="bilinear", antialias=False`` (mahmoodlab/CONCH
     ``conch/open_clip_custom/coca_model.py``, ``resize_pos_embed``@141cc09).
+
+    Parameters
+    ----------
+    pos_embed : torch.Tensor
+        ``[1, prefix + g*g, D]``.
+    grid : tuple of int
+        ``(rows, cols)`` of the target patch grid.
+    num_prefix_tokens : int
+        Leading rows (CLS, registers) kept unchanged.
+    mode : {"bicubic", "bilinear"}, default "bicubic"
+        Interpolation mode.
+    antialias : bool, default True
+        Antialias when shrinking.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[1, prefix + rows*cols, D]`` (``pos_embed`` itself when the grid is unchanged).
     """
     if pos_embed.ndim != 3 or pos_embed.shape[0] != 1:
         raise InvalidArgumentError(
@@ -151,6 +182,7 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(3, embed_dim, kernel_size=patch_size, stride=patch_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Embed images ``[B, 3, H, W]`` to ``[B, D, rows, cols]``."""
         return self.proj(x)  # [B, D, rows, cols]
 
 
@@ -165,6 +197,7 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Attend over tokens ``[B, N, D]``; returns ``[B, N, D]``."""
         b, n, c = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
@@ -181,6 +214,7 @@ class LayerScale(nn.Module):
         self.gamma = nn.Parameter(torch.full((dim,), float(init_values)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return ``x * gamma``."""
         return x * self.gamma
 
 
@@ -194,6 +228,7 @@ class Mlp(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return ``fc2(GELU(fc1(x)))``."""
         return self.fc2(self.act(self.fc1(x)))
 
 
@@ -213,6 +248,7 @@ class GluMlp(nn.Module):
         self.fc2 = nn.Linear(hidden // 2, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return ``fc2(SiLU(a) * b)`` with ``a, b`` the halves of ``fc1(x)``."""
         a, b = self.fc1(x).chunk(2, dim=-1)
         return self.fc2(self.act(a) * b)
 
@@ -236,25 +272,47 @@ class Block(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the attention and MLP residual branches to tokens ``[B, N, D]``."""
         x = x + self.ls1(self.attn(self.norm1(x)))
         return x + self.ls2(self.mlp(self.norm2(x)))
 
 
 class VisionTransformer(nn.Module):
-    """timm-compatible ViT encoder: ``forward(x) -> [B, embed_dim]`` (CLS token after the final
-    norm, timm ``global_pool='token'``); :meth:`forward_features` returns all tokens.
+    """timm-compatible ViT encoder: ``forward(x) -> [B, embed_dim]``.
 
-    Attributes:
-        config: the :class:`ViTConfig`.
-        name: the model name (``"uni2-h"``, ...).
-        embed_dim: output width.
-        image_size: the input size preprocessing should produce. It may differ from
-            ``config.image_size``; the position embedding is then resampled at run time.
-        mean, std: per-channel normalisation constants for inputs in [0, 1].
-        interpolation: the resize filter of the reference preprocessing.
+    ``forward`` returns the CLS token after the final norm (timm ``global_pool='token'``);
+    :meth:`forward_features` returns all tokens. Inputs are ``[B, 3, H, W]`` normalised images
+    with ``H`` and ``W`` multiples of the patch size; they are cast to the parameters' dtype. The
+    output has the parameters' dtype.
 
-    Inputs are ``[B, 3, H, W]`` normalised images with ``H`` and ``W`` multiples of the patch
-    size; they are cast to the parameters' dtype. The output has the parameters' dtype.
+    Parameters
+    ----------
+    config : ViTConfig
+        The hyperparameters.
+    name : str, default "vit"
+        The model name.
+    image_size : int or None, default None
+        The input size preprocessing should produce (default ``config.image_size``).
+    mean, std : tuple of float, default ImageNet
+        Per-channel normalisation constants.
+    interpolation : {"bilinear", "bicubic"}, default "bilinear"
+        The resize filter of the reference preprocessing.
+
+    Attributes
+    ----------
+    config : ViTConfig
+        The :class:`ViTConfig`.
+    name : str
+        The model name (``"uni2-h"``, ...).
+    embed_dim : int
+        Output width.
+    image_size : int
+        The input size preprocessing should produce. It may differ from ``config.image_size``;
+        the position embedding is then resampled at run time.
+    mean, std : tuple of float
+        Per-channel normalisation constants for inputs in [0, 1].
+    interpolation : str
+        The resize filter of the reference preprocessing.
     """
 
     def __init__(
@@ -297,9 +355,11 @@ class VisionTransformer(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """timm-style initialisation: truncated normal (std 0.02) for ``pos_embed`` and linear
-        weights, zero biases, 1e-6 normal for CLS and register tokens, LayerScale at
-        ``init_values``."""
+        """Initialise as timm does.
+
+        Truncated normal (std 0.02) for ``pos_embed`` and linear weights, zero biases, 1e-6
+        normal for CLS and register tokens, LayerScale at ``init_values``.
+        """
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         nn.init.normal_(self.cls_token, std=1e-6)
         if self.reg_token is not None:
@@ -311,10 +371,11 @@ class VisionTransformer(nn.Module):
 
     @property
     def num_prefix_tokens(self) -> int:
+        """CLS plus register tokens."""
         return self.config.num_prefix_tokens
 
     def pos_embed_for_grid(self, rows: int, cols: int) -> torch.Tensor:
-        """The position embedding used for a ``rows x cols`` patch grid."""
+        """Return the position embedding used for a ``rows x cols`` patch grid."""
         fixed = self._pos_embed_fixed.get((rows, cols))
         if fixed is not None:
             return fixed
@@ -322,7 +383,7 @@ class VisionTransformer(nn.Module):
         return resample_pos_embed(self.pos_embed, (rows, cols), num_prefix_tokens=prefix)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """All tokens after the final norm: ``[B, 1 + reg_tokens + rows*cols, D]``."""
+        """Return all tokens after the final norm: ``[B, 1 + reg_tokens + rows*cols, D]``."""
         if x.ndim != 4 or x.shape[1] != 3:
             raise InvalidArgumentError(f"expected images [B, 3, H, W], got shape {list(x.shape)}")
         p = self.config.patch_size
@@ -349,10 +410,11 @@ class VisionTransformer(nn.Module):
         return self.norm(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """CLS embedding ``[B, embed_dim]``; register and patch tokens are discarded."""
+        """Return the CLS embedding ``[B, embed_dim]``; register and patch tokens are dropped."""
         return self.forward_features(x)[:, 0]
 
     def extra_repr(self) -> str:
+        """Return the name and size shown in the module's repr."""
         c = self.config
         return (
             f"name={self.name!r}, image_size={self.image_size}, patch={c.patch_size}, "

@@ -51,8 +51,11 @@ _LIST_LIMIT = 25  # entries shown per section of a key diff
 
 
 class WeightsError(InvalidArgumentError):
-    """A checkpoint that cannot be used: unreadable, no state dict inside, or keys that do not
-    match the model. ``path`` names the file."""
+    """A checkpoint that cannot be used.
+
+    Unreadable, no state dict inside, or keys that do not match the model. ``path`` names the
+    file.
+    """
 
     def __init__(self, path: str | os.PathLike[str], message: str) -> None:
         self.path = str(path)
@@ -62,12 +65,23 @@ class WeightsError(InvalidArgumentError):
 class UnsafeCheckpointError(WeightsError):
     """A pickled checkpoint that needs objects other than tensors and plain containers.
 
-    tumorboard never unpickles such a file (unpickling can run arbitrary code)."""
+    tumorboard never unpickles such a file (unpickling can run arbitrary code).
+    """
 
 
 @dataclass(frozen=True)
 class KeyMismatch:
-    """One key whose tensor shape differs between the module and the checkpoint."""
+    """One key whose tensor shape differs between the module and the checkpoint.
+
+    Attributes
+    ----------
+    key : str
+        The parameter or buffer name.
+    expected : tuple of int
+        The module's shape.
+    found : tuple of int
+        The checkpoint's shape.
+    """
 
     key: str
     expected: tuple[int, ...]
@@ -77,10 +91,14 @@ class KeyMismatch:
 class CheckpointKeyError(WeightsError):
     """Checkpoint keys that do not match the module.
 
-    Attributes:
-        missing: keys the module has and the checkpoint lacks (with the expected shapes).
-        unexpected: keys the checkpoint has and the module lacks (with their shapes).
-        mismatched: keys present on both sides with different shapes.
+    Attributes
+    ----------
+    missing : dict of str to tuple of int
+        Keys the module has and the checkpoint lacks (with the expected shapes).
+    unexpected : dict of str to tuple of int
+        Keys the checkpoint has and the module lacks (with their shapes).
+    mismatched : tuple of KeyMismatch
+        Keys present on both sides with different shapes.
     """
 
     def __init__(
@@ -131,8 +149,10 @@ class CheckpointKeyError(WeightsError):
 
 
 class RandomWeightsWarning(UserWarning):
-    """A model was built without weights: its parameters are random and its outputs carry no
-    meaning (fine for tests, demos and benchmarks of speed)."""
+    """A model was built without weights: its parameters are random.
+
+    Its outputs carry no meaning (fine for tests, demos and benchmarks of speed).
+    """
 
 
 def _shape(shape: Iterable[int]) -> str:
@@ -183,16 +203,30 @@ def _unwrap(obj: object, path: Path) -> dict[str, torch.Tensor]:
 
 
 def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
-    """Reads a checkpoint into a flat ``{name: tensor}`` dict on the CPU.
+    """Read a checkpoint into a flat ``{name: tensor}`` dict on the CPU.
 
     ``.safetensors`` files are read with safetensors; every other file with
     ``torch.load(weights_only=True)`` (``.bin``, ``.pt``, ``.pth``, ``.ckpt``). Wrappers and
     ``module.`` / ``_orig_mod.`` prefixes are removed (module docstring).
 
-    Raises:
-        FileNotFoundError: the file does not exist.
-        UnsafeCheckpointError: the pickle needs objects beyond tensors and plain containers.
-        WeightsError: the file is not a readable checkpoint or holds no state dict.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint file.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        The state dict.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file does not exist (:class:`~tumorboard.errors.MissingFileError`).
+    UnsafeCheckpointError
+        The pickle needs objects beyond tensors and plain containers.
+    WeightsError
+        The file is not a readable checkpoint or holds no state dict.
     """
     p = Path(path)
     if not p.is_file():
@@ -240,8 +274,26 @@ def check_state_dict(
     path: str | os.PathLike[str] = "<state dict>",
     model: str | None = None,
 ) -> None:
-    """Raises :class:`CheckpointKeyError` unless ``state`` has exactly the module's keys with the
-    module's shapes. Works on modules whose tensors live on the meta device."""
+    """Check that ``state`` has exactly the module's keys with the module's shapes.
+
+    Works on modules whose tensors live on the meta device.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model.
+    state : Mapping of str to torch.Tensor
+        The state dict to check.
+    path : str or os.PathLike, default "<state dict>"
+        The file named in the error.
+    model : str or None, default None
+        The model named in the error (default: the module's class name).
+
+    Raises
+    ------
+    CheckpointKeyError
+        Listing every missing, unexpected and mis-shaped key.
+    """
     expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     found = {k: tuple(v.shape) for k, v in state.items()}
     missing = {k: s for k, s in expected.items() if k not in found}
@@ -264,11 +316,27 @@ def load_state_dict(
     path: str | os.PathLike[str] = "<state dict>",
     model: str | None = None,
 ) -> nn.Module:
-    """Strictly checks ``state`` against ``module`` (:func:`check_state_dict`), then loads it.
+    """Check ``state`` strictly against ``module`` (:func:`check_state_dict`), then load it.
 
     A module on the meta device receives the checkpoint tensors themselves
     (``load_state_dict(assign=True)``), so building a large model on ``torch.device("meta")``
-    and loading into it never allocates random weights. Returns the module.
+    and loading into it never allocates random weights.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model.
+    state : Mapping of str to torch.Tensor
+        The state dict.
+    path : str or os.PathLike, default "<state dict>"
+        The file named in errors.
+    model : str or None, default None
+        The model named in errors.
+
+    Returns
+    -------
+    torch.nn.Module
+        The module.
     """
     check_state_dict(module, state, path=path, model=model)
     on_meta = any(t.is_meta for t in module.state_dict().values())
@@ -291,9 +359,23 @@ def _named_tensors(module: nn.Module) -> Iterable[tuple[str, torch.Tensor]]:
 def save_state_dict(
     module_or_state: nn.Module | Mapping[str, torch.Tensor], path: str | os.PathLike[str]
 ) -> Path:
-    """Writes a state dict: ``.safetensors`` with safetensors, any other suffix with
-    ``torch.save`` (a plain dict of tensors, loadable with ``weights_only=True``).
-    Returns the path."""
+    """Write a state dict and return the path.
+
+    ``.safetensors`` is written with safetensors, any other suffix with ``torch.save`` (a plain
+    dict of tensors, loadable with ``weights_only=True``).
+
+    Parameters
+    ----------
+    module_or_state : torch.nn.Module or Mapping of str to torch.Tensor
+        A module (its ``state_dict()``) or a state dict.
+    path : str or os.PathLike
+        The file to write.
+
+    Returns
+    -------
+    pathlib.Path
+        The path.
+    """
     p = Path(path)
     state = (
         module_or_state.state_dict()

@@ -1,6 +1,6 @@
 """Segment ids from token ids: the masks of LAMMI-Pathology's trajectory-aware adapter.
 
-LAMMI-Pathology (arXiv 2602.18773; shared/spec/REFERENCE.md §5) scales every FFN output by
+LAMMI-Pathology (arXiv 2602.18773, its training figure) scales every FFN output by
 ``1 + γ_k`` where ``k`` is the segment of the token: the text after ``Thought:`` (1), after
 ``Action:`` (2) and after ``Action Input:`` (3); everything else (image tokens, BOS, the prompt
 before the first marker) gets 0. This module computes those ids for a batch of token sequences in
@@ -141,23 +141,32 @@ def segment_ids(
     ignore_ids: Sequence[int] = (),
     threads: int = 0,
 ) -> np.ndarray:
-    """Segment id (0 none, 1 thought, 2 action, 3 action input) of every token.
+    """Compute the segment id (0 none, 1 thought, 2 action, 3 action input) of every token.
 
-    Args:
-        input_ids: token ids, int32 or int64 (numpy, torch or a list): 1-D ``[T]`` holding the
-            sequences of a variable-length batch back to back, or 2-D ``[B, L]`` (B sequences of
-            length L, no padding; see :func:`segment_ids_padded` for padded batches).
-        offsets: ``[B + 1]`` sequence boundaries into a 1-D ``input_ids`` (``offsets[0] == 0``,
-            ``offsets[-1] == T``, non-decreasing); None: one sequence (1-D) or the rows (2-D).
-        markers: name -> token ids, or name -> list of token-id variants; names from
-            :data:`SEGMENT_LABELS` (``thought``, ``action``, ``action_input``, ``observation``).
-            :func:`marker_token_ids` builds it from a tokenizer.
-        mark_markers: give the marker tokens their span's label (default: 0, the span starts
-            after the marker).
-        ignore_ids: token ids forced to 0 (image tokens, BOS, padding); they do not break spans.
-        threads: worker threads over sequences (0: all cores). The result does not depend on it.
+    Parameters
+    ----------
+    input_ids : array_like of int
+        Token ids, int32 or int64 (numpy, torch or a list): 1-D ``[T]`` holding the sequences of
+        a variable-length batch back to back, or 2-D ``[B, L]`` (B sequences of length L, no
+        padding; see :func:`segment_ids_padded` for padded batches).
+    offsets : array_like of int or None, default None
+        ``[B + 1]`` sequence boundaries into a 1-D ``input_ids`` (``offsets[0] == 0``,
+        ``offsets[-1] == T``, non-decreasing); None: one sequence (1-D) or the rows (2-D).
+    markers : Mapping
+        Name -> token ids, or name -> list of token-id variants; names from
+        :data:`SEGMENT_LABELS` (``thought``, ``action``, ``action_input``, ``observation``).
+        :func:`marker_token_ids` builds it from a tokenizer.
+    mark_markers : bool, default False
+        Give the marker tokens their span's label (default: 0, the span starts after the
+        marker).
+    ignore_ids : sequence of int, default ()
+        Token ids forced to 0 (image tokens, BOS, padding); they do not break spans.
+    threads : int, default 0
+        Worker threads over sequences (0: all cores). The result does not depend on it.
 
-    Returns:
+    Returns
+    -------
+    numpy.ndarray
         int8 array shaped like ``input_ids``. Spans run from a marker to the next marker or the
         end of the sequence; ``Observation:`` closes a span; overlapping markers resolve
         leftmost-longest (module docstring).
@@ -213,11 +222,24 @@ def segment_ids_padded(
     ignore_ids: Sequence[int] = (),
     threads: int = 0,
 ) -> Any:
-    """:func:`segment_ids` of a padded ``[B, L]`` batch; padding (``attention_mask == 0``) gets 0.
+    """Compute :func:`segment_ids` of a padded ``[B, L]`` batch; padding gets 0.
 
     Each row's sequence is its attended tokens in order, so left and right padding both work.
-    Returns a torch int8 tensor on ``input_ids``' device when ``input_ids`` is a torch tensor,
-    else a numpy int8 array, shaped ``[B, L]``.
+
+    Parameters
+    ----------
+    input_ids : array_like of int
+        ``[B, L]`` token ids (numpy, torch or a list).
+    attention_mask : array_like or None, default None
+        ``[B, L]``; tokens where it is 0 are padding. None: no padding.
+    markers, mark_markers, ignore_ids, threads
+        As in :func:`segment_ids`.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``[B, L]`` int8: a torch tensor on ``input_ids``' device when ``input_ids`` is a torch
+        tensor, else a numpy array.
     """
     ids = _as_int_array(input_ids, "input_ids")
     if ids.ndim != 2:
@@ -263,26 +285,31 @@ def _numpy(x: Any) -> Any:
 def marker_token_ids(
     tokenizer: Any, strings: Mapping[str, str] = DEFAULT_MARKERS
 ) -> dict[str, tuple[tuple[int, ...], ...]]:
-    """Every token-id sequence a Hugging Face fast tokenizer produces for each marker string.
+    r"""Find every token-id sequence a Hugging Face fast tokenizer produces for each marker.
 
     BPE and SentencePiece tokenizers split the same marker differently by context: ``Thought:``
     at the start of the text or of a line is typically ``["Thought", ":"]`` (LLaMA:
     ``["▁Thought", ":"]`` at the start, ``["Th", "ought", ":"]`` after a newline) while after a
     space it is ``["ĠThought", ":"]`` (GPT-2/Qwen2 byte-level BPE), and some vocabularies merge
-    the colon with what follows (``":\\n"``). Each marker is therefore tokenized in the contexts
-    (start of text, after ``"ok "``, after ``"ok\\n"``, after ``"ok\\n\\n"``) x (followed by
+    the colon with what follows (``":\n"``). Each marker is therefore tokenized in the contexts
+    (start of text, after ``"ok "``, after ``"ok\n"``, after ``"ok\n\n"``) x (followed by
     nothing, a space, a newline, ``" I"``), and the tokens whose character span (offset mapping)
     overlaps the marker are kept as one variant. A variant can thus include a merged leading
-    space or a merged trailing ``":\\n"``; those tokens count as marker tokens (0 unless
+    space or a merged trailing ``":\n"``; those tokens count as marker tokens (0 unless
     ``mark_markers``). Variants containing the unknown token are dropped. Contexts not listed
     (e.g. a marker glued to the previous word) are not detected.
 
-    Args:
-        tokenizer: a ``transformers`` fast tokenizer (needs ``return_offsets_mapping``).
-        strings: marker name -> string (default :data:`DEFAULT_MARKERS`).
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerFast
+        A ``transformers`` fast tokenizer (needs ``return_offsets_mapping``).
+    strings : Mapping of str to str, default DEFAULT_MARKERS
+        Marker name -> string.
 
-    Returns:
-        name -> sorted, distinct token-id variants, ready for ``segment_ids(markers=...)``.
+    Returns
+    -------
+    dict of str to tuple of tuple of int
+        Name -> sorted, distinct token-id variants, ready for ``segment_ids(markers=...)``.
     """
     if not isinstance(strings, Mapping) or not strings:
         raise InvalidTypeError("strings must be a non-empty mapping marker name -> marker string")

@@ -1,5 +1,7 @@
-"""Whole-slide images: readers, tissue segmentation, patch grid, fused patch preprocessing, a
-threaded patch loader, and coords files in TRIDENT's layout.
+"""Whole-slide images: readers, tissue segmentation, patch grid, preprocessing, coords files.
+
+The patch preprocessing is fused, the patch loader threaded, and the coords files are in
+TRIDENT's layout.
 
 Typical use::
 

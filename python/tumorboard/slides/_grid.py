@@ -1,13 +1,15 @@
 """Patch grid: level-0 coordinates of the patches to embed (C++, csrc/tiling/grid.cpp).
 
-Geometry is TRIDENT's ``WSIPatcher`` (REFERENCE §4): with level-0 magnification M (binned from
-the mpp) and target magnification m, the downsample is M / m, the level-0 patch side is
-``round(patch_size * M / m)``, the overlap likewise, and the step is their difference. Columns
-``ceil(width / step)``, rows ``ceil(height / step)``, top-left corners in row-major order (y outer).
-A patch is kept when its tissue fraction (exact area of the square covered by the tissue mask,
-from an integral image) is >= ``min_tissue``, or overlaps tissue at all for ``min_tissue = 0``
-(TRIDENT's default). TRIDENT tests intersection with simplified tissue polygons, which also keeps
-squares that only touch tissue along an edge; the mask test needs positive overlap.
+Geometry is TRIDENT's ``WSIPatcher`` (mahmoodlab/TRIDENT ``trident/wsi_objects/WSIPatcher.py``
+@a91fa84; magnification binning and read levels in ``trident/wsi_objects/WSI.py``@a91fa84):
+with level-0 magnification M (binned from the mpp) and target magnification m, the downsample is
+M / m, the level-0 patch side is ``round(patch_size * M / m)``, the overlap likewise, and the
+step is their difference. Columns ``ceil(width / step)``, rows ``ceil(height / step)``, top-left
+corners in row-major order (y outer). A patch is kept when its tissue fraction (exact area of the
+square covered by the tissue mask, from an integral image) is >= ``min_tissue``, or overlaps
+tissue at all for ``min_tissue = 0`` (TRIDENT's default). TRIDENT tests intersection with
+simplified tissue polygons, which also keeps squares that only touch tissue along an edge; the
+mask test needs positive overlap.
 
 Read level (TRIDENT): a level whose downsample is within 0.1 of M / m, else the deepest level with
 downsample <= M / m (level 0 when upsampling); the read size is ``round(level-0 side / level
@@ -35,19 +37,32 @@ if TYPE_CHECKING:
 class PatchGrid:
     """The kept patches of a slide.
 
-    Attributes:
-        coords: (N, 2) int64 level-0 top-left (x, y), row-major.
-        tissue_fraction: (N,) float32 fraction of each patch covered by tissue (1 without a mask).
-        patch_size: patch side at the target magnification.
-        overlap: overlap at the target magnification.
-        target_magnification, level0_magnification: as in TRIDENT's coords attributes.
-        patch_size_level0: patch side in level-0 pixels (``round(patch_size * M / m)``).
-        step_level0: level-0 stride.
-        read_level, read_size: the level to read and the side read there.
-        level0_size: level-0 (width, height).
-        n_cols, n_rows: the full grid before tissue filtering.
-        min_tissue: the tissue threshold used.
-        name: the slide name.
+    Attributes
+    ----------
+    coords : numpy.ndarray
+        (N, 2) int64 level-0 top-left (x, y), row-major.
+    tissue_fraction : numpy.ndarray
+        (N,) float32 fraction of each patch covered by tissue (1 without a mask).
+    patch_size : int
+        Patch side at the target magnification.
+    overlap : int
+        Overlap at the target magnification.
+    target_magnification, level0_magnification : float
+        As in TRIDENT's coords attributes.
+    patch_size_level0 : int
+        Patch side in level-0 pixels (``round(patch_size * M / m)``).
+    step_level0 : int
+        Level-0 stride.
+    read_level, read_size : int
+        The level to read and the side read there.
+    level0_size : tuple of int
+        Level-0 (width, height).
+    n_cols, n_rows : int
+        The full grid before tissue filtering.
+    min_tissue : float
+        The tissue threshold used.
+    name : str, default ""
+        The slide name.
     """
 
     coords: np.ndarray
@@ -73,8 +88,24 @@ class PatchGrid:
 def read_plan(
     level_downsamples: tuple[float, ...] | list[float], downsample: float, patch_size_level0: int
 ) -> tuple[int, int]:
-    """(level, read_size) for patches of ``patch_size_level0`` level-0 pixels wanted at
-    ``downsample``, by TRIDENT's rule (see the module docstring)."""
+    """Choose the level to read and the side to read there, by TRIDENT's rule.
+
+    The rule is in the module docstring.
+
+    Parameters
+    ----------
+    level_downsamples : tuple or list of float
+        The slide's level downsamples, level 0 first.
+    downsample : float
+        The wanted downsample (level-0 magnification / target magnification).
+    patch_size_level0 : int
+        The patch side in level-0 pixels.
+
+    Returns
+    -------
+    tuple of int
+        ``(level, read_size)``.
+    """
     if not level_downsamples:
         raise InvalidArgumentError("level_downsamples is empty")
     ds_list = [float(d) for d in level_downsamples]
@@ -109,9 +140,33 @@ def patch_grid(
     min_tissue: float = 0.0,
     threads: int | None = None,
 ) -> PatchGrid:
-    """The patch grid of ``slide`` at ``magnification`` with ``patch_size`` px patches, kept
-    where ``tissue`` (a :class:`TissueMask` of this slide) covers at least ``min_tissue`` of the
-    patch (any overlap for 0). Without ``tissue`` every grid position is kept."""
+    """Build the patch grid of ``slide`` at ``magnification`` with ``patch_size`` px patches.
+
+    A patch is kept where ``tissue`` covers at least ``min_tissue`` of it (any overlap for 0).
+    Without ``tissue`` every grid position is kept.
+
+    Parameters
+    ----------
+    slide : Slide
+        The open slide.
+    tissue : TissueMask or None, default None
+        A tissue mask of this slide.
+    magnification : float, default 20
+        Target magnification.
+    patch_size : int, default 256
+        Patch side in pixels at the target magnification.
+    overlap : int, default 0
+        Overlap in pixels at the target magnification.
+    min_tissue : float, default 0.0
+        Tissue fraction a patch needs, in [0, 1].
+    threads : int or None, default None
+        C++ threads.
+
+    Returns
+    -------
+    PatchGrid
+        The kept patches and the grid geometry.
+    """
     patch_size = _positive_int(patch_size, "patch_size")
     if isinstance(overlap, bool) or not isinstance(overlap, (int, np.integer)) or overlap < 0:
         raise InvalidArgumentError(f"overlap must be a non-negative int, got {overlap!r}")

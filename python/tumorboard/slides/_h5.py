@@ -1,4 +1,8 @@
-"""Patch coordinate files in TRIDENT's and CLAM's HDF5 layouts (REFERENCE §4).
+"""Patch coordinate files in TRIDENT's and CLAM's HDF5 layouts.
+
+Layouts as mahmoodlab/TRIDENT writes them (``trident/IO.py``, ``save_h5`` and the coords
+attributes, and ``trident/Processor.py``, the folder names, @a91fa84) and as CLAM does
+(mahmoodlab/CLAM ``wsi_core/WholeSlideImage.py``@53e2409).
 
 TRIDENT (``{job}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``): dataset
 ``coords`` int64 [N, 2] of level-0 (x, y), chunks (1, 2), maxshape (None, 2), with attributes
@@ -68,7 +72,7 @@ def _mag_label(mag: float) -> str:
 
 def patch_dir(job_dir: str | os.PathLike[str], magnification: float, patch_size: int,
               overlap: int) -> Path:  # fmt: skip
-    """TRIDENT's ``{job_dir}/{mag}x_{patch}px_{overlap}px_overlap`` folder."""
+    """Return TRIDENT's ``{job_dir}/{mag}x_{patch}px_{overlap}px_overlap`` folder."""
     return Path(job_dir) / f"{_mag_label(magnification)}x_{patch_size}px_{overlap}px_overlap"
 
 
@@ -80,8 +84,9 @@ def coords_path(
     patch_size: int = 256,
     overlap: int = 0,
 ) -> Path:
-    """Where TRIDENT puts the coords of slide ``name``:
-    ``{job_dir}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``.
+    """Return where TRIDENT puts the coords of slide ``name``.
+
+    That is ``{job_dir}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``.
     """
     return patch_dir(job_dir, magnification, patch_size, overlap) / "patches" / f"{name}_patches.h5"
 
@@ -89,7 +94,22 @@ def coords_path(
 def write_coords(
     path: str | os.PathLike[str], grid: PatchGrid, *, savetodir: str | None = None
 ) -> Path:
-    """Writes ``grid`` as a TRIDENT coords file at ``path`` (atomically) and returns the path."""
+    """Write ``grid`` as a TRIDENT coords file at ``path`` (atomically) and return the path.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write.
+    grid : PatchGrid
+        The patches.
+    savetodir : str or None, default None
+        The ``savetodir`` attribute (default: the file's folder).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     h5py = _h5py()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -120,14 +140,21 @@ class CoordsFile:
 
     Attributes
     ----------
-        coords: (N, 2) int64 top-left (x, y) in level-0 pixels.
-        layout: "trident" or "clam".
-        attrs: all attributes of the ``coords`` dataset, decoded ('None' -> None, JSON -> dict).
-        path: the file.
-        patch_size: patch side as stored (at the target magnification for TRIDENT, at
-            ``patch_level`` for CLAM).
-        patch_size_level0: patch side in level-0 pixels.
-        name: the slide name (file stem without ``_patches`` when the attribute is missing).
+    coords : numpy.ndarray
+        (N, 2) int64 top-left (x, y) in level-0 pixels.
+    layout : {"trident", "clam"}
+        The file's layout.
+    attrs : dict
+        All attributes of the ``coords`` dataset, decoded ('None' -> None, JSON -> dict).
+    path : pathlib.Path
+        The file.
+    patch_size : int
+        Patch side as stored (at the target magnification for TRIDENT, at ``patch_level`` for
+        CLAM).
+    patch_size_level0 : int
+        Patch side in level-0 pixels.
+    name : str
+        The slide name (file stem without ``_patches`` when the attribute is missing).
     """
 
     coords: np.ndarray
@@ -143,12 +170,23 @@ class CoordsFile:
 
 
 def read_coords(path: str | os.PathLike[str]) -> CoordsFile:
-    """Reads a TRIDENT or CLAM coords file.
+    """Read a TRIDENT or CLAM coords file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    CoordsFile
+        The coordinates, layout and attributes.
 
     Raises
     ------
-        CoordsFileError: the file is missing, truncated or corrupt, has no (N, 2) ``coords``
-            dataset, or its attributes match neither layout.
+    CoordsFileError
+        The file is missing, truncated or corrupt, has no (N, 2) ``coords`` dataset, or its
+        attributes match neither layout.
     """
     h5py = _h5py()
     p = Path(path)
@@ -196,8 +234,10 @@ def read_coords(path: str | os.PathLike[str]) -> CoordsFile:
 
 
 def read_complete_coords(path: str | os.PathLike[str]) -> CoordsFile | None:
-    """The coords file at ``path`` if it is a readable TRIDENT file with all its attributes (what
-    ``tumorboard tile`` resumes from), else None (missing, truncated, partial or foreign).
+    """Return the coords file at ``path`` if it is a complete TRIDENT file, else None.
+
+    Complete means readable with all of TRIDENT's attributes (what ``tumorboard tile`` resumes
+    from); a missing, truncated, partial or foreign file gives None.
     """
     try:
         cf = read_coords(path)
@@ -207,5 +247,8 @@ def read_complete_coords(path: str | os.PathLike[str]) -> CoordsFile | None:
 
 
 def coords_complete(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a complete TRIDENT coords file (see :func:`read_complete_coords`)."""
+    """Return True when ``path`` is a complete TRIDENT coords file.
+
+    Complete as :func:`read_complete_coords` defines it.
+    """
     return read_complete_coords(path) is not None

@@ -35,8 +35,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, eq=False)
 class PatchBatch:
-    """One batch: ``images`` (B, 3, h, w) (float32 / float16, or uint16 bfloat16 bit patterns),
-    ``coords`` (B, 2) int64 level-0 top-left corners and ``index`` (B,) their grid positions."""
+    """One batch of preprocessed patches.
+
+    Attributes
+    ----------
+    images : numpy.ndarray
+        (B, 3, h, w) float32 / float16, or uint16 bfloat16 bit patterns.
+    coords : numpy.ndarray
+        (B, 2) int64 level-0 top-left corners.
+    index : numpy.ndarray
+        (B,) their grid positions.
+    """
 
     images: np.ndarray
     coords: np.ndarray
@@ -49,15 +58,24 @@ class PatchBatch:
 class PatchLoader:
     """Iterable over preprocessed batches of a slide's patches.
 
-    Args:
-        slide: an open :class:`~tumorboard.slides.Slide`.
-        grid: a :class:`PatchGrid` (its read level and size are used), or an (N, 2) array of
-            level-0 corners together with ``level`` and ``read_size``.
-        batch_size: patches per batch (the last one may be smaller).
-        size, mean, std, interpolation, dtype: as in :func:`preprocess_patches`.
-        num_workers: reader threads (default: all cores).
-        prefetch: extra batches read ahead of the consumer.
-        level, read_size: override the grid's read level / region side.
+    Parameters
+    ----------
+    slide : Slide
+        An open :class:`~tumorboard.slides.Slide`.
+    grid : PatchGrid or numpy.ndarray
+        A :class:`PatchGrid` (its read level and size are used), or an (N, 2) array of level-0
+        corners together with ``level`` and ``read_size``.
+    batch_size : int, default 64
+        Patches per batch (the last one may be smaller).
+    size, mean, std, interpolation, dtype
+        As in :func:`preprocess_patches` (defaults 224, ImageNet mean and std, "bilinear",
+        "float32").
+    num_workers : int or None, default None
+        Reader threads (default: all cores).
+    prefetch : int, default 2
+        Extra batches read ahead of the consumer.
+    level, read_size : int or None, default None
+        Override the grid's read level / region side.
     """
 
     def __init__(
@@ -123,7 +141,10 @@ class PatchLoader:
         return -(-self.coords.shape[0] // self.batch_size)
 
     def _raw_buffer(self) -> np.ndarray:
-        """This thread's region buffer, reused across batches (fresh pages cost page faults)."""
+        """Return this thread's region buffer, reused across batches.
+
+        Fresh pages cost page faults.
+        """
         buf = getattr(self._local, "raw", None)
         if buf is None:
             rs, b = self.read_size, self.batch_size
@@ -135,7 +156,18 @@ class PatchLoader:
         return buf
 
     def load_batch(self, b: int) -> PatchBatch:
-        """Reads and preprocesses batch ``b`` (thread-safe)."""
+        """Read and preprocess batch ``b`` (thread-safe).
+
+        Parameters
+        ----------
+        b : int
+            The batch index, in [0, len(self)).
+
+        Returns
+        -------
+        PatchBatch
+            The batch.
+        """
         start = b * self.batch_size
         stop = min(self.coords.shape[0], start + self.batch_size)
         if not 0 <= start < stop:

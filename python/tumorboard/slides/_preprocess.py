@@ -60,8 +60,26 @@ def resize(
     interpolation: Interpolation = "bilinear",
     threads: int | None = None,
 ) -> np.ndarray:
-    """Resizes an (h, w) or (h, w, c) uint8 image to ``size`` = (height, width) exactly as
-    ``PIL.Image.resize((width, height), BILINEAR | BICUBIC)``."""
+    """Resize an (h, w) or (h, w, c) uint8 image exactly as ``PIL.Image.resize`` does.
+
+    The result equals ``PIL.Image.resize((width, height), BILINEAR | BICUBIC)``.
+
+    Parameters
+    ----------
+    image : numpy.ndarray
+        (h, w) or (h, w, 1..4) uint8.
+    size : int or tuple of int
+        Output side or (height, width).
+    interpolation : {"bilinear", "bicubic"}, default "bilinear"
+        The resampling filter.
+    threads : int or None, default None
+        C++ threads (default: all cores).
+
+    Returns
+    -------
+    numpy.ndarray
+        The resized uint8 image.
+    """
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] > 4):
         raise InvalidArgumentError(
@@ -99,8 +117,10 @@ def _pixel_format(arr: np.ndarray, pixel_format: str | None) -> str:
 
 
 def _out_view(out: Any, n: int, h: int, w: int, dtype: str) -> np.ndarray:
-    """A writeable numpy view of ``out`` (numpy array or CPU torch tensor) checked against the
-    expected shape and dtype."""
+    """Return a writeable numpy view of ``out`` checked against the expected shape and dtype.
+
+    ``out`` is a numpy array or a CPU torch tensor.
+    """
     if type(out).__module__.startswith("torch"):
         import torch
 
@@ -142,24 +162,37 @@ def preprocess_patches(
     out: Any = None,
     threads: int | None = None,
 ) -> Any:
-    """Crop + resize + normalise a batch of patches into an NCHW buffer.
+    """Crop, resize and normalise a batch of patches into an NCHW buffer.
 
-    Args:
-        patches: (n, h, w, 3) RGB or (n, h, w, 4) RGBA uint8 (straight alpha, composited over
-            white), or (n, h, w) uint32 premultiplied ARGB as OpenSlide reads it (transparent
-            pixels become white). A single (h, w, 3|4) image is taken as a batch of one.
-        size: output side or (height, width).
-        mean, std: per-channel normalisation (default ImageNet).
-        interpolation: "bilinear" (torchvision's default) or "bicubic".
-        dtype: "float32", "float16" or "bfloat16". Without ``out``, bfloat16 comes back as a
-            uint16 array of bfloat16 bit patterns (``torch.from_numpy(a).view(torch.bfloat16)``).
-        crops: optional (n, 4) int boxes (x, y, width, height) inside each patch, applied before
-            the resize (``PIL.Image.crop`` then ``resize``).
-        out: optional destination, a numpy array or contiguous CPU torch tensor of shape
-            (n, 3, height, width) (e.g. pinned memory); returned filled.
-        threads: C++ threads (default: all cores).
+    Parameters
+    ----------
+    patches : numpy.ndarray
+        (n, h, w, 3) RGB or (n, h, w, 4) RGBA uint8 (straight alpha, composited over white), or
+        (n, h, w) uint32 premultiplied ARGB as OpenSlide reads it (transparent pixels become
+        white). A single (h, w, 3|4) image is taken as a batch of one.
+    size : int or tuple of int, default 224
+        Output side or (height, width).
+    mean, std : tuple of float, default ImageNet
+        Per-channel normalisation.
+    interpolation : {"bilinear", "bicubic"}, default "bilinear"
+        "bilinear" is torchvision's default.
+    dtype : {"float32", "float16", "bfloat16"}, default "float32"
+        Output dtype. Without ``out``, bfloat16 comes back as a uint16 array of bfloat16 bit
+        patterns (``torch.from_numpy(a).view(torch.bfloat16)``).
+    crops : numpy.ndarray or None, default None
+        Optional (n, 4) int boxes (x, y, width, height) inside each patch, applied before the
+        resize (``PIL.Image.crop`` then ``resize``).
+    pixel_format : {"rgb", "rgba", "argb32"} or None, default None
+        The layout of ``patches``; inferred from its shape and dtype when None.
+    out : numpy.ndarray or torch.Tensor or None, default None
+        Optional destination, a numpy array or contiguous CPU torch tensor of shape
+        (n, 3, height, width) (e.g. pinned memory); returned filled.
+    threads : int or None, default None
+        C++ threads (default: all cores).
 
-    Returns:
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
         ``out`` if given, else a new numpy array.
     """
     arr = np.asarray(patches)

@@ -7,8 +7,8 @@ outside the slide (transparent in OpenSlide) are white.
 Microns per pixel are read from the property keys TRIDENT uses (``openslide.mpp-x``,
 ``openslide.mirax.MPP``, ``aperio.MPP``, ``hamamatsu.XResolution``, ``openslide.comment``, then
 ``tiff.XResolution`` with its unit), and the objective magnification is binned from the mpp as
-TRIDENT does (REFERENCE §4): mpp < 0.16 -> 80x, < 0.2 -> 60x, < 0.3 -> 40x, < 0.6 -> 20x,
-< 1.2 -> 10x, < 2.4 -> 5x.
+TRIDENT does (mahmoodlab/TRIDENT ``trident/wsi_objects/WSI.py``, ``_fetch_magnification``,
+@a91fa84): mpp < 0.16 -> 80x, < 0.2 -> 60x, < 0.3 -> 40x, < 0.6 -> 20x, < 1.2 -> 10x, < 2.4 -> 5x.
 
 OpenSlide, tiffslide and Pillow come with the ``slides`` extra and are imported lazily.
 """
@@ -60,9 +60,22 @@ def _missing_extra(what: str, exc: ImportError) -> MissingDependencyError:
 
 
 def magnification_from_mpp(mpp: float) -> int:
-    """Objective magnification of a level-0 resolution, binned as TRIDENT does.
+    """Return the objective magnification of a level-0 resolution, binned as TRIDENT does.
 
-    Raises ValueError for mpp >= 2.4 (coarser than 5x) or a non-positive mpp.
+    Parameters
+    ----------
+    mpp : float
+        Level-0 microns per pixel.
+
+    Returns
+    -------
+    int
+        80, 60, 40, 20, 10 or 5.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For mpp >= 2.4 (coarser than 5x) or a non-positive mpp (it is a ``ValueError``).
     """
     if not (mpp > 0 and math.isfinite(mpp)):
         raise InvalidArgumentError(f"mpp must be a positive number, got {mpp!r}")
@@ -83,8 +96,18 @@ def _as_float(value: Any) -> float | None:
 
 
 def mpp_from_properties(props: Mapping[str, Any]) -> float | None:
-    """Level-0 microns per pixel from slide properties (OpenSlide or tiffslide key names), rounded
-    to 4 decimals as TRIDENT does; None when no key gives a value."""
+    """Return the level-0 microns per pixel from slide properties, or None.
+
+    Parameters
+    ----------
+    props : Mapping
+        Slide properties, with OpenSlide or tiffslide key names.
+
+    Returns
+    -------
+    float or None
+        The mpp rounded to 4 decimals as TRIDENT does; None when no key gives a value.
+    """
 
     def rounded(x: float | None) -> float | None:
         return None if x is None else round(x, 4)
@@ -120,17 +143,26 @@ def _objective_power(props: Mapping[str, Any]) -> float | None:
 class Slide(abc.ABC):
     """A multi-resolution image read like OpenSlide; safe to read from several threads at once.
 
-    Attributes:
-        path: the file.
-        name: the output name of the slide (:func:`~tumorboard.slides.slide_name`: the file
-            name without its extension, ``.ome.tiff`` counted as one; TRIDENT's slide name).
-        backend: "openslide", "tiffslide" or "image".
-        level_dimensions: (width, height) of each level, level 0 first.
-        level_downsamples: level-0 pixels per level pixel.
-        mpp: level-0 microns per pixel (user-given, else from the properties), or None.
-        magnification: level-0 objective magnification (binned from mpp, else the
-            objective-power property), or None.
-        properties: the backend's properties.
+    Attributes
+    ----------
+    path : pathlib.Path
+        The file.
+    name : str
+        The output name of the slide (:func:`~tumorboard.slides.slide_name`: the file name
+        without its extension, ``.ome.tiff`` counted as one; TRIDENT's slide name).
+    backend : str
+        "openslide", "tiffslide" or "image".
+    level_dimensions : tuple of (int, int)
+        (width, height) of each level, level 0 first.
+    level_downsamples : tuple of float
+        Level-0 pixels per level pixel.
+    mpp : float or None
+        Level-0 microns per pixel (user-given, else from the properties), or None.
+    magnification : int or None
+        Level-0 objective magnification (binned from mpp, else the objective-power property), or
+        None.
+    properties : dict
+        The backend's properties.
     """
 
     backend: str = ""
@@ -168,6 +200,7 @@ class Slide(abc.ABC):
 
     @property
     def level_count(self) -> int:
+        """Number of levels."""
         return len(self.level_dimensions)
 
     @property
@@ -176,7 +209,7 @@ class Slide(abc.ABC):
         return self.level_dimensions[0]
 
     def best_level_for_downsample(self, downsample: float) -> int:
-        """The deepest level whose downsample is <= ``downsample`` (level 0 if none)."""
+        """Return the deepest level whose downsample is <= ``downsample`` (level 0 if none)."""
         best = 0
         for i, ds in enumerate(self.level_downsamples):
             if ds <= downsample + 1e-9:
@@ -192,8 +225,22 @@ class Slide(abc.ABC):
     def read_region(
         self, location: tuple[int, int], level: int, size: tuple[int, int]
     ) -> np.ndarray:
-        """(h, w, 3) uint8 RGB of the ``size`` = (w, h) region of ``level`` whose top-left corner
-        is ``location`` = (x, y) in level-0 pixels; white outside the slide."""
+        """Read a region of a level as RGB; white outside the slide.
+
+        Parameters
+        ----------
+        location : tuple of int
+            (x, y) of the top-left corner in level-0 pixels.
+        level : int
+            The level to read.
+        size : tuple of int
+            (w, h) in pixels of ``level``.
+
+        Returns
+        -------
+        numpy.ndarray
+            (h, w, 3) uint8 RGB.
+        """
         self._check_level(level)
         w, h = (int(v) for v in size)
         if w <= 0 or h <= 0:
@@ -209,11 +256,13 @@ class Slide(abc.ABC):
 
     @abc.abstractmethod
     def _read_raw(self, x: int, y: int, level: int, w: int, h: int, out: np.ndarray) -> None:
-        """Reads a region into ``out`` ((h, w) uint32 for argb32, (h, w, 3) uint8 for rgb),
-        white outside the slide; thread-safe."""
+        """Read a region into ``out``, white outside the slide; thread-safe.
+
+        ``out`` is (h, w) uint32 for argb32, (h, w, 3) uint8 for rgb.
+        """
 
     def read_level(self, level: int, *, threads: int | None = None) -> np.ndarray:
-        """A whole level as (h, w, 3) uint8, read in horizontal strips on ``threads`` threads."""
+        """Read a whole level as (h, w, 3) uint8, in horizontal strips on ``threads`` threads."""
         self._check_level(level)
         w, h = self.level_dimensions[level]
         ds = self.level_downsamples[level]
@@ -231,10 +280,22 @@ class Slide(abc.ABC):
     def read_downsampled(
         self, downsample: float, *, threads: int | None = None
     ) -> tuple[np.ndarray, tuple[float, float]]:
-        """The whole slide at about ``downsample`` x: the deepest level at or above that
-        resolution, resized (PIL-exact antialiased bilinear) to round(level-0 size / downsample).
+        """Read the whole slide at about ``downsample`` x.
 
-        Returns (image, (sx, sy)) with sx, sy the exact level-0 pixels per image pixel.
+        The deepest level at or above that resolution, resized (PIL-exact antialiased bilinear) to
+        round(level-0 size / downsample).
+
+        Parameters
+        ----------
+        downsample : float
+            Level-0 pixels per output pixel.
+        threads : int or None, default None
+            Reader threads (default: all cores).
+
+        Returns
+        -------
+        tuple
+            ``(image, (sx, sy))`` with sx, sy the exact level-0 pixels per image pixel.
         """
         if not downsample > 0:
             raise InvalidArgumentError(f"downsample must be positive, got {downsample}")
@@ -247,14 +308,14 @@ class Slide(abc.ABC):
         return img, (w0 / tw, h0 / th)
 
     def get_thumbnail(self, size: tuple[int, int]) -> np.ndarray:
-        """RGB thumbnail fitting in ``size`` = (w, h), aspect ratio kept."""
+        """Return an RGB thumbnail fitting in ``size`` = (w, h), aspect ratio kept."""
         w0, h0 = self.dimensions
         ds = max(w0 / size[0], h0 / size[1], 1.0)
         return self.read_downsampled(ds)[0]
 
     @abc.abstractmethod
     def close(self) -> None:
-        """Releases the file handle(s)."""
+        """Release the file handle(s)."""
 
     def __enter__(self) -> Slide:
         return self
@@ -270,7 +331,7 @@ class Slide(abc.ABC):
 
 
 def _parallel_map(fn: Any, items: list[int], threads: int | None) -> None:
-    """Runs fn on every item on up to ``threads`` threads (default: all cores)."""
+    """Run fn on every item on up to ``threads`` threads (default: all cores)."""
     n = threads if threads and threads > 0 else (os.cpu_count() or 1)
     if n <= 1 or len(items) <= 1:
         for item in items:
@@ -281,8 +342,11 @@ def _parallel_map(fn: Any, items: list[int], threads: int | None) -> None:
 
 
 def _level0_coord(v: int, ds: float) -> int:
-    """A level-0 coordinate that maps back to level coordinate ``v`` by ``int(c / ds)`` (the
-    mapping OpenSlide's and tiffslide's read_region use), for reading a level from row ``v``."""
+    """Return a level-0 coordinate that maps back to level coordinate ``v`` by ``int(c / ds)``.
+
+    That is the mapping OpenSlide's and tiffslide's read_region use; for reading a level from
+    row ``v``.
+    """
     c = math.ceil(v * ds)
     while c > 0 and int(c / ds) > v:
         c -= 1
@@ -292,8 +356,11 @@ def _level0_coord(v: int, ds: float) -> int:
 
 
 def _pad_white(out: np.ndarray, rx0: int, ry0: int, level_w: int, level_h: int) -> tuple:
-    """Whites the part of ``out`` (level-space origin rx0, ry0) outside [0, level_w) x
-    [0, level_h); returns the in-bounds slices (of out, of the level)."""
+    """White the part of ``out`` outside the level; return the in-bounds slices.
+
+    ``out`` has its origin at (rx0, ry0) in level space; the part outside [0, level_w) x
+    [0, level_h) is set to white. Returns the in-bounds slices (of out, of the level).
+    """
     h, w = out.shape[:2]
     ox0, oy0 = max(0, -rx0), max(0, -ry0)
     ox1, oy1 = max(ox0, min(w, level_w - rx0)), max(oy0, min(h, level_h - ry0))
@@ -303,8 +370,10 @@ def _pad_white(out: np.ndarray, rx0: int, ry0: int, level_w: int, level_h: int) 
 
 
 class OpenSlideSlide(Slide):
-    """A slide read by OpenSlide (SVS, NDPI, MRXS, SCN, tiled TIFF, ...). OpenSlide's C library
-    is thread-safe and its ctypes calls release the GIL."""
+    """A slide read by OpenSlide (SVS, NDPI, MRXS, SCN, tiled TIFF, ...).
+
+    OpenSlide's C library is thread-safe and its ctypes calls release the GIL.
+    """
 
     backend = "openslide"
     raw_format = "argb32"
@@ -433,10 +502,13 @@ class TiffSlideSlide(Slide):
 
 
 class TiffFileSlide(Slide):
-    """A tiled pyramidal TIFF read tile by tile with tifffile: each needed tile's bytes are read
-    with ``os.pread`` and decoded by imagecodecs (libjpeg-turbo for JPEG), both without the GIL.
-    The fast path for patch loading; for JPEG tiles the pixels equal OpenSlide's (same decoder).
-    Levels are tifffile's ``series[0].levels`` (generic TIFF pyramids, SVS, OME-TIFF SubIFDs)."""
+    """A tiled pyramidal TIFF read tile by tile with tifffile.
+
+    Each needed tile's bytes are read with ``os.pread`` and decoded by imagecodecs (libjpeg-turbo
+    for JPEG), both without the GIL. The fast path for patch loading; for JPEG tiles the pixels
+    equal OpenSlide's (same decoder). Levels are tifffile's ``series[0].levels`` (generic TIFF
+    pyramids, SVS, OME-TIFF SubIFDs).
+    """
 
     backend = "tifffile"
     raw_format = "rgb"
@@ -522,7 +594,7 @@ class TiffFileSlide(Slide):
     def _read_level_rect(
         self, level: int, rx0: int, ry0: int, w: int, h: int, out: np.ndarray
     ) -> None:
-        """Reads [rx0, rx0 + w) x [ry0, ry0 + h) of ``level`` (level pixels) into ``out``."""
+        """Read [rx0, rx0 + w) x [ry0, ry0 + h) of ``level`` (level pixels) into ``out``."""
         lw, lh = self.level_dimensions[level]
         _pad_white(out, rx0, ry0, lw, lh)
         page = self._pages[level]
@@ -565,8 +637,11 @@ class TiffFileSlide(Slide):
 
 
 class ImageSlide(Slide):
-    """A plain image (PNG, JPEG, TIFF, ...) held in memory as one level: tissue microarray cores,
-    ROI crops. Its mpp must be given (TRIDENT's ImageWSI asks for it too)."""
+    """A plain image (PNG, JPEG, TIFF, ...) held in memory as one level.
+
+    For tissue microarray cores and ROI crops. Its mpp must be given (TRIDENT's ImageWSI asks for
+    it too).
+    """
 
     backend = "image"
     raw_format = "rgb"
@@ -635,17 +710,31 @@ class ImageSlide(Slide):
 def open(
     path: str | os.PathLike[str], *, mpp: float | None = None, backend: Backend = "auto"
 ) -> Slide:
-    """Opens a slide or image.
+    """Open a slide or image.
 
-    ``backend="auto"``: plain image extensions (PNG, JPEG, ...) open as an :class:`ImageSlide`
-    (``mpp`` required); everything else tries OpenSlide, then tiffslide, then (TIFF only) a
-    plain image. ``"openslide"``, ``"tiffslide"``, ``"tifffile"`` (:class:`TiffFileSlide`, the
-    fast tile reader for tiled TIFF/SVS) and ``"image"`` force a reader. ``mpp`` overrides the
-    file's resolution.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The slide or image file.
+    mpp : float or None, default None
+        Level-0 microns per pixel; overrides the file's resolution.
+    backend : {"auto", "openslide", "tiffslide", "tifffile", "image"}, default "auto"
+        ``"auto"``: plain image extensions (PNG, JPEG, ...) open as an :class:`ImageSlide`
+        (``mpp`` required); everything else tries OpenSlide, then tiffslide, then (TIFF only) a
+        plain image. ``"openslide"``, ``"tiffslide"``, ``"tifffile"`` (:class:`TiffFileSlide`,
+        the fast tile reader for tiled TIFF/SVS) and ``"image"`` force a reader.
 
-    Raises:
-        SlideError: the file is missing, corrupt or in no supported format.
-        ImportError: the needed reader is not installed (``pip install tumorboard[slides]``).
+    Returns
+    -------
+    Slide
+        The open slide.
+
+    Raises
+    ------
+    SlideError
+        The file is missing, corrupt or in no supported format.
+    ImportError
+        The needed reader is not installed (``pip install tumorboard[slides]``).
     """
     p = Path(path)
     if backend not in ("auto", "openslide", "tiffslide", "tifffile", "image"):

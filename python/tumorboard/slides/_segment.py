@@ -1,7 +1,8 @@
 """Tissue segmentation front end over the C++ pipeline (csrc/tiling/tissue.cpp).
 
 The algorithm is CLAM's classic ``segmentTissue`` (Lu et al., "Data-efficient and weakly
-supervised computational pathology on whole-slide images", Nat. Biomed. Eng. 2021): RGB -> HSV
+supervised computational pathology on whole-slide images", Nat. Biomed. Eng. 2021; mahmoodlab/CLAM
+``wsi_core/WholeSlideImage.py``@53e2409): RGB -> HSV
 saturation, median blur (``mthresh``), binary threshold ``S > sthresh`` (or Otsu), morphological
 closing with a ``close`` x ``close`` square, then connected regions filtered by area. As in CLAM the
 areas ``a_t`` (tissue) and ``a_h`` (holes) are in units of 512 x 512 level-0 pixels, converted to
@@ -13,7 +14,7 @@ Differences from CLAM/OpenCV, by design: areas are pixel counts of the regions (
 ``contourArea`` measures the polygon through boundary pixel centres, smaller by about half the
 perimeter); the polygons follow pixel edges, so they enclose exactly the mask.
 
-Presets (CLAM ``presets/*.csv`` and ``create_patches_fp.py`` defaults):
+Presets (CLAM ``presets/*.csv`` and ``create_patches_fp.py`` defaults, @53e2409):
 
 ============  =======  =======  =====  ========  ====  ====  ===========
 preset        sthresh  mthresh  close  use_otsu  a_t   a_h   max_n_holes
@@ -51,14 +52,22 @@ _REF_PATCH = 512
 class SegmentationParams:
     """CLAM segmentation parameters (``segmentTissue`` seg_level params + filter_params).
 
-    Attributes:
-        sthresh: saturation threshold, tissue where S > sthresh (0-255).
-        mthresh: median blur kernel size (odd; 1 disables).
-        close: morphological closing kernel size (0 or 1 disables).
-        use_otsu: threshold the blurred saturation with Otsu's method instead of sthresh.
-        a_t: minimum net tissue area, in 512 x 512 level-0 patches.
-        a_h: minimum hole area, same unit.
-        max_n_holes: holes kept per region (largest first); the others are filled.
+    Attributes
+    ----------
+    sthresh : int, default 8
+        Saturation threshold, tissue where S > sthresh (0-255).
+    mthresh : int, default 7
+        Median blur kernel size (odd; 1 disables).
+    close : int, default 4
+        Morphological closing kernel size (0 or 1 disables).
+    use_otsu : bool, default False
+        Threshold the blurred saturation with Otsu's method instead of sthresh.
+    a_t : float, default 100.0
+        Minimum net tissue area, in 512 x 512 level-0 patches.
+    a_h : float, default 16.0
+        Minimum hole area, same unit.
+    max_n_holes : int, default 8
+        Holes kept per region (largest first); the others are filled.
     """
 
     sthresh: int = 8
@@ -95,7 +104,7 @@ PRESETS: dict[str, SegmentationParams] = {
 def resolve_params(
     preset: str = "clam", params: SegmentationParams | None = None
 ) -> SegmentationParams:
-    """``params`` if given, else the named preset."""
+    """Return ``params`` if given, else the named preset."""
     if params is not None:
         if not isinstance(params, SegmentationParams):
             raise InvalidTypeError(
@@ -114,10 +123,18 @@ def resolve_params(
 class TissuePolygon:
     """One tissue region in level-0 pixel coordinates.
 
-    ``exterior`` and each of ``holes`` are (n, 2) float64 (x, y) rings along mask pixel edges,
-    not repeated at the end; the exterior is counter-clockwise (positive shoelace area with y
-    down) and holes clockwise, as GeoJSON (RFC 7946) asks. ``area`` is the net area in level-0
-    square pixels.
+    Rings are (n, 2) float64 (x, y) along mask pixel edges, not repeated at the end; the exterior
+    is counter-clockwise (positive shoelace area with y down) and holes clockwise, as GeoJSON
+    (RFC 7946) asks.
+
+    Attributes
+    ----------
+    exterior : numpy.ndarray
+        The outer ring.
+    holes : tuple of numpy.ndarray
+        The hole rings.
+    area : float
+        The net area in level-0 square pixels.
     """
 
     exterior: np.ndarray
@@ -129,14 +146,22 @@ class TissuePolygon:
 class TissueMask:
     """Result of :func:`segment_tissue`: the tissue mask of a thumbnail and how it maps to level 0.
 
-    Attributes:
-        mask: (h, w) bool, True on tissue (after area filtering and hole filling).
-        downsample: (sx, sy) level-0 pixels per mask pixel.
-        level0_size: level-0 (width, height) of the slide.
-        threshold: the saturation threshold used (sthresh or Otsu's).
-        params: the segmentation parameters.
-        stats: region counts: n_regions, n_kept, n_holes, n_holes_kept.
-        name: the slide name.
+    Attributes
+    ----------
+    mask : numpy.ndarray
+        (h, w) bool, True on tissue (after area filtering and hole filling).
+    downsample : tuple of float
+        (sx, sy) level-0 pixels per mask pixel.
+    level0_size : tuple of int
+        Level-0 (width, height) of the slide.
+    threshold : int
+        The saturation threshold used (sthresh or Otsu's).
+    params : SegmentationParams
+        The segmentation parameters.
+    stats : dict of str to int
+        Region counts: n_regions, n_kept, n_holes, n_holes_kept.
+    name : str, default ""
+        The slide name.
     """
 
     mask: np.ndarray
@@ -153,8 +178,10 @@ class TissueMask:
         return float(self.mask.mean()) if self.mask.size else 0.0
 
     def polygons(self) -> list[TissuePolygon]:
-        """The tissue regions as polygons with holes, in level-0 pixel coordinates, in raster
-        order of their top-left pixel."""
+        """Return the tissue regions as polygons with holes, in level-0 pixel coordinates.
+
+        Regions come in raster order of their top-left pixel.
+        """
         sx, sy = self.downsample
         scale = np.array([sx, sy], np.float64)
         out = []
@@ -170,8 +197,11 @@ class TissueMask:
         return out
 
     def to_geojson(self) -> dict[str, Any]:
-        """A GeoJSON FeatureCollection of the tissue polygons (level-0 pixel coordinates, rings
-        closed), readable by QuPath and geopandas like TRIDENT's ``contours_geojson`` files."""
+        """Return a GeoJSON FeatureCollection of the tissue polygons.
+
+        Coordinates are level-0 pixels, rings closed; readable by QuPath and geopandas like
+        TRIDENT's ``contours_geojson`` files.
+        """
         features = []
         for i, poly in enumerate(self.polygons()):
             rings = [poly.exterior, *poly.holes]
@@ -192,7 +222,7 @@ class TissueMask:
         return {"type": "FeatureCollection", "features": features}
 
     def write_geojson(self, path: str | os.PathLike[str]) -> Path:
-        """Writes :meth:`to_geojson` to ``path`` (atomically) and returns the path."""
+        """Write :meth:`to_geojson` to ``path`` (atomically) and return the path."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(p) as tmp:
@@ -229,8 +259,31 @@ def segment_image(
     name: str = "",
     threads: int | None = None,
 ) -> TissueMask:
-    """Segments tissue in an RGB(A) uint8 image that shows a slide at ``downsample`` (level-0
-    pixels per image pixel, one number or (sx, sy)); areas are converted with it as CLAM does."""
+    """Segment tissue in an RGB(A) uint8 image that shows a slide at ``downsample``.
+
+    Parameters
+    ----------
+    image : numpy.ndarray
+        (h, w, 3|4) uint8.
+    preset : str, default "clam"
+        A key of :data:`PRESETS`, used when ``params`` is None.
+    params : SegmentationParams or None, default None
+        Explicit parameters.
+    downsample : float or tuple of float, default 1.0
+        Level-0 pixels per image pixel, one number or (sx, sy); areas are converted with it as
+        CLAM does.
+    level0_size : tuple of int or None, default None
+        Level-0 (width, height); default the image size times ``downsample``.
+    name : str, default ""
+        The slide name.
+    threads : int or None, default None
+        C++ threads (default: all cores).
+
+    Returns
+    -------
+    TissueMask
+        The mask and its mapping to level 0.
+    """
     p = resolve_params(preset, params)
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (3, 4):
@@ -270,7 +323,7 @@ def segment_image(
 
 
 def slide_mpp(slide: Slide) -> float:
-    """The slide's level-0 mpp, or 10 / magnification when only the magnification is known."""
+    """Return the slide's level-0 mpp, or 10 / magnification when only that is known."""
     if slide.mpp is not None:
         return float(slide.mpp)
     if slide.magnification:
@@ -288,8 +341,26 @@ def segment_tissue(
     target_mpp: float = DEFAULT_SEGMENTATION_MPP,
     threads: int | None = None,
 ) -> TissueMask:
-    """Segments the tissue of a slide on a thumbnail at ``target_mpp`` microns per pixel
-    (default 8 = 1.25x; never finer than level 0), with a CLAM preset or explicit ``params``."""
+    """Segment the tissue of a slide on a thumbnail at ``target_mpp`` microns per pixel.
+
+    Parameters
+    ----------
+    slide : Slide
+        The open slide.
+    preset : str, default "clam"
+        A CLAM preset (key of :data:`PRESETS`), used when ``params`` is None.
+    params : SegmentationParams or None, default None
+        Explicit parameters.
+    target_mpp : float, default 8.0
+        Thumbnail resolution (8 = 1.25x; never finer than level 0).
+    threads : int or None, default None
+        Threads (default: all cores).
+
+    Returns
+    -------
+    TissueMask
+        The mask and its mapping to level 0.
+    """
     if not target_mpp > 0:
         raise InvalidArgumentError(f"target_mpp must be positive, got {target_mpp}")
     ds = max(1.0, target_mpp / slide_mpp(slide))

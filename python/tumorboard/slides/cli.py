@@ -28,7 +28,7 @@ from ._names import plan_slide_names, slide_name
 
 
 def add_tile_parser(subparsers: Any) -> None:
-    """Adds the ``tile`` verb to an ``argparse`` subparsers object."""
+    """Add the ``tile`` verb to an ``argparse`` subparsers object."""
     from ._segment import DEFAULT_SEGMENTATION_MPP, PRESETS
 
     p = subparsers.add_parser(
@@ -138,7 +138,7 @@ def _tile_one(path: Path, name: str, args: argparse.Namespace, out: Path) -> dic
 
 
 def run_tile(args: argparse.Namespace) -> int:
-    """Runs ``tumorboard tile`` for parsed arguments; returns the exit status."""
+    """Run ``tumorboard tile`` for parsed arguments and return the exit status."""
     from ._h5 import patch_dir
 
     if args.patch <= 0 or args.overlap < 0 or args.overlap >= args.patch:
@@ -185,6 +185,18 @@ def run_tile(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tile`` command line and return the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str or None, default None
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 when every slide is done or skipped, 1 when any failed, 2 for bad arguments.
+    """
     parser = argparse.ArgumentParser(prog="tumorboard")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_tile_parser(sub)

@@ -1,6 +1,7 @@
-"""Agent-facing tools built on pathology foundation models, each with a JSON-schema description
-(``TOOL_SCHEMAS``, and ``tool.schema`` on every function) that an agent harness can expose as a
-function tool (:func:`openai_tool`, :func:`anthropic_tool`).
+"""Agent-facing tools built on pathology foundation models, each with a JSON-schema description.
+
+The descriptions (``TOOL_SCHEMAS``, and ``tool.schema`` on every function) let an agent harness
+expose each tool as a function tool (:func:`openai_tool`, :func:`anthropic_tool`).
 
 * :func:`conch_zero_shot` -- CONCH labels an H&E region of interest zero-shot (MTBBench's CONCH
   tool: label, probability, confidence bin, reply sentence).

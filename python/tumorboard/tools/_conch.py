@@ -1,5 +1,8 @@
-"""``conch_zero_shot``: CONCH zero-shot labelling of a region of interest, as MTBBench's CONCH tool
-does it (REFERENCE §2).
+"""``conch_zero_shot``: CONCH zero-shot labelling of a region of interest, as MTBBench does it.
+
+MTBBench's CONCH tool is goodfire-ai/mtbbench ``neurips25/tools/conch.py`` and
+``neurips25/models/agent_with_tools.py``@ae2f8fe; the model is mahmoodlab/CONCH
+``conch/open_clip_custom/`` (``coca_model.py``, ``vision_tower.py``, ``transformer.py``)@141cc09.
 
 Preprocessing is CONCH's: resize the shorter side to the model's image size (bicubic, Pillow's
 filter), centre crop, scale to [0, 1], normalise with the OpenAI CLIP statistics. The probability
@@ -33,7 +36,11 @@ BINS = ("very low", "low", "medium", "high", "very high")
 
 
 def confidence_bin(p: float) -> str:
-    """MTBBench's bin of a (rounded) probability: [0, 0.2) very low ... [0.8, 1] very high."""
+    """Return MTBBench's bin of a (rounded) probability.
+
+    [0, 0.2) "very low", [0.2, 0.4) "low", [0.4, 0.6) "medium", [0.6, 0.8) "high", [0.8, 1]
+    "very high".
+    """
     if not 0.0 <= p <= 1.0:
         raise InvalidArgumentError(f"probability must be in [0, 1], got {p}")
     return BINS[min(int(p / 0.2 + 1e-12), 4)] if p < 1.0 else BINS[4]
@@ -43,12 +50,18 @@ def confidence_bin(p: float) -> str:
 class ConchResult:
     """Result of :func:`conch_zero_shot`.
 
-    Attributes:
-        label: the label with the highest probability.
-        probability: that probability rounded to 2 decimals (as MTBBench reports it).
-        confidence: its bin ("very low", "low", "medium", "high", "very high").
-        probabilities: every label's unrounded probability, in the given order.
-        reply: ``The image resembles {label} with {confidence} probability.``
+    Attributes
+    ----------
+    label : str
+        The label with the highest probability.
+    probability : float
+        That probability rounded to 2 decimals (as MTBBench reports it).
+    confidence : str
+        Its bin ("very low", "low", "medium", "high", "very high").
+    probabilities : dict of str to float
+        Every label's unrounded probability, in the given order.
+    reply : str
+        ``The image resembles {label} with {confidence} probability.``
     """
 
     label: str
@@ -58,18 +71,23 @@ class ConchResult:
     reply: str
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a plain dict."""
         return dict(self.__dict__)
 
 
 def mtbbench_reply(results: Sequence[ConchResult]) -> str:
-    """MTBBench's tool message: the replies joined by newlines, then :data:`CONCH_CAVEAT`
-    appended with no separator."""
+    """Return MTBBench's tool message for several CONCH results.
+
+    The replies are joined by newlines, then :data:`CONCH_CAVEAT` is appended with no separator.
+    """
     return "\n".join(r.reply for r in results) + CONCH_CAVEAT
 
 
 def preprocess_conch(image: np.ndarray, size: int) -> np.ndarray:
-    """(1, 3, size, size) float32: CONCH's resize (shorter side, bicubic) + centre crop +
-    normalisation of an RGB uint8 image."""
+    """Preprocess an RGB uint8 image as CONCH does, into (1, 3, size, size) float32.
+
+    CONCH's resize (shorter side, bicubic), centre crop and normalisation.
+    """
     from ..slides import resize
 
     rgb = load_rgb(image)
@@ -91,19 +109,26 @@ def conch_zero_shot(
     model: Any,
     prompts: Sequence[Sequence[str]] | None = None,
 ) -> ConchResult:
-    """The label of ``labels`` that CONCH finds most similar to ``image``.
+    """Find the label of ``labels`` that CONCH finds most similar to ``image``.
 
-    Args:
-        image: a path or an RGB(A) uint8 array (an H&E region of interest).
-        labels: the candidate labels (MTBBench passes the options of the request verbatim and
-            uses them as the prompts).
-        model: a full CONCH model (``tumorboard.models.load_conch(weights=..., tokenizer=...)``)
-            with ``encode_image``, ``encode_prompts`` / ``class_embeddings`` and ``logit_scale``.
-        prompts: optional prompt ensembles, ``prompts[i]`` for ``labels[i]`` (default: each
-            label is its own single prompt).
+    Parameters
+    ----------
+    image : str or os.PathLike or numpy.ndarray
+        A path or an RGB(A) uint8 array (an H&E region of interest).
+    labels : sequence of str
+        The candidate labels (MTBBench passes the options of the request verbatim and uses them
+        as the prompts).
+    model : ConchModel
+        A full CONCH model (``tumorboard.models.load_conch(weights=..., tokenizer=...)``) with
+        ``encode_image``, ``encode_prompts`` / ``class_embeddings`` and ``logit_scale``.
+    prompts : sequence of sequence of str or None, default None
+        Optional prompt ensembles, ``prompts[i]`` for ``labels[i]`` (default: each label is its
+        own single prompt).
 
-    Returns:
-        a :class:`ConchResult`.
+    Returns
+    -------
+    ConchResult
+        The label, its probability and bin, and MTBBench's reply.
     """
     import torch
 

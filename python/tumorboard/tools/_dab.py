@@ -1,5 +1,6 @@
-"""``dab_positive_fraction``: a classical colour-deconvolution baseline for IHC positivity that
-needs no model weights.
+"""``dab_positive_fraction``: a classical colour-deconvolution baseline for IHC positivity.
+
+It needs no model weights.
 
 Colour deconvolution (Ruifrok & Johnston, "Quantification of histochemical staining by color
 deconvolution", Anal. Quant. Cytol. Histol. 23(4), 2001): with optical densities
@@ -36,8 +37,20 @@ DEFAULT_TISSUE_THRESHOLD = 0.15
 
 
 def color_deconvolution(image: np.ndarray) -> np.ndarray:
-    """(h, w, 3) float64 haematoxylin, eosin and DAB amounts (OD units, >= 0) of an RGB uint8
-    image, by Ruifrok & Johnston's colour deconvolution (see the module docstring)."""
+    """Compute the haematoxylin, eosin and DAB amounts of an RGB uint8 image.
+
+    By Ruifrok & Johnston's colour deconvolution (see the module docstring).
+
+    Parameters
+    ----------
+    image : numpy.ndarray
+        (h, w, 3|4) RGB(A) uint8 (or float in [0, 1]).
+
+    Returns
+    -------
+    numpy.ndarray
+        (h, w, 3) float64 stain amounts in OD units, >= 0.
+    """
     rgb = load_rgb(image)
     od = -np.log10(np.maximum(rgb.astype(np.float64) / 255.0, 1e-6))
     return np.maximum(od @ HED_FROM_RGB, 0.0)
@@ -47,12 +60,18 @@ def color_deconvolution(image: np.ndarray) -> np.ndarray:
 class DabResult:
     """Result of :func:`dab_positive_fraction`.
 
-    Attributes:
-        fraction: DAB-positive pixels / tissue pixels (0 when there is no tissue).
-        percentage: ``100 * fraction``.
-        n_tissue_pixels, n_positive_pixels: the counts behind it.
-        dab_threshold, tissue_threshold: the thresholds used (OD units).
-        reply: a sentence for the agent, in the style of MTBBench's IHC tool.
+    Attributes
+    ----------
+    fraction : float
+        DAB-positive pixels / tissue pixels (0 when there is no tissue).
+    percentage : float
+        ``100 * fraction``.
+    n_tissue_pixels, n_positive_pixels : int
+        The counts behind it.
+    dab_threshold, tissue_threshold : float
+        The thresholds used (OD units).
+    reply : str
+        A sentence for the agent, in the style of MTBBench's IHC tool.
     """
 
     fraction: float
@@ -64,6 +83,7 @@ class DabResult:
     reply: str
 
     def to_dict(self) -> dict[str, float | int | str]:
+        """Return the fields as a plain dict."""
         return dict(self.__dict__)
 
 
@@ -74,16 +94,25 @@ def dab_positive_fraction(
     tissue_threshold: float = DEFAULT_TISSUE_THRESHOLD,
     name: str | None = None,
 ) -> DabResult:
-    """Fraction of the tissue area of an IHC image that is DAB-positive.
+    """Measure the fraction of the tissue area of an IHC image that is DAB-positive.
 
-    Args:
-        image: a path or an (h, w, 3|4) uint8 RGB(A) array of a DAB/haematoxylin IHC image.
-        dab_threshold: DAB amount (OD units) at or above which a pixel counts as positive.
-        tissue_threshold: total OD at or above which a pixel counts as tissue.
-        name: the image name used in the reply (default: the file name).
+    Needs numpy only (Pillow to read files).
 
-    Returns:
-        a :class:`DabResult`. Needs numpy only (Pillow to read files).
+    Parameters
+    ----------
+    image : str or os.PathLike or numpy.ndarray
+        A path or an (h, w, 3|4) uint8 RGB(A) array of a DAB/haematoxylin IHC image.
+    dab_threshold : float, default 0.15
+        DAB amount (OD units) at or above which a pixel counts as positive.
+    tissue_threshold : float, default 0.15
+        Total OD at or above which a pixel counts as tissue.
+    name : str or None, default None
+        The image name used in the reply (default: the file name).
+
+    Returns
+    -------
+    DabResult
+        The fraction, the counts behind it and a reply sentence.
     """
     for arg, v in (("dab_threshold", dab_threshold), ("tissue_threshold", tissue_threshold)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:

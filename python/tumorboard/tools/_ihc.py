@@ -1,5 +1,8 @@
-"""``ihc_positive_percentage``: MTBBench's IHC positive-cell estimate from a foundation model
-(REFERENCE §3-4).
+"""``ihc_positive_percentage``: MTBBench's IHC positive-cell estimate from a foundation model.
+
+MTBBench's pipeline is goodfire-ai/mtbbench ``neurips25/utils/ihc_tool.py`` (patching and
+embedding with mahmoodlab/TRIDENT@a91fa84) and ``neurips25/utils/train_abmil.py`` (the ABMIL
+regressor), @ae2f8fe; the reply is from ``neurips25/models/agent_with_tools.py``@ae2f8fe.
 
 MTBBench's pipeline reads the IHC image as a 1 µm/px "slide" (10x), tiles it into patches of
 256 px at 20x (128 image pixels, upsampled), embeds every patch with UNI2-h (1536-d), pools the
@@ -27,11 +30,16 @@ from ._image import image_name, load_rgb
 class IhcResult:
     """Result of :func:`ihc_positive_percentage`.
 
-    Attributes:
-        percentage: the predicted percentage of positive cells, in [0, 100].
-        n_patches: tiles embedded.
-        coords: (n_patches, 2) int64 top-left (x, y) of the tiles in image pixels.
-        reply: MTBBench's sentence.
+    Attributes
+    ----------
+    percentage : float
+        The predicted percentage of positive cells, in [0, 100].
+    n_patches : int
+        Tiles embedded.
+    coords : numpy.ndarray
+        (n_patches, 2) int64 top-left (x, y) of the tiles in image pixels.
+    reply : str
+        MTBBench's sentence.
     """
 
     percentage: float
@@ -40,15 +48,35 @@ class IhcResult:
     reply: str
 
     def to_dict(self) -> dict[str, Any]:
+        """Return percentage, n_patches and reply as a plain dict (without the coords)."""
         return {"percentage": self.percentage, "n_patches": self.n_patches, "reply": self.reply}
 
 
 def tile_image(
     rgb: np.ndarray, tile: int, *, segmentation: str | None = "clam", min_tissue: float = 0.0
 ) -> np.ndarray:
-    """(N, 2) int64 top-left corners of the ``tile`` x ``tile`` grid over an image (row-major,
-    the last row/column may overhang and is padded white), kept where the tissue mask of the
-    slides layer overlaps the tile by more than ``min_tissue``; all tiles when no tissue."""
+    """Return the top-left corners of the ``tile`` x ``tile`` grid over an image, on tissue.
+
+    The grid is row-major; the last row/column may overhang and is padded white. A tile is kept
+    where the tissue mask of the slides layer overlaps it by more than ``min_tissue``; all tiles
+    are kept when there is no tissue.
+
+    Parameters
+    ----------
+    rgb : numpy.ndarray
+        (h, w, 3) uint8 image.
+    tile : int
+        Tile side in image pixels.
+    segmentation : str or None, default "clam"
+        A slides-layer segmentation preset, or None to keep every tile.
+    min_tissue : float, default 0.0
+        Tissue fraction a tile must exceed.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, 2) int64 top-left (x, y) corners.
+    """
     h, w = rgb.shape[:2]
     ys, xs = np.arange(0, h, tile), np.arange(0, w, tile)
     coords = np.stack(np.meshgrid(xs, ys, indexing="xy"), -1).reshape(-1, 2).astype(np.int64)
@@ -77,19 +105,35 @@ def ihc_positive_percentage(
     segmentation: str | None = "clam",
     name: str | None = None,
 ) -> IhcResult:
-    """The percentage of IHC-positive cells in ``image`` by MTBBench's UNI2-h + ABMIL model.
+    """Estimate the percentage of IHC-positive cells in ``image`` by MTBBench's UNI2-h + ABMIL.
 
-    Args:
-        image: a path or an RGB(A) uint8 array.
-        encoder: a patch encoder (``tumorboard.models.load("uni2-h", weights=...)``) with
-            ``image_size``, ``mean``, ``std`` (and ``interpolation``).
-        regressor: ``tumorboard.models.MTBBenchRegressor`` (or anything with
-            ``predict_percentage(features [N, D]) -> [1]``).
-        mpp: the image's microns per pixel (MTBBench: 1, i.e. 10x).
-        magnification, patch_size: the patch grid (MTBBench: 256 px at 20x, 128 image pixels).
-        batch_size: patches per forward.
-        segmentation: a slides-layer preset for the tissue mask, or None to use every tile.
-        name: the image name in the reply (default: the file name).
+    Parameters
+    ----------
+    image : str or os.PathLike or numpy.ndarray
+        A path or an RGB(A) uint8 array.
+    encoder : torch.nn.Module
+        A patch encoder (``tumorboard.models.load("uni2-h", weights=...)``) with
+        ``image_size``, ``mean``, ``std`` (and ``interpolation``).
+    regressor : MTBBenchRegressor
+        ``tumorboard.models.MTBBenchRegressor`` (or anything with
+        ``predict_percentage(features [N, D]) -> [1]``).
+    mpp : float, default 1.0
+        The image's microns per pixel (MTBBench: 1, i.e. 10x).
+    magnification : float, default 20.0
+        Magnification of the patch grid (MTBBench: 20x).
+    patch_size : int, default 256
+        Patch side at that magnification (MTBBench: 256 px, 128 image pixels).
+    batch_size : int, default 32
+        Patches per forward.
+    segmentation : str or None, default "clam"
+        A slides-layer preset for the tissue mask, or None to use every tile.
+    name : str or None, default None
+        The image name in the reply (default: the file name).
+
+    Returns
+    -------
+    IhcResult
+        The percentage, the tiles used and MTBBench's reply.
     """
     import torch
 

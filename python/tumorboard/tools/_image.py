@@ -1,5 +1,7 @@
-"""Image input shared by the tools: a path (PNG, JPEG, TIFF, ... read with Pillow) or an RGB(A)
-uint8 array."""
+"""Image input shared by the tools.
+
+An image is a path (PNG, JPEG, TIFF, ... read with Pillow) or an RGB(A) uint8 array.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ from ..errors import (
 
 
 def load_rgb(image: str | os.PathLike[str] | np.ndarray, *, argument: str = "image") -> np.ndarray:
-    """(h, w, 3) uint8 RGB from a path or an array (RGBA is composited over white, float
-    arrays in [0, 1] are scaled to 0..255)."""
+    """Return (h, w, 3) uint8 RGB from a path or an array.
+
+    RGBA is composited over white; float arrays in [0, 1] are scaled to 0..255.
+    """
     if isinstance(image, (str, os.PathLike)):
         p = Path(image)
         if not p.is_file():
@@ -53,7 +57,7 @@ def load_rgb(image: str | os.PathLike[str] | np.ndarray, *, argument: str = "ima
 
 
 def image_name(image: str | os.PathLike[str] | np.ndarray, name: str | None) -> str:
-    """The name a reply sentence uses: ``name``, else the file name, else "the image"."""
+    """Return the name a reply sentence uses: ``name``, else the file name, else "the image"."""
     if name is not None:
         return name
     if isinstance(image, (str, os.PathLike)):

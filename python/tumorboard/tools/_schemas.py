@@ -100,13 +100,34 @@ def _schema(tool: str | dict[str, Any]) -> dict[str, Any]:
 
 
 def openai_tool(tool: str | dict[str, Any]) -> dict[str, Any]:
-    """``{"type": "function", "function": {name, description, parameters}}`` (OpenAI Chat
-    Completions tools)."""
+    """Return a tool as an OpenAI Chat Completions function tool.
+
+    Parameters
+    ----------
+    tool : str or dict
+        A tool name (a key of :data:`TOOL_SCHEMAS`) or a schema.
+
+    Returns
+    -------
+    dict
+        ``{"type": "function", "function": {name, description, parameters}}``.
+    """
     return {"type": "function", "function": copy.deepcopy(_schema(tool))}
 
 
 def anthropic_tool(tool: str | dict[str, Any]) -> dict[str, Any]:
-    """``{name, description, input_schema}`` (Anthropic Messages API tools)."""
+    """Return a tool as an Anthropic Messages API tool.
+
+    Parameters
+    ----------
+    tool : str or dict
+        A tool name (a key of :data:`TOOL_SCHEMAS`) or a schema.
+
+    Returns
+    -------
+    dict
+        ``{name, description, input_schema}``.
+    """
     s = _schema(tool)
     return {
         "name": s["name"],
