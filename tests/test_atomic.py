@@ -240,7 +240,7 @@ def test_coords_h5_write_is_atomic(tmp_path, monkeypatch):
     def fail(v):
         raise InjectedError(28, "No space left on device (injected)")
 
-    monkeypatch.setattr(h5_mod, "_attr_out", fail)  # fails after the dataset is written
+    monkeypatch.setattr(h5_mod, "attr_to_hdf5", fail)  # fails after the dataset is written
     with pytest.raises(InjectedError):
         slides.write_coords(path, grid)
     assert path.read_bytes() == good and hidden_files(tmp_path) == []

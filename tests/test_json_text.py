@@ -83,9 +83,9 @@ def test_store_manifest_and_journal_text(tmp_path):
 
 def test_h5_dict_attributes_and_geojson_are_sorted(tmp_path):
     from tumorboard import slides
-    from tumorboard.slides._h5 import _attr_out
+    from tumorboard._hdf5 import attr_to_hdf5
 
-    assert _attr_out({"b": 1, "a": 2}) == '{"a": 2, "b": 1}'
+    assert attr_to_hdf5({"b": 1, "a": 2}) == '{"a": 2, "b": 1}'
     img = np.full((32, 32, 3), 255, np.uint8)
     img[8:24, 8:24] = (150, 60, 120)
     path = slides.segment_image(img, preset="bwh_biopsy").write_geojson(tmp_path / "t.geojson")
