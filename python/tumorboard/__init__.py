@@ -1,8 +1,11 @@
 """tumorboard: the engine clinical AI-agent benchmarks run on.
 
-Submodules:
-    stats   bootstrap confidence intervals (C++ engine), paired tests, agreement statistics.
-    kernels Triton GPU kernels (imported on demand; needs the ``gpu`` extra to run).
+Two submodules load on first attribute access (``tumorboard.stats``, ``tumorboard.kernels``):
+
+stats
+    Bootstrap confidence intervals (C++ engine), paired tests, agreement statistics.
+kernels
+    Triton GPU kernels (imported on demand; needs the ``gpu`` extra to run).
 """
 
 from __future__ import annotations

@@ -34,8 +34,26 @@ TASKS = ("digital_pathology", "hematology", "outcome_prediction", "recurrence")
 
 
 def generate_answers(*, seed: int = 0, n_patients: int = 40, n_questions: int = 5) -> pl.DataFrame:
-    """A reproducible sample: each patient answers n_questions per task; correctness depends on
-    the model, the task and a per-patient difficulty (so questions are nested in patients)."""
+    """Generate a reproducible sample of MTBBench-style agent answers.
+
+    Each patient answers ``n_questions`` per task for every model in ``MODELS`` and task in
+    ``TASKS``; correctness depends on the model, the task and a per-patient difficulty (so
+    questions are nested in patients).
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Seed of the random generator.
+    n_patients : int, default 40
+        Patients per (model, task).
+    n_questions : int, default 5
+        Questions per patient and task.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per answer: ``model``, ``task``, ``patient_id``, ``question``, ``correct``.
+    """
     rng = np.random.default_rng(seed)
     skill = {"gpt-4o": 0.8, "llama-3.3-70b": 0.45, "qwen2.5-72b": 0.3}
     task_shift = dict(zip(TASKS, (0.2, 0.0, -0.4, -0.2), strict=True))
@@ -63,6 +81,7 @@ def generate_answers(*, seed: int = 0, n_patients: int = 40, n_questions: int = 
 
 
 def _score_generated(*, seed: int, n_resamples: int) -> None:
+    """Score the generated answers and print the CI table and a paired comparison."""
     df = generate_answers(seed=seed)
     print(f"tumorboard demo: {df.height} generated answers "
           f"({len(MODELS)} models x {len(TASKS)} tasks x 40 patients x 5 questions)\n")  # fmt: skip
@@ -100,8 +119,11 @@ def _score_generated(*, seed: int, n_resamples: int) -> None:
 
 
 def _fresh_out(out: str | os.PathLike[str] | None) -> Path:
-    """A folder the demo owns: ``out`` when it is missing or empty, else a new sub-folder of it;
-    a new temporary folder without ``out``."""
+    """Return a folder the demo owns.
+
+    That is ``out`` when it is missing or empty, else a new sub-folder of it; a new temporary
+    folder without ``out``.
+    """
     if out is None:
         return Path(tempfile.mkdtemp(prefix="tumorboard-demo-"))
     p = Path(out)
@@ -114,6 +136,7 @@ def _fresh_out(out: str | os.PathLike[str] | None) -> Path:
 
 
 def _missing(*modules: str) -> list[str]:
+    """Return the modules that cannot be imported."""
     return [m for m in modules if importlib.util.find_spec(m) is None]
 
 
@@ -125,8 +148,23 @@ SLIDE_SIZE = (2048, 1536)  # level-0 (width, height)
 
 def sample_slide_image(*, seed: int = 0, width: int = SLIDE_SIZE[0],
                        height: int = SLIDE_SIZE[1]) -> np.ndarray:  # fmt: skip
-    """A synthetic IHC-like slide: two tissue fragments (pale eosin-pink stroma) with
-    haematoxylin-blue nuclei, about a third of them DAB-brown, on white glass."""
+    """Draw a synthetic IHC-like slide image.
+
+    Two tissue fragments (pale eosin-pink stroma) with haematoxylin-blue nuclei, about a third
+    of them DAB-brown, on white glass.
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Seed of the random generator.
+    width, height : int, default ``SLIDE_SIZE``
+        Level-0 size in pixels (2048 x 1536).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[height, width, 3]`` uint8 RGB image.
+    """
     rng = np.random.default_rng(seed)
     img = np.full((height, width, 3), 244, np.float32)
     yy, xx = np.mgrid[0:height, 0:width]
@@ -157,8 +195,26 @@ def sample_slide_image(*, seed: int = 0, width: int = SLIDE_SIZE[0],
 
 def write_sample_slide(path: Path, image: np.ndarray, *, mpp: float = SLIDE_MPP,
                        levels: int = 3) -> Path:  # fmt: skip
-    """Writes ``image`` as a pyramidal tiled TIFF (JPEG 256 px tiles, one IFD per 2x level,
-    resolution tags in pixels per centimetre), as scanners' generic TIFFs are laid out."""
+    """Write ``image`` as a pyramidal tiled TIFF, laid out as scanners' generic TIFFs are.
+
+    JPEG 256 px tiles, one IFD per 2x level, resolution tags in pixels per centimetre.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The TIFF file to write.
+    image : numpy.ndarray
+        ``[H, W, 3]`` uint8 level-0 image.
+    mpp : float, default ``SLIDE_MPP``
+        Level-0 microns per pixel (0.5, i.e. 20x).
+    levels : int, default 3
+        Pyramid levels, each half the size of the previous one.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     import tifffile
 
     with tifffile.TiffWriter(path) as tif:
@@ -172,8 +228,10 @@ def write_sample_slide(path: Path, image: np.ndarray, *, mpp: float = SLIDE_MPP,
 
 
 def _demo_tokenizer(path: Path, words: list[str]) -> Path:
-    """A throwaway byte-level BPE tokenizer JSON with CONCH's special tokens (the real CONCH
-    tokenizer file comes with the gated weights)."""
+    """Train and save a throwaway byte-level BPE tokenizer JSON with CONCH's special tokens.
+
+    The real CONCH tokenizer file comes with the gated weights.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -190,8 +248,10 @@ def _demo_tokenizer(path: Path, words: list[str]) -> Path:
 
 
 def _slide_part(out: Path, seed: int, lines: list[tuple[str, str]]) -> dict[str, Any] | None:
-    """Generates, tiles and embeds the sample slide and runs the tools; returns the tool
-    outputs, or None (with the reason printed) when dependencies are missing."""
+    """Generate, tile and embed the sample slide, and run the tools on it.
+
+    Returns the tool outputs, or None (with the reason printed) when dependencies are missing.
+    """
     need = _missing("tifffile", "h5py", "torch", "PIL", "imagecodecs")
     if _missing("openslide") and _missing("tiffslide"):
         need.append("openslide-python or tiffslide")
@@ -269,7 +329,7 @@ def _slide_part(out: Path, seed: int, lines: list[tuple[str, str]]) -> dict[str,
 
 def _log_part(out: Path, seed: int, n_resamples: int, tool_outputs: dict[str, Any] | None,
               lines: list[tuple[str, str]]) -> None:  # fmt: skip
-    """Records a small MTBBench-style log with the Recorder and scores it."""
+    """Record a small MTBBench-style log with the Recorder and score it."""
     from .score import mtbbench
     from .traj import Recorder, Store
 
@@ -316,7 +376,23 @@ def _log_part(out: Path, seed: int, n_resamples: int, tool_outputs: dict[str, An
 def run_demo(
     *, seed: int = 0, n_resamples: int = 1000, out: str | os.PathLike[str] | None = None
 ) -> Path:
-    """Runs the demo (see the module docstring) and returns the output folder."""
+    """Run the demo (see the module docstring) and return the output folder.
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Seed of the generated data and of the bootstrap.
+    n_resamples : int, default 1000
+        Bootstrap resamples of the confidence intervals.
+    out : str or os.PathLike, optional
+        Output folder: used when missing or empty, else a fresh sub-folder of it is; a fresh
+        temporary folder when None.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder the outputs were written to.
+    """
     _score_generated(seed=seed, n_resamples=n_resamples)
     folder = _fresh_out(out)
     lines: list[tuple[str, str]] = []

@@ -1,10 +1,13 @@
-"""Turning user-supplied labels (groups, clusters, strata, record keys) into dense codes and
-stable 64-bit hashes. Vectorized: no Python loop over records."""
+"""Dense codes and stable 64-bit hashes of user-supplied labels.
+
+The labels are groups, clusters, strata and record keys. Everything here is vectorized: no
+Python loop over records.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -13,11 +16,14 @@ import pyarrow as pa
 from . import _core
 from .errors import InvalidArgumentError
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ._typing import Labels
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
-    """Converts a 1-D label array-like to a polars Series of length n, rejecting nulls/NaN."""
+    """Convert a 1-D label array-like to a polars Series of length n, rejecting nulls/NaN."""
     if isinstance(obj, pl.Series):
         s = obj
     elif isinstance(obj, (pa.Array, pa.ChunkedArray)):
@@ -43,8 +49,11 @@ def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
     return s
 
 
-def label_columns(obj: Any, *, name: str, n: int) -> dict[str, pl.Series]:
-    """Key columns of a groups/clusters/strata argument: one array, a mapping, or a DataFrame."""
+def label_columns(obj: Labels, *, name: str, n: int) -> dict[str, pl.Series]:
+    """Return the key columns of a groups/clusters/strata argument.
+
+    The argument is one array, a mapping of columns, or a DataFrame.
+    """
     if isinstance(obj, pl.DataFrame):
         items = list(obj.to_dict().items())
     elif isinstance(obj, Mapping):
@@ -58,9 +67,11 @@ def label_columns(obj: Any, *, name: str, n: int) -> dict[str, pl.Series]:
 
 
 def dense_codes(s: pl.Series) -> np.ndarray:
-    """Codes 0..m-1 in sorted order of the labels. Integers with a compact range take an O(n)
-    bincount path; strings look their code up in the sorted distinct labels; everything else is
-    ranked by polars."""
+    """Return codes 0..m-1 in sorted order of the labels.
+
+    Integers with a compact range take an O(n) bincount path; strings look their code up in the
+    sorted distinct labels; everything else is ranked by polars.
+    """
     if s.dtype.is_integer() and len(s):
         x = s.to_numpy()
         lo, hi = int(x.min()), int(x.max())
@@ -75,14 +86,14 @@ def dense_codes(s: pl.Series) -> np.ndarray:
 
 
 def _compact_codes(x: np.ndarray, size: int) -> np.ndarray:
-    """Dense codes of non-negative integers below `size`, in sorted order, in O(n + size)."""
+    """Return dense codes of non-negative integers below `size`, in sorted order, in O(n + size)."""
     present = np.bincount(x, minlength=size) > 0
     remap = np.cumsum(present, dtype=np.int64) - 1
     return remap[x]
 
 
 def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
-    """Joint dense codes of key columns (lexicographic order) and the key values per code."""
+    """Return joint dense codes of key columns (lexicographic order) and the key values per code."""
     codes = [dense_codes(s) for s in cols.values()]
     combined = codes[0]
     size = int(combined.max()) + 1 if combined.size else 0
@@ -106,8 +117,11 @@ def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndar
 
 
 def hash_labels(s: pl.Series | np.ndarray) -> np.ndarray:
-    """A stable 64-bit hash per label: integers and booleans by value, floats by their bits,
-    strings by the bytes of their UTF-8 encoding (FNV-1a + SplitMix64; fixed forever)."""
+    """Return a stable 64-bit hash per label.
+
+    Integers and booleans hash by value, floats by their bits, strings by the bytes of their
+    UTF-8 encoding (FNV-1a + SplitMix64; fixed forever).
+    """
     if not isinstance(s, pl.Series):
         s = pl.Series(np.asarray(s))
     dtype = s.dtype
@@ -132,7 +146,7 @@ def hash_labels(s: pl.Series | np.ndarray) -> np.ndarray:
 
 
 def combine_hashes(columns: list[np.ndarray]) -> np.ndarray:
-    """Order-dependent combination of per-column hashes into one stable key per row."""
+    """Combine per-column hashes, in column order, into one stable key per row."""
     h = np.zeros(columns[0].shape, dtype=np.uint64)
     for col in columns:
         h = _core.stats.mix64(np.ascontiguousarray((h * _GOLDEN) ^ col))

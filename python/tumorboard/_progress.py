@@ -38,19 +38,29 @@ class FinishedSlide(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The slide's output name."""
+        ...
 
     @property
-    def status(self) -> str: ...
+    def status(self) -> str:
+        """``"done"``, ``"skipped"`` or ``"failed"``."""
+        ...
 
     @property
-    def n_patches(self) -> int | None: ...
+    def n_patches(self) -> int | None:
+        """The slide's patches (shown for ``"done"``)."""
+        ...
 
     @property
-    def seconds(self) -> float | None: ...
+    def seconds(self) -> float | None:
+        """The time it took (shown for ``"done"``)."""
+        ...
 
     @property
-    def error(self) -> str | None: ...
+    def error(self) -> str | None:
+        """Why it failed (shown when set)."""
+        ...
 
 
 class SlideProgress:
@@ -86,6 +96,7 @@ class SlideProgress:
         self._live_shown = False
 
     def _write(self, text: str) -> None:
+        """Write ``text`` to the stream and flush it."""
         self.stream.write(text)
         self.stream.flush()
 

@@ -1,8 +1,11 @@
-"""The ``tumorboard`` command line: ``tumorboard --version``, ``tumorboard demo``,
-``tumorboard bench``, ``tumorboard import`` (agent logs into a trajectory store) and
-``tumorboard score`` (a store into a report with bootstrap CIs), ``tumorboard tile`` (tissue
-segmentation and TRIDENT coords .h5 for slides) and ``tumorboard embed`` (patch features with a
-foundation model, TRIDENT features .h5 + Parquet). Verbs are added as features land."""
+"""The ``tumorboard`` command line.
+
+The verbs: ``tumorboard --version``, ``tumorboard demo``, ``tumorboard bench``,
+``tumorboard import`` (agent logs into a trajectory store) and ``tumorboard score`` (a store
+into a report with bootstrap CIs), ``tumorboard tile`` (tissue segmentation and TRIDENT coords
+.h5 for slides) and ``tumorboard embed`` (patch features with a foundation model, TRIDENT
+features .h5 + Parquet). Verbs are added as features land.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from .errors import InvalidArgumentError, MissingFileError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    """Run ``tumorboard demo``."""
     from ._demo import run_demo
 
     run_demo(seed=args.seed, n_resamples=args.n_resamples, out=args.out)
@@ -28,6 +32,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _find_benchmarks(directory: str | None) -> Path:
+    """Return the benchmarks directory: ``--dir``, else ``./benchmarks``."""
     candidates = [Path(directory)] if directory else [Path.cwd() / "benchmarks"]
     for c in candidates:
         if (c / "bench_bootstrap.py").is_file():
@@ -39,8 +44,22 @@ def _find_benchmarks(directory: str | None) -> Path:
 
 
 def load_benchmark(bench_dir: Path, name: str) -> ModuleType:
-    """Imports benchmarks/<name>.py as the package module `benchmarks.<name>` (so that its
-    relative imports work)."""
+    """Import ``benchmarks/<name>.py`` as the package module ``benchmarks.<name>``.
+
+    Importing it as a package module makes its relative imports work.
+
+    Parameters
+    ----------
+    bench_dir : pathlib.Path
+        The benchmarks directory; its parent is put on ``sys.path`` for the import.
+    name : str
+        The module name, e.g. ``"bench_bootstrap"``.
+
+    Returns
+    -------
+    types.ModuleType
+        The imported module.
+    """
     sys.path.insert(0, str(bench_dir.parent))
     try:
         return importlib.import_module(f"{bench_dir.name}.{name}")
@@ -49,6 +68,7 @@ def load_benchmark(bench_dir: Path, name: str) -> ModuleType:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    """Run ``tumorboard bench``: each selected benchmark's ``main``."""
     bench_dir = _find_benchmarks(args.dir)
     names = sorted(p.stem for p in bench_dir.glob("bench_*.py"))
     if args.only:
@@ -70,6 +90,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _field_map(pairs: Sequence[str] | None) -> dict[str, str]:
+    """Parse the ``--map FIELD=KEY`` pairs into a dict."""
     out: dict[str, str] = {}
     for pair in pairs or ():
         field, sep, key = pair.partition("=")
@@ -82,6 +103,7 @@ def _field_map(pairs: Sequence[str] | None) -> dict[str, str]:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    """Run ``tumorboard import`` and print the import report."""
     from .traj import import_logs
 
     report = import_logs(
@@ -114,12 +136,24 @@ _SCORE_COLUMNS = (
 
 
 def _json_number(x: object) -> object:
+    """Return ``x``, with a non-finite float as None (JSON has no NaN)."""
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def score_json_rows(table: object) -> list[dict[str, object]]:
-    """The accuracy rows of a scorer's report table as the CLI's JSON objects (estimate is
-    named ``accuracy``; NaN becomes null)."""
+    """Return the accuracy rows of a scorer's report table as the CLI's JSON objects.
+
+    Parameters
+    ----------
+    table : polars.DataFrame
+        A :class:`~tumorboard.score.Report`'s table.
+
+    Returns
+    -------
+    list of dict
+        One object per accuracy row with the fields of ``SCORE_JSON_FIELDS`` (the estimate is
+        named ``accuracy``; NaN becomes null).
+    """
     import polars as pl
 
     assert isinstance(table, pl.DataFrame)
@@ -129,6 +163,7 @@ def score_json_rows(table: object) -> list[dict[str, object]]:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
+    """Run ``tumorboard score`` on a store."""
     import polars as pl
 
     from .traj import Store
@@ -165,8 +200,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 
 def _bootstrap_options(args: argparse.Namespace) -> Any:
-    """The ``score`` flags --n-resamples, --level, --method, --seed and --threads as one
-    :class:`~tumorboard.stats.BootstrapOptions` (validated: a bad value is a usage error)."""
+    """Return the ``score`` flags as one :class:`~tumorboard.stats.BootstrapOptions`.
+
+    The flags are --n-resamples, --level, --method, --seed and --threads; they are validated, so
+    a bad value is a usage error.
+    """
     from .stats import BootstrapOptions
 
     return BootstrapOptions(n_resamples=args.n_resamples, level=args.level, method=args.method,
@@ -174,8 +212,11 @@ def _bootstrap_options(args: argparse.Namespace) -> Any:
 
 
 def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
-    """``score --ray-address/--shards``: Poisson-bootstrap accuracy CIs from per-shard partials
-    (tumorboard.dist.score_store), identical for any shard count."""
+    """Score a store for ``score --ray-address/--shards``.
+
+    Poisson-bootstrap accuracy CIs from per-shard partials (``tumorboard.dist.score_store``),
+    identical for any shard count.
+    """
     from .dist import score_store
 
     if args.cluster is not None:
@@ -186,6 +227,7 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
     backend = "ray" if args.ray_address is not None else "local"
 
     def progress(done: int, total: int) -> None:
+        """Show the shards scored so far on standard error."""
         print(f"\rscored {done}/{total} shards", end="\n" if done == total else "",
               file=sys.stderr, flush=True)  # fmt: skip
 
@@ -199,6 +241,7 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
 
 
 def _emit_report(args: argparse.Namespace, report: Any) -> int:
+    """Print the report in ``--format``, or write it to ``--out``."""
     from ._io import atomic_path
 
     if args.format == "json":
@@ -217,6 +260,13 @@ def _emit_report(args: argparse.Namespace, report: Any) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Build the ``tumorboard`` argument parser with all its sub-commands.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser; each sub-command's namespace carries its handler as ``func``.
+    """
     parser = argparse.ArgumentParser(
         prog="tumorboard",
         description="Engine for clinical AI-agent benchmarks: scoring with bootstrap CIs, "
@@ -325,6 +375,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tumorboard`` command line.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name; ``sys.argv[1:]`` when None.
+
+    Returns
+    -------
+    int
+        The exit status: the command's own, or 2 when it fails with a missing file or a bad
+        value (the message is printed to standard error). Without a command the help is printed
+        and the status is 0.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -1,5 +1,7 @@
-"""``embed_slides`` on Ray: slides are handed one at a time to actors (one per GPU, else one
-per CPU), each running the local engine (:func:`tumorboard.embed.embed_slides`) on its slide.
+"""``embed_slides`` on Ray: slides are handed one at a time to actors.
+
+There is one actor per GPU, else one per CPU, each running the local engine
+(:func:`tumorboard.embed.embed_slides`) on its slide.
 
 Outputs are the local engine's per-slide files, so they are identical to a local run, and the
 resume logic is the same (a complete slide is skipped by whichever actor gets it). An actor that
@@ -15,12 +17,12 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .._progress import SlideProgress
+from ..errors import CoreError, InvalidArgumentError, InvalidTypeError
 from ..slides import plan_slide_names
 from ._ray import connect
-from ..errors import CoreError, InvalidArgumentError, InvalidTypeError
 
 
 class _EmbedWorker:
@@ -42,6 +44,7 @@ class _EmbedWorker:
         self.kwargs = kw
 
     def embed(self, slide: str) -> Any:
+        """Embed one slide with the local engine and return its ``EmbedReport``."""
         from ..embed import embed_slides
 
         return embed_slides([slide], progress=False, executor="local", **self.kwargs)
@@ -54,19 +57,44 @@ def embed_slides_ray(
     n_actors: int | None = None,
     max_attempts: int = 3,
     progress: bool = True,
-    stream: Any = None,
+    stream: TextIO | None = None,
     **kwargs: Any,
 ) -> Any:
-    """Runs :func:`tumorboard.embed.embed_slides` (``kwargs``: its options) with the slides
-    spread over Ray actors; returns the same :class:`~tumorboard.embed.EmbedReport`.
+    """Run :func:`tumorboard.embed.embed_slides` with the slides spread over Ray actors.
 
-    Args:
-        ray_address: the cluster (None: this process's connection, else a new local Ray).
-        n_actors: actors to start (default: one per GPU of the cluster when it has GPUs, else
-            one per CPU; never more than the slides).
-        max_attempts: tries per slide when its actor dies (a slide whose reading or encoding
-            raises is reported failed at once, as locally).
-        progress: one line per finished slide on ``stream`` (default stderr).
+    Parameters
+    ----------
+    slides : str, os.PathLike or iterable of them
+        The slide files.
+    ray_address : str, optional
+        The cluster (None: this process's connection, else a new local Ray).
+    n_actors : int, optional
+        Actors to start (default: one per GPU of the cluster when it has GPUs, else one per
+        CPU; never more than the slides).
+    max_attempts : int, default 3
+        Tries per slide when its actor dies (a slide whose reading or encoding raises is
+        reported failed at once, as locally).
+    progress : bool, default True
+        Print one line per finished slide on ``stream``.
+    stream : TextIO, optional
+        Where progress goes (default stderr).
+    **kwargs
+        The options of :func:`~tumorboard.embed.embed_slides`; ``model`` and ``out`` are
+        required.
+
+    Returns
+    -------
+    EmbedReport
+        The same :class:`~tumorboard.embed.EmbedReport` as a local run.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``model`` or ``out`` is missing.
+    InvalidArgumentError
+        Invalid ``max_attempts`` or ``n_actors``.
+    CoreError
+        No slide was processed by a worker.
     """
     from ..embed import EmbedReport, SlideResult
 
@@ -77,12 +105,15 @@ def embed_slides_ray(
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise InvalidArgumentError(f"max_attempts: expected an integer >= 1, got {max_attempts!r}")
     if "model" not in kwargs or "out" not in kwargs:
-        raise InvalidTypeError("embed_slides_ray: model= and out= are required (as for embed_slides)")
+        raise InvalidTypeError(
+            "embed_slides_ray: model= and out= are required (as for embed_slides)"
+        )
     ray = connect(ray_address)
     prog = SlideProgress(len(paths), stream=stream, enabled=progress)
     results: dict[int, Any] = {}
 
     def record(result: Any, index: int) -> None:
+        """Keep a slide's result and print its line."""
         results[index] = result
         prog.finished(result)
 

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import socket
 from typing import Any
+
 from ..errors import ClusterError, InvalidArgumentError, MissingDependencyError
 
 INSTALL_HINT = "pip install tumorboard[dist]"
 
 
 def require_ray() -> Any:
-    """The ``ray`` module, or an ImportError that says how to install it."""
+    """Import and return the ``ray`` module.
+
+    Returns
+    -------
+    module
+        ``ray``.
+
+    Raises
+    ------
+    MissingDependencyError
+        Ray is not installed (an ImportError that says how to install it).
+    """
     try:
         import ray
     except ImportError as err:
@@ -22,17 +34,38 @@ def require_ray() -> Any:
 
 
 def connect(address: str | None = None, **init_kwargs: Any) -> Any:
-    """Connects to the Ray cluster at ``address`` (``"auto"``, ``"ray://host:10001"``,
-    ``"host:6379"``), or starts a local one when ``address`` is None, unless this process is
-    already connected (then the existing connection is reused). Returns the ``ray`` module.
+    """Connect to a Ray cluster, or start a local one, and return the ``ray`` module.
 
-    Raises:
-        ImportError: Ray is not installed (names ``pip install tumorboard[dist]``).
-        ConnectionError: ``ray.init`` failed; the message names the address.
+    When this process is already connected, the existing connection is reused.
+
+    Parameters
+    ----------
+    address : str, optional
+        The cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``); None starts a local
+        one.
+    **init_kwargs
+        Passed to ``ray.init`` (``log_to_driver`` defaults to False).
+
+    Returns
+    -------
+    module
+        ``ray``, connected.
+
+    Raises
+    ------
+    MissingDependencyError
+        Ray is not installed (an ImportError naming ``pip install tumorboard[dist]``).
+    ClusterError
+        The address is unreachable or ``ray.init`` failed (a ConnectionError); the message
+        names the address.
+    InvalidArgumentError
+        ``address`` is neither None nor a non-empty string.
     """
     ray = require_ray()
     if address is not None and (not isinstance(address, str) or not address):
-        raise InvalidArgumentError(f"ray_address: expected None or an address string, got {address!r}")
+        raise InvalidArgumentError(
+            f"ray_address: expected None or an address string, got {address!r}"
+        )
     if address is not None:
         check_reachable(address)
     if ray.is_initialized():
@@ -50,10 +83,23 @@ def connect(address: str | None = None, **init_kwargs: Any) -> Any:
 
 
 def check_reachable(address: str, *, timeout: float = 5.0) -> None:
-    """Raises ConnectionError (naming ``address``) when ``host:port`` or ``ray://host:port``
-    does not accept a TCP connection within ``timeout`` seconds. ``ray.init`` itself retries
-    an unreachable address for minutes before failing; this check answers at once. Addresses
-    without a port ("auto", a local session) are left to Ray."""
+    """Check that a Ray address accepts a TCP connection, failing at once if not.
+
+    ``ray.init`` itself retries an unreachable address for minutes before failing; this check
+    answers at once. Addresses without a port ("auto", a local session) are left to Ray.
+
+    Parameters
+    ----------
+    address : str
+        ``host:port`` or ``ray://host:port``.
+    timeout : float, default 5.0
+        Seconds to wait for the connection.
+
+    Raises
+    ------
+    ClusterError
+        No TCP connection within ``timeout`` seconds (a ConnectionError naming ``address``).
+    """
     target = address.removeprefix("ray://")
     host, sep, port = target.rpartition(":")
     if not sep or not host or not port.isdigit():

@@ -37,13 +37,20 @@ Progress = Callable[[int, int], None]
 class StoreScore:
     """Accuracy per (track, model, tools, task) of a store with Poisson-bootstrap intervals.
 
-    Attributes:
-        result: the intervals (``result.to_polars()``: one row per group).
-        partials: the merged partial sums (merge more shards into them with ``+``).
-        benchmark: the benchmark scored.
-        n_shards: how many shards were reduced.
-        backend: "local" or "ray".
-        options: the bootstrap options of the draws and the interval.
+    Attributes
+    ----------
+    result : BootstrapResult
+        The intervals (``result.to_polars()``: one row per group).
+    partials : PoissonPartials
+        The merged partial sums (merge more shards into them with ``+``).
+    benchmark : str
+        The benchmark scored.
+    n_shards : int
+        How many shards were reduced.
+    backend : {"local", "ray"}
+        Where the shards were reduced.
+    options : BootstrapOptions
+        The bootstrap options of the draws and the interval.
     """
 
     result: BootstrapResult
@@ -54,7 +61,13 @@ class StoreScore:
     options: BootstrapOptions
 
     def report(self) -> Report:
-        """A :class:`~tumorboard.score.report.Report` (metric "accuracy", plus ``n_correct``)."""
+        """Render the scores as a :class:`~tumorboard.score.Report`.
+
+        Returns
+        -------
+        Report
+            Metric "accuracy" per (track, model, tools, task), plus an ``n_correct`` column.
+        """
         res = self.result
         keys = self.partials.keys
         n = res.n.astype(np.int64)
@@ -89,6 +102,7 @@ class StoreScore:
 
 
 def _items_schema() -> Any:
+    """Return the polars schema of the items table."""
     return pl.from_arrow(empty("items")).schema  # type: ignore[union-attr]
 
 
@@ -100,10 +114,33 @@ def shard_partials(
     tracks: Sequence[str] | None = None,
     options: BootstrapOptions | None = None,
 ) -> PoissonPartials | None:
-    """Poisson partials of the items in ``item_parts`` (Parquet paths of the store's items
-    table), joined with ``runs`` (run_id, benchmark, track, model, tools; one row per run).
-    ``options`` gives the resamples, seed and threads of the draws (every shard must use the
-    same). Returns None when no item of ``benchmark`` (and ``tracks``) is in these parts."""
+    """Compute the Poisson partials of the items in one shard of a store's items parts.
+
+    Parameters
+    ----------
+    item_parts : sequence of str
+        Parquet paths of the store's items table.
+    runs : polars.DataFrame
+        run_id, benchmark, track, model, tools; one row per run (joined with the items).
+    benchmark : str
+        Only items of runs of this benchmark.
+    tracks : sequence of str, optional
+        Only these tracks.
+    options : BootstrapOptions, optional
+        The resamples, seed and threads of the draws (every shard must use the same).
+
+    Returns
+    -------
+    PoissonPartials or None
+        Per-(track, model, tools, task) partials of the answers' correctness, keyed by
+        (run_id, patient_id, item_id); None when no item of ``benchmark`` (and ``tracks``) is
+        in these parts.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A scored item without a task.
+    """
     if not item_parts:
         return None
     lf = pl.scan_parquet(
@@ -145,13 +182,29 @@ def shard_partials(
 
 
 def split_parts(parts: Sequence[Path], shards: int) -> list[list[str]]:
-    """``parts`` (in name order) in ``min(shards, len(parts))`` contiguous, near-equal shards."""
+    """Split ``parts`` (in name order) into ``min(shards, len(parts))`` contiguous shards.
+
+    The shards are near-equal in the number of parts.
+
+    Parameters
+    ----------
+    parts : sequence of pathlib.Path
+        The Parquet parts, in name order.
+    shards : int
+        The number of shards wanted.
+
+    Returns
+    -------
+    list of list of str
+        The part paths of each shard (at least one shard).
+    """
     k = max(1, min(shards, len(parts)))
     bounds = np.linspace(0, len(parts), k + 1).round().astype(int)
     return [[str(p) for p in parts[a:b]] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _runs_frame(store: Store) -> pl.DataFrame:
+    """Return the store's runs (run_id, benchmark, track, model, tools), one row per run."""
     return (
         store.scan("runs")
         .select("run_id", "benchmark", "track", "model", "tools")
@@ -161,6 +214,7 @@ def _runs_frame(store: Store) -> pl.DataFrame:
 
 
 def _check_int(value: Any, name: str, minimum: int) -> int:
+    """Return ``value`` as an int, checking that it is an integer >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InvalidArgumentError(f"{name}: expected an integer >= {minimum}, got {value!r}")
     return int(value)
@@ -177,31 +231,48 @@ def score_store(
     ray_address: str | None = None,
     progress: Progress | None = None,
 ) -> StoreScore:
-    """Accuracy per (track, model, tools, task) of a store's items with Poisson-bootstrap
-    percentile intervals, computed per shard of Parquet parts and merged exactly.
+    """Score a store's accuracy per (track, model, tools, task) with Poisson-bootstrap CIs.
 
-    Args:
-        store: a :class:`~tumorboard.traj.Store` or its directory (must exist).
-        benchmark: only items of runs of this benchmark.
-        tracks: only these tracks (None: all).
-        options: the bootstrap (:class:`~tumorboard.stats.BootstrapOptions`: B, confidence
-            level, interval method "percentile" or "basic", Philox seed, threads).
-        backend: "local" (shards reduced one after another in this process) or "ray" (one Ray
-            task per shard). Both merge the same partials in the same order, so results are
-            bit-identical to each other and to any other shard count.
-        shards: number of shards (contiguous runs of parts; at most the number of parts).
-            Default: 1 locally, one per part on Ray.
-        ray_address: the cluster for ``backend="ray"`` (None: a running connection of this
-            process, else a new local Ray instance; "auto": the cluster of ``ray start``).
-        progress: called as ``progress(done, total)`` after each shard is merged.
+    The percentile (or basic) intervals are computed per shard of Parquet parts and merged
+    exactly.
 
-    Returns:
-        A :class:`StoreScore`; ``.report()`` renders it like the scorers' reports.
+    Parameters
+    ----------
+    store : Store, str or os.PathLike
+        A :class:`~tumorboard.traj.Store` or its directory (must exist).
+    benchmark : str, default "mtbbench"
+        Only items of runs of this benchmark.
+    tracks : sequence of str, optional
+        Only these tracks (None: all).
+    options : BootstrapOptions, optional
+        The bootstrap (:class:`~tumorboard.stats.BootstrapOptions`: B, confidence level,
+        interval method "percentile" or "basic", Philox seed, threads).
+    backend : {"local", "ray"}, default "local"
+        "local" (shards reduced one after another in this process) or "ray" (one Ray task per
+        shard). Both merge the same partials in the same order, so results are bit-identical
+        to each other and to any other shard count.
+    shards : int, optional
+        Number of shards (contiguous runs of parts; at most the number of parts). Default: 1
+        locally, one per part on Ray.
+    ray_address : str, optional
+        The cluster for ``backend="ray"`` (None: a running connection of this process, else a
+        new local Ray instance; "auto": the cluster of ``ray start``).
+    progress : callable, optional
+        Called as ``progress(done, total)`` after each shard is merged.
 
-    Raises:
-        ValueError: bad option, or no items of ``benchmark`` in the store.
-        ImportError: ``backend="ray"`` without Ray (``pip install tumorboard[dist]``).
-        ConnectionError: the Ray address is unreachable.
+    Returns
+    -------
+    StoreScore
+        ``.report()`` renders it like the scorers' reports.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad option (a ValueError), or no items of ``benchmark`` in the store.
+    MissingDependencyError
+        ``backend="ray"`` without Ray (an ImportError naming ``pip install tumorboard[dist]``).
+    ClusterError
+        The Ray address is unreachable (a ConnectionError).
     """
     opts = BootstrapOptions.resolve(options)
     if opts.method == "bca":

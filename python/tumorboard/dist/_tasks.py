@@ -12,6 +12,7 @@ from ._ray import connect
 
 
 def _shard_task(parts: list[str], runs: pl.DataFrame, opts: dict[str, Any]):
+    """Compute one shard's partials (the body of the Ray task)."""
     from ._score import shard_partials
 
     return shard_partials(parts, runs, **opts)
@@ -25,8 +26,26 @@ def map_shards(
     ray_address: str | None,
     progress: Callable[[int, int], None] | None,
 ) -> list[PoissonPartials | None]:
-    """Runs :func:`~tumorboard.dist._score.shard_partials` for each shard on a Ray task and
-    returns the partials in shard order (the merge order), whatever order they finish in."""
+    """Run :func:`~tumorboard.dist._score.shard_partials` for each shard on a Ray task.
+
+    Parameters
+    ----------
+    groups : sequence of list of str
+        The Parquet item parts of each shard.
+    runs : polars.DataFrame
+        The store's runs, shared with every task.
+    opts : dict
+        Keyword arguments of ``shard_partials``.
+    ray_address : str or None
+        The cluster (see :func:`~tumorboard.dist.connect`).
+    progress : callable or None
+        Called with (shards done, shards) as each task finishes.
+
+    Returns
+    -------
+    list of PoissonPartials or None
+        The partials in shard order (the merge order), whatever order they finish in.
+    """
     ray = connect(ray_address)
     task = ray.remote(num_cpus=1, max_retries=3)(_shard_task)
     runs_ref = ray.put(runs)

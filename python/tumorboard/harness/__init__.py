@@ -1,5 +1,7 @@
-"""Agent-harness helpers: parsing answers, file requests, tool calls and reasoning traces
-(:mod:`tumorboard.harness.parsing`)."""
+"""Agent-harness helpers: parsing answers, file requests, tool calls and reasoning traces.
+
+Everything lives in :mod:`tumorboard.harness.parsing` and is re-exported here.
+"""
 
 from __future__ import annotations
 

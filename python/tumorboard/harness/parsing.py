@@ -2,17 +2,19 @@
 
 Formats and the benchmarks they come from:
 
-* MTBBench (Vasilev et al., NeurIPS 2025 Datasets & Benchmarks; ``neurips25/models/agent*.py``):
-  ``[ANSWER: C) text]`` (the last tag of a message counts; the answer is valid when its first
-  character is a choice letter followed by ``)``, ``]`` or a space, or is a lone letter, compared
-  case-insensitively), ``[REQUEST: file.ext]`` (spaces inside the name are dropped), ``[CONCH:
-  image.jpg, (option 1), (option 2)]``, and the re-prompt protocol in :class:`AnswerProtocol`.
+* MTBBench (Vasilev et al., NeurIPS 2025 Datasets & Benchmarks; ``goodfire-ai/mtbbench``,
+  ``neurips25/models/agent*.py@ae2f8fe``): ``[ANSWER: C) text]`` (the last tag of a message counts;
+  the answer is valid when its first character is a choice letter followed by ``)``, ``]`` or a
+  space, or is a lone letter, compared case-insensitively), ``[REQUEST: file.ext]`` (spaces inside
+  the name are dropped), ``[CONCH: image.jpg, (option 1), (option 2)]``, and the re-prompt protocol
+  in :class:`AnswerProtocol`.
 * ReAct (Yao et al., ICLR 2023) and LAMMI-style traces: ``Thought:`` / ``Action:`` /
   ``Action Input:`` / ``Observation:`` blocks, numbered variants (``Thought 1:``, ``Act 1:``,
   ``Obs 1:``), ``Action: Finish[answer]`` and ``Final Answer:``.
-* RadA-BenchPlat (Zhang et al. 2025, ``EvalPlat``): ``<Call>``, ``<EndCall>`` and ``<NoCall>``
-  blocks holding ``<Purpose>``, ``<Tool>``, ``<Input>`` (and for NoCall ``<Category>``,
-  ``<Anatomy>``, ``<Modality>``, ``<Ability>``).
+* RadA-BenchPlat (Zheng et al. 2025, arXiv 2412.09529; ``MAGIC-AI4Med/RadABench``,
+  ``EvalPlat@acbcf87``): ``<Call>``, ``<EndCall>`` and ``<NoCall>`` blocks holding ``<Purpose>``,
+  ``<Tool>``, ``<Input>`` (and for NoCall ``<Category>``, ``<Anatomy>``, ``<Modality>``,
+  ``<Ability>``).
 
 Everything is pure Python on one string except :func:`parse_answers`, the batch version of
 :func:`parse_answer` used by bulk writers (polars regexes, scalar fallback for the rest).
@@ -25,9 +27,12 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import InvalidArgumentError, InvalidTypeError, StateError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .._typing import Texts
 
 __all__ = [
     "Answer",
@@ -71,17 +76,23 @@ _PHRASE = re.compile(
 class Answer:
     """A parsed multiple-choice answer.
 
-    Attributes:
-        letter: the chosen option letter, upper case, or None when none could be read.
-        text: the answer text after the letter (or the matched option's text), if any.
-        raw: what the answer was read from: the content of the last ``[ANSWER: ...]`` tag, or
-            the whole (stripped) response when there is no tag.
-        form: how it was read: "tag" (a letter inside an answer tag), "bare" (the response
-            starts with a letter form such as ``C)``), "phrase" ("the answer is C"),
-            "option_text" (the text equals, or fuzzily matches, one option), or "none".
-        valid: whether MTBBench's harness would accept it as an answer: a closed answer tag
-            (or, without tags, the response itself) whose content starts with a choice letter
-            followed by ``)``, ``]`` or a space, or is a lone letter.
+    Attributes
+    ----------
+    letter : str or None
+        The chosen option letter, upper case, or None when none could be read.
+    text : str or None
+        The answer text after the letter (or the matched option's text), if any.
+    raw : str
+        What the answer was read from: the content of the last ``[ANSWER: ...]`` tag, or the
+        whole (stripped) response when there is no tag.
+    form : {"tag", "bare", "phrase", "option_text", "none"}
+        How it was read: "tag" (a letter inside an answer tag), "bare" (the response starts
+        with a letter form such as ``C)``), "phrase" ("the answer is C"), "option_text" (the
+        text equals, or fuzzily matches, one option), or "none".
+    valid : bool
+        Whether MTBBench's harness would accept it as an answer: a closed answer tag (or,
+        without tags, the response itself) whose content starts with a choice letter followed
+        by ``)``, ``]`` or a space, or is a lone letter.
     """
 
     letter: str | None
@@ -92,8 +103,23 @@ class Answer:
 
 
 def mtbbench_valid(content: str, letters: str = LETTERS) -> bool:
-    """MTBBench's acceptance rule for answer-tag content (case-insensitive letter, then ``)``,
-    ``]`` or a space; or a lone letter)."""
+    """Apply MTBBench's acceptance rule to answer-tag content.
+
+    The content (stripped) is valid when it starts with a choice letter (case-insensitive)
+    followed by ``)``, ``]`` or a space, or is a lone letter.
+
+    Parameters
+    ----------
+    content : str
+        The content of an answer tag.
+    letters : str, default "ABCDEF"
+        The allowed choice letters.
+
+    Returns
+    -------
+    bool
+        Whether MTBBench accepts it.
+    """
     c = content.strip()
     lower = letters.lower()
     if len(c) >= 2:
@@ -102,8 +128,23 @@ def mtbbench_valid(content: str, letters: str = LETTERS) -> bool:
 
 
 def mtbbench_correct(response: str | None, gold: str | None) -> bool | None:
-    """MTBBench's grading: the first character of the stripped response equals the first
-    character of the stripped gold answer, ignoring case. None when either is empty."""
+    """Grade a response as MTBBench does: compare first characters, ignoring case.
+
+    The first character of the stripped response must equal the first character of the
+    stripped gold answer.
+
+    Parameters
+    ----------
+    response : str or None
+        The response (or answer-tag content).
+    gold : str or None
+        The gold answer, e.g. ``"C) text"``.
+
+    Returns
+    -------
+    bool or None
+        The grade; None when either is missing or empty.
+    """
     if response is None or gold is None:
         return None
     r, g = response.strip(), gold.strip()
@@ -113,8 +154,22 @@ def mtbbench_correct(response: str | None, gold: str | None) -> bool | None:
 
 
 def answer_letter(text: str | None, letters: str = LETTERS) -> str | None:
-    """The choice letter a gold answer or option starts with (``"C) text"``, ``"C"``,
-    ``"(C) text"``), upper case, or None."""
+    """Return the choice letter a gold answer or option starts with, upper case, or None.
+
+    The forms are ``"C) text"``, ``"C"`` and ``"(C) text"`` (markdown emphasis is ignored).
+
+    Parameters
+    ----------
+    text : str or None
+        The gold answer or option.
+    letters : str, default "ABCDEF"
+        The allowed choice letters.
+
+    Returns
+    -------
+    str or None
+        The letter, or None when the text starts with none.
+    """
     if text is None:
         return None
     c = text.strip()
@@ -131,6 +186,7 @@ _SPACES = re.compile(r"\s+")
 
 
 def _leading_letter(c: str, letters: str) -> str | None:
+    """Return the letter of a lone letter or a leading ``C)``/``(C)``/``C]``/``C.``/``C:``."""
     if not c:
         return None
     if len(c) == 1:
@@ -142,8 +198,23 @@ def _leading_letter(c: str, letters: str) -> str | None:
 
 
 def parse_options(question: str, letters: str = LETTERS) -> tuple[str, ...]:
-    """The answer options listed in a question, as ``"A) text"`` strings: lines ``A) ...``,
-    ``B) ...`` (or ``(A) ...``) with consecutive letters from A. Trailing spaces are dropped."""
+    """Return the answer options listed in a question, as ``"A) text"`` strings.
+
+    Options are lines ``A) ...``, ``B) ...`` (or ``(A) ...``) with consecutive letters from A;
+    a new list starting at A replaces the previous one. Trailing spaces are dropped.
+
+    Parameters
+    ----------
+    question : str
+        The question text.
+    letters : str, default "ABCDEF"
+        The allowed choice letters.
+
+    Returns
+    -------
+    tuple of str
+        The options, in letter order (empty when none are listed).
+    """
     found: dict[str, str] = {}
     for m in _OPTION_LINE.finditer(question):
         letter, text = m.group(1), m.group(2)
@@ -159,7 +230,7 @@ def parse_options(question: str, letters: str = LETTERS) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _option_texts(options: tuple[str, ...], letters: str) -> dict[str, str]:
-    """Letter -> option text (without its "C) " prefix); plain texts get letters in order."""
+    """Map letter -> option text (without its "C) " prefix); plain texts get letters in order."""
     out: dict[str, str] = {}
     for i, opt in enumerate(options):
         letter = answer_letter(opt, letters)
@@ -174,10 +245,12 @@ def _option_texts(options: tuple[str, ...], letters: str) -> dict[str, str]:
 
 
 def _norm(s: str) -> str:
+    """Normalise text for option matching: no markdown, spaces collapsed, no end dots, lower."""
     return _SPACES.sub(" ", _MARKDOWN.sub("", s)).strip().strip(".").lower()
 
 
 def _match_option(text: str, options: dict[str, str], fuzzy: float | None) -> str | None:
+    """Return the letter of the one option ``text`` equals (else best fuzzy match), or None."""
     target = _norm(text)
     if not target:
         return None
@@ -199,7 +272,7 @@ def _match_option(text: str, options: dict[str, str], fuzzy: float | None) -> st
 def _choice(
     c: str, options: Sequence[str] | None, letters: str, *, in_tag: bool, fuzzy: float | None
 ) -> tuple[str | None, str | None, str]:
-    """(letter, text, form) read from stripped tag content or a whole stripped response."""
+    """Read (letter, text, form) from stripped tag content or a whole stripped response."""
     n = len(c)
     if n:
         first = c[0].upper()
@@ -235,7 +308,7 @@ def parse_answer(
     fuzzy: float | None = 90.0,
     tag_content: bool = False,
 ) -> Answer:
-    """Reads the chosen option from an agent's response.
+    """Read the chosen option from an agent's response.
 
     Order: the last ``[ANSWER: ...]`` tag (MTBBench keeps the last one), else the whole
     response. Within that text: a leading letter form (``C``, ``C)``, ``(C)``, ``C.``,
@@ -245,13 +318,29 @@ def parse_answer(
     A bare response starting with "A " is *not* read as choice A unless the rest is option A's
     text (it is usually the article).
 
-    Args:
-        response: the model's message (or a logged response field).
-        options: the question's options (``"A) text"`` or plain texts in letter order).
-        letters: the allowed choice letters (upper case).
-        fuzzy: minimum rapidfuzz ratio (0-100) for fuzzy option-text matching.
-        tag_content: ``response`` is already the content of an answer tag (MTBBench logs store
-            it so): read it with the tag rules (``B No`` is choice B).
+    Parameters
+    ----------
+    response : str or None
+        The model's message (or a logged response field).
+    options : sequence of str, optional
+        The question's options (``"A) text"`` or plain texts in letter order).
+    letters : str, default "ABCDEF"
+        The allowed choice letters (upper case).
+    fuzzy : float or None, default 90.0
+        Minimum rapidfuzz ratio (0-100) for fuzzy option-text matching; None disables it.
+    tag_content : bool, default False
+        ``response`` is already the content of an answer tag (MTBBench logs store it so): read
+        it with the tag rules (``B No`` is choice B).
+
+    Returns
+    -------
+    Answer
+        The parsed answer (letter None, form "none" and not valid for a None response).
+
+    Raises
+    ------
+    InvalidTypeError
+        ``response`` is neither a string nor None.
     """
     if response is None:
         return Answer(None, None, "", "none", False)
@@ -276,19 +365,38 @@ def parse_answer(
 
 
 def parse_answers(
-    responses: Any,
+    responses: Texts,
     *,
     options: Sequence[Sequence[str] | None] | None = None,
     letters: str = LETTERS,
     fuzzy: float | None = 90.0,
     tag_content: bool = False,
 ) -> list[str | None]:
-    """Parsed letters of many responses at once; element i equals
-    ``parse_answer(responses[i], options=options[i], ...).letter``.
+    """Parse the letters of many responses at once.
 
-    The common forms (a closed answer tag or a response starting with ``C)``/``C]``/a lone
+    Element i equals ``parse_answer(responses[i], options=options[i], ...).letter``. The common
+    forms (a closed answer tag or a response starting with ``C)``/``C]``/a lone
     letter) are read with vectorized polars regexes; every other non-null response goes
     through :func:`parse_answer`.
+
+    Parameters
+    ----------
+    responses : sequence of str or None, or polars Series
+        The responses.
+    options : sequence of (sequence of str or None), optional
+        The options of each response's question.
+    letters, fuzzy, tag_content
+        As in :func:`parse_answer`.
+
+    Returns
+    -------
+    list of str or None
+        The letter of each response.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``options`` of another length than ``responses``.
     """
     import polars as pl
 
@@ -337,27 +445,42 @@ _WILDCARD = re.compile(r"[*?]")
 
 
 def _wildcard_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a pattern with the wildcards ``*`` and ``?`` to a full-match regex."""
     parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
     return re.compile("".join(parts) + r"\Z")
 
 
 def _clean_name(name: str) -> str:
+    """Strip a requested file name, its quotes and backticks, and drop its spaces."""
     # MTBBench drops all spaces ("some models add spaces before extension") and we also drop
     # quotes and backticks models wrap names in.
     return name.strip().strip("'\"`").replace(" ", "")
 
 
 def _dedupe(names: Iterable[str]) -> list[str]:
+    """Return the names without repeats, first occurrence kept."""
     return list(dict.fromkeys(names))
 
 
 def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list[str]:
-    """File names requested with ``[REQUEST: ...]`` tags, in order, without duplicates.
+    """Return the file names requested with ``[REQUEST: ...]`` tags, in order, without repeats.
 
     A tag may hold a comma-separated list (``[REQUEST: a.png, b.png]``). Names may contain the
     wildcards ``*`` and ``?``; with ``available`` they expand to the matching available names
     (in ``available`` order), and a pattern matching nothing is kept as written (so it counts
     as hallucinated in :func:`split_requests`).
+
+    Parameters
+    ----------
+    text : str
+        A model message.
+    available : sequence of str, optional
+        The files the agent may access, to expand wildcards against.
+
+    Returns
+    -------
+    list of str
+        The requested names (spaces dropped, surrounding quotes and backticks stripped).
     """
     names: list[str] = []
     for tag in _REQUEST_TAG.findall(text):
@@ -371,6 +494,7 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
 
 
 def _expand(names: Iterable[str], available: Sequence[str]) -> list[str]:
+    """Expand wildcard names against ``available``; a pattern matching nothing stays as is."""
     out: list[str] = []
     for name in names:
         if _WILDCARD.search(name):
@@ -384,16 +508,40 @@ def _expand(names: Iterable[str], available: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class FileRequest:
-    """Requested files split into those that exist (``accessed``) and those that do not
-    (``hallucinated``), each without duplicates, in request order."""
+    """Requested files split into those that exist and those that do not.
+
+    Attributes
+    ----------
+    accessed : tuple of str
+        Requested names that are available, without duplicates, in request order.
+    hallucinated : tuple of str
+        Requested names that are not available, without duplicates, in request order.
+    """
 
     accessed: tuple[str, ...]
     hallucinated: tuple[str, ...]
 
 
 def split_requests(requested: Iterable[str], available: Sequence[str]) -> FileRequest:
-    """Splits requested names (wildcards expanded against ``available``) into accessed and
-    hallucinated files, as MTBBench's harness does."""
+    """Split requested names into accessed and hallucinated files, as MTBBench's harness does.
+
+    Parameters
+    ----------
+    requested : iterable of str
+        The requested names; wildcards are expanded against ``available``.
+    available : sequence of str
+        The files the agent may access.
+
+    Returns
+    -------
+    FileRequest
+        The accessed and hallucinated names.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``requested`` is a single string.
+    """
     if isinstance(requested, str):
         raise InvalidTypeError("requested: expected a sequence of file names, got a single string")
     names = _dedupe(_expand((_clean_name(r) for r in requested if r and r.strip()), available))
@@ -408,18 +556,36 @@ def split_requests(requested: Iterable[str], available: Sequence[str]) -> FileRe
 
 @dataclass(frozen=True)
 class ConchCall:
-    """A ``[CONCH: image, (option 1), (option 2), ...]`` tool call."""
+    """A ``[CONCH: image, (option 1), (option 2), ...]`` tool call.
+
+    Attributes
+    ----------
+    image : str
+        The image name (spaces dropped).
+    options : tuple of str
+        The parenthesised options.
+    """
 
     image: str
     options: tuple[str, ...]
 
 
 def parse_conch(text: str) -> list[ConchCall]:
-    """Every ``[CONCH: image.jpg, (option 1), (option 2)]`` call in ``text``, in order.
+    """Return every ``[CONCH: image.jpg, (option 1), (option 2)]`` call in ``text``, in order.
 
     Options are the top-level parenthesised groups (nested parentheses stay in the option
     text: ``(carcinoma (NOS))``); the call ends at the first ``]`` outside parentheses.
     Spaces inside the image name are dropped as MTBBench does.
+
+    Parameters
+    ----------
+    text : str
+        A model message.
+
+    Returns
+    -------
+    list of ConchCall
+        The calls.
     """
     calls: list[ConchCall] = []
     for m in re.finditer(r"\[CONCH:\s*", text, re.IGNORECASE):
@@ -455,7 +621,13 @@ def parse_conch(text: str) -> list[ConchCall]:
 
 @dataclass(frozen=True)
 class ReActStep:
-    """One Thought / Action / Action Input / Observation block (fields absent are None)."""
+    """One Thought / Action / Action Input / Observation block.
+
+    Attributes
+    ----------
+    thought, action, action_input, observation : str or None
+        The text of each part; None when absent.
+    """
 
     thought: str | None = None
     action: str | None = None
@@ -465,8 +637,17 @@ class ReActStep:
 
 @dataclass(frozen=True)
 class ReActTrace:
-    """A parsed ReAct trace: the question (if written), the steps, and the final answer
-    (``Final Answer:``, ``Action: Finish[...]`` or an ``[ANSWER: ...]`` tag)."""
+    """A parsed ReAct trace.
+
+    Attributes
+    ----------
+    question : str or None
+        The question, if written.
+    steps : tuple of ReActStep
+        The steps, in order.
+    final_answer : str or None
+        From ``Final Answer:``, ``Action: Finish[...]`` or an ``[ANSWER: ...]`` tag.
+    """
 
     question: str | None
     steps: tuple[ReActStep, ...]
@@ -482,7 +663,7 @@ _BRACKET_ACTION = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*\[(.*)\]\s*$", re.DOTAL
 
 
 def parse_react(text: str) -> ReActTrace:
-    """Splits a ReAct trace into steps.
+    """Split a ReAct trace into steps.
 
     Markers start a line (after optional spaces, ``>``, ``*`` or ``#``), are matched without
     regard to case, may carry a step number (``Thought 2:``) and markdown bold
@@ -490,6 +671,16 @@ def parse_react(text: str) -> ReActTrace:
     Action/Observation. An action written ``Tool[input]`` is split into action and input;
     ``Finish[x]`` ends the trace with final answer x. A new step starts at a Thought, or at an
     Action when the current step already has one.
+
+    Parameters
+    ----------
+    text : str
+        The trace.
+
+    Returns
+    -------
+    ReActTrace
+        The question, the steps and the final answer.
     """
     question: str | None = None
     final: str | None = None
@@ -547,7 +738,17 @@ class RadaCall:
 
     ``kind`` is "call", "end_call" or "no_call"; ``fields`` maps inner tags to their text
     (Purpose, Tool, Input, Category, Anatomy, Modality, Ability, ...); ``inputs`` is the
-    ``<Input>`` list (``['$a$', '$b$']``) parsed as a Python literal when it is one."""
+    ``<Input>`` list (``['$a$', '$b$']``) parsed as a Python literal when it is one.
+
+    Attributes
+    ----------
+    kind : {"call", "end_call", "no_call"}
+        The block type.
+    fields : dict of str to str
+        Inner tag -> text.
+    inputs : tuple of str or None
+        The parsed ``<Input>``, when it is a Python literal list, tuple or string.
+    """
 
     kind: Literal["call", "end_call", "no_call"]
     fields: dict[str, str] = field(default_factory=dict)
@@ -555,10 +756,12 @@ class RadaCall:
 
     @property
     def tool(self) -> str | None:
+        """The ``<Tool>`` text, or None."""
         return self.fields.get("Tool")
 
     @property
     def purpose(self) -> str | None:
+        """The ``<Purpose>`` text, or None."""
         return self.fields.get("Purpose")
 
 
@@ -570,8 +773,20 @@ _RADA_KIND = {"Call": "call", "EndCall": "end_call", "NoCall": "no_call"}
 
 
 def parse_rada_calls(text: str) -> list[RadaCall]:
-    """Every ``<Call>``, ``<EndCall>`` and ``<NoCall>`` block in ``text``, in order. A block
-    missing its closing tag ends at the next block or the end of the text."""
+    """Return every ``<Call>``, ``<EndCall>`` and ``<NoCall>`` block in ``text``, in order.
+
+    A block missing its closing tag ends at the next block or the end of the text.
+
+    Parameters
+    ----------
+    text : str
+        A model message.
+
+    Returns
+    -------
+    list of RadaCall
+        The blocks.
+    """
     calls: list[RadaCall] = []
     for m in _RADA_BLOCK.finditer(text):
         fields = {f.group(1): f.group(2).strip() for f in _RADA_FIELD.finditer(m.group(2))}
@@ -597,9 +812,21 @@ def parse_rada_calls(text: str) -> list[RadaCall]:
 class Turn:
     """What the harness does after one model message (see :class:`AnswerProtocol`).
 
-    kind: "request" (serve ``requests``), "tool" (run ``conch`` calls), "answer" (a valid
-    answer: record it and move on), "reprompt" (ask again for a well-formed answer) or "fail"
-    (give up: the question counts as wrong). ``strikes`` is the count after this message."""
+    Attributes
+    ----------
+    kind : {"request", "tool", "answer", "reprompt", "fail"}
+        "request" (serve ``requests``), "tool" (run ``conch`` calls), "answer" (a valid answer:
+        record it and move on), "reprompt" (ask again for a well-formed answer) or "fail" (give
+        up: the question counts as wrong).
+    answer : Answer or None
+        The parsed answer of a message with an answer tag.
+    requests : tuple of str
+        The requested files.
+    conch : tuple of ConchCall
+        The CONCH calls.
+    strikes : int
+        The strike count after this message.
+    """
 
     kind: Literal["request", "tool", "answer", "reprompt", "fail"]
     answer: Answer | None = None
@@ -611,7 +838,8 @@ class Turn:
 class AnswerProtocol:
     """MTBBench's per-question loop, as a state machine over the model's messages.
 
-    Each message is checked in this order (``neurips25/models/agent_with_tools.py``):
+    Each message is checked in this order (``goodfire-ai/mtbbench``,
+    ``neurips25/models/agent_with_tools.py@ae2f8fe``):
 
     1. file requests different from the previous request of this question -> "request";
     2. with ``tools``, a CONCH call -> "tool";
@@ -622,6 +850,20 @@ class AnswerProtocol:
     So a model is re-prompted up to three times after malformed answers (the next answer then
     fails) and twice after messages with neither request nor answer (the third fails), as in
     MTBBench; strikes reset when a question ends.
+
+    Parameters
+    ----------
+    max_strikes : int, default 3
+        Strikes after which the question fails.
+    tools : bool, default False
+        Whether CONCH calls are tool calls.
+    options : sequence of str, optional
+        The question's options, for parsing answers.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``max_strikes`` is not an integer >= 1.
     """
 
     def __init__(
@@ -639,7 +881,23 @@ class AnswerProtocol:
         self.done = False
 
     def step(self, message: str) -> Turn:
-        """Classifies one model message and updates the strike count."""
+        """Classify one model message and update the strike count.
+
+        Parameters
+        ----------
+        message : str
+            The model's message.
+
+        Returns
+        -------
+        Turn
+            What the harness does next.
+
+        Raises
+        ------
+        StateError
+            The question has already ended (answer or fail).
+        """
         if self.done:
             raise StateError("step: the question has ended (answer or fail); start a new one")
         raw_requests = _REQUEST_TAG.findall(message)
@@ -664,6 +922,7 @@ class AnswerProtocol:
         return self._end("fail", None)
 
     def _end(self, kind: Literal["answer", "fail"], ans: Answer | None) -> Turn:
+        """End the question: return the final turn and reset the strikes."""
         turn = Turn(kind, answer=ans, strikes=self.strikes)
         self.done = True
         self.strikes = 0

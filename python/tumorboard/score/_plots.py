@@ -27,21 +27,36 @@ _FONT = 'font-family="Helvetica,Arial,sans-serif"'
 
 
 def _esc(text: Any) -> str:
+    """Return ``str(text)`` XML-escaped (quotes included)."""
     return html.escape(str(text), quote=True)
 
 
 def _f(x: float) -> str:
-    """Fixed-decimal coordinate text (deterministic, no '-0.00')."""
+    """Return fixed-decimal coordinate text (deterministic, no '-0.00')."""
     s = f"{x:.2f}"
     return "0.00" if s == "-0.00" else s
 
 
 def _finite(x: Any) -> bool:
+    """Tell whether ``x`` is a finite int or float (None and NaN are not)."""
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def nice_ticks(lo: float, hi: float, *, target: int = 5) -> list[float]:
-    """Round tick values covering [lo, hi] with a 1/2/5 x 10^k step."""
+    """Return round tick values covering [lo, hi] with a 1/2/5 x 10^k step.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The range to cover (an empty or non-finite range becomes ``[lo, lo + 1]``).
+    target : int, default 5
+        About how many steps the range is divided into.
+
+    Returns
+    -------
+    list of float
+        Ascending ticks from at most ``lo`` to at least ``hi``.
+    """
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         hi = lo + 1.0
     raw = (hi - lo) / max(target, 1)
@@ -62,10 +77,12 @@ def nice_ticks(lo: float, hi: float, *, target: int = 5) -> list[float]:
 
 
 def _tick_label(t: float) -> str:
+    """Return a tick's label (``format(t, "g")``)."""
     return f"{t:g}"
 
 
 def _y_range(values: Sequence[float]) -> tuple[float, float, list[float]]:
+    """Return the y axis (low, high, ticks): [0, 1] for values in it, else round ticks from 0."""
     vals = [v for v in values if _finite(v)]
     lo = min([0.0, *vals]) if vals else 0.0
     hi = max(vals) if vals else 1.0
@@ -76,8 +93,10 @@ def _y_range(values: Sequence[float]) -> tuple[float, float, list[float]]:
 
 
 def _series_labels(table: pl.DataFrame) -> tuple[list[tuple[str, bool]], dict[tuple, str]]:
-    """(model, tools) series in order of first appearance, and their legend labels (the tools
-    flag is shown only when both settings occur)."""
+    """Return the (model, tools) series in order of first appearance, and their legend labels.
+
+    The tools flag is shown in the labels only when both settings occur.
+    """
     series: list[tuple[str, bool]] = []
     for model, tools in table.select("model", "tools").iter_rows():
         key = (str(model), bool(tools))
@@ -89,6 +108,7 @@ def _series_labels(table: pl.DataFrame) -> tuple[list[tuple[str, bool]], dict[tu
 
 
 def _legend(x: float, y: float, labels: Sequence[str]) -> list[str]:
+    """Return the SVG elements of a legend at ``(x, y)``: a palette swatch and text per label."""
     out = []
     for i, label in enumerate(labels):
         yy = y + 18 * i
@@ -103,8 +123,24 @@ def _legend(x: float, y: float, labels: Sequence[str]) -> list[str]:
 
 
 def ci_chart(table: pl.DataFrame, *, title: str, ylabel: str) -> str:
-    """Grouped bars (points when any value is negative) with CI whiskers: x = task (in table
-    order), one series per (model, tools). ``table`` holds one metric of one track."""
+    """Draw grouped bars (points when any value is negative) with CI whiskers as SVG.
+
+    x = task (in table order), one series per (model, tools).
+
+    Parameters
+    ----------
+    table : polars.DataFrame
+        Report-table rows of one metric of one track.
+    title : str
+        The chart title.
+    ylabel : str
+        The y-axis label.
+
+    Returns
+    -------
+    str
+        The ``<svg>`` element.
+    """
     tasks: list[str] = []
     for t in table.get_column("task").to_list():
         if t not in tasks:
@@ -130,6 +166,7 @@ def ci_chart(table: pl.DataFrame, *, title: str, ylabel: str) -> str:
     height = top + plot_h + bottom
 
     def ypos(v: float) -> float:
+        """Return the SVG y coordinate of value ``v``."""
         return top + plot_h * (1.0 - (v - y0) / (y1 - y0))
 
     out = [
@@ -197,8 +234,23 @@ def ci_chart(table: pl.DataFrame, *, title: str, ylabel: str) -> str:
 
 
 def scatter_chart(points: pl.DataFrame, *, title: str, xlabel: str, ylabel: str) -> str:
-    """Scatter of ``y`` against ``x`` with one colour per (model, tools); ``points`` has columns
-    model, tools, task, x, y (and optionally y_low, y_high for vertical CI whiskers)."""
+    """Draw a scatter of ``y`` against ``x`` with one colour per (model, tools) as SVG.
+
+    Parameters
+    ----------
+    points : polars.DataFrame
+        Columns model, tools, task, x, y (and optionally y_low, y_high for vertical CI
+        whiskers).
+    title : str
+        The chart title.
+    xlabel, ylabel : str
+        The axis labels.
+
+    Returns
+    -------
+    str
+        The ``<svg>`` element.
+    """
     series, labels = _series_labels(points)
     xs = [v for v in points.get_column("x").to_list() if _finite(v)]
     ys = [v for v in points.get_column("y").to_list() if _finite(v)]
@@ -211,9 +263,11 @@ def scatter_chart(points: pl.DataFrame, *, title: str, xlabel: str, ylabel: str)
     height = top + plot_h + bottom
 
     def xpos(v: float) -> float:
+        """Return the SVG x coordinate of value ``v``."""
         return left + plot_w * (v - x0) / (x1 - x0)
 
     def ypos(v: float) -> float:
+        """Return the SVG y coordinate of value ``v``."""
         return top + plot_h * (1.0 - (v - y0) / (y1 - y0))
 
     out = [
@@ -262,6 +316,7 @@ def scatter_chart(points: pl.DataFrame, *, title: str, xlabel: str, ylabel: str)
 
 
 def _files_scatter(table: pl.DataFrame, track: str) -> pl.DataFrame | None:
+    """Return accuracy (y, with CI) against files accessed (x) per (model, tools, task), or None."""
     sub = table.filter((pl.col("track") == track) & (pl.col("task") != "overall"))
     acc = sub.filter(pl.col("metric") == "accuracy").select(
         "model", "tools", "task", pl.col("estimate").alias("y"), pl.col("ci_low").alias("y_low"),
@@ -277,9 +332,23 @@ def _files_scatter(table: pl.DataFrame, track: str) -> pl.DataFrame | None:
 
 
 def report_figures(table: pl.DataFrame, *, benchmark: str) -> list[tuple[str, str]]:
-    """(caption, svg) pairs for a report table: one CI chart per (track, metric) in table order,
-    then for MTBBench-style tables (metrics accuracy and files_accessed) one accuracy-vs-files
-    scatter per track."""
+    """Return the (caption, svg) pairs of a report table's figures.
+
+    One CI chart per (track, metric) in table order, then for MTBBench-style tables (metrics
+    accuracy and files_accessed) one accuracy-vs-files scatter per track.
+
+    Parameters
+    ----------
+    table : polars.DataFrame
+        A report table.
+    benchmark : str
+        The scorer's name, used in the chart titles.
+
+    Returns
+    -------
+    list of tuple of (str, str)
+        Caption and ``<svg>`` element of each figure (none for an empty table).
+    """
     figs: list[tuple[str, str]] = []
     if table.height == 0:
         return figs

@@ -1,12 +1,11 @@
 """Replicas of RadA-BenchPlat's reference scoring code, where it differs from the paper.
 
-RadA-BenchPlat (Zhu et al. 2025) defines its metrics in the paper; its reference code
-(``MAGIC-AI4Med/RadABench`` at commit ``acbcf87``, ``EvalPlat/EvalMetrics/*.py`` with the
+RadA-BenchPlat (Zheng et al. 2025, arXiv 2412.09529) defines its metrics in the paper; its reference
+code (``MAGIC-AI4Med/RadABench`` at commit ``acbcf87``, ``EvalPlat/EvalMetrics/*.py`` with the
 pipelines ``EvalPlat/EvalPipeline_*.py`` and ``EvalPlat/Utils/utils.py``) computes some of them
-differently. The functions here reproduce the code's versions, each under a name ending in
-``_code`` (or used only by those), so that published numbers can be matched; the paper's
-definitions live in :mod:`tumorboard.score.radabench`, which re-exports these names and
-documents each difference.
+differently. The functions here reproduce the code's versions, each under a name ending in ``_code``
+(or used only by those), so that published numbers can be matched; the paper's definitions live in
+:mod:`tumorboard.score.radabench`, which re-exports these names and documents each difference.
 
 * ``redundancy_rate_code`` ("redundancy"): called tools whose category is not in the ground
   truth over ``max(|pred|, |gt|)`` (the paper divides by ``|pred|``).
@@ -57,6 +56,20 @@ def redundancy_rate_code(pred: Sequence[str], gt: Sequence[str]) -> float:
     The count of ``radabench.false_discovery_rate`` over another denominator; 0 when both
     chains are empty.
 
+    Parameters
+    ----------
+    pred : sequence of str
+        The called chain (tool categories).
+    gt : sequence of str
+        The ground-truth chain.
+
+    Returns
+    -------
+    float
+        The rate, in [0, 1].
+
+    Examples
+    --------
     >>> redundancy_rate_code(["A", "X"], ["A", "B", "C", "D"])
     0.25
     """
@@ -66,8 +79,20 @@ def redundancy_rate_code(pred: Sequence[str], gt: Sequence[str]) -> float:
 
 
 def longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common contiguous run (substring) of two sequences.
+    """Return the length of the longest common contiguous run (substring) of two sequences.
 
+    Parameters
+    ----------
+    a, b : sequence of str
+        The two sequences.
+
+    Returns
+    -------
+    int
+        The length of the run (0 when nothing is shared).
+
+    Examples
+    --------
     >>> longest_common_run(["A", "B", "C", "D"], ["X", "B", "C", "Y", "D"])
     2
     """
@@ -88,6 +113,20 @@ def tool_matching_accuracy_code(pred: Sequence[str], gt: Sequence[str]) -> float
 
     The run is of ``gt`` and ``pred``; 0 for an empty ``gt``.
 
+    Parameters
+    ----------
+    pred : sequence of str
+        The called chain (tool categories).
+    gt : sequence of str
+        The ground-truth chain.
+
+    Returns
+    -------
+    float
+        The score, in [0, 1].
+
+    Examples
+    --------
     >>> tool_matching_accuracy_code(["A", "X", "C", "D"], ["A", "B", "C", "D"])
     0.5
     """
@@ -100,6 +139,20 @@ def optimal_tool_score_code(called: Sequence[str], candidates: Sequence[str]) ->
     Scanning from the end, the first candidate present in ``called`` at position i from the end
     gives ``(N - i) / N``; 0 when none was called (or there are no candidates).
 
+    Parameters
+    ----------
+    called : sequence of str
+        The tool ids the agent called.
+    candidates : sequence of str
+        The candidate tool ids, ordered from worst to best.
+
+    Returns
+    -------
+    float
+        The win rate, in [0, 1].
+
+    Examples
+    --------
     >>> optimal_tool_score_code(["TOOL1", "TOOL4"], ["TOOL3", "TOOL4", "TOOL5"])
     0.6666666666666666
     """
@@ -112,12 +165,24 @@ def optimal_tool_score_code(called: Sequence[str], candidates: Sequence[str]) ->
 
 
 def log_error_flag(log: str) -> bool:
-    """Apply the code's text-metric exclusion rule: ``"Error" in log or "error" in log``."""
+    """Apply the code's text-metric exclusion rule: ``"Error" in log or "error" in log``.
+
+    Parameters
+    ----------
+    log : str
+        The agent's log.
+
+    Returns
+    -------
+    bool
+        Whether the case is left out of the code's text metrics.
+    """
     return "Error" in log or "error" in log
 
 
 @functools.lru_cache(maxsize=1)
 def _nltk_tokenizers() -> tuple[Any, Any]:
+    """Return an untrained Punkt sentence tokenizer and NLTK's word tokenizer (imported once)."""
     try:
         from nltk.tokenize import NLTKWordTokenizer
         from nltk.tokenize.punkt import PunktSentenceTokenizer
@@ -136,6 +201,21 @@ def radabench_tokenize(text: str) -> list[str]:
     Sentences come from an untrained ``PunktSentenceTokenizer``, then ``NLTKWordTokenizer``
     runs on each (module notes). The reference code calls ``word_tokenize(text.lower())``;
     lowercase before calling this.
+
+    Parameters
+    ----------
+    text : str
+        The text.
+
+    Returns
+    -------
+    list of str
+        The tokens.
+
+    Raises
+    ------
+    MissingDependencyError
+        NLTK is not installed.
     """
     sents, words = _nltk_tokenizers()
     return [tok for s in sents.tokenize(text) for tok in words.tokenize(s)]
@@ -146,6 +226,16 @@ def set_f1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
 
     ``P = |H ∩ R| / |H|``, ``R = |H ∩ R| / |R|``, ``2PR / (P + R)`` on the token sets; 0 when
     either set is empty or nothing is shared.
+
+    Parameters
+    ----------
+    hyp_tokens, ref_tokens : sequence of str
+        The hypothesis and reference tokens (:func:`radabench_tokenize` of the lowercased text).
+
+    Returns
+    -------
+    float
+        The score, in [0, 1].
     """
     h, r = set(hyp_tokens), set(ref_tokens)
     if not h or not r:
@@ -164,6 +254,16 @@ def bleu1_code(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float:
     ``exp(1 - |ref| / |hyp|)``; 0 when no unigram matches (NLTK returns 0 before smoothing) or the
     hypothesis is empty. ``method1`` only smooths the zero-weighted higher orders, so it does
     not change the value.
+
+    Parameters
+    ----------
+    hyp_tokens, ref_tokens : sequence of str
+        The hypothesis and reference tokens (:func:`radabench_tokenize` of the lowercased text).
+
+    Returns
+    -------
+    float
+        The score, in [0, 1].
     """
     c, r = len(hyp_tokens), len(ref_tokens)
     if c == 0:
@@ -230,10 +330,27 @@ def rouge_l_code(hyp: str, ref: str) -> float:
     are split on single spaces, case is kept. With ``U`` = the set of words that occur in the
     LCS of some (reference sentence, candidate sentence) pair, ``m`` and ``n`` the numbers of
     distinct reference and candidate words: ``R = |U| / m``, ``P = |U| / n``,
-    ``F = 2PR / (P + R + 1e-8)``. Raises ValueError when either text has no sentence (the
-    package raises too; the RadA code then scores 0). Unlike the package (a recursive LCS
-    reconstruction), very long sentences do not hit Python's recursion limit here.
+    ``F = 2PR / (P + R + 1e-8)``. A text without a sentence is an error (the package raises
+    too; the RadA code then scores 0). Unlike the package (a recursive LCS reconstruction), very
+    long sentences do not hit Python's recursion limit here.
 
+    Parameters
+    ----------
+    hyp, ref : str
+        The hypothesis and reference texts.
+
+    Returns
+    -------
+    float
+        The ROUGE-L F.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Either text has no sentence (a ValueError).
+
+    Examples
+    --------
     >>> round(rouge_l_code("the liver is normal", "the liver is enlarged"), 6)
     0.75
     """
@@ -261,6 +378,18 @@ def final_response_scores_code(
 
     Returns ``(f1, bleu1, rouge_l)`` (module notes); (0, 0, 0) for a missing or empty text or
     when either side has no token.
+
+    Parameters
+    ----------
+    hypothesis : str or None
+        The agent's final response.
+    reference : str or None
+        The reference answer.
+
+    Returns
+    -------
+    tuple of float
+        ``(f1, bleu1, rouge_l)``.
     """
     if not reference or not hypothesis:
         return 0.0, 0.0, 0.0

@@ -127,10 +127,12 @@ def summarize_frame(
     frame : polars.DataFrame
         A validated frame: ``track`` (String) and ``tools`` (Boolean) filled in, ``model`` and
         ``task`` (where grouped on) String without nulls, ``value`` numeric or Boolean.
-    value, benchmark, metric, group_cols, cluster, overall
+    value, benchmark, metric, group_cols, cluster
         As in :func:`summarize`.
     options : BootstrapOptions
         The bootstrap options.
+    overall : bool
+        As in :func:`summarize`.
 
     Returns
     -------
@@ -158,6 +160,7 @@ def summarize_frame(
 
 
 def _check_group_cols(group_cols: Sequence[str], value: str, cluster: str | None) -> list[str]:
+    """Return the validated group columns: distinct, not the value, cluster or a table column."""
     if isinstance(group_cols, str):
         raise InvalidTypeError(
             "group_cols: expected a sequence of column names, got a single string"
@@ -201,6 +204,7 @@ def _value_array(frame: pl.DataFrame, value: str, where: str) -> None:
 
 def _rows(keys: dict[str, np.ndarray], res: Any, benchmark: str, metric: str,
           key_cols: Sequence[str]) -> pl.DataFrame:  # fmt: skip
+    """Build report-table rows of one metric from a bootstrap result and its group keys."""
     n = len(res)
     ci_low = np.asarray(res.ci_low, dtype=np.float64)
     ci_high = np.asarray(res.ci_high, dtype=np.float64)

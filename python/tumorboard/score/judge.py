@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import AgreementResult, BootstrapOptions, cohen_kappa
 from ._validate import as_frame, require_columns
@@ -40,9 +41,12 @@ _INT = r"^\s*[+]?([0-9]+)\s*$"
 class JudgeScoreError(InvalidArgumentError):
     """A judge reply without exactly one valid ``<score>N</score>`` tag.
 
-    Attributes:
-        record: the record (id or row position) whose reply is malformed.
-        reply: the reply text (None when the reply itself was missing).
+    Attributes
+    ----------
+    record : object
+        The record (id or row position) whose reply is malformed.
+    reply : str or None
+        The reply text (None when the reply itself was missing).
     """
 
     def __init__(self, message: str, *, record: Any, reply: str | None) -> None:
@@ -52,11 +56,13 @@ class JudgeScoreError(InvalidArgumentError):
 
 
 def _excerpt(text: str, limit: int = 80) -> str:
+    """Return ``text`` on one line, cut to ``limit`` characters with "..." when longer."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def _check_scale(low: int, high: int) -> None:
+    """Check that ``low`` and ``high`` are integers with ``low < high``."""
     for name, v in (("low", low), ("high", high)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise InvalidTypeError(f"{name}: expected an integer, got {v!r}")
@@ -65,12 +71,30 @@ def _check_scale(low: int, high: int) -> None:
 
 
 def parse_judge_score(text: str | None, *, record: Any = None, low: int = 0, high: int = 5) -> int:
-    """The integer score of one judge reply: the ``N`` of its only ``<score>N</score>`` tag.
+    """Return the integer score of one judge reply: the ``N`` of its only ``<score>N</score>`` tag.
 
     ``N`` must be an integer in ``[low, high]`` (default 0-5, MedBench v4's judge scale),
-    optionally surrounded by whitespace; tag names are case-insensitive. Everything else raises
-    :class:`JudgeScoreError` (a ``ValueError``) naming ``record``: a missing reply, no tag, more
-    than one tag, a non-integer (``3.5``, ``four``, empty) or a value off the scale.
+    optionally surrounded by whitespace; tag names are case-insensitive.
+
+    Parameters
+    ----------
+    text : str or None
+        The judge reply.
+    record : object, optional
+        The record's id, named in the error message.
+    low, high : int, default 0 and 5
+        The score scale.
+
+    Returns
+    -------
+    int
+        The score.
+
+    Raises
+    ------
+    JudgeScoreError
+        A ``ValueError`` naming ``record``, for a missing reply, no tag, more than one tag, a
+        non-integer (``3.5``, ``four``, empty) or a value off the scale.
 
     Examples
     --------
@@ -89,7 +113,7 @@ def parse_judge_scores(
     low: int = 0,
     high: int = 5,
 ) -> npt.NDArray[np.int64]:
-    """Vectorized :func:`parse_judge_score` over many replies (polars string kernels).
+    """Parse many judge replies: a vectorized :func:`parse_judge_score` (polars string kernels).
 
     Parameters
     ----------
@@ -123,6 +147,7 @@ def parse_judge_scores(
         id_list = None
 
     def record_of(i: int) -> Any:
+        """Return the record id of reply ``i`` (its position without ``ids``)."""
         return id_list[i] if id_list is not None else i
 
     if n == 0:
@@ -165,10 +190,29 @@ def parse_judge_scores(
 def rescale_judge_score(
     scores: npt.ArrayLike, *, low: int = 0, high: int = 5, scale: float = 100.0
 ) -> npt.NDArray[np.float64]:
-    """Judge scores mapped linearly onto ``[0, scale]``: ``scale * (s - low) / (high - low)``.
+    """Map judge scores linearly onto ``[0, scale]``: ``scale * (s - low) / (high - low)``.
 
     With the defaults a 0-5 judge score becomes 0-100 (MedBench v4 reports 0-100): 0 -> 0,
-    3 -> 60, 5 -> 100. Scores outside ``[low, high]`` are an error.
+    3 -> 60, 5 -> 100.
+
+    Parameters
+    ----------
+    scores : array_like
+        Judge scores on the scale ``[low, high]``.
+    low, high : int, default 0 and 5
+        The judge scale.
+    scale : float, default 100.0
+        The upper end of the target range.
+
+    Returns
+    -------
+    ndarray of float64
+        The rescaled scores, of the shape of ``scores``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A NaN score, or a score outside ``[low, high]``.
     """
     _check_scale(low, high)
     arr = np.asarray(scores, dtype=np.float64)
@@ -183,6 +227,7 @@ def rescale_judge_score(
 
 
 def _rating_column(frame: pl.DataFrame, col: str, low: int, high: int) -> np.ndarray:
+    """Return one rating column: numbers as they are, judge replies parsed; no missing ratings."""
     s = frame.get_column(col)
     if s.dtype == pl.String:
         return parse_judge_scores(s, low=low, high=high)
@@ -206,7 +251,7 @@ def _rating_column(frame: pl.DataFrame, col: str, low: int, high: int) -> np.nda
 
 
 def judge_agreement(
-    df: Any,
+    df: Frame,
     *,
     judge: str,
     human: str,
@@ -216,7 +261,7 @@ def judge_agreement(
     high: int = 5,
     options: BootstrapOptions | None = None,
 ) -> AgreementResult:
-    """Agreement between an LLM judge and a human rater on the same items: Cohen's kappa.
+    """Compute the agreement (Cohen's kappa) of an LLM judge and a human rater on the same items.
 
     ``kappa = (p_o - p_e) / (1 - p_e)`` over the table of joint proportions of the two ratings,
     with agreement weights ``w_ij = 1`` on the diagonal and 0 elsewhere (``weights=None``,

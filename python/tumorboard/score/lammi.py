@@ -1,4 +1,4 @@
-"""LAMMI-Pathology agent metrics and scorer.
+r"""LAMMI-Pathology agent metrics and scorer.
 
 LAMMI-Pathology (arXiv 2602.18773) scores pathology tool-using agents with a trajectory success
 score, a tool redundancy rate, a tool consistency F1, judge-based answer consistency and
@@ -19,7 +19,7 @@ Definitions (per sample i, i.e. one trajectory answering one question):
 * Tool redundancy rate ``TRR_i = r_i / t_i``: call k is redundant when an earlier call
   ``j < k`` of the same trajectory has the same tool name and an input whose token Jaccard
   similarity with call k's input is at least 0.7. Tokens are the lowercased maximal runs of
-  Unicode word characters (regex ``\\w+``) of the input text, as a set; two inputs without any
+  Unicode word characters (regex ``\w+``) of the input text, as a set; two inputs without any
   token have Jaccard 1. ``tool_redundancy_rate`` = mean of ``TRR_i`` over the samples with at
   least one tool call (``TRR`` is 0/0 otherwise and those samples are left out; n counts the
   samples used).
@@ -82,7 +82,7 @@ _TOKEN_RE = re.compile(_TOKEN)
 def trajectory_success_score(
     output_valid: npt.ArrayLike, n_success: npt.ArrayLike, n_calls: npt.ArrayLike
 ) -> npt.NDArray[np.float64]:
-    """``TSS = v * s / t`` per trajectory, with ``s / t = 1`` when ``t = 0`` (module notes).
+    """Compute ``TSS = v * s / t`` per trajectory, with ``s / t = 1`` when ``t = 0`` (module notes).
 
     Parameters
     ----------
@@ -93,7 +93,13 @@ def trajectory_success_score(
 
     Returns
     -------
-    ndarray of float64 in [0, 1]
+    ndarray of float64
+        The TSS of each trajectory, in [0, 1].
+
+    Raises
+    ------
+    InvalidArgumentError
+        Counts that are negative, or more successful calls than calls.
     """
     v = np.asarray(output_valid, dtype=bool)
     s = np.asarray(n_success, dtype=np.float64)
@@ -105,8 +111,22 @@ def trajectory_success_score(
 
 
 def input_tokens(text: str | None) -> frozenset[str]:
-    """The token set of a tool-call input: lowercased maximal runs of word characters (``\\w+``).
+    r"""Return the token set of a tool-call input: lowercased maximal runs of ``\w+``.
 
+    Tokens are the maximal runs of word characters of the lowercased text; None has no token.
+
+    Parameters
+    ----------
+    text : str or None
+        The tool-call input.
+
+    Returns
+    -------
+    frozenset of str
+        The tokens.
+
+    Examples
+    --------
     >>> sorted(input_tokens('{"slide": "A-12", "Magnification": 20}'))
     ['12', '20', 'a', 'magnification', 'slide']
     """
@@ -116,7 +136,18 @@ def input_tokens(text: str | None) -> frozenset[str]:
 
 
 def input_jaccard(a: str | None, b: str | None) -> float:
-    """Jaccard similarity of the token sets of two tool inputs; 1.0 when both have no token."""
+    """Compute the Jaccard similarity of two tool inputs' token sets; 1.0 when both have none.
+
+    Parameters
+    ----------
+    a, b : str or None
+        The two tool inputs.
+
+    Returns
+    -------
+    float
+        The Jaccard similarity of their token sets, in [0, 1].
+    """
     ta, tb = input_tokens(a), input_tokens(b)
     union = len(ta | tb)
     return 1.0 if union == 0 else len(ta & tb) / union
@@ -125,12 +156,32 @@ def input_jaccard(a: str | None, b: str | None) -> float:
 def tool_redundancy_rate(
     names: Sequence[str], inputs: Sequence[str | None], *, threshold: float = 0.7
 ) -> float:
-    """Share of one trajectory's calls that repeat an earlier call (module notes).
+    """Compute the share of one trajectory's calls that repeat an earlier call (module notes).
 
     Call k is redundant when some call ``j < k`` has ``names[j] == names[k]`` and
-    ``input_jaccard(inputs[j], inputs[k]) >= threshold``. Returns NaN for a trajectory without
-    calls (0/0).
+    ``input_jaccard(inputs[j], inputs[k]) >= threshold``.
 
+    Parameters
+    ----------
+    names : sequence of str
+        The tool name of each call, in order.
+    inputs : sequence of str or None
+        The input text of each call.
+    threshold : float, default 0.7
+        Input-token Jaccard at or above which a same-tool call repeats an earlier one.
+
+    Returns
+    -------
+    float
+        Redundant calls / calls; NaN for a trajectory without calls (0/0).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``names`` and ``inputs`` of different lengths.
+
+    Examples
+    --------
     >>> tool_redundancy_rate(["zoom", "zoom", "stain"], ["x=1 y=2", "y=2 x=1", "x=1 y=2"])
     0.3333333333333333
     """
@@ -155,9 +206,24 @@ def tool_redundancy_rate(
 
 
 def tool_consistency_f1(expected: Iterable[str], used: Iterable[str]) -> float:
-    """Set F1 between expected and used tool names: ``2|E ∩ U| / (|E| + |U|)``; 1.0 if both
-    are empty.
+    """Compute the set F1 of expected and used tool names: ``2|E ∩ U| / (|E| + |U|)``.
 
+    The F1 is 1.0 when both sets are empty.
+
+    Parameters
+    ----------
+    expected : iterable of str
+        The expected tool names.
+    used : iterable of str
+        The tool names used.
+
+    Returns
+    -------
+    float
+        The F1, in [0, 1].
+
+    Examples
+    --------
     >>> tool_consistency_f1(["segment", "count", "grade"], ["segment", "count", "zoom", "zoom"])
     0.6666666666666666
     """
@@ -168,14 +234,34 @@ def tool_consistency_f1(expected: Iterable[str], used: Iterable[str]) -> float:
 
 
 def _norm_option(x: str | None) -> str | None:
+    """Return an option label stripped and uppercased (None stays None)."""
     return None if x is None else x.strip().upper()
 
 
 def multiple_choice_f1(preds: Sequence[str | None], answers: Sequence[str]) -> float:
-    """Micro-F1 of single-answer multiple choice, which equals accuracy (module notes).
+    """Compute the micro-F1 of single-answer multiple choice, which equals accuracy (module notes).
 
     Options are compared after stripping whitespace and uppercasing; a None prediction is wrong.
 
+    Parameters
+    ----------
+    preds : sequence of str or None
+        The predicted option of each question.
+    answers : sequence of str
+        The gold option of each question.
+
+    Returns
+    -------
+    float
+        The micro-F1.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Sequences of different lengths, or no question.
+
+    Examples
+    --------
     >>> multiple_choice_f1(["A", "b ", None, "D"], ["A", "B", "C", "C"])
     0.5
     """
@@ -199,7 +285,7 @@ def multiple_choice_f1(preds: Sequence[str | None], answers: Sequence[str]) -> f
 
 
 def _calls(frame: pl.DataFrame) -> pl.DataFrame:
-    """One row per tool call: _row, _k (position in the trajectory), name, input, success."""
+    """Return one row per tool call: _row, _k (position in the trajectory), name, input, success."""
     s = frame.get_column("tool_calls")
     dtype = s.dtype
     if not isinstance(dtype, pl.List) or not isinstance(dtype.inner, pl.Struct):
@@ -244,6 +330,7 @@ def _calls(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _per_sample(frame: pl.DataFrame, *, threshold: float, redundancy: float) -> pl.DataFrame:
+    """Add the per-sample TSS, success flag, redundancy rate and used tools to ``frame``."""
     calls = _calls(frame)
     counts = calls.group_by("_row").agg(
         pl.len().cast(pl.Int64).alias("_t"),
@@ -294,8 +381,10 @@ def score(
     threshold: float = 1.0,
     redundancy_threshold: float = 0.7,
 ) -> Report:
-    """Score LAMMI-Pathology runs: trajectory success, tool redundancy, tool consistency,
-    judge-based answer consistency and hallucination, and multiple-choice F1.
+    """Score LAMMI-Pathology runs with bootstrap CIs.
+
+    The metrics: trajectory success, tool redundancy, tool consistency, judge-based answer
+    consistency and hallucination, and multiple-choice F1.
 
     Definitions: see the module docstring (they are written out there because the paper's
     equations are not recoverable). Every metric is a mean of per-sample values with a

@@ -1,4 +1,4 @@
-"""MedBench v4 task metrics and scorer (macro average task -> capability dimension -> overall).
+r"""MedBench v4 task metrics and scorer (macro average task -> capability dimension -> overall).
 
 MedBench v4 scores each task with the metric that fits its output and reports every score on a
 0-100 scale; the headline figure is a macro average: tasks are averaged within each capability
@@ -8,8 +8,8 @@ dimension and the dimensions are averaged into the overall score. The task metri
 * ``strict_accuracy``: multiple choice asked several times with the options shuffled; an item
   counts as correct only if **every** shuffled instance of it is answered correctly. The unit
   is the item (``n`` counts items, not instances).
-* ``micro_f1``: multi-label output; with ``TP = sum_i |P_i ∩ G_i|``, ``FP = sum_i |P_i \\ G_i|``,
-  ``FN = sum_i |G_i \\ P_i|`` over the task's items, ``micro-F1 = 2TP / (2TP + FP + FN)``
+* ``micro_f1``: multi-label output; with ``TP = sum_i |P_i ∩ G_i|``, ``FP = sum_i |P_i \ G_i|``,
+  ``FN = sum_i |G_i \ P_i|`` over the task's items, ``micro-F1 = 2TP / (2TP + FP + FN)``
   (label sets: duplicates ignored; a missing prediction is the empty set).
 * ``keypoint_recall``: macro recall over key points: per item, the share of its reference key
   points the answer covers (judged elsewhere, given as one boolean per key point), averaged over
@@ -83,8 +83,27 @@ KEYS = ("track", "model", "tools")
 
 
 def strict_accuracy(item_ids: Sequence[Any], correct: Sequence[bool]) -> float:
-    """Share of items whose every instance (option-shuffled variant) is correct.
+    """Compute the share of items whose every instance (option-shuffled variant) is correct.
 
+    Parameters
+    ----------
+    item_ids : sequence
+        The item each instance belongs to.
+    correct : sequence of bool
+        Whether each instance was answered correctly.
+
+    Returns
+    -------
+    float
+        Items with every instance correct / items.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Sequences of different lengths, or no instance.
+
+    Examples
+    --------
     >>> strict_accuracy(["q1", "q1", "q2", "q2", "q3"], [True, True, True, False, True])
     0.6666666666666666
     """
@@ -107,11 +126,32 @@ def micro_f1(
     *,
     zero_division: float = 0.0,
 ) -> float:
-    """Micro-averaged F1 of multi-label predictions: ``2TP / (2TP + FP + FN)`` summed over items.
+    """Compute the micro-averaged F1 of multi-label predictions: ``2TP / (2TP + FP + FN)``.
 
-    Label lists are taken as sets; a None prediction is the empty set. ``zero_division`` is
-    returned when no item has any label (``2TP + FP + FN = 0``), as scikit-learn does.
+    TP, FP and FN are summed over items. Label lists are taken as sets; a None prediction is the
+    empty set.
 
+    Parameters
+    ----------
+    preds : sequence of (iterable of str or None)
+        The predicted labels of each item.
+    golds : sequence of iterable of str
+        The gold labels of each item.
+    zero_division : float, default 0.0
+        The value when no item has any label (``2TP + FP + FN = 0``), as scikit-learn does.
+
+    Returns
+    -------
+    float
+        The micro-F1.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Sequences of different lengths.
+
+    Examples
+    --------
     >>> micro_f1([["a", "b"], ["c"], None], [["a"], ["c", "d"], ["e"]])  # TP 2, FP 1, FN 2
     0.5714285714285714
     """
@@ -131,8 +171,25 @@ def micro_f1(
 
 
 def keypoint_recall(hits: Sequence[Sequence[bool]]) -> float:
-    """Macro recall over key points: mean over items of (key points covered / key points).
+    """Compute the macro recall over key points: mean over items of (covered / key points).
 
+    Parameters
+    ----------
+    hits : sequence of sequence of bool
+        Per item, whether each of its reference key points is covered.
+
+    Returns
+    -------
+    float
+        The mean over items of the share of key points covered.
+
+    Raises
+    ------
+    InvalidArgumentError
+        No item, or an item without key points.
+
+    Examples
+    --------
     >>> keypoint_recall([[True, False], [True, True, True, False]])  # (1/2 + 3/4) / 2
     0.625
     """
@@ -147,8 +204,27 @@ def keypoint_recall(hits: Sequence[Sequence[bool]]) -> float:
 
 
 def macro_average(task_scores: dict[str, float], dimensions: dict[str, str]) -> float:
-    """MedBench's overall score: mean over dimensions of the mean of their task scores.
+    """Compute MedBench's overall score: mean over dimensions of the mean of their task scores.
 
+    Parameters
+    ----------
+    task_scores : dict of str to float
+        The score of each task.
+    dimensions : dict of str to str
+        The capability dimension of each task.
+
+    Returns
+    -------
+    float
+        The macro average.
+
+    Raises
+    ------
+    InvalidArgumentError
+        No task, or a task without a dimension.
+
+    Examples
+    --------
     >>> macro_average({"t1": 80.0, "t2": 60.0, "t3": 90.0}, {"t1": "A", "t2": "A", "t3": "B"})
     80.0
     """
@@ -166,11 +242,12 @@ def macro_average(task_scores: dict[str, float], dimensions: dict[str, str]) -> 
 
 
 def _need(frame: pl.DataFrame, metric: str, where: str) -> None:
+    """Check that ``frame`` has the columns the task metric ``metric`` reads."""
     require_columns(frame, METRIC_COLUMNS[metric], where=f"{where} (tasks with metric={metric!r})")
 
 
 def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
-    """Per-unit [num, den] (scores in [0, 1]) for the rows of one task metric.
+    """Compute per-unit [num, den] (scores in [0, 1]) for the rows of one task metric.
 
     Returns the key columns, task, _row (first input row of the unit), _num, _den.
     """
@@ -285,6 +362,7 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
 
 
 def _boxes(s: pl.Series, col: str, where: str) -> npt.NDArray[np.float64]:
+    """Return a column of list[f64] boxes (x1, y1, x2, y2) as an (n, 4) float64 array."""
     if isinstance(s.dtype, pl.Array):
         s = s.arr.to_list()
     if not (isinstance(s.dtype, pl.List) and s.dtype.inner.is_numeric()):
@@ -302,6 +380,7 @@ def _boxes(s: pl.Series, col: str, where: str) -> npt.NDArray[np.float64]:
 
 def _result_rows(res: Any, keys: dict[str, Any], *, task: Sequence[str], n: Sequence[int],
                  estimate: Sequence[float], extra: dict[str, Any]) -> pl.DataFrame:  # fmt: skip
+    """Build report-table rows (metric "score", CIs rescaled to 0-100) from a bootstrap result."""
     m = len(res)
     lo = np.asarray(res.ci_low, dtype=np.float64) * 100.0
     hi = np.asarray(res.ci_high, dtype=np.float64) * 100.0
@@ -327,6 +406,7 @@ def _result_rows(res: Any, keys: dict[str, Any], *, task: Sequence[str], n: Sequ
 
 
 def _key_cols(key: Sequence[Any]) -> dict[str, np.ndarray]:
+    """Return the (track, model, tools) key columns of one group."""
     return {c: np.array([v]) for c, v in zip(KEYS, key, strict=True)}
 
 
@@ -340,10 +420,13 @@ def _joint(
     clusters: pl.Series | None,
     options: BootstrapOptions,
 ) -> Any:
-    """CI of ``sum_t w_t ratio_t / sum_t w_t`` over the tasks in ``weights`` for one (track,
-    model, tools): the units of those tasks are resampled together (engine statistic
-    "mean_of_ratios" on columns [num_t, den_t] per task). The stream is keyed by the group's
-    key values and ``label``, so every aggregate row has its own reproducible stream."""
+    """Bootstrap ``sum_t w_t ratio_t / sum_t w_t`` over the tasks in ``weights`` for one group.
+
+    The group is one (track, model, tools). The units of those tasks are resampled together
+    (engine statistic "mean_of_ratios" on columns [num_t, den_t] per task). The stream is keyed
+    by the group's key values and ``label``, so every aggregate row has its own reproducible
+    stream.
+    """
     tasks = sorted(weights)
     index = {t: i for i, t in enumerate(tasks)}
     in_group = pl.all_horizontal([pl.col(c) == v for c, v in zip(KEYS, key, strict=True)])
@@ -368,8 +451,9 @@ def score(
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
 ) -> Report:
-    """Score MedBench v4 runs: task scores (0-100) with CIs, macro averaged into capability
-    dimensions and the overall score.
+    """Score MedBench v4 runs: task scores (0-100) with CIs, macro averaged into dimensions.
+
+    The task scores are averaged into capability-dimension scores and the overall score.
 
     Definitions of the task metrics and of the averaging: module docstring.
 

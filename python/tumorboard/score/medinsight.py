@@ -51,7 +51,17 @@ OPTIONAL = ("track", "tools", "task", "insight_precision_scores", "insight_novel
 
 @dataclass(frozen=True)
 class InsightScores:
-    """Insight-level recall, precision and F1 of one case (see the module docstring)."""
+    """Insight-level recall, precision and F1 of one case (see the module docstring).
+
+    Attributes
+    ----------
+    recall : float
+        ``mean_i max_j S[i, j]`` over the ground-truth insights.
+    precision : float
+        ``mean_j max_i S[i, j]`` over the generated insights.
+    f1 : float
+        ``2PR / (P + R)`` (0 when P + R = 0).
+    """
 
     recall: float
     precision: float
@@ -59,6 +69,7 @@ class InsightScores:
 
 
 def _matrix(scores: Any, name: str = "scores") -> npt.NDArray[np.float64]:
+    """Return a finite 2-D score matrix (ground-truth x generated insights) as float64."""
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2:
         raise InvalidArgumentError(
@@ -71,7 +82,7 @@ def _matrix(scores: Any, name: str = "scores") -> npt.NDArray[np.float64]:
 
 
 def insight_scores(scores: npt.ArrayLike) -> InsightScores:
-    """Insight recall, precision and F1 from a score matrix.
+    """Compute the insight recall, precision and F1 of one case from its score matrix.
 
     Parameters
     ----------
@@ -84,6 +95,11 @@ def insight_scores(scores: npt.ArrayLike) -> InsightScores:
     -------
     InsightScores
         ``recall = mean_i max_j S``, ``precision = mean_j max_i S``, ``f1 = 2PR/(P+R)``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A matrix that is not 2-D, has no row, or holds a NaN or infinite score.
 
     Examples
     --------
@@ -105,6 +121,7 @@ def _novelty_flags(
     precision_scores: npt.ArrayLike, novelty_votes: npt.ArrayLike, correct_above: float,
     min_votes: int,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Return the per-insight flags (correct, novel) from judge scores and novelty votes."""
     p = np.asarray(precision_scores, dtype=np.float64).reshape(-1)
     v = np.asarray(novelty_votes)
     if v.dtype == np.bool_ and v.ndim == 2:  # one column per judge
@@ -127,7 +144,7 @@ def novelty_rates(
     correct_above: float = 5.0,
     min_votes: int = 2,
 ) -> tuple[float, float]:
-    """``(original, innovation)`` over a set of generated insights (module docstring).
+    """Compute ``(original, innovation)`` over a set of generated insights (module docstring).
 
     Parameters
     ----------
@@ -136,7 +153,9 @@ def novelty_rates(
     novelty_votes : array_like, shape (n,) of int, or (n, judges) of bool
         How many judges voted the insight novel (or each judge's vote).
     correct_above : float, default 5.0
+        An insight is correct when its precision judge score is above this.
     min_votes : int, default 2
+        Judge votes that make a not-correct insight novel.
 
     Returns
     -------
@@ -159,6 +178,7 @@ def novelty_rates(
 
 
 def _rouge1_matrices(gt: Sequence[Sequence[str]], gen: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    """Return each case's ROUGE-1 F-measure matrix (ground-truth x generated insights)."""
     try:
         from .. import text
     except ImportError as exc:  # pragma: no cover - depends on the build
@@ -178,6 +198,7 @@ def _rouge1_matrices(gt: Sequence[Sequence[str]], gen: Sequence[Sequence[str]]) 
 
 
 def _list_of_str(frame: pl.DataFrame, col: str, where: str) -> list[list[str]]:
+    """Return a list[str] column as Python lists; a missing list or entry is an error."""
     s = frame.get_column(col)
     if not (isinstance(s.dtype, pl.List) and s.dtype.inner in (pl.String, pl.Null)):
         raise InvalidTypeError(f"{where}: column {col!r} must be list[str], got {s.dtype}")

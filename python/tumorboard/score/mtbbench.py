@@ -1,5 +1,7 @@
-"""MTBBench scorer (Vasilev et al., "MTBBench: A Multimodal Sequential Clinical Decision-Making
-Benchmark in Oncology", NeurIPS 2025 Datasets & Benchmarks).
+"""MTBBench scorer.
+
+MTBBench is Vasilev et al., "MTBBench: A Multimodal Sequential Clinical Decision-Making Benchmark
+in Oncology", NeurIPS 2025 Datasets & Benchmarks.
 
 What the paper reports, and this scorer reproduces: per task the raw accuracy, the mean of the
 bootstrap distribution of 1000 resamples, the 95% percentile interval and ± = half its width
@@ -12,7 +14,7 @@ metrics of Fig. 2: files accessed per question and the hallucinated-file rate.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
@@ -24,13 +26,16 @@ from ._summary import KEY_COLUMNS, summarize_frame
 from ._validate import bool_column, count_column, string_column
 from .report import OVERALL, Report, sort_table
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ..traj import Store
+
 REQUIRED = ("model", "task", "correct")
 OPTIONAL = ("track", "tools", "patient_id", "files_accessed", "files_hallucinated")
 _CLUSTER_ALIASES = {"patient": "patient_id"}
 
 
 def score(
-    df: Frame,
+    df: Frame | Store | str | os.PathLike[str],
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
@@ -182,6 +187,7 @@ def score(
 
 
 def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
+    """Add ``n_correct`` (correct answers per task, and their sum on the overall rows)."""
     keys = list(KEY_COLUMNS)
     per_task = base.group_by(keys).agg(pl.col("correct").sum().cast(pl.Int64).alias("n_correct"))
     overall = (

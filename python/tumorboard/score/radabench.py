@@ -1,13 +1,13 @@
 """RadA-BenchPlat agent metrics and scorer.
 
-RadA-BenchPlat (Zhu et al. 2025) evaluates radiology agents that chain tools of given categories
-(Anatomy Classifier -> Modality Classifier -> Organ Segmentor -> ...). Each metric below is
-given as the paper defines it; where the reference code (``MAGIC-AI4Med/RadABench`` at commit
-``acbcf87``, ``EvalPlat/EvalMetrics/*.py``) computes something else, the code's version is
+RadA-BenchPlat (Zheng et al. 2025, arXiv 2412.09529) evaluates radiology agents that chain tools of
+given categories (Anatomy Classifier -> Modality Classifier -> Organ Segmentor -> ...). Each metric
+below is given as the paper defines it; where the reference code (``MAGIC-AI4Med/RadABench`` at
+commit ``acbcf87``, ``EvalPlat/EvalMetrics/*.py``) computes something else, the code's version is
 provided too, under a name ending in ``_code`` (defined in
 :mod:`tumorboard.score._radabench_reference` and re-exported here), and the difference is
-documented. Chains are lists of tool categories (strings); ``pred`` is the chain the agent
-called, ``gt`` the ground-truth chain.
+documented. Chains are lists of tool categories (strings); ``pred`` is the chain the agent called,
+``gt`` the ground-truth chain.
 
 Tool-chain metrics (per case):
 
@@ -120,7 +120,8 @@ OPTIONAL = (
     "missing_category", "aware", "grounded", "response", "reference_answer",
 )  # fmt: skip
 
-# The code's failure detector (multihop_IO_passrate.py): no DOTALL, so the message is one line.
+# The code's failure detector (MAGIC-AI4Med/RadABench
+# EvalPlat/EvalMetrics/multihop_IO_passrate.py@acbcf87): no DOTALL, so the message is one line.
 _FAILURE = r"Error Type: (\w+)\nError Message: (.+?)\nTraceback:"
 _FAILURE_RE = re.compile(_FAILURE)
 _DENY = "Deny Call Dict:"
@@ -132,8 +133,22 @@ _CATEGORY_RE = re.compile(_CATEGORY)
 
 
 def tool_chain_levenshtein(pred: Sequence[str], gt: Sequence[str]) -> int:
-    """Element-level Levenshtein distance between the called and the ground-truth chain.
+    """Compute the element-level Levenshtein distance of the called and the ground-truth chain.
 
+    Parameters
+    ----------
+    pred : sequence of str
+        The called chain (tool categories).
+    gt : sequence of str
+        The ground-truth chain.
+
+    Returns
+    -------
+    int
+        The edit distance.
+
+    Examples
+    --------
     >>> tool_chain_levenshtein(["Anatomy Classifier", "Organ Segmentor"],
     ...                        ["Anatomy Classifier", "Modality Classifier", "Organ Segmentor"])
     1
@@ -142,14 +157,31 @@ def tool_chain_levenshtein(pred: Sequence[str], gt: Sequence[str]) -> int:
 
 
 def _not_in_gt(pred: Sequence[str], gt: Sequence[str]) -> int:
+    """Count the called tools (with repetition) whose category is not in ``gt``."""
     g = set(gt)
     return sum(1 for t in pred if t not in g)
 
 
 def false_discovery_rate(pred: Sequence[str], gt: Sequence[str]) -> float:
-    """Paper: called tools (with repetition) whose category is not in ``gt``, over ``|pred|``;
-    0 for an empty chain.
+    """Compute the paper's false discovery rate of a called chain.
 
+    The called tools (with repetition) whose category is not in ``gt``, over ``|pred|``; 0 for an
+    empty chain.
+
+    Parameters
+    ----------
+    pred : sequence of str
+        The called chain (tool categories).
+    gt : sequence of str
+        The ground-truth chain.
+
+    Returns
+    -------
+    float
+        The rate, in [0, 1].
+
+    Examples
+    --------
     >>> false_discovery_rate(["A", "X", "B", "X"], ["A", "B", "C"])
     0.5
     """
@@ -157,8 +189,27 @@ def false_discovery_rate(pred: Sequence[str], gt: Sequence[str]) -> float:
 
 
 def tool_matching_accuracy(pred: Sequence[str], gt: Sequence[str]) -> float:
-    """Paper: ``sum_k [pred[k] == gt[k]] / |gt|`` over the common positions.
+    """Compute the paper's ``sum_k [pred[k] == gt[k]] / |gt|`` over the common positions.
 
+    Parameters
+    ----------
+    pred : sequence of str
+        The called chain (tool categories).
+    gt : sequence of str
+        The ground-truth chain.
+
+    Returns
+    -------
+    float
+        The accuracy, in [0, 1].
+
+    Raises
+    ------
+    InvalidArgumentError
+        An empty ground-truth chain.
+
+    Examples
+    --------
     >>> tool_matching_accuracy(["A", "X", "C"], ["A", "B", "C", "D"])
     0.5
     """
@@ -168,10 +219,32 @@ def tool_matching_accuracy(pred: Sequence[str], gt: Sequence[str]) -> float:
 
 
 def optimal_tool_score(rank: npt.ArrayLike, n_candidates: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Paper: ``(N - R + 1) / N`` for choosing the rank-R tool (1 = best) of N candidates.
+    """Compute the paper's ``(N - R + 1) / N`` for choosing the rank-R tool (1 = best) of N.
 
-    Vectorized over steps; average a case's steps for its score.
+    N is the number of candidate tools. Vectorized over steps; average a case's steps for its
+    score.
 
+    Parameters
+    ----------
+    rank : array_like of int
+        The rank R of the chosen tool at each step (1 = best).
+    n_candidates : array_like of int
+        The number of candidates N at each step.
+
+    Returns
+    -------
+    ndarray of float64
+        The score of each step.
+
+    Raises
+    ------
+    InvalidTypeError
+        Ranks or counts that are not integers.
+    InvalidArgumentError
+        Not ``1 <= rank <= n_candidates``.
+
+    Examples
+    --------
     >>> float(optimal_tool_score(2, 4))
     0.75
     """
@@ -185,8 +258,27 @@ def optimal_tool_score(rank: npt.ArrayLike, n_candidates: npt.ArrayLike) -> npt.
 
 
 def pre_failure_progress(pred: Sequence[str], gt: Sequence[str]) -> float:
-    """``|pred| / |gt|``: the share of the chain called before a failure (failed cases).
+    """Compute ``|pred| / |gt|``: the share of the chain called before a failure (failed cases).
 
+    Parameters
+    ----------
+    pred : sequence of str
+        The called chain (tool categories).
+    gt : sequence of str
+        The ground-truth chain.
+
+    Returns
+    -------
+    float
+        The progress (above 1 when more tools were called than the chain has).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An empty ground-truth chain.
+
+    Examples
+    --------
     >>> pre_failure_progress(["A", "B"], ["A", "B", "C", "D"])
     0.5
     """
@@ -199,15 +291,40 @@ def pre_failure_progress(pred: Sequence[str], gt: Sequence[str]) -> float:
 
 
 def execution_failed(log: str) -> bool:
-    """True when the log records an execution error: the code's pattern
-    ``Error Type: <word>\\nError Message: <one line>\\nTraceback:``."""
+    r"""Tell whether the log records an execution error.
+
+    The code's pattern is ``Error Type: <word>\nError Message: <one line>\nTraceback:``.
+
+    Parameters
+    ----------
+    log : str
+        The agent's log.
+
+    Returns
+    -------
+    bool
+        Whether the pattern occurs.
+    """
     return _FAILURE_RE.search(log) is not None
 
 
 def extract_conclusion(log: str) -> str:
-    """The final answer of a log: the text after the first ``Conclusion:`` up to the first
-    blank line (``\\n\\n``) or the end, stripped; "" when there is none (the code's regex
-    ``Conclusion:(.*?)(?=\\n\\n|$)`` with DOTALL)."""
+    r"""Return the final answer of a log.
+
+    That is the text after the first ``Conclusion:`` up to the first blank line (``\n\n``) or
+    the end, stripped; "" when there is none (the code's regex ``Conclusion:(.*?)(?=\n\n|$)``
+    with DOTALL).
+
+    Parameters
+    ----------
+    log : str
+        The agent's log.
+
+    Returns
+    -------
+    str
+        The conclusion, or "".
+    """
     head, sep, tail = log.partition("Conclusion:")
     if not sep:
         return ""
@@ -215,13 +332,39 @@ def extract_conclusion(log: str) -> str:
 
 
 def deny_awareness(log: str) -> bool:
-    """The agent declined a call it could not make: ``Deny Call Dict:`` in the log (deny1)."""
+    """Tell whether the agent declined a call: ``Deny Call Dict:`` in the log (the code's deny1).
+
+    Parameters
+    ----------
+    log : str
+        The agent's log.
+
+    Returns
+    -------
+    bool
+        Whether the log holds ``Deny Call Dict:``.
+    """
     return _DENY in log
 
 
 def deny_grounding(log: str, missing_category: str) -> bool:
-    """Aware (see :func:`deny_awareness`) and the first ``'Category': '...'`` value of the log
-    contains ``missing_category`` as a substring (the code's deny1 check)."""
+    """Tell whether the agent declined a call and named the missing category.
+
+    That is: aware (see :func:`deny_awareness`) and the first ``'Category': '...'`` value of the
+    log contains ``missing_category`` as a substring (the code's deny1 check).
+
+    Parameters
+    ----------
+    log : str
+        The agent's log.
+    missing_category : str
+        The category the case has no tool for.
+
+    Returns
+    -------
+    bool
+        Whether the agent declined and named the category.
+    """
     if not deny_awareness(log):
         return False
     m = _CATEGORY_RE.search(log)
@@ -232,10 +375,25 @@ def deny_grounding(log: str, missing_category: str) -> bool:
 
 
 def final_response_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, np.ndarray]:
-    """Paper-standard final-response metrics through ``tumorboard.text`` (module notes), one
-    value per pair: ``"bleu"`` = sacrebleu sentence BLEU (13a, exp smoothing, effective order)
-    / 100, ``"rouge_l"`` = rouge-score ROUGE-L F-measure (its tokenizer, no stemmer), ``"f1"``
-    = unique-token F1 over rouge-score tokens (:func:`tumorboard.text.set_f1`)."""
+    """Compute the paper-standard final-response metrics through ``tumorboard.text``.
+
+    One value per pair (module notes): ``"bleu"`` = sacrebleu sentence BLEU (13a, exp
+    smoothing, effective order) / 100, ``"rouge_l"`` = rouge-score ROUGE-L F-measure (its
+    tokenizer, no stemmer), ``"f1"`` = unique-token F1 over rouge-score tokens
+    (:func:`tumorboard.text.set_f1`).
+
+    Parameters
+    ----------
+    hyps : sequence of str
+        The agents' final responses.
+    refs : sequence of str
+        The reference answers, of the same length.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        float64 scores per pair under ``"bleu"``, ``"rouge_l"`` and ``"f1"``.
+    """
     from .. import text
 
     hyps, refs = list(hyps), list(refs)
@@ -253,7 +411,7 @@ def final_response_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str,
 
 
 def _selection_scores(frame: pl.DataFrame, where: str) -> pl.DataFrame:
-    """_ots = mean over a case's selection steps of (N - R + 1) / N (null without steps)."""
+    """Add ``_ots``: the mean over a case's selection steps of (N - R + 1) / N (null without)."""
     require_columns(frame, ["selection_ranks", "selection_sizes"], where=f"{where} (selection)")
     for col in ("selection_ranks", "selection_sizes"):
         dt = frame.schema[col]
@@ -284,7 +442,10 @@ def _selection_scores(frame: pl.DataFrame, where: str) -> pl.DataFrame:
 
 
 def _win_rate_code(frame: pl.DataFrame) -> pl.DataFrame:
-    """_ots_code: (index of the best called candidate + 1) / N, 0 if none (null without list)."""
+    """Add ``_ots_code``: (index of the best called candidate + 1) / N, 0 if none.
+
+    Null for a case without a candidate list.
+    """
     ids = "called_tool_ids" if "called_tool_ids" in frame.columns else "called_tools"
     cand = (
         frame.select("_row", pl.col("candidate_tools").alias("_c"))
@@ -316,6 +477,7 @@ def _win_rate_code(frame: pl.DataFrame) -> pl.DataFrame:
 def _unsolvability(
     frame: pl.DataFrame, has_log: bool, where: str
 ) -> tuple[pl.DataFrame, list[tuple[str, str, pl.Expr | None]]]:
+    """Add the unsolvability awareness and grounding flags and return their metric specs."""
     if "unsolvable" in frame.columns:
         uns = bool_column(frame, "unsolvable", where=where, null_as=False)
     elif "missing_category" in frame.columns:
@@ -352,6 +514,7 @@ def _unsolvability(
 def _text_metrics(
     frame: pl.DataFrame, which: str, has_log: bool, where: str
 ) -> tuple[pl.DataFrame, list[tuple[str, str, pl.Expr | None]]]:
+    """Add the final-response text scores (paper, code or both) and return their metric specs."""
     if frame.schema["reference_answer"] not in (pl.String, pl.Null):
         raise InvalidTypeError(f"{where}: column 'reference_answer' must hold strings")
     if "response" in frame.columns:
@@ -402,14 +565,18 @@ def _text_metrics(
 
 
 def _list_str(frame: pl.DataFrame, col: str, where: str) -> None:
+    """Check that column ``col`` is list[str]."""
     dt = frame.schema[col]
     if not (isinstance(dt, pl.List) and dt.inner in (pl.String, pl.Null)):
         raise InvalidTypeError(f"{where}: column {col!r} must be list[str], got {dt}")
 
 
 def _chain_stats(frame: pl.DataFrame, pred: str, gt: str) -> pl.DataFrame:
-    """Per row (_row): _nin (called tools not in gt), _pos (positional hits), _run (longest
-    common contiguous run), computed with joins on exploded chains (no Python loop)."""
+    """Compute per-row chain statistics with joins on exploded chains (no Python loop).
+
+    Per row (_row): _nin (called tools not in gt), _pos (positional hits), _run (longest common
+    contiguous run).
+    """
     p = (
         frame.select("_row", pl.col(pred).alias("_t"))
         .explode("_t")

@@ -1,5 +1,7 @@
-"""``Report``: the result of every benchmark scorer — one polars table in a shared schema and its
-renderings as Markdown, CSV, JSON and a self-contained HTML page with inline SVG plots.
+"""``Report``: the result of every benchmark scorer.
+
+One polars table in a shared schema and its renderings as Markdown, CSV, JSON and a
+self-contained HTML page with inline SVG plots.
 
 Table schema (every scorer; extra scorer-specific columns may follow ``pm``):
 
@@ -52,8 +54,23 @@ OVERALL = "overall"
 
 
 def sort_table(table: pl.DataFrame, *, extra_keys: Sequence[str] = ()) -> pl.DataFrame:
-    """Rows in report order: (track, model, tools, metric, *extra_keys, task) with task
-    "overall" last within each (track, model, tools, metric, *extra_keys)."""
+    """Sort a report table's rows into report order.
+
+    The order is (track, model, tools, metric, *extra_keys, task) with task "overall" last
+    within each (track, model, tools, metric, *extra_keys).
+
+    Parameters
+    ----------
+    table : polars.DataFrame
+        A table in the report schema.
+    extra_keys : sequence of str, default ()
+        Scorer-specific key columns sorted on before the task.
+
+    Returns
+    -------
+    polars.DataFrame
+        The sorted table (nulls last, ties in their input order).
+    """
     by = ["track", "model", "tools", "metric", *extra_keys]
     return (
         table.with_columns((pl.col("task") == OVERALL).alias("__overall"))
@@ -77,7 +94,7 @@ def _write_text(path: str | os.PathLike[str], text: str) -> None:
 
 
 def _cell(value: Any, dtype: Any) -> str:
-    """Markdown/HTML cell text: floats with 4 decimals, nulls and NaN empty, bools true/false."""
+    """Return Markdown/HTML cell text: floats with 4 decimals, nulls/NaN empty, bools true/false."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -92,10 +109,12 @@ def _cell(value: Any, dtype: Any) -> str:
 
 
 def _md_escape(text: str) -> str:
+    """Escape backslashes and pipes, and turn line breaks into spaces, for a Markdown cell."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
 
 
 def _json_value(value: Any) -> Any:
+    """Return ``value`` with every non-finite float (at any depth) replaced by None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None  # JSON has no NaN/inf
     if isinstance(value, list):
@@ -109,15 +128,30 @@ def _json_value(value: Any) -> Any:
 class Report:
     """A scorer's result table with renderers.
 
-    Attributes:
-        table: polars DataFrame with at least the columns of :data:`TABLE_COLUMNS` (see the
-            module docstring for their meaning); extra scorer-specific columns follow ``pm``.
-        benchmark: the scorer's name, e.g. "mtbbench".
-        title: a heading for the Markdown and HTML renderings (default: the benchmark name).
-        notes: free-text notes (definitions, options used), rendered under the table.
-
     ``str(report)`` is the Markdown rendering. The ``to_*`` methods return text and, when
     ``path`` is given, also write it there atomically (temporary file + ``os.replace``).
+
+    The parameters are kept as attributes of the same names (``table`` cast to the report
+    schema, ``notes`` as a tuple of str).
+
+    Parameters
+    ----------
+    table : polars.DataFrame
+        At least the columns of :data:`TABLE_COLUMNS` (see the module docstring for their
+        meaning); extra scorer-specific columns follow ``pm``.
+    benchmark : str
+        The scorer's name, e.g. "mtbbench".
+    title : str, optional
+        A heading for the Markdown and HTML renderings (default: the benchmark name).
+    notes : sequence of str, default ()
+        Free-text notes (definitions, options used), rendered under the table.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``table`` is not a polars DataFrame, or a column of the wrong dtype.
+    InvalidArgumentError
+        A missing table column, or an empty ``benchmark``.
     """
 
     table: pl.DataFrame
@@ -166,15 +200,35 @@ class Report:
 
     @property
     def heading(self) -> str:
+        """The heading of the renderings: ``title``, or the benchmark name without one."""
         return self.title if self.title else self.benchmark
 
     def rows(self) -> list[dict[str, Any]]:
-        """The table as a list of row dicts (NaN/inf as None)."""
+        """Return the table as a list of row dicts (NaN/inf as None).
+
+        Returns
+        -------
+        list of dict
+            One dict per row, keys in column order.
+        """
         return [_json_value(r) for r in self.table.to_dicts()]
 
     def to_markdown(self, path: str | os.PathLike[str] | None = None) -> str:
-        """A GitHub-flavoured Markdown table (floats with 4 decimals), preceded by a ``## title``
-        line and followed by the notes as a bullet list when there are notes."""
+        """Render the report as a GitHub-flavoured Markdown table (floats with 4 decimals).
+
+        The table is preceded by a ``## title`` line and followed by the notes as a bullet list
+        when there are notes.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            Also write the text to this file, atomically.
+
+        Returns
+        -------
+        str
+            The Markdown text.
+        """
         cols = self.table.columns
         dtypes = self.table.dtypes
         lines = [f"## {_md_escape(self.heading)}", ""]
@@ -196,14 +250,28 @@ class Report:
         return self.to_markdown()
 
     def to_csv(self, path: str | os.PathLike[str] | None = None) -> str:
-        """The table as CSV with a header row (polars ``write_csv``: full float precision,
-        booleans as true/false, nulls as empty fields); ``pl.read_csv`` reads it back."""
+        """Render the table as CSV with a header row; ``pl.read_csv`` reads it back.
+
+        polars ``write_csv``: full float precision, booleans as true/false, nulls as empty
+        fields; nested columns are written as JSON text.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            Also write the text to this file, atomically.
+
+        Returns
+        -------
+        str
+            The CSV text.
+        """
         text = self._csv_table().write_csv()
         if path is not None:
             _write_text(path, text)
         return text
 
     def _csv_table(self) -> pl.DataFrame:
+        """Return the table with nested (list) columns encoded as JSON text."""
         nested = [c for c, d in self.table.schema.items() if d.is_nested()]
         if not nested:
             return self.table
@@ -215,8 +283,21 @@ class Report:
         )  # fmt: skip
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
-        """A JSON object ``{"benchmark", "title", "notes", "columns", "rows"}`` where ``rows`` is
-        a list of objects (one per table row, keys in column order; NaN as null)."""
+        """Render the report as a JSON object.
+
+        The object is ``{"benchmark", "title", "notes", "columns", "rows"}`` where ``rows`` is a
+        list of objects (one per table row, keys in column order; NaN as null).
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            Also write the text to this file, atomically.
+
+        Returns
+        -------
+        str
+            The JSON text (indented, with a final newline).
+        """
         doc = {
             "benchmark": self.benchmark,
             "title": self.heading,
@@ -230,10 +311,23 @@ class Report:
         return text
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
-        """A self-contained HTML page: title, inline SVG plots (per metric: the estimate per task
-        with CI whiskers for each model, as MTBBench Fig. 3; for MTBBench also accuracy against
-        files accessed per question, as Fig. 2, when that metric is present), the table and
-        the notes. No scripts, no external resources; the output is deterministic."""
+        """Render the report as a self-contained HTML page.
+
+        The page holds the title, inline SVG plots (per metric: the estimate per task with CI
+        whiskers for each model, as MTBBench Fig. 3; for MTBBench also accuracy against files
+        accessed per question, as Fig. 2, when that metric is present), the table and the notes.
+        No scripts, no external resources; the output is deterministic.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            Also write the text to this file, atomically.
+
+        Returns
+        -------
+        str
+            The HTML text.
+        """
         from ._plots import report_figures
 
         esc = html.escape

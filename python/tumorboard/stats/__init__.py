@@ -1,5 +1,7 @@
-"""Statistics for benchmark scoring: bootstrap confidence intervals (C++ engine), paired
-bootstrap tests, Poisson-bootstrap partials that merge across shards, and inter-rater agreement.
+"""Statistics for benchmark scoring.
+
+Bootstrap confidence intervals (C++ engine), paired bootstrap tests, Poisson-bootstrap partials
+that merge across shards, and inter-rater agreement.
 
 All resampling runs in C++ with the GIL released; the same seed gives bit-identical results on
 any number of threads. Every function that resamples takes its options as one frozen, validated

@@ -104,7 +104,10 @@ class _Prepared:
 
 
 def _missing_mask(values: np.ndarray, name: str) -> npt.NDArray[np.bool_]:
-    """True where ``values`` holds a missing rating (None, NaN, or the string "nan")."""
+    """Return a mask that is True where ``values`` holds a missing rating.
+
+    Missing is None, NaN, or the string "nan".
+    """
     kind = values.dtype.kind
     if kind in "iub":
         return np.zeros(values.shape, dtype=bool)
@@ -161,6 +164,7 @@ def _encode(
 def _two_rater_codes(
     rater_a: npt.ArrayLike, rater_b: npt.ArrayLike, categories: Any
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], np.ndarray]:
+    """Encode two raters' labels with shared category codes; missing ratings are an error."""
     a = _validate.label_array(rater_a, name="rater_a", axes=("n_items",))
     b = _validate.label_array(rater_b, name="rater_b", axes=("n_items",))
     if a.shape != b.shape:
@@ -187,7 +191,7 @@ def _two_rater_codes(
 
 
 def _kappa_weights(q: int, weights: KappaWeights | None) -> npt.NDArray[np.float64]:
-    """Agreement weights w_ij (1 on the diagonal) for Cohen's (1968) weighted kappa."""
+    """Return the agreement weights w_ij (1 on the diagonal) of Cohen's (1968) weighted kappa."""
     idx = np.arange(q, dtype=np.float64)
     dist = np.abs(idx[:, None] - idx[None, :]) / (q - 1)
     if weights is None:
@@ -204,8 +208,9 @@ def _prepare_cohen_kappa(
     weights: KappaWeights | None = None,
     categories: Sequence[Any] | None = None,
 ) -> _Prepared:
-    """Rows: one-hot of the confusion cell i*q + j (k = q*q).
+    """Build the rows and params of Cohen's kappa.
 
+    Rows: one-hot of the confusion cell i*q + j (k = q*q).
     Params: [q, w_00, w_01, ..., w_(q-1)(q-1)] (agreement weights, row-major).
     """
     if weights is not None:
@@ -227,7 +232,10 @@ def _prepare_cohen_kappa(
 def _prepare_pabak(
     rater_a: npt.ArrayLike, rater_b: npt.ArrayLike, *, n_categories: int | None = None
 ) -> _Prepared:
-    """Rows: [1{a_i == b_i}] (k = 1). Params: [q]."""
+    """Build the rows and params of PABAK.
+
+    Rows: [1{a_i == b_i}] (k = 1). Params: [q].
+    """
     ca, cb, cats = _two_rater_codes(rater_a, rater_b, None)
     q = _validate.n_categories(n_categories, int(cats.size))
     if q < 2:
@@ -239,7 +247,10 @@ def _prepare_pabak(
 
 
 def _prepare_fleiss_kappa(table: npt.ArrayLike) -> _Prepared:
-    """Rows: [sum_j n_ij(n_ij - 1), n_i1, ..., n_iq] (k = q + 1). Params: [q, m]."""
+    """Build the rows and params of Fleiss' kappa.
+
+    Rows: [sum_j n_ij(n_ij - 1), n_i1, ..., n_iq] (k = q + 1). Params: [q, m].
+    """
     t = _validate.count_table(table)
     raters = t.sum(axis=1)
     m = raters[0]
@@ -260,8 +271,9 @@ def _prepare_fleiss_kappa(table: npt.ArrayLike) -> _Prepared:
 
 
 def _prepare_gwet_ac1(table: npt.ArrayLike) -> _Prepared:
-    """Rows: [a_i, 1{r_i>=2}, r_i1/r_i, ..., r_iq/r_i, 1{r_i>=1}] (k = q + 3). Params: [q].
+    """Build the rows and params of Gwet's AC1.
 
+    Rows: [a_i, 1{r_i>=2}, r_i1/r_i, ..., r_iq/r_i, 1{r_i>=1}] (k = q + 3). Params: [q].
     a_i = sum_k r_ik (r_ik - 1) / (r_i (r_i - 1)) for r_i >= 2 (else 0). Items without any rating
     carry no information and are dropped.
     """
@@ -292,8 +304,9 @@ def _prepare_krippendorff_alpha(
     level_of_measurement: LevelOfMeasurement = "nominal",
     value_domain: Sequence[Any] | None = None,
 ) -> _Prepared:
-    """Rows: unit coincidences o_ck(u), index c*q + k (k = q*q). Params: [q, metric, v_1..v_q].
+    """Build the rows and params of Krippendorff's alpha.
 
+    Rows: unit coincidences o_ck(u), index c*q + k (k = q*q). Params: [q, metric, v_1..v_q].
     o_ck(u) = (n_uc n_uk - [c == k] n_uc) / (m_u - 1), n_uc = number of values c in unit u and
     m_u = sum_c n_uc; units with fewer than 2 values are not pairable and are dropped.
     """
@@ -342,8 +355,9 @@ def _prepare_krippendorff_alpha(
 
 
 def _prepare_mean_pairwise_agreement(labels: npt.ArrayLike) -> _Prepared:
-    """Rows: [agree_1, rated_1, ..., agree_P, rated_P] over rater pairs (k = 2P). Params: [P].
+    """Build the rows and params of the mean pairwise agreement.
 
+    Rows: [agree_1, rated_1, ..., agree_P, rated_P] over rater pairs (k = 2P). Params: [P].
     Items on which no pair of raters both gave a rating are dropped.
     """
     arr = _validate.label_array(labels, name="labels", axes=("n_items", "n_raters"))
@@ -440,7 +454,7 @@ def cohen_kappa(
     ci: bool = False,
     options: BootstrapOptions | None = None,
 ) -> AgreementResult:
-    """Cohen's kappa for two raters (Cohen 1960), optionally weighted (Cohen 1968).
+    """Compute Cohen's kappa for two raters (Cohen 1960), optionally weighted (Cohen 1968).
 
     ``kappa = (p_o - p_e) / (1 - p_e)`` with ``p_o = sum_ij w_ij p_ij`` and
     ``p_e = sum_ij w_ij p_i. p_.j`` over the q x q table of joint proportions ``p_ij``.
@@ -479,7 +493,7 @@ def cohen_kappa(
 def fleiss_kappa(
     table: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:
-    """Fleiss' kappa for many raters (Fleiss 1971).
+    """Compute Fleiss' kappa for many raters (Fleiss 1971).
 
     With ``n_ij`` raters putting item i in category j and m raters per item:
     ``P_i = sum_j n_ij (n_ij - 1) / (m (m - 1))``, ``p_j = sum_i n_ij / (N m)``,
@@ -518,7 +532,7 @@ def pabak(
     ci: bool = False,
     options: BootstrapOptions | None = None,
 ) -> AgreementResult:
-    """Prevalence- and bias-adjusted kappa (Byrt, Bishop & Carlin 1993).
+    """Compute the prevalence- and bias-adjusted kappa (Byrt, Bishop & Carlin 1993).
 
     ``PABAK = (q p_o - 1) / (q - 1)``, which is ``2 p_o - 1`` for two categories; ``p_o`` is the
     proportion of items on which the two raters agree.
@@ -552,7 +566,7 @@ def pabak(
 def gwet_ac1(
     table: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:
-    """Gwet's AC1 for any number of raters, missing ratings allowed (Gwet 2008).
+    """Compute Gwet's AC1 for any number of raters, missing ratings allowed (Gwet 2008).
 
     With ``r_ik`` ratings of item i in category k and ``r_i = sum_k r_ik``:
     ``p_a`` is the mean over items with ``r_i >= 2`` of
@@ -593,7 +607,7 @@ def krippendorff_alpha(
     ci: bool = False,
     options: BootstrapOptions | None = None,
 ) -> AgreementResult:
-    """Krippendorff's alpha (Krippendorff 2011) for any number of raters and missing data.
+    """Compute Krippendorff's alpha (Krippendorff 2011) for any number of raters and missing data.
 
     ``alpha = 1 - (n - 1) sum_ck o_ck d_ck / sum_ck n_c n_k d_ck`` over the coincidence matrix
     ``o`` of pairable values, with marginals ``n_c`` and ``n = sum_c n_c``. ``d`` is the squared
@@ -639,7 +653,7 @@ def krippendorff_alpha(
 def mean_pairwise_agreement(
     labels: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:
-    """Mean over rater pairs of the pairwise percent agreement.
+    """Compute the mean over rater pairs of the pairwise percent agreement.
 
     For every pair of raters, agreement is the share of items both rated on which they gave the
     same label; the statistic is the mean over pairs that rated at least one item in common.

@@ -25,18 +25,41 @@ from ._options import BootstrapOptions
 class BootstrapResult:
     """Columnar bootstrap result: one entry per group (a single entry without ``groups``).
 
-    Attributes:
-        keys: group key columns, name -> values (empty without ``groups``).
-        n: items per group.
-        n_units: resampling units per group (items, or clusters with ``clusters``).
-        estimate: the statistic on the full data.
-        boot_mean: mean of the bootstrap distribution.
-        se: bootstrap standard error (standard deviation of the distribution, ddof=1).
-        ci_low, ci_high: the confidence interval.
-        degenerate: True where the group has fewer than two units or the distribution has no
-            spread; then ``ci_low == ci_high == estimate`` and ``se == 0``.
-        n_valid: resamples where the statistic was defined (e.g. not 0/0); the interval uses those.
-        distribution: the bootstrap distribution, (groups, n_resamples), if requested.
+    Attributes
+    ----------
+    keys : dict of str to numpy.ndarray
+        Group key columns, name -> values (empty without ``groups``).
+    n : numpy.ndarray
+        Items per group.
+    n_units : numpy.ndarray
+        Resampling units per group (items, or clusters with ``clusters``).
+    estimate : numpy.ndarray
+        The statistic on the full data.
+    boot_mean : numpy.ndarray
+        Mean of the bootstrap distribution.
+    se : numpy.ndarray
+        Bootstrap standard error (standard deviation of the distribution, ddof=1).
+    ci_low, ci_high : numpy.ndarray
+        The confidence interval.
+    degenerate : numpy.ndarray of bool
+        True where the group has fewer than two units or the distribution has no spread; then
+        ``ci_low == ci_high == estimate`` and ``se == 0``.
+    n_valid : numpy.ndarray
+        Resamples where the statistic was defined (e.g. not 0/0); the interval uses those.
+    statistic : str
+        The engine statistic (``"mean"``, ``"ratio"``, ...).
+    method : str
+        The interval method.
+    scheme : str
+        The resampling scheme (``"multinomial"`` or ``"poisson"``).
+    level : float
+        The confidence level.
+    n_resamples : int
+        The resamples drawn (0 for a point estimate).
+    seed : int
+        The seed of the random streams.
+    distribution : numpy.ndarray or None
+        The bootstrap distribution, (groups, n_resamples), if requested.
     """
 
     keys: dict[str, np.ndarray]
@@ -61,7 +84,18 @@ class BootstrapResult:
         return int(self.estimate.shape[0])
 
     def interval(self) -> tuple[float, float]:
-        """(ci_low, ci_high) of a single-group result."""
+        """Return ``(ci_low, ci_high)`` of a single-group result.
+
+        Returns
+        -------
+        tuple of float
+            The confidence interval.
+
+        Raises
+        ------
+        InvalidArgumentError
+            The result has more than one group.
+        """
         if len(self) != 1:
             raise InvalidArgumentError(
                 f"interval() needs a single-group result; this one has {len(self)}"
@@ -69,8 +103,16 @@ class BootstrapResult:
         return float(self.ci_low[0]), float(self.ci_high[0])
 
     def to_polars(self) -> pl.DataFrame:
-        """One row per group: key columns, then n, n_units, estimate, boot_mean, se, ci_low,
-        ci_high, degenerate, n_valid."""
+        """Return the result as a table with one row per group.
+
+        The columns are the key columns, then n, n_units, estimate, boot_mean, se, ci_low,
+        ci_high, degenerate, n_valid.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per group.
+        """
         cols: dict[str, Any] = {name: values for name, values in self.keys.items()}
         for name in ("n", "n_units", "estimate", "boot_mean", "se", "ci_low", "ci_high"):
             cols[name] = getattr(self, name)
@@ -86,6 +128,29 @@ class PairedBootstrapResult:
     ``p_value`` is two-sided for H0: no difference, from the bootstrap distribution shifted to
     the null: (1 + #{|d_b - d| >= |d|}) / (1 + B) (Efron & Tibshirani 1993, sec. 16.4; the
     paired-resampling test of Koehn 2004).
+
+    Attributes
+    ----------
+    keys : dict of str to numpy.ndarray
+        Group key columns, name -> values (empty without ``groups``).
+    n, n_units : numpy.ndarray
+        Items and resampling units per group, as in :class:`BootstrapResult`.
+    estimate_a, estimate_b : numpy.ndarray
+        The statistic of each system on the full data.
+    difference : numpy.ndarray
+        ``statistic(a) - statistic(b)`` on the full data.
+    boot_mean, se, ci_low, ci_high : numpy.ndarray
+        Mean, standard error and confidence interval of the bootstrap distribution of the
+        difference.
+    p_value : numpy.ndarray
+        Two-sided p-value for H0: no difference (1 where a group has a single unit, or no spread
+        and no difference).
+    degenerate, n_valid : numpy.ndarray
+        As in :class:`BootstrapResult`.
+    statistic, method, scheme, level, n_resamples, seed
+        As in :class:`BootstrapResult`.
+    distribution : numpy.ndarray or None
+        The bootstrap distribution of the difference, (groups, n_resamples), if requested.
     """
 
     keys: dict[str, np.ndarray]
@@ -113,6 +178,16 @@ class PairedBootstrapResult:
         return int(self.difference.shape[0])
 
     def to_polars(self) -> pl.DataFrame:
+        """Return the result as a table with one row per group.
+
+        The columns are the key columns, then n, n_units, estimate_a, estimate_b, difference,
+        boot_mean, se, ci_low, ci_high, p_value, degenerate, n_valid.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per group.
+        """
         cols: dict[str, Any] = {name: values for name, values in self.keys.items()}
         for name in (
             "n", "n_units", "estimate_a", "estimate_b", "difference", "boot_mean", "se",
@@ -328,7 +403,7 @@ def bootstrap(
     return_distribution: bool = False,
     resampler: Resampler = "auto",
 ) -> BootstrapResult:
-    """Bootstrap confidence intervals, one per group, in a single call.
+    """Compute bootstrap confidence intervals, one per group, in a single call.
 
     Parameters
     ----------
@@ -405,7 +480,7 @@ def paired_bootstrap(
     options: BootstrapOptions | None = None,
     return_distribution: bool = False,
 ) -> PairedBootstrapResult:
-    """Paired bootstrap of ``statistic(a) - statistic(b)`` on shared resamples.
+    """Bootstrap ``statistic(a) - statistic(b)`` of two systems on shared resamples.
 
     Both systems are scored on the same resamples of the same items (row i of ``a`` and ``b``
     is the same item).
@@ -440,6 +515,7 @@ def paired_bootstrap(
     rk = _poisson_keys(scheme, keys, va.shape[0])
 
     def run(rows: np.ndarray, **kw: Any) -> BootstrapResult:
+        """Run the engine on ``rows`` with the shared layout, scheme, keys and options."""
         return run_engine(rows, lay, statistic=statistic, params=[], scheme=scheme,
                           record_keys=rk, options=opts, resampler="auto", **kw)  # fmt: skip
 

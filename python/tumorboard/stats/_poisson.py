@@ -21,8 +21,11 @@ from ._options import BootstrapOptions
 
 
 def _shift_left(hi: np.ndarray, lo: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(hi, lo) 128-bit two's-complement integers shifted left by `bits` (0..64 per column, the
-    last axis); raises OverflowError if a result does not fit in 128 bits."""
+    """Shift (hi, lo) 128-bit two's-complement integers left by `bits`.
+
+    ``bits`` is 0..64 per column (the last axis); raises NumericOverflowError (an OverflowError)
+    if a result does not fit in 128 bits.
+    """
     out_hi, out_lo = hi.copy(), lo.copy()
     for d in (int(x) for x in np.unique(bits)):
         if d == 0:
@@ -45,6 +48,7 @@ def _shift_left(hi: np.ndarray, lo: np.ndarray, bits: np.ndarray) -> tuple[np.nd
 
 
 def _add128(ah: np.ndarray, al: np.ndarray, bh: np.ndarray, bl: np.ndarray):
+    """Add two 128-bit two's-complement integers given as (high, low) words."""
     lo = al + bl  # wraps modulo 2^64
     carry = (lo < al).astype(np.int64)
     return ah + bh + carry, lo
@@ -56,6 +60,29 @@ class PoissonPartials:
 
     Combine shards with ``a + b`` or :meth:`merge`; turn them into intervals with
     :meth:`finalize`. Group keys align by value, so shards may hold different groups.
+
+    Attributes
+    ----------
+    keys : dict of str to numpy.ndarray
+        Group key columns, name -> values.
+    hi, lo : numpy.ndarray
+        ``(groups, n_resamples + 1, k)`` high (int64) and low (uint64) words of the exact
+        fixed-point column sums; the last resample slot holds the full data.
+    weight : numpy.ndarray
+        ``(groups, n_resamples + 1)`` summed item counts.
+    scale : numpy.ndarray
+        ``(k,)`` binary fixed-point scale per column.
+    n, n_units : numpy.ndarray
+        Items and resampling units per group.
+    statistic : str
+        The engine statistic.
+    n_resamples : int
+        Resamples B.
+    seed : int
+        The seed of the Poisson weights.
+    cluster_keys : tuple of numpy.ndarray or None
+        With clusters: the sorted stable keys of the clusters in each group. A cluster may span
+        shards, so merged unit counts come from the union of these, not from a sum.
     """
 
     keys: dict[str, np.ndarray]
@@ -73,11 +100,31 @@ class PoissonPartials:
     cluster_keys: tuple[np.ndarray, ...] | None = None
 
     def _group_tuples(self) -> list[tuple]:
+        """Return the group keys as tuples, in group order (one empty tuple without groups)."""
         cols = [np.asarray(v).tolist() for v in self.keys.values()]
         return list(zip(*cols, strict=True)) if cols else [()]
 
     def merge(self, *others: PoissonPartials) -> PoissonPartials:
-        """Exact sum of this shard's partials and others' (same statistic, B, seed, columns)."""
+        """Return the exact sum of this shard's partials and others'.
+
+        Parameters
+        ----------
+        *others : PoissonPartials
+            Partials of other shards, with the same statistic, B, seed and columns.
+
+        Returns
+        -------
+        PoissonPartials
+            The merged partials; group keys align by value.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Partials with a different statistic, B, seed, columns or group keys, or with and
+            without clusters.
+        NumericOverflowError
+            The sums overflow 128 bits when aligning scales.
+        """
         out = self
         for other in others:
             out = out._merge_one(other)
@@ -87,6 +134,7 @@ class PoissonPartials:
         return self.merge(other)
 
     def _merge_one(self, other: PoissonPartials) -> PoissonPartials:
+        """Return the exact sum of two shards' partials, groups aligned by key value."""
         for attr in ("statistic", "n_resamples", "seed"):
             if getattr(self, attr) != getattr(other, attr):
                 raise InvalidArgumentError(
@@ -246,7 +294,7 @@ def poisson_partials(
 
 def _cluster_keys_per_group(group: np.ndarray | None, n_groups: int, cluster: np.ndarray,
                             cluster_keys: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
-    """Sorted unique stable cluster keys of each group (vectorized over records)."""
+    """Return the sorted unique stable cluster keys of each group (vectorized over records)."""
     g = np.zeros_like(cluster) if group is None else group
     pairs = np.unique(np.column_stack([g, cluster]), axis=0)
     keys = cluster_keys[pairs[:, 1]]

@@ -33,6 +33,7 @@ STATISTIC_COLUMNS = {"mean": 1, "sum": 1, "ratio": 2, "f1": 3}
 
 
 def is_integer(value: Any) -> bool:
+    """Tell whether ``value`` is an integer of any integral type but bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 

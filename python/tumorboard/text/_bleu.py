@@ -1,4 +1,4 @@
-"""BLEU identical to sacrebleu, over the C++ text engine (csrc/text/bleu*.cpp).
+r"""BLEU identical to sacrebleu, over the C++ text engine (csrc/text/bleu*.cpp).
 
 BLEU is Papineni et al. (2002), "BLEU: a Method for Automatic Evaluation of Machine
 Translation", as implemented by sacrebleu 2.x (Post 2018, "A Call for Clarity in Reporting BLEU
@@ -13,7 +13,7 @@ Tokenizers (``tokenize=``), applied after ``str.lower()`` (with ``lowercase=True
 ``str.rstrip()``; tokens are then the ``str.split()`` pieces (Python's full whitespace set):
 
 ``"13a"``
-    mteval-v13a (sacrebleu's default): removes ``<skipped>``, joins ``-\\n``, maps ``\\n`` to a
+    mteval-v13a (sacrebleu's default): removes ``<skipped>``, joins ``-\n``, maps ``\n`` to a
     space, unescapes ``&quot; &amp; &lt; &gt;``, then splits off punctuation and symbols, and
     periods/commas except inside numbers, and a dash after a digit.
 ``"zh"``
@@ -69,14 +69,23 @@ _PY_SUM = 1 if sys.version_info >= (3, 12) else 0
 class BleuResult:
     """Sentence BLEU of each (hypothesis, references) item.
 
-    Attributes:
-        score: BLEU in [0, 100] (sacrebleu's ``BLEUScore.score``), float64 (n,).
-        bp: brevity penalty.
-        ratio: hypothesis length / reference length (0 when the reference is empty).
-        precisions: n-gram precisions in [0, 100] after smoothing, (n, max_order).
-        sys_len, ref_len: hypothesis length and closest reference length, in tokens.
-        statistics: the (n, 2 * max_order + 2) int64 sufficient statistics
-            ``[matches_1..N, totals_1..N, hyp_len, ref_len]``.
+    Attributes
+    ----------
+    score : numpy.ndarray
+        BLEU in [0, 100] (sacrebleu's ``BLEUScore.score``), float64 (n,).
+    bp : numpy.ndarray
+        Brevity penalty.
+    ratio : numpy.ndarray
+        Hypothesis length / reference length (0 when the reference is empty).
+    precisions : numpy.ndarray
+        N-gram precisions in [0, 100] after smoothing, (n, max_order).
+    sys_len, ref_len : numpy.ndarray
+        Hypothesis length and closest reference length, in tokens.
+    statistics : numpy.ndarray
+        The (n, 2 * max_order + 2) int64 sufficient statistics
+        ``[matches_1..N, totals_1..N, hyp_len, ref_len]``.
+    max_order, smooth, smooth_value, tokenize, lowercase, effective_order
+        The options the scores were computed with (as in :func:`bleu`).
     """
 
     score: np.ndarray
@@ -97,7 +106,13 @@ class BleuResult:
         return int(self.score.shape[0])
 
     def to_polars(self) -> pl.DataFrame:
-        """One row per item: score, bp, ratio, sys_len, ref_len, precision_1..precision_N."""
+        """Return one row per item: score, bp, ratio, sys_len, ref_len, precision_1..precision_N.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per item.
+        """
         cols: dict[str, Any] = {
             "score": self.score,
             "bp": self.bp,
@@ -114,19 +129,32 @@ class BleuResult:
 class CorpusBleuResult:
     """Corpus BLEU, one entry per group (a single entry without ``groups``).
 
-    Attributes:
-        keys: group key columns, name -> values (empty without ``groups``).
-        n: items per group.
-        score: corpus BLEU in [0, 100] (sacrebleu's ``corpus_score(...).score``).
-        bp, ratio: brevity penalty and length ratio of the corpus.
-        precisions: (groups, max_order) n-gram precisions in [0, 100] after smoothing.
-        counts, totals: (groups, max_order) summed clipped matches and hypothesis n-grams
-            (before any add-k smoothing).
-        sys_len, ref_len: summed hypothesis and closest-reference lengths.
-        se, ci_low, ci_high: bootstrap standard error and confidence interval of the score
-            (NaN without ``ci=True``).
-        bootstrap: the engine's :class:`~tumorboard.stats.BootstrapResult` (None without
-            resampling).
+    Attributes
+    ----------
+    keys : dict of str to numpy.ndarray
+        Group key columns, name -> values (empty without ``groups``).
+    n : numpy.ndarray
+        Items per group.
+    score : numpy.ndarray
+        Corpus BLEU in [0, 100] (sacrebleu's ``corpus_score(...).score``).
+    bp, ratio : numpy.ndarray
+        Brevity penalty and length ratio of the corpus.
+    precisions : numpy.ndarray
+        (groups, max_order) n-gram precisions in [0, 100] after smoothing.
+    counts, totals : numpy.ndarray
+        (groups, max_order) summed clipped matches and hypothesis n-grams (before any add-k
+        smoothing).
+    sys_len, ref_len : numpy.ndarray
+        Summed hypothesis and closest-reference lengths.
+    se, ci_low, ci_high : numpy.ndarray
+        Bootstrap standard error and confidence interval of the score (NaN without
+        ``ci=True``).
+    max_order, smooth, smooth_value, tokenize, lowercase, effective_order
+        The options the scores were computed with (as in :func:`corpus_bleu`).
+    n_resamples, level, method, seed
+        The bootstrap options (``n_resamples`` is 0 without ``ci=True``).
+    bootstrap : BootstrapResult or None
+        The engine's :class:`~tumorboard.stats.BootstrapResult` (None without resampling).
     """
 
     keys: dict[str, np.ndarray]
@@ -158,7 +186,18 @@ class CorpusBleuResult:
         return int(self.score.shape[0])
 
     def interval(self) -> tuple[float, float]:
-        """(ci_low, ci_high) of a single-group result."""
+        """Return ``(ci_low, ci_high)`` of a single-group result.
+
+        Returns
+        -------
+        tuple of float
+            The confidence interval.
+
+        Raises
+        ------
+        InvalidArgumentError
+            The result has more than one group.
+        """
         if len(self) != 1:
             raise InvalidArgumentError(
                 f"interval() needs a single-group result; this one has {len(self)}"
@@ -166,8 +205,16 @@ class CorpusBleuResult:
         return float(self.ci_low[0]), float(self.ci_high[0])
 
     def to_polars(self) -> pl.DataFrame:
-        """One row per group: key columns, n, score, se, ci_low, ci_high, bp, ratio, sys_len,
-        ref_len, precision_1..precision_N."""
+        """Return the result as a table with one row per group.
+
+        The columns are the key columns, n, score, se, ci_low, ci_high, bp, ratio, sys_len,
+        ref_len, precision_1..precision_N.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per group.
+        """
         cols: dict[str, Any] = {name: values for name, values in self.keys.items()}
         for name in ("n", "score", "se", "ci_low", "ci_high", "bp", "ratio", "sys_len",
                      "ref_len"):  # fmt: skip
@@ -237,6 +284,7 @@ def bleu_statistic_params(
 
 
 def _params(smooth: str, value: float | None, eff: bool, order: int) -> list[float]:
+    """Return the ``"bleu"`` statistic's params of validated options."""
     nan = float("nan")
     return [float(order), float(_SMOOTH_CODES[smooth]), nan if value is None else value,
             float(eff), float(_PY_SUM)]  # fmt: skip
@@ -312,15 +360,19 @@ def bleu(
 
     Parameters
     ----------
-    hyps, refs, tokenize, lowercase, max_order, threads
+    hyps, refs
         As in :func:`bleu_statistics`.
     smooth : {"exp", "floor", "add-k", "none"}, default "exp"
         The smoothing method (module notes).
     smooth_value : float, optional
         The value of "floor" (default 0.1) or "add-k" (default 1).
+    tokenize, lowercase
+        As in :func:`bleu_statistics`.
     effective_order : bool, default True
         Leave out n-gram orders the hypothesis is too short to have (the recommended setting
         for sentence BLEU, and the default here as in ``sacrebleu.sentence_bleu``).
+    max_order, threads
+        As in :func:`bleu_statistics`.
 
     Returns
     -------
@@ -370,10 +422,16 @@ def corpus_bleu(
 
     Parameters
     ----------
-    hyps, refs, tokenize, lowercase, max_order
+    hyps, refs
         As in :func:`bleu_statistics`.
-    smooth, smooth_value, effective_order
+    smooth, smooth_value
         As in :func:`bleu`.
+    tokenize, lowercase
+        As in :func:`bleu_statistics`.
+    effective_order : bool, default False
+        As in :func:`bleu` (False here, as in ``sacrebleu.corpus_bleu``).
+    max_order
+        As in :func:`bleu_statistics`.
     groups : labels, optional
         One corpus BLEU (and interval) per group, e.g. per model; a 1-D array, a mapping of
         name -> array, or a polars DataFrame of key columns.

@@ -17,8 +17,9 @@ Levenshtein, V. I. (1966). Binary codes capable of correcting deletions, inserti
 Bachmann, M. rapidfuzz (``rapidfuzz.distance.Levenshtein``, ``rapidfuzz.process.cpdist`` and
     ``cdist``), https://github.com/rapidfuzz/RapidFuzz.
 MedBench v4 (2025): open-ended generation scored by 1 - normalized edit distance.
-Zhu et al. (2025). RadA-BenchPlat: tool-chain Levenshtein distance (paper and reference code,
-    ``EvalPlat/EvalMetrics/*generalEval.py``).
+Zheng, Q. et al. (2025). RadA-BenchPlat, arXiv 2412.09529: tool-chain Levenshtein distance
+    (paper and reference code, ``MAGIC-AI4Med/RadABench``,
+    ``EvalPlat/EvalMetrics/*generalEval.py@acbcf87``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ Item = str | Sequence[Hashable]
 
 
 def _check_weights(weights: Any) -> tuple[int, int, int]:
+    """Return validated (insertion, deletion, substitution) costs as non-negative integers."""
     try:
         w = tuple(int(x) for x in weights)
     except TypeError as exc:
@@ -58,7 +60,7 @@ def _check_weights(weights: Any) -> tuple[int, int, int]:
 
 
 def _item(x: Any, name: str) -> Item:
-    """One comparable item: a str, or a tuple of hashable tokens."""
+    """Return one comparable item: a str, or a tuple of hashable tokens."""
     if isinstance(x, str):
         return x
     if x is None:
@@ -84,7 +86,7 @@ def _item(x: Any, name: str) -> Item:
 
 
 def _batch(x: Any, name: str) -> tuple[list[Item], bool]:
-    """A batch of items and whether the input was a single string."""
+    """Return a batch of items and whether the input was a single string."""
     if isinstance(x, str):
         return [x], True
     if x is None:
@@ -101,7 +103,7 @@ def _batch(x: Any, name: str) -> tuple[list[Item], bool]:
 
 
 def levenshtein(a: Item, b: Item, *, weights: tuple[int, int, int] = (1, 1, 1)) -> int:
-    """Levenshtein (edit) distance between two sequences of tokens.
+    """Compute the Levenshtein (edit) distance between two sequences of tokens.
 
     ``d(a, b)`` is the least total cost of insertions, deletions and substitutions of single
     elements that turns ``a`` into ``b`` (Levenshtein 1966). With ``a`` and ``b`` lists of tool
@@ -139,7 +141,7 @@ def sequence_levenshtein(
     pairwise: bool = False,
     workers: int = 1,
 ) -> npt.NDArray[np.int64]:
-    """Levenshtein distances of a batch of sequence pairs (see :func:`levenshtein`).
+    """Compute the Levenshtein distances of a batch of sequence pairs (see :func:`levenshtein`).
 
     Parameters
     ----------
@@ -159,6 +161,14 @@ def sequence_levenshtein(
     Returns
     -------
     ndarray of int64, shape (n,) or (n, m)
+        The element-wise distances, or the all-pairs matrix with ``pairwise=True``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Batches of different lengths (element-wise), or invalid weights.
+    InvalidTypeError
+        An item that is neither a string nor a sequence of hashable tokens.
     """
     w = _check_weights(weights)
     p, _ = _batch(preds, "preds")
@@ -187,7 +197,7 @@ def one_minus_ned(
     empty: float = 1.0,
     workers: int = 1,
 ) -> npt.NDArray[np.float64]:
-    """MedBench v4's similarity ``1 - NED``: ``max(0, 1 - d(pred, ref) / |ref|)``.
+    """Compute MedBench v4's similarity ``1 - NED``: ``max(0, 1 - d(pred, ref) / |ref|)``.
 
     ``d`` is the Levenshtein distance (unit costs, rapidfuzz) and ``|ref|`` the length of the
     reference (characters of a string, or tokens of a token sequence). MedBench v4 normalizes by

@@ -39,6 +39,7 @@ Kind = Literal["auto", "set", "box", "mask"]
 
 
 def _ratio(inter: np.ndarray, union: np.ndarray, empty: float) -> npt.NDArray[np.float64]:
+    """Return ``inter / union`` as float64, with ``empty`` where the union is 0."""
     inter = np.asarray(inter, dtype=np.float64)
     union = np.asarray(union, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -50,6 +51,7 @@ def _ratio(inter: np.ndarray, union: np.ndarray, empty: float) -> npt.NDArray[np
 
 
 def _as_set(x: Any, name: str) -> frozenset[Hashable]:
+    """Return a collection of hashable elements as a frozenset (strings are refused)."""
     if isinstance(x, (str, bytes)) or x is None:
         raise InvalidTypeError(
             f"{name}: expected a collection of hashable elements (set, list, tuple), got "
@@ -66,10 +68,21 @@ def _as_set(x: Any, name: str) -> frozenset[Hashable]:
 
 
 def set_iou(a: Collection[Hashable], b: Collection[Hashable], *, empty: float = 1.0) -> float:
-    """Jaccard index of two collections taken as sets: ``|A ∩ B| / |A ∪ B|``.
+    """Compute the Jaccard index of two collections taken as sets: ``|A ∩ B| / |A ∪ B|``.
 
-    Duplicates are ignored (``["a", "a"]`` is ``{"a"}``). Two empty collections give ``empty``
-    (default 1.0).
+    Duplicates are ignored (``["a", "a"]`` is ``{"a"}``).
+
+    Parameters
+    ----------
+    a, b : collection of hashable
+        The two collections (sets, lists, tuples); strings are refused.
+    empty : float, default 1.0
+        The value when both collections are empty.
+
+    Returns
+    -------
+    float
+        The Jaccard index.
 
     Examples
     --------
@@ -86,6 +99,7 @@ def set_iou(a: Collection[Hashable], b: Collection[Hashable], *, empty: float = 
 def _set_batch_iou(
     a: Sequence[Any], b: Sequence[Any], *, pairwise: bool, empty: float
 ) -> npt.NDArray[np.float64]:
+    """Return the set IoU of two batches of collections, element-wise or all pairs."""
     sa = [_as_set(x, f"a[{i}]") for i, x in enumerate(a)]
     sb = [_as_set(x, f"b[{i}]") for i, x in enumerate(b)]
     if pairwise:
@@ -107,6 +121,7 @@ def _set_batch_iou(
 
 
 def _as_boxes(x: Any, name: str) -> npt.NDArray[np.float64]:
+    """Return validated finite boxes (4,) or (n, 4) with x1 <= x2 and y1 <= y2, as float64."""
     arr = np.asarray(x)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
@@ -138,7 +153,7 @@ def _as_boxes(x: Any, name: str) -> npt.NDArray[np.float64]:
 def box_iou(
     a: npt.ArrayLike, b: npt.ArrayLike, *, pairwise: bool = False, empty: float = 1.0
 ) -> npt.NDArray[np.float64]:
-    """IoU of axis-aligned boxes ``(x1, y1, x2, y2)`` (see the module notes on the convention).
+    """Compute the IoU of axis-aligned boxes ``(x1, y1, x2, y2)`` (module notes: convention).
 
     ``inter = max(0, min(x2a, x2b) - max(x1a, x1b)) * max(0, min(y2a, y2b) - max(y1a, y1b))``,
     ``union = area(a) + area(b) - inter``, ``IoU = inter / union`` (``empty`` when union is 0).
@@ -186,6 +201,7 @@ def box_iou(
 
 
 def _as_mask(x: Any, name: str) -> npt.NDArray[np.bool_]:
+    """Return a validated boolean mask (H, W) or stack of masks (..., H, W)."""
     arr = np.asarray(x)
     if arr.dtype != np.bool_:
         if arr.dtype.kind not in "iu":
@@ -205,7 +221,7 @@ def _as_mask(x: Any, name: str) -> npt.NDArray[np.bool_]:
 def mask_iou(
     a: npt.ArrayLike, b: npt.ArrayLike, *, pairwise: bool = False, empty: float = 1.0
 ) -> npt.NDArray[np.float64]:
-    """IoU of binary masks: true pixels in both over true pixels in either.
+    """Compute the IoU of binary masks: true pixels in both over true pixels in either.
 
     Parameters
     ----------
@@ -254,6 +270,7 @@ def mask_iou(
 
 
 def _is_collection_batch(x: Any) -> bool:
+    """Tell whether ``x`` is a non-empty list or tuple of collections (a batch of sets)."""
     if not isinstance(x, (list, tuple)) or not x:
         return False
     return all(
@@ -263,6 +280,7 @@ def _is_collection_batch(x: Any) -> bool:
 
 
 def _infer_kind(a: Any, b: Any) -> str:
+    """Infer whether the operands of :func:`iou` are sets, boxes or masks."""
     if isinstance(a, (set, frozenset)) or isinstance(b, (set, frozenset)):
         return "set"
     arr = a if isinstance(a, np.ndarray) else None
@@ -298,7 +316,7 @@ def iou(
     pairwise: bool = False,
     empty: float = 1.0,
 ) -> float | npt.NDArray[np.float64]:
-    """Intersection over union of sets, axis-aligned boxes or binary masks.
+    """Compute the intersection over union of sets, axis-aligned boxes or binary masks.
 
     ``|A ∩ B| / |A ∪ B|``, with ``empty`` (default 1.0) when both are empty; see
     :func:`set_iou`, :func:`box_iou` and :func:`mask_iou` for each kind.
@@ -320,6 +338,19 @@ def iou(
         All-pairs (n, m) matrix instead of element-wise values.
     empty : float, default 1.0
         The value of 0/0 (both operands empty).
+
+    Returns
+    -------
+    float or ndarray of float64
+        A float for two sets; otherwise as in :func:`set_iou`, :func:`box_iou` and
+        :func:`mask_iou`.
+
+    Raises
+    ------
+    InvalidTypeError
+        ``kind="auto"`` cannot tell the kind of the inputs, or inputs of the wrong type.
+    InvalidArgumentError
+        An unknown ``kind``, or inputs of incompatible shapes.
 
     Examples
     --------

@@ -1,11 +1,11 @@
-"""ROUGE, token F1 and set F1 over the C++ text engine (csrc/text/).
+r"""ROUGE, token F1 and set F1 over the C++ text engine (csrc/text/).
 
 ``rouge`` reproduces Google's ``rouge-score`` package (0.1.2, ``rouge_score/rouge_scorer.py``;
 Lin 2004, "ROUGE: A Package for Automatic Evaluation of Summaries") bit for bit: the same
 tokenizer, the same Porter stemmer (NLTK's ``PorterStemmer()``), the same integer counts and
 the same floating-point formula ``2 * p * r / (p + r)``. ``token_f1`` is the official SQuAD
 F1 (Rajpurkar et al. 2016/2018), ``set_f1`` the set-of-tokens F1 of RadA-BenchPlat
-(``EvalPlat/EvalMetrics/multihop_performance.py``).
+(``MAGIC-AI4Med/RadABench``, ``EvalPlat/EvalMetrics/multihop_performance.py@acbcf87``).
 
 Tokenizers (``tokenizer=``):
 
@@ -32,7 +32,7 @@ NLTK_EXTENSIONS mode, which rouge-score uses); ``"porter-original"`` selects NLT
 ``ORIGINAL_ALGORITHM`` mode (Porter 1980 as published). Stems are computed once per distinct
 token per worker thread.
 
-ROUGE-Lsum splits each text into sentences on ``"\\n"`` (rouge-score's default, no
+ROUGE-Lsum splits each text into sentences on ``"\n"`` (rouge-score's default, no
 ``split_summaries``) and computes the summary-level union LCS of rouge-score's
 ``_summary_level_lcs``, including its LCS backtracking and its guard against double counting.
 
@@ -68,7 +68,13 @@ _TOKENIZERS = ("rouge", "unicode", "whitespace")
 
 @dataclass(frozen=True, eq=False)
 class RougeScore:
-    """Per-pair precision, recall and F-measure of one ROUGE type (float64 arrays)."""
+    """Per-pair precision, recall and F-measure of one ROUGE type (float64 arrays).
+
+    Attributes
+    ----------
+    precision, recall, fmeasure : numpy.ndarray
+        One float64 value per pair.
+    """
 
     precision: np.ndarray
     recall: np.ndarray
@@ -84,6 +90,17 @@ class RougeResult:
 
     ``result["rougeL"].fmeasure`` (or ``result.fmeasure("rougeL")``) is a float64 array equal,
     bit for bit, to ``RougeScorer([...]).score(ref, hyp)["rougeL"].fmeasure`` pair by pair.
+
+    Attributes
+    ----------
+    types : tuple of str
+        The computed ROUGE types, in the requested order.
+    scores : dict of str to RougeScore
+        The scores of each type.
+    tokenizer : str
+        The tokenizer used.
+    stemmer : str
+        The stemmer used: "none", "porter" or "porter-original".
     """
 
     types: tuple[str, ...]
@@ -103,17 +120,61 @@ class RougeResult:
             ) from None
 
     def precision(self, rouge_type: str) -> np.ndarray:
+        """Return the per-pair precision of one computed type (e.g. ``"rougeL"``).
+
+        Parameters
+        ----------
+        rouge_type : str
+            A computed type.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64, one value per pair.
+        """
         return self[rouge_type].precision
 
     def recall(self, rouge_type: str) -> np.ndarray:
+        """Return the per-pair recall of one computed type (e.g. ``"rougeL"``).
+
+        Parameters
+        ----------
+        rouge_type : str
+            A computed type.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64, one value per pair.
+        """
         return self[rouge_type].recall
 
     def fmeasure(self, rouge_type: str) -> np.ndarray:
+        """Return the per-pair F-measure of one computed type (e.g. ``"rougeL"``).
+
+        Parameters
+        ----------
+        rouge_type : str
+            A computed type.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64, one value per pair.
+        """
         return self[rouge_type].fmeasure
 
     def to_polars(self) -> pl.DataFrame:
-        """One row per pair; columns ``{type}_precision``, ``{type}_recall``,
-        ``{type}_fmeasure`` for each type, in the requested order."""
+        """Return the scores as a table with one row per pair.
+
+        The columns are ``{type}_precision``, ``{type}_recall``, ``{type}_fmeasure`` for each
+        type, in the requested order.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per pair.
+        """
         cols: dict[str, np.ndarray] = {}
         for t in self.types:
             s = self.scores[t]
@@ -125,9 +186,23 @@ class RougeResult:
 
 @dataclass(frozen=True, eq=False)
 class RougeMatrix:
-    """All-pairs ROUGE: entry ``(i, j)`` scores ``a[i]`` as the prediction against ``b[j]`` as
-    the target, i.e. ``RougeScorer([type]).score(b[j], a[i])``. Precision is relative to
-    ``a[i]``'s n-grams, recall to ``b[j]``'s. Arrays have shape ``(len(a), len(b))``."""
+    """All-pairs ROUGE of one type.
+
+    Entry ``(i, j)`` scores ``a[i]`` as the prediction against ``b[j]`` as the target, i.e.
+    ``RougeScorer([type]).score(b[j], a[i])``. Precision is relative to ``a[i]``'s n-grams,
+    recall to ``b[j]``'s.
+
+    Attributes
+    ----------
+    precision, recall, fmeasure : numpy.ndarray
+        float64 arrays of shape ``(len(a), len(b))``.
+    type : str
+        The ROUGE type.
+    tokenizer : str
+        The tokenizer used.
+    stemmer : str
+        The stemmer used: "none", "porter" or "porter-original".
+    """
 
     precision: np.ndarray
     recall: np.ndarray
@@ -138,11 +213,19 @@ class RougeMatrix:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """The matrix shape ``(len(a), len(b))``."""
         return (int(self.fmeasure.shape[0]), int(self.fmeasure.shape[1]))
 
     def to_polars(self) -> pl.DataFrame:
-        """Long format: one row per (a index ``i``, b index ``j``) with precision, recall,
-        fmeasure."""
+        """Return the matrix in long format.
+
+        One row per (a index ``i``, b index ``j``) with precision, recall, fmeasure.
+
+        Returns
+        -------
+        polars.DataFrame
+            Columns i, j, precision, recall, fmeasure; ``len(a) * len(b)`` rows.
+        """
         na, nb = self.shape
         return pl.DataFrame(
             {
@@ -159,7 +242,7 @@ class RougeMatrix:
 
 
 def _prepare(texts: list, name: str, tokenizer: str) -> list:
-    """Applies the Python-side part of a tokenizer (NFKC + lower for "unicode")."""
+    """Apply the Python-side part of a tokenizer (NFKC + lower for "unicode")."""
     if tokenizer != "unicode":
         return texts
     _core.text.check(texts, name)
@@ -172,10 +255,24 @@ def _prepare(texts: list, name: str, tokenizer: str) -> list:
 def tokenize(
     texts: Texts, *, tokenizer: Tokenizer = "rouge", stemmer: StemmerArg = False
 ) -> list[list[str]]:
-    """The tokens each text contributes to ROUGE (see the module docstring for the tokenizers).
+    """Return the tokens each text contributes to ROUGE.
 
     With ``tokenizer="rouge"`` this equals rouge-score's
     ``tokenizers.DefaultTokenizer(use_stemmer=stemmer).tokenize(text)``.
+
+    Parameters
+    ----------
+    texts : sequence of str
+        The texts (list, tuple, numpy, polars, pyarrow).
+    tokenizer : {"rouge", "unicode", "whitespace"}, default "rouge"
+        The tokenizer (module docstring).
+    stemmer : bool or {"porter", "porter-original"}, default False
+        Porter stemming of tokens longer than 3 characters (module docstring).
+
+    Returns
+    -------
+    list of list of str
+        The tokens of each text.
     """
     tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer")
     lst = _prepare(_validate.texts(texts, name="texts"), "texts", tok)
@@ -191,7 +288,7 @@ def rouge(
     tokenizer: Tokenizer = "rouge",
     threads: int | None = None,
 ) -> RougeResult:
-    """ROUGE of each prediction ``hyps[i]`` against its reference ``refs[i]``.
+    """Compute ROUGE of each prediction ``hyps[i]`` against its reference ``refs[i]``.
 
     Equal, bit for bit, to ``rouge_score.rouge_scorer.RougeScorer(types,
     use_stemmer=stemmer).score(refs[i], hyps[i])`` (note rouge-score's argument order:
@@ -202,13 +299,33 @@ def rouge(
     ``max(count, 1)``, so an empty side scores 0; ROUGE-L/Lsum are 0 when either side has no
     tokens; the F-measure is 0 when precision + recall is 0.
 
-    Args:
-        hyps: predictions, a sequence of str (list, tuple, numpy, polars, pyarrow).
-        refs: references (targets), same length.
-        types: ROUGE types to compute, without duplicates.
-        stemmer: Porter stemming of tokens longer than 3 characters (see module docstring).
-        tokenizer: "rouge" (rouge-score's), "unicode" (CJK/Thai-aware) or "whitespace".
-        threads: worker threads (None: all cores).
+    Parameters
+    ----------
+    hyps : sequence of str
+        Predictions (list, tuple, numpy, polars, pyarrow).
+    refs : sequence of str
+        References (targets), same length.
+    types : sequence of str, default ("rouge1", "rouge2", "rougeL", "rougeLsum")
+        ROUGE types to compute, without duplicates.
+    stemmer : bool or {"porter", "porter-original"}, default False
+        Porter stemming of tokens longer than 3 characters (see module docstring).
+    tokenizer : {"rouge", "unicode", "whitespace"}, default "rouge"
+        rouge-score's tokenizer, the CJK/Thai-aware one, or ``str.split()``.
+    threads : int, optional
+        Worker threads (None: all cores).
+
+    Returns
+    -------
+    RougeResult
+        Precision, recall and F-measure of every pair for each type.
+
+    Raises
+    ------
+    InvalidArgumentError
+        No or duplicate types, an unknown type, tokenizer or stemmer, or sequences of different
+        lengths.
+    InvalidTypeError
+        ``hyps`` or ``refs`` is not a sequence of strings.
     """
     type_list = [types] if isinstance(types, str) else list(types)
     if not type_list:
@@ -237,12 +354,28 @@ def rouge_matrix(
     tokenizer: Tokenizer = "rouge",
     threads: int | None = None,
 ) -> RougeMatrix:
-    """ROUGE of every ``a[i]`` (prediction) against every ``b[j]`` (target).
+    """Compute ROUGE of every ``a[i]`` (prediction) against every ``b[j]`` (target).
 
     Entry ``(i, j)`` equals ``RougeScorer([type]).score(b[j], a[i])[type]``. Each text is
     tokenized once; ROUGE-N pairs are a merge of sorted n-gram counts, ROUGE-L pairs a
     bit-parallel LCS. Used e.g. to match every generated insight against every ground-truth
     insight (MedInsightBench).
+
+    Parameters
+    ----------
+    a : sequence of str
+        Predictions (the rows).
+    b : sequence of str
+        Targets (the columns).
+    type : str, default "rouge1"
+        The ROUGE type, as in :func:`rouge`.
+    stemmer, tokenizer, threads
+        As in :func:`rouge`.
+
+    Returns
+    -------
+    RougeMatrix
+        ``(len(a), len(b))`` precision, recall and F-measure.
     """
     code = _validate.rouge_type(type)
     tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer")
@@ -261,11 +394,11 @@ def token_f1(
     both_empty: float = 1.0,
     threads: int | None = None,
 ) -> np.ndarray:
-    """SQuAD token F1 of each hypothesis against its reference (float64 array).
+    r"""Compute the SQuAD token F1 of each hypothesis against its reference.
 
     ``normalize="squad"`` is the official ``normalize_answer`` of the SQuAD v1.1 and v2.0
     evaluation scripts: ``str.lower()``, remove the characters of ``string.punctuation``,
-    replace the words a/an/the (``re.sub(r"\\b(a|an|the)\\b", " ", s)``) by a space, then
+    replace the words a/an/the (``re.sub(r"\b(a|an|the)\b", " ", s)``) by a space, then
     ``str.split()``. ``normalize="none"`` splits the raw text with ``str.split()``.
     F1 over the multiset overlap: ``p = same / len(pred)``, ``r = same / len(ref)``,
     ``2 * p * r / (p + r)``; 0 when nothing overlaps.
@@ -273,6 +406,22 @@ def token_f1(
     Empty answers: when exactly one side has no tokens the score is 0 (both scripts). When
     both are empty, SQuAD v2.0's script returns 1 and v1.1's returns 0; ``both_empty``
     (default 1.0, the v2.0 convention) sets that value, ``both_empty=0.0`` gives v1.1.
+
+    Parameters
+    ----------
+    hyps, refs : sequence of str
+        Hypotheses and their references, of the same length.
+    normalize : {"squad", "none"}, default "squad"
+        SQuAD's answer normalization, or none.
+    both_empty : float, default 1.0
+        The score when both sides have no tokens.
+    threads : int, optional
+        Worker threads (None: all cores).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 F1 per pair.
     """
     _validate.choice(normalize, ("squad", "none"), name="normalize")
     be = _validate.finite(both_empty, name="both_empty")
@@ -295,7 +444,7 @@ def set_f1(
     lowercase: bool = True,
     threads: int | None = None,
 ) -> np.ndarray:
-    """F1 over the sets of distinct tokens of each hypothesis and reference (float64 array).
+    """Compute the F1 over the sets of distinct tokens of each hypothesis and reference.
 
     ``p = |P & R| / |P|``, ``r = |P & R| / |R|``, ``2 * (p * r) / (p + r)``; 0 when either
     set is empty or nothing is shared. This is RadA-BenchPlat's final-response F1, which
@@ -306,6 +455,27 @@ def set_f1(
     attached. The default is rouge-score's tokenizer. ``lowercase`` applies ``str.lower()``
     before the whitespace and treebank tokenizers (the rouge and unicode tokenizers always
     lowercase).
+
+    Parameters
+    ----------
+    hyps, refs : sequence of str
+        Hypotheses and their references, of the same length.
+    tokenizer : {"rouge", "unicode", "whitespace", "treebank"}, default "rouge"
+        The tokenizer.
+    lowercase : bool, default True
+        Lowercase before the whitespace and treebank tokenizers.
+    threads : int, optional
+        Worker threads (None: all cores).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 F1 per pair.
+
+    Raises
+    ------
+    MissingDependencyError
+        ``tokenizer="treebank"`` without the ``nltk`` package.
     """
     tok = _validate.choice(tokenizer, (*_TOKENIZERS, "treebank"), name="tokenizer")
     p, r = _validate.text_pair(hyps, refs, names=("hyps", "refs"))

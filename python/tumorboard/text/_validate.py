@@ -176,7 +176,7 @@ def text_pair(a: Any, b: Any, *, names: tuple[str, str]) -> tuple[list[Any], lis
 
 
 def _arrow_column(arr: Any, name: str) -> Any:
-    """Zero-copy (offsets, bytes, validity) of a pyarrow string array, or a list if empty."""
+    """Return zero-copy (offsets, bytes, validity) of a pyarrow string array (a list if empty)."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if len(arr) == 0:
@@ -229,7 +229,7 @@ def text_column(data: Any, *, name: str) -> Any:
 
 
 def _is_stream(x: Any) -> bool:
-    """Whether an element of ``refs`` is itself a sequence of references (not a text)."""
+    """Tell whether an element of ``refs`` is itself a sequence of references (not a text)."""
     if x is None or isinstance(x, str | bytes | float):
         return False
     return isinstance(x, Sequence | np.ndarray | pl.Series | pa.Array | pa.ChunkedArray)

@@ -1,5 +1,7 @@
-"""Trajectory storage: a versioned Arrow schema, a Parquet-backed :class:`Store`, the
-:class:`Recorder` harnesses call, and importers for existing agent logs.
+"""Trajectory storage: a versioned Arrow schema, a Parquet store, a recorder and importers.
+
+The parts: the Arrow schema, the Parquet-backed :class:`Store`, the :class:`Recorder` harnesses
+call, and importers for existing agent logs::
 
     from tumorboard.traj import Recorder, Store
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +36,11 @@ from ..harness.parsing import (
 from .schema import EVENT_KINDS, EVENTS, ITEMS, RUNS, conform, output_text, schema_of
 from .store import Store
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import os
+
+    from .._typing import Frame
+
 _ITEM_COLS = tuple(ITEMS.names)
 _EVENT_COLS = tuple(EVENTS.names)
 _KINDS = frozenset(EVENT_KINDS)
@@ -43,7 +48,17 @@ _KINDS = frozenset(EVENT_KINDS)
 
 @dataclass(frozen=True)
 class FlushInfo:
-    """What one flush wrote (passed to ``on_flush``): rows, part paths and running totals."""
+    """What one flush wrote (passed to ``on_flush``): rows, part paths and running totals.
+
+    Attributes
+    ----------
+    n_items, n_events : int
+        Rows written by this flush.
+    items_part, events_part : pathlib.Path or None
+        The parts written (None for a table without rows).
+    total_items, total_events : int
+        Rows written by the recorder so far.
+    """
 
     n_items: int
     n_events: int
@@ -54,26 +69,32 @@ class FlushInfo:
 
 
 def _is_str(v: Any) -> bool:
+    """Tell whether ``v`` is a string."""
     return isinstance(v, str)
 
 
 def _is_int(v: Any) -> bool:
+    """Tell whether ``v`` is an int (not a bool)."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_float(v: Any) -> bool:
+    """Tell whether ``v`` is an int or float (not a bool)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _is_bool(v: Any) -> bool:
+    """Tell whether ``v`` is a bool."""
     return isinstance(v, bool)
 
 
 def _is_str_list(v: Any) -> bool:
+    """Tell whether ``v`` is a list or tuple of strings."""
     return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
 
 
 def _checks(schema: pa.Schema) -> dict[str, tuple[Callable[[Any], bool], str]]:
+    """Return, per column, the Python type check of its values and what it expects (for errors)."""
     out: dict[str, tuple[Callable[[Any], bool], str]] = {}
     for f in schema:
         t = f.type
@@ -95,6 +116,7 @@ _EVENT_CHECKS = _checks(EVENTS)
 
 
 def _check_row(row: Mapping[str, Any], checks: Mapping[str, Any], where: str) -> None:
+    """Check the type of every non-null value of a row dict."""
     for name, value in row.items():
         if value is None:
             continue
@@ -104,6 +126,7 @@ def _check_row(row: Mapping[str, Any], checks: Mapping[str, Any], where: str) ->
 
 
 def _id(value: Any, name: str) -> str | None:
+    """Return an id as a string (integers are converted; None stays None)."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -118,6 +141,7 @@ _OPEN: set[Recorder] = set()
 
 @atexit.register
 def _flush_open_recorders() -> None:  # pragma: no cover (runs at interpreter exit)
+    """Close every recorder still open at interpreter exit, so its buffer is written."""
     for rec in list(_OPEN):
         try:
             rec.close()
@@ -126,8 +150,11 @@ def _flush_open_recorders() -> None:  # pragma: no cover (runs at interpreter ex
 
 
 class ItemRecorder:
-    """One question in flight; use as ``with rec.item(...) as it:``. Every call appends an
-    event (step numbers count from 0 within the item); :meth:`answer` parses and grades."""
+    """One question in flight; use as ``with rec.item(...) as it:``.
+
+    Every call appends an event (step numbers count from 0 within the item); :meth:`answer`
+    parses and grades. Created by :meth:`Recorder.item`.
+    """
 
     __slots__ = (
         "_rec",
@@ -201,7 +228,35 @@ class ItemRecorder:
         error: str | None = None,
         latency_s: float | None = None,
     ) -> None:
-        """Appends one event row; ``input`` is stored as JSON text, ``output`` as text."""
+        """Append one event row; ``input`` is stored as JSON text, ``output`` as text.
+
+        Parameters
+        ----------
+        kind : str
+            One of the event kinds (``EVENT_KINDS``: message, thought, action, tool_call,
+            observation, file_access, answer, reprompt).
+        role, tool : str, optional
+            Who produced the event, and the tool involved.
+        input : Any, optional
+            A JSON-able input, stored with :func:`tumorboard._json.json_text`.
+        output : Any, optional
+            Text stored as it is; anything else as JSON.
+        ok : bool, optional
+            The outcome.
+        error : str, optional
+            The error message of a failure.
+        latency_s : float, optional
+            Seconds the step took.
+
+        Raises
+        ------
+        InvalidArgumentError
+            An unknown kind.
+        InvalidTypeError
+            An argument of the wrong type.
+        StateError
+            The item is closed.
+        """
         if kind not in _KINDS:
             raise InvalidArgumentError(f"kind: expected one of {EVENT_KINDS}, got {kind!r}")
         for name, value in (("role", role), ("tool", tool), ("error", error)):
@@ -228,15 +283,37 @@ class ItemRecorder:
         )
 
     def message(self, role: str, text: str) -> None:
-        """A chat message (system, user, assistant, tool)."""
+        """Record a chat message (role system, user, assistant or tool).
+
+        Parameters
+        ----------
+        role : str
+            Who wrote it.
+        text : str
+            The message text.
+        """
         self.event("message", role=role, output=text)
 
     def thought(self, text: str) -> None:
-        """A ReAct thought."""
+        """Record a ReAct thought.
+
+        Parameters
+        ----------
+        text : str
+            The thought.
+        """
         self.event("thought", role="assistant", output=text)
 
     def action(self, tool: str, input: Any = None) -> None:
-        """A ReAct action (tool name and its input)."""
+        """Record a ReAct action (tool name and its input).
+
+        Parameters
+        ----------
+        tool : str
+            The tool name.
+        input : Any, optional
+            Its JSON-able input.
+        """
         self.event("action", role="assistant", tool=tool, input=input)
 
     def observation(
@@ -247,7 +324,19 @@ class ItemRecorder:
         ok: bool | None = None,
         error: str | None = None,
     ) -> None:
-        """A ReAct observation (what the environment returned)."""
+        """Record a ReAct observation (what the environment returned).
+
+        Parameters
+        ----------
+        text : str
+            The observation.
+        tool : str, optional
+            The tool that produced it.
+        ok : bool, optional
+            The outcome.
+        error : str, optional
+            The error message of a failure.
+        """
         self.event("observation", role="tool", tool=tool, output=text, ok=ok, error=error)
 
     def tool_call(
@@ -260,7 +349,23 @@ class ItemRecorder:
         error: str | None = None,
         latency_s: float | None = None,
     ) -> None:
-        """A tool call with its input, output and outcome."""
+        """Record a tool call with its input, output and outcome.
+
+        Parameters
+        ----------
+        tool : str
+            The tool name.
+        input : Any, optional
+            Its JSON-able input.
+        output : Any, optional
+            Its output (text as it is, anything else as JSON).
+        ok : bool, default True
+            Whether the call succeeded.
+        error : str, optional
+            The error message of a failure.
+        latency_s : float, optional
+            Seconds the call took.
+        """
         self.event(
             "tool_call",
             role="tool",
@@ -273,9 +378,22 @@ class ItemRecorder:
         )
 
     def request_files(self, requested: Iterable[str], *, available: Sequence[str]) -> FileRequest:
-        """Records a file request: names (wildcards expanded against ``available``) are split
-        into accessed and hallucinated files; both accumulate over the item without
-        duplicates. Returns the split."""
+        """Record a file request, split into accessed and hallucinated files.
+
+        Both lists accumulate over the item without duplicates.
+
+        Parameters
+        ----------
+        requested : iterable of str
+            The requested names; wildcards are expanded against ``available``.
+        available : sequence of str
+            The files the agent may access.
+
+        Returns
+        -------
+        FileRequest
+            The split of this request.
+        """
         split = split_requests(list(requested), available)
         for name in split.accessed:
             if name not in self.accessed:
@@ -293,10 +411,25 @@ class ItemRecorder:
         return split
 
     def answer(self, response: str, *, tag_content: bool = False) -> Answer:
-        """Records an answer attempt: parses ``response`` (see
-        :func:`tumorboard.harness.parsing.parse_answer`) against the item's options, sets
-        ``parsed_answer`` and, with a gold letter, ``correct`` (an unreadable answer counts as
-        wrong, as in MTBBench). Each call counts one attempt; the last one is kept."""
+        """Record an answer attempt: parse it and, with a gold letter, grade it.
+
+        ``response`` is parsed with :func:`tumorboard.harness.parsing.parse_answer` against the
+        item's options, which sets ``parsed_answer`` and, with a gold letter, ``correct`` (an
+        unreadable answer counts as wrong, as in MTBBench). Each call counts one attempt; the
+        last one is kept.
+
+        Parameters
+        ----------
+        response : str
+            The agent's response.
+        tag_content : bool, default False
+            ``response`` is already the content of an answer tag (as in ``parse_answer``).
+
+        Returns
+        -------
+        Answer
+            The parsed answer.
+        """
         ans = parse_answer(response, options=self.options, tag_content=tag_content)
         self.attempts += 1
         self.response = response
@@ -308,7 +441,15 @@ class ItemRecorder:
         return ans
 
     def grade(self, correct: bool | None, *, source: str = "graded") -> None:
-        """Sets ``correct`` directly (free-text tasks graded elsewhere)."""
+        """Set ``correct`` directly (free-text tasks graded elsewhere).
+
+        Parameters
+        ----------
+        correct : bool or None
+            The grade; None is "missing".
+        source : {"graded", "log", "missing"}, default "graded"
+            The ``correct_source`` recorded with a grade.
+        """
         if correct is not None and not isinstance(correct, bool):
             raise InvalidTypeError(f"correct: expected True, False or None, got {correct!r}")
         if source not in ("log", "graded", "missing"):
@@ -319,7 +460,13 @@ class ItemRecorder:
         self.correct_source = "missing" if correct is None else source
 
     def flag(self, name: str) -> None:
-        """Adds an anomaly flag to the item."""
+        """Add an anomaly flag to the item (once).
+
+        Parameters
+        ----------
+        name : str
+            The flag, e.g. ``"exception:ValueError"``.
+        """
         if name not in self.flags:
             self.flags.append(name)
 
@@ -334,8 +481,11 @@ class ItemRecorder:
         self.close()
 
     def close(self) -> None:
-        """Finishes the item (``with`` does this): latency is the time since it opened unless
-        set, and the row with its events moves to the recorder's buffer."""
+        """Finish the item (``with`` does this); closing twice does nothing.
+
+        The latency is the time since the item opened unless set, and the row with its events
+        moves to the recorder's buffer.
+        """
         if self._closed:
             return
         if self.latency_s is None:
@@ -349,23 +499,39 @@ class ItemRecorder:
 class Recorder:
     """Records one run of an agent on a benchmark into a :class:`Store`.
 
-    Args:
-        store: a Store or the path of one (created when missing).
-        benchmark, model: what is being run (written to the runs table).
-        track: benchmark track (default "default"); tools: whether the agent has tools.
-        config: run configuration, stored as JSON text.
-        run_id: the run key (default: a new unique id).
-        flush_every: flush after this many buffered items.
-        flush_seconds: flush when an item closes and the last flush is older than this.
-        on_flush: called with a :class:`FlushInfo` after every flush.
-
     Thread-safe: several threads may open and close items at once (buffering and flushing are
     locked); one ItemRecorder belongs to one thread.
+
+    Parameters
+    ----------
+    store : Store, str or os.PathLike
+        A Store or the path of one (created when missing).
+    benchmark, model : str
+        What is being run (written to the runs table).
+    track : str, default "default"
+        The benchmark track.
+    tools : bool, default False
+        Whether the agent has tools.
+    config : mapping, optional
+        The run configuration, stored as JSON text.
+    run_id : str, optional
+        The run key (default: a new unique id).
+    flush_every : int, default 1000
+        Flush after this many buffered items.
+    flush_seconds : float, default 30.0
+        Flush when an item closes and the last flush is older than this.
+    on_flush : callable, optional
+        Called with a :class:`FlushInfo` after every flush.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An empty benchmark, model or track, or invalid flush settings.
     """
 
     def __init__(
         self,
-        store: Store | str | Any,
+        store: Store | str | os.PathLike[str],
         *,
         benchmark: str,
         model: str,
@@ -423,8 +589,30 @@ class Recorder:
         gold: str | None = None,
         position: int | None = None,
     ) -> ItemRecorder:
-        """Starts a question. ``item_id`` defaults to a running number; ``position`` to the
-        order of the patient's items in this run; ``gold`` may be a letter or ``"C) text"``."""
+        """Start a question; use as ``with rec.item(...) as it:``.
+
+        Parameters
+        ----------
+        patient_id : str, optional
+            The patient the question belongs to (an integer is converted to a string).
+        item_id : str, optional
+            The question's id; defaults to a running number.
+        task : str, default "default"
+            The task.
+        question : str, optional
+            The question text.
+        options : sequence of str, optional
+            The answer options.
+        gold : str, optional
+            The gold answer: a letter or ``"C) text"``.
+        position : int, optional
+            Defaults to the order of the patient's items in this run.
+
+        Returns
+        -------
+        ItemRecorder
+            The open item.
+        """
         self._check_open()
         patient_id, item_id = _id(patient_id, "patient_id"), _id(item_id, "item_id")
         if options is not None and not _is_str_list(options):
@@ -452,8 +640,23 @@ class Recorder:
         )
 
     def record(self, *, events: Iterable[Mapping[str, Any]] = (), **fields: Any) -> None:
-        """Records one finished item in one call: ``fields`` are items columns (run_id is
-        filled in); ``events`` are dicts of events columns (step defaults to the order)."""
+        """Record one finished item in one call.
+
+        Parameters
+        ----------
+        events : iterable of mapping, default ()
+            Dicts of events columns (step defaults to the order; run_id, patient_id and
+            item_id are filled in).
+        **fields
+            Items columns (run_id is filled in).
+
+        Raises
+        ------
+        InvalidArgumentError
+            An unknown or reserved column, or an invalid correct_source or event kind.
+        InvalidTypeError
+            A value of the wrong type.
+        """
         self._check_open()
         unknown = [k for k in fields if k not in _ITEM_COLS or k == "run_id"]
         if unknown:
@@ -500,14 +703,31 @@ class Recorder:
                 self._events.append(tuple(row.get(c) for c in _EVENT_COLS))
             self._after_item()
 
-    def record_many(self, items: Any, events: Any = None) -> int:
-        """Bulk path: writes a whole table of items (and optionally events) as parts now.
+    def record_many(
+        self, items: Frame | pa.RecordBatch, events: Frame | pa.RecordBatch | None = None
+    ) -> int:
+        """Write a whole table of items (and optionally events) as parts now: the bulk path.
 
-        ``items``/``events``: pyarrow Table, polars DataFrame or mapping of columns, with the
-        items/events columns except ``run_id`` (filled in). Where ``parsed_answer`` is
-        missing it is parsed from ``response`` (vectorized, with the options), and where
-        ``correct`` is missing it is graded against ``gold`` (``correct_source`` "graded").
-        Returns the number of items written.
+        Where ``parsed_answer`` is missing it is parsed from ``response`` (vectorized, with the
+        options), and where ``correct`` is missing it is graded against ``gold``
+        (``correct_source`` "graded").
+
+        Parameters
+        ----------
+        items : pyarrow Table, polars DataFrame or LazyFrame, or mapping of columns
+            The items columns except ``run_id`` (filled in).
+        events : pyarrow Table, polars DataFrame or LazyFrame, or mapping of columns, optional
+            The events columns except ``run_id`` (filled in).
+
+        Returns
+        -------
+        int
+            The number of items written.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Items of another run, or values that do not conform to the schema.
         """
         self._check_open()
         if type(items).__name__ == "LazyFrame":
@@ -548,6 +768,7 @@ class Recorder:
         return table.num_rows
 
     def _grade_bulk(self, table: pa.Table, source: Any) -> pa.Table:
+        """Fill ``parsed_answer`` and ``correct`` where the source had no such column."""
         names = _source_columns(source)
         if "parsed_answer" not in names and "response" in names:
             opts = table.column("options").to_pylist() if "options" in names else None
@@ -579,10 +800,12 @@ class Recorder:
     # buffering ---------------------------------------------------------------
 
     def _check_open(self) -> None:
+        """Raise StateError when the recorder is closed."""
         if self.closed:
             raise StateError(f"Recorder for run {self.run_id!r} is closed")
 
     def _add_item(self, it: ItemRecorder) -> None:
+        """Buffer a closed item's row and events; flush when due."""
         with self._lock:
             self._items.append(
                 (
@@ -613,6 +836,7 @@ class Recorder:
             self._after_item()
 
     def _after_item(self) -> None:
+        """Flush when ``flush_every`` items are buffered or ``flush_seconds`` have passed."""
         if (
             len(self._items) >= self.flush_every
             or time.monotonic() - self._last_flush >= self.flush_seconds
@@ -620,12 +844,18 @@ class Recorder:
             self._flush_locked()
 
     def flush(self) -> FlushInfo | None:
-        """Writes the buffered items and events now; returns what was written (None if the
-        buffer was empty)."""
+        """Write the buffered items and events now.
+
+        Returns
+        -------
+        FlushInfo or None
+            What was written; None if the buffer was empty.
+        """
         with self._lock:
             return self._flush_locked()
 
     def _write_run(self) -> None:
+        """Write the run's row, once."""
         if self._run_written:
             return
         run = pa.Table.from_pylist(
@@ -646,6 +876,7 @@ class Recorder:
         self._run_written = True
 
     def _flush_locked(self) -> FlushInfo | None:
+        """Write the buffer as one items part and one events part (the lock is held)."""
         self._last_flush = time.monotonic()
         n_items = len(self._items)
         n_events = len(self._events)
@@ -671,7 +902,7 @@ class Recorder:
         return info
 
     def close(self) -> None:
-        """Flushes what is buffered (and writes the run row even for an empty run)."""
+        """Flush what is buffered and close (the run row is written even for an empty run)."""
         if self.closed:
             return
         with self._lock:
@@ -694,6 +925,7 @@ class Recorder:
 
 
 def _source_columns(data: Any) -> set[str]:
+    """Return the column names of a table, frame or mapping of columns."""
     if isinstance(data, (pa.Table, pa.RecordBatch)):
         return set(data.schema.names)
     if hasattr(data, "columns"):
@@ -702,7 +934,7 @@ def _source_columns(data: Any) -> set[str]:
 
 
 def _build(rows: list[tuple[Any, ...]], table: str) -> pa.Table:
-    """Row tuples -> Arrow table of the table's schema (one conversion per column)."""
+    """Convert row tuples to an Arrow table of the table's schema (one conversion per column)."""
     schema = schema_of(table)
     arrays = []
     for field, values in zip(schema, zip(*rows, strict=True), strict=True):

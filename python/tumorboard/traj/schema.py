@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._json import json_text
+from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 
 #: Version of the on-disk layout and of the table schemas below. Bump on any incompatible
@@ -136,8 +137,23 @@ def output_text(value: Any) -> str | None:
 
 
 def schema_of(table: str) -> pa.Schema:
-    """The Arrow schema of ``table`` (one of runs, items, events, imports), with the version
-    in its metadata."""
+    """Return the Arrow schema of a store table, with the schema version in its metadata.
+
+    Parameters
+    ----------
+    table : {"runs", "items", "events", "imports"}
+        The table.
+
+    Returns
+    -------
+    pyarrow.Schema
+        The table's schema; its metadata maps ``VERSION_KEY`` to ``SCHEMA_VERSION``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown table name.
+    """
     try:
         schema = TABLES[table]
     except KeyError:
@@ -148,7 +164,7 @@ def schema_of(table: str) -> pa.Schema:
 
 
 def _columns_of(data: Any, table: str) -> dict[str, Any]:
-    """Column name -> values of a pyarrow Table/RecordBatch, polars DataFrame or mapping."""
+    """Return column name -> values of a pyarrow Table/RecordBatch, polars frame or mapping."""
     if isinstance(data, (pa.Table, pa.RecordBatch)):
         return {name: data.column(i) for i, name in enumerate(data.schema.names)}
     mod = type(data).__module__
@@ -169,6 +185,7 @@ def _columns_of(data: Any, table: str) -> dict[str, Any]:
 
 
 def _to_array(values: Any, field: pa.Field, table: str, n: int | None) -> pa.ChunkedArray:
+    """Convert one column's values to a chunked array of the field's type (and length ``n``)."""
     name, typ = field.name, field.type
     try:
         if isinstance(values, pa.ChunkedArray):
@@ -200,6 +217,7 @@ def _to_array(values: Any, field: pa.Field, table: str, n: int | None) -> pa.Chu
 
 
 def _check_members(arr: pa.ChunkedArray, allowed: tuple[str, ...], where: str) -> None:
+    """Check that every non-null value of an enum column is one of ``allowed``."""
     bad = pc.invert(pc.is_in(arr, value_set=pa.array(allowed)))
     bad = pc.and_kleene(bad, pc.is_valid(arr))
     if pc.any(bad).as_py():
@@ -210,21 +228,44 @@ def _check_members(arr: pa.ChunkedArray, allowed: tuple[str, ...], where: str) -
 
 
 def _distinct_counts(files: pa.ChunkedArray) -> pa.Array:
+    """Return the number of distinct entries of each list, as int32."""
     import polars as pl
 
     series = pl.Series("f", files.combine_chunks())
     return series.list.n_unique().cast(pl.Int32).to_arrow()
 
 
-def conform(data: Any, table: str, *, defaults: Mapping[str, Any] | None = None) -> pa.Table:
-    """A pyarrow Table of exactly ``schema_of(table)`` built from ``data``.
+def conform(
+    data: Frame | pa.RecordBatch, table: str, *, defaults: Mapping[str, Any] | None = None
+) -> pa.Table:
+    """Build a pyarrow Table of exactly ``schema_of(table)`` from ``data``.
 
     Columns missing from ``data`` are taken from ``defaults`` (a scalar broadcast to every row)
     or filled with nulls; ``items.n_files`` missing is the number of distinct
     ``files_accessed``; ``items.correct_source`` missing is "log" where ``correct`` is set and
-    "missing" elsewhere (everywhere without a ``correct`` column). Unknown columns, nulls in
-    key columns, values that do not convert (safely) to the column type and enum columns
-    outside their values raise ValueError.
+    "missing" elsewhere (everywhere without a ``correct`` column).
+
+    Parameters
+    ----------
+    data : pyarrow Table or RecordBatch, polars DataFrame or LazyFrame, or mapping
+        The rows, as columns (a mapping of column name -> values).
+    table : {"runs", "items", "events", "imports"}
+        The target table.
+    defaults : mapping, optional
+        Column name -> scalar for columns missing from ``data``.
+
+    Returns
+    -------
+    pyarrow.Table
+        The table, with the schema (and version metadata) of ``schema_of(table)``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Unknown columns, nulls in key columns, values that do not convert (safely) to the column
+        type, and enum columns outside their values (all ``ValueError``).
+    InvalidTypeError
+        ``data`` of an unsupported type.
     """
     schema = schema_of(table)
     cols = _columns_of(data, table)
@@ -277,5 +318,16 @@ def conform(data: Any, table: str, *, defaults: Mapping[str, Any] | None = None)
 
 
 def empty(table: str) -> pa.Table:
-    """A zero-row table of ``schema_of(table)``."""
+    """Return a zero-row table of ``schema_of(table)``.
+
+    Parameters
+    ----------
+    table : {"runs", "items", "events", "imports"}
+        The table.
+
+    Returns
+    -------
+    pyarrow.Table
+        The empty table, with the schema's version metadata.
+    """
     return schema_of(table).empty_table()

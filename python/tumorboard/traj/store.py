@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from .. import __version__
 from .._io import atomic_path, is_temp_name, remove_temp_files
 from .._json import json_text
+from .._typing import Frame
 from ..errors import InvalidArgumentError, MissingFileError, StateError
 from .schema import SCHEMA_VERSION, TABLES, conform, empty, schema_of
 
@@ -61,7 +62,15 @@ class StoreVersionError(InvalidArgumentError):
 
 @dataclass(frozen=True)
 class CompactionResult:
-    """What :meth:`Store.compact` did: per table, parts before and after, and rows moved."""
+    """What :meth:`Store.compact` did: per table, parts before and after, and rows moved.
+
+    Attributes
+    ----------
+    parts_before, parts_after : dict of str to int
+        Visible parts of each compacted table before and after.
+    rows_rewritten : dict of str to int
+        Rows of each table rewritten into merged parts.
+    """
 
     parts_before: dict[str, int]
     parts_after: dict[str, int]
@@ -69,27 +78,37 @@ class CompactionResult:
 
 
 def _utcnow() -> datetime:
+    """Return the current time in UTC (timezone-aware)."""
     return datetime.now(timezone.utc)  # noqa: UP017 (py3.10 target)
 
 
 class Store:
     """A trajectory store: a directory of Parquet parts per table plus a versioned manifest.
 
-    Args:
-        path: the store directory. Created (with its manifest) when missing and ``create``.
-        create: create a new store when ``path`` holds none; otherwise raise FileNotFoundError.
-        fsync: fsync every part and its directory before it counts as written (durable against
-            power loss, not only process crashes); costs one fsync per part.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store directory. Created (with its manifest) when missing and ``create``.
+    create : bool, default True
+        Create a new store when ``path`` holds none; otherwise raise
+        :class:`~tumorboard.errors.MissingFileError` (a FileNotFoundError).
+    fsync : bool, default True
+        fsync every part and its directory before it counts as written (durable against power
+        loss, not only process crashes); costs one fsync per part.
 
-    Raises:
-        StoreVersionError: the manifest's schema version is newer than ``SCHEMA_VERSION``.
-        ValueError: ``path`` exists, is not empty and holds no manifest.
+    Raises
+    ------
+    StoreVersionError
+        The manifest's schema version is newer than ``SCHEMA_VERSION``.
+    InvalidArgumentError
+        ``path`` exists, is not empty and holds no manifest (a ValueError), or the manifest is
+        unreadable.
 
-    Example::
-
-        store = Store("runs/store")
-        acc = (store.items(with_runs=True)
-               .group_by("model", "task").agg(pl.col("correct").mean()).collect())
+    Examples
+    --------
+    >>> store = Store("runs/store")  # doctest: +SKIP
+    >>> acc = (store.items(with_runs=True)  # doctest: +SKIP
+    ...        .group_by("model", "task").agg(pl.col("correct").mean()).collect())
     """
 
     def __init__(
@@ -111,6 +130,7 @@ class Store:
     # ------------------------------------------------------------------ manifest
 
     def _read_manifest(self, manifest: Path) -> dict[str, Any]:
+        """Read and check the manifest (format and a schema version this package reads)."""
         try:
             doc = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -129,6 +149,7 @@ class Store:
         return doc
 
     def _create(self) -> dict[str, Any]:
+        """Create the store directory and its manifest; refuse a non-empty foreign directory."""
         if self.path.exists() and not self.path.is_dir():
             raise InvalidArgumentError(f"{self.path}: exists and is not a directory")
         if self.path.is_dir():
@@ -162,11 +183,25 @@ class Store:
     # ------------------------------------------------------------------ parts
 
     def _check_table(self, table: str) -> None:
+        """Check that ``table`` is one of the store's tables."""
         if table not in TABLES:
             raise InvalidArgumentError(f"table: expected one of {tuple(TABLES)}, got {table!r}")
 
     def parts(self, table: str) -> list[Path]:
-        """The visible part files of ``table``, oldest name first (a snapshot)."""
+        """List the visible part files of ``table``, oldest name first (a snapshot).
+
+        Parts of uncommitted import batches and sources of a finished compaction are hidden.
+
+        Parameters
+        ----------
+        table : {"runs", "items", "events", "imports"}
+            The table.
+
+        Returns
+        -------
+        list of pathlib.Path
+            The part files.
+        """
         self._check_table(table)
         directory = self.path / table
         names: set[str] = set()
@@ -195,6 +230,7 @@ class Store:
         return [directory / n for n in sorted(names)]
 
     def _committed_batches(self) -> set[str]:
+        """Return the ids of the import batches whose commit part exists."""
         with os.scandir(self.path / "imports") as it:
             return {
                 e.name[4 : -len(PART_SUFFIX)]
@@ -203,15 +239,37 @@ class Store:
             }
 
     def _new_part_name(self, prefix: str = "part") -> str:
+        """Return a new unique part name: prefix, time, host, process id and a random suffix."""
         return (
             f"{prefix}-{time.time_ns():016x}-{_HOST}-{os.getpid()}-"
             f"{uuid.uuid4().hex[:12]}{PART_SUFFIX}"
         )
 
     def write_part(self, table: str, data: pa.Table, *, name: str | None = None) -> Path:
-        """Writes an already conforming Arrow table as one new part (temp file + rename).
+        """Write an already conforming Arrow table as one new part (temp file + rename).
+
         Prefer :meth:`write`, which validates; this is the fast path for callers that built
-        the table against ``schema_of(table)`` themselves."""
+        the table against ``schema_of(table)`` themselves.
+
+        Parameters
+        ----------
+        table : {"runs", "items", "events", "imports"}
+            The table.
+        data : pyarrow.Table
+            Rows with exactly the table's schema (metadata aside).
+        name : str, optional
+            The part's file name (default: a new unique name).
+
+        Returns
+        -------
+        pathlib.Path
+            The part file.
+
+        Raises
+        ------
+        InvalidArgumentError
+            An unknown table, or ``data`` without the table's schema.
+        """
         self._check_table(table)
         schema = schema_of(table)
         if not data.schema.equals(schema, check_metadata=False):
@@ -227,33 +285,102 @@ class Store:
         return final
 
     def write(
-        self, table: str, data: Any, *, defaults: Mapping[str, Any] | None = None
+        self,
+        table: str,
+        data: Frame | pa.RecordBatch,
+        *,
+        defaults: Mapping[str, Any] | None = None,
     ) -> Path | None:
-        """Validates ``data`` against the ``table`` schema (see ``schema.conform``) and writes
-        it as one new part; returns its path, or None for zero rows."""
+        """Validate ``data`` against the ``table`` schema and write it as one new part.
+
+        Parameters
+        ----------
+        table : {"runs", "items", "events", "imports"}
+            The table.
+        data : pyarrow Table or RecordBatch, polars DataFrame or LazyFrame, or mapping
+            The rows, converted with :func:`~tumorboard.traj.conform`.
+        defaults : mapping, optional
+            Column name -> scalar for columns missing from ``data``.
+
+        Returns
+        -------
+        pathlib.Path or None
+            The new part, or None for zero rows.
+        """
         self._check_table(table)
         conformed = conform(data, table, defaults=defaults)
         if conformed.num_rows == 0:
             return None
         return self.write_part(table, conformed)
 
-    def write_runs(self, data: Any, **kw: Any) -> Path | None:
-        """``write("runs", data)``."""
+    def write_runs(self, data: Frame | pa.RecordBatch, **kw: Any) -> Path | None:
+        """Write run rows: ``write("runs", data, **kw)``.
+
+        Parameters
+        ----------
+        data : pyarrow Table or RecordBatch, polars DataFrame or LazyFrame, or mapping
+            The rows.
+        **kw
+            Passed to :meth:`write` (``defaults``).
+
+        Returns
+        -------
+        pathlib.Path or None
+            The new part, or None for zero rows.
+        """
         return self.write("runs", data, **kw)
 
-    def write_items(self, data: Any, **kw: Any) -> Path | None:
-        """``write("items", data)``: the bulk path for many question records at once."""
+    def write_items(self, data: Frame | pa.RecordBatch, **kw: Any) -> Path | None:
+        """Write item rows: ``write("items", data, **kw)``, the bulk path for many questions.
+
+        Parameters
+        ----------
+        data : pyarrow Table or RecordBatch, polars DataFrame or LazyFrame, or mapping
+            The rows.
+        **kw
+            Passed to :meth:`write` (``defaults``).
+
+        Returns
+        -------
+        pathlib.Path or None
+            The new part, or None for zero rows.
+        """
         return self.write("items", data, **kw)
 
-    def write_events(self, data: Any, **kw: Any) -> Path | None:
-        """``write("events", data)``."""
+    def write_events(self, data: Frame | pa.RecordBatch, **kw: Any) -> Path | None:
+        """Write event rows: ``write("events", data, **kw)``.
+
+        Parameters
+        ----------
+        data : pyarrow Table or RecordBatch, polars DataFrame or LazyFrame, or mapping
+            The rows.
+        **kw
+            Passed to :meth:`write` (``defaults``).
+
+        Returns
+        -------
+        pathlib.Path or None
+            The new part, or None for zero rows.
+        """
         return self.write("events", data, **kw)
 
     # ------------------------------------------------------------------ reading
 
     def scan(self, table: str) -> Any:
-        """A polars LazyFrame over the visible parts of ``table`` (any of runs, items, events,
-        imports), with the table's full schema even when the store is empty."""
+        """Return a polars LazyFrame over the visible parts of ``table``.
+
+        The frame has the table's full schema even when the store is empty.
+
+        Parameters
+        ----------
+        table : {"runs", "items", "events", "imports"}
+            The table.
+
+        Returns
+        -------
+        polars.LazyFrame
+            A scan of the table's parts.
+        """
         import polars as pl
 
         paths = self.parts(table)
@@ -270,12 +397,29 @@ class Store:
         )
 
     def runs(self) -> Any:
-        """LazyFrame of the runs table."""
+        """Return a LazyFrame of the runs table.
+
+        Returns
+        -------
+        polars.LazyFrame
+            The runs.
+        """
         return self.scan("runs")
 
     def items(self, *, with_runs: bool = False) -> Any:
-        """LazyFrame of the items table; with ``with_runs`` also the run's benchmark, track,
-        model and tools columns (left join on run_id), which is what scorers group by."""
+        """Return a LazyFrame of the items table.
+
+        Parameters
+        ----------
+        with_runs : bool, default False
+            Also the run's benchmark, track, model and tools columns (left join on run_id; a
+            missing ``tools`` is False), which is what scorers group by.
+
+        Returns
+        -------
+        polars.LazyFrame
+            The items.
+        """
         import polars as pl
 
         lf = self.scan("items")
@@ -290,15 +434,33 @@ class Store:
         return lf
 
     def events(self) -> Any:
-        """LazyFrame of the events table."""
+        """Return a LazyFrame of the events table.
+
+        Returns
+        -------
+        polars.LazyFrame
+            The events.
+        """
         return self.scan("events")
 
     def imports(self) -> Any:
-        """LazyFrame of the imports table (content hashes of imported log files)."""
+        """Return a LazyFrame of the imports table (content hashes of imported log files).
+
+        Returns
+        -------
+        polars.LazyFrame
+            The imports.
+        """
         return self.scan("imports")
 
     def imported_hashes(self) -> set[str]:
-        """Content hashes of every committed import."""
+        """Return the content hashes of every committed import.
+
+        Returns
+        -------
+        set of str
+            The SHA-256 hex digests.
+        """
         paths = self.parts("imports")
         if not paths:
             return set()
@@ -306,15 +468,43 @@ class Store:
         return set(pa.concat_tables(tables).column("content_hash").to_pylist())
 
     def count(self, table: str) -> int:
-        """Rows in ``table`` from the part footers (no data read)."""
+        """Count the rows of ``table`` from the part footers (no data read).
+
+        Parameters
+        ----------
+        table : {"runs", "items", "events", "imports"}
+            The table.
+
+        Returns
+        -------
+        int
+            The rows of its visible parts.
+        """
         return sum(pq.ParquetFile(p).metadata.num_rows for p in self.parts(table))
 
     # ------------------------------------------------------------------ import batches
 
     def commit_batch(self, batch: str, tables: Mapping[str, pa.Table], imports: pa.Table) -> None:
-        """Writes one atomic import batch: the parts ``imp-<batch>.parquet`` of each table in
-        ``tables`` (conforming Arrow tables), then the commit part in ``imports``. Re-running a
-        batch with the same id overwrites its parts (idempotent)."""
+        """Write one atomic import batch: the batch's table parts, then its commit part.
+
+        The parts ``imp-<batch>.parquet`` of each table in ``tables`` are written first, then
+        the commit part in ``imports``. Re-running a batch with the same id overwrites its parts
+        (idempotent).
+
+        Parameters
+        ----------
+        batch : str
+            The batch id.
+        tables : mapping of str to pyarrow.Table
+            Conforming Arrow tables of runs, items and events (empty tables are skipped).
+        imports : pyarrow.Table
+            The batch's rows of the imports table, written last as the commit.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``tables`` holds the imports table.
+        """
         name = f"imp-{batch}{PART_SUFFIX}"
         for table, data in tables.items():
             if table == "imports":
@@ -329,6 +519,7 @@ class Store:
 
     @contextlib.contextmanager
     def _compaction_lock(self) -> Iterator[None]:
+        """Hold the store's compaction lock (a non-blocking ``flock``; StateError when taken)."""
         lock_path = self.path / "_compact.lock"
         fh = open(lock_path, "a+")  # noqa: SIM115
         try:
@@ -345,6 +536,7 @@ class Store:
             fh.close()
 
     def _recover_journals(self, table: str) -> None:
+        """Finish or drop the compaction journals of killed compactions; remove old temp files."""
         directory = self.path / table
         for journal in sorted(directory.glob("_compact-*.json")):
             try:
@@ -367,12 +559,35 @@ class Store:
         small_rows: int = 200_000,
         target_rows: int = 2_000_000,
     ) -> CompactionResult:
-        """Merges small parts (fewer than ``small_rows`` rows) into parts of up to
-        ``target_rows`` rows, in name order. Safe while other processes write new parts (only
-        parts listed at the start are merged) and crash-safe (journal protocol, see the module
-        docstring); a second concurrent ``compact`` raises RuntimeError. Readers holding a
+        """Merge small parts into larger ones, in name order.
+
+        Parts of fewer than ``small_rows`` rows are merged into parts of up to ``target_rows``
+        rows. Safe while other processes write new parts (only parts listed at the start are
+        merged) and crash-safe (journal protocol, see the module docstring). Readers holding a
         LazyFrame from before the compaction must re-open it (merged sources are deleted).
-        The imports table is never compacted (its parts are the import commit records)."""
+        The imports table is never compacted (its parts are the import commit records).
+
+        Parameters
+        ----------
+        tables : str or sequence of str, default ("runs", "items", "events")
+            The tables to compact.
+        small_rows : int, default 200_000
+            Parts with fewer rows are merged.
+        target_rows : int, default 2_000_000
+            The most rows of a merged part.
+
+        Returns
+        -------
+        CompactionResult
+            Parts before and after, and rows rewritten, per table.
+
+        Raises
+        ------
+        StateError
+            Another process is compacting the store (a RuntimeError).
+        InvalidArgumentError
+            An unknown table, the imports table, or invalid row counts.
+        """
         if isinstance(tables, str):
             tables = (tables,)
         for table in tables:
@@ -402,6 +617,7 @@ class Store:
         return CompactionResult(before, after, moved)
 
     def _merge(self, table: str, sources: list[Path]) -> int:
+        """Merge ``sources`` into one part under the journal protocol; return the rows moved."""
         schema = schema_of(table)
         parts = [conform(pq.read_table(p), table) for p in sources]
         merged = pa.concat_tables(parts).combine_chunks()
@@ -427,6 +643,7 @@ class Store:
 
 
 def _groups(sized: Iterable[tuple[Path, int]], target_rows: int) -> list[list[tuple[Path, int]]]:
+    """Split sized parts, in order, into groups; a group closes before exceeding ``target_rows``."""
     groups: list[list[tuple[Path, int]]] = []
     current: list[tuple[Path, int]] = []
     rows = 0

@@ -37,17 +37,28 @@ __all__ = ["FORMATS", "ImportOptions", "ImportReport", "MalformedLog", "import_l
 class ImportReport:
     """The outcome of one import.
 
-    Attributes:
-        format, source, store: what was imported from where into where.
-        imported: files imported now.
-        duplicates: files skipped because their content hash was already imported.
-        skipped: (file, reason) for files not imported: malformed, superseded by a newer log
-            of the same patient and run, or already present from another file.
-        warnings: (file[:line], reason) for problems inside files that were still imported
-            (e.g. bad lines of a JSON-lines file).
-        n_items, n_events: rows written.
-        runs: run ids that received rows.
-        batch: the import batch id (None when nothing was written).
+    ``str(report)`` is a human-readable summary.
+
+    Attributes
+    ----------
+    format, source, store : str
+        What was imported from where into where.
+    imported : tuple of str
+        Files imported now.
+    duplicates : tuple of str
+        Files skipped because their content hash was already imported.
+    skipped : tuple of (str, str)
+        (file, reason) for files not imported: malformed, superseded by a newer log of the same
+        patient and run, or already present from another file.
+    warnings : tuple of (str, str)
+        (file[:line], reason) for problems inside files that were still imported (e.g. bad
+        lines of a JSON-lines file).
+    n_items, n_events : int
+        Rows written.
+    runs : tuple of str
+        Run ids that received rows.
+    batch : str or None
+        The import batch id (None when nothing was written).
     """
 
     format: str
@@ -64,9 +75,18 @@ class ImportReport:
 
     @property
     def files_seen(self) -> int:
+        """Files found under the source: imported, duplicates and skipped."""
         return len(self.imported) + len(self.duplicates) + len(self.skipped)
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the report as a JSON-able dict (``tumorboard import --json`` prints it).
+
+        Returns
+        -------
+        dict
+            The attributes, with ``skipped`` as ``{"file", "reason"}`` objects and
+            ``warnings`` as ``{"where", "reason"}`` objects.
+        """
         return {
             "format": self.format,
             "source": self.source,
@@ -98,6 +118,7 @@ class ImportReport:
 
 
 def _formats() -> dict[str, tuple[Callable[..., Any], Callable[..., Parsed]]]:
+    """Return the (discover, parse) functions of each format (imported on first use)."""
     from . import jsonl, mtbbench, react
 
     return {
@@ -122,20 +143,42 @@ def import_logs(
     field_map: Mapping[str, str] | None = None,
     run_name: str | None = None,
 ) -> ImportReport:
-    """Imports the logs under ``src`` into ``store``.
+    """Import the logs under ``src`` into ``store``.
 
-    Args:
-        format: "mtbbench", "jsonl" or "react".
-        src: a log file or a directory searched recursively.
-        store: a Store or its path (created when missing).
-        track: force the track (mtbbench: "multimodal" or "longitudinal"; default: detected
-            per file from the questions); for other formats the default track.
-        model: force the model name (default: from the folder name or the records).
-        model_map: folder name -> display model name; a mapping, or a JSON object file, or a
-            text file of ``folder,display`` lines.
-        benchmark: benchmark name (default: the format's: "mtbbench", or from the records).
-        field_map: jsonl only: schema field -> key (dotted path) in the records.
-        run_name: appended to derived run ids, to keep repeated runs of one model apart.
+    Parameters
+    ----------
+    format : {"mtbbench", "jsonl", "react"}
+        The log format.
+    src : str or os.PathLike
+        A log file or a directory searched recursively.
+    store : Store, str or os.PathLike
+        A Store or its path (created when missing).
+    track : str, optional
+        Force the track (mtbbench: "multimodal" or "longitudinal"; default: detected per file
+        from the questions); for other formats the default track.
+    model : str, optional
+        Force the model name (default: from the folder name or the records).
+    model_map : mapping, str or os.PathLike, optional
+        Folder name -> display model name; a mapping, or a JSON object file, or a text file of
+        ``folder,display`` lines.
+    benchmark : str, optional
+        Benchmark name (default: the format's: "mtbbench", or from the records).
+    field_map : mapping of str to str, optional
+        jsonl only: schema field -> key (dotted path) in the records.
+    run_name : str, optional
+        Appended to derived run ids, to keep repeated runs of one model apart.
+
+    Returns
+    -------
+    ImportReport
+        What was imported, skipped (with reasons) and written.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown format, or an invalid model map.
+    MissingFileError
+        ``src`` (or the model-map file) does not exist.
     """
     formats = _formats()
     if format not in formats:
@@ -246,6 +289,7 @@ def import_logs(
 
 
 def _table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
+    """Build a conforming Arrow table of ``table`` from an importer's row dicts."""
     schema = schema_of(table)
     try:
         arrow = pa.Table.from_pylist(list(rows), schema=schema)
@@ -259,8 +303,10 @@ def _table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
 def _resolve_units(
     parsed: list[tuple[Path, str, Parsed]], store: Store
 ) -> tuple[list[tuple[Path, str, Parsed]], list[tuple[str, str]]]:
-    """Keeps one log per (run, patient) unit: the newest within this import, and none for
-    units already in the store."""
+    """Keep one log per (run, patient) unit; return the kept logs and the skipped files.
+
+    The kept log is the newest within this import, and none for units already in the store.
+    """
     import polars as pl
 
     skipped: list[tuple[str, str]] = []
@@ -317,6 +363,7 @@ def _resolve_units(
 
 
 def _load_model_map(spec: Mapping[str, str] | str | os.PathLike[str] | None) -> dict[str, str]:
+    """Return the folder -> model name map from a mapping, a JSON file or a text file."""
     if spec is None:
         return {}
     if isinstance(spec, Mapping):

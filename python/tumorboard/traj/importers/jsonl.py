@@ -1,5 +1,6 @@
-"""JSON-lines logs: one JSON object per line, one question per object, for harnesses that log
-their own way.
+"""JSON-lines logs: one JSON object per line, one question per object.
+
+The format is for harnesses that log their own way.
 
 Field mapping: every field below is read from the record key of the same name unless
 ``field_map`` maps it to another key; a dotted key (``meta.model``) reads nested objects.
@@ -66,7 +67,11 @@ _MISSING = object()
 
 
 def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
-    """``src`` itself, or every ``*.jsonl`` / ``*.ndjson`` file under it."""
+    """Return the files to import: ``src`` itself, or every ``*.jsonl`` / ``*.ndjson`` under it.
+
+    Hidden files and folders are left out. The second element (files skipped while
+    discovering) is always empty for this format.
+    """
     if src.is_file():
         return [src], []
     files = sorted(
@@ -79,6 +84,7 @@ def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
 
 
 def _get(record: Mapping[str, Any], key: str) -> Any:
+    """Return the value at a dotted key of a record, or ``_MISSING``."""
     value: Any = record
     for part in key.split("."):
         if not isinstance(value, Mapping) or part not in value:
@@ -88,10 +94,11 @@ def _get(record: Mapping[str, Any], key: str) -> Any:
 
 
 class _Bad(InvalidArgumentError):
-    pass
+    """A record that cannot be imported; the line becomes a warning."""
 
 
 def _str(value: Any, name: str, *, ids: bool = False) -> str | None:
+    """Return a string field (with ``ids``, integers are converted); None stays None."""
     if value is None or isinstance(value, str):
         return value
     if ids and isinstance(value, int) and not isinstance(value, bool):
@@ -100,12 +107,14 @@ def _str(value: Any, name: str, *, ids: bool = False) -> str | None:
 
 
 def _int(value: Any, name: str) -> int | None:
+    """Return an integer field (not a bool); None stays None."""
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise _Bad(f"{name!r} must be an integer, got {json.dumps(value)[:40]}")
 
 
 def _float(value: Any, name: str) -> float | None:
+    """Return a numeric field as a float (not a bool); None stays None."""
     if value is None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -114,12 +123,14 @@ def _float(value: Any, name: str) -> float | None:
 
 
 def _bool(value: Any, name: str) -> bool | None:
+    """Return a boolean field; None stays None."""
     if value is None or isinstance(value, bool):
         return value
     raise _Bad(f"{name!r} must be true or false, got {json.dumps(value)[:40]}")
 
 
 def _strs(value: Any, name: str) -> list[str] | None:
+    """Return a list-of-strings field; None stays None."""
     if value is None:
         return None
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -128,7 +139,29 @@ def _strs(value: Any, name: str) -> list[str] | None:
 
 
 def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
-    """Rows of one JSON-lines file; bad lines become warnings."""
+    """Parse one JSON-lines file into rows; bad lines become warnings.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file (named in warnings).
+    raw : bytes
+        Its content (UTF-8).
+    opts : ImportOptions
+        The import's options.
+
+    Returns
+    -------
+    Parsed
+        The runs, items and events rows, and the warnings.
+
+    Raises
+    ------
+    MalformedLog
+        The file has no valid record.
+    InvalidArgumentError
+        ``field_map`` names an unknown field.
+    """
     unknown = [k for k in opts.field_map if k not in FIELDS]
     if unknown:
         raise InvalidArgumentError(
@@ -178,7 +211,10 @@ def _rows(
     opts: ImportOptions,
     positions: dict[tuple[str, str | None], int],
 ) -> tuple[dict, dict, list[dict]]:
+    """Return the run, item and event rows of one record (raises _Bad for a bad record)."""
+
     def get(name: str) -> Any:
+        """Return a field through ``field_map`` (None when missing)."""
         value = _get(record, opts.field_map.get(name, name))
         return None if value is _MISSING else value
 

@@ -1,4 +1,6 @@
-"""MTBBench chat logs (Vasilev et al., NeurIPS 2025; ``neurips25/models/agent*.py``).
+"""MTBBench chat logs, as MTBBench's agents write them (Vasilev et al., NeurIPS 2025).
+
+The agents are ``goodfire-ai/mtbbench``, ``neurips25/models/agent*.py@ae2f8fe``.
 
 Layout: ``<model folder>/<patient>_chatlog_<unix_ts>.json``. Each file is a JSON list of question
 records ``{question, answer, response, correct, files_accessed, files_hallucinated,
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -72,7 +75,10 @@ _ANSWER_TAGS = re.compile(r"\[ANSWER:\s*([^\]]*)\]", re.IGNORECASE)
 
 
 def multimodal_task(position: int) -> str | None:
-    """HANCOCK task of the question at ``position`` (0-based) in a patient's log."""
+    """Return the HANCOCK task of the question at ``position`` (0-based) in a patient's log.
+
+    None past the last known position.
+    """
     if 0 <= position <= 8:
         return "digital_pathology"
     if 9 <= position <= 12:
@@ -83,7 +89,10 @@ def multimodal_task(position: int) -> str | None:
 
 
 def longitudinal_task(question: str) -> str | None:
-    """MSK-CHORD task from the question's wording (recurrence, outcome, progression)."""
+    """Return the MSK-CHORD task from the question's wording (recurrence, outcome, progression).
+
+    None when no wording matches.
+    """
     for task, rx in _LONGITUDINAL:
         if rx.search(question):
             return task
@@ -91,15 +100,21 @@ def longitudinal_task(question: str) -> str | None:
 
 
 def detect_track(questions: list[str]) -> str:
-    """ "longitudinal" when every question has a longitudinal wording, else "multimodal"."""
+    """Detect the track: "longitudinal" when every question has a longitudinal wording.
+
+    Otherwise (or without questions) "multimodal".
+    """
     if questions and all(longitudinal_task(q) is not None for q in questions):
         return "longitudinal"
     return "multimodal"
 
 
 def split_filename(name: str) -> tuple[str, int | None]:
-    """(patient id, unix timestamp or None) of ``<patient>_chatlog_<ts>.json``; the patient id
-    may itself contain ``_`` or ``-``."""
+    """Split ``<patient>_chatlog_<ts>.json`` into (patient id, unix timestamp or None).
+
+    The patient id may itself contain ``_`` or ``-``: the name is split on its last
+    ``_chatlog_``. Raises MalformedLog for a name without it.
+    """
     stem = name[:-5] if name.lower().endswith(".json") else name
     patient, sep, ts = stem.rpartition(_CHATLOG)
     if not sep or not patient:
@@ -110,8 +125,12 @@ def split_filename(name: str) -> tuple[str, int | None]:
         return patient, None
 
 
-def model_of(folder: str, model_map: dict[str, str] | Any, model: str | None) -> tuple[str, bool]:
-    """(display model name, tools) of a model folder name."""
+def model_of(folder: str, model_map: Mapping[str, str], model: str | None) -> tuple[str, bool]:
+    """Return the (display model name, tools) of a model folder name.
+
+    A ``-with-tools`` suffix means tools; ``model`` overrides the name, else ``model_map``
+    renames the folder (or its base name).
+    """
     tools = folder.endswith(TOOLS_SUFFIX)
     base = folder[: -len(TOOLS_SUFFIX)] if tools else folder
     if model is not None:
@@ -120,7 +139,11 @@ def model_of(folder: str, model_map: dict[str, str] | Any, model: str | None) ->
 
 
 def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
-    """The chat logs under ``src`` (a file or a folder searched recursively)."""
+    """Return the chat logs under ``src`` (a file or a folder searched recursively).
+
+    Other ``.json`` files are returned as skipped (file, reason) pairs; hidden paths are left
+    out.
+    """
     if src.is_file():
         return [src], []
     files: list[Path] = []
@@ -139,6 +162,7 @@ def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
 
 
 def _bool(value: Any) -> bool | None:
+    """Return a logged boolean (bool, 0/1 or "true"/"false"), or None for anything else."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
@@ -149,6 +173,7 @@ def _bool(value: Any) -> bool | None:
 
 
 def _names(record: dict[str, Any], key: str, index: int) -> list[str]:
+    """Return a record's list of file names (empty when missing)."""
     value = record.get(key)
     if value is None:
         return []
@@ -158,7 +183,30 @@ def _names(record: dict[str, Any], key: str, index: int) -> list[str]:
 
 
 def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
-    """Rows of one MTBBench chat log; raises MalformedLog with the reason."""
+    """Parse one MTBBench chat log into rows.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The log file; its name gives the patient and time, its folder the model.
+    raw : bytes
+        Its content (UTF-8 JSON).
+    opts : ImportOptions
+        The import's options.
+
+    Returns
+    -------
+    Parsed
+        One run row, one item per question record, the conversation's events, and the
+        (run, patient) unit the file covers.
+
+    Raises
+    ------
+    MalformedLog
+        The file cannot be imported; the message is the reason.
+    InvalidArgumentError
+        An unknown forced track.
+    """
     patient_id, ts = split_filename(path.name)
     try:
         doc = json.loads(raw.decode("utf-8"))
@@ -232,6 +280,7 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
 def _item(
     rec: dict[str, Any], pos: int, run_id: str, patient_id: str, track: str, file_flags: list[str]
 ) -> dict[str, Any]:
+    """Build the items row of one question record, with its quirk flags."""
     flags = list(file_flags)
     question, answer = rec["question"], rec["answer"]
     options = list(parse_options(question))
@@ -310,8 +359,11 @@ def _item(
 def _events(
     conversation: Any, records: list[dict[str, Any]], run_id: str, patient_id: str
 ) -> tuple[list[dict[str, Any]], list[int | None], str | None]:
-    """Events of the trailing conversation, the attempts per question, and a flag for all
-    items when the conversation is missing, malformed or does not line up with the records."""
+    """Return the events of the trailing conversation and the attempts per question.
+
+    The third element is a flag for all items when the conversation is malformed or does not
+    line up with the records (None otherwise, and for a missing conversation).
+    """
     n = len(records)
     if conversation is None:
         return [], [None] * n, None
@@ -342,6 +394,7 @@ def _events(
     available: list[str] = []
 
     def add(item_id: str | None, **row: Any) -> None:
+        """Append an event row with the item's next step number."""
         step = steps.get(item_id, 0)
         steps[item_id] = step + 1
         events.append(
@@ -416,8 +469,10 @@ def _events(
 
 
 def _squash(text: str) -> str:
+    """Collapse runs of whitespace into one space and strip."""
     return re.sub(r"\s+", " ", text).strip()
 
 
 def _snippet(question: str) -> str:
+    """Return the first 80 characters of a question, whitespace collapsed (for alignment)."""
     return _squash(question)[:80]

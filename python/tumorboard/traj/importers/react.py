@@ -1,5 +1,7 @@
-"""ReAct text traces (Yao et al., ICLR 2023; LAMMI-style ``Thought:`` / ``Action:`` /
-``Action Input:`` / ``Observation:`` blocks) into items and events.
+"""ReAct text traces into items and events.
+
+ReAct is Yao et al., ICLR 2023; the traces are LAMMI-style ``Thought:`` / ``Action:`` /
+``Action Input:`` / ``Observation:`` blocks.
 
 Sources: a text file (``.txt``, ``.md``, ``.log``) holds one trace; leading comment lines
 ``# key: value`` give metadata (``model``, ``patient_id``, ``item_id``, ``task``, ``gold``,
@@ -32,7 +34,11 @@ _FAILED = re.compile(r"^\s*(?:error|exception|traceback)\b", re.IGNORECASE)
 
 
 def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
-    """``src`` itself, or every trace file (.txt, .md, .log, .jsonl) under it."""
+    """Return the files to import: ``src`` itself, or every trace file under it.
+
+    Trace files end in .txt, .md, .log or .jsonl; hidden paths are left out. The second
+    element (files skipped while discovering) is always empty for this format.
+    """
     if src.is_file():
         return [src], []
     files = sorted(
@@ -46,6 +52,7 @@ def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
 
 
 def _front_matter(text: str) -> tuple[dict[str, str], str]:
+    """Split the leading ``# key: value`` lines (lowercased keys) from the trace text."""
     meta: dict[str, str] = {}
     lines = text.splitlines()
     i = 0
@@ -59,7 +66,27 @@ def _front_matter(text: str) -> tuple[dict[str, str], str]:
 
 
 def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
-    """Rows of one trace file (or JSON-lines file of traces)."""
+    """Parse one trace file (or JSON-lines file of traces) into rows.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file; its stem is the default item id, its folder the default model.
+    raw : bytes
+        Its content (UTF-8).
+    opts : ImportOptions
+        The import's options.
+
+    Returns
+    -------
+    Parsed
+        The runs, items and events rows; bad lines of a JSON-lines file become warnings.
+
+    Raises
+    ------
+    MalformedLog
+        No trace could be read from the file.
+    """
     text = raw.decode("utf-8")
     out = Parsed()
     runs: dict[str, dict[str, Any]] = {}
@@ -99,11 +126,13 @@ def _add(
     path: Path,
     opts: ImportOptions,
 ) -> None:
+    """Add the run, the item and the events of one trace to ``out``."""
     trace = parse_react(trace_text)
     if not trace.steps and trace.final_answer is None:
         raise MalformedLog("no Thought/Action/Observation blocks and no final answer found")
 
     def s(key: str) -> str | None:
+        """Return a metadata value as a string (None when missing)."""
         v = meta.get(key)
         return None if v is None else str(v)
 
