@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
     import numpy.typing as npt
-    import pandas as pd
     import polars as pl
     import pyarrow as pa
 
@@ -39,10 +38,8 @@ Labels = Union[
 ]
 """Per-record labels (groups, strata, clusters): one column, or several as a frame or mapping."""
 
-Frame = Union[
-    "pl.DataFrame", "pl.LazyFrame", "pa.Table", "pd.DataFrame", Mapping[str, Sequence[Any]]
-]
-"""A table of records: polars (eager or lazy), Arrow, pandas, or a mapping of columns."""
+Frame = Union["pl.DataFrame", "pl.LazyFrame", "pa.Table", "pa.RecordBatch"]
+"""A table of records: polars (eager or lazy) or Arrow (what the scorers accept)."""
 
 Texts = Union[str, Sequence[str], "pl.Series", "pa.Array", "pa.ChunkedArray", "np.ndarray"]
 """A text or a column of texts (hypotheses or references)."""
