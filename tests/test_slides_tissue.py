@@ -318,3 +318,5 @@ def test_bad_seg_mpp_and_threads_are_refused_before_work(demo_slide):
                 slides.preprocess_patches(np.zeros((1, 8, 8, 3), np.uint8), size=4, threads=bad)
             with pytest.raises(InvalidArgumentError, match="threads must be a positive int"):
                 slides.resize(np.zeros((8, 8, 3), np.uint8), 4, threads=bad)
+            with pytest.raises(InvalidArgumentError, match="threads must be a positive int"):
+                s.read_level(2, threads=bad)

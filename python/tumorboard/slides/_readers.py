@@ -305,14 +305,14 @@ class Slide(abc.ABC):
         tuple
             ``(image, (sx, sy))`` with sx, sy the exact level-0 pixels per image pixel.
         """
-        if not downsample > 0:
-            raise InvalidArgumentError(f"downsample must be positive, got {downsample}")
+        downsample = _validate.positive(downsample, "downsample")
+        n_threads = _validate.threads(threads)
         w0, h0 = self.dimensions
         tw, th = max(1, round(w0 / downsample)), max(1, round(h0 / downsample))
         level = self.best_level_for_downsample(downsample)
         img = self.read_level(level, threads=threads)
         if img.shape[:2] != (th, tw):
-            img = _core.tiling.resize(img, th, tw, "bilinear", threads or 0)
+            img = _core.tiling.resize(img, th, tw, "bilinear", n_threads)
         return img, (w0 / tw, h0 / th)
 
     def get_thumbnail(self, size: tuple[int, int]) -> np.ndarray:
@@ -340,7 +340,7 @@ class Slide(abc.ABC):
 
 def _parallel_map(fn: Any, items: list[int], threads: int | None) -> None:
     """Run fn on every item on up to ``threads`` threads (default: all cores)."""
-    n = threads if threads and threads > 0 else (os.cpu_count() or 1)
+    n = _validate.threads(threads) or os.cpu_count() or 1
     if n <= 1 or len(items) <= 1:
         for item in items:
             fn(item)
@@ -781,6 +781,7 @@ class ImageSlide(Slide):
 
     def read_level(self, level: int, *, threads: int | None = None) -> np.ndarray:
         self._check_level(level)
+        _validate.threads(threads)
         return self._image.copy()
 
     def close(self) -> None:
