@@ -17,6 +17,7 @@ bad options are refused before any work, naming the option and the value.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -263,6 +264,16 @@ def test_auto_leaves_other_formats_to_openslide(svs_files, tmp_path):
     assert slides.direct_tiff_unsupported(png) == "not a TIFF file"
     with slides.open(png, mpp=0.5) as s:
         assert s.reader == "image"
+
+
+def test_auto_probe_of_a_broken_tiff_is_quiet_and_openslide_reports_it(tmp_path, caplog):
+    bad = tmp_path / "junk.tif"
+    bad.write_bytes(b"II*\x00" + bytes(200))
+    with caplog.at_level(logging.WARNING, logger="tifffile"):
+        reason = slides.direct_tiff_unsupported(bad)
+    assert reason.startswith("tifffile cannot parse it") and caplog.records == []
+    with pytest.raises(slides.SlideError, match=r"junk\.tif: unreadable slide; openslide: "):
+        slides.open(bad)
 
 
 def test_unknown_reader_is_one_clear_error(demo_slide, tmp_path):

@@ -23,12 +23,14 @@ OpenSlide, tiffslide and Pillow come with the ``slides`` extra and are imported 
 from __future__ import annotations
 
 import abc
+import contextlib
 import ctypes
+import logging
 import math
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
@@ -532,6 +534,39 @@ _AUTO_CODECS = {1: None, 5: "LZW", 7: "JPEG8", 8: "ZLIB", 32946: "ZLIB", 50000: 
                 50001: "WEBP"}  # fmt: skip
 
 
+class _ThreadQuiet(logging.Filter):
+    """Drop log records of the current thread while it is inside :func:`_quiet_tifffile`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.local, "depth", 0)
+
+
+_TIFFFILE_QUIET = _ThreadQuiet()
+_TIFFFILE_QUIET_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _quiet_tifffile() -> Iterator[None]:
+    """Silence tifffile's warnings about a file in this thread (auto's probe of the file).
+
+    A file that is not for the direct reader is OpenSlide's to report; the probe stays quiet.
+    """
+    logger = logging.getLogger("tifffile")
+    with _TIFFFILE_QUIET_LOCK:
+        if _TIFFFILE_QUIET not in logger.filters:
+            logger.addFilter(_TIFFFILE_QUIET)
+    local = _TIFFFILE_QUIET.local
+    local.depth = getattr(local, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        local.depth -= 1
+
+
 def direct_tiff_unsupported(path: str | os.PathLike[str]) -> str | None:
     """Say why ``reader="auto"`` does not read a file with :class:`TiffFileSlide`.
 
@@ -562,7 +597,7 @@ def direct_tiff_unsupported(path: str | os.PathLike[str]) -> str | None:
     except ImportError:
         return "tifffile and imagecodecs are not installed"
     try:
-        with tifffile.TiffFile(str(p)) as tf:
+        with _quiet_tifffile(), tifffile.TiffFile(str(p)) as tf:
             kinds = set(tf.flags) - _AUTO_TIFF_KINDS
             if kinds:
                 return f"a {'/'.join(sorted(kinds))} TIFF (its own metadata: OpenSlide reads it)"
