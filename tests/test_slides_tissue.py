@@ -184,7 +184,7 @@ def test_blank_slide_is_no_tissue_with_a_hint():
         grid = slides.patch_grid(s, tissue, magnification=20)
     assert tissue.empty and tissue.largest_region_um2 == 0.0 and len(grid) == 0
     assert tissue.stats["n_regions"] == 0
-    assert tissue.empty_reason.startswith("no tissue: no pixel has a saturation above 8")
+    assert tissue.empty_reason.startswith("no tissue: nothing passes the saturation threshold 8")
     assert "blank" in tissue.empty_reason
 
 

@@ -312,10 +312,10 @@ class TissueMask:
         p = self.params
         where = f" on the {self.pixel_area_um2**0.5:.3g} um/px thumbnail"
         if self.largest_region_um2 <= 0:
-            how = "Otsu's threshold" if p.use_otsu else "sthresh"
+            how = "Otsu's" if p.use_otsu else "sthresh"
             return (
-                f"no tissue: no pixel has a saturation above {self.threshold} ({how}){where}; "
-                "the slide looks blank (check the file, or lower sthresh)"
+                f"no tissue: nothing passes the saturation threshold {self.threshold} ({how}) and "
+                f"the median blur{where}; the slide looks blank (check the file, or lower sthresh)"
             )
         return (
             f"no tissue: largest region {_mm2(self.largest_region_um2)} is not above the minimum "
