@@ -251,13 +251,15 @@ def np_grid(mask: np.ndarray, width: int, height: int, size0: int, step0: int) -
     return np.stack([x[cc], y[rr]], axis=1)
 
 
-def anchor_mask_compute(thumb: np.ndarray, p: Any, ref_area: int) -> np.ndarray:
+def anchor_mask_compute(thumb: np.ndarray, p: Any, pixel_um2: float) -> np.ndarray:
     from PIL import Image, ImageFilter
 
     sat = np.asarray(Image.fromarray(thumb).convert("HSV"))[..., 1]
     sat = np.asarray(Image.fromarray(sat).filter(ImageFilter.MedianFilter(p.mthresh)))
     closed = np_close(sat > p.sthresh, p.close)
-    return np_filter(closed, p.a_t * ref_area, p.a_h * ref_area, p.max_n_holes)
+    return np_filter(
+        closed, p.min_tissue_area / pixel_um2, p.min_hole_area / pixel_um2, p.max_n_holes
+    )
 
 
 def anchor_read_thumb(path: str, ds: float) -> np.ndarray:
@@ -363,8 +365,8 @@ def run_results(
         log(f"writing a {width} x {height} synthetic slide ...")
         info = write_synthetic_slide(path, width, height)
         log(f"  {info}")
-        # CLAM's default preset drops regions under 100 x 512^2 px; the quick slide's blobs are
-        # smaller, so it uses the TCGA preset (16 x 512^2).
+        # CLAM's preset drops regions under 1.64 mm2 (100 x 512^2 px at 40x); the quick slide's
+        # blobs are smaller, so it uses the TCGA preset (0.26 mm2).
         preset = "tcga" if quick else "clam"
         params = PRESETS[preset]
 
@@ -375,16 +377,16 @@ def run_results(
         def anchor_w1() -> np.ndarray:
             thumb = anchor_read_thumb(path, seg_ds)
             sx, sy = width / thumb.shape[1], height / thumb.shape[0]
-            mask = anchor_mask_compute(thumb, params, int(512**2 / (sx * sy)))
+            mask = anchor_mask_compute(thumb, params, MPP * sx * MPP * sy)
             return np_grid(mask, width, height, size0, size0)
 
         an_s, an_coords = None, None
-        for backend in ("tifffile", "openslide"):
-            name = f"W1 mask + grid {width // 1000}k x {height // 1000}k px, {backend} reader"
+        for reader in ("tifffile", "openslide"):
+            name = f"W1 mask + grid {width // 1000}k x {height // 1000}k px, {reader} reader"
             log(name)
 
-            def tb_w1(backend: str = backend) -> np.ndarray:
-                with slides.open(path, backend=backend) as s:
+            def tb_w1(reader: str = reader) -> np.ndarray:
+                with slides.open(path, reader=reader) as s:
                     tm = slides.segment_tissue(s, params=params, threads=threads)
                     return slides.patch_grid(s, tm, magnification=20, patch_size=256).coords
 
@@ -406,6 +408,7 @@ def run_results(
         def tb_w1b() -> np.ndarray:
             tm = slides.segment_image(
                 thumb,
+                mpp=MPP,
                 params=params,
                 downsample=(sx, sy),
                 level0_size=(width, height),
@@ -416,7 +419,7 @@ def run_results(
             )[0]
 
         def anchor_w1b() -> np.ndarray:
-            mask = anchor_mask_compute(thumb, params, int(512**2 / (sx * sy)))
+            mask = anchor_mask_compute(thumb, params, MPP * sx * MPP * sy)
             return np_grid(mask, width, height, size0, size0)
 
         tb_s, tb_c = ctx.time("tumorboard", tb_w1b)
@@ -433,10 +436,10 @@ def run_results(
         pick = np.sort(rng.choice(len(tb_coords), min(n_patches, len(tb_coords)), replace=False))
         coords = tb_coords[pick]
         level, read = 1, 256  # 20x = level 1 of the 40x slide
-        for backend in ("tifffile", "openslide"):
-            name2 = f"W2 read+preprocess 256->224, {backend} reader"
+        for reader in ("tifffile", "openslide"):
+            name2 = f"W2 read+preprocess 256->224, {reader} reader"
             log(name2)
-            slide = slides.open(path, backend=backend)
+            slide = slides.open(path, reader=reader)
 
             def tb_w2(slide: Any = slide) -> np.ndarray:
                 loader = slides.PatchLoader(
@@ -446,7 +449,7 @@ def run_results(
                     read_size=read,
                     batch_size=64,
                     size=224,
-                    num_workers=n_threads,
+                    threads=n_threads,
                 )
                 first = None
                 for b in loader:

@@ -251,7 +251,7 @@ def test_geojson_write_is_atomic(tmp_path, monkeypatch):
 
     img = np.full((64, 64, 3), 255, np.uint8)
     img[16:48, 16:48] = (150, 60, 120)  # one tissue square
-    mask = slides.segment_image(img, preset="bwh_biopsy")
+    mask = slides.segment_image(img, preset="bwh_biopsy", mpp=8.0)
     path = tmp_path / "contours_geojson" / "case.geojson"
     path.parent.mkdir()
     path.write_bytes(OLD)

@@ -88,6 +88,7 @@ def test_h5_dict_attributes_and_geojson_are_sorted(tmp_path):
     assert attr_to_hdf5({"b": 1, "a": 2}) == '{"a": 2, "b": 1}'
     img = np.full((32, 32, 3), 255, np.uint8)
     img[8:24, 8:24] = (150, 60, 120)
-    path = slides.segment_image(img, preset="bwh_biopsy").write_geojson(tmp_path / "t.geojson")
+    tissue = slides.segment_image(img, preset="bwh_biopsy", mpp=10.0)
+    path = tissue.write_geojson(tmp_path / "t.geojson")
     text = path.read_text(encoding="utf-8")
     assert text == json_text(json.loads(text)) and text.startswith('{"features": [')

@@ -44,7 +44,7 @@ def test_slide_name_is_the_readers_name(tmp_path):
     rng = np.random.default_rng(1)
     path = tmp_path / "case07.ome.tif"
     write_test_slide(path, rng.integers(0, 255, (512, 512, 3), dtype=np.uint8), levels=1)
-    with slides.open(path, backend="tifffile") as s:
+    with slides.open(path, reader="tifffile") as s:
         assert s.name == "case07"
 
 

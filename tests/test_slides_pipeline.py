@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,14 +23,17 @@ import pytest
 from PIL import Image
 from scipy import ndimage as ndi
 from test_slides_core import MEAN, STD, brute_grid, oracle_filter
-from test_slides_readers import BLOBS, H0, LUMEN, W0, synthetic_image, write_test_slide
+from test_slides_readers import BLOBS, H0, LUMEN, MPP, W0, synthetic_image, write_test_slide
 from tumorboard import slides
 from tumorboard.slides import SegmentationParams
 from tumorboard.slides import cli as tile_cli
 
 h5py = pytest.importorskip("h5py")
 
-PARAMS = SegmentationParams(sthresh=8, mthresh=7, close=4, a_t=0.5, a_h=0.05, max_n_holes=8)
+# areas in um2: the speck (40 px radius at 0.5 um/px, 1,257 um2) is dropped, the lumen (13,195 um2)
+# stays a hole
+PARAMS = SegmentationParams(sthresh=8, mthresh=7, close=4, min_tissue_area=30_000.0,
+                            min_hole_area=3_000.0, max_n_holes=8)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +63,9 @@ def np_close(mask: np.ndarray, k: int) -> np.ndarray:
     return win(win(d, 1, False), 0, False)
 
 
-def oracle_mask(rgb: np.ndarray, p: SegmentationParams, ds: float) -> tuple[np.ndarray, int]:
+def oracle_mask(
+    rgb: np.ndarray, p: SegmentationParams, ds: float, mpp: float = MPP
+) -> tuple[np.ndarray, int]:
     from skimage.filters import threshold_otsu
 
     mx, mn = rgb.max(-1).astype(np.int64), rgb.min(-1).astype(np.int64)
@@ -68,8 +74,9 @@ def oracle_mask(rgb: np.ndarray, p: SegmentationParams, ds: float) -> tuple[np.n
         sat = ndi.median_filter(sat, size=p.mthresh, mode="nearest")
     t = int(threshold_otsu(sat)) if p.use_otsu else p.sthresh
     closed = np_close(sat > t, p.close).astype(np.uint8)
-    ref = int(512**2 / (ds * ds))
-    return oracle_filter(closed, p.a_t * ref, p.a_h * ref, p.max_n_holes).astype(bool), t
+    px = (mpp * ds) ** 2  # um2 per pixel
+    keep = oracle_filter(closed, p.min_tissue_area / px, p.min_hole_area / px, p.max_n_holes)
+    return keep.astype(bool), t
 
 
 # ---- segmentation -------------------------------------------------------------------------------
@@ -77,7 +84,7 @@ def oracle_mask(rgb: np.ndarray, p: SegmentationParams, ds: float) -> tuple[np.n
 
 def test_segmentation_matches_oracle_and_geometry(slide_path):
     with slides.open(slide_path) as s:
-        tm = slides.segment_tissue(s, params=PARAMS, target_mpp=4.0)
+        tm = slides.segment_tissue(s, params=PARAMS, seg_mpp=4.0)
         thumb, _ = s.read_downsampled(8.0)
     assert tm.mask.shape == (192, 256) and tm.mask.dtype == np.bool_
     assert tm.downsample == (8.0, 8.0) and tm.level0_size == (W0, H0)
@@ -88,7 +95,7 @@ def test_segmentation_matches_oracle_and_geometry(slide_path):
     at = lambda x, y: tm.mask[int(y / 8), int(x / 8)]  # noqa: E731
     assert at(620, 700) and at(1500, 650) and at(1500, 1180)  # inside the blobs
     assert not at(1500, 900)  # the lumen stays a hole
-    assert not at(1850, 200)  # the speck is below a_t and dropped
+    assert not at(1850, 200)  # the speck is below min_tissue_area and dropped
     assert not at(100, 1450) and not at(1950, 1450)  # background
 
 
@@ -97,28 +104,31 @@ def test_ihc_image_segmentation_matches_oracle():
 
     ihc = data.immunohistochemistry()
     for p in (PARAMS, slides.PRESETS["otsu"], slides.PRESETS["bwh_biopsy"]):
-        p = SegmentationParams(**{**p.__dict__, "a_t": 0.002, "a_h": 0.0005})
-        tm = slides.segment_image(ihc, params=p, downsample=1.0)
-        ref, t = oracle_mask(ihc, p, 1.0)
+        p = replace(p, min_tissue_area=500.0, min_hole_area=125.0)
+        tm = slides.segment_image(ihc, params=p, mpp=1.0)
+        ref, t = oracle_mask(ihc, p, 1.0, mpp=1.0)
         assert tm.threshold == t
         np.testing.assert_array_equal(tm.mask, ref)
         assert 0.2 < tm.tissue_fraction < 1.0
 
 
 def test_presets_and_validation():
-    assert slides.PRESETS["tcga"] == SegmentationParams(8, 7, 4, False, 16, 4, 8)
-    assert slides.PRESETS["bwh_biopsy"] == SegmentationParams(15, 11, 2, False, 1, 1, 2)
+    unit = (512 * 0.25) ** 2  # one CLAM area unit at 40x, in um2
+    assert slides.PRESETS["tcga"] == SegmentationParams(8, 7, 4, False, 16 * unit, 4 * unit, 8)
+    assert slides.PRESETS["bwh_biopsy"] == SegmentationParams(15, 11, 2, False, unit, unit, 2)
     with pytest.raises(ValueError, match="unknown preset"):
-        slides.segment_image(np.zeros((4, 4, 3), np.uint8), preset="nope")
+        slides.segment_image(np.zeros((4, 4, 3), np.uint8), preset="nope", mpp=1.0)
     with pytest.raises(ValueError, match="mthresh"):
         SegmentationParams(mthresh=4)
+    with pytest.raises(ValueError, match="min_tissue_area must be a non-negative number"):
+        SegmentationParams(min_tissue_area=-1.0)
     with pytest.raises(ValueError, match="image must be"):
-        slides.segment_image(np.zeros((4, 4), np.uint8))
+        slides.segment_image(np.zeros((4, 4), np.uint8), mpp=1.0)
 
 
 def test_geojson_export(slide_path, tmp_path):
     with slides.open(slide_path) as s:
-        tm = slides.segment_tissue(s, params=PARAMS, target_mpp=4.0)
+        tm = slides.segment_tissue(s, params=PARAMS, seg_mpp=4.0)
     gj = tm.to_geojson()
     assert gj["type"] == "FeatureCollection" and len(gj["features"]) == 2
     total = 0.0
@@ -144,7 +154,7 @@ def test_geojson_export(slide_path, tmp_path):
 
 def test_grid_matches_brute_force_and_blob_geometry(slide_path):
     with slides.open(slide_path) as s:
-        tm = slides.segment_tissue(s, params=PARAMS, target_mpp=4.0)
+        tm = slides.segment_tissue(s, params=PARAMS, seg_mpp=4.0)
         for min_tissue in (0.0, 0.31, 0.77):
             g = slides.patch_grid(s, tm, magnification=20, patch_size=256, min_tissue=min_tissue)
             ref, ref_f = brute_grid(tm.mask.astype(np.uint8), W0, H0, 256, 256, min_tissue)
@@ -184,8 +194,8 @@ def test_grid_magnification_overlap_and_read_plan(slide_path):
         assert (g10.n_cols, g10.n_rows) == (5, 4) and len(g10) == 20
         assert g10.coords[:6].tolist() == [[0, 0], [448, 0], [896, 0], [1344, 0], [1792, 0],
                                            [0, 448]]  # fmt: skip
-        g40 = slides.patch_grid(s, None, magnification=40, patch_size=256)
-        assert (g40.patch_size_level0, g40.read_level, g40.read_size) == (128, 0, 128)
+        g20 = slides.patch_grid(s, None, magnification=20, patch_size=128)
+        assert (g20.patch_size_level0, g20.read_level, g20.read_size) == (128, 0, 128)
         with pytest.raises(ValueError, match="overlap"):
             slides.patch_grid(s, None, patch_size=256, overlap=256)
     assert slides.read_plan((1.0, 4.0003, 16.001), 4.0, 1024) == (1, 256)
@@ -210,13 +220,13 @@ def anchor_patches(path, coords, level, read, size):
     return np.stack(out)
 
 
-@pytest.mark.parametrize("backend", ["openslide", "tiffslide", "tifffile"])
-def test_loader_equals_pil_numpy(slide_path, backend):
-    with slides.open(slide_path, backend=backend) as s:
-        tm = slides.segment_tissue(s, params=PARAMS, target_mpp=4.0)
+@pytest.mark.parametrize("reader", ["openslide", "tiffslide", "tifffile"])
+def test_loader_equals_pil_numpy(slide_path, reader):
+    with slides.open(slide_path, reader=reader) as s:
+        tm = slides.segment_tissue(s, params=PARAMS, seg_mpp=4.0)
         for mag in (20, 10):
             g = slides.patch_grid(s, tm, magnification=mag, patch_size=256)
-            loader = slides.PatchLoader(s, g, batch_size=5, size=224, num_workers=2, prefetch=1)
+            loader = slides.PatchLoader(s, g, batch_size=5, size=224, threads=2, prefetch=1)
             batches = list(loader)
             assert len(batches) == len(loader) == -(-len(g) // 5)
             coords = np.concatenate([b.coords for b in batches])
@@ -229,12 +239,12 @@ def test_loader_equals_pil_numpy(slide_path, backend):
 
 
 def test_loader_half_precision_and_validation(slide_path):
-    with slides.open(slide_path, backend="tifffile") as s:
+    with slides.open(slide_path, reader="tifffile") as s:
         g = slides.patch_grid(s, None, magnification=20, patch_size=256)
         f32 = next(iter(slides.PatchLoader(s, g, batch_size=4, size=64)))
         f16 = next(iter(slides.PatchLoader(s, g, batch_size=4, size=64, dtype="float16")))
         np.testing.assert_array_equal(f16.images, f32.images.astype(np.float16))
-        single = list(slides.PatchLoader(s, g, batch_size=7, size=64, num_workers=1, prefetch=0))
+        single = list(slides.PatchLoader(s, g, batch_size=7, size=64, threads=1, prefetch=0))
         assert sum(len(b) for b in single) == len(g)
         with pytest.raises(ValueError, match="level="):
             slides.PatchLoader(s, g.coords)
@@ -247,7 +257,7 @@ def test_loader_half_precision_and_validation(slide_path):
 
 def test_trident_coords_layout(slide_path, tmp_path):
     with slides.open(slide_path) as s:
-        tm = slides.segment_tissue(s, params=PARAMS, target_mpp=4.0)
+        tm = slides.segment_tissue(s, params=PARAMS, seg_mpp=4.0)
         g = slides.patch_grid(s, tm, magnification=20, patch_size=256)
     path = slides.coords_path(tmp_path, "case01", magnification=20, patch_size=256, overlap=0)
     assert path == tmp_path / "20x_256px_0px_overlap" / "patches" / "case01_patches.h5"
@@ -358,7 +368,7 @@ def test_tile_cli_resume_and_errors(slide_dir, tmp_path, capsys):
     assert (out / "contours_geojson" / "a.geojson").is_file()
     # the CLI's coords equal the API's
     with slides.open(slide_dir / "a.tif") as s:
-        tm = slides.segment_tissue(s, preset="bwh_biopsy", target_mpp=4.0)
+        tm = slides.segment_tissue(s, preset="bwh_biopsy", seg_mpp=4.0)
         g = slides.patch_grid(s, tm, magnification=20, patch_size=256)
     np.testing.assert_array_equal(slides.read_coords(pa).coords, g.coords)
     assert len(g) > 0

@@ -268,11 +268,10 @@ def _slide_part(out: Path, seed: int, lines: list[tuple[str, str]]) -> dict[str,
     image = sample_slide_image(seed=seed)
     path = write_sample_slide(slide_dir / "sample_case.tif", image)
     lines.append((str(path), "the generated pyramidal sample slide (3 levels, 20x, JPEG tiles)"))
-    params = slides.SegmentationParams(sthresh=8, mthresh=7, close=4, a_t=0.5, a_h=0.05)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # random weights are the point here
         report = embed_slides([path], model="uni2-tiny", out=out / "embed", batch_size=32,
-                              segmentation=params, progress=False)  # fmt: skip
+                              progress=False)  # fmt: skip
     res = report.results[0]
     if res.status != "done":
         print(f"\n[slides] embedding failed: {res.error}")

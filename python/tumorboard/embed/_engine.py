@@ -302,7 +302,7 @@ def _produce(
                 if not put(("start", job)):
                     return
                 loader = slides.PatchLoader(slide, grid, batch_size=batch_size, size=size,
-                                            mean=mean, std=std, num_workers=workers,
+                                            mean=mean, std=std, threads=workers,
                                             interpolation=interpolation)  # fmt: skip
                 for batch in loader:
                     if not put(("batch", job, batch)):
@@ -466,7 +466,7 @@ def embed_slides(
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto",
     workers: int | None = None,
     queue_size: int = 8,
-    segmentation: Any = "clam",
+    segmentation: Any = "default",
     mpp: float | None = None,
     encoder_name: str | None = None,
     progress: bool = True,
@@ -506,7 +506,7 @@ def embed_slides(
         Patch-reader threads (default: all cores).
     queue_size : int, default 8
         Batches buffered between the readers and the model.
-    segmentation : str or SegmentationParams or None, default "clam"
+    segmentation : str or SegmentationParams or None, default "default"
         A tissue segmentation preset name (``tumorboard.slides.PRESETS``), a
         :class:`~tumorboard.slides.SegmentationParams`, or None to keep every grid patch.
     mpp : float or None, default None

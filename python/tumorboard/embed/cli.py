@@ -38,7 +38,7 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="reader threads (default: all cores)")
     p.add_argument(
         "--segmentation",
-        default="clam",
+        default="default",
         help="tissue segmentation preset, or none (every grid patch)",
     )
     p.add_argument("--mpp", type=float, default=None, help="override the slides' resolution")

@@ -7,16 +7,24 @@ Typical use::
 
     from tumorboard import slides
 
-    with slides.open("case.svs") as slide:
-        tissue = slides.segment_tissue(slide, preset="clam")          # 1.25x thumbnail
+    with slides.open("case.svs") as slide:                  # reader="auto"
+        tissue = slides.segment_tissue(slide)               # 1.25x thumbnail; fragments >= 0.1 mm2
+        if tissue.empty:
+            print(tissue.empty_reason)                      # "no tissue: largest region ..."
         grid = slides.patch_grid(slide, tissue, magnification=20, patch_size=256)
         slides.write_coords(slides.coords_path("job", slide.name), grid)
         for batch in slides.PatchLoader(slide, grid, batch_size=64, size=224):
             ...  # batch.images: (64, 3, 224, 224) float32, batch.coords: level-0 (x, y)
 
-Readers: ``open`` picks OpenSlide (SVS, NDPI, MRXS, SCN, tiled TIFF), then tiffslide, or a plain
-image; ``open(path, backend="tifffile")`` reads tiled TIFFs tile by tile with tifffile and
-imagecodecs (same pixels as OpenSlide for JPEG tiles, several times faster for patch loading).
+Readers: ``open(path, reader="auto")`` reads tiled generic TIFF pyramids and Aperio SVS tile by
+tile with tifffile and imagecodecs (:class:`TiffFileSlide`: the same pixels as OpenSlide, several
+times faster for patch loading), other slides with OpenSlide (SVS with JPEG 2000, NDPI, MRXS,
+SCN, ...), then tiffslide, and PNG/JPEG as a plain image; ``reader="openslide"`` (or
+``"tiffslide"``, ``"tifffile"``, ``"image"``) forces one.
+
+Segmentation areas are in square microns (:class:`SegmentationParams`); the ``default`` preset
+finds any tissue fragment of 0.1 mm2 or more at any scan resolution, and CLAM's presets (``clam``,
+``tcga``, ``bwh_biopsy``, ``otsu``) are kept under their names.
 
 The compiled core does the per-pixel work (csrc/tiling/); OpenSlide, tiffslide and Pillow come
 with ``pip install tumorboard[slides]``, h5py with ``[embed]``.
@@ -48,11 +56,14 @@ from ._readers import (
     SlideError,
     TiffFileSlide,
     TiffSlideSlide,
+    direct_tiff_unsupported,
     magnification_from_mpp,
     mpp_from_properties,
     open,
 )
 from ._segment import (
+    CLAM_LEVEL0_MPP,
+    DEFAULT_PRESET,
     DEFAULT_SEGMENTATION_MPP,
     PRESETS,
     SegmentationParams,
@@ -61,13 +72,17 @@ from ._segment import (
     segment_image,
     segment_tissue,
 )
+from ._validate import READERS
 
 __all__ = [
+    "CLAM_LEVEL0_MPP",
+    "DEFAULT_PRESET",
     "DEFAULT_SEGMENTATION_MPP",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "IMAGE_EXTENSIONS",
     "PRESETS",
+    "READERS",
     "SLIDE_EXTENSIONS",
     "CoordsFile",
     "CoordsFileError",
@@ -86,6 +101,7 @@ __all__ = [
     "TissuePolygon",
     "coords_complete",
     "coords_path",
+    "direct_tiff_unsupported",
     "magnification_from_mpp",
     "mpp_from_properties",
     "open",

@@ -11,6 +11,9 @@ tissue at all for ``min_tissue = 0`` (TRIDENT's default). TRIDENT tests intersec
 simplified tissue polygons, which also keeps squares that only touch tissue along an edge; the
 mask test needs positive overlap.
 
+A target magnification above the slide's own (m > M) is refused: TRIDENT would read level 0 and
+upsample the patches, inventing detail the scan does not have.
+
 Read level (TRIDENT): a level whose downsample is within 0.1 of M / m, else the deepest level with
 downsample <= M / m (level 0 when upsampling); the read size is ``round(level-0 side / level
 downsample)`` pixels, resized to the model input by the preprocessing. (TRIDENT divides by
@@ -27,7 +30,8 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ._segment import TissueMask, _threads
+from . import _validate
+from ._segment import TissueMask
 
 if TYPE_CHECKING:
     from ._readers import Slide
@@ -152,7 +156,7 @@ def patch_grid(
     tissue : TissueMask or None, default None
         A tissue mask of this slide.
     magnification : float, default 20
-        Target magnification.
+        Target magnification, at most the slide's own (``slide.magnification``).
     patch_size : int, default 256
         Patch side in pixels at the target magnification.
     overlap : int, default 0
@@ -176,12 +180,19 @@ def patch_grid(
         )
     if not 0.0 <= float(min_tissue) <= 1.0:
         raise InvalidArgumentError(f"min_tissue must be in [0, 1], got {min_tissue}")
-    if not float(magnification) > 0:
-        raise InvalidArgumentError(f"magnification must be positive, got {magnification}")
+    magnification = _validate.positive(magnification, "magnification")
+    n_threads = _validate.threads(threads)
     level0_mag = slide.magnification
     if not level0_mag:
         raise InvalidArgumentError(
             f"{slide.path}: unknown level-0 magnification (no mpp in the file); open it with mpp="
+        )
+    if magnification > level0_mag:
+        res = f", {slide.mpp} um/px" if slide.mpp is not None else ""
+        raise InvalidArgumentError(
+            f"{slide.path}: magnification {magnification:g}x is above the slide's native "
+            f"{level0_mag}x (level 0{res}); patches would be upsampled. Use magnification <= "
+            f"{level0_mag}"
         )
     ds = float(level0_mag) / float(magnification)
     size0 = max(1, round(patch_size * ds))
@@ -199,7 +210,7 @@ def patch_grid(
             )
         mask = np.ascontiguousarray(tissue.mask).view(np.uint8)
     coords, fraction, n_cols, n_rows = _core.tiling.patch_grid(
-        mask, int(w0), int(h0), int(size0), int(step0), float(min_tissue), _threads(threads)
+        mask, int(w0), int(h0), int(size0), int(step0), float(min_tissue), n_threads
     )
     level, read_size = read_plan(slide.level_downsamples, ds, size0)
     return PatchGrid(

@@ -22,7 +22,7 @@ import numpy as np
 from .. import _core
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from ..errors import InvalidArgumentError, InvalidTypeError
-from ._segment import _threads
+from . import _validate
 
 Interpolation = Literal["bilinear", "bicubic"]
 OutDtype = Literal["float32", "float16", "bfloat16"]
@@ -88,8 +88,9 @@ def resize(
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InvalidArgumentError("image is empty")
     h, w = _size_pair(size)
+    n_threads = _validate.threads(threads)
     return _core.tiling.resize(
-        np.ascontiguousarray(arr), h, w, _check_interpolation(interpolation), _threads(threads)
+        np.ascontiguousarray(arr), h, w, _check_interpolation(interpolation), n_threads
     )
 
 
@@ -195,6 +196,7 @@ def preprocess_patches(
     numpy.ndarray or torch.Tensor
         ``out`` if given, else a new numpy array.
     """
+    n_threads = _validate.threads(threads)
     arr = np.asarray(patches)
     if arr.ndim == 3 and arr.dtype == np.uint8 and arr.shape[2] in (3, 4):
         arr = arr[None]
@@ -244,6 +246,6 @@ def preprocess_patches(
             _check_interpolation(interpolation),
             mean_l,
             std_l,
-            _threads(threads),
+            n_threads,
         )
     return result

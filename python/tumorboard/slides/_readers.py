@@ -10,18 +10,27 @@ Microns per pixel are read from the property keys TRIDENT uses (``openslide.mpp-
 TRIDENT does (mahmoodlab/TRIDENT ``trident/wsi_objects/WSI.py``, ``_fetch_magnification``,
 @a91fa84): mpp < 0.16 -> 80x, < 0.2 -> 60x, < 0.3 -> 40x, < 0.6 -> 20x, < 1.2 -> 10x, < 2.4 -> 5x.
 
+Readers, by name (``open(path, reader=...)``): ``openslide`` (:class:`OpenSlideSlide`),
+``tiffslide`` (:class:`TiffSlideSlide`), ``tifffile`` (:class:`TiffFileSlide`, the direct tile
+reader) and ``image`` (:class:`ImageSlide`). ``auto`` picks the direct tile reader for the files
+it reads exactly as OpenSlide does (tiled 8-bit RGB generic TIFF pyramids and Aperio SVS with
+uncompressed, JPEG, LZW, Deflate, Zstandard or WebP tiles), OpenSlide for every other slide
+(tiffslide when OpenSlide is missing or refuses the file) and :class:`ImageSlide` for PNG/JPEG.
+
 OpenSlide, tiffslide and Pillow come with the ``slides`` extra and are imported lazily.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import ctypes
+import logging
 import math
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
@@ -30,9 +39,10 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidArgumentError, MissingDependencyError, TumorboardError
+from . import _validate
 from ._names import slide_name
 
-Backend = Literal["auto", "openslide", "tiffslide", "tifffile", "image"]
+Reader = Literal["auto", "openslide", "tiffslide", "tifffile", "image"]
 
 #: Extensions opened as plain images (one level, mpp given by the user).
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"})
@@ -150,8 +160,8 @@ class Slide(abc.ABC):
     name : str
         The output name of the slide (:func:`~tumorboard.slides.slide_name`: the file name
         without its extension, ``.ome.tiff`` counted as one; TRIDENT's slide name).
-    backend : str
-        "openslide", "tiffslide" or "image".
+    reader : str
+        The reader's name: "openslide", "tiffslide", "tifffile" or "image".
     level_dimensions : tuple of (int, int)
         (width, height) of each level, level 0 first.
     level_downsamples : tuple of float
@@ -162,10 +172,10 @@ class Slide(abc.ABC):
         Level-0 objective magnification (binned from mpp, else the objective-power property), or
         None.
     properties : dict
-        The backend's properties.
+        The reader's properties.
     """
 
-    backend: str = ""
+    reader: str = ""
     #: Pixel layout of ``_read_raw``: "argb32" (uint32 per pixel) or "rgb".
     raw_format: str = "rgb"
 
@@ -297,14 +307,14 @@ class Slide(abc.ABC):
         tuple
             ``(image, (sx, sy))`` with sx, sy the exact level-0 pixels per image pixel.
         """
-        if not downsample > 0:
-            raise InvalidArgumentError(f"downsample must be positive, got {downsample}")
+        downsample = _validate.positive(downsample, "downsample")
+        n_threads = _validate.threads(threads)
         w0, h0 = self.dimensions
         tw, th = max(1, round(w0 / downsample)), max(1, round(h0 / downsample))
         level = self.best_level_for_downsample(downsample)
         img = self.read_level(level, threads=threads)
         if img.shape[:2] != (th, tw):
-            img = _core.tiling.resize(img, th, tw, "bilinear", threads or 0)
+            img = _core.tiling.resize(img, th, tw, "bilinear", n_threads)
         return img, (w0 / tw, h0 / th)
 
     def get_thumbnail(self, size: tuple[int, int]) -> np.ndarray:
@@ -332,7 +342,7 @@ class Slide(abc.ABC):
 
 def _parallel_map(fn: Any, items: list[int], threads: int | None) -> None:
     """Run fn on every item on up to ``threads`` threads (default: all cores)."""
-    n = threads if threads and threads > 0 else (os.cpu_count() or 1)
+    n = _validate.threads(threads) or os.cpu_count() or 1
     if n <= 1 or len(items) <= 1:
         for item in items:
             fn(item)
@@ -375,7 +385,7 @@ class OpenSlideSlide(Slide):
     OpenSlide's C library is thread-safe and its ctypes calls release the GIL.
     """
 
-    backend = "openslide"
+    reader = "openslide"
     raw_format = "argb32"
 
     def __init__(self, path: str | os.PathLike[str], *, mpp: float | None = None) -> None:
@@ -429,7 +439,7 @@ class OpenSlideSlide(Slide):
 class TiffSlideSlide(Slide):
     """A slide read by tiffslide (pure Python + tifffile). One TiffSlide handle per thread."""
 
-    backend = "tiffslide"
+    reader = "tiffslide"
     raw_format = "rgb"
 
     def __init__(self, path: str | os.PathLike[str], *, mpp: float | None = None) -> None:
@@ -501,16 +511,128 @@ class TiffSlideSlide(Slide):
         self._local = threading.local()
 
 
+def _page_unsupported(page: Any) -> str | None:
+    """Say why the direct tile reader cannot read a TIFF page, or return None."""
+    if (
+        not page.is_tiled
+        or page.dtype != np.uint8
+        or page.samplesperpixel not in (3, 4)
+        or page.planarconfig != 1
+    ):
+        return f"is not a tiled 8-bit RGB(A) image (shape {page.shape})"
+    return None
+
+
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+#: File kinds (tifffile's ``TiffFile.flags``) that auto reads with the direct tile reader: generic
+#: pyramids and Aperio SVS. Vendor formats with their own metadata or tile layout (NDPI, Philips,
+#: Leica SCN, Ventana BIF, OME, ...) go to OpenSlide.
+_AUTO_TIFF_KINDS = frozenset({"shaped", "uniform", "svs"})
+#: Tile compressions auto reads directly (TIFF code: imagecodecs codec); their decoders give
+#: OpenSlide's pixels. JPEG 2000 (Aperio 33003/33005) stays with OpenSlide.
+_AUTO_CODECS = {1: None, 5: "LZW", 7: "JPEG8", 8: "ZLIB", 32946: "ZLIB", 50000: "ZSTD",
+                50001: "WEBP"}  # fmt: skip
+
+
+class _ThreadQuiet(logging.Filter):
+    """Drop log records of the current thread while it is inside :func:`_quiet_tifffile`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.local, "depth", 0)
+
+
+_TIFFFILE_QUIET = _ThreadQuiet()
+_TIFFFILE_QUIET_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _quiet_tifffile() -> Iterator[None]:
+    """Silence tifffile's warnings about a file in this thread (auto's probe of the file).
+
+    A file that is not for the direct reader is OpenSlide's to report; the probe stays quiet.
+    """
+    logger = logging.getLogger("tifffile")
+    with _TIFFFILE_QUIET_LOCK:
+        if _TIFFFILE_QUIET not in logger.filters:
+            logger.addFilter(_TIFFFILE_QUIET)
+    local = _TIFFFILE_QUIET.local
+    local.depth = getattr(local, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        local.depth -= 1
+
+
+def direct_tiff_unsupported(path: str | os.PathLike[str]) -> str | None:
+    """Say why ``reader="auto"`` does not read a file with :class:`TiffFileSlide`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The slide file.
+
+    Returns
+    -------
+    str or None
+        None when the direct tile reader applies: a TIFF that tifffile parses as a generic
+        pyramid or an Aperio SVS whose levels are all tiled 8-bit RGB(A) (chunky) with
+        uncompressed, JPEG, LZW, Deflate, Zstandard or WebP tiles that imagecodecs decodes.
+        Otherwise the reason, e.g. "not a TIFF file" or "level 0 has APERIO_JP2000_YCBC tiles".
+    """
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if magic not in _TIFF_MAGIC:
+        return "not a TIFF file"
+    try:
+        import imagecodecs
+        import tifffile
+    except ImportError:
+        return "tifffile and imagecodecs are not installed"
+    try:
+        with _quiet_tifffile(), tifffile.TiffFile(str(p)) as tf:
+            kinds = set(tf.flags) - _AUTO_TIFF_KINDS
+            if kinds:
+                return f"a {'/'.join(sorted(kinds))} TIFF (its own metadata: OpenSlide reads it)"
+            pages = [lv.keyframe for lv in tf.series[0].levels]
+            for i, pg in enumerate(pages):
+                if (why := _page_unsupported(pg)) is not None:
+                    return f"level {i} {why}"
+                code = int(pg.compression)
+                if code not in _AUTO_CODECS:
+                    return f"level {i} has {pg.compression.name} tiles"
+                codec = _AUTO_CODECS[code]
+                if codec is not None and not getattr(getattr(imagecodecs, codec, None),
+                                                     "available", False):  # fmt: skip
+                    return f"level {i}: imagecodecs has no {codec} decoder"
+                photometric = int(pg.photometric)
+                if not (photometric == 2 or (photometric == 6 and code == 7)):
+                    return f"level {i} has {pg.photometric.name} pixels"
+            if not pages:
+                return "no image levels"
+    except Exception as exc:  # tifffile raises TiffFileError, ValueError, IndexError, ...
+        return f"tifffile cannot parse it ({type(exc).__name__}: {exc})"
+    return None
+
+
 class TiffFileSlide(Slide):
     """A tiled pyramidal TIFF read tile by tile with tifffile.
 
     Each needed tile's bytes are read with ``os.pread`` and decoded by imagecodecs (libjpeg-turbo
     for JPEG), both without the GIL. The fast path for patch loading; for JPEG tiles the pixels
     equal OpenSlide's (same decoder). Levels are tifffile's ``series[0].levels`` (generic TIFF
-    pyramids, SVS, OME-TIFF SubIFDs).
+    pyramids, SVS, OME-TIFF SubIFDs). ``open(path)`` picks it by itself where it applies (see
+    :func:`open`).
     """
 
-    backend = "tifffile"
+    reader = "tifffile"
     raw_format = "rgb"
 
     def __init__(self, path: str | os.PathLike[str], *, mpp: float | None = None) -> None:
@@ -526,16 +648,9 @@ class TiffFileSlide(Slide):
         except Exception as exc:  # TiffFileError, ValueError, IndexError, struct.error, ...
             raise SlideError(self.path, f"tifffile cannot open it ({exc})") from exc
         for i, pg in enumerate(pages):
-            if (
-                not pg.is_tiled
-                or pg.dtype != np.uint8
-                or pg.samplesperpixel not in (3, 4)
-                or (pg.planarconfig != 1)
-            ):
+            if (why := _page_unsupported(pg)) is not None:
                 self._tf.close()
-                raise SlideError(
-                    self.path, f"level {i} is not a tiled 8-bit RGB(A) image (shape {pg.shape})"
-                )
+                raise SlideError(self.path, f"level {i} {why}")
         self._pages = pages
         # tifffile builds each page's decoder lazily; build them here, before threads share them
         self._decoders = [pg.decode for pg in pages]
@@ -550,7 +665,7 @@ class TiffFileSlide(Slide):
 
     @staticmethod
     def _tiff_properties(page: Any) -> dict[str, Any]:
-        props: dict[str, Any] = {"tumorboard.backend": "tifffile"}
+        props: dict[str, Any] = {"tumorboard.reader": "tifffile"}
         tags = page.tags
         for name in ("XResolution", "YResolution"):
             if name in tags:
@@ -643,7 +758,7 @@ class ImageSlide(Slide):
     it too).
     """
 
-    backend = "image"
+    reader = "image"
     raw_format = "rgb"
 
     def __init__(
@@ -668,7 +783,7 @@ class ImageSlide(Slide):
         h, w = self._image.shape[:2]
         self.level_dimensions = ((w, h),)
         self.level_downsamples = (1.0,)
-        self.properties = {"tumorboard.backend": "image"}
+        self.properties = {"tumorboard.reader": "image"}
         if name is not None:
             self.name = name
         if mpp is None:
@@ -701,6 +816,7 @@ class ImageSlide(Slide):
 
     def read_level(self, level: int, *, threads: int | None = None) -> np.ndarray:
         self._check_level(level)
+        _validate.threads(threads)
         return self._image.copy()
 
     def close(self) -> None:
@@ -708,7 +824,7 @@ class ImageSlide(Slide):
 
 
 def open(
-    path: str | os.PathLike[str], *, mpp: float | None = None, backend: Backend = "auto"
+    path: str | os.PathLike[str], *, mpp: float | None = None, reader: Reader = "auto"
 ) -> Slide:
     """Open a slide or image.
 
@@ -717,12 +833,14 @@ def open(
     path : str or os.PathLike
         The slide or image file.
     mpp : float or None, default None
-        Level-0 microns per pixel; overrides the file's resolution.
-    backend : {"auto", "openslide", "tiffslide", "tifffile", "image"}, default "auto"
+        Level-0 microns per pixel (> 0); overrides the file's resolution.
+    reader : {"auto", "openslide", "tiffslide", "tifffile", "image"}, default "auto"
         ``"auto"``: plain image extensions (PNG, JPEG, ...) open as an :class:`ImageSlide`
-        (``mpp`` required); everything else tries OpenSlide, then tiffslide, then (TIFF only) a
-        plain image. ``"openslide"``, ``"tiffslide"``, ``"tifffile"`` (:class:`TiffFileSlide`,
-        the fast tile reader for tiled TIFF/SVS) and ``"image"`` force a reader.
+        (``mpp`` required); a tiled generic TIFF pyramid or Aperio SVS that the direct tile
+        reader reads exactly (:func:`direct_tiff_unsupported` is None) as a
+        :class:`TiffFileSlide`; everything else with OpenSlide, then tiffslide, then (TIFF only)
+        as a plain image. ``"openslide"``, ``"tiffslide"``, ``"tifffile"`` and ``"image"`` force
+        a reader. ``Slide.reader`` tells which one opened the file.
 
     Returns
     -------
@@ -731,30 +849,35 @@ def open(
 
     Raises
     ------
+    InvalidArgumentError
+        ``reader`` names no reader, or ``mpp`` is not a positive number (checked first).
     SlideError
         The file is missing, corrupt or in no supported format.
     ImportError
         The needed reader is not installed (``pip install tumorboard[slides]``).
     """
+    reader = _validate.reader(reader)
+    if mpp is not None:
+        mpp = _validate.positive(mpp, "mpp", "um/px")
     p = Path(path)
-    if backend not in ("auto", "openslide", "tiffslide", "tifffile", "image"):
-        raise InvalidArgumentError(
-            "backend must be 'auto', 'openslide', 'tiffslide', 'tifffile' or 'image', "
-            f"got {backend!r}"
-        )
     if not p.exists():
         raise SlideError(p, "no such file")
     if p.is_dir():
         raise SlideError(p, "is a directory, not a slide file")
-    if backend == "openslide":
+    if reader == "openslide":
         return OpenSlideSlide(p, mpp=mpp)
-    if backend == "tiffslide":
+    if reader == "tiffslide":
         return TiffSlideSlide(p, mpp=mpp)
-    if backend == "tifffile":
+    if reader == "tifffile":
         return TiffFileSlide(p, mpp=mpp)
-    if backend == "image" or p.suffix.lower() in IMAGE_EXTENSIONS:
+    if reader == "image" or p.suffix.lower() in IMAGE_EXTENSIONS:
         return ImageSlide(p, mpp=mpp)
     errors: list[str] = []
+    if direct_tiff_unsupported(p) is None:
+        try:
+            return TiffFileSlide(p, mpp=mpp)
+        except SlideError as exc:  # parsed a moment ago; a file changing under us: try the rest
+            errors.append(f"tifffile: {str(exc).removeprefix(str(p) + ': ')}")
     missing: list[ImportError] = []
     for cls in (OpenSlideSlide, TiffSlideSlide):
         try:
@@ -762,9 +885,9 @@ def open(
         except ImportError as exc:
             missing.append(exc)
         except SlideError as exc:
-            errors.append(f"{cls.backend}: {str(exc).removeprefix(str(p) + ': ')}")
+            errors.append(f"{cls.reader}: {str(exc).removeprefix(str(p) + ': ')}")
         except Exception as exc:  # parsers of corrupt files raise anything; report, try the next
-            errors.append(f"{cls.backend}: {type(exc).__name__}: {exc}")
+            errors.append(f"{cls.reader}: {type(exc).__name__}: {exc}")
     if p.suffix.lower() in (".tif", ".tiff") and mpp is not None:
         return ImageSlide(p, mpp=mpp)
     if missing and not errors:

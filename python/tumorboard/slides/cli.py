@@ -29,7 +29,7 @@ from ._names import plan_slide_names, slide_name
 
 def add_tile_parser(subparsers: Any) -> None:
     """Add the ``tile`` verb to an ``argparse`` subparsers object."""
-    from ._segment import DEFAULT_SEGMENTATION_MPP, PRESETS
+    from ._segment import DEFAULT_PRESET, DEFAULT_SEGMENTATION_MPP, PRESETS
 
     p = subparsers.add_parser(
         "tile",
@@ -48,7 +48,12 @@ def add_tile_parser(subparsers: Any) -> None:
         default=0.0,
         help="minimum tissue fraction of a patch; 0 keeps any overlap (default)",
     )
-    p.add_argument("--preset", choices=sorted(PRESETS), default="clam", help="segmentation preset")
+    p.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default=DEFAULT_PRESET,
+        help="segmentation preset (default: any tissue fragment >= 0.1 mm2; the others are CLAM's)",
+    )
     p.add_argument(
         "--seg-mpp",
         type=float,
@@ -113,7 +118,7 @@ def _tile_one(path: Path, name: str, args: argparse.Namespace, out: Path) -> dic
         tissue = None
         if not args.no_seg:
             tissue = _segment.segment_tissue(
-                slide, preset=args.preset, target_mpp=args.seg_mpp, threads=args.threads
+                slide, preset=args.preset, seg_mpp=args.seg_mpp, threads=args.threads
             )
             tissue.write_geojson(out / "contours_geojson" / f"{name}.geojson")
         grid = patch_grid(

@@ -17,7 +17,7 @@ the value rounded to one decimal.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,12 @@ class IhcResult:
 
 
 def tile_image(
-    rgb: np.ndarray, tile: int, *, segmentation: str | None = "clam", min_tissue: float = 0.0
+    rgb: np.ndarray,
+    tile: int,
+    *,
+    segmentation: str | None = "clam",
+    min_tissue: float = 0.0,
+    mpp: float = 1.0,
 ) -> np.ndarray:
     """Return the top-left corners of the ``tile`` x ``tile`` grid over an image, on tissue.
 
@@ -71,6 +76,8 @@ def tile_image(
         A slides-layer segmentation preset, or None to keep every tile.
     min_tissue : float, default 0.0
         Tissue fraction a tile must exceed.
+    mpp : float, default 1.0
+        Microns per pixel of the image (the segmentation's area limits are in um2).
 
     Returns
     -------
@@ -82,12 +89,12 @@ def tile_image(
     coords = np.stack(np.meshgrid(xs, ys, indexing="xy"), -1).reshape(-1, 2).astype(np.int64)
     if segmentation is None:
         return coords
-    from ..slides import PRESETS, SegmentationParams, segment_image
+    from ..slides import PRESETS, segment_image
 
     base = PRESETS[segmentation]
-    # area limits in units of 512x512 level-0 patches: scale them to this small image
-    params = SegmentationParams(**{**base.__dict__, "a_t": 0.002, "a_h": 0.0005})
-    mask = segment_image(rgb, params=params, downsample=1.0).mask
+    # a region of interest, not a slide: keep tissue above 500 um2 (a few cells), holes above 125
+    params = replace(base, min_tissue_area=500.0, min_hole_area=125.0)
+    mask = segment_image(rgb, params=params, mpp=mpp).mask
     frac = np.array([mask[y : y + tile, x : x + tile].mean() for x, y in coords], dtype=np.float64)
     keep = frac > min_tissue
     return coords[keep] if keep.any() else coords
@@ -148,7 +155,7 @@ def ihc_positive_percentage(
     rgb = load_rgb(image)
     level0_mag = 10.0 / mpp
     tile = max(1, round(patch_size * level0_mag / magnification))
-    coords = tile_image(rgb, tile, segmentation=segmentation)
+    coords = tile_image(rgb, tile, segmentation=segmentation, mpp=mpp)
     h, w = rgb.shape[:2]
     padded = np.full((h + tile, w + tile, 3), 255, np.uint8)
     padded[:h, :w] = rgb
