@@ -446,7 +446,7 @@ def run_results(
                     read_size=read,
                     batch_size=64,
                     size=224,
-                    num_workers=n_threads,
+                    threads=n_threads,
                 )
                 first = None
                 for b in loader:

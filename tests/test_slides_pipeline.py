@@ -216,7 +216,7 @@ def test_loader_equals_pil_numpy(slide_path, backend):
         tm = slides.segment_tissue(s, params=PARAMS, target_mpp=4.0)
         for mag in (20, 10):
             g = slides.patch_grid(s, tm, magnification=mag, patch_size=256)
-            loader = slides.PatchLoader(s, g, batch_size=5, size=224, num_workers=2, prefetch=1)
+            loader = slides.PatchLoader(s, g, batch_size=5, size=224, threads=2, prefetch=1)
             batches = list(loader)
             assert len(batches) == len(loader) == -(-len(g) // 5)
             coords = np.concatenate([b.coords for b in batches])
@@ -234,7 +234,7 @@ def test_loader_half_precision_and_validation(slide_path):
         f32 = next(iter(slides.PatchLoader(s, g, batch_size=4, size=64)))
         f16 = next(iter(slides.PatchLoader(s, g, batch_size=4, size=64, dtype="float16")))
         np.testing.assert_array_equal(f16.images, f32.images.astype(np.float16))
-        single = list(slides.PatchLoader(s, g, batch_size=7, size=64, num_workers=1, prefetch=0))
+        single = list(slides.PatchLoader(s, g, batch_size=7, size=64, threads=1, prefetch=0))
         assert sum(len(b) for b in single) == len(g)
         with pytest.raises(ValueError, match="level="):
             slides.PatchLoader(s, g.coords)
@@ -344,7 +344,7 @@ def report(out: Path) -> dict:
 def test_tile_cli_resume_and_errors(slide_dir, tmp_path, capsys):
     out = tmp_path / "job"
     args = [str(slide_dir), str(tmp_path / "missing.tif"), "--out", str(out), "--preset",
-            "bwh_biopsy", "--seg-mpp", "4", "--no-progress"]  # fmt: skip
+            "bwh_biopsy", "--seg-mpp", "4", "--quiet"]  # fmt: skip
     assert run_cli(*args) == 1  # the corrupt and the missing slide failed
     rep = report(out)
     status = {e["name"]: e["status"] for e in rep["slides"]}
@@ -352,7 +352,7 @@ def test_tile_cli_resume_and_errors(slide_dir, tmp_path, capsys):
     errors = {e["name"]: e["error"] for e in rep["slides"] if e["status"] == "failed"}
     assert "corrupt.svs" in errors["corrupt"] and "no such file" in errors["missing"]
     printed = capsys.readouterr().out
-    assert "2 done, 0 skipped (complete), 2 failed" in printed and "FAILED" in printed
+    assert "2 done, 0 skipped (complete), 0 no tissue, 2 failed" in printed and "FAILED" in printed
     pa = slides.coords_path(out, "a")
     pb = slides.coords_path(out, "b")
     assert (out / "contours_geojson" / "a.geojson").is_file()
@@ -377,8 +377,8 @@ def test_tile_cli_interrupted_run_resumes(slide_dir, tmp_path, monkeypatch):
     (slide_dir / "corrupt.svs").unlink()
     out = tmp_path / "job"
     args = [str(slide_dir / "a.tif"), str(slide_dir / "b.tif"), "--out", str(out),
-            "--no-seg", "--no-progress"]  # fmt: skip
-    real_write = slides._h5.write_coords
+            "--no-seg", "--quiet"]  # fmt: skip
+    real_write = slides._tiling.write_coords
     calls = []
 
     def flaky_write(path, grid, **kw):
@@ -387,12 +387,12 @@ def test_tile_cli_interrupted_run_resumes(slide_dir, tmp_path, monkeypatch):
             raise KeyboardInterrupt  # the run is killed while writing the second slide
         return real_write(path, grid, **kw)
 
-    monkeypatch.setattr(slides._h5, "write_coords", flaky_write)
+    monkeypatch.setattr(slides._tiling, "write_coords", flaky_write)
     with pytest.raises(KeyboardInterrupt):
         run_cli(*args)
     assert slides.coords_complete(slides.coords_path(out, "a"))
     assert not slides.coords_path(out, "b").exists()
-    monkeypatch.setattr(slides._h5, "write_coords", real_write)
+    monkeypatch.setattr(slides._tiling, "write_coords", real_write)
     assert run_cli(*args) == 0
     status = {e["name"]: e["status"] for e in report(out)["slides"]}
     assert status == {"a": "skipped", "b": "done"}
@@ -404,11 +404,11 @@ def test_tile_cli_interrupted_run_resumes(slide_dir, tmp_path, monkeypatch):
 
 def test_tile_cli_module_entry_point(slide_dir, tmp_path):
     out = tmp_path / "job2"
-    rc = tile_cli.main(["tile", str(slide_dir / "a.tif"), "--out", str(out), "--mag", "10",
-                        "--patch", "128", "--overlap", "16", "--no-progress", "--preset",
-                        "bwh_biopsy", "--seg-mpp", "4"])  # fmt: skip
+    rc = tile_cli.main(["tile", str(slide_dir / "a.tif"), "--out", str(out),
+                        "--magnification", "10", "--patch-size", "128", "--overlap", "16",
+                        "--quiet", "--preset", "bwh_biopsy", "--seg-mpp", "4"])  # fmt: skip
     assert rc == 0
     cf = slides.read_coords(out / "10x_128px_16px_overlap" / "patches" / "a_patches.h5")
     assert cf.attrs["overlap"] == 16 and cf.attrs["target_magnification"] == 10
     assert cf.patch_size_level0 == 256
-    assert run_cli(str(slide_dir / "a.tif"), "--out", str(out), "--patch", "0") == 2
+    assert run_cli(str(slide_dir / "a.tif"), "--out", str(out), "--patch-size", "0") == 2

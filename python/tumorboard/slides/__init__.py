@@ -37,7 +37,7 @@ from ._h5 import (
     write_coords,
 )
 from ._loader import PatchBatch, PatchLoader
-from ._names import PlannedSlide, plan_slide_names, slide_name
+from ._names import CollectedSlides, PlannedSlide, collect_slides, plan_slide_names, slide_name
 from ._preprocess import preprocess_patches, resize
 from ._readers import (
     IMAGE_EXTENSIONS,
@@ -61,14 +61,18 @@ from ._segment import (
     segment_image,
     segment_tissue,
 )
+from ._tiling import DEFAULT_PRESET, READERS, TiledSlide, TilingOptions
 
 __all__ = [
+    "DEFAULT_PRESET",
     "DEFAULT_SEGMENTATION_MPP",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "IMAGE_EXTENSIONS",
     "PRESETS",
+    "READERS",
     "SLIDE_EXTENSIONS",
+    "CollectedSlides",
     "CoordsFile",
     "CoordsFileError",
     "ImageSlide",
@@ -82,8 +86,11 @@ __all__ = [
     "SlideError",
     "TiffFileSlide",
     "TiffSlideSlide",
+    "TiledSlide",
+    "TilingOptions",
     "TissueMask",
     "TissuePolygon",
+    "collect_slides",
     "coords_complete",
     "coords_path",
     "magnification_from_mpp",

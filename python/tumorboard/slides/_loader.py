@@ -3,7 +3,7 @@
 Each worker reads the regions of one batch straight into a raw buffer (OpenSlide's premultiplied
 ARGB through its C API, which releases the GIL; RGB for tiffslide and plain images), then runs the
 fused crop/resize/normalise (C++, GIL released) into a fresh NCHW array. Up to
-``num_workers + prefetch`` batches are in flight; batches come out in grid order.
+``threads + prefetch`` batches are in flight; batches come out in grid order.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class PatchLoader:
     size, mean, std, interpolation, dtype
         As in :func:`preprocess_patches` (defaults 224, ImageNet mean and std, "bilinear",
         "float32").
-    num_workers : int or None, default None
+    threads : int or None, default None
         Reader threads (default: all cores).
     prefetch : int, default 2
         Extra batches read ahead of the consumer.
@@ -89,7 +89,7 @@ class PatchLoader:
         std: tuple[float, float, float] = IMAGENET_STD,
         interpolation: Interpolation = "bilinear",
         dtype: OutDtype = "float32",
-        num_workers: int | None = None,
+        threads: int | None = None,
         prefetch: int = 2,
         level: int | None = None,
         read_size: int | None = None,
@@ -117,8 +117,10 @@ class PatchLoader:
             raise InvalidArgumentError(
                 f"dtype must be 'float32', 'float16' or 'bfloat16', got {dtype!r}"
             )
-        if num_workers is not None and num_workers < 1:
-            raise InvalidArgumentError(f"num_workers must be >= 1, got {num_workers}")
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+        ):
+            raise InvalidArgumentError(f"threads: expected an integer >= 1, got {threads!r}")
         if prefetch < 0:
             raise InvalidArgumentError(f"prefetch must be >= 0, got {prefetch}")
         self.slide = slide
@@ -133,7 +135,7 @@ class PatchLoader:
             raise InvalidArgumentError("mean and std need 3 values each, std non-zero")
         self.interpolation = _check_interpolation(interpolation)
         self.dtype = dtype
-        self.num_workers = num_workers or os.cpu_count() or 1
+        self.threads = threads or os.cpu_count() or 1
         self.prefetch = prefetch
         self._local = threading.local()
 
@@ -190,15 +192,15 @@ class PatchLoader:
         n_batches = len(self)
         if n_batches == 0:
             return
-        if self.num_workers == 1 and self.prefetch == 0:
+        if self.threads == 1 and self.prefetch == 0:
             for b in range(n_batches):
                 yield self.load_batch(b)
             return
-        pool = ThreadPoolExecutor(max_workers=self.num_workers, thread_name_prefix="tb-patches")
+        pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="tb-patches")
         pending: deque[Future[PatchBatch]] = deque()
         nxt = 0
         try:
-            while nxt < n_batches and len(pending) < self.num_workers + self.prefetch:
+            while nxt < n_batches and len(pending) < self.threads + self.prefetch:
                 pending.append(pool.submit(self.load_batch, nxt))
                 nxt += 1
             while pending:
