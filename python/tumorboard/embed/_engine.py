@@ -16,7 +16,8 @@ Outputs per slide follow TRIDENT's job layout exactly (mahmoodlab/TRIDENT
   it with the same settings.
 * ``{job}/features_{encoder}/{name}.h5``: TRIDENT's features file: ``features`` [N, D] float32
   with attributes ``name``, ``savetodir``, ``encoder`` (TRIDENT's) and ``weights_fingerprint``,
-  ``backend``, ``dtype``; ``coords`` [N, 2] int64 with the coords file's attributes copied.
+  ``backend``, ``dtype``, ``reader`` (the slide reader used); ``coords`` [N, 2] int64 with the
+  coords file's attributes copied.
 * ``{job}/embeddings_{encoder}/{name}.parquet``: columns ``slide`` (string), ``x``, ``y`` (int64,
   level-0 top-left), ``embedding`` (fixed_size_list<float32>[D]); the folder reads as one table
   (``polars.scan_parquet(dir / "*.parquet")``). The schema metadata holds ``encoder``,
@@ -407,6 +408,7 @@ class _SlideJob:
     coords_attrs: dict[str, Any] | None = None
     n: int = 0
     error: str | None = None
+    reader: str | None = None
 
 
 def _produce(
@@ -439,6 +441,7 @@ def _produce(
             return
         try:
             with opts.open(job.path) as slide:
+                job.reader = str(slide.backend)
                 if job.reuse is not None:  # coords of a `tile` run with the same settings
                     cf = job.reuse
                     ds = float(cf.attrs["level0_magnification"]) / opts.magnification
@@ -489,7 +492,8 @@ class _Writer:
         import pyarrow.parquet as pq
 
         self.job = job
-        self.attrs = attrs  # the features dataset's attributes beyond name and savetodir
+        # the features dataset's attributes beyond name and savetodir
+        self.attrs = {**attrs, "reader": job.reader}
         meta = {**(job.coords_attrs or {}), **attrs, "slide": job.name}
         self.metadata = {  # text as is, anything else as JSON (None -> null)
             k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)

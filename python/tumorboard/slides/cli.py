@@ -301,6 +301,7 @@ def _tile_one(
             return _entry(path, name, "skipped", coords=str(stored.path), n_patches=len(stored))
     with opts.open(path) as slide:
         tiled = opts.tile(slide, out, source=path)
+        reader = str(slide.backend)
     reason = tiled.no_tissue
     tissue = tiled.tissue
     return _entry(
@@ -312,6 +313,7 @@ def _tile_one(
         n_patches=len(tiled.grid),
         tissue_fraction=None if tissue is None else round(tissue.tissue_fraction, 6),
         largest_region_um2=getattr(tissue, "largest_region_um2", None),
+        reader=reader,
         seconds=round(time.perf_counter() - t0, 3),
         error=reason,
     )
