@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from ._backends import OnnxBackend, TorchBackend, export_onnx
 from ._engine import (
-    TRIDENT_ENCODER_NAMES,
     EmbedReport,
     SlideResult,
     embed_slides,
@@ -32,7 +31,6 @@ from ._engine import (
 )
 
 __all__ = [
-    "TRIDENT_ENCODER_NAMES",
     "EmbedReport",
     "OnnxBackend",
     "SlideResult",

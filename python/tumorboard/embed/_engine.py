@@ -69,9 +69,6 @@ from ..slides import (
 )
 from ._backends import DTYPES, OnnxBackend, TorchBackend, encoder_meta, export_onnx
 
-#: TRIDENT's encoder names for the models whose features it also stores.
-TRIDENT_ENCODER_NAMES = {"uni2-h": "uni_v2", "uni": "uni_v1", "conch": "conch_v1"}
-
 Status = Literal["done", "skipped", "no tissue", "failed"]
 
 
