@@ -305,7 +305,7 @@ def encoder_identity(
     MissingFileError
         The checkpoint does not exist.
     """
-    if isinstance(random_weights, bool) is False:
+    if not isinstance(random_weights, bool):
         raise InvalidTypeError(f"random_weights: expected a bool, got {random_weights!r}")
     if isinstance(model, (str, os.PathLike)) and str(model).endswith(".onnx"):
         raise InvalidArgumentError(

@@ -458,11 +458,10 @@ class TilingOptions:
         name = slide.name
         tissue = None
         geojson = None
-        params = self.params
-        if params is not None:
-            tissue = segment_tissue(
-                slide, params=params, target_mpp=self.seg_mpp, threads=self.threads
-            )
+        seg = self.segmentation
+        if seg is not None:
+            by = {"preset": seg} if isinstance(seg, str) else {"params": seg}
+            tissue = segment_tissue(slide, **by, target_mpp=self.seg_mpp, threads=self.threads)
             geojson = tissue.write_geojson(Path(out) / "contours_geojson" / f"{name}.geojson")
         grid = patch_grid(
             slide,
