@@ -272,7 +272,7 @@ def test_tile_report_write_is_atomic(tmp_path, monkeypatch):
     report.parent.mkdir(parents=True)
     report.write_bytes(OLD)
     monkeypatch.setattr(Path, "write_text", torn_write_text)
-    argv = ["tile", str(slide), "--out", str(out), "--mpp", "0.5", "--no-seg", "--no-progress"]
+    argv = ["tile", str(slide), "--out", str(out), "--mpp", "0.5", "--no-seg", "--quiet"]
     with pytest.raises(InjectedError):
         tile_cli.main(argv)
     assert report.read_bytes() == OLD and hidden_files(tmp_path) == []
@@ -311,19 +311,19 @@ def test_features_h5_and_parquet_writes_are_atomic(tmp_path):
 
     slide = png_slide(tmp_path / "case.png")
     out = tmp_path / "job"
-    features = out / "features_tiny" / "case.h5"
-    parquet = out / "embeddings_tiny" / "case.parquet"
+    features = out / "20x_256px_0px_overlap" / "features_tiny" / "case.h5"
+    parquet = out / "20x_256px_0px_overlap" / "embeddings_tiny" / "case.parquet"
     for p in (features, parquet):
         p.parent.mkdir(parents=True)
         p.write_bytes(OLD)  # an earlier, broken output: redone, and kept when the redo fails
     rep = embed_slides([slide], model=tiny_encoder(fail_on=2), out=out, mpp=0.5, batch_size=1,
-                       workers=1, segmentation=None, progress=False)  # fmt: skip
+                       threads=1, segmentation=None, progress=False)  # fmt: skip
     assert [r.status for r in rep.results] == ["failed"]
     assert "injected" in (rep.results[0].error or "")
     assert features.read_bytes() == OLD and parquet.read_bytes() == OLD
     assert hidden_files(tmp_path) == []
     # the same slide with a working model replaces both files
-    rep = embed_slides([slide], model=tiny_encoder(), out=out, mpp=0.5, batch_size=1, workers=1,
+    rep = embed_slides([slide], model=tiny_encoder(), out=out, mpp=0.5, batch_size=1, threads=1,
                        segmentation=None, progress=False)  # fmt: skip
     assert rep.ok and rep.results[0].n_patches == 2 and features.read_bytes() != OLD
     assert hidden_files(tmp_path) == []
@@ -395,7 +395,7 @@ def test_features_writer_that_cannot_start_leaves_nothing(tmp_path, monkeypatch)
     monkeypatch.setattr(h5py, "File", refuse_features)
     slide = png_slide(tmp_path / "case.png")
     rep = embed_slides([slide], model=tiny_encoder(), out=tmp_path / "job", mpp=0.5,
-                       segmentation=None, workers=1, progress=False)  # fmt: skip
+                       segmentation=None, threads=1, progress=False)  # fmt: skip
     assert [r.status for r in rep.results] == ["failed"] and "injected" in rep.results[0].error
     assert (tmp_path / "job" / "20x_256px_0px_overlap" / "patches" / "case_patches.h5").is_file()
     assert hidden_files(tmp_path) == []

@@ -23,17 +23,20 @@ def test_demo_writes_and_explains_every_output(tmp_path, capsys):
     out = run_demo(seed=0, n_resamples=100, out=tmp_path / "demo")
     text = capsys.readouterr().out
     assert out == tmp_path / "demo"
-    for rel in ("slides/sample_case.tif", "embed/features_uni2-tiny/sample_case.h5",
-                "embed/embeddings_uni2-tiny/sample_case.parquet",
+    job = "embed/20x_256px_0px_overlap"
+    for rel in ("slides/sample_case.tif", f"{job}/features_uni2-tiny/sample_case.h5",
+                f"{job}/embeddings_uni2-tiny/sample_case.parquet",
                 "embed/20x_256px_0px_overlap/patches/sample_case_patches.h5",
                 "slides/sample_case_roi.png", "report.md"):  # fmt: skip
         assert (out / rel).is_file(), rel
         assert rel in text  # announced with its meaning
     assert "Paired bootstrap" in text  # the original scoring demo still runs
-    with h5py.File(out / "embed/features_uni2-tiny/sample_case.h5", "r") as f:
+    with h5py.File(out / "embed/20x_256px_0px_overlap/features_uni2-tiny/sample_case.h5", "r") as f:
         feats, coords = f["features"][...], f["coords"][...]
     assert feats.shape[1] == 48 and feats.shape[0] == coords.shape[0] > 0
-    table = pq.read_table(out / "embed/embeddings_uni2-tiny/sample_case.parquet")
+    table = pq.read_table(
+        out / "embed/20x_256px_0px_overlap/embeddings_uni2-tiny/sample_case.parquet"
+    )
     np.testing.assert_array_equal(np.asarray(table["x"]), coords[:, 0])
     items = Store(out / "trajectories").items(with_runs=True).collect()
     assert items.height == 48 and set(items["model"]) == {"agent-with-tools",

@@ -252,7 +252,7 @@ def _same_outputs(a, b) -> None:
 def _embed_kwargs():
     from test_slides_pipeline import PARAMS
 
-    return dict(mag=10, batch_size=16, segmentation=PARAMS, workers=1, progress=False)
+    return dict(magnification=10, batch_size=16, segmentation=PARAMS, threads=1, progress=False)
 
 
 def test_ray_embedding_equals_local_run(cluster, collection, tmp_path):

@@ -32,8 +32,10 @@ from tumorboard import slides  # noqa: E402
 from tumorboard._io import is_temp_name, temp_files  # noqa: E402
 from tumorboard.embed import embed_slides, features_complete, read_features  # noqa: E402
 from tumorboard.embed.cli import add_embed_parser  # noqa: E402
+from tumorboard.models.weights import state_dict_fingerprint  # noqa: E402
 
 MEAN = (0.5, 0.4, 0.3)
+JOB = "20x_256px_0px_overlap"  # TRIDENT's folder of the default magnification, patch, overlap
 STD = (0.2, 0.25, 0.3)
 
 ENCODER_SRC = """
@@ -91,7 +93,7 @@ def collection(tmp_path_factory) -> list[Path]:
 @pytest.fixture(scope="module")
 def reference(collection, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ref")
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, workers=1,  # noqa: F821
+    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
                        progress=False, segmentation=PARAMS)  # fmt: skip
     assert rep.ok and len(rep.done) == 3
     return out
@@ -111,19 +113,27 @@ def oracle_embeddings(path: Path, coords: np.ndarray) -> np.ndarray:
 def test_outputs_match_oracle_and_layout(collection, reference):
     out = reference
     path = collection[0]
-    feats, coords, attrs = read_features(out / "features_tiny" / "case01.h5")
+    feats, coords, attrs = read_features(out / JOB / "features_tiny" / "case01.h5")
     cf = slides.read_coords(slides.coords_path(out, "case01", magnification=20, patch_size=256))
     np.testing.assert_array_equal(coords, cf.coords)
     assert feats.shape == (len(cf), 16) and feats.dtype == np.float32 and len(cf) > 10
-    assert attrs == {"name": "case01", "savetodir": str(out / "features_tiny"), "encoder": "tiny"}
+    assert attrs == {
+        "name": "case01",
+        "savetodir": str(out / JOB / "features_tiny"),
+        "encoder": "tiny",
+        "weights_fingerprint": state_dict_fingerprint(TinyEncoder()),  # noqa: F821
+        "backend": "torch",
+        "dtype": "fp32",
+        "reader": "openslide",
+    }
     np.testing.assert_allclose(feats, oracle_embeddings(path, coords), rtol=1e-4, atol=1e-4)
-    with h5py.File(out / "features_tiny" / "case01.h5", "r") as f:
+    with h5py.File(out / JOB / "features_tiny" / "case01.h5", "r") as f:
         assert f["coords"].dtype == np.int64
         assert f["coords"].attrs["patch_size"] == 256
         assert f["coords"].attrs["target_magnification"] == 20
         assert f["coords"].attrs["level0_magnification"] == 20
         assert f["coords"].attrs["name"] == "case01"
-    table = pq.read_table(out / "embeddings_tiny" / "case01.parquet")
+    table = pq.read_table(out / JOB / "embeddings_tiny" / "case01.parquet")
     etype = table.schema.field("embedding").type
     assert etype.list_size == 16 and str(etype.value_type) == "float"  # fixed_size_list<float32>
     assert table.column_names == ["slide", "x", "y", "embedding"]
@@ -133,7 +143,9 @@ def test_outputs_match_oracle_and_layout(collection, reference):
     np.testing.assert_array_equal(emb, feats)
     # the three copies give identical features; no temporary files are left behind
     for name in ("case02", "case03"):
-        np.testing.assert_array_equal(read_features(out / "features_tiny" / f"{name}.h5")[0], feats)
+        np.testing.assert_array_equal(
+            read_features(out / JOB / "features_tiny" / f"{name}.h5")[0], feats
+        )
     assert not [p for p in out.rglob(".*.tmp") if is_temp_name(p.name)]
 
 
@@ -141,26 +153,26 @@ def test_rerun_skips_complete_and_redoes_broken(collection, reference, tmp_path)
     out = tmp_path / "job"
     shutil.copytree(reference, out)
     # a truncated features file under the final name and a leftover temporary file
-    bad = out / "features_tiny" / "case02.h5"
+    bad = out / JOB / "features_tiny" / "case02.h5"
     bad.write_bytes(bad.read_bytes()[:200])
-    (out / "features_tiny" / ".case03.h5.999.0123abcd.tmp").write_bytes(b"partial")
-    (out / "features_tiny" / "case03.h5").unlink()
+    (out / JOB / "features_tiny" / ".case03.h5.999.0123abcd.tmp").write_bytes(b"partial")
+    (out / JOB / "features_tiny" / "case03.h5").unlink()
     assert features_complete(bad) is None
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, workers=1,  # noqa: F821
+    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
                        progress=False, segmentation=PARAMS)  # fmt: skip
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
-    assert rep.results[0].n_patches == features_complete(out / "features_tiny" / "case01.h5")
+    assert rep.results[0].n_patches == features_complete(out / JOB / "features_tiny" / "case01.h5")
     for name in ("case02", "case03"):
-        a = read_features(out / "features_tiny" / f"{name}.h5")[0]
+        a = read_features(out / JOB / "features_tiny" / f"{name}.h5")[0]
         np.testing.assert_array_equal(
-            a, read_features(reference / "features_tiny" / f"{name}.h5")[0]
+            a, read_features(reference / JOB / "features_tiny" / f"{name}.h5")[0]
         )
     assert not [p for p in out.rglob(".*.tmp") if is_temp_name(p.name)]
 
 
 def test_resume_after_sigkill(collection, reference, tmp_path):
     out = tmp_path / "job"
-    n = features_complete(reference / "features_tiny" / "case01.h5")
+    n = features_complete(reference / JOB / "features_tiny" / "case01.h5")
     kill_at = -(-n // 8) + 2  # the third forward of the second slide
     assert n > 16
     script = ENCODER_SRC + textwrap.dedent(
@@ -179,22 +191,22 @@ def test_resume_after_sigkill(collection, reference, tmp_path):
         from tumorboard.slides import SegmentationParams
         PARAMS = SegmentationParams(**{PARAMS.__dict__!r})
         embed_slides({[str(p) for p in collection]!r}, model=Killer(), out={str(out)!r},
-                     batch_size=8, workers=1, progress=False, segmentation=PARAMS)
+                     batch_size=8, threads=1, progress=False, segmentation=PARAMS)
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
-    fdir = out / "features_tiny"
-    assert features_complete(fdir / "case01.h5", out / "embeddings_tiny" / "case01.parquet")
+    fdir = out / JOB / "features_tiny"
+    assert features_complete(fdir / "case01.h5", out / JOB / "embeddings_tiny" / "case01.parquet")
     assert not (fdir / "case02.h5").exists() and not (fdir / "case03.h5").exists()
     assert temp_files(fdir, target="case02.h5")  # the half-written file of the killed run
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, workers=1,  # noqa: F821
+    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
                        progress=False, segmentation=PARAMS)  # fmt: skip
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
     for name in ("case01", "case02", "case03"):
         a = read_features(fdir / f"{name}.h5")
-        b = read_features(reference / "features_tiny" / f"{name}.h5")
+        b = read_features(reference / JOB / "features_tiny" / f"{name}.h5")
         np.testing.assert_array_equal(a[0], b[0])
         np.testing.assert_array_equal(a[1], b[1])
     assert not [p for p in out.rglob(".*.tmp") if is_temp_name(p.name)]
@@ -206,7 +218,7 @@ def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
     missing = tmp_path / "missing.svs"
     items = [collection[0], corrupt, collection[1], missing, collection[2]]
     rep = embed_slides(items, model=FailingEncoder(), out=tmp_path / "job", batch_size=8,
-                       workers=1, progress=False, segmentation=PARAMS)  # fmt: skip
+                       threads=1, progress=False, segmentation=PARAMS)  # fmt: skip
     status = [r.status for r in rep.results]
     # the 3rd forward (inside case01) raises: case01 fails, the rest go on
     assert status == ["failed", "failed", "done", "failed", "done"]
@@ -214,7 +226,7 @@ def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
     assert "corrupt.tif" in rep.results[1].error or "unreadable" in rep.results[1].error
     assert "no such file" in rep.results[3].error
     assert not rep.ok and "FAILED" in rep.summary() and "missing.svs" in rep.summary()
-    fdir = tmp_path / "job" / "features_tiny"
+    fdir = tmp_path / "job" / JOB / "features_tiny"
     assert sorted(p.name for p in fdir.iterdir()) == ["case02.h5", "case03.h5"]
 
 
@@ -224,8 +236,8 @@ def test_onnxruntime_backend_matches_torch(collection, reference, tmp_path):
     rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=16,  # noqa: F821
                        backend="onnxruntime", progress=False, segmentation=PARAMS)  # fmt: skip
     assert rep.ok and rep.backend == "onnxruntime"
-    a = read_features(tmp_path / "features_tiny" / "case01.h5")[0]
-    b = read_features(reference / "features_tiny" / "case01.h5")[0]
+    a = read_features(tmp_path / JOB / "features_tiny" / "case01.h5")[0]
+    b = read_features(reference / JOB / "features_tiny" / "case01.h5")[0]
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
@@ -242,17 +254,17 @@ def test_torch_backend_on_kernel_device_matches_cpu(collection, tmp_path, kernel
         rep = embed_slides(collection[:1], model=model, out=out, batch_size=8, device=dev,
                            dtype="fp32", progress=False, segmentation=PARAMS)  # fmt: skip
         assert rep.ok and len(rep.done) == 1
-        runs.append(read_features(out / "features_tiny" / "case01.h5")[0])
+        runs.append(read_features(out / JOB / "features_tiny" / "case01.h5")[0])
     assert runs[0].shape == runs[1].shape and len(runs[0]) > 10
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-4, atol=1e-4)
 
 
 def test_deterministic_across_batch_sizes_and_workers(collection, reference, tmp_path):
     rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=5,  # noqa: F821
-                       workers=2, queue_size=1, progress=False, segmentation=PARAMS)  # fmt: skip
+                       threads=2, queue_size=1, progress=False, segmentation=PARAMS)  # fmt: skip
     assert rep.ok
-    a = read_features(tmp_path / "features_tiny" / "case01.h5")[0]
-    b = read_features(reference / "features_tiny" / "case01.h5")[0]
+    a = read_features(tmp_path / JOB / "features_tiny" / "case01.h5")[0]
+    b = read_features(reference / JOB / "features_tiny" / "case01.h5")[0]
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 
@@ -286,12 +298,12 @@ def test_cli(collection, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(engine, "embed_slides", fake_model_name)
     args = parser.parse_args(["embed", str(collection[0]), "--model", "uni2-h", "--out",
                               str(tmp_path), "--batch-size", "16", "--quiet",
-                              "--segmentation", "none"])  # fmt: skip
+                              "--no-seg"])  # fmt: skip
     assert args.func(args) == 0
     assert seen["model"] == "uni2-h"
     assert "embedded 1 slide(s)" in capsys.readouterr().out
-    assert args.weights is None and args.backend == "torch" and args.mag == 20
-    assert features_complete(tmp_path / "features_tiny" / "case01.h5")
+    assert args.weights is None and args.backend == "torch" and args.magnification == 20
+    assert features_complete(tmp_path / JOB / "features_tiny" / "case01.h5")
 
 
 def test_named_tiny_model_through_models_load(collection, tmp_path):
@@ -303,10 +315,12 @@ def test_named_tiny_model_through_models_load(collection, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the random-weights warning
         rep = embed_slides(collection[:1], model="uni2-tiny", out=tmp_path, batch_size=16,
-                           mag=10, progress=False, segmentation=PARAMS)  # fmt: skip
+                           magnification=10, progress=False, segmentation=PARAMS)  # fmt: skip
         enc = models.load("uni2-tiny", device="cpu", dtype="fp32")
     assert rep.ok and rep.encoder == "uni2-tiny"
-    feats, coords, _ = read_features(tmp_path / "features_uni2-tiny" / "case01.h5")
+    feats, coords, _ = read_features(
+        tmp_path / "10x_256px_0px_overlap" / "features_uni2-tiny" / "case01.h5"
+    )
     assert feats.shape == (len(coords), enc.embed_dim) and len(coords) > 0
     # oracle: the loader's preprocessing + the encoder called directly (same seed -> same weights)
     with slides.open(collection[0]) as s:
@@ -340,6 +354,6 @@ def test_onnx_fallback_export_for_a_plain_module(collection, tmp_path):
         rep = embed_slides(collection[:1], model=m, out=tmp_path / backend, batch_size=16,
                            backend=backend, progress=False, segmentation=PARAMS)  # fmt: skip
         assert rep.ok and rep.encoder == "plain"
-        runs[backend] = read_features(tmp_path / backend / "features_plain" / "case01.h5")[0]
+        runs[backend] = read_features(tmp_path / backend / JOB / "features_plain" / "case01.h5")[0]
     assert runs["torch"].shape[1] == 8
     np.testing.assert_allclose(runs["onnxruntime"], runs["torch"], rtol=1e-4, atol=1e-4)

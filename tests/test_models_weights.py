@@ -21,8 +21,10 @@ from tumorboard.models.weights import (  # noqa: E402
     CheckpointKeyError,
     UnsafeCheckpointError,
     WeightsError,
+    file_fingerprint,
     read_state_dict,
     save_state_dict,
+    state_dict_fingerprint,
 )
 
 
@@ -160,3 +162,26 @@ def test_unreadable_and_empty_checkpoints(tmp_path):
         read_state_dict(meta_only)
     with pytest.raises(FileNotFoundError, match="checkpoint not found"):
         read_state_dict(tmp_path / "absent.safetensors")
+
+
+def test_weights_fingerprints(tmp_path):
+    import hashlib
+
+    from tumorboard.errors import MissingFileError
+
+    m = random_tiny(seed=3)
+    path = save_state_dict(m, tmp_path / "w.safetensors")
+    assert file_fingerprint(path) == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(MissingFileError, match="checkpoint not found"):
+        file_fingerprint(tmp_path / "none.pt")
+    # the state-dict fingerprint follows the values, not the object, the file or the device
+    fp = state_dict_fingerprint(m)
+    assert fp.startswith("state-sha256:") and len(fp) == len("state-sha256:") + 64
+    assert state_dict_fingerprint(read_state_dict(path)) == fp
+    other = random_tiny(seed=3)
+    with torch.no_grad():
+        next(other.parameters()).view(-1)[0] += 1e-3
+    assert state_dict_fingerprint(other) != fp
+    half = {k: v.to(torch.bfloat16) for k, v in m.state_dict().items()}  # bf16 hashes too
+    assert state_dict_fingerprint(half).startswith("state-sha256:")
+    assert state_dict_fingerprint(half) != fp

@@ -354,7 +354,7 @@ def report(out: Path) -> dict:
 def test_tile_cli_resume_and_errors(slide_dir, tmp_path, capsys):
     out = tmp_path / "job"
     args = [str(slide_dir), str(tmp_path / "missing.tif"), "--out", str(out), "--preset",
-            "bwh_biopsy", "--seg-mpp", "4", "--no-progress"]  # fmt: skip
+            "bwh_biopsy", "--seg-mpp", "4", "--quiet"]  # fmt: skip
     assert run_cli(*args) == 1  # the corrupt and the missing slide failed
     rep = report(out)
     status = {e["name"]: e["status"] for e in rep["slides"]}
@@ -362,7 +362,7 @@ def test_tile_cli_resume_and_errors(slide_dir, tmp_path, capsys):
     errors = {e["name"]: e["error"] for e in rep["slides"] if e["status"] == "failed"}
     assert "corrupt.svs" in errors["corrupt"] and "no such file" in errors["missing"]
     printed = capsys.readouterr().out
-    assert "2 done, 0 skipped (complete), 2 failed" in printed and "FAILED" in printed
+    assert "2 done, 0 skipped (complete), 0 no tissue, 2 failed" in printed and "FAILED" in printed
     pa = slides.coords_path(out, "a")
     pb = slides.coords_path(out, "b")
     assert (out / "contours_geojson" / "a.geojson").is_file()
@@ -387,8 +387,8 @@ def test_tile_cli_interrupted_run_resumes(slide_dir, tmp_path, monkeypatch):
     (slide_dir / "corrupt.svs").unlink()
     out = tmp_path / "job"
     args = [str(slide_dir / "a.tif"), str(slide_dir / "b.tif"), "--out", str(out),
-            "--no-seg", "--no-progress"]  # fmt: skip
-    real_write = slides._h5.write_coords
+            "--no-seg", "--quiet"]  # fmt: skip
+    real_write = slides._tiling.write_coords
     calls = []
 
     def flaky_write(path, grid, **kw):
@@ -397,12 +397,12 @@ def test_tile_cli_interrupted_run_resumes(slide_dir, tmp_path, monkeypatch):
             raise KeyboardInterrupt  # the run is killed while writing the second slide
         return real_write(path, grid, **kw)
 
-    monkeypatch.setattr(slides._h5, "write_coords", flaky_write)
+    monkeypatch.setattr(slides._tiling, "write_coords", flaky_write)
     with pytest.raises(KeyboardInterrupt):
         run_cli(*args)
     assert slides.coords_complete(slides.coords_path(out, "a"))
     assert not slides.coords_path(out, "b").exists()
-    monkeypatch.setattr(slides._h5, "write_coords", real_write)
+    monkeypatch.setattr(slides._tiling, "write_coords", real_write)
     assert run_cli(*args) == 0
     status = {e["name"]: e["status"] for e in report(out)["slides"]}
     assert status == {"a": "skipped", "b": "done"}
@@ -414,11 +414,11 @@ def test_tile_cli_interrupted_run_resumes(slide_dir, tmp_path, monkeypatch):
 
 def test_tile_cli_module_entry_point(slide_dir, tmp_path):
     out = tmp_path / "job2"
-    rc = tile_cli.main(["tile", str(slide_dir / "a.tif"), "--out", str(out), "--mag", "10",
-                        "--patch", "128", "--overlap", "16", "--no-progress", "--preset",
-                        "bwh_biopsy", "--seg-mpp", "4"])  # fmt: skip
+    rc = tile_cli.main(["tile", str(slide_dir / "a.tif"), "--out", str(out),
+                        "--magnification", "10", "--patch-size", "128", "--overlap", "16",
+                        "--quiet", "--preset", "bwh_biopsy", "--seg-mpp", "4"])  # fmt: skip
     assert rc == 0
     cf = slides.read_coords(out / "10x_128px_16px_overlap" / "patches" / "a_patches.h5")
     assert cf.attrs["overlap"] == 16 and cf.attrs["target_magnification"] == 10
     assert cf.patch_size_level0 == 256
-    assert run_cli(str(slide_dir / "a.tif"), "--out", str(out), "--patch", "0") == 2
+    assert run_cli(str(slide_dir / "a.tif"), "--out", str(out), "--patch-size", "0") == 2

@@ -2,15 +2,19 @@
 
 One printer for every loop over slides (the local embedding engine, its Ray executor and the
 ``tile`` command), so they report alike: one line per finished slide,
-``[k/N] name: status[, P patches, S s][: error]``, and, on a terminal, a live line under them
-that is rewritten in place (the patches of the slide in progress with the running rate, or a bar
-of finished slides). On a stream that is not a terminal (a log file) live updates become plain
-lines, at most one every 5 seconds. No tqdm.
+``[k/N] name: status[, P patches, S s][: detail]``, and a live line for the slide in progress:
+``[k/N] name: done/total patches | P total | R patches/s``. A heartbeat thread prints the live
+line at least every ``interval`` seconds (2 by default) while a slide is in progress, so a long
+forward pass or a long segmentation never leaves the screen silent. On a terminal the live line
+is rewritten in place (and refreshed up to five times a second); on a stream that is not a
+terminal (a log file) each live update is a plain line, at most one every ``interval`` seconds.
+No tqdm.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Protocol, TextIO
 
@@ -28,13 +32,13 @@ class FinishedSlide(Protocol):
     name : str
         The slide's output name.
     status : str
-        ``"done"``, ``"skipped"`` (already complete) or ``"failed"``.
+        ``"done"``, ``"skipped"`` (already complete), ``"no tissue"`` or ``"failed"``.
     n_patches : int or None
         Its patches (shown for ``"done"``).
     seconds : float or None
         The time it took (shown for ``"done"``).
     error : str or None
-        Why it failed (shown when set).
+        Why it failed or found no tissue (shown when set).
     """
 
     @property
@@ -44,7 +48,7 @@ class FinishedSlide(Protocol):
 
     @property
     def status(self) -> str:
-        """``"done"``, ``"skipped"`` or ``"failed"``."""
+        """``"done"``, ``"skipped"``, ``"no tissue"`` or ``"failed"``."""
         ...
 
     @property
@@ -59,7 +63,7 @@ class FinishedSlide(Protocol):
 
     @property
     def error(self) -> str | None:
-        """Why it failed (shown when set)."""
+        """Why it failed or found no tissue (shown when set)."""
         ...
 
 
@@ -74,19 +78,31 @@ class SlideProgress:
         Where to print; standard error when None.
     enabled : bool, default True
         Print anything at all (False: every method only keeps the counts).
+    interval : float, default 2.0
+        The longest silence, in seconds, while a slide is in progress: the heartbeat prints the
+        live line when nothing was printed for that long; also the throttle of live lines off a
+        terminal.
 
     Attributes
     ----------
     done : int
-        Slides finished so far (done, skipped or failed).
+        Slides finished so far (done, skipped, no tissue or failed).
     patches : int
         Patches counted with :meth:`add_patches`, for the rate on the live line.
     """
 
-    def __init__(self, total: int, *, stream: TextIO | None = None, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        total: int,
+        *,
+        stream: TextIO | None = None,
+        enabled: bool = True,
+        interval: float = 2.0,
+    ) -> None:
         self.total = int(total)
         self.stream = sys.stderr if stream is None else stream
         self.enabled = bool(enabled)
+        self.interval = float(interval)
         isatty = getattr(self.stream, "isatty", None)
         self.tty = self.enabled and callable(isatty) and bool(isatty())
         self.done = 0
@@ -94,63 +110,108 @@ class SlideProgress:
         self._t0 = time.perf_counter()
         self._last = float("-inf")
         self._live_shown = False
+        self._lock = threading.RLock()
+        self._current: tuple[str, int | None, int | None] | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def _write(self, text: str) -> None:
         """Write ``text`` to the stream and flush it."""
-        self.stream.write(text)
-        self.stream.flush()
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
 
     def _line(self, text: str) -> None:
         """Print one permanent line (above the live line on a terminal)."""
-        if self.tty:
-            self._write(_CLEAR + text + "\n")
-            self._live_shown = False
-        else:
-            self._write(text + "\n")
+        with self._lock:
+            if self.tty:
+                self._write(_CLEAR + text + "\n")
+                self._live_shown = False
+            else:
+                self._write(text + "\n")
+            self._last = time.perf_counter()
 
     def _live(self, text: str) -> None:
         """Show ``text`` as the live line (terminal) or as a plain line (elsewhere)."""
-        if self.tty:
-            self._write(_CLEAR + text[:160])
-            self._live_shown = True
-        else:
-            self._write(text + "\n")
+        with self._lock:
+            if self.tty:
+                self._write(_CLEAR + text[:160])
+                self._live_shown = True
+            else:
+                self._write(text + "\n")
+            self._last = time.perf_counter()
+
+    def _live_text(self) -> str:
+        name, done, total = self._current or ("", None, None)
+        now = time.perf_counter()
+        rate = self.patches / max(now - self._t0, 1e-9)
+        where = f"{done}/{total} patches" if total is not None else "working"
+        return (
+            f"[{self.done + 1}/{self.total}] {name}: {where} | "
+            f"{self.patches} total | {rate:.1f} patches/s"
+        )
+
+    def _heartbeat(self) -> None:
+        tick = min(0.25, self.interval / 4)
+        while not self._stop.wait(tick):
+            with self._lock:
+                if self._current is not None and time.perf_counter() - self._last >= self.interval:
+                    self._live(self._live_text())
+
+    def _start_heartbeat(self) -> None:
+        if self.enabled and self._beat is None and self.interval > 0:
+            self._beat = threading.Thread(target=self._heartbeat, name="tb-progress", daemon=True)
+            self._beat.start()
 
     def add_patches(self, n: int) -> None:
-        """Count ``n`` more patches embedded (for the rate shown by :meth:`update`).
+        """Count ``n`` more patches processed (for the rate of the live line).
 
         Parameters
         ----------
         n : int
-            Patches just embedded.
+            Patches just processed.
         """
-        self.patches += int(n)
+        with self._lock:
+            self.patches += int(n)
 
-    def update(self, name: str, done: int, total: int, *, force: bool = False) -> None:
-        """Show the progress of the slide in progress (throttled unless ``force``).
+    def start(self, name: str, total: int | None = None) -> None:
+        """Mark a slide as in progress and show it now.
 
         Parameters
         ----------
         name : str
             The slide's output name.
-        done : int
-            Its patches embedded so far.
-        total : int
-            Its patches in all.
-        force : bool, default False
-            Print now, whatever the time since the last update (5 s off a terminal, 0.2 s on).
+        total : int or None, default None
+            Its patches in all, when known.
         """
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not force and now - self._last < (0.2 if self.tty else 5.0):
-            return
-        self._last = now
-        rate = self.patches / max(now - self._t0, 1e-9)
-        self._live(
-            f"[{self.done + 1}/{self.total}] {name}: {done}/{total} patches | "
-            f"{self.patches} total | {rate:.1f} patches/s"
-        )
+        self.update(name, 0 if total is not None else None, total, force=True)
+
+    def update(
+        self, name: str, done: int | None, total: int | None, *, force: bool = False
+    ) -> None:
+        """Record the progress of the slide in progress and show it (throttled unless ``force``).
+
+        Parameters
+        ----------
+        name : str
+            The slide's output name.
+        done : int or None
+            Its patches processed so far (None: not counted yet).
+        total : int or None
+            Its patches in all (None: not known yet).
+        force : bool, default False
+            Print now, whatever the time since the last line (else at most every ``interval``
+            seconds off a terminal, every 0.2 s on one).
+        """
+        with self._lock:
+            self._current = (name, done, total)
+            if not self.enabled:
+                return
+            self._start_heartbeat()
+            now = time.perf_counter()
+            if not force and now - self._last < (0.2 if self.tty else self.interval):
+                return
+            self._live(self._live_text())
 
     def finished(self, slide: FinishedSlide) -> None:
         """Print the line of one finished slide and count it.
@@ -158,22 +219,25 @@ class SlideProgress:
         Parameters
         ----------
         slide : FinishedSlide
-            The slide's outcome: ``[k/N] name: status[, P patches, S s][: error]``.
+            The slide's outcome: ``[k/N] name: status[, P patches, S s][: detail]``.
         """
-        self.done += 1
-        if not self.enabled:
-            return
-        detail = slide.status
-        if slide.status == "done" and slide.n_patches is not None:
-            detail += f", {slide.n_patches} patches"
-            if slide.seconds is not None:
-                detail += f", {slide.seconds:.1f} s"
-        if slide.error:
-            detail += f": {slide.error}"
-        self._line(f"[{self.done}/{self.total}] {slide.name}: {detail}")
-        if self.tty:
-            filled = round(_BAR_WIDTH * self.done / max(self.total, 1))
-            self._live(f"[{'#' * filled}{'-' * (_BAR_WIDTH - filled)}] {self.done}/{self.total}")
+        with self._lock:
+            self.done += 1
+            self._current = None
+            if not self.enabled:
+                return
+            detail = slide.status
+            if slide.status == "done" and slide.n_patches is not None:
+                detail += f", {slide.n_patches} patches"
+                if slide.seconds is not None:
+                    detail += f", {slide.seconds:.1f} s"
+            if slide.error:
+                detail += f": {slide.error}"
+            self._line(f"[{self.done}/{self.total}] {slide.name}: {detail}")
+            if self.tty:
+                filled = round(_BAR_WIDTH * self.done / max(self.total, 1))
+                bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
+                self._live(f"[{bar}] {self.done}/{self.total}")
 
     def message(self, text: str) -> None:
         """Print a free-form line (e.g. a retry notice).
@@ -187,7 +251,13 @@ class SlideProgress:
             self._line(text)
 
     def close(self) -> None:
-        """End the live line on a terminal, so what follows starts on a fresh line."""
-        if self.tty and self._live_shown:
-            self._write("\n")
-            self._live_shown = False
+        """Stop the heartbeat and end the live line on a terminal, so what follows starts fresh."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=5)
+            self._beat = None
+        with self._lock:
+            self._current = None
+            if self.tty and self._live_shown:
+                self._write("\n")
+                self._live_shown = False

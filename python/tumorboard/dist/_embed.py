@@ -26,21 +26,31 @@ from ._ray import connect
 
 
 class _EmbedWorker:
-    """One Ray actor: loads a named encoder once and embeds the slides it is given."""
+    """One Ray actor: loads a named encoder once and embeds the slides it is given.
 
-    def __init__(self, kwargs: dict[str, Any]) -> None:
-        from ..embed import TRIDENT_ENCODER_NAMES
+    The driver checked the model and computed its encoder name and weights fingerprint
+    (:func:`tumorboard.embed.encoder_identity`); the actor's module carries them, so its outputs
+    record what a local run records.
+    """
+
+    def __init__(self, kwargs: dict[str, Any], encoder: str, fingerprint: str) -> None:
+        import warnings
 
         kw = dict(kwargs)
         model = kw["model"]
-        if isinstance(model, str) and not model.endswith(".onnx"):
+        weights = kw.pop("weights", None)
+        kw.pop("random_weights", None)
+        if isinstance(model, str):
             from .. import models
+            from ..models import RandomWeightsWarning
 
             # the same call the local engine makes for a model name, done once per actor
-            kw["model"] = models.load(model, weights=kw.pop("weights", None), device="cpu",
-                                      dtype="fp32")  # fmt: skip
-            kw["weights"] = None
-            kw["encoder_name"] = kw.get("encoder_name") or TRIDENT_ENCODER_NAMES.get(model, model)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RandomWeightsWarning)  # asked for explicitly
+                model = models.load(model, weights=weights, device="cpu", dtype="fp32")
+        model.weights_fingerprint = fingerprint
+        kw["model"] = model
+        kw["encoder_name"] = encoder
         self.kwargs = kw
 
     def embed(self, slide: str) -> Any:
@@ -61,6 +71,9 @@ def embed_slides_ray(
     **kwargs: Any,
 ) -> Any:
     """Run :func:`tumorboard.embed.embed_slides` with the slides spread over Ray actors.
+
+    The model and its weights are checked (and the weights fingerprinted) here, before Ray is
+    reached; each actor loads the model once.
 
     Parameters
     ----------
@@ -92,11 +105,12 @@ def embed_slides_ray(
     InvalidTypeError
         ``model`` or ``out`` is missing.
     InvalidArgumentError
-        Invalid ``max_attempts`` or ``n_actors``.
+        Invalid ``max_attempts`` or ``n_actors``, or a real model name without weights
+        (:func:`~tumorboard.embed.encoder_identity`).
     CoreError
         No slide was processed by a worker.
     """
-    from ..embed import EmbedReport, SlideResult
+    from ..embed import EmbedReport, SlideResult, encoder_identity
 
     t0 = time.perf_counter()
     if isinstance(slides, (str, os.PathLike)):
@@ -108,6 +122,12 @@ def embed_slides_ray(
         raise InvalidTypeError(
             "embed_slides_ray: model= and out= are required (as for embed_slides)"
         )
+    encoder, fingerprint = encoder_identity(
+        kwargs["model"],
+        kwargs.get("weights"),
+        random_weights=kwargs.get("random_weights", False),
+        encoder_name=kwargs.get("encoder_name"),
+    )
     ray = connect(ray_address)
     prog = SlideProgress(len(paths), stream=stream, enabled=progress)
     results: dict[int, Any] = {}
@@ -134,7 +154,7 @@ def embed_slides_ray(
         kwargs = {**kwargs, "device": "cuda"}
     actor_cls = ray.remote(max_restarts=0, max_task_retries=0, **per_actor)(_EmbedWorker)
     kw_ref = ray.put(kwargs)
-    idle = [actor_cls.remote(kw_ref) for _ in range(min(n_actors, len(todo)))]
+    idle = [actor_cls.remote(kw_ref, encoder, fingerprint) for _ in range(min(n_actors, len(todo)))]
     attempts: dict[int, int] = {}
     running: dict[Any, tuple[Any, int, str, str]] = {}
     reports: list[Any] = []
@@ -145,13 +165,16 @@ def embed_slides_ray(
                 actor = idle.pop()
                 attempts[i] = attempts.get(i, 0) + 1
                 running[actor.embed.remote(slide)] = (actor, i, slide, name)
+            live = ", ".join(sorted(n for _, _, _, n in running.values()))
+            prog.update(live if len(live) <= 60 else f"{len(running)} slides", None, None)
             (ref,), _ = ray.wait(list(running), num_returns=1)
             actor, i, slide, name = running.pop(ref)
             try:
                 rep = ray.get(ref)
             except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
                 ray.kill(actor, no_restart=True)
-                idle.append(actor_cls.remote(kw_ref))  # a fresh actor replaces the dead one
+                # a fresh actor replaces the dead one
+                idle.append(actor_cls.remote(kw_ref, encoder, fingerprint))
                 if attempts[i] < max_attempts:
                     todo.appendleft((i, slide, name))
                     prog.message(f"worker died on {slide} (attempt {attempts[i]}); retrying")
@@ -161,6 +184,7 @@ def embed_slides_ray(
             else:
                 idle.append(actor)
                 reports.append(rep)
+                prog.add_patches(rep.n_patches)
                 record(rep.results[0], i)
     finally:
         prog.close()
@@ -175,6 +199,8 @@ def embed_slides_ray(
     return EmbedReport(
         results=tuple(results[i] for i in sorted(results)),
         encoder=first.encoder,
+        weights_fingerprint=first.weights_fingerprint,
+        job_dir=first.job_dir,
         features_dir=first.features_dir,
         parquet_dir=first.parquet_dir,
         coords_dir=first.coords_dir,

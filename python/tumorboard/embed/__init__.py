@@ -1,15 +1,18 @@
 """Slide-collection embedding: read, tile and embed many slides with a foundation model.
 
 ``embed_slides`` embeds the slides with a pathology foundation model and writes TRIDENT features
-.h5 files plus a Parquet table, resuming per slide and reporting bad slides at the end instead of
-stopping.
+.h5 files plus a Parquet table in TRIDENT's job layout, resuming per slide (only when the stored
+settings and weights fingerprint match) and reporting bad and tissue-less slides at the end
+instead of stopping.
 
 Typical use::
 
     from tumorboard.embed import embed_slides
 
-    report = embed_slides(["a.svs", "b.svs"], model="uni2-h", weights="uni2h.bin", out="job")
+    report = embed_slides(["a.svs", "slides/"], model="uni2-h", weights="uni2h.bin", out="job",
+                          magnification=20, patch_size=256)
     print(report.summary())
+    # job/20x_256px_0px_overlap/features_uni_v2/a.h5 and .../embeddings_uni_v2/a.parquet
 
 torch, h5py (``pip install tumorboard[embed]``), the slide readers (``[slides]``) and, for
 ``backend="onnxruntime"``, onnxruntime (``[gpu]`` for onnxruntime-gpu) are imported lazily.
@@ -19,21 +22,21 @@ from __future__ import annotations
 
 from ._backends import OnnxBackend, TorchBackend, export_onnx
 from ._engine import (
-    TRIDENT_ENCODER_NAMES,
     EmbedReport,
     SlideResult,
     embed_slides,
+    encoder_identity,
     features_complete,
     read_features,
 )
 
 __all__ = [
-    "TRIDENT_ENCODER_NAMES",
     "EmbedReport",
     "OnnxBackend",
     "SlideResult",
     "TorchBackend",
     "embed_slides",
+    "encoder_identity",
     "export_onnx",
     "features_complete",
     "read_features",

@@ -6,26 +6,43 @@ builds (or reuses) the TRIDENT coords file and iterates the slides layer's threa
 calling thread takes batches off the queue and runs the model backend, so reading and decoding
 overlap compute (and, on CUDA, the host-to-device copy overlaps both; see ``_backends``).
 
-Outputs per slide (layouts of mahmoodlab/TRIDENT ``trident/wsi_objects/WSI.py``,
-``extract_patch_features``, and ``trident/Processor.py``@a91fa84):
+Outputs per slide follow TRIDENT's job layout exactly (mahmoodlab/TRIDENT
+``trident/Processor.py``, ``run_patch_feature_extraction_job``: features under
+``os.path.join(coords_dir, f'features_{enc_name}')``, and ``trident/wsi_objects/WSI.py``,
+``extract_patch_features``, @a91fa84), with ``{job} = {out}/{mag}x_{patch}px_{overlap}px_overlap``:
 
-* ``{out}/features_{encoder}/{name}.h5``: TRIDENT's features file: ``features`` [N, D] float32
-  with attributes ``name``, ``savetodir``, ``encoder``; ``coords`` [N, 2] int64 with the coords
-  file's attributes copied. An empty slide gives [0, D] and [0, 2].
-* ``{out}/embeddings_{encoder}/{name}.parquet``: columns ``slide`` (string), ``x``, ``y`` (int64,
+* ``{job}/patches/{name}_patches.h5``: TRIDENT's coords file, plus the attributes that say how it
+  was made (:class:`~tumorboard.slides.TilingOptions`); reused when a ``tumorboard tile`` run made
+  it with the same settings.
+* ``{job}/features_{encoder}/{name}.h5``: TRIDENT's features file: ``features`` [N, D] float32
+  with attributes ``name``, ``savetodir``, ``encoder`` (TRIDENT's) and ``weights_fingerprint``,
+  ``backend``, ``dtype``, ``reader`` (the slide reader used); ``coords`` [N, 2] int64 with the
+  coords file's attributes copied.
+* ``{job}/embeddings_{encoder}/{name}.parquet``: columns ``slide`` (string), ``x``, ``y`` (int64,
   level-0 top-left), ``embedding`` (fixed_size_list<float32>[D]); the folder reads as one table
-  (``polars.scan_parquet(dir / "*.parquet")``).
-* ``{out}/{mag}x_{patch}px_0px_overlap/patches/{name}_patches.h5``: TRIDENT's coords file.
+  (``polars.scan_parquet(dir / "*.parquet")``). The schema metadata holds ``encoder``,
+  ``weights_fingerprint``, ``slide``, ``source_path`` and the tiling settings.
+* ``{out}/contours_geojson/{name}.geojson``: the tissue contours (TRIDENT's folder).
+
+The weights fingerprint is ``sha256:<hex>`` of the checkpoint file, ``random`` for a model built
+without weights (only with ``random_weights=True`` for the real models), or
+``state-sha256:<hex>`` of a module's state dict (:mod:`tumorboard.models.weights`).
 
 Every file is written under a temporary name and renamed into place; the features .h5 is renamed
-last and marks the slide complete. A rerun skips complete slides and redoes the rest (leftover
-temporary files of a killed run are removed). A slide that fails (corrupt file, no
-magnification, model error) is recorded in the :class:`EmbedReport` and the collection goes on.
+last and marks the slide complete. A rerun skips a complete slide only when its stored settings
+(magnification, patch size, overlap, segmentation, tissue threshold, resolution override,
+encoder, weights fingerprint) and its source slide match; a mismatch is refused with both values
+named (``force=True`` redoes it), and another magnification, patch size or overlap goes to its
+own folder. Half-written slides are redone (leftover temporary files of a killed run are
+removed). A slide that fails (corrupt file, no magnification, model error) or has no tissue is
+recorded in the :class:`EmbedReport` and the collection goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import queue
 import threading
@@ -40,14 +57,19 @@ import numpy as np
 
 from .._io import atomic_path, remove_temp_files
 from .._progress import SlideProgress
-from ..errors import CoreError, InvalidArgumentError, InvalidTypeError
-from ..slides import plan_slide_names
+from ..errors import CoreError, InvalidArgumentError, InvalidTypeError, MissingFileError
+from ..slides import (
+    DEFAULT_PRESET,
+    DEFAULT_SEGMENTATION_MPP,
+    TilingOptions,
+    collect_slides,
+    plan_slide_names,
+    read_plan,
+    slide_name,
+)
 from ._backends import DTYPES, OnnxBackend, TorchBackend, encoder_meta, export_onnx
 
-#: TRIDENT's encoder names for the models whose features it also stores.
-TRIDENT_ENCODER_NAMES = {"uni2-h": "uni_v2", "uni": "uni_v1", "conch": "conch_v1"}
-
-Status = Literal["done", "skipped", "failed"]
+Status = Literal["done", "skipped", "no tissue", "failed"]
 
 
 @dataclass(frozen=True)
@@ -60,16 +82,19 @@ class SlideResult:
         The slide file.
     name : str
         Its output name.
-    status : {"done", "skipped", "failed"}
-        "skipped" means already complete; for "failed", ``error`` says why.
+    status : {"done", "skipped", "no tissue", "failed"}
+        "skipped" means already complete with the same settings; "no tissue" that the slide gave
+        no patch (``error`` says what was found); for "failed", ``error`` says why.
     n_patches : int, default 0
         Patches embedded (or found, when skipped).
     features_path, parquet_path : pathlib.Path or None, default None
         The slide's output files.
     error : str or None, default None
-        Why the slide failed.
+        Why the slide failed or gave no patch.
     seconds : float, default 0.0
         Time spent on the slide.
+    coords_path : pathlib.Path or None, default None
+        The slide's coords file.
     """
 
     slide: str
@@ -80,6 +105,21 @@ class SlideResult:
     parquet_path: Path | None = None
     error: str | None = None
     seconds: float = 0.0
+    coords_path: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the slide's entry of a JSON report (paths as text, the slide file absolute)."""
+        return {
+            "slide": os.path.abspath(self.slide),
+            "name": self.name,
+            "status": self.status,
+            "n_patches": self.n_patches,
+            "features": None if self.features_path is None else str(self.features_path),
+            "parquet": None if self.parquet_path is None else str(self.parquet_path),
+            "coords": None if self.coords_path is None else str(self.coords_path),
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True)
@@ -89,11 +129,16 @@ class EmbedReport:
     Attributes
     ----------
     results : tuple of SlideResult
-        One :class:`SlideResult` per input slide, in input order.
+        One :class:`SlideResult` per input (a folder: per slide file), in input order.
     encoder : str
         The encoder name used in the output folders.
+    weights_fingerprint : str
+        The fingerprint recorded with the features (``sha256:...``, ``state-sha256:...`` or
+        ``random``).
+    job_dir : pathlib.Path
+        TRIDENT's ``{out}/{mag}x_{patch}px_{overlap}px_overlap`` folder of the run.
     features_dir, parquet_dir, coords_dir : pathlib.Path
-        Where the outputs are.
+        Where the outputs are (all under ``job_dir``).
     n_patches : int
         Patches embedded in this run (skipped slides not counted).
     seconds : float
@@ -106,6 +151,8 @@ class EmbedReport:
 
     results: tuple[SlideResult, ...]
     encoder: str
+    weights_fingerprint: str
+    job_dir: Path
     features_dir: Path
     parquet_dir: Path
     coords_dir: Path
@@ -114,40 +161,57 @@ class EmbedReport:
     backend: str = "torch"
     device: str = "cpu"
 
+    def _with(self, status: str) -> tuple[SlideResult, ...]:
+        return tuple(r for r in self.results if r.status == status)
+
     @property
     def done(self) -> tuple[SlideResult, ...]:
         """The slides embedded in this run."""
-        return tuple(r for r in self.results if r.status == "done")
+        return self._with("done")
 
     @property
     def skipped(self) -> tuple[SlideResult, ...]:
-        """The slides skipped as already complete."""
-        return tuple(r for r in self.results if r.status == "skipped")
+        """The slides skipped as already complete with the same settings."""
+        return self._with("skipped")
+
+    @property
+    def no_tissue(self) -> tuple[SlideResult, ...]:
+        """The slides that gave no patch."""
+        return self._with("no tissue")
 
     @property
     def failed(self) -> tuple[SlideResult, ...]:
         """The slides that failed."""
-        return tuple(r for r in self.results if r.status == "failed")
+        return self._with("failed")
 
     @property
     def ok(self) -> bool:
-        """True when no slide failed."""
-        return not self.failed
+        """True when every slide is done or skipped (none failed or gave no patch)."""
+        return not self.failed and not self.no_tissue
 
     @property
     def patches_per_second(self) -> float:
         """Throughput of the run (0 for a run of no measurable time)."""
         return self.n_patches / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def report_path(self) -> Path:
+        """Where ``tumorboard embed`` keeps the JSON report of this job and encoder."""
+        return self.job_dir / f"embed_report_{self.encoder}.json"
+
     def summary(self) -> str:
-        """Return a few lines for people: counts, throughput, and every failure with its reason."""
+        """Return a few lines for people: counts, throughput, every slide without features."""
         lines = [
             f"embedded {len(self.done)} slide(s), skipped {len(self.skipped)} complete, "
-            f"failed {len(self.failed)}; {self.n_patches} patches in {self.seconds:.1f} s "
-            f"({self.patches_per_second:.1f} patches/s, {self.backend} on {self.device})",
+            f"{len(self.no_tissue)} no tissue, failed {len(self.failed)}; {self.n_patches} "
+            f"patches in {self.seconds:.1f} s ({self.patches_per_second:.1f} patches/s, "
+            f"{self.backend} on {self.device})",
+            f"encoder {self.encoder}, weights {self.weights_fingerprint}",
             f"features: {self.features_dir}",
             f"parquet:  {self.parquet_dir}",
         ]
+        for r in self.no_tissue:
+            lines.append(f"NO TISSUE {r.slide}: {r.error}")
         for r in self.failed:
             lines.append(f"FAILED {r.slide}: {r.error}")
         return "\n".join(lines)
@@ -188,10 +252,61 @@ def features_complete(features: Path, parquet: Path | None = None) -> int | None
     return n
 
 
-def _resolve_model(
-    model: Any, weights: Any, backend: str, device: str, dtype: str, cache: Path
-) -> tuple[Any, str, int, tuple[float, ...], tuple[float, ...], str]:
-    """Return (backend runner, encoder name, image size, mean, std, interpolation)."""
+def _stored_attrs(features: Path) -> dict[str, Any]:
+    """Return the attributes of a features file: its coords' and its features'."""
+    import h5py
+
+    from .._hdf5 import attr_from_hdf5
+
+    with h5py.File(features, "r") as f:
+        out = {k: attr_from_hdf5(v) for k, v in f["coords"].attrs.items()}
+        out.update({k: attr_from_hdf5(v) for k, v in f["features"].attrs.items()})
+    return out
+
+
+def encoder_identity(
+    model: Any,
+    weights: str | os.PathLike[str] | None = None,
+    *,
+    random_weights: bool = False,
+    encoder_name: str | None = None,
+) -> tuple[str, str]:
+    """Check a model and its weights, and return the encoder name and weights fingerprint.
+
+    These are what :func:`embed_slides` records with the features and compares on a rerun. The
+    real models (those with a TRIDENT name: ``uni2-h``, ``uni``, ``conch``) need their weights:
+    random parameters never pass for a model unless ``random_weights=True`` says so.
+
+    Parameters
+    ----------
+    model : str or torch.nn.Module
+        A model name of ``tumorboard.models`` or a torch module.
+    weights : str or os.PathLike or None, default None
+        The checkpoint of a model name.
+    random_weights : bool, default False
+        Allow a real model name without weights (random parameters, for tests).
+    encoder_name : str or None, default None
+        The name of the ``features_{encoder}`` folders (default: TRIDENT's name of a real model,
+        else the model name, or the module's ``encoder_name`` or class name).
+
+    Returns
+    -------
+    tuple of str
+        ``(encoder name, weights fingerprint)``: ``sha256:<hex>`` of the checkpoint file,
+        ``random`` for a name without weights, a module's ``weights_fingerprint`` attribute when
+        it has one, else ``state-sha256:<hex>`` of its state dict.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A real model name without weights (and without ``random_weights``), weights and
+        ``random_weights`` together, weights or ``random_weights`` with a module, or a model
+        that is not a patch encoder.
+    MissingFileError
+        The checkpoint does not exist.
+    """
+    if not isinstance(random_weights, bool):
+        raise InvalidTypeError(f"random_weights: expected a bool, got {random_weights!r}")
     if isinstance(model, (str, os.PathLike)) and str(model).endswith(".onnx"):
         raise InvalidArgumentError(
             "model: pass the encoder name or module; an .onnx file carries no preprocessing "
@@ -199,30 +314,75 @@ def _resolve_model(
         )
     if isinstance(model, str):
         from .. import models
+        from ..models.weights import RANDOM_WEIGHTS, file_fingerprint
 
-        name = TRIDENT_ENCODER_NAMES.get(model, model)
-        module = models.load(model, weights=weights, device="cpu", dtype="fp32")
-    else:
-        if not callable(model):
-            raise InvalidTypeError(
-                f"model must be a model name or a torch module, got {type(model)}"
-            )
-        if weights is not None:
+        info = models.info(model)
+        if info.kind != "encoder":
+            encoders = [n for n in models.available() if models.info(n).kind == "encoder"]
             raise InvalidArgumentError(
-                "weights= is only used with a model name (the module has its own)"
+                f"model: {model!r} is a {info.kind.replace('_', ' ')}, not a patch encoder; "
+                f"patch encoders: {', '.join(encoders)}"
             )
+        if weights is not None and random_weights:
+            raise InvalidArgumentError(
+                f"model {model!r}: pass either weights={str(weights)!r} (--weights) or "
+                "random_weights=True (--random-weights), not both"
+            )
+        if weights is None and info.trident_name is not None and not random_weights:
+            raise InvalidArgumentError(
+                f"model {model!r} needs its weights: pass weights=PATH (--weights PATH; official "
+                f"weights: {info.weights_source}), or random_weights=True (--random-weights) to "
+                "run it with random parameters for testing; random weights never pass for a model"
+            )
+        name = encoder_name or info.trident_name or info.name
+        fingerprint = RANDOM_WEIGHTS if weights is None else file_fingerprint(weights)
+        return name, fingerprint
+    if not callable(model):
+        raise InvalidTypeError(f"model: expected a model name or a torch module, got {type(model)}")
+    if weights is not None or random_weights:
+        raise InvalidArgumentError(
+            "weights= and random_weights= are only used with a model name (a module has its own)"
+        )
+    name = encoder_name or getattr(model, "encoder_name", None) or type(model).__name__.lower()
+    fingerprint = getattr(model, "weights_fingerprint", None)
+    if fingerprint is None:
+        from torch import nn
+
+        from ..models.weights import state_dict_fingerprint
+
+        if not isinstance(model, nn.Module):
+            raise InvalidTypeError(
+                f"model: a {type(model).__name__} is not a torch module; give it a "
+                "weights_fingerprint attribute saying which weights it computes with"
+            )
+        fingerprint = state_dict_fingerprint(model)
+    return str(name), str(fingerprint)
+
+
+def _load_runner(
+    model: Any, weights: Any, backend: str, device: str, dtype: str, cache: Path, name: str
+) -> tuple[Any, int, tuple[float, ...], tuple[float, ...], str]:
+    """Return (backend runner, image size, mean, std, interpolation)."""
+    if isinstance(model, str):
+        import warnings
+
+        from .. import models
+        from ..models import RandomWeightsWarning
+
+        with warnings.catch_warnings():
+            if weights is None:  # random weights were asked for explicitly (encoder_identity)
+                warnings.simplefilter("ignore", RandomWeightsWarning)
+            module = models.load(model, weights=weights, device="cpu", dtype="fp32")
+    else:
         module = model
-        name = getattr(model, "encoder_name", None) or type(model).__name__.lower()
     size, mean, std, interpolation = encoder_meta(module)
     if backend == "torch":
         runner: Any = TorchBackend(module, device=device, dtype=dtype)
-    elif backend == "onnxruntime":
+    else:
         path = export_onnx(module, cache / f"{name}.onnx", image_size=size)
         runner = OnnxBackend(path, device=device)
         runner.embed_dim = getattr(module, "embed_dim", None)
-    else:
-        raise InvalidArgumentError(f"backend must be 'torch' or 'onnxruntime', got {backend!r}")
-    return runner, name, size, mean, std, interpolation
+    return runner, size, mean, std, interpolation
 
 
 _END = object()
@@ -239,11 +399,13 @@ class _SlideJob:
     name: str
     features: Path
     parquet: Path
+    coords_path: Path
+    reuse: Any = None  # a stored CoordsFile made with the same settings
     coords: np.ndarray | None = None
     coords_attrs: dict[str, Any] | None = None
     n: int = 0
     error: str | None = None
-    skipped_n: int | None = None
+    reader: str | None = None
 
 
 def _produce(
@@ -251,17 +413,14 @@ def _produce(
     q: queue.Queue,
     stop: threading.Event,
     *,
-    mag: float,
-    patch: int,
+    opts: TilingOptions,
+    out: Path,
     batch_size: int,
     size: int,
     mean: tuple[float, ...],
     std: tuple[float, ...],
     interpolation: str,
-    workers: int,
-    coords_root: Path,
-    segmentation: Any,
-    mpp: float | None,
+    threads: int,
 ) -> None:
     from .. import slides
 
@@ -277,32 +436,33 @@ def _produce(
     for job in jobs:
         if stop.is_set():
             return
-        n = features_complete(job.features, job.parquet)
-        if n is not None:
-            job.skipped_n = n
-            if not put(("skip", job)):
-                return
-            continue
         try:
-            with slides.open(job.path, mpp=mpp) as slide:
-                cpath = slides.coords_path(coords_root, job.name, magnification=mag,
-                                           patch_size=patch)  # fmt: skip
-                if segmentation is None:
-                    tissue = None
-                elif isinstance(segmentation, str):
-                    tissue = slides.segment_tissue(slide, preset=segmentation)
+            with opts.open(job.path) as slide:
+                job.reader = str(slide.reader)
+                if job.reuse is not None:  # coords of a `tile` run with the same settings
+                    cf = job.reuse
+                    ds = float(cf.attrs["level0_magnification"]) / opts.magnification
+                    level, read_size = read_plan(slide.level_downsamples, ds,
+                                                 cf.patch_size_level0)  # fmt: skip
+                    coords, attrs = cf.coords, cf.attrs
+                    reason = None
                 else:
-                    tissue = slides.segment_tissue(slide, params=segmentation)
-                grid = slides.patch_grid(slide, tissue, magnification=mag, patch_size=patch)
-                slides.write_coords(cpath, grid)
-                cf = slides.read_coords(cpath)
-                job.coords = cf.coords
-                job.coords_attrs = cf.attrs
-                job.n = len(grid)
+                    tiled = opts.tile(slide, out, source=job.path)
+                    level, read_size = tiled.grid.read_level, tiled.grid.read_size
+                    cf = slides.read_coords(tiled.coords_path)
+                    coords, attrs = cf.coords, cf.attrs
+                    reason = tiled.no_tissue
+                job.coords, job.coords_attrs, job.n = coords, attrs, len(coords)
+                if reason is not None:
+                    job.error = reason
+                    if not put(("empty", job)):
+                        return
+                    continue
                 if not put(("start", job)):
                     return
-                loader = slides.PatchLoader(slide, grid, batch_size=batch_size, size=size,
-                                            mean=mean, std=std, threads=workers,
+                loader = slides.PatchLoader(slide, coords, level=level, read_size=read_size,
+                                            batch_size=batch_size, size=size, mean=mean, std=std,
+                                            threads=threads,
                                             interpolation=interpolation)  # fmt: skip
                 for batch in loader:
                     if not put(("batch", job, batch)):
@@ -324,12 +484,19 @@ class _Writer:
     complete); :meth:`abort` removes both.
     """
 
-    def __init__(self, job: _SlideJob, encoder: str) -> None:
+    def __init__(self, job: _SlideJob, attrs: dict[str, Any]) -> None:
         import h5py
         import pyarrow.parquet as pq
 
         self.job = job
-        self.encoder = encoder
+        # the features dataset's attributes beyond name and savetodir
+        self.attrs = {**attrs, "reader": job.reader}
+        meta = {**(job.coords_attrs or {}), **attrs, "slide": job.name}
+        self.metadata = {  # text as is, anything else as JSON (None -> null)
+            k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+            for k, v in meta.items()
+            if k in _PARQUET_META
+        }
         for p in (job.features, job.parquet):
             p.parent.mkdir(parents=True, exist_ok=True)
             remove_temp_files(p.parent, target=p.name)  # left by a killed run
@@ -350,7 +517,8 @@ class _Writer:
         import pyarrow as pa
 
         return pa.schema([("slide", pa.string()), ("x", pa.int64()), ("y", pa.int64()),
-                          ("embedding", pa.list_(pa.float32(), d))])  # fmt: skip
+                          ("embedding", pa.list_(pa.float32(), d))],
+                         metadata=self.metadata)  # fmt: skip
 
     def _flush(self) -> None:
         import pyarrow as pa
@@ -420,7 +588,8 @@ class _Writer:
             cds.attrs[k] = attr_to_hdf5(v)
         self.features.attrs["name"] = job.name
         self.features.attrs["savetodir"] = savetodir
-        self.features.attrs["encoder"] = self.encoder
+        for k, v in self.attrs.items():
+            self.features.attrs[k] = attr_to_hdf5(v)
         width = int(self.features.shape[1])
         self.h5.close()
         self._flush()
@@ -446,10 +615,57 @@ class _Writer:
         self._files.__exit__(type(error), error, error.__traceback__)
 
 
+#: Keys of the Parquet schema metadata (from the coords and features attributes).
+_PARQUET_META = (
+    "encoder",
+    "weights_fingerprint",
+    "slide",
+    "source_path",
+    "target_magnification",
+    "patch_size",
+    "overlap",
+    "segmentation",
+    "min_tissue",
+    "mpp_override",
+)
+
+
 def _check_positive(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
+        raise InvalidArgumentError(f"{name}: expected a positive int, got {value!r}")
     return int(value)
+
+
+def _preflight(
+    job: _SlideJob,
+    opts: TilingOptions,
+    out: Path,
+    identity: dict[str, str],
+    force: bool,
+) -> SlideResult | None:
+    """Decide a slide from its stored outputs, before any model is loaded.
+
+    Returns its result when it is skipped (complete, same settings) or refused (made with other
+    settings or from another slide of the same name), else None (to embed; ``job.reuse`` set when
+    a `tile` run left coords made with the same settings).
+    """
+    if force:
+        return None
+    n = features_complete(job.features, job.parquet)
+    if n is not None:
+        why = opts.mismatch(job.features, _stored_attrs(job.features), job.path, extra=identity)
+        if why is not None:
+            return SlideResult(str(job.path), job.name, "failed", error=why,
+                               features_path=job.features)  # fmt: skip
+        return SlideResult(str(job.path), job.name, "skipped", n_patches=n,
+                           features_path=job.features, parquet_path=job.parquet,
+                           coords_path=job.coords_path)  # fmt: skip
+    stored, why = opts.stored_coords(out, job.name, job.path)
+    if why is not None:
+        return SlideResult(str(job.path), job.name, "failed", error=why,
+                           coords_path=job.coords_path)  # fmt: skip
+    job.reuse = stored
+    return None
 
 
 def embed_slides(
@@ -457,18 +673,24 @@ def embed_slides(
     *,
     model: Any,
     weights: str | os.PathLike[str] | None = None,
+    random_weights: bool = False,
     out: str | os.PathLike[str],
-    mag: float = 20,
-    patch: int = 256,
+    magnification: float = 20,
+    patch_size: int = 256,
+    overlap: int = 0,
+    min_tissue: float = 0.0,
+    segmentation: Any = DEFAULT_PRESET,
+    seg_mpp: float = DEFAULT_SEGMENTATION_MPP,
+    mpp: float | None = None,
+    reader: str = "auto",
+    threads: int | None = None,
     batch_size: int = 64,
     backend: Literal["torch", "onnxruntime"] = "torch",
     device: str = "auto",
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto",
-    workers: int | None = None,
     queue_size: int = 8,
-    segmentation: Any = "default",
-    mpp: float | None = None,
     encoder_name: str | None = None,
+    force: bool = False,
     progress: bool = True,
     stream: Any = None,
     executor: Literal["local", "ray"] = "local",
@@ -479,52 +701,66 @@ def embed_slides(
     Parameters
     ----------
     slides : str or os.PathLike or iterable of them
-        Slide paths (or one path).
+        Slide files and folders of slides (a folder gives its slide files,
+        :func:`~tumorboard.slides.collect_slides`). Missing inputs are reported failed; when
+        none is a slide file, nothing runs.
     model : str or torch.nn.Module
         A model name for ``tumorboard.models.load`` ("uni2-h", "uni", "conch", "uni2-tiny",
         ...) or a torch module mapping normalised [B, 3, S, S] images to [B, D] (its
         ``image_size``, ``mean`` and ``std`` attributes set the preprocessing; 224 px and
         ImageNet statistics when absent).
     weights : str or os.PathLike or None, default None
-        Checkpoint for a model name (None: random weights, with the loader's warning).
+        Checkpoint of a model name. The real models (``uni2-h``, ``uni``, ``conch``) need it.
+    random_weights : bool, default False
+        Run a real model name with random parameters (for tests; recorded as ``random``).
     out : str or os.PathLike
-        Output folder (see the module docstring for its layout).
-    mag : float, default 20
+        The job folder (see the module docstring for its layout).
+    magnification : float, default 20
         Target magnification (TRIDENT's patcher).
-    patch : int, default 256
+    patch_size : int, default 256
         Patch side in pixels at that magnification; patches are resized to the encoder's image
         size.
+    overlap : int, default 0
+        Overlap of neighbouring patches in pixels at that magnification.
+    min_tissue : float, default 0.0
+        Tissue fraction a patch needs (0 keeps any overlap with tissue).
+    segmentation : str or SegmentationParams or None, default DEFAULT_PRESET
+        A tissue segmentation preset name (``tumorboard.slides.PRESETS``), a
+        :class:`~tumorboard.slides.SegmentationParams`, or None to keep every grid patch.
+    seg_mpp : float, default 8.0
+        Resolution of the segmentation thumbnail in um/px.
+    mpp : float or None, default None
+        Override the slides' resolution (needed for plain images).
+    reader : str, default "auto"
+        The slide reader (``tumorboard.slides.READERS``).
+    threads : int or None, default None
+        Threads reading and preprocessing patches, and segmenting (default: all cores).
     batch_size : int, default 64
         Patches per forward.
     backend : {"torch", "onnxruntime"}, default "torch"
-        For "onnxruntime" the module is exported once to ``{out}/.onnx/{encoder}.onnx``.
+        The compute backend; for "onnxruntime" the module is exported once to
+        ``{out}/.onnx/{encoder}.onnx``.
     device : str, default "auto"
         "auto", "cpu" or "cuda[:i]".
     dtype : {"auto", "fp32", "fp16", "bf16"}, default "auto"
         "auto" is bf16 autocast on CUDA, fp32 on CPU (torch only).
-    workers : int or None, default None
-        Patch-reader threads (default: all cores).
     queue_size : int, default 8
         Batches buffered between the readers and the model.
-    segmentation : str or SegmentationParams or None, default "default"
-        A tissue segmentation preset name (``tumorboard.slides.PRESETS``), a
-        :class:`~tumorboard.slides.SegmentationParams`, or None to keep every grid patch.
-    mpp : float or None, default None
-        Override the slides' resolution (needed for plain images).
     encoder_name : str or None, default None
         The name used in ``features_{encoder}`` (default: TRIDENT's name for uni2-h/uni/conch,
-        else the model name or the module's class name).
+        else the model name or the module's ``encoder_name`` or class name).
+    force : bool, default False
+        Redo slides whose outputs exist, whatever settings made them.
     progress : bool, default True
-        Print a line per finished slide and a live patches/s line to ``stream``.
+        Print a line per finished slide and, at least every 2 s, a live patches/s line to
+        ``stream``.
     stream : file-like or None, default None
         Where progress goes (default stderr; see ``tumorboard._progress.SlideProgress``).
     executor : {"local", "ray"}, default "local"
-        "local" (this process) or "ray": slides are handed one at a time to Ray actors (one per
-        GPU, else per CPU), each running this engine on its slide
+        Where the work runs: "local" (this process) or "ray": slides are handed one at a time to
+        Ray actors (one per GPU, else per CPU), each running this engine on its slide
         (:func:`tumorboard.dist.embed_slides_ray`; needs ``tumorboard[dist]``). Outputs and
         resume behaviour are identical to a local run; a slide whose worker dies is retried.
-        (The scale-out issue calls this ``backend="ray"``; ``backend`` already selects torch
-        vs onnxruntime here, so the executor has its own keyword.)
     ray_address : str or None, default None
         The Ray cluster for ``executor="ray"`` (None: a new local Ray, or this process's
         connection; "auto": the cluster started with ``ray start``).
@@ -532,79 +768,159 @@ def embed_slides(
     Returns
     -------
     EmbedReport
-        The per-slide results; failed slides are listed there, not raised.
+        The per-slide results; failed and tissue-less slides are listed there, not raised.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An option out of range, or a real model name without weights (nothing has run).
+    MissingFileError
+        No input is a slide file, or the checkpoint does not exist (nothing has run).
     """
+    t_start = time.perf_counter()
+    opts = TilingOptions(magnification=magnification, patch_size=patch_size, overlap=overlap,
+                         min_tissue=min_tissue, segmentation=segmentation, seg_mpp=seg_mpp,
+                         mpp=mpp, reader=reader, threads=threads)  # fmt: skip
+    batch_size = _check_positive(batch_size, "batch_size")
+    queue_size = _check_positive(queue_size, "queue_size")
+    if dtype not in DTYPES:
+        raise InvalidArgumentError(f"dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
+    if backend not in ("torch", "onnxruntime"):
+        raise InvalidArgumentError(
+            f"backend: expected 'torch' or 'onnxruntime', got {backend!r} (executor= picks "
+            "where the work runs)"
+        )
+    if executor not in ("local", "ray"):
+        raise InvalidArgumentError(f"executor: expected 'local' or 'ray', got {executor!r}")
+    found = collect_slides(slides)
+    if not found.files:
+        listed = "; ".join(f"{p}: {why}" for p, why in found.missing) or "no inputs"
+        raise MissingFileError(f"slides: no slide files found ({listed})")
+    missing = {
+        i: SlideResult(str(p), slide_name(p), "failed", error=why)
+        for i, (p, why) in enumerate(found.items)
+        if why is not None
+    }
     if executor == "ray":
         from ..dist import embed_slides_ray
 
-        return embed_slides_ray(
-            slides, ray_address=ray_address, progress=progress, stream=stream, model=model,
-            weights=weights, out=out, mag=mag, patch=patch, batch_size=batch_size,
-            backend=backend, device=device, dtype=dtype, workers=workers, queue_size=queue_size,
-            segmentation=segmentation, mpp=mpp, encoder_name=encoder_name,
+        rep = embed_slides_ray(
+            list(found.files), ray_address=ray_address, progress=progress, stream=stream,
+            model=model, weights=weights, random_weights=random_weights, out=out,
+            magnification=opts.magnification, patch_size=opts.patch_size, overlap=opts.overlap,
+            min_tissue=opts.min_tissue, segmentation=opts.segmentation, seg_mpp=opts.seg_mpp,
+            mpp=opts.mpp, reader=opts.reader, threads=opts.threads, batch_size=batch_size,
+            backend=backend, device=device, dtype=dtype, queue_size=queue_size,
+            encoder_name=encoder_name, force=force,
         )  # fmt: skip
-    if executor != "local":
-        raise InvalidArgumentError(f"executor must be 'local' or 'ray', got {executor!r}")
-    t_start = time.perf_counter()
-    if isinstance(slides, (str, os.PathLike)):
-        slides = [slides]
-    paths = [Path(p) for p in slides]
-    batch_size = _check_positive(batch_size, "batch_size")
-    patch = _check_positive(patch, "patch")
-    queue_size = _check_positive(queue_size, "queue_size")
-    if workers is not None:
-        workers = _check_positive(workers, "workers")
-    if dtype not in DTYPES:
-        raise InvalidArgumentError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    if not float(mag) > 0:
-        raise InvalidArgumentError(f"mag must be positive, got {mag}")
+        ran = iter(rep.results)
+        ordered = [missing[i] if i in missing else next(ran) for i in range(len(found.items))]
+        return dataclasses.replace(rep, results=tuple(ordered))
+    encoder, fingerprint = encoder_identity(model, weights, random_weights=random_weights,
+                                            encoder_name=encoder_name)  # fmt: skip
+    identity = {"encoder": encoder, "weights_fingerprint": fingerprint}
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    runner, name, size, mean, std, interpolation = _resolve_model(
-        model, weights, backend, device, dtype, out_dir / ".onnx"
-    )
-    encoder = encoder_name or name
-    features_dir = out_dir / f"features_{encoder}"
-    parquet_dir = out_dir / f"embeddings_{encoder}"
-    prog = SlideProgress(len(paths), stream=stream, enabled=progress)
+    job_dir = opts.job_dir(out_dir)
+    features_dir = job_dir / f"features_{encoder}"
+    parquet_dir = job_dir / f"embeddings_{encoder}"
+    prog = SlideProgress(len(found.items), stream=stream, enabled=progress)
     results: dict[int, SlideResult] = {}
 
     def record(result: SlideResult, index: int) -> None:
         results[index] = result
         prog.finished(result)
 
+    position = [i for i, (_, why) in enumerate(found.items) if why is None]
+    for i, r in missing.items():
+        record(r, i)
     jobs: list[_SlideJob] = []
-    for slide in plan_slide_names(paths):
+    for slide in plan_slide_names(found.files):
+        index = position[slide.index]  # the slide's place among all inputs
         if slide.error is not None:
             dup = SlideResult(str(slide.path), slide.name, "failed", error=slide.error)
-            record(dup, slide.index)
+            record(dup, index)
             continue
         nm = slide.name
-        jobs.append(_SlideJob(slide.index, slide.path, nm, features_dir / f"{nm}.h5",
-                              parquet_dir / f"{nm}.parquet"))  # fmt: skip
+        job = _SlideJob(index, slide.path, nm, features_dir / f"{nm}.h5",
+                        parquet_dir / f"{nm}.parquet", opts.coords_path(out_dir, nm))  # fmt: skip
+        decided = _preflight(job, opts, out_dir, identity, force)
+        if decided is not None:
+            record(decided, job.index)
+        else:
+            jobs.append(job)
 
+    n_total = 0
+    runner: Any = None
+    if jobs:  # the model is loaded only when a slide needs it
+        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            runner, size, mean, std, interpolation = _load_runner(
+                model, weights, backend, device, dtype, out_dir / ".onnx", encoder
+            )
+        except BaseException:
+            prog.close()
+            raise
+        n_total = _run(jobs, runner, prog, record, opts=opts, out=out_dir, identity=identity,
+                       backend=backend, batch_size=batch_size, queue_size=queue_size,
+                       size=size, mean=mean, std=std, interpolation=interpolation,
+                       features_dir=features_dir)  # fmt: skip
+    else:
+        prog.close()
+    ordered = tuple(results[i] for i in sorted(results))
+    return EmbedReport(
+        results=ordered,
+        encoder=encoder,
+        weights_fingerprint=fingerprint,
+        job_dir=job_dir,
+        features_dir=features_dir,
+        parquet_dir=parquet_dir,
+        coords_dir=job_dir / "patches",
+        n_patches=n_total,
+        seconds=time.perf_counter() - t_start,
+        backend=backend,
+        device=str(getattr(runner, "device", "cpu" if device == "auto" else device)),
+    )
+
+
+def _run(
+    jobs: list[_SlideJob],
+    runner: Any,
+    prog: SlideProgress,
+    record: Any,
+    *,
+    opts: TilingOptions,
+    out: Path,
+    identity: dict[str, str],
+    backend: str,
+    batch_size: int,
+    queue_size: int,
+    size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    interpolation: str,
+    features_dir: Path,
+) -> int:
+    """Embed the slides of ``jobs`` (producer thread + model on this thread); return the patches."""
     q: queue.Queue = queue.Queue(maxsize=queue_size)
     stop = threading.Event()
     producer = threading.Thread(
         target=_produce,
         args=(jobs, q, stop),
         kwargs=dict(
-            mag=float(mag),
-            patch=patch,
+            opts=opts,
+            out=out,
             batch_size=batch_size,
             size=size,
             mean=mean,
             std=std,
             interpolation=interpolation,
-            workers=workers or os.cpu_count() or 1,
-            coords_root=out_dir,
-            segmentation=segmentation,
-            mpp=mpp,
-        ),  # fmt: skip
+            threads=opts.threads or os.cpu_count() or 1,
+        ),
         name="tb-embed-producer",
         daemon=True,
     )
     producer.start()
+    attrs = {**identity, "backend": backend, "dtype": str(getattr(runner, "dtype", "fp32"))}
     n_total = 0
     embed_dim: int | None = getattr(runner, "embed_dim", None)
     writer: _Writer | None = None
@@ -624,6 +940,7 @@ def embed_slides(
             embed_dim = int(emb.shape[1])
             n_total += emb.shape[0]
             prog.add_patches(emb.shape[0])
+            prog.update(writer.job.name, writer.rows, writer.job.n)
 
     def fail(job: _SlideJob, cause: BaseException) -> None:
         nonlocal writer
@@ -635,7 +952,8 @@ def embed_slides(
             runner.collect()
         err = str(cause) if isinstance(cause, _SlideError) else f"{type(cause).__name__}: {cause}"
         record(SlideResult(str(job.path), job.name, "failed", error=err,
-                           seconds=time.perf_counter() - t_slide), job.index)  # fmt: skip
+                           seconds=time.perf_counter() - t_slide,
+                           coords_path=job.coords_path), job.index)  # fmt: skip
 
     try:
         while True:
@@ -643,28 +961,27 @@ def embed_slides(
             if item is _END:
                 break
             kind, job = item[0], item[1]
-            if kind == "skip":
-                record(SlideResult(str(job.path), job.name, "skipped",
-                                   n_patches=job.skipped_n or 0, features_path=job.features,
-                                   parquet_path=job.parquet), job.index)  # fmt: skip
-                continue
             if failed_job is job:  # the model failed on this slide: drop the rest of it
                 continue
             if kind == "error":
                 fail(job, _SlideError(job.error or "unknown error"))
                 continue
+            if kind == "empty":  # no patch: no features (stale ones of other settings go)
+                for stale in (job.features, job.parquet):
+                    stale.unlink(missing_ok=True)
+                record(SlideResult(str(job.path), job.name, "no tissue", error=job.error,
+                                   coords_path=job.coords_path), job.index)  # fmt: skip
+                continue
             try:
                 if kind == "start":
                     t_slide = time.perf_counter()
-                    writer = _Writer(job, encoder)
-                    prog.update(job.name, 0, job.n, force=True)
+                    writer = _Writer(job, attrs)
+                    prog.start(job.name, job.n)
                 elif kind == "batch":
                     batch = item[2]
                     runner.submit(batch.images)
                     pending.append(batch.coords)
                     collect_until(depth)
-                    assert writer is not None
-                    prog.update(job.name, writer.rows, job.n)
                 elif kind == "end":
                     collect_until(0)
                     assert writer is not None
@@ -673,7 +990,7 @@ def embed_slides(
                     record(SlideResult(
                         str(job.path), job.name, "done", n_patches=job.n,
                         features_path=job.features, parquet_path=job.parquet,
-                        seconds=time.perf_counter() - t_slide,
+                        seconds=time.perf_counter() - t_slide, coords_path=job.coords_path,
                     ), job.index)  # fmt: skip
             except Exception as exc:
                 failed_job = job
@@ -688,18 +1005,7 @@ def embed_slides(
         stop.set()
         producer.join(timeout=30)
         prog.close()
-    ordered = tuple(results[i] for i in sorted(results))
-    return EmbedReport(
-        results=ordered,
-        encoder=encoder,
-        features_dir=features_dir,
-        parquet_dir=parquet_dir,
-        coords_dir=out_dir,
-        n_patches=n_total,
-        seconds=time.perf_counter() - t_start,
-        backend=backend,
-        device=str(getattr(runner, "device", "cpu")),
-    )
+    return n_total
 
 
 def read_features(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
@@ -714,14 +1020,15 @@ def read_features(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray,
     -------
     tuple
         ``(features, coords, attrs)``: features [N, D] float32, coords [N, 2] int64, and the
-        attributes of the ``features`` dataset.
+        attributes of the ``features`` dataset (``name``, ``savetodir``, ``encoder``,
+        ``weights_fingerprint``, ...).
     """
     import h5py
+
+    from .._hdf5 import attr_from_hdf5
 
     with h5py.File(path, "r") as f:
         feats = np.asarray(f["features"][...], dtype=np.float32)
         coords = np.asarray(f["coords"][...], dtype=np.int64)
-        attrs = {
-            k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["features"].attrs.items()
-        }
+        attrs = {k: attr_from_hdf5(v) for k, v in f["features"].attrs.items()}
     return feats, coords, attrs

@@ -1,75 +1,130 @@
 """``tumorboard embed``: the embedding engine on the command line.
 
-Usage: ``tumorboard embed SLIDES... --model uni2-h --weights PATH --out DIR``. Exit status 0 when
-every slide is done or already complete, 1 when any slide failed (the others are still written),
-2 on bad arguments.
+Usage: ``tumorboard embed SLIDES... --model uni2-h --weights PATH --out DIR``. The inputs, tiling,
+resume and progress options and behaviours are ``tumorboard tile``'s
+(:func:`tumorboard.slides.cli.add_slide_options`). A real model name needs ``--weights`` (or
+``--random-weights`` for testing). Inputs, options and weights are checked before the model is
+loaded. The JSON report ``{out}/{mag}x_{patch}px_{overlap}px_overlap/embed_report_{encoder}.json``
+keeps the slides of earlier runs. Exit status 0 when every slide is done or already complete, 1
+when any slide failed or had no tissue (the others are still written), 2 when the command was
+refused before any work.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import TumorboardError
+from ..slides.cli import (
+    add_slide_options,
+    collect_inputs,
+    tiling_options,
+    usage_error,
+    write_report,
+)
+
 
 def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``embed`` sub-command to an argparse ``subparsers`` object (sets ``func``)."""
+    """Add the ``embed`` sub-command to an argparse ``subparsers`` object (sets ``func``).
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The main parser's subparsers.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``embed`` parser.
+    """
     p = subparsers.add_parser(
         "embed",
         help="embed the patches of slides with a foundation model (TRIDENT .h5 + Parquet)",
         description=(
             "Tiles every slide (tissue segmentation, TRIDENT patch grid), embeds the patches and "
-            "writes {out}/features_{encoder}/{name}.h5 (TRIDENT layout) and "
-            "{out}/embeddings_{encoder}/{name}.parquet. Complete slides are skipped on a rerun; "
-            "failed slides are listed at the end."
+            "writes {out}/{mag}x_{patch}px_{overlap}px_overlap/features_{encoder}/{name}.h5 "
+            "(TRIDENT layout) and .../embeddings_{encoder}/{name}.parquet. Slides complete with "
+            "the same settings and weights are skipped on a rerun; failed and tissue-less slides "
+            "are listed at the end."
         ),
     )
-    p.add_argument("slides", nargs="+", type=Path, help="slide files")
+    add_slide_options(p)
     p.add_argument("--model", default="uni2-h", help="uni2-h, uni, conch, uni2-tiny, conch-tiny")
     p.add_argument("--weights", type=Path, default=None, help="checkpoint (.bin/.pt/.safetensors)")
-    p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--backend", choices=("torch", "onnxruntime"), default="torch")
+    p.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="run a real model with random parameters (testing only; recorded as 'random')",
+    )
+    p.add_argument(
+        "--backend", choices=("torch", "onnxruntime"), default="torch", help="compute backend"
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     p.add_argument("--dtype", choices=("auto", "fp32", "fp16", "bf16"), default="auto")
-    p.add_argument("--mag", type=float, default=20, help="target magnification (default 20)")
-    p.add_argument("--patch", type=int, default=256, help="patch side at --mag (default 256)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--workers", type=int, default=None, help="reader threads (default: all cores)")
+    p.add_argument("--batch-size", type=int, default=64, help="patches per forward (default 64)")
     p.add_argument(
-        "--segmentation",
-        default="default",
-        help="tissue segmentation preset, or none (every grid patch)",
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where the work runs: this process, or Ray actors (needs tumorboard[dist])",
     )
-    p.add_argument("--mpp", type=float, default=None, help="override the slides' resolution")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--ray-address", default=None, help="the Ray cluster for --executor ray")
     p.set_defaults(func=run_embed)
     return p
 
 
 def run_embed(args: argparse.Namespace) -> int:
-    """Run ``embed_slides`` with the parsed arguments, print the report, return the status."""
-    from ._engine import embed_slides
+    """Run ``embed_slides`` with the parsed arguments, print the report, return the status.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``embed`` arguments.
+
+    Returns
+    -------
+    int
+        0 when every slide is done or skipped, 1 when any failed or had no tissue, 2 when the
+        command was refused before any work.
+    """
+    from . import _engine
 
     try:
-        report = embed_slides(
-            args.slides,
+        opts = tiling_options(args)
+        found = collect_inputs(args)
+        report = _engine.embed_slides(
+            [p for p, _ in found.items],
             model=args.model,
             weights=args.weights,
+            random_weights=args.random_weights,
             out=args.out,
-            mag=args.mag,
-            patch=args.patch,
+            magnification=opts.magnification,
+            patch_size=opts.patch_size,
+            overlap=opts.overlap,
+            min_tissue=opts.min_tissue,
+            segmentation=opts.segmentation,
+            seg_mpp=opts.seg_mpp,
+            mpp=opts.mpp,
+            reader=opts.reader,
+            threads=opts.threads,
             batch_size=args.batch_size,
             backend=args.backend,
             device=args.device,
             dtype=args.dtype,
-            workers=args.workers,
-            segmentation=None if args.segmentation == "none" else args.segmentation,
-            mpp=args.mpp,
+            force=args.force,
             progress=not args.quiet,
+            executor=args.executor,
+            ray_address=args.ray_address,
         )
-    except (ValueError, TypeError, ImportError, FileNotFoundError) as exc:
-        print(f"tumorboard embed: error: {exc}", file=sys.stderr)
-        return 2
+    except (TumorboardError, ValueError, TypeError, ImportError, OSError) as exc:
+        return usage_error(exc)
+    write_report(
+        report.report_path,
+        [r.to_dict() for r in report.results],
+        meta={"encoder": report.encoder, "weights_fingerprint": report.weights_fingerprint},
+    )
     print(report.summary())
+    print(f"report: {report.report_path}")
     return 0 if report.ok else 1

@@ -15,6 +15,7 @@ compared with the module's and every missing, unexpected and mis-shaped key is l
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import re
@@ -31,12 +32,15 @@ __all__ = [
     "CheckpointKeyError",
     "KeyMismatch",
     "RandomWeightsWarning",
+    "RANDOM_WEIGHTS",
     "UnsafeCheckpointError",
     "WeightsError",
     "check_state_dict",
+    "file_fingerprint",
     "load_state_dict",
     "read_state_dict",
     "save_state_dict",
+    "state_dict_fingerprint",
 ]
 
 #: Suffixes read with ``torch.load(weights_only=True)``; everything else but ``.safetensors``
@@ -48,6 +52,10 @@ WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 _LIST_LIMIT = 25  # entries shown per section of a key diff
+_HASH_CHUNK = 1 << 20
+
+#: The weights fingerprint recorded for a model built without weights (random parameters).
+RANDOM_WEIGHTS = "random"
 
 
 class WeightsError(InvalidArgumentError):
@@ -391,3 +399,64 @@ def save_state_dict(
     else:
         torch.save(state, p)
     return p
+
+
+def file_fingerprint(path: str | os.PathLike[str]) -> str:
+    """Fingerprint a checkpoint file by its bytes: ``"sha256:"`` and the hex digest.
+
+    The digest is the one ``sha256sum`` prints for the file, so a fingerprint stored with
+    embeddings can be checked against the checkpoint with standard tools.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint file.
+
+    Returns
+    -------
+    str
+        ``"sha256:<64 hex digits>"``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file does not exist (:class:`~tumorboard.errors.MissingFileError`).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise MissingFileError(f"checkpoint not found: {p}")
+    digest = hashlib.sha256()
+    with p.open("rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def state_dict_fingerprint(module_or_state: nn.Module | Mapping[str, torch.Tensor]) -> str:
+    """Fingerprint the weights of a module (or a state dict) by their values.
+
+    The sha256 runs over every tensor in key order: its name, dtype, shape and raw bytes. Two
+    modules with equal parameters and buffers get the same fingerprint whatever device they are
+    on; it differs from :func:`file_fingerprint` of the checkpoint they were loaded from.
+
+    Parameters
+    ----------
+    module_or_state : torch.nn.Module or Mapping of str to torch.Tensor
+        A module (its ``state_dict()``) or a state dict.
+
+    Returns
+    -------
+    str
+        ``"state-sha256:<64 hex digits>"``.
+    """
+    state = (
+        module_or_state.state_dict()
+        if isinstance(module_or_state, nn.Module)
+        else dict(module_or_state)
+    )
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{name}|{t.dtype}|{tuple(state[name].shape)}|".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes())
+    return f"state-sha256:{digest.hexdigest()}"

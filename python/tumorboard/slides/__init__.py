@@ -45,7 +45,7 @@ from ._h5 import (
     write_coords,
 )
 from ._loader import PatchBatch, PatchLoader
-from ._names import PlannedSlide, plan_slide_names, slide_name
+from ._names import CollectedSlides, PlannedSlide, collect_slides, plan_slide_names, slide_name
 from ._preprocess import preprocess_patches, resize
 from ._readers import (
     IMAGE_EXTENSIONS,
@@ -72,6 +72,7 @@ from ._segment import (
     segment_image,
     segment_tissue,
 )
+from ._tiling import TiledSlide, TilingOptions
 from ._validate import READERS
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "PRESETS",
     "READERS",
     "SLIDE_EXTENSIONS",
+    "CollectedSlides",
     "CoordsFile",
     "CoordsFileError",
     "ImageSlide",
@@ -97,8 +99,11 @@ __all__ = [
     "SlideError",
     "TiffFileSlide",
     "TiffSlideSlide",
+    "TiledSlide",
+    "TilingOptions",
     "TissueMask",
     "TissuePolygon",
+    "collect_slides",
     "coords_complete",
     "coords_path",
     "direct_tiff_unsupported",

@@ -21,6 +21,7 @@ the ``embed`` extra and is imported lazily.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,7 +93,11 @@ def coords_path(
 
 
 def write_coords(
-    path: str | os.PathLike[str], grid: PatchGrid, *, savetodir: str | None = None
+    path: str | os.PathLike[str],
+    grid: PatchGrid,
+    *,
+    savetodir: str | None = None,
+    attrs: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``grid`` as a TRIDENT coords file at ``path`` (atomically) and return the path.
 
@@ -104,6 +109,9 @@ def write_coords(
         The patches.
     savetodir : str or None, default None
         The ``savetodir`` attribute (default: the file's folder).
+    attrs : Mapping of str to Any or None, default None
+        More attributes of the ``coords`` dataset, stored after TRIDENT's (which they may not
+        replace); ``tumorboard tile`` and ``embed_slides`` record how the coords were made.
 
     Returns
     -------
@@ -114,7 +122,7 @@ def write_coords(
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     coords = np.ascontiguousarray(grid.coords, dtype=np.int64).reshape(-1, 2)
-    attrs = {
+    fixed = {
         "patch_size": int(grid.patch_size),
         "patch_size_level0": int(
             grid.patch_size * grid.level0_magnification // grid.target_magnification
@@ -127,9 +135,12 @@ def write_coords(
         "level0_width": int(grid.level0_size[0]),
         "level0_height": int(grid.level0_size[1]),
     }
+    clash = sorted(set(attrs or {}) & set(fixed))
+    if clash:
+        raise InvalidArgumentError(f"attrs: {clash} are TRIDENT's coords attributes")
     with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
         ds = f.create_dataset("coords", data=coords, chunks=(1, 2), maxshape=(None, 2))
-        for k, v in attrs.items():
+        for k, v in {**fixed, **(attrs or {})}.items():
             ds.attrs[k] = attr_to_hdf5(v)
     return p
 

@@ -1,5 +1,7 @@
-"""Output names of slides: one rule for every file written per slide.
+"""Slide collections: which files are the slides, and one naming rule for their outputs.
 
+:func:`collect_slides` turns what a user gives (slide files, folders of slides, a text file
+listing slides) into the slide files and the inputs that are missing, before any work starts.
 Every per-slide output (coords ``{name}_patches.h5``, tissue ``{name}.geojson``, features
 ``{name}.h5`` and ``{name}.parquet``) is named by :func:`slide_name`, and a collection is
 planned once with :func:`plan_slide_names`: the first slide with a name keeps it, a later slide
@@ -14,7 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PlannedSlide", "plan_slide_names", "slide_name"]
+from ..errors import MissingFileError
+
+__all__ = ["CollectedSlides", "PlannedSlide", "collect_slides", "plan_slide_names", "slide_name"]
 
 #: Multi-dot extensions that count as one (the OME-TIFF specification's ``*.ome.tif(f)`` files).
 _COMPOUND_SUFFIXES = (".ome.tiff", ".ome.tif")
@@ -96,3 +100,95 @@ def plan_slide_names(paths: Iterable[str | os.PathLike[str]]) -> tuple[PlannedSl
         first = seen.setdefault(name, p)
         plan.append(PlannedSlide(i, p, name, None if first is p else first))
     return tuple(plan)
+
+
+@dataclass(frozen=True)
+class CollectedSlides:
+    """The slide files of a collection, and the inputs that gave none, in input order.
+
+    Attributes
+    ----------
+    items : tuple of tuple of (pathlib.Path, str or None)
+        Every slide file with None, and every input that is not there or holds no slide with
+        the reason ("no such file", "folder holds no slide files"), in input order (a folder's
+        files sorted by name).
+    """
+
+    items: tuple[tuple[Path, str | None], ...]
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """The slide files, in input order."""
+        return tuple(p for p, why in self.items if why is None)
+
+    @property
+    def missing(self) -> tuple[tuple[Path, str], ...]:
+        """The inputs that gave no slide file, each with its reason."""
+        return tuple((p, why) for p, why in self.items if why is not None)
+
+
+def _slide_list(path: Path) -> list[Path]:
+    if not path.is_file():
+        raise MissingFileError(f"--slide-list: no such file: {path}")
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry = line.strip()
+        if entry and not entry.startswith("#"):
+            p = Path(entry).expanduser()
+            out.append(p if p.is_absolute() else path.parent / p)
+    return out
+
+
+def collect_slides(
+    inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
+    *,
+    slide_list: str | os.PathLike[str] | None = None,
+) -> CollectedSlides:
+    """Find the slide files of a collection and the inputs that are missing.
+
+    Parameters
+    ----------
+    inputs : path or iterable of paths, default ()
+        Slide files and folders of slides. A folder contributes its files (not its
+        subfolders) whose extension is a slide or image extension
+        (:data:`~tumorboard.slides.SLIDE_EXTENSIONS`, :data:`~tumorboard.slides.IMAGE_EXTENSIONS`),
+        sorted by name; a file is taken as given, whatever its extension.
+    slide_list : path or None, default None
+        A text file with one slide file or folder per line (blank lines and lines starting
+        with ``#`` are skipped; relative paths are relative to the list's folder), read after
+        ``inputs``.
+
+    Returns
+    -------
+    CollectedSlides
+        The slide files and the missing inputs, each with its reason.
+
+    Raises
+    ------
+    MissingFileError
+        If ``slide_list`` is given and does not exist.
+    """
+    from ._readers import IMAGE_EXTENSIONS, SLIDE_EXTENSIONS
+
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    paths = [Path(p) for p in inputs]
+    if slide_list is not None:
+        paths += _slide_list(Path(slide_list))
+    exts = SLIDE_EXTENSIONS | IMAGE_EXTENSIONS
+    items: list[tuple[Path, str | None]] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(
+                q
+                for q in p.iterdir()
+                if q.is_file() and not q.name.startswith(".") and q.suffix.lower() in exts
+            )
+            if not found:
+                items.append((p, "folder holds no slide files"))
+            items.extend((q, None) for q in found)
+        elif p.exists():
+            items.append((p, None))
+        else:
+            items.append((p, "no such file"))
+    return CollectedSlides(tuple(items))

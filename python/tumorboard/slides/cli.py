@@ -1,46 +1,98 @@
-"""``tumorboard tile``: tissue segmentation and patch coordinates for a set of slides.
+"""``tumorboard tile``, and the options and behaviours it shares with ``tumorboard embed``.
 
-For each slide: segment tissue on a 1.25x thumbnail (CLAM preset), write the tissue polygons to
-``{out}/contours_geojson/{name}.geojson``, build the patch grid and write TRIDENT's coords file
-``{out}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``. A slide whose coords
-file exists and is complete is skipped (resume); an incomplete one is redone. A slide that fails
-(corrupt, unreadable, no resolution) is reported and the others go on; the per-slide report is
-printed and saved as ``tile_report.json`` next to ``patches/``. Exit status 1 when any slide
-failed.
+``tile`` segments each slide's tissue, writes the tissue polygons to
+``{out}/contours_geojson/{name}.geojson`` and TRIDENT's coords file
+``{out}/{mag}x_{patch}px_{overlap}px_overlap/patches/{name}_patches.h5``
+(:class:`~tumorboard.slides.TilingOptions`). Shared with ``embed`` (one function adds the
+options to both parsers, :func:`add_slide_options`):
 
-``python -m tumorboard.slides.cli tile ...`` runs it without the main ``tumorboard`` command.
+* inputs: slide files, folders of slides and ``--slide-list FILE`` (one path per line), checked
+  before any work (:func:`collect_inputs`); a missing input is reported, the others go on, and
+  when nothing is left the command stops with exit status 2 before loading anything;
+* the tiling options (``--magnification``, ``--patch-size``, ``--overlap``, ``--min-tissue``,
+  ``--preset`` / ``--no-seg``, ``--seg-mpp``, ``--mpp``, ``--reader``, ``--threads``), validated
+  before any work;
+* resume: a slide whose outputs are complete and were made with the same settings is skipped; one
+  made with other settings is refused with both values named (``--force`` redoes it);
+* statuses: done, skipped (complete), no tissue (with the largest region and a hint) and failed;
+  the exit status is 1 when any slide failed or had no tissue;
+* a JSON report next to ``patches/`` that keeps the slides of earlier runs (merged by slide file,
+  the latest entry of a slide wins) (:func:`write_report`), and progress on standard error
+  at least every 2 s with patches/s (``--quiet``: none).
+
+``python -m tumorboard.slides.cli tile ...`` runs ``tile`` without the main ``tumorboard`` command.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from .._io import atomic_path
 from .._progress import SlideProgress
-from ._names import plan_slide_names, slide_name
+from ..errors import MissingFileError, TumorboardError
+from ._names import CollectedSlides, collect_slides, plan_slide_names, slide_name
+from ._segment import DEFAULT_PRESET, DEFAULT_SEGMENTATION_MPP, PRESETS
+from ._tiling import TilingOptions
+from ._validate import READERS
+
+__all__ = [
+    "STATUSES",
+    "add_slide_options",
+    "add_tile_parser",
+    "collect_inputs",
+    "main",
+    "run_tile",
+    "tiling_options",
+    "usage_error",
+    "write_report",
+]
+
+#: The statuses of a slide in a report, in the order they are counted.
+STATUSES = ("done", "skipped", "no tissue", "failed")
+
+#: Option names of :class:`TilingOptions` -> their command-line flags.
+_FLAGS = {
+    "magnification": "--magnification",
+    "patch_size": "--patch-size",
+    "overlap": "--overlap",
+    "min_tissue": "--min-tissue",
+    "seg_mpp": "--seg-mpp",
+    "mpp": "--mpp",
+    "reader": "--reader",
+    "threads": "--threads",
+    "segmentation": "--preset",
+}
 
 
-def add_tile_parser(subparsers: Any) -> None:
-    """Add the ``tile`` verb to an ``argparse`` subparsers object."""
-    from ._segment import DEFAULT_PRESET, DEFAULT_SEGMENTATION_MPP, PRESETS
+def add_slide_options(p: argparse.ArgumentParser) -> None:
+    """Add the inputs, tiling and resume options ``tile`` and ``embed`` share to a parser.
 
-    p = subparsers.add_parser(
-        "tile",
-        help="segment tissue and write patch coordinates (TRIDENT coords .h5) for slides",
-        description="Segment tissue on a 1.25x thumbnail and write TRIDENT coords .h5 files "
-        "(and tissue GeoJSON) for each slide. Complete slides are skipped, failed ones reported.",
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The verb's parser.
+    """
+    p.add_argument("slides", nargs="*", metavar="SLIDES", help="slide files or folders of slides")
+    p.add_argument(
+        "--slide-list",
+        metavar="FILE",
+        help="a text file with one slide file or folder per line (relative to the file)",
     )
-    p.add_argument("slides", nargs="+", metavar="SLIDES", help="slide files or folders of slides")
     p.add_argument("--out", required=True, metavar="DIR", help="job folder for the outputs")
-    p.add_argument("--mag", type=float, default=20, help="target magnification (default 20)")
-    p.add_argument("--patch", type=int, default=256, help="patch size in pixels (default 256)")
+    p.add_argument(
+        "--magnification", type=float, default=20, help="target magnification (default 20)"
+    )
+    p.add_argument(
+        "--patch-size", type=int, default=256, help="patch side in pixels at it (default 256)"
+    )
     p.add_argument("--overlap", type=int, default=0, help="patch overlap in pixels (default 0)")
     p.add_argument(
         "--min-tissue",
@@ -50,9 +102,12 @@ def add_tile_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--preset",
-        choices=list(PRESETS),
+        choices=sorted(PRESETS),
         default=DEFAULT_PRESET,
-        help="segmentation preset (default: any tissue fragment >= 0.1 mm2; the others are CLAM's)",
+        help=(
+            f"tissue segmentation preset (default {DEFAULT_PRESET}: any tissue fragment "
+            ">= 0.1 mm2; the others are CLAM's)"
+        ),
     )
     p.add_argument(
         "--seg-mpp",
@@ -60,133 +115,276 @@ def add_tile_parser(subparsers: Any) -> None:
         default=DEFAULT_SEGMENTATION_MPP,
         help="resolution of the segmentation thumbnail in um/px (default 8 = 1.25x)",
     )
-    p.add_argument("--no-seg", action="store_true", help="keep every grid position")
+    p.add_argument("--no-seg", action="store_true", help="no segmentation: keep every patch")
     p.add_argument(
         "--mpp",
         type=float,
         default=None,
         help="level-0 um/px, overriding the file (required for plain PNG/JPEG images)",
     )
+    p.add_argument("--reader", choices=READERS, default="auto", help="slide reader (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
-    p.add_argument("--force", action="store_true", help="redo slides that are already complete")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--force", action="store_true", help="redo slides whose outputs exist (any settings)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def tiling_options(args: argparse.Namespace) -> TilingOptions:
+    """Build the validated :class:`TilingOptions` of parsed :func:`add_slide_options` arguments.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments.
+
+    Returns
+    -------
+    TilingOptions
+        The options.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A value out of range; the message names the flag (``--magnification: ...``).
+    """
+    try:
+        return TilingOptions(
+            magnification=args.magnification,
+            patch_size=args.patch_size,
+            overlap=args.overlap,
+            min_tissue=args.min_tissue,
+            segmentation=None if args.no_seg else args.preset,
+            seg_mpp=args.seg_mpp,
+            mpp=args.mpp,
+            reader=args.reader,
+            threads=args.threads,
+        )
+    except TumorboardError as exc:
+        field, sep, rest = str(exc).partition(":")
+        if sep and field in _FLAGS:
+            raise type(exc)(f"{_FLAGS[field]}:{rest}") from exc
+        raise
+
+
+def collect_inputs(args: argparse.Namespace) -> CollectedSlides:
+    """Find the slide files of the parsed inputs, refusing when none is there.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments (``slides`` and ``slide_list``).
+
+    Returns
+    -------
+    CollectedSlides
+        The slide files and the missing inputs (reported per slide by the verbs).
+
+    Raises
+    ------
+    MissingFileError
+        No input was given, or none of them is a slide file.
+    """
+    if not args.slides and not args.slide_list:
+        raise MissingFileError("no slides given: pass slide files, folders or --slide-list FILE")
+    found = collect_slides(args.slides, slide_list=args.slide_list)
+    if not found.files:
+        listed = "; ".join(f"{p}: {why}" for p, why in found.missing) or "the list is empty"
+        raise MissingFileError(f"no slide files found ({listed})")
+    return found
+
+
+def usage_error(exc: BaseException) -> int:
+    """Print a refused command as one ``tumorboard: error: ...`` line and return exit status 2.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What was refused.
+
+    Returns
+    -------
+    int
+        2.
+    """
+    print(f"tumorboard: error: {exc}", file=sys.stderr)
+    return 2
+
+
+def write_report(
+    path: str | os.PathLike[str],
+    entries: Iterable[Mapping[str, Any]],
+    *,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, int]:
+    """Merge this run's slide entries into the JSON report at ``path`` (atomically).
+
+    Entries are keyed by their ``slide`` (the absolute slide file): an entry of this run replaces
+    the same slide's earlier one in place, other earlier slides are kept, new slides are appended.
+    An unreadable earlier report is replaced.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The report file (``{"counts": ..., "slides": [...]}`` plus ``meta``).
+    entries : iterable of Mapping
+        This run's entries (``slide``, ``name``, ``status``, ...).
+    meta : Mapping or None, default None
+        Top-level fields written with the report (e.g. the encoder).
+
+    Returns
+    -------
+    dict of str to int
+        The counts of each status over every slide of the merged report.
+    """
+    p = Path(path)
+    merged: dict[str, dict[str, Any]] = {}
+    if p.is_file():
+        try:
+            earlier = json.loads(p.read_text(encoding="utf-8")).get("slides", [])
+        except (ValueError, AttributeError):
+            earlier = []
+        for e in earlier:
+            if isinstance(e, dict) and "slide" in e:
+                merged[str(e["slide"])] = e
+    for e in entries:
+        merged[str(e["slide"])] = dict(e)
+    slides = list(merged.values())
+    counts = {s: sum(e.get("status") == s for e in slides) for s in STATUSES}
+    p.parent.mkdir(parents=True, exist_ok=True)
+    doc = {**(meta or {}), "counts": counts, "slides": slides}
+    with atomic_path(p) as tmp:
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return counts
+
+
+def add_tile_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``tile`` verb to an ``argparse`` subparsers object (sets ``func``).
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The main parser's subparsers.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``tile`` parser.
+    """
+    p = subparsers.add_parser(
+        "tile",
+        help="segment tissue and write patch coordinates (TRIDENT coords .h5) for slides",
+        description="Segment tissue on a 1.25x thumbnail and write TRIDENT coords .h5 files "
+        "(and tissue GeoJSON) for each slide. Complete slides made with the same settings are "
+        "skipped; failed and tissue-less slides are reported (exit status 1).",
+    )
+    add_slide_options(p)
     p.set_defaults(func=run_tile)
-
-
-def _collect(paths: Sequence[str]) -> tuple[list[Path], list[dict[str, Any]]]:
-    from ._readers import IMAGE_EXTENSIONS, SLIDE_EXTENSIONS
-
-    exts = SLIDE_EXTENSIONS | IMAGE_EXTENSIONS
-    files: list[Path] = []
-    errors: list[dict[str, Any]] = []
-    for s in paths:
-        p = Path(s)
-        if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and q.suffix.lower() in exts)
-            if not found:
-                errors.append(
-                    _entry(p, slide_name(p), "failed", error="folder holds no slide files")
-                )
-            files.extend(found)
-        elif p.exists():
-            files.append(p)
-        else:
-            errors.append(_entry(p, slide_name(p), "failed", error="no such file"))
-    return files, errors
+    return p
 
 
 def _entry(path: Path, name: str, status: str, **extra: Any) -> dict[str, Any]:
-    return {"slide": str(path), "name": name, "status": status, **extra}
+    return {"slide": os.path.abspath(path), "name": name, "status": status, **extra}
 
 
-def _report(progress: SlideProgress, entry: dict[str, Any]) -> None:
-    progress.finished(SimpleNamespace(**{"n_patches": None, "seconds": None, "error": None,
-                                         **entry}))  # fmt: skip
-
-
-def _tile_one(path: Path, name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from . import _h5, _readers, _segment
-    from ._grid import patch_grid
-
-    t0 = time.perf_counter()
-    target = _h5.coords_path(
-        out, name, magnification=args.mag, patch_size=args.patch, overlap=args.overlap
+def _finished(progress: SlideProgress, entry: Mapping[str, Any]) -> None:
+    progress.finished(
+        SimpleNamespace(**{"n_patches": None, "seconds": None, "error": None, **entry})
     )
-    if not args.force and (done := _h5.read_complete_coords(target)) is not None:
-        return _entry(path, name, "skipped", coords=str(target), n_patches=len(done))
-    with _readers.open(path, mpp=args.mpp) as slide:
-        tissue = None
-        if not args.no_seg:
-            tissue = _segment.segment_tissue(
-                slide, preset=args.preset, seg_mpp=args.seg_mpp, threads=args.threads
-            )
-            tissue.write_geojson(out / "contours_geojson" / f"{name}.geojson")
-        grid = patch_grid(
-            slide,
-            tissue,
-            magnification=args.mag,
-            patch_size=args.patch,
-            overlap=args.overlap,
-            min_tissue=args.min_tissue,
-            threads=args.threads,
-        )
-        _h5.write_coords(target, grid)
+
+
+def _tile_one(
+    path: Path, name: str, opts: TilingOptions, out: Path, *, force: bool
+) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    if not force:
+        stored, why = opts.stored_coords(out, name, path)
+        if stored is not None and why is not None:
+            return _entry(path, name, "failed", coords=str(stored.path), error=why)
+        if stored is not None:
+            return _entry(path, name, "skipped", coords=str(stored.path), n_patches=len(stored))
+    with opts.open(path) as slide:
+        tiled = opts.tile(slide, out, source=path)
+        reader = str(slide.reader)
+    reason = tiled.no_tissue
+    tissue = tiled.tissue
     return _entry(
         path,
         name,
-        "done",
-        coords=str(target),
-        n_patches=len(grid),
+        "no tissue" if reason else "done",
+        coords=str(tiled.coords_path),
+        contours=None if tiled.geojson_path is None else str(tiled.geojson_path),
+        n_patches=len(tiled.grid),
         tissue_fraction=None if tissue is None else round(tissue.tissue_fraction, 6),
+        largest_region_um2=getattr(tissue, "largest_region_um2", None),
+        reader=reader,
         seconds=round(time.perf_counter() - t0, 3),
+        error=reason,
     )
 
 
 def run_tile(args: argparse.Namespace) -> int:
-    """Run ``tumorboard tile`` for parsed arguments and return the exit status."""
-    from ._h5 import patch_dir
+    """Run ``tumorboard tile`` for parsed arguments and return the exit status.
 
-    if args.patch <= 0 or args.overlap < 0 or args.overlap >= args.patch:
-        print("error: need --patch > 0 and 0 <= --overlap < --patch", file=sys.stderr)
-        return 2
-    if not 0.0 <= args.min_tissue <= 1.0 or args.mag <= 0:
-        print("error: need 0 <= --min-tissue <= 1 and --mag > 0", file=sys.stderr)
-        return 2
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``tile`` arguments.
+
+    Returns
+    -------
+    int
+        0 when every slide is done or skipped, 1 when any failed or had no tissue, 2 when the
+        command was refused before any work (bad option, no slide found).
+    """
+    try:
+        opts = tiling_options(args)
+        found = collect_inputs(args)
+    except (TumorboardError, ValueError, TypeError, OSError) as exc:
+        return usage_error(exc)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    files, report = _collect(args.slides)
-    progress = SlideProgress(len(files) + len(report), enabled=not args.no_progress)
-    for e in report:
-        _report(progress, e)
-    for slide in plan_slide_names(files):
-        if slide.error is not None:
-            entry = _entry(slide.path, slide.name, "failed", error=slide.error)
-        else:
-            try:
-                entry = _tile_one(slide.path, slide.name, args, out)
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:  # report and go on with the other slides
-                entry = _entry(
-                    slide.path, slide.name, "failed", error=f"{type(exc).__name__}: {exc}"
-                )
-        report.append(entry)
-        _report(progress, entry)
-    progress.close()
+    entries: list[dict[str, Any]] = []
+    progress = SlideProgress(len(found.items), enabled=not args.quiet)
+    planned = iter(plan_slide_names(found.files))
+    try:
+        for path, why in found.items:
+            if why is not None:
+                entry = _entry(path, slide_name(path), "failed", error=why)
+                entries.append(entry)
+                _finished(progress, entry)
+                continue
+            slide = next(planned)
+            if slide.error is not None:
+                entry = _entry(slide.path, slide.name, "failed", error=slide.error)
+            else:
+                progress.start(slide.name)
+                try:
+                    entry = _tile_one(slide.path, slide.name, opts, out, force=args.force)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:  # report and go on with the other slides
+                    entry = _entry(
+                        slide.path, slide.name, "failed", error=f"{type(exc).__name__}: {exc}"
+                    )
+                if entry["status"] == "done":
+                    progress.add_patches(entry["n_patches"])
+            entries.append(entry)
+            _finished(progress, entry)
+    finally:
+        progress.close()
 
-    counts = {s: sum(e["status"] == s for e in report) for s in ("done", "skipped", "failed")}
-    report_path = patch_dir(out, args.mag, args.patch, args.overlap) / "tile_report.json"
-    report_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(report_path) as tmp:
-        tmp.write_text(json.dumps({"counts": counts, "slides": report}, indent=2), encoding="utf-8")
+    report_path = opts.job_dir(out) / "tile_report.json"
+    write_report(report_path, entries)
+    counts = {s: sum(e["status"] == s for e in entries) for s in STATUSES}
     print(
         f"tile: {counts['done']} done, {counts['skipped']} skipped (complete), "
-        f"{counts['failed']} failed; report: {report_path}"
+        f"{counts['no tissue']} no tissue, {counts['failed']} failed; report: {report_path}"
     )
-    for e in report:
-        if e["status"] == "failed":
-            print(f"  FAILED {e['slide']}: {e['error']}")
-    return 1 if counts["failed"] else 0
+    for e in entries:
+        if e["status"] in ("failed", "no tissue"):
+            print(f"  {e['status'].upper()} {e['slide']}: {e['error']}")
+    return 1 if counts["failed"] or counts["no tissue"] else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -200,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 when every slide is done or skipped, 1 when any failed, 2 for bad arguments.
+        As :func:`run_tile`.
     """
     parser = argparse.ArgumentParser(prog="tumorboard")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
