@@ -124,7 +124,7 @@ def test_outputs_match_oracle_and_layout(collection, reference):
         "weights_fingerprint": state_dict_fingerprint(TinyEncoder()),  # noqa: F821
         "backend": "torch",
         "dtype": "fp32",
-        "reader": "openslide",
+        "reader": "tifffile",
     }
     np.testing.assert_allclose(feats, oracle_embeddings(path, coords), rtol=1e-4, atol=1e-4)
     with h5py.File(out / JOB / "features_tiny" / "case01.h5", "r") as f:

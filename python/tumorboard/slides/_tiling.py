@@ -158,7 +158,7 @@ def no_tissue_reason(tissue: TissueMask | None, grid: PatchGrid) -> str | None:
             f"min_tissue {grid.min_tissue:g}; lower --min-tissue"
         )
     if tissue.empty and tissue.empty_reason:
-        return tissue.empty_reason
+        return f"{tissue.empty_reason}; --no-seg keeps every grid patch"
     largest = tissue.largest_region_um2
     n = tissue.stats.get("n_regions")
     found = f"{n} region(s) found, none kept by the area filter" if n else "no region found"
@@ -458,7 +458,7 @@ class TilingOptions:
         seg = self.segmentation
         if seg is not None:
             by = {"preset": seg} if isinstance(seg, str) else {"params": seg}
-            tissue = segment_tissue(slide, **by, target_mpp=self.seg_mpp, threads=self.threads)
+            tissue = segment_tissue(slide, **by, seg_mpp=self.seg_mpp, threads=self.threads)
             geojson = tissue.write_geojson(Path(out) / "contours_geojson" / f"{name}.geojson")
         grid = patch_grid(
             slide,
