@@ -155,7 +155,9 @@ def test_errors(store, tmp_path, monkeypatch):
     with pytest.raises(ConnectionError, match="cannot reach the Ray cluster at '127.0.0.1:1'"):
         score_store(store, backend="ray", ray_address="127.0.0.1:1")
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(ImportError, match=r"pip install tumorboard\[dist\]"):
+    with pytest.raises(
+        ImportError, match=r"needs ray, which is not installed.*pip install .*\[dist\]'"
+    ):
         _ray.require_ray()
 
 

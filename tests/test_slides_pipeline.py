@@ -411,4 +411,4 @@ def test_tile_cli_module_entry_point(slide_dir, tmp_path):
     cf = slides.read_coords(out / "10x_128px_16px_overlap" / "patches" / "a_patches.h5")
     assert cf.attrs["overlap"] == 16 and cf.attrs["target_magnification"] == 10
     assert cf.patch_size_level0 == 256
-    assert run_cli(str(slide_dir / "a.tif"), "--out", str(out), "--patch", "0") == 2
+    assert tile_cli.main(["tile", str(slide_dir / "a.tif"), "--out", str(out), "--patch", "0"]) == 2

@@ -558,6 +558,10 @@ def embed_slides(
         raise InvalidArgumentError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if not float(mag) > 0:
         raise InvalidArgumentError(f"mag must be positive, got {mag}")
+    if backend == "torch":  # an unknown or absent device is refused before the model loads
+        from ..models import resolve_device
+
+        resolve_device(device)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     runner, name, size, mean, std, interpolation = _resolve_model(

@@ -8,9 +8,10 @@ every slide is done or already complete, 1 when any slide failed (the others are
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
+
+from .._args import device_name, positive_float, positive_int
 
 
 def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -30,18 +31,28 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--weights", type=Path, default=None, help="checkpoint (.bin/.pt/.safetensors)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--backend", choices=("torch", "onnxruntime"), default="torch")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    p.add_argument(
+        "--device", type=device_name, default="auto", help="auto, cpu, cuda, cuda:1, mps"
+    )
     p.add_argument("--dtype", choices=("auto", "fp32", "fp16", "bf16"), default="auto")
-    p.add_argument("--mag", type=float, default=20, help="target magnification (default 20)")
-    p.add_argument("--patch", type=int, default=256, help="patch side at --mag (default 256)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--workers", type=int, default=None, help="reader threads (default: all cores)")
+    p.add_argument(
+        "--mag", type=positive_float, default=20, help="target magnification (default 20)"
+    )
+    p.add_argument(
+        "--patch", type=positive_int, default=256, help="patch side at --mag (default 256)"
+    )
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument(
+        "--workers", type=positive_int, default=None, help="reader threads (default: all cores)"
+    )
     p.add_argument(
         "--segmentation",
         default="clam",
         help="tissue segmentation preset, or none (every grid patch)",
     )
-    p.add_argument("--mpp", type=float, default=None, help="override the slides' resolution")
+    p.add_argument(
+        "--mpp", type=positive_float, default=None, help="override the slides' resolution"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run_embed)
     return p
@@ -51,25 +62,21 @@ def run_embed(args: argparse.Namespace) -> int:
     """Run ``embed_slides`` with the parsed arguments, print the report, return the status."""
     from ._engine import embed_slides
 
-    try:
-        report = embed_slides(
-            args.slides,
-            model=args.model,
-            weights=args.weights,
-            out=args.out,
-            mag=args.mag,
-            patch=args.patch,
-            batch_size=args.batch_size,
-            backend=args.backend,
-            device=args.device,
-            dtype=args.dtype,
-            workers=args.workers,
-            segmentation=None if args.segmentation == "none" else args.segmentation,
-            mpp=args.mpp,
-            progress=not args.quiet,
-        )
-    except (ValueError, TypeError, ImportError, FileNotFoundError) as exc:
-        print(f"tumorboard embed: error: {exc}", file=sys.stderr)
-        return 2
+    report = embed_slides(  # errors go to tumorboard.cli.main: one line, exit status 2
+        args.slides,
+        model=args.model,
+        weights=args.weights,
+        out=args.out,
+        mag=args.mag,
+        patch=args.patch,
+        batch_size=args.batch_size,
+        backend=args.backend,
+        device=args.device,
+        dtype=args.dtype,
+        workers=args.workers,
+        segmentation=None if args.segmentation == "none" else args.segmentation,
+        mpp=args.mpp,
+        progress=not args.quiet,
+    )
     print(report.summary())
     return 0 if report.ok else 1

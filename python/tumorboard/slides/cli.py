@@ -22,8 +22,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .._args import fraction, nonnegative_int, positive_float, positive_int
 from .._io import atomic_path
 from .._progress import SlideProgress
+from ..errors import InvalidArgumentError
 from ._names import plan_slide_names, slide_name
 
 
@@ -39,30 +41,38 @@ def add_tile_parser(subparsers: Any) -> None:
     )
     p.add_argument("slides", nargs="+", metavar="SLIDES", help="slide files or folders of slides")
     p.add_argument("--out", required=True, metavar="DIR", help="job folder for the outputs")
-    p.add_argument("--mag", type=float, default=20, help="target magnification (default 20)")
-    p.add_argument("--patch", type=int, default=256, help="patch size in pixels (default 256)")
-    p.add_argument("--overlap", type=int, default=0, help="patch overlap in pixels (default 0)")
+    p.add_argument(
+        "--mag", type=positive_float, default=20, help="target magnification (default 20)"
+    )
+    p.add_argument(
+        "--patch", type=positive_int, default=256, help="patch size in pixels (default 256)"
+    )
+    p.add_argument(
+        "--overlap", type=nonnegative_int, default=0, help="patch overlap in pixels (default 0)"
+    )
     p.add_argument(
         "--min-tissue",
-        type=float,
+        type=fraction,
         default=0.0,
         help="minimum tissue fraction of a patch; 0 keeps any overlap (default)",
     )
     p.add_argument("--preset", choices=sorted(PRESETS), default="clam", help="segmentation preset")
     p.add_argument(
         "--seg-mpp",
-        type=float,
+        type=positive_float,
         default=DEFAULT_SEGMENTATION_MPP,
         help="resolution of the segmentation thumbnail in um/px (default 8 = 1.25x)",
     )
     p.add_argument("--no-seg", action="store_true", help="keep every grid position")
     p.add_argument(
         "--mpp",
-        type=float,
+        type=positive_float,
         default=None,
         help="level-0 um/px, overriding the file (required for plain PNG/JPEG images)",
     )
-    p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument(
+        "--threads", type=positive_int, default=None, help="threads (default: all cores)"
+    )
     p.add_argument("--force", action="store_true", help="redo slides that are already complete")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_tile)
@@ -141,12 +151,10 @@ def run_tile(args: argparse.Namespace) -> int:
     """Run ``tumorboard tile`` for parsed arguments and return the exit status."""
     from ._h5 import patch_dir
 
-    if args.patch <= 0 or args.overlap < 0 or args.overlap >= args.patch:
-        print("error: need --patch > 0 and 0 <= --overlap < --patch", file=sys.stderr)
-        return 2
-    if not 0.0 <= args.min_tissue <= 1.0 or args.mag <= 0:
-        print("error: need 0 <= --min-tissue <= 1 and --mag > 0", file=sys.stderr)
-        return 2
+    if args.overlap >= args.patch:
+        raise InvalidArgumentError(
+            f"--overlap: expected less than --patch ({args.patch}), got {args.overlap}"
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     files, report = _collect(args.slides)
@@ -195,13 +203,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 when every slide is done or skipped, 1 when any failed, 2 for bad arguments.
+        0 when every slide is done or skipped, 1 when any failed, 2 for bad arguments (one
+        line ``tumorboard: error: ...``, as from the ``tumorboard`` command, whose error handling
+        this runs through).
     """
-    parser = argparse.ArgumentParser(prog="tumorboard")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_tile_parser(sub)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    from ..cli import main as tumorboard_main
+
+    return tumorboard_main(argv)
 
 
 if __name__ == "__main__":

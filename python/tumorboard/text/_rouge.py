@@ -489,7 +489,9 @@ def set_f1(
         try:
             from nltk.tokenize import NLTKWordTokenizer
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise MissingDependencyError("tokenizer='treebank' needs the nltk package") from e
+            raise MissingDependencyError.for_extra(
+                "tokenizer='treebank'", package="nltk", extra=None, cause=e
+            ) from e
         tb = NLTKWordTokenizer()
         # Treebank tokens contain no whitespace, so joining with spaces and splitting in C++
         # gives back exactly these tokens.
