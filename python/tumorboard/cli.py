@@ -245,7 +245,7 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
             "--cluster: clustered intervals are not available with --ray-address/--shards "
             "(the distributed path resamples records with the Poisson scheme)"
         )
-    backend = "ray" if args.ray_address is not None else "local"
+    executor = "ray" if args.ray_address is not None else "local"
 
     def progress(done: int, total: int) -> None:
         """Show the shards scored so far on standard error."""
@@ -254,7 +254,7 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
 
     result = score_store(
         store, benchmark=args.benchmark, tracks=args.track, options=_bootstrap_options(args),
-        backend=backend, shards=args.shards,
+        executor=executor, shards=args.shards,
         ray_address=None if args.ray_address == "local" else args.ray_address,
         progress=progress,
     )  # fmt: skip
