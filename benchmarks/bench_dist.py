@@ -113,10 +113,10 @@ def run_results(
         out: dict[str, Any] = {}
 
         def local() -> None:
-            out["local"] = score_store(store, backend="local", **opts)
+            out["local"] = score_store(store, executor="local", **opts)
 
         def on_ray() -> None:
-            out["ray"] = score_store(store, backend="ray", shards=n_parts, **opts)
+            out["ray"] = score_store(store, executor="ray", shards=n_parts, **opts)
 
         local_s = best_of(local, repeat=repeat, min_time=0, max_time=60)
         ray_s = best_of(on_ray, repeat=repeat, min_time=0, max_time=60)
@@ -131,15 +131,15 @@ def run_results(
         )  # fmt: skip
         verdicts = []
         for shards in sorted({1, 2, 3, 5, n_parts}):
-            for backend in ("local", "ray"):
+            for executor in ("local", "ray"):
                 t0 = time.perf_counter()
-                r = score_store(store, backend=backend, shards=shards, **opts)
+                r = score_store(store, executor=executor, shards=shards, **opts)
                 dt = time.perf_counter() - t0
                 ok = _identical(r.result, out["local"].result)
                 verdicts.append(ok)
                 results.append(
                     Result.make(
-                        f"shard independence: {backend}, {shards} shard(s)", dt, ANCHOR, local_s,
+                        f"shard independence: {executor}, {shards} shard(s)", dt, ANCHOR, local_s,
                         check="bit-identical" if ok else "DIFFERENT",
                     )
                 )  # fmt: skip

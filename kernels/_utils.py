@@ -109,9 +109,7 @@ def choose_backend(
     if backend == "torch":
         return "torch"
     if not triton_available():
-        raise MissingDependencyError(
-            "backend='triton' needs the triton package (pip install tumorboard[gpu])"
-        )
+        raise MissingDependencyError.for_extra("backend='triton'", package="triton", extra="gpu")
     if not on_cuda and not INTERPRET:
         raise InvalidArgumentError(
             f"backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1), got {device}"

@@ -578,3 +578,11 @@ def test_input_validation():
         fleiss_kappa([[1, 1], [2, 0]], ci="yes")
     with pytest.raises(InvalidTypeError, match="options"):
         gwet_ac1([[1, 1], [2, 0]], ci=True, options={"n_resamples": 10})
+
+
+def test_agreement_result_is_a_one_row_table():
+    r = cohen_kappa([1, 0, 1, 1, 0, 1], [1, 0, 0, 1, 0, 1], ci=True,
+                    options=BootstrapOptions(n_resamples=200, seed=2))  # fmt: skip
+    df = r.to_polars()
+    assert df.height == 1 and df.columns[:5] == ["statistic", "estimate", "se", "ci_low", "ci_high"]
+    assert df.row(0, named=True)["estimate"] == r.estimate and r.interval() == (r.ci_low, r.ci_high)

@@ -5,12 +5,15 @@ target's directory), the rename on success, the fsyncs where durability is asked
 cleanup on every kind of failure. For every writer (store parts, batch commits, manifest and
 compaction; coords .h5; tissue GeoJSON; features .h5 and Parquet; ONNX export; report files;
 the score CLI's JSON; the tile report): the inner write is made to fail half-way, and the target
-must keep its old bytes (or stay absent) with no temporary file left behind.
+must keep its old bytes (or stay absent) with no temporary file left behind. Permissions: the
+temporary file is private (0600) and the finished file has ``0o666 & ~umask`` (0644 under the
+usual umask), or the mode of the file it replaced; the CLI's outputs are checked under two umasks.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import time
@@ -261,7 +264,7 @@ def test_geojson_write_is_atomic(tmp_path, monkeypatch):
     assert path.read_bytes() == OLD and hidden_files(tmp_path) == []
 
 
-def test_tile_report_write_is_atomic(tmp_path, monkeypatch):
+def test_tile_report_write_is_atomic(tmp_path, monkeypatch, capsys):
     pytest.importorskip("h5py")
     from tumorboard.slides import cli as tile_cli
     from tumorboard.slides import patch_dir
@@ -273,8 +276,8 @@ def test_tile_report_write_is_atomic(tmp_path, monkeypatch):
     report.write_bytes(OLD)
     monkeypatch.setattr(Path, "write_text", torn_write_text)
     argv = ["tile", str(slide), "--out", str(out), "--mpp", "0.5", "--no-seg", "--quiet"]
-    with pytest.raises(InjectedError):
-        tile_cli.main(argv)
+    assert tile_cli.main(argv) == 2  # the full disk is the command's one error line
+    assert "No space left on device (injected)" in capsys.readouterr().err
     assert report.read_bytes() == OLD and hidden_files(tmp_path) == []
     assert (report.parent / "patches" / "case_patches.h5").is_file()  # the slide itself was done
 
@@ -399,3 +402,115 @@ def test_features_writer_that_cannot_start_leaves_nothing(tmp_path, monkeypatch)
     assert [r.status for r in rep.results] == ["failed"] and "injected" in rep.results[0].error
     assert (tmp_path / "job" / "20x_256px_0px_overlap" / "patches" / "case_patches.h5").is_file()
     assert hidden_files(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- permissions
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for a test and put the old one back."""
+    old = os.umask(0o022)
+    yield lambda mask: os.umask(mask)
+    os.umask(old)
+
+
+def test_temp_file_is_private_until_renamed(tmp_path, umask):
+    umask(0o022)
+    target = tmp_path / "report.md"
+    with atomic_path(target) as tmp:
+        assert _mode(tmp) == 0o600  # a half-written report is nobody else's business
+        tmp.write_text("# partial", encoding="utf-8")
+        assert _mode(tmp) == 0o600
+    assert _mode(target) == 0o644
+
+
+MODES = {"022": (0o022, 0o644), "027": (0o027, 0o640), "077": (0o077, 0o600), "002": (0o002, 0o664)}
+
+
+@pytest.mark.parametrize("mask, want", list(MODES.values()), ids=list(MODES))
+def test_new_files_get_the_umask_mode_and_replaced_files_keep_theirs(tmp_path, umask, mask, want):
+    umask(mask)
+    assert tio.current_umask() == mask
+    new = tmp_path / "new.json"
+    with atomic_path(new, fsync=True) as tmp:
+        tmp.write_text("{}", encoding="utf-8")
+    assert _mode(new) == want
+    # a file the user made private (or shared) keeps its mode when it is rewritten
+    for kept in (0o600, 0o640, 0o664):
+        os.chmod(new, kept)
+        with atomic_path(new) as tmp:
+            tmp.write_text('{"v": 2}', encoding="utf-8")
+        assert _mode(new) == kept and new.read_text(encoding="utf-8") == '{"v": 2}'
+
+
+def test_current_umask_without_proc(monkeypatch, umask):
+    umask(0o027)
+    real_open = open
+
+    def no_proc(path, *a, **kw):
+        if str(path).startswith("/proc/"):
+            raise FileNotFoundError(path)
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr("builtins.open", no_proc)
+    assert tio.current_umask() == 0o027
+    assert os.umask(0o027) == 0o027  # the fallback put it back
+
+
+def _cli(args: list[str], *, cwd: Path, mask: int) -> None:
+    """Run the ``tumorboard`` command under a umask, as a user's shell would."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "tumorboard.cli", *args], cwd=cwd,
+                         capture_output=True, text=True,
+                         preexec_fn=lambda: os.umask(mask))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def _written(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): _mode(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_cli_outputs_have_the_usual_permissions(tmp_path):
+    pytest.importorskip("h5py")
+    pytest.importorskip("torch")
+    from test_slides_readers import write_test_slide
+
+    slide = tmp_path / "case01.tif"
+    write_test_slide(slide)
+    logs = tmp_path / "logs" / "alpha"
+    logs.mkdir(parents=True)
+    record = {"question": "Grade?\nA) one\nB) two", "answer": "A) one", "response": "A) one",
+              "correct": True, "files_accessed": [], "files_hallucinated": [],
+              "question_time": 1.0}  # fmt: skip
+    (logs / "1_chatlog_1700000000.json").write_text(json.dumps([record] * 3), encoding="utf-8")
+    for mask, want in ((0o022, 0o644), (0o027, 0o640)):
+        job = tmp_path / f"job{mask:o}"
+        _cli(["import", "mtbbench", str(logs.parent), "--store", str(job / "store")],
+             cwd=tmp_path, mask=mask)  # fmt: skip
+        _cli(["score", str(job / "store"), "--format", "json", "--out", str(job / "report.json")],
+             cwd=tmp_path, mask=mask)  # fmt: skip
+        _cli(["tile", str(slide), "--out", str(job / "tiles"), "--no-progress"], cwd=tmp_path,
+             mask=mask)  # fmt: skip
+        _cli(["embed", str(slide), "--out", str(job / "features"), "--model", "uni2-tiny",
+              "--device", "cpu", "--quiet"], cwd=tmp_path, mask=mask)  # fmt: skip
+        written = _written(job)
+        kinds = {Path(name).suffix for name in written}
+        # store parts and manifest, the report, coords .h5, GeoJSON, features .h5 + Parquet
+        assert {".parquet", ".json", ".h5", ".geojson"} <= kinds, written
+        assert any("patches" in n for n in written) and any("features" in n for n in written)
+        assert {n: m for n, m in written.items() if m != want} == {}
+    # the user made the report private: a rerun replaces its content, not its mode
+    report = tmp_path / "job22" / "report.json"
+    os.chmod(report, 0o600)
+    inode = report.stat().st_ino
+    _cli(["score", str(tmp_path / "job22" / "store"), "--format", "json", "--out", str(report)],
+         cwd=tmp_path, mask=0o022)  # fmt: skip
+    assert report.stat().st_ino != inode  # replaced by a new file (atomically) ...
+    assert _mode(report) == 0o600  # ... with the mode the user gave the old one

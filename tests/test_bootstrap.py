@@ -122,14 +122,14 @@ def test_matches_scipy_on_the_same_resamples(n, level, method):
                         confidence_level=level)  # fmt: skip
     scale = x.std()  # differences are rounding of sums of n values of this size
     tol = 1e-12 * max(scale, 1.0)
-    assert len(ours) == 1 and not ours.degenerate[0]
-    assert abs(ours.estimate[0] - x.mean()) <= tol
-    assert abs(ours.ci_low[0] - ref.confidence_interval.low) <= tol
-    assert abs(ours.ci_high[0] - ref.confidence_interval.high) <= tol
-    assert abs(ours.se[0] - ref.standard_error) <= tol
-    assert ours.n_valid[0] == b
-    assert np.allclose(ours.distribution[0], ref.bootstrap_distribution, rtol=1e-13, atol=0)
-    assert ours.ci_low[0] < ours.ci_high[0]
+    assert len(ours) == 1 and not ours.degenerate
+    assert abs(ours.estimate - x.mean()) <= tol
+    assert abs(ours.ci_low - ref.confidence_interval.low) <= tol
+    assert abs(ours.ci_high - ref.confidence_interval.high) <= tol
+    assert abs(ours.se - ref.standard_error) <= tol
+    assert ours.n_valid == b
+    assert np.allclose(ours.distribution, ref.bootstrap_distribution, rtol=1e-13, atol=0)
+    assert ours.ci_low < ours.ci_high
 
 
 def test_permutation_resample_ties_the_estimate():
@@ -141,7 +141,7 @@ def test_permutation_resample_ties_the_estimate():
     idx[5] = np.arange(10)
     idx[17] = np.arange(10)[::-1]
     r = bootstrap_from_indices(x, idx, options=BootstrapOptions(n_resamples=200, method="bca"))
-    assert r.distribution[0, 5] == r.estimate[0] == r.distribution[0, 17]
+    assert r.distribution[5] == r.estimate == r.distribution[17]
 
 
 @pytest.mark.parametrize("method", ["percentile", "basic", "bca"])
@@ -155,11 +155,11 @@ def test_matches_scipy_bit_for_bit_on_dyadic_data(method):
     ours = bootstrap_from_indices(x, idx, options=BootstrapOptions(n_resamples=b, method=method))
     ref = sps.bootstrap((x,), np.mean, rng=np.random.default_rng(4), n_resamples=b,
                         batch=None, vectorized=True, method=SCIPY_METHOD[method])  # fmt: skip
-    assert np.array_equal(ours.distribution[0], ref.bootstrap_distribution)
-    assert ours.estimate[0] == np.mean(x)
-    assert ours.ci_low[0] == pytest.approx(ref.confidence_interval.low, rel=1e-14, abs=1e-14)
-    assert ours.ci_high[0] == pytest.approx(ref.confidence_interval.high, rel=1e-14, abs=1e-14)
-    assert ours.se[0] == pytest.approx(ref.standard_error, rel=1e-14)
+    assert np.array_equal(ours.distribution, ref.bootstrap_distribution)
+    assert ours.estimate == np.mean(x)
+    assert ours.ci_low == pytest.approx(ref.confidence_interval.low, rel=1e-14, abs=1e-14)
+    assert ours.ci_high == pytest.approx(ref.confidence_interval.high, rel=1e-14, abs=1e-14)
+    assert ours.se == pytest.approx(ref.standard_error, rel=1e-14)
 
 
 def test_percentile_and_basic_are_mirror_images():
@@ -169,15 +169,15 @@ def test_percentile_and_basic_are_mirror_images():
     bas = bootstrap_from_indices(
         x, idx, options=BootstrapOptions(n_resamples=700, level=0.9, method="basic")
     )
-    est = pct.estimate[0]
-    assert bas.ci_low[0] == 2 * est - pct.ci_high[0]
-    assert bas.ci_high[0] == 2 * est - pct.ci_low[0]
-    assert np.array_equal(pct.distribution, bas.distribution) and pct.se[0] == bas.se[0]
+    est = pct.estimate
+    assert bas.ci_low == 2 * est - pct.ci_high
+    assert bas.ci_high == 2 * est - pct.ci_low
+    assert np.array_equal(pct.distribution, bas.distribution) and pct.se == bas.se
     # the engine's own RNG: the same relation for the same seed
     p2 = bootstrap(x, options=BootstrapOptions(method="percentile", seed=9, n_resamples=500))
     b2 = bootstrap(x, options=BootstrapOptions(method="basic", seed=9, n_resamples=500))
-    assert b2.ci_low[0] == 2 * p2.estimate[0] - p2.ci_high[0]
-    assert b2.ci_high[0] == 2 * p2.estimate[0] - p2.ci_low[0]
+    assert b2.ci_low == 2 * p2.estimate - p2.ci_high
+    assert b2.ci_high == 2 * p2.estimate - p2.ci_low
 
 
 def test_from_indices_validates_shape():
@@ -217,11 +217,11 @@ def test_agrees_with_scipy_within_monte_carlo_error(method, dist):
     # about doubles the MC error; use 5 sd (percentile) or 8 sd (BCa).
     k = 5.0 if method == "percentile" else 8.0
     tol = k * np.sqrt(2.0) * quantile_mc_sd(b, 0.025, se)
-    assert abs(ours.ci_low[0] - ref.confidence_interval.low) < tol
-    assert abs(ours.ci_high[0] - ref.confidence_interval.high) < tol
+    assert abs(ours.ci_low - ref.confidence_interval.low) < tol
+    assert abs(ours.ci_high - ref.confidence_interval.high) < tol
     # se: relative MC sd 1/sqrt(2(B-1)) per run
-    assert abs(ours.se[0] / se - 1.0) < 5 * np.sqrt(2.0) / np.sqrt(2 * (b - 1))
-    assert ours.estimate[0] == pytest.approx(x.mean(), rel=1e-12)
+    assert abs(ours.se / se - 1.0) < 5 * np.sqrt(2.0) / np.sqrt(2 * (b - 1))
+    assert ours.estimate == pytest.approx(x.mean(), rel=1e-12)
 
 
 # ================================================================================================
@@ -270,7 +270,7 @@ def test_counts_and_index_paths_binary_data_match_binomial_theory():
             resampler=resampler,
             return_distribution=True,
         )
-        d = r.distribution[0]
+        d = r.distribution
         dists[resampler] = d
         k = np.rint(d * n).astype(np.int64)
         assert np.allclose(k / n, d, rtol=0, atol=1e-12)  # resample means are multiples of 1/n
@@ -283,12 +283,12 @@ def test_counts_and_index_paths_binary_data_match_binomial_theory():
     assert _homogeneity(dists["counts"], dists["index"]) > 1e-3
     # "auto" picks counts for 0/1 data: same stream as forcing counts
     auto = bootstrap(x, options=BootstrapOptions(n_resamples=b, seed=40), return_distribution=True)
-    assert np.array_equal(auto.distribution[0], dists["counts"])
+    assert np.array_equal(auto.distribution, dists["counts"])
     # bool input is the same data
     as_bool = bootstrap(
         x.astype(bool), options=BootstrapOptions(n_resamples=b, seed=40), return_distribution=True
     )
-    assert np.array_equal(as_bool.distribution[0], dists["counts"])
+    assert np.array_equal(as_bool.distribution, dists["counts"])
 
 
 def test_counts_and_index_paths_small_integer_data():
@@ -298,7 +298,7 @@ def test_counts_and_index_paths_small_integer_data():
     dists = {}
     for i, resampler in enumerate(("counts", "index")):
         d = bootstrap(x, options=BootstrapOptions(n_resamples=b, seed=50 + i), resampler=resampler,
-                      return_distribution=True).distribution[0]  # fmt: skip
+                      return_distribution=True).distribution  # fmt: skip
         dists[resampler] = d
         assert abs(d.mean() - x.mean()) < 5 * np.sqrt(var / b)
         assert abs(d.var(ddof=1) / var - 1.0) < 5 * np.sqrt(2.0 / b)
@@ -323,9 +323,9 @@ def test_counts_path_forced_on_continuous_data():
         options=BootstrapOptions(n_resamples=b, seed=2),
         return_distribution=True,
     )
-    assert sps.ks_2samp(dc.distribution[0], di.distribution[0]).pvalue > 1e-3
+    assert sps.ks_2samp(dc.distribution, di.distribution).pvalue > 1e-3
     var = x.var() / x.size
-    for d in (dc.distribution[0], di.distribution[0]):
+    for d in (dc.distribution, di.distribution):
         assert abs(d.mean() - x.mean()) < 5 * np.sqrt(var / b)
         assert abs(d.var(ddof=1) / var - 1.0) < 5 * np.sqrt(2.0 / b) * 1.5  # skewed: kurtosis
 
@@ -347,8 +347,8 @@ def test_counts_and_index_paths_with_clusters():
             resampler=resampler,
             return_distribution=True,
         )
-        assert r.n_units[0] == 150 and r.n[0] == clusters.size
-        d[resampler] = r.distribution[0]
+        assert r.n_units == 150 and r.n == clusters.size
+        d[resampler] = r.distribution
     assert sps.ks_2samp(d["counts"], d["index"]).pvalue > 1e-3
     assert abs(d["counts"].std() / d["index"].std() - 1.0) < 5 * np.sqrt(1.0 / b)
     # ratio-estimator theory for the cluster bootstrap: var ~ sum((y_c - r m_c)^2) / (sum m)^2
@@ -365,7 +365,7 @@ def test_resampler_choice_does_not_change_strata_sizes():
     for resampler in ("auto", "counts", "index"):
         r = bootstrap(np.ones(300), strata=strata, statistic="sum", resampler=resampler,
                       options=BootstrapOptions(n_resamples=200))  # fmt: skip
-        assert r.degenerate[0] and r.estimate[0] == 300.0
+        assert r.degenerate and r.estimate == 300.0
         ra = bootstrap(
             (strata == "a").astype(float),
             strata=strata,
@@ -374,11 +374,11 @@ def test_resampler_choice_does_not_change_strata_sizes():
             options=BootstrapOptions(n_resamples=200),
             return_distribution=True,
         )
-        assert np.all(ra.distribution[0] == 50.0)
+        assert np.all(ra.distribution == 50.0)
         rx = bootstrap(
             x, strata=strata, resampler=resampler, options=BootstrapOptions(n_resamples=300, seed=1)
         )
-        assert not rx.degenerate[0]
+        assert not rx.degenerate
 
 
 # ================================================================================================
@@ -499,7 +499,7 @@ def test_seed_reproducibility_and_sensitivity():
     assert not np.array_equal(a.distribution, c.distribution)
     # resample b depends only on (seed, group, b): a longer run extends a shorter one
     d = bootstrap(x, options=BootstrapOptions(seed=5, n_resamples=100), return_distribution=True)
-    assert np.array_equal(d.distribution[0], a.distribution[0, :100])
+    assert np.array_equal(d.distribution, a.distribution[:100])
     big = bootstrap(x, options=BootstrapOptions(seed=2**64 - 1, n_resamples=10))
     assert big.seed == 2**64 - 1
 
@@ -691,7 +691,7 @@ def test_group_label_types():
         r.interval()
     one = bootstrap(x, options=BootstrapOptions(n_resamples=200))
     lo, hi = one.interval()
-    assert (lo, hi) == (one.ci_low[0], one.ci_high[0]) and lo < x.mean() < hi
+    assert (lo, hi) == (one.ci_low, one.ci_high) and lo < x.mean() < hi
     assert one.keys == {} and one.to_polars().columns[0] == "n"
 
 
@@ -707,21 +707,21 @@ def test_clusters_of_identical_items_match_cluster_level_bootstrap():
     clusters = np.repeat(np.array([f"pt{i}" for i in range(n_clusters)]), m)
     clustered = bootstrap(x, clusters=clusters, options=BootstrapOptions(n_resamples=b, seed=1))
     naive = bootstrap(x, options=BootstrapOptions(n_resamples=b, seed=1))
-    assert clustered.n_units[0] == n_clusters and clustered.n[0] == n_clusters * m
-    assert clustered.estimate[0] == pytest.approx(cluster_values.mean(), rel=1e-12)
+    assert clustered.n_units == n_clusters and clustered.n == n_clusters * m
+    assert clustered.estimate == pytest.approx(cluster_values.mean(), rel=1e-12)
     # by hand: resample the 40 cluster values with numpy
     idx = np.random.default_rng(2).integers(0, n_clusters, (b, n_clusters))
     by_hand = cluster_values[idx].mean(axis=1)
     lo, hi = np.percentile(by_hand, [2.5, 97.5])
     se = by_hand.std(ddof=1)
-    width = clustered.ci_high[0] - clustered.ci_low[0]
+    width = clustered.ci_high - clustered.ci_low
     # widths: each end has MC sd ~0.042 se (B = 4000), two runs -> the width difference has sd
     # ~0.085 se; allow 5 sd. The se has relative MC sd 1.1% per run.
     assert abs(width - (hi - lo)) < 5 * 0.085 * se
-    assert abs(clustered.se[0] / se - 1.0) < 0.06
-    assert abs(clustered.ci_low[0] - lo) < 5 * 0.06 * se
+    assert abs(clustered.se / se - 1.0) < 0.06
+    assert abs(clustered.ci_low - lo) < 5 * 0.06 * se
     # ignoring the clusters underestimates the spread by about sqrt(m)
-    ratio = clustered.se[0] / naive.se[0]
+    ratio = clustered.se / naive.se
     assert abs(ratio / np.sqrt(m) - 1.0) < 0.1
 
 
@@ -742,11 +742,11 @@ def test_unequal_clusters_match_hand_cluster_bootstrap():
     idx = np.random.default_rng(4).integers(0, 50, (b, 50))
     by_hand = ysum[idx].sum(axis=1) / sizes[idx].sum(axis=1)  # ratio of resampled cluster sums
     se = by_hand.std(ddof=1)
-    assert abs(r.se[0] / se - 1.0) < 0.06
+    assert abs(r.se / se - 1.0) < 0.06
     tol = 5 * np.sqrt(2) * quantile_mc_sd(b, 0.025, se)
     lo, hi = np.percentile(by_hand, [2.5, 97.5])
-    assert abs(r.ci_low[0] - lo) < tol and abs(r.ci_high[0] - hi) < tol
-    assert sps.ks_2samp(r.distribution[0], by_hand).pvalue > 1e-3
+    assert abs(r.ci_low - lo) < tol and abs(r.ci_high - hi) < tol
+    assert sps.ks_2samp(r.distribution, by_hand).pvalue > 1e-3
 
 
 def test_singleton_clusters_equal_no_clusters():
@@ -754,16 +754,16 @@ def test_singleton_clusters_equal_no_clusters():
     b = 10_000
     plain = bootstrap(
         x, options=BootstrapOptions(n_resamples=b, seed=1), return_distribution=True
-    ).distribution[0]
+    ).distribution
     single = bootstrap(x, clusters=np.arange(300), options=BootstrapOptions(n_resamples=b, seed=2),
                        return_distribution=True)  # fmt: skip
-    assert single.n_units[0] == 300
-    assert sps.ks_2samp(plain, single.distribution[0]).pvalue > 1e-3
+    assert single.n_units == 300
+    assert sps.ks_2samp(plain, single.distribution).pvalue > 1e-3
     labelled = bootstrap(
         x, clusters=[f"c{i}" for i in range(300)], options=BootstrapOptions(n_resamples=b, seed=2)
     )
-    assert labelled.estimate[0] == single.estimate[0]
-    assert abs(labelled.se[0] / single.se[0] - 1) < 5 * np.sqrt(1.0 / b)
+    assert labelled.estimate == single.estimate
+    assert abs(labelled.se / single.se - 1) < 5 * np.sqrt(1.0 / b)
 
 
 def test_strata_keep_their_sizes():
@@ -778,20 +778,20 @@ def test_strata_keep_their_sizes():
         options=BootstrapOptions(n_resamples=b),
         return_distribution=True,
     )
-    assert fixed.degenerate[0] and fixed.se[0] == 0.0
-    assert fixed.ci_low[0] == fixed.ci_high[0] == fixed.estimate[0] == 90.0
-    assert np.all(fixed.distribution[0] == 90.0)
+    assert fixed.degenerate and fixed.se == 0.0
+    assert fixed.ci_low == fixed.ci_high == fixed.estimate == 90.0
+    assert np.all(fixed.distribution == 90.0)
     free = bootstrap(indicator, statistic="sum", options=BootstrapOptions(n_resamples=b, seed=1))
-    assert not free.degenerate[0] and free.se[0] > 5.0  # sd of Binomial(300, 0.3) ~ 7.9
+    assert not free.degenerate and free.se > 5.0  # sd of Binomial(300, 0.3) ~ 7.9
     # stratified variance of the overall mean: sum_h (n_h / n)^2 var_h / n_h (ddof=0)
     x = rng.normal(0, 1, 300) + np.select([strata == "early", strata == "mid"], [-3.0, 0.0], 3.0)
     strat = bootstrap(x, strata=strata, options=BootstrapOptions(n_resamples=b, seed=2))
     n = x.size
     theory = sum((np.sum(strata == h) / n) ** 2 * x[strata == h].var() / np.sum(strata == h)
                  for h in ("early", "late", "mid"))  # fmt: skip
-    assert abs(strat.se[0] / np.sqrt(theory) - 1.0) < 5 / np.sqrt(2 * b)
+    assert abs(strat.se / np.sqrt(theory) - 1.0) < 5 / np.sqrt(2 * b)
     unstrat = bootstrap(x, options=BootstrapOptions(n_resamples=b, seed=2))
-    assert unstrat.se[0] > 2 * strat.se[0]  # between-stratum variance removed
+    assert unstrat.se > 2 * strat.se  # between-stratum variance removed
     # strata inside groups: per-group stratum sizes stay fixed
     groups = np.where(np.arange(300) % 2 == 0, "g1", "g2")
     sg = bootstrap(
@@ -816,7 +816,7 @@ def test_clusters_within_strata():
         statistic="sum",
         options=BootstrapOptions(n_resamples=300),
     )
-    assert r.degenerate[0] and r.estimate[0] == 40.0 and r.n_units[0] == 20
+    assert r.degenerate and r.estimate == 40.0 and r.n_units == 20
     bad = clusters.copy()
     bad[39], bad[40] = 8, 7  # cluster 7 and 8 now straddle both strata
     with pytest.raises(ValueError, match="cluster"):
@@ -837,8 +837,8 @@ def test_sum_ratio_f1_estimates():
     rng = np.random.default_rng(30)
     x = rng.normal(2.0, 1.0, 120)
     s = bootstrap(x, statistic="sum", options=BootstrapOptions(n_resamples=500, seed=1))
-    assert s.estimate[0] == pytest.approx(x.sum(), rel=1e-12)
-    assert abs(s.se[0] / (x.std() * np.sqrt(x.size)) - 1) < 0.15
+    assert s.estimate == pytest.approx(x.sum(), rel=1e-12)
+    assert abs(s.se / (x.std() * np.sqrt(x.size)) - 1) < 0.15
     num = rng.integers(0, 5, 120).astype(float)
     den = num + rng.integers(1, 4, 120)
     ratio = bootstrap(
@@ -846,17 +846,17 @@ def test_sum_ratio_f1_estimates():
         statistic="ratio",
         options=BootstrapOptions(n_resamples=500, seed=1),
     )
-    assert ratio.estimate[0] == pytest.approx(num.sum() / den.sum(), rel=1e-12)
-    assert ratio.ci_low[0] < ratio.estimate[0] < ratio.ci_high[0]
+    assert ratio.estimate == pytest.approx(num.sum() / den.sum(), rel=1e-12)
+    assert ratio.ci_low < ratio.estimate < ratio.ci_high
     tp, fp, fn = (rng.integers(0, 4, 120).astype(float) for _ in range(3))
     f1 = bootstrap(
         np.column_stack([tp, fp, fn]),
         statistic="f1",
         options=BootstrapOptions(n_resamples=500, seed=1),
     )
-    assert f1.estimate[0] == pytest.approx(2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()),
+    assert f1.estimate == pytest.approx(2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()),
                                            rel=1e-12)  # fmt: skip
-    assert 0 < f1.ci_low[0] < f1.estimate[0] < f1.ci_high[0] < 1
+    assert 0 < f1.ci_low < f1.estimate < f1.ci_high < 1
     # per-group estimates of multi-column statistics
     g = np.arange(120) % 3
     fg = bootstrap(
@@ -872,7 +872,7 @@ def test_sum_ratio_f1_estimates():
     # the ratio's resamples: a ratio of resampled sums, checked on the hook
     idx = rng.integers(0, 120, (50, 120))
     hook = bootstrap_from_indices(np.column_stack([num, den]), idx, statistic="ratio")
-    assert np.allclose(hook.distribution[0], num[idx].sum(1) / den[idx].sum(1), rtol=1e-13)
+    assert np.allclose(hook.distribution, num[idx].sum(1) / den[idx].sum(1), rtol=1e-13)
 
 
 def test_undefined_resamples_are_dropped_and_counted():
@@ -886,13 +886,13 @@ def test_undefined_resamples_are_dropped_and_counted():
         return_distribution=True,
     )
     p_missing = (4 / 5) ** 5
-    assert abs((b - r.n_valid[0]) / b - p_missing) < 5 * np.sqrt(p_missing * (1 - p_missing) / b)
-    assert np.isnan(r.distribution[0]).sum() == b - r.n_valid[0]
+    assert abs((b - r.n_valid) / b - p_missing) < 5 * np.sqrt(p_missing * (1 - p_missing) / b)
+    assert np.isnan(r.distribution).sum() == b - r.n_valid
     # every defined resample has ratio 1/2: no spread -> degenerate at the estimate
-    assert r.estimate[0] == 0.5 and r.degenerate[0] and r.ci_low[0] == r.ci_high[0] == 0.5
+    assert r.estimate == 0.5 and r.degenerate and r.ci_low == r.ci_high == 0.5
     # F1 of all zeros is undefined everywhere
     z = bootstrap(np.zeros((10, 3)), statistic="f1", options=BootstrapOptions(n_resamples=50))
-    assert np.isnan(z.estimate[0]) and z.n_valid[0] == 0 and z.degenerate[0]
+    assert np.isnan(z.estimate) and z.n_valid == 0 and z.degenerate
 
 
 @pytest.mark.parametrize(
@@ -1016,13 +1016,13 @@ def test_single_item_group_is_degenerate_and_isolated():
                 assert getattr(r, f)[i] == getattr(big, f)[0], (method, scheme, f)
     # a single cluster is a single unit: degenerate even with many items
     c = bootstrap(x[:50], clusters=np.zeros(50), options=BootstrapOptions(n_resamples=100))
-    assert c.degenerate[0] and c.n_units[0] == 1 and c.ci_low[0] == c.ci_high[0] == c.estimate[0]
+    assert c.degenerate and c.n_units == 1 and c.ci_low == c.ci_high == c.estimate
     # constant data: no spread
     k = bootstrap(np.full(40, 0.7), options=BootstrapOptions(n_resamples=100, method="bca"))
-    assert k.degenerate[0] and k.ci_low[0] == k.ci_high[0] == k.estimate[0] == pytest.approx(0.7)
+    assert k.degenerate and k.ci_low == k.ci_high == k.estimate == pytest.approx(0.7)
     # a single resample has no spread either
     one = bootstrap(x, options=BootstrapOptions(n_resamples=1))
-    assert one.degenerate[0] and one.n_valid[0] == 1
+    assert one.degenerate and one.n_valid == 1
 
 
 def test_interval_nesting_across_levels():
@@ -1030,10 +1030,10 @@ def test_interval_nesting_across_levels():
     prev = None
     for level in (0.5, 0.8, 0.9, 0.95, 0.99):
         r = bootstrap(x, options=BootstrapOptions(level=level, n_resamples=2000, seed=4))
-        assert r.ci_low[0] < r.estimate[0] < r.ci_high[0]
+        assert r.ci_low < r.estimate < r.ci_high
         if prev is not None:
-            assert r.ci_low[0] <= prev[0] and r.ci_high[0] >= prev[1]
-        prev = (r.ci_low[0], r.ci_high[0])
+            assert r.ci_low <= prev[0] and r.ci_high >= prev[1]
+        prev = (r.ci_low, r.ci_high)
 
 
 # ================================================================================================
@@ -1082,18 +1082,18 @@ def test_paired_difference_and_identical_systems():
         a, b, options=BootstrapOptions(n_resamples=1000, seed=1), return_distribution=True
     )
     assert isinstance(r, PairedBootstrapResult) and len(r) == 1
-    assert r.estimate_a[0] == pytest.approx(a.mean(), rel=1e-12)
-    assert r.estimate_b[0] == pytest.approx(b.mean(), rel=1e-12)
-    assert r.difference[0] == pytest.approx(r.estimate_a[0] - r.estimate_b[0], abs=1e-15)
-    assert r.distribution.shape == (1, 1000)
-    assert r.ci_low[0] < r.difference[0] < r.ci_high[0]
+    assert r.estimate_a == pytest.approx(a.mean(), rel=1e-12)
+    assert r.estimate_b == pytest.approx(b.mean(), rel=1e-12)
+    assert r.difference == pytest.approx(r.estimate_a - r.estimate_b, abs=1e-15)
+    assert r.distribution.shape == (1000,)
+    assert r.ci_low < r.difference < r.ci_high
     same = paired_bootstrap(a, a, options=BootstrapOptions(n_resamples=1000, seed=1))
-    assert same.difference[0] == 0.0 and same.p_value[0] == 1.0
-    assert same.degenerate[0] and same.ci_low[0] == same.ci_high[0] == 0.0
+    assert same.difference == 0.0 and same.p_value == 1.0
+    assert same.degenerate and same.ci_low == same.ci_high == 0.0
     # p-value definition: (1 + #{|d* - d| >= |d|}) / (1 + B)
-    d = r.distribution[0]
-    expected = (1 + np.sum(np.abs(d - r.difference[0]) >= abs(r.difference[0]))) / (1 + 1000)
-    assert r.p_value[0] == pytest.approx(expected, rel=1e-12)
+    d = r.distribution
+    expected = (1 + np.sum(np.abs(d - r.difference) >= abs(r.difference))) / (1 + 1000)
+    assert r.p_value == pytest.approx(expected, rel=1e-12)
     df = r.to_polars()
     assert df.columns == [
         "n", "n_units", "estimate_a", "estimate_b", "difference", "boot_mean", "se", "ci_low",
@@ -1107,10 +1107,10 @@ def test_paired_p_values_detect_real_differences():
     a = (rng.random(n) < 0.8).astype(float)
     b = (rng.random(n) < 0.5).astype(float)
     r = paired_bootstrap(a, b, options=BootstrapOptions(n_resamples=2000, seed=2))
-    assert r.p_value[0] < 0.01 and r.ci_low[0] > 0
+    assert r.p_value < 0.01 and r.ci_low > 0
     r2 = paired_bootstrap(b, a, options=BootstrapOptions(n_resamples=2000, seed=2))
-    assert r2.p_value[0] < 0.01 and r2.ci_high[0] < 0
-    assert r2.difference[0] == -r.difference[0]
+    assert r2.p_value < 0.01 and r2.ci_high < 0
+    assert r2.difference == -r.difference
 
 
 def test_paired_null_p_values_are_calibrated():
@@ -1137,13 +1137,13 @@ def test_paired_is_narrower_than_unpaired_for_correlated_systems():
     paired = paired_bootstrap(a, bb, options=BootstrapOptions(n_resamples=b, seed=4))
     ua = bootstrap(a, options=BootstrapOptions(n_resamples=b, seed=5))
     ub = bootstrap(bb, options=BootstrapOptions(n_resamples=b, seed=6))
-    unpaired_se = np.hypot(ua.se[0], ub.se[0])
-    unpaired_width = np.hypot(ua.ci_high[0] - ua.ci_low[0], ub.ci_high[0] - ub.ci_low[0])
-    assert paired.se[0] < 0.5 * unpaired_se
-    assert paired.ci_high[0] - paired.ci_low[0] < 0.5 * unpaired_width
+    unpaired_se = np.hypot(ua.se, ub.se)
+    unpaired_width = np.hypot(ua.ci_high - ua.ci_low, ub.ci_high - ub.ci_low)
+    assert paired.se < 0.5 * unpaired_se
+    assert paired.ci_high - paired.ci_low < 0.5 * unpaired_width
     # paired se matches the se of the per-item differences
-    assert abs(paired.se[0] / ((a - bb).std() / np.sqrt(n)) - 1.0) < 0.08
-    assert paired.p_value[0] < 0.01
+    assert abs(paired.se / ((a - bb).std() / np.sqrt(n)) - 1.0) < 0.08
+    assert paired.p_value < 0.01
 
 
 def test_paired_single_unit_group_is_not_significant():
@@ -1157,16 +1157,16 @@ def test_paired_single_unit_group_is_not_significant():
     #   -> array([0.001])
     # Expected: p_value 1 (or NaN) whenever the group has fewer than two units.
     r = paired_bootstrap([1.0], [0.0], options=BootstrapOptions(n_resamples=999))
-    assert r.degenerate[0] and r.n_units[0] == 1 and r.difference[0] == 1.0
-    assert not r.p_value[0] < 0.05, f"one item gives p = {r.p_value[0]}"
+    assert r.degenerate and r.n_units == 1 and r.difference == 1.0
+    assert not r.p_value < 0.05, f"one item gives p = {r.p_value}"
     rc = paired_bootstrap(
         [1.0, 0.0, 1.0],
         [0.0, 0.0, 1.0],
         clusters=[0, 0, 0],
         options=BootstrapOptions(n_resamples=999),
     )
-    assert rc.n_units[0] == 1
-    assert not rc.p_value[0] < 0.05, f"one cluster gives p = {rc.p_value[0]}"
+    assert rc.n_units == 1
+    assert not rc.p_value < 0.05, f"one cluster gives p = {rc.p_value}"
 
 
 def test_paired_with_groups_clusters_and_ratio():
@@ -1228,8 +1228,8 @@ def test_mean_of_ratios_estimate_is_macro_mean():
         rows, statistic="mean_of_ratios", params=w, options=BootstrapOptions(n_resamples=200)
     )
     means = np.array([v[task == t].mean() for t in range(4)])
-    assert res.estimate[0] == pytest.approx(float(np.sum(w * means) / w.sum()), rel=1e-14)
-    assert res.ci_low[0] <= res.estimate[0] <= res.ci_high[0]
+    assert res.estimate == pytest.approx(float(np.sum(w * means) / w.sum()), rel=1e-14)
+    assert res.ci_low <= res.estimate <= res.ci_high
 
 
 def test_mean_of_ratios_distribution_matches_numpy_on_given_resamples():
@@ -1273,3 +1273,30 @@ def test_mean_of_ratios_rejects_bad_params():
             params=[1, -1],
             options=BootstrapOptions(n_resamples=10),
         )
+
+
+# ---- one convention: ungrouped results are Python scalars, grouped results arrays ----------
+
+
+def test_ungrouped_results_are_python_scalars_and_grouped_results_arrays():
+    x = np.random.default_rng(31).normal(1.0, 1.0, 200)
+    opts = BootstrapOptions(n_resamples=300, seed=4)
+    one = bootstrap(x, options=opts, return_distribution=True)
+    for f in ("estimate", "boot_mean", "se", "ci_low", "ci_high"):
+        assert type(getattr(one, f)) is float, f
+    assert type(one.n) is int and type(one.n_units) is int and type(one.n_valid) is int
+    assert type(one.degenerate) is bool and one.distribution.shape == (300,)
+    assert one.estimate == pytest.approx(x.mean(), rel=1e-12) and len(one) == 1
+    grouped = bootstrap(x, groups=np.zeros(200, dtype=int), options=opts, return_distribution=True)
+    assert isinstance(grouped.estimate, np.ndarray) and grouped.distribution.shape == (1, 300)
+    assert grouped.estimate.tolist() == [one.estimate] and grouped.ci_low.tolist() == [one.ci_low]
+    assert one.to_polars().row(0, named=True)["ci_high"] == one.ci_high
+    suff = bootstrap_sufficient(np.c_[x, np.ones(200)], statistic="ratio", options=opts)
+    assert type(suff.estimate) is float and suff.estimate == pytest.approx(x.mean(), rel=1e-12)
+    paired = paired_bootstrap(x, x + 0.1, options=opts)
+    assert type(paired.difference) is float and type(paired.p_value) is float
+    assert paired.interval() == (paired.ci_low, paired.ci_high) and paired.to_polars().height == 1
+    by_group = paired_bootstrap(x, x + 0.1, groups=np.arange(200) % 2, options=opts)
+    assert by_group.difference.shape == (2,)
+    with pytest.raises(ValueError, match="has 2 groups"):
+        by_group.interval()

@@ -112,6 +112,9 @@ def test_local_scoring_matches_whole_data_poisson_bootstrap(store):
     assert (joined["n"] == joined["cnt"]).all() and (joined["n_correct"] == joined["k"]).all()
     assert np.allclose(joined["estimate"], joined["acc"], rtol=0, atol=1e-12)
     assert set(table["track"]) == {"multimodal", "default"}
+    # every tabular result has .to_polars(): the store score and its report give this table
+    assert got.to_polars().equals(table) and got.report().to_polars().equals(table)
+    assert got.executor == "local"
 
 
 @pytest.mark.parametrize("shards", [1, 2, 3])
@@ -121,11 +124,11 @@ def test_ray_scoring_bit_identical_for_any_shard_count(cluster, store, shards):
     got = score_store(
         store,
         options=BootstrapOptions(n_resamples=B, seed=3),
-        backend="ray",
+        executor="ray",
         shards=shards,
         progress=lambda d, t: seen.append((d, t)),
     )
-    assert got.n_shards == shards and got.backend == "ray"
+    assert got.n_shards == shards and got.executor == "ray"
     assert seen[-1] == (shards, shards) and len(seen) == shards
     _same(got.result, ref)
     local = score_store(store, options=BootstrapOptions(n_resamples=B, seed=3), shards=shards)
@@ -144,8 +147,10 @@ def test_split_parts_is_contiguous_and_complete():
 
 
 def test_errors(store, tmp_path, monkeypatch):
-    with pytest.raises(ValueError, match="backend"):
-        score_store(store, backend="spark")
+    with pytest.raises(ValueError, match="executor: expected 'local' or 'ray', got 'spark'"):
+        score_store(store, executor="spark")
+    with pytest.raises(TypeError, match="backend"):
+        score_store(store, backend="ray")  # one vocabulary: backend names compute backends only
     with pytest.raises(ValueError, match="shards"):
         score_store(store, shards=0)
     with pytest.raises(ValueError, match="no items of benchmark 'nope'"):
@@ -153,9 +158,11 @@ def test_errors(store, tmp_path, monkeypatch):
     from tumorboard.dist import _ray
 
     with pytest.raises(ConnectionError, match="cannot reach the Ray cluster at '127.0.0.1:1'"):
-        score_store(store, backend="ray", ray_address="127.0.0.1:1")
+        score_store(store, executor="ray", ray_address="127.0.0.1:1")
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(ImportError, match=r"pip install tumorboard\[dist\]"):
+    with pytest.raises(
+        ImportError, match=r"needs ray, which is not installed.*pip install .*\[dist\]'"
+    ):
         _ray.require_ray()
 
 
@@ -291,11 +298,11 @@ def test_killed_worker_slide_is_retried(cluster, collection, tmp_path):
     _same_outputs(local, dist)
 
 
-def test_mtbbench_scorer_backends(cluster, store):
+def test_mtbbench_scorer_executors(cluster, store):
     from tumorboard.score import mtbbench
 
     ray_rep = mtbbench.score(
-        store, backend="ray", shards=2, options=BootstrapOptions(n_resamples=B, seed=3)
+        store, executor="ray", shards=2, options=BootstrapOptions(n_resamples=B, seed=3)
     )
     ref = score_store(store, options=BootstrapOptions(n_resamples=B, seed=3)).report()
     assert ray_rep.table.equals(ref.table)
@@ -308,8 +315,8 @@ def test_mtbbench_scorer_backends(cluster, store):
     assert (joined["n_correct"] == joined["n_correct_ray"]).all()
     assert np.array_equal(joined["estimate"].to_numpy(), joined["estimate_ray"].to_numpy())
     with pytest.raises(TypeError, match="scores a trajectory store"):
-        mtbbench.score(acc, backend="ray")
+        mtbbench.score(acc, executor="ray")
     with pytest.raises(ValueError, match="cluster= is not available"):
-        mtbbench.score(store, backend="ray", cluster="patient")
-    with pytest.raises(ValueError, match="backend must be"):
-        mtbbench.score(store, backend="spark")
+        mtbbench.score(store, executor="ray", cluster="patient")
+    with pytest.raises(ValueError, match="executor must be"):
+        mtbbench.score(store, executor="spark")

@@ -72,7 +72,7 @@ def test_bench_rejects_unknown_names(capsys):
     if not (REPO / "benchmarks" / "bench_bootstrap.py").is_file():
         pytest.fail("benchmarks/bench_bootstrap.py is missing from the source tree")
     assert main(["bench", "--dir", str(REPO / "benchmarks"), "--only", "bench_nope"]) == 2
-    assert "unknown benchmark" in capsys.readouterr().out
+    assert "--only: unknown benchmark(s) 'bench_nope'" in capsys.readouterr().err
 
 
 def test_bench_modules_load_through_the_cli():

@@ -133,7 +133,7 @@ def test_resampled_totals_are_poisson():
     totals = part.weight[0, :b]
     assert part.weight[0, b] == n  # last slot: the full data
     res = part.finalize(return_distribution=True)
-    assert np.array_equal(res.distribution[0], totals.astype(float))
+    assert np.array_equal(res.distribution, totals.astype(float))
     obs = np.bincount(totals).astype(float)
     k = np.arange(obs.size)
     exp = b * sps.poisson.pmf(k, n)
@@ -477,7 +477,7 @@ def test_clusters_spanning_shards_merge_exactly():
         statistic="ratio",
         options=BootstrapOptions(n_resamples=b, seed=seed),
     )
-    ratio_dist = per_cluster.finalize(return_distribution=True).distribution[0]
+    ratio_dist = per_cluster.finalize(return_distribution=True).distribution
     assert np.allclose(ratio_dist, ref.distribution[0], rtol=1e-12, atol=0, equal_nan=True)
 
 
@@ -545,13 +545,13 @@ def test_poisson_intervals_agree_with_multinomial():
     for name, x in cases.items():
         pois = bootstrap(x, scheme="poisson", options=BootstrapOptions(n_resamples=b, seed=1))
         mult = bootstrap(x, scheme="multinomial", options=BootstrapOptions(n_resamples=b, seed=2))
-        assert pois.estimate[0] == pytest.approx(x.mean(), rel=1e-12)
-        assert pois.estimate[0] == pytest.approx(mult.estimate[0], rel=1e-12)
-        se = mult.se[0]
-        assert abs(pois.se[0] / se - 1.0) < 0.08, name
-        assert abs(pois.ci_low[0] - mult.ci_low[0]) < 0.3 * se, name
-        assert abs(pois.ci_high[0] - mult.ci_high[0]) < 0.3 * se, name
-        assert abs(pois.boot_mean[0] - x.mean()) < 5 * se / np.sqrt(b), name
+        assert pois.estimate == pytest.approx(x.mean(), rel=1e-12)
+        assert pois.estimate == pytest.approx(mult.estimate, rel=1e-12)
+        se = mult.se
+        assert abs(pois.se / se - 1.0) < 0.08, name
+        assert abs(pois.ci_low - mult.ci_low) < 0.3 * se, name
+        assert abs(pois.ci_high - mult.ci_high) < 0.3 * se, name
+        assert abs(pois.boot_mean - x.mean()) < 5 * se / np.sqrt(b), name
         assert abs(se - x.std() / np.sqrt(n)) < 0.05 * se
 
 
@@ -565,17 +565,17 @@ def test_poisson_bca_single_process():
     ref = bootstrap(
         x, scheme="multinomial", options=BootstrapOptions(method="bca", n_resamples=b, seed=4)
     )
-    se = ref.se[0]
+    se = ref.se
     # BCa ends carry extra MC error from z0; allow 0.4 se.
-    assert abs(bca.ci_low[0] - ref.ci_low[0]) < 0.4 * se
-    assert abs(bca.ci_high[0] - ref.ci_high[0]) < 0.4 * se
+    assert abs(bca.ci_low - ref.ci_low) < 0.4 * se
+    assert abs(bca.ci_high - ref.ci_high) < 0.4 * se
     # skewed data: BCa shifts the interval to the right of the percentile interval
     pct = bootstrap(
         x, scheme="poisson", options=BootstrapOptions(method="percentile", n_resamples=b, seed=3)
     )
-    assert bca.ci_low[0] > pct.ci_low[0] and bca.ci_high[0] > pct.ci_high[0]
+    assert bca.ci_low > pct.ci_low and bca.ci_high > pct.ci_high
     # same distribution as the percentile run (same seed, same keys): only the ends move
-    assert bca.se[0] == pct.se[0] and bca.boot_mean[0] == pct.boot_mean[0]
+    assert bca.se == pct.se and bca.boot_mean == pct.boot_mean
 
 
 def test_finalize_rejects_bca_and_bad_options():
@@ -670,3 +670,18 @@ def test_poisson_degenerate_and_single_record_groups():
     assert r.n_valid[t["single"]] < 200
     p_zero = np.exp(-3.0)  # a 3-record group: P(all weights zero) = e^-3
     assert abs((200 - r.n_valid[t["mixed"]]) / 200 - p_zero) < 5 * np.sqrt(p_zero / 200)
+
+
+def test_partials_table_and_ungrouped_scalars():
+    values = np.array([1.0, 0.25, 1.5, 3.0, -2.0])
+    part = poisson_partials(values, keys=np.arange(5), groups=["a", "a", "b", "b", "b"],
+                            options=BootstrapOptions(n_resamples=50, seed=1))  # fmt: skip
+    table = part.to_polars()
+    assert table.columns == ["groups", "n", "n_units", "sum_1"]
+    assert table.rows() == [("a", 2, 2, 1.25), ("b", 3, 3, 2.5)]
+    whole = poisson_partials(values, keys=np.arange(5),
+                             options=BootstrapOptions(n_resamples=50, seed=1))  # fmt: skip
+    assert whole.to_polars().rows() == [(5, 5, 3.75)]
+    res = whole.finalize()
+    assert type(res.estimate) is float and res.estimate == pytest.approx(values.mean())
+    assert isinstance(part.finalize().estimate, np.ndarray)

@@ -267,7 +267,7 @@ def _check_config(
     base = BLEU(tokenize=tokenize, lowercase=lowercase, max_ngram_order=max_order)
     sacre = _sacre_stats(base, hyps, streams)
     ours = bleu_statistics(
-        hyps, refs_arg, tokenize=tokenize, lowercase=lowercase, max_order=max_order
+        hyps, refs_arg, tokenizer=tokenize, lowercase=lowercase, max_order=max_order
     )
     assert ours.dtype == np.int64 and ours.shape == (len(hyps), 2 * max_order + 2)
     assert ours.tolist() == [_to_ours(r, max_order) for r in sacre]
@@ -286,7 +286,7 @@ def _check_config(
                 refs_arg,
                 smooth=smooth,
                 smooth_value=value,
-                tokenize=tokenize,
+                tokenizer=tokenize,
                 lowercase=lowercase,
                 effective_order=eff,
                 max_order=max_order,
@@ -303,15 +303,15 @@ def _check_config(
                 refs_arg,
                 smooth=smooth,
                 smooth_value=value,
-                tokenize=tokenize,
+                tokenizer=tokenize,
                 lowercase=lowercase,
                 effective_order=eff,
                 max_order=max_order,
             )
             cwant = metric._aggregate_and_compute([list(r) for r in sacre])
-            assert cres.score[0] == cwant.score, (smooth, value, eff)
-            assert cres.bp[0] == cwant.bp and cres.precisions[0].tolist() == cwant.precisions
-            assert int(cres.sys_len[0]) == cwant.sys_len and int(cres.ref_len[0]) == cwant.ref_len
+            assert cres.score == cwant.score, (smooth, value, eff)
+            assert cres.bp == cwant.bp and cres.precisions.tolist() == cwant.precisions
+            assert cres.sys_len == cwant.sys_len and cres.ref_len == cwant.ref_len
 
 
 # Each of tokenize x lowercase x references meets each value of the other two (sacrebleu's
@@ -355,7 +355,7 @@ def test_public_sacrebleu_calls_agree(corpus: dict) -> None:
         assert res.score.tolist() == want
         cres = corpus_bleu(hyps, refs, smooth=smooth, smooth_value=value)
         assert (
-            cres.score[0]
+            cres.score
             == sacrebleu.corpus_bleu(hyps, [refs], smooth_method=smooth, smooth_value=value).score
         )
     # multi-reference sentence_score with the None of stream 2 dropped, as sacrebleu does
@@ -366,9 +366,7 @@ def test_public_sacrebleu_calls_agree(corpus: dict) -> None:
         for h, a, b in zip(hyps[:150], refs[:150], refs2[:150], strict=True)
     ]
     assert res.score.tolist() == want
-    assert (
-        corpus_bleu(hyps, [refs, refs2]).score[0] == BLEU().corpus_score(hyps, [refs, refs2]).score
-    )
+    assert corpus_bleu(hyps, [refs, refs2]).score == BLEU().corpus_score(hyps, [refs, refs2]).score
     assert sacrebleu.sentence_bleu(hyps[3], [refs[3]]).score == bleu([hyps[3]], [refs[3]]).score[0]
 
 
@@ -413,13 +411,13 @@ def test_edge_cases_match_sacrebleu(tokenize: str) -> None:
     hyps = [h for h, _ in EDGE_PAIRS]
     refs = [r for _, r in EDGE_PAIRS]
     metric = BLEU(tokenize=tokenize, effective_order=True)
-    res = bleu(hyps, refs, tokenize=tokenize)
+    res = bleu(hyps, refs, tokenizer=tokenize)
     want = [metric.sentence_score(h, [r]) for h, r in zip(hyps, refs, strict=True)]
     assert res.score.tolist() == [w.score for w in want]
     assert res.precisions.tolist() == [w.precisions for w in want]
     for lowercase in (False, True):
         sacre = _sacre_stats(BLEU(tokenize=tokenize, lowercase=lowercase), hyps, [refs])
-        st = bleu_statistics(hyps, refs, tokenize=tokenize, lowercase=lowercase)
+        st = bleu_statistics(hyps, refs, tokenizer=tokenize, lowercase=lowercase)
         assert st.tolist() == [_to_ours(r, 4) for r in sacre]
         for smooth, value in SMOOTHS:
             for eff in (True, False):
@@ -435,7 +433,7 @@ def test_edge_cases_match_sacrebleu(tokenize: str) -> None:
                     refs,
                     smooth=smooth,
                     smooth_value=value,
-                    tokenize=tokenize,
+                    tokenizer=tokenize,
                     lowercase=lowercase,
                     effective_order=eff,
                 )
@@ -447,13 +445,11 @@ def test_edge_cases_match_sacrebleu(tokenize: str) -> None:
                     refs,
                     smooth=smooth,
                     smooth_value=value,
-                    tokenize=tokenize,
+                    tokenizer=tokenize,
                     lowercase=lowercase,
                     effective_order=eff,
                 )
-                assert (
-                    cres.score[0] == metric._aggregate_and_compute([list(r) for r in sacre]).score
-                )
+                assert cres.score == metric._aggregate_and_compute([list(r) for r in sacre]).score
 
 
 def test_hand_worked_clipping_example() -> None:
@@ -548,9 +544,11 @@ def test_validation_errors() -> None:
     with pytest.raises(ValueError, match=r"item 1 has no reference"):
         bleu(["a", "b"], [["a", None], ["a", None]])
     with pytest.raises(TypeError, match="single str"):
-        bleu("a b", ["a b"])
-    with pytest.raises(ValueError, match="tokenize"):
-        bleu(["a"], ["a"], tokenize="intl")
+        bleu(["a b"], "a b")  # a batch of hypotheses needs a sequence of references
+    with pytest.raises(ValueError, match="at least one reference"):
+        bleu("a b", [])
+    with pytest.raises(ValueError, match="tokenizer: .* got 'intl'"):
+        bleu(["a"], ["a"], tokenizer="intl")
     with pytest.raises(ValueError, match="smooth"):
         bleu(["a"], ["a"], smooth="add-1")
     with pytest.raises(ValueError, match="smooth_value"):
@@ -606,14 +604,14 @@ def test_statistic_on_hand_computed_sums() -> None:
 def test_corpus_bleu_bootstrap_interval(corpus: dict) -> None:
     hyps, refs = corpus["hyps"], corpus["refs"]
     res = corpus_bleu(hyps, refs, ci=True, options=BootstrapOptions(n_resamples=300, seed=11))
-    assert res.score[0] == sacrebleu.corpus_bleu(hyps, [refs]).score
-    assert res.bootstrap is not None and res.bootstrap.estimate[0] == res.score[0]
+    assert res.score == sacrebleu.corpus_bleu(hyps, [refs]).score
+    assert res.bootstrap is not None and res.bootstrap.estimate == res.score
     lo, hi = res.interval()
-    assert lo < res.score[0] < hi and res.se[0] > 0
+    assert lo < res.score < hi and res.se > 0
     again = corpus_bleu(
         hyps, refs, ci=True, options=BootstrapOptions(n_resamples=300, seed=11, threads=1)
     )
-    assert again.interval() == (lo, hi) and again.se[0] == res.se[0]
+    assert again.interval() == (lo, hi) and again.se == res.se
     other = corpus_bleu(hyps, refs, ci=True, options=BootstrapOptions(n_resamples=300, seed=12))
     assert other.interval() != (lo, hi)
     # the same distribution through the engine directly, from the per-item statistics
@@ -624,7 +622,7 @@ def test_corpus_bleu_bootstrap_interval(corpus: dict) -> None:
         params=bleu_statistic_params(),
         options=BootstrapOptions(n_resamples=300, seed=11),
     )
-    assert (direct.ci_low[0], direct.ci_high[0]) == (lo, hi)
+    assert (direct.ci_low, direct.ci_high) == (lo, hi)
     # each resample is corpus BLEU of a resample: check a few against sacrebleu
     full = bootstrap_sufficient(
         st,
@@ -672,8 +670,8 @@ def test_corpus_bleu_per_group_and_clusters(corpus: dict) -> None:
     patient = np.arange(600) // 10
     opts = BootstrapOptions(n_resamples=200, seed=5)
     clustered = corpus_bleu(hyps, refs, clusters=patient, ci=True, options=opts)
-    assert clustered.score[0] == sacrebleu.corpus_bleu(hyps, [refs]).score
-    assert clustered.bootstrap is not None and clustered.bootstrap.n_units[0] == 60
+    assert clustered.score == sacrebleu.corpus_bleu(hyps, [refs]).score
+    assert clustered.bootstrap is not None and clustered.bootstrap.n_units == 60
     again = corpus_bleu(hyps, refs, clusters=patient, ci=True, options=opts, threads=1)
     assert again.interval() == clustered.interval()
 
@@ -752,3 +750,39 @@ def test_python_sum_rules() -> None:
                 assert neu["score"][0] == ref.bp * math.exp(_cpython312_sum(terms) / eff_order)
                 if _PY_SUM == 0:  # CPython <= 3.11 runs this: rule 0 is sacrebleu's own result
                     assert seq["score"][0] == ref.score
+
+
+# ---- one vocabulary: tokenizer=, one hypothesis gives scalars, one corpus gives scalars ----
+
+
+def test_one_hypothesis_gives_scalars_equal_to_sentence_score(corpus: dict) -> None:
+    hyps, refs, refs2 = corpus["hyps"], corpus["refs"], corpus["refs2"]
+    i = next(k for k in range(len(hyps)) if refs2[k] is not None and len(hyps[k].split()) > 3)
+    for tok in ("13a", "zh", "char", "none"):
+        metric = BLEU(tokenize=tok, effective_order=True)
+        one = bleu(hyps[i], refs[i], tokenizer=tok)
+        assert type(one.score) is float and type(one.bp) is float and type(one.sys_len) is int
+        assert one.score == metric.sentence_score(hyps[i], [refs[i]]).score
+        assert one.tokenizer == tok
+        many = bleu(hyps[i], [refs[i], refs2[i]], tokenizer=tok)  # sacrebleu's (hyp, refs)
+        want = metric.sentence_score(hyps[i], [refs[i], refs2[i]])
+        assert many.score == want.score and many.precisions.tolist() == want.precisions
+        assert bleu([hyps[i]], [refs[i]], tokenizer=tok).score.tolist() == [one.score]
+    row = bleu_statistics(hyps[i], refs[i])
+    assert row.shape == (10,) and row.tolist() == bleu_statistics([hyps[i]], [refs[i]])[0].tolist()
+    assert bleu(hyps[i], refs[i]).to_polars().height == 1
+
+
+def test_one_corpus_gives_scalars_and_groups_give_arrays(corpus: dict) -> None:
+    hyps, refs = corpus["hyps"][:300], corpus["refs"][:300]
+    c = corpus_bleu(hyps, refs, tokenizer="zh")
+    want = sacrebleu.corpus_bleu(hyps, [refs], tokenize="zh")
+    assert type(c.score) is float and c.score == want.score and type(c.n) is int and c.n == 300
+    assert c.counts.tolist() == want.counts and c.precisions.tolist() == want.precisions
+    assert math.isnan(c.se) and c.to_polars().height == 1
+    g = corpus_bleu(hyps, refs, tokenizer="zh", groups=np.zeros(300, dtype=int))
+    assert isinstance(g.score, np.ndarray) and g.score.tolist() == [want.score]
+    with pytest.raises(TypeError, match="use bleu\\(\\) for one hypothesis"):
+        corpus_bleu(hyps[0], refs[0])
+    with pytest.raises(TypeError, match="tokenize"):
+        bleu(hyps, refs, tokenize="13a")  # the old keyword is gone: one name, tokenizer=

@@ -76,7 +76,7 @@ def test_sequence_levenshtein_pairwise_matrix() -> None:
 def test_levenshtein_errors() -> None:
     with pytest.raises(ValueError, match="same number of items"):
         sequence_levenshtein([["a"]], [["a"], ["b"]])
-    with pytest.raises(TypeError, match=r"preds\[1\]"):
+    with pytest.raises(TypeError, match=r"hyps\[1\]"):
         sequence_levenshtein([["a"], None], [["a"], ["b"]])
     with pytest.raises(TypeError, match="ordered sequence"):
         levenshtein({"a", "b"}, ["a"])
@@ -88,8 +88,8 @@ def test_levenshtein_errors() -> None:
 
 
 def test_one_minus_ned_hand_cases() -> None:
-    assert float(one_minus_ned("kitten", "sitting")) == pytest.approx(1 - 3 / 7)
-    assert one_minus_ned("kitten", "sitting").shape == ()
+    assert one_minus_ned("kitten", "sitting") == pytest.approx(1 - 3 / 7)
+    assert type(one_minus_ned("kitten", "sitting")) is float  # one pair: a Python scalar
     assert float(one_minus_ned("abc", "abc")) == 1.0
     # a long wrong answer: d = 6 > |ref| = 2, 1 - 6/2 = -2 is clipped at 0
     assert float(one_minus_ned("abcdefgh", "ab")) == 0.0
@@ -232,3 +232,40 @@ def test_text_facade_reexports() -> None:
     assert text.levenshtein is levenshtein
     assert text.sequence_levenshtein is sequence_levenshtein
     assert text.iou is iou
+
+
+# ---- one vocabulary: hyps, refs, tokenizer=, threads=; one pair gives a Python scalar ----
+
+
+def test_edit_metrics_take_hyps_refs_tokenizer_and_threads() -> None:
+    hyps = ["the tumour is large", "no metastasis seen", ""]
+    refs = ["the tumor is large", "metastasis seen", ""]
+    chars = one_minus_ned(hyps=hyps, refs=refs, threads=1)
+    assert chars.tolist() == one_minus_ned(hyps, refs, threads=None).tolist()
+    # word level: "tumour" vs "tumor" is one substituted word of 4; "no" one deleted word of 2
+    words = one_minus_ned(hyps, refs, tokenizer="whitespace")
+    assert words.tolist() == [0.75, 0.5, 1.0]
+    assert one_minus_ned(hyps, refs, tokenizer="rouge").tolist() == [0.75, 0.5, 1.0]
+    assert sequence_levenshtein(hyps, refs, tokenizer="whitespace").tolist() == [1, 1, 0]
+    assert levenshtein("no metastasis seen", "metastasis seen", tokenizer="whitespace") == 1
+    assert levenshtein(hyp="kitten", ref="sitting") == 3
+    d = sequence_levenshtein("kitten", "sitting")
+    assert type(d) is int and d == 3  # one pair of strings: a scalar
+    with pytest.raises(TypeError):
+        one_minus_ned(preds=hyps, refs=refs)  # the old name is gone
+    with pytest.raises(TypeError):
+        sequence_levenshtein(hyps, refs, workers=2)
+    with pytest.raises(ValueError, match="tokenizer"):
+        one_minus_ned(hyps, refs, tokenizer="bpe")
+    with pytest.raises(ValueError, match="threads"):
+        one_minus_ned(hyps, refs, threads=0)
+
+
+def test_one_box_or_mask_pair_gives_a_python_float() -> None:
+    one = box_iou([0, 0, 2, 2], [1, 1, 3, 3])
+    assert type(one) is float and one == pytest.approx(1 / 7)
+    assert isinstance(box_iou([[0, 0, 2, 2]], [[1, 1, 3, 3]]), np.ndarray)
+    a = np.zeros((4, 4), dtype=bool)
+    a[:2, :2] = True
+    assert type(mask_iou(a, a)) is float and type(iou(a, a, kind="mask")) is float
+    assert mask_iou(a[None], a[None]).shape == (1,)

@@ -502,7 +502,7 @@ def test_token_f1_matches_official_script():
 
 
 def test_token_f1_no_normalization():
-    got = token_f1(["The Cat", "a b"], ["the cat", "a\u3000b"], normalize="none")
+    got = token_f1(["The Cat", "a b"], ["the cat", "a\u3000b"], tokenizer="whitespace")
     assert got.tolist() == [0.0, 1.0]
 
 
@@ -583,8 +583,8 @@ def test_validation_errors():
         rouge(["a", "b", "c"], pa.array(["a", "b", None]), tokenizer="unicode")
     with pytest.raises(TypeError, match=r"hyps\[0\]: expected a str, got int"):
         rouge([3], ["a"])
-    with pytest.raises(TypeError, match="single str"):
-        rouge("abc", "abc")
+    with pytest.raises(TypeError, match="two strings .* or two sequences"):
+        rouge("abc", ["abc"])
     with pytest.raises(ValueError, match="same length, got 1 and 2"):
         rouge(["a"], ["a", "b"])
     with pytest.raises(ValueError, match="invalid rouge type 'rouge0'"):
@@ -599,14 +599,14 @@ def test_validation_errors():
         rouge(["a"], ["a"], stemmer="snowball")
     with pytest.raises(ValueError, match="threads"):
         rouge(["a"], ["a"], threads=0)
-    with pytest.raises(ValueError, match=r"b\[1\] is null"):
+    with pytest.raises(ValueError, match=r"refs\[1\] is null"):
         rouge_matrix(["a"], ["b", None])
     with pytest.raises(ValueError, match=r"hyps\[0\] is null"):
         token_f1([None], ["a"])
     with pytest.raises(ValueError, match=r"refs\[0\] is null"):
         set_f1(["a"], [None], tokenizer="treebank")
-    with pytest.raises(ValueError, match="normalize"):
-        token_f1(["a"], ["a"], normalize="lower")
+    with pytest.raises(ValueError, match="tokenizer: .* got 'lower'"):
+        token_f1(["a"], ["a"], tokenizer="lower")
     with pytest.raises(KeyError, match="not computed"):
         rouge(["a"], ["a"], types=["rouge1"])["rougeL"]
 
@@ -616,3 +616,32 @@ def test_empty_inputs():
     assert len(res) == 0 and res["rouge1"].fmeasure.shape == (0,)
     assert token_f1([], []).shape == (0,) and set_f1([], []).shape == (0,)
     assert tokenize([]) == []
+
+
+# ---- one vocabulary: hyps, refs and tokenizer= everywhere; one pair gives Python scalars ----
+
+
+def test_one_pair_gives_python_scalars_equal_to_the_batch():
+    from rouge_score import rouge_scorer
+
+    hyp, ref = "The cat sat on the mat today", "a cat was sitting on the mat"
+    one = rouge(hyp, ref, stemmer=True)
+    want = rouge_scorer.RougeScorer(list(one.types), use_stemmer=True).score(ref, hyp)
+    for t in one.types:
+        assert type(one.fmeasure(t)) is float and one.fmeasure(t) == want[t].fmeasure
+        assert one[t].precision == want[t].precision and one[t].recall == want[t].recall
+        assert one.fmeasure(t) == rouge([hyp], [ref], stemmer=True).fmeasure(t)[0]
+    assert len(one) == 1 and one.to_polars().height == 1 and one["rougeL"].to_polars().height == 1
+    f1 = token_f1(hyp, ref)
+    assert type(f1) is float and f1 == token_f1([hyp], [ref])[0] == _squad_v2_f1(hyp, ref)
+    assert token_f1("The Cat", "the cat", tokenizer="whitespace") == 0.0
+    s1 = set_f1(hyp, ref, tokenizer="whitespace")
+    assert type(s1) is float and s1 == set_f1([hyp], [ref], tokenizer="whitespace")[0]
+    assert tokenize("Hello, World") == ["hello", "world"] == tokenize(["Hello, World"])[0]
+
+
+def test_rouge_matrix_takes_hyps_and_refs():
+    m = rouge_matrix(hyps=["a b", "c"], refs=["a", "b c d"], type="rouge1")
+    assert m.shape == (2, 2) and m.fmeasure[0, 0] == rouge("a b", "a").fmeasure("rouge1")
+    with pytest.raises(TypeError):
+        rouge_matrix(a=["a"], b=["a"])  # one vocabulary: the old names are gone

@@ -6,6 +6,7 @@ everywhere has one home.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -43,3 +44,9 @@ def choice(value: Any, allowed: Sequence[_T], *, name: str, note: str = "") -> _
         if isinstance(value, type(a)) and value == a:
             return a
     raise InvalidArgumentError(f"{name}: expected one of {tuple(allowed)}, got {value!r}{note}")
+
+
+#: Device names tumorboard accepts (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``); the CLI
+#: checks the spelling with it before torch is imported, ``models.resolve_device`` the machine.
+DEVICE_NAME = re.compile(r"auto|cpu|mps|cuda(?::[0-9]+)?")
+DEVICE_NAMES = "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"

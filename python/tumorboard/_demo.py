@@ -109,9 +109,9 @@ def _score_generated(*, seed: int, n_resamples: int) -> None:
     )
     print(
         f"\nPaired bootstrap {MODELS[0]} - {MODELS[1]} (all tasks): "
-        f"difference {paired.difference[0]:+.3f}, "
-        f"95% CI [{paired.ci_low[0]:+.3f}, {paired.ci_high[0]:+.3f}], "
-        f"p = {paired.p_value[0]:.4f}"
+        f"difference {paired.difference:+.3f}, "
+        f"95% CI [{paired.ci_low:+.3f}, {paired.ci_high:+.3f}], "
+        f"p = {paired.p_value:.4f}"
     )
 
 

@@ -12,6 +12,15 @@ The one temporary-name scheme is ``.{name}.{pid}.{token}.tmp``: hidden (a leadin
 target's directory (same filesystem), naming the target ``name``, the writing process ``pid``
 and 8 random hex digits ``token``. Listings skip these names (:func:`is_temp_name`); files left
 by a killed writer are found and removed with :func:`temp_files` and :func:`remove_temp_files`.
+
+Permissions. The temporary file is created private to its owner (mode ``0o600``, as
+``tempfile.mkstemp`` creates its files), so a half-written file is never readable by others.
+Before the rename it gets the mode the user expects of a file they asked for: the mode of the
+file it replaces, when there is one (as ``sed -i`` and editors keep it), else ``0o666 & ~umask``,
+the mode ``open()`` would give a new file (0644 under the usual umask 022; POSIX,
+IEEE Std 1003.1-2017, ``umask()``: "the file permission bits [...] of the mode argument [...] are
+cleared"). The umask is read from ``/proc/self/status`` where the kernel reports it (Linux 4.7
+and later), which changes nothing; elsewhere ``os.umask`` is set and restored under a lock.
 """
 
 from __future__ import annotations
@@ -20,13 +29,46 @@ import contextlib
 import os
 import re
 import secrets
+import stat
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "is_temp_name", "remove_temp_files", "temp_files"]
+__all__ = ["atomic_path", "current_umask", "is_temp_name", "remove_temp_files", "temp_files"]
 
 _TEMP_RE = re.compile(r"^\.(?P<target>.+)\.(?P<pid>[0-9]+)\.(?P<token>[0-9a-f]{8})\.tmp$", re.S)
+_UMASK_LOCK = threading.Lock()
+_PRIVATE = 0o600
+
+
+def current_umask() -> int:
+    """Return the process's file mode creation mask without changing it for other threads.
+
+    Returns
+    -------
+    int
+        The umask, e.g. ``0o022``.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:  # no reader of the umask alone: set it and put it back at once
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def _final_mode(target: Path) -> int:
+    """Return the permission bits a finished file gets: the replaced file's, else the umask's."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
 
 
 def _new_temp(target: Path) -> Path:
@@ -41,12 +83,12 @@ def _new_temp(target: Path) -> Path:
     -------
     pathlib.Path
         ``{target.parent}/.{target.name}.{pid}.{token}.tmp``, created exclusively (``O_EXCL``),
-        so two writers never share a temporary file.
+        so two writers never share a temporary file, and private to its owner (mode 0600).
     """
     while True:
         tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _PRIVATE)
         except FileExistsError:  # pragma: no cover - 2**32 tokens per process and target
             continue
         os.close(fd)
@@ -84,11 +126,13 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
 def atomic_path(path: str | os.PathLike[str], *, fsync: bool = False) -> Iterator[Path]:
     """Yield a temporary path to write; rename it over ``path`` when the block succeeds.
 
-    The temporary file is created empty in ``path``'s directory under the package's one
-    temporary-name scheme (module docstring). When the ``with`` block ends normally it replaces
-    ``path`` (``os.replace``: an existing file is swapped atomically, readers never see a partial
-    file). When the block raises anything, ``KeyboardInterrupt`` included, or the rename fails,
-    the temporary file is removed, ``path`` is left as it was, and the exception propagates.
+    The temporary file is created empty and private (mode 0600) in ``path``'s directory under
+    the package's one temporary-name scheme (module docstring). When the ``with`` block ends
+    normally it gets the mode of the file it replaces, or ``0o666 & ~umask`` for a new file
+    (0644 under the usual umask), and replaces ``path`` (``os.replace``: an existing file is
+    swapped atomically, readers never see a partial file). When the block raises anything,
+    ``KeyboardInterrupt`` included, or the rename fails, the temporary file is removed, ``path``
+    is left as it was, and the exception propagates.
 
     Parameters
     ----------
@@ -103,8 +147,8 @@ def atomic_path(path: str | os.PathLike[str], *, fsync: bool = False) -> Iterato
     Yields
     ------
     pathlib.Path
-        The temporary path to write the content to (the file exists and is empty; writers may
-        truncate or replace it).
+        The temporary path to write the content to (the file exists, is empty and is private
+        to its owner; writers may truncate or replace it).
 
     Raises
     ------
@@ -121,6 +165,8 @@ def atomic_path(path: str | os.PathLike[str], *, fsync: bool = False) -> Iterato
     tmp = _new_temp(target)
     try:
         yield tmp
+        with contextlib.suppress(OSError):  # filesystems without modes (FAT, some mounts)
+            os.chmod(tmp, _final_mode(target))
         if fsync:
             _fsync(tmp)
         os.replace(tmp, target)

@@ -5,22 +5,41 @@ The verbs: ``tumorboard --version``, ``tumorboard demo``, ``tumorboard bench``,
 into a report with bootstrap CIs), ``tumorboard tile`` (tissue segmentation and TRIDENT coords
 .h5 for slides) and ``tumorboard embed`` (patch features with a foundation model, TRIDENT
 features .h5 + Parquet). Verbs are added as features land.
+
+Errors. Every verb fails the same way: one line on standard error, ``tumorboard: error: ...``,
+naming the file, record or option and its value, and exit status 2, without a traceback. That
+holds for bad options (checked by argparse before any work, with the types of
+:mod:`tumorboard._args`), for every :class:`~tumorboard.errors.TumorboardError` and ``OSError``
+a verb raises, for a missing optional dependency (with the pip command that installs it) and for
+a corrupt Parquet part of a store (named). Anything else is a bug: one line saying so, exit
+status 70 (``EX_SOFTWARE`` of BSD's sysexits.h), and the traceback with ``--debug`` or
+``TUMORBOARD_DEBUG=1``. Warnings are printed as one line each, ``tumorboard: warning: ...``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import math
+import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from . import __version__
-from .errors import InvalidArgumentError, MissingFileError
+from ._args import ArgumentParser, UsageError, level, positive_int, seed
+from .errors import (
+    FileFormatError,
+    InvalidArgumentError,
+    MissingDependencyError,
+    MissingFileError,
+    TumorboardError,
+)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -74,8 +93,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.only:
         unknown = sorted(set(args.only) - set(names))
         if unknown:
-            print(f"unknown benchmark(s): {', '.join(unknown)}; have: {', '.join(names)}")
-            return 2
+            raise InvalidArgumentError(
+                f"--only: unknown benchmark(s) {', '.join(map(repr, unknown))}; have: "
+                f"{', '.join(names)}"
+            )
         names = [n for n in names if n in args.only]
     status = 0
     for name in names:
@@ -224,7 +245,7 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
             "--cluster: clustered intervals are not available with --ray-address/--shards "
             "(the distributed path resamples records with the Poisson scheme)"
         )
-    backend = "ray" if args.ray_address is not None else "local"
+    executor = "ray" if args.ray_address is not None else "local"
 
     def progress(done: int, total: int) -> None:
         """Show the shards scored so far on standard error."""
@@ -233,7 +254,7 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
 
     result = score_store(
         store, benchmark=args.benchmark, tracks=args.track, options=_bootstrap_options(args),
-        backend=backend, shards=args.shards,
+        executor=executor, shards=args.shards,
         ray_address=None if args.ray_address == "local" else args.ray_address,
         progress=progress,
     )  # fmt: skip
@@ -267,12 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
     argparse.ArgumentParser
         The parser; each sub-command's namespace carries its handler as ``func``.
     """
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tumorboard",
         description="Engine for clinical AI-agent benchmarks: scoring with bootstrap CIs, "
         "trajectory storage, slide embedding and agent tools.",
     )
     parser.add_argument("--version", action="version", version=f"tumorboard {__version__}")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser(
@@ -280,8 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the main jobs end to end on generated data: tile and embed a sample slide, run the "
         "agent tools, record and score a sample log with CIs",
     )
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--n-resamples", type=int, default=1000)
+    demo.add_argument("--seed", type=seed, default=0)
+    demo.add_argument("--n-resamples", type=positive_int, default=1000)
     demo.add_argument(
         "--out",
         metavar="DIR",
@@ -334,17 +356,19 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("store", help="the store directory")
     score.add_argument("--benchmark", default="mtbbench", help="benchmark to score (mtbbench)")
     score.add_argument(
-        "--n-resamples", type=int, default=1000, help="bootstrap resamples B (default 1000)"
-    )
-    score.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+        "--n-resamples", type=positive_int, default=1000,
+        help="bootstrap resamples B (default 1000)",
+    )  # fmt: skip
+    score.add_argument("--level", type=level, default=0.95, help="confidence level (default 0.95)")
     score.add_argument(
         "--method", choices=["percentile", "basic", "bca"], default="percentile",
         help="interval method (default percentile; the Ray/--shards path: percentile or basic)",
     )  # fmt: skip
-    score.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    score.add_argument("--seed", type=seed, default=0, help="random seed (default 0)")
     score.add_argument(
-        "--threads", type=int, default=None, help="bootstrap worker threads (default: all cores)"
-    )
+        "--threads", type=positive_int, default=None,
+        help="bootstrap worker threads (default: all cores)",
+    )  # fmt: skip
     score.add_argument(
         "--cluster", help="resample whole clusters, e.g. patient (= patient_id)", default=None
     )
@@ -360,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument(
         "--shards",
-        type=int,
+        type=positive_int,
         help="split the store's Parquet parts into N shards (Poisson scheme; default: one per "
         "part on Ray); without --ray-address the shards run in this process",
     )
@@ -371,7 +395,109 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tile_parser(sub)
     add_embed_parser(sub)
+    for verb in sub.choices.values():  # --debug after the verb too; SUPPRESS keeps the top's
+        verb.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                          help=_DEBUG_HELP)  # fmt: skip
     return parser
+
+
+#: Exit status of an unexpected exception (a bug): ``EX_SOFTWARE`` of BSD's sysexits.h.
+EXIT_INTERNAL = 70
+_DEBUG_ENV = "TUMORBOARD_DEBUG"
+_DEBUG_HELP = f"show the traceback of an unexpected error (or set {_DEBUG_ENV}=1)"
+
+#: Modules of the optional extras: (pip package, extra), for an ImportError a verb lets escape.
+_EXTRA_MODULES = {
+    "torch": ("torch", "embed"), "safetensors": ("safetensors", "embed"),
+    "tokenizers": ("tokenizers", "embed"), "h5py": ("h5py", "slides"),
+    "openslide": ("openslide-python", "slides"), "tiffslide": ("tiffslide", "slides"),
+    "tifffile": ("tifffile", "slides"), "PIL": ("pillow", "slides"),
+    "imagecodecs": ("imagecodecs", "slides"), "onnxruntime": ("onnxruntime", "gpu"),
+    "onnx": ("onnx", "gpu"), "triton": ("triton", "gpu"), "ray": ("ray", "dist"),
+}  # fmt: skip
+
+
+def _line(text: object) -> str:
+    """Return a message on one line: its lines joined by "; " (the CLI prints one line)."""
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def _error(message: object) -> None:
+    """Print ``tumorboard: error: MESSAGE`` as one line on standard error."""
+    print(f"tumorboard: error: {_line(message)}", file=sys.stderr, flush=True)
+
+
+def _missing_extra(exc: ImportError, verb: str) -> MissingDependencyError | None:
+    """Return the missing-dependency error of an ImportError of a known extra, else None."""
+    top = (exc.name or "").split(".")[0]
+    if top not in _EXTRA_MODULES:
+        return None
+    package, extra = _EXTRA_MODULES[top]
+    return MissingDependencyError.for_extra(f"tumorboard {verb}", package=package, extra=extra,
+                                            cause=exc)  # fmt: skip
+
+
+def corrupt_part(store: str | os.PathLike[str]) -> FileFormatError | None:
+    """Find the first Parquet part of a store that cannot be read, and say which.
+
+    Used when reading a store failed inside polars or pyarrow, whose messages do not name the
+    file: every part under the store's table folders is opened (footer and metadata) and, when
+    all footers are sound, read in full.
+
+    Parameters
+    ----------
+    store : str or os.PathLike
+        The store directory.
+
+    Returns
+    -------
+    FileFormatError or None
+        The error naming the first unreadable part and the reader's complaint, or None when
+        every part reads.
+    """
+    import pyarrow.parquet as pq
+
+    root = Path(store)
+    parts = sorted(p for t in ("runs", "items", "events", "imports") if (root / t).is_dir()
+                   for p in (root / t).glob("*.parquet") if not p.name.startswith("."))  # fmt: skip
+    for full in (False, True):
+        for part in parts:
+            try:
+                if full:
+                    pq.read_table(part)
+                else:
+                    pq.ParquetFile(part).metadata  # noqa: B018 - reads and checks the footer
+            except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
+                return FileFormatError(
+                    part,
+                    f"corrupt Parquet part ({type(exc).__name__}: {_line(exc)}); move it out of "
+                    "the store or restore it from a copy, then rerun",
+                )
+    return None
+
+
+def _diagnose(args: argparse.Namespace, exc: BaseException) -> TumorboardError | None:
+    """Turn an exception a verb let escape into a user-facing error, when it is one."""
+    if isinstance(exc, ImportError):
+        return _missing_extra(exc, str(getattr(args, "command", "")))
+    module = type(exc).__module__.split(".")[0]
+    store = getattr(args, "store", None)
+    if module in ("polars", "pyarrow") and store is not None:
+        return corrupt_part(store)
+    return None
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Print each warning as one line ``tumorboard: warning: ...`` on standard error."""
+
+    def show(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+        """Print one warning on one line."""
+        print(f"tumorboard: warning: {_line(message)}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -385,20 +511,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit status: the command's own, or 2 when it fails with a missing file or a bad
-        value (the message is printed to standard error). Without a command the help is printed
-        and the status is 0.
+        The exit status: the command's own (0, or 1 where a batch verb skipped bad items);
+        2 for any error, printed as one line ``tumorboard: error: ...`` on standard error
+        (a bad option, a missing or unreadable file, a bad value, a missing optional
+        dependency, a corrupt store part); 70 for an unexpected exception (one line, and the
+        traceback with ``--debug`` or ``TUMORBOARD_DEBUG=1``); 130 when interrupted. Without
+        a command the help is printed and the status is 0. ``--help`` and ``--version`` exit
+        through ``SystemExit(0)`` as argparse does.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        _error(f"{exc} (see `{exc.prog} --help`)")
+        return 2
+    debug = bool(getattr(args, "debug", False)) or os.environ.get(_DEBUG_ENV, "") not in ("", "0")
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
     try:
-        return int(args.func(args))
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"tumorboard: error: {exc}", file=sys.stderr)
+        with _one_line_warnings():
+            return int(args.func(args))
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("tumorboard: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader of our output went away (e.g. `| head`)
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (TumorboardError, OSError) as exc:
+        if debug:
+            raise
+        _error(exc)
         return 2
+    except Exception as exc:
+        known = _diagnose(args, exc)
+        if debug:
+            raise
+        if known is not None:
+            _error(known)
+            return 2
+        _error(
+            f"unexpected {type(exc).__name__}: {exc} (this is a bug in tumorboard; rerun with "
+            f"--debug or {_DEBUG_ENV}=1 for the traceback)"
+        )
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ the signature). ``tests/test_core_errors.py`` checks every row through ``_core.t
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 __all__ = [
     "ClusterError",
@@ -91,9 +93,138 @@ class MissingFileError(TumorboardError, FileNotFoundError):
 class MissingDependencyError(TumorboardError, ImportError):
     """An optional dependency that a call needs is not installed.
 
-    The message names the package and the extra that installs it (``pip install
-    tumorboard[gpu]``, ``[embed]``, ``[slides]``, ``[dist]``).
+    The message names the package and a command that installs it: the extra (``[embed]``,
+    ``[slides]``, ``[gpu]``, ``[dist]``) as ``pip install 'tumorboard[slides]'`` for an installed
+    tumorboard, or as ``pip install '.[slides]'`` when tumorboard runs from a source checkout
+    (where ``tumorboard`` is not an installed distribution pip could add the extra to), and the
+    extra's packages themselves. Every site builds it with :meth:`for_extra`.
     """
+
+    @classmethod
+    def for_extra(
+        cls,
+        what: str,
+        *,
+        package: str,
+        extra: str | None,
+        cause: BaseException | None = None,
+    ) -> MissingDependencyError:
+        """Build the error for ``what``, which needs ``package`` from the extra ``extra``.
+
+        Parameters
+        ----------
+        what : str
+            What needs the package, e.g. ``"reading slides"`` or ``"tumorboard.dist"``.
+        package : str
+            The package as pip names it, e.g. ``"openslide-python"`` or ``"torch"``.
+        extra : str or None
+            The tumorboard extra that installs it (``"slides"``, ``"embed"``, ``"gpu"``,
+            ``"dist"``); None for a package that is in no extra (then only ``pip install
+            package`` is suggested).
+        cause : BaseException, optional
+            The ImportError that was caught; its message is kept (it tells a missing module
+            from a missing shared library).
+
+        Returns
+        -------
+        MissingDependencyError
+            The error, with a one-line message such as ``"reading slides needs
+            openslide-python, which is not installed (No module named 'openslide'); install it
+            with: pip install 'tumorboard[slides]' (or only the packages: pip install ...)"``.
+        """
+        detail = f" ({_one_line(str(cause))})" if cause is not None and str(cause) else ""
+        return cls(
+            f"{what} needs {package}, which is not installed{detail}; install it with: "
+            f"{_install_command(extra, package=package)}"
+        )
+
+    @staticmethod
+    def install_command(extra: str | None, *, package: str | None = None) -> str:
+        """Return a pip command that installs an extra, valid where tumorboard runs from.
+
+        Parameters
+        ----------
+        extra : str or None
+            The extra (``"slides"``, ``"embed"``, ``"gpu"``, ``"dist"``); None for a package in
+            no extra.
+        package : str, optional
+            The package to install when ``extra`` is None.
+
+        Returns
+        -------
+        str
+            ``pip install 'tumorboard[EXTRA]'`` for an installed tumorboard, ``pip install
+            '.[EXTRA]'`` (or ``'/path/to/checkout[EXTRA]'`` outside the checkout's root) from a
+            source checkout, followed by ``(or only the packages: pip install ...)`` listing the
+            extra's requirements when they are known; ``pip install PACKAGE`` without an extra.
+        """
+        return _install_command(extra, package=package)
+
+
+def _one_line(text: str) -> str:
+    """Return ``text`` with its lines joined by "; " (messages stay on one line)."""
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _source_checkout() -> Path | None:
+    """Return the root of the source checkout tumorboard runs from, or None when installed.
+
+    A checkout is recognised by ``pyproject.toml`` (naming the project ``tumorboard``) and
+    ``csrc/`` two levels above the package folder (``python/tumorboard``).
+    """
+    root = Path(__file__).resolve().parents[2]
+    pyproject = root / "pyproject.toml"
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if (root / "csrc").is_dir() and re.search(r'^name\s*=\s*"tumorboard"', text, re.M):
+        return root
+    return None
+
+
+def _extra_requirements(extra: str, root: Path | None) -> list[str]:
+    """Return the requirements of one extra, from the checkout's pyproject or the install."""
+    if root is not None:
+        try:
+            import tomllib  # Python >= 3.11
+        except ImportError:  # pragma: no cover - Python 3.10
+            return []
+        try:
+            doc = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        reqs = doc.get("project", {}).get("optional-dependencies", {}).get(extra, [])
+        return [str(r) for r in reqs]
+    try:
+        from importlib.metadata import PackageNotFoundError, requires
+    except ImportError:  # pragma: no cover - importlib.metadata is in the standard library
+        return []
+    try:
+        declared = requires("tumorboard") or []
+    except PackageNotFoundError:
+        return []
+    marker = re.compile(r"extra\s*==\s*['\"]" + re.escape(extra) + r"['\"]")
+    return [r.split(";", 1)[0].strip() for r in declared if marker.search(r)]
+
+
+def _install_command(extra: str | None, *, package: str | None = None) -> str:
+    """Return the pip command of :meth:`MissingDependencyError.install_command`."""
+    if extra is None:
+        return f"pip install {package}" if package else "pip install"
+    root = _source_checkout()
+    if root is None:
+        command = f"pip install 'tumorboard[{extra}]'"
+    else:
+        try:
+            here = "." if Path.cwd().resolve() == root else str(root)
+        except OSError:  # the working directory was removed
+            here = str(root)
+        command = f"pip install '{here}[{extra}]'"
+    reqs = _extra_requirements(extra, root)
+    if reqs:
+        command += " (or only the packages: pip install " + " ".join(f"'{r}'" for r in reqs) + ")"
+    return command
 
 
 class StateError(TumorboardError, RuntimeError):

@@ -5,7 +5,7 @@
 * :func:`embed_slides_ray`: ``embed_slides`` with slides spread over Ray actors (reached through
   ``tumorboard.embed.embed_slides(..., executor="ray")``).
 
-Ray is imported only when a Ray backend is used; without it a clear ImportError names the extra.
+Ray is imported only when the Ray executor is used; without it a clear ImportError names the extra.
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ from typing import Any
 
 from ..errors import ClusterError, InvalidArgumentError, MissingDependencyError
 
-INSTALL_HINT = "pip install tumorboard[dist]"
-
 
 def require_ray() -> Any:
     """Import and return the ``ray`` module.
@@ -26,9 +24,8 @@ def require_ray() -> Any:
     try:
         import ray
     except ImportError as err:
-        raise MissingDependencyError(
-            f"tumorboard.dist needs Ray, which is not installed; install it with "
-            f"`{INSTALL_HINT}` (or `pip install 'ray>=2.9'`)"
+        raise MissingDependencyError.for_extra(
+            "tumorboard.dist (Ray)", package="ray", extra="dist", cause=err
         ) from err
     return ray
 

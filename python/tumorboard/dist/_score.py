@@ -5,9 +5,10 @@ Every shard (a set of the store's Parquet parts of the items table) is reduced t
 of the answers' correctness under Poisson(1) weights keyed by the record key (run_id, patient_id,
 item_id) (Chamandy et al. 2012, "Estimating uncertainty for massive data streams"). Partials of
 any split add up to the partials of the whole bit for bit, so the merged result does not depend
-on the number of shards or on where they were computed. ``backend="local"`` and
-``backend="ray"`` run the same shard function and the same merge; only the place where
-:func:`shard_partials` runs differs.
+on the number of shards or on where they were computed. ``executor="local"`` and
+``executor="ray"`` run the same shard function and the same merge; only the place where
+:func:`shard_partials` runs differs (``executor`` names where work runs across tumorboard;
+``backend`` only ever names a compute backend, such as torch or onnxruntime).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..traj.store import Store
 
 GROUP_COLUMNS = ("track", "model", "tools", "task")
 KEY_COLUMNS = ("run_id", "patient_id", "item_id")
-Backend = Literal["local", "ray"]
+Executor = Literal["local", "ray"]
 Progress = Callable[[int, int], None]
 
 
@@ -47,7 +48,7 @@ class StoreScore:
         The benchmark scored.
     n_shards : int
         How many shards were reduced.
-    backend : {"local", "ray"}
+    executor : {"local", "ray"}
         Where the shards were reduced.
     options : BootstrapOptions
         The bootstrap options of the draws and the interval.
@@ -57,8 +58,18 @@ class StoreScore:
     partials: PoissonPartials
     benchmark: str
     n_shards: int
-    backend: str
+    executor: str
     options: BootstrapOptions
+
+    def to_polars(self) -> pl.DataFrame:
+        """Return the accuracy table: one row per (track, model, tools, task).
+
+        Returns
+        -------
+        polars.DataFrame
+            The table of :meth:`report`.
+        """
+        return self.report().to_polars()
 
     def report(self) -> Report:
         """Render the scores as a :class:`~tumorboard.score.Report`.
@@ -95,7 +106,7 @@ class StoreScore:
             f"{res.n_resamples} Poisson-bootstrap resamples keyed by (run_id, patient_id, "
             f"item_id) (seed {res.seed}); identical for any number of shards; "
             "pm = (ci_high - ci_low) / 2.",
-            f"computed from {self.n_shards} shard(s) on backend {self.backend!r}.",
+            f"computed from {self.n_shards} shard(s) with executor {self.executor!r}.",
         )
         return Report(sort_table(table), benchmark=self.benchmark, title=self.benchmark,
                       notes=notes)  # fmt: skip
@@ -226,7 +237,7 @@ def score_store(
     benchmark: str = "mtbbench",
     tracks: Sequence[str] | None = None,
     options: BootstrapOptions | None = None,
-    backend: Backend = "local",
+    executor: Executor = "local",
     shards: int | None = None,
     ray_address: str | None = None,
     progress: Progress | None = None,
@@ -247,15 +258,15 @@ def score_store(
     options : BootstrapOptions, optional
         The bootstrap (:class:`~tumorboard.stats.BootstrapOptions`: B, confidence level,
         interval method "percentile" or "basic", Philox seed, threads).
-    backend : {"local", "ray"}, default "local"
-        "local" (shards reduced one after another in this process) or "ray" (one Ray task per
-        shard). Both merge the same partials in the same order, so results are bit-identical
+    executor : {"local", "ray"}, default "local"
+        Where the shards are reduced: "local" (one after another in this process) or "ray"
+        (one Ray task per shard). Both merge the same partials in the same order, so results are bit-identical
         to each other and to any other shard count.
     shards : int, optional
         Number of shards (contiguous runs of parts; at most the number of parts). Default: 1
         locally, one per part on Ray.
     ray_address : str, optional
-        The cluster for ``backend="ray"`` (None: a running connection of this process, else a
+        The cluster for ``executor="ray"`` (None: a running connection of this process, else a
         new local Ray instance; "auto": the cluster of ``ray start``).
     progress : callable, optional
         Called as ``progress(done, total)`` after each shard is merged.
@@ -270,7 +281,7 @@ def score_store(
     InvalidArgumentError
         A bad option (a ValueError), or no items of ``benchmark`` in the store.
     MissingDependencyError
-        ``backend="ray"`` without Ray (an ImportError naming ``pip install tumorboard[dist]``).
+        ``executor="ray"`` without Ray (an ImportError naming the pip command of ``[dist]``).
     ClusterError
         The Ray address is unreachable (a ConnectionError).
     """
@@ -280,21 +291,21 @@ def score_store(
             "options: method 'bca' needs the jackknife over every record, which shard partials "
             "do not carry; use 'percentile' or 'basic'"
         )
-    if backend not in ("local", "ray"):
-        raise InvalidArgumentError(f"backend: expected 'local' or 'ray', got {backend!r}")
+    if executor not in ("local", "ray"):
+        raise InvalidArgumentError(f"executor: expected 'local' or 'ray', got {executor!r}")
     if not isinstance(benchmark, str) or not benchmark:
         raise InvalidArgumentError(f"benchmark: expected a benchmark name, got {benchmark!r}")
     st = store if isinstance(store, Store) else Store(store, create=False)
     parts = st.parts("items")
     if shards is None:
-        shards = 1 if backend == "local" else max(1, len(parts))
+        shards = 1 if executor == "local" else max(1, len(parts))
     shards = _check_int(shards, "shards", 1)
     groups = split_parts(parts, shards) if parts else []
     runs = _runs_frame(st)
     shard_opts = dict(benchmark=benchmark, tracks=list(tracks) if tracks else None,
                       options=opts)  # fmt: skip
     partials: list[PoissonPartials | None]
-    if backend == "local":
+    if executor == "local":
         partials = []
         for i, g in enumerate(groups):
             partials.append(shard_partials(g, runs, **shard_opts))
@@ -311,4 +322,4 @@ def score_store(
                          + (f" in tracks {list(tracks)}" if tracks else ""))  # fmt: skip
     merged = present[0].merge(*present[1:])
     result = merged.finalize(options=opts)
-    return StoreScore(result, merged, benchmark, len(groups), backend, opts)
+    return StoreScore(result, merged, benchmark, len(groups), executor, opts)

@@ -55,10 +55,10 @@ class TorchBackend:
 
         if dtype not in DTYPES:
             raise InvalidArgumentError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        from ..models import resolve_device
+
         self.torch = torch
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.cuda = self.device.type == "cuda"
         if dtype == "auto":
             dtype = "bf16" if self.cuda else "fp32"
@@ -140,8 +140,8 @@ class OnnxBackend:
         try:
             import onnxruntime as ort
         except ImportError as exc:
-            raise MissingDependencyError(
-                f"backend='onnxruntime' needs onnxruntime (pip install tumorboard[gpu]): {exc}"
+            raise MissingDependencyError.for_extra(
+                "backend='onnxruntime'", package="onnxruntime", extra="gpu", cause=exc
             ) from exc
         available = ort.get_available_providers()
         want_cuda = device != "cpu" and "CUDAExecutionProvider" in available

@@ -792,6 +792,11 @@ def embed_slides(
         )
     if executor not in ("local", "ray"):
         raise InvalidArgumentError(f"executor: expected 'local' or 'ray', got {executor!r}")
+    if backend == "torch" and executor == "local":
+        # an unknown device, or CUDA asked for without CUDA, is refused before the model loads
+        from ..models import resolve_device
+
+        resolve_device(device)
     found = collect_slides(slides)
     if not found.files:
         listed = "; ".join(f"{p}: {why}" for p, why in found.missing) or "no inputs"

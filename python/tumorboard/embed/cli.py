@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from .._args import device_name, positive_int
 from ..errors import TumorboardError
 from ..slides.cli import (
     add_slide_options,
@@ -61,9 +62,13 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--backend", choices=("torch", "onnxruntime"), default="torch", help="compute backend"
     )
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    p.add_argument(
+        "--device", type=device_name, default="auto", help="auto, cpu, cuda, cuda:1, ..."
+    )
     p.add_argument("--dtype", choices=("auto", "fp32", "fp16", "bf16"), default="auto")
-    p.add_argument("--batch-size", type=int, default=64, help="patches per forward (default 64)")
+    p.add_argument(
+        "--batch-size", type=positive_int, default=64, help="patches per forward (default 64)"
+    )
     p.add_argument(
         "--executor",
         choices=("local", "ray"),

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MissingDependencyError
 
 if TYPE_CHECKING:  # the lazily loaded names, for type checkers
+    from ._device import resolve_device
     from ._registry import ModelInfo, available, build, info, load, load_conch
     from .abmil import ABMIL, ABMILSlideEncoder, MTBBenchRegressor
     from .adapter import SegmentAdapter
@@ -112,6 +113,7 @@ __all__ = [
     "load",
     "load_conch",
     "read_state_dict",
+    "resolve_device",
     "save_state_dict",
 ]
 
@@ -147,6 +149,7 @@ _WHERE = {
     "info": "_registry",
     "load": "_registry",
     "load_conch": "_registry",
+    "resolve_device": "_device",
 }
 _NEEDS_TORCH = {"abmil", "adapter", "conch", "vit", "weights", "_device", "_registry"}
 
@@ -160,8 +163,8 @@ def __getattr__(name: str) -> Any:
         module = importlib.import_module(f"{__name__}.{where}")
     except ImportError as exc:
         if where in _NEEDS_TORCH and exc.name in ("torch", "safetensors"):
-            raise MissingDependencyError(
-                f"tumorboard.models.{name} needs torch: pip install tumorboard[embed] ({exc})"
+            raise MissingDependencyError.for_extra(
+                f"tumorboard.models.{name}", package=str(exc.name), extra="embed", cause=exc
             ) from exc
         raise
     value = getattr(module, name)

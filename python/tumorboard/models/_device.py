@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .._checks import DEVICE_NAME, DEVICE_NAMES
 from ..errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["resolve_device", "resolve_dtype"]
@@ -20,14 +21,21 @@ _DTYPES = {
 }
 
 
+def _no_cuda_reason() -> str:
+    """Say why CUDA is not available: a torch build without CUDA, or no visible device."""
+    if torch.version.cuda is None:
+        return f"this torch ({torch.__version__}) is built without CUDA"
+    return f"no CUDA device is visible (torch {torch.__version__}, CUDA {torch.version.cuda})"
+
+
 def resolve_device(device: str | torch.device) -> torch.device:
-    """Turn a ``device`` argument into a :class:`torch.device`.
+    """Turn a ``device`` argument into a :class:`torch.device` that exists on this machine.
 
     Parameters
     ----------
     device : str or torch.device
-        ``"auto"`` (CUDA when available, else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
-        or a :class:`torch.device`.
+        ``"auto"`` (CUDA when available, else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``,
+        ``"mps"``, or a :class:`torch.device` of those types.
 
     Returns
     -------
@@ -37,18 +45,48 @@ def resolve_device(device: str | torch.device) -> torch.device:
     Raises
     ------
     InvalidArgumentError
-        If ``device`` is not a device name, or names CUDA on a machine without it.
+        ``device`` is not a device name (the message names the value and the accepted names), or
+        names a device this machine does not have: CUDA without CUDA (the message says whether
+        torch lacks CUDA support or no GPU is visible), a CUDA index beyond the visible devices,
+        or MPS where it is not available.
+    InvalidTypeError
+        ``device`` is neither a str nor a :class:`torch.device`.
     """
-    if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise InvalidArgumentError(
-            f"device: expected 'auto', 'cpu', 'cuda[:i]' or a torch.device, got {device!r} ({exc})"
-        ) from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidArgumentError(f"device: {device!r} requested but CUDA is not available")
+    if isinstance(device, torch.device):
+        dev = device
+        name = str(device)
+    elif isinstance(device, str):
+        name = device.strip().lower()
+        if DEVICE_NAME.fullmatch(name) is None:
+            raise InvalidArgumentError(
+                f"device: unknown device {device!r}; expected {DEVICE_NAMES}"
+            )
+        if name == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        dev = torch.device(name)
+    else:
+        raise InvalidTypeError(
+            f"device: expected a str or torch.device, got {type(device).__name__}"
+        )
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InvalidArgumentError(
+                f"device: {name!r} requested but CUDA is not available: {_no_cuda_reason()}; "
+                "use 'cpu' (or 'auto')"
+            )
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise InvalidArgumentError(
+                f"device: {name!r} requested but this machine has {count} CUDA device(s) "
+                f"(cuda:0 to cuda:{count - 1})"
+            )
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise InvalidArgumentError(
+                f"device: {name!r} requested but MPS (Apple GPU) is not available here"
+            )
+    elif dev.type != "cpu":
+        raise InvalidArgumentError(f"device: unsupported device {name!r}; expected {DEVICE_NAMES}")
     return dev
 
 

@@ -53,9 +53,8 @@ class ConchTokenizer:
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - tokenizers is in the embed extra
-            raise MissingDependencyError(
-                "ConchTokenizer needs the tokenizers package: "
-                f"pip install tumorboard[embed] ({exc})"
+            raise MissingDependencyError.for_extra(
+                "ConchTokenizer", package="tokenizers", extra="embed", cause=exc
             ) from exc
         p = Path(path)
         if not p.is_file():

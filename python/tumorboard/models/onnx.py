@@ -222,8 +222,8 @@ class OnnxEncoder:
         try:
             import onnxruntime as ort
         except ImportError as exc:  # pragma: no cover - onnxruntime is in the gpu extra
-            raise MissingDependencyError(
-                f"OnnxEncoder needs onnxruntime: pip install tumorboard[gpu] ({exc})"
+            raise MissingDependencyError.for_extra(
+                "OnnxEncoder", package="onnxruntime", extra="gpu", cause=exc
             ) from exc
         p = Path(path)
         if not p.is_file():

@@ -243,9 +243,8 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
         try:
             from safetensors.torch import load_file
         except ImportError as exc:  # pragma: no cover - safetensors is in the embed extra
-            raise MissingDependencyError(
-                "reading .safetensors needs the safetensors package: "
-                f"pip install tumorboard[embed] ({exc})"
+            raise MissingDependencyError.for_extra(
+                "reading .safetensors", package="safetensors", extra="embed", cause=exc
             ) from exc
         try:
             obj: object = load_file(str(p), device="cpu")

@@ -187,11 +187,11 @@ def _nltk_tokenizers() -> tuple[Any, Any]:
         from nltk.tokenize import NLTKWordTokenizer
         from nltk.tokenize.punkt import PunktSentenceTokenizer
     except ImportError as exc:
-        raise MissingDependencyError(
-            "radabench: the reference-code text metrics (bleu1_code, rouge_l_code, f1_code) "
-            "tokenize with NLTK, which is not installed; `pip install nltk`, or use the "
-            "paper-standard metrics (text_metrics='paper')"
-        ) from exc
+        raise MissingDependencyError.for_extra(
+            "radabench's reference-code text metrics (bleu1_code, rouge_l_code, f1_code; or use "
+            "the paper-standard metrics, text_metrics='paper')",
+            package="nltk", extra=None, cause=exc,
+        ) from exc  # fmt: skip
     return PunktSentenceTokenizer(), NLTKWordTokenizer()
 
 

@@ -39,7 +39,7 @@ def score(
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
-    backend: Literal["local", "ray"] = "local",
+    executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
     shards: int | None = None,
 ) -> Report:
@@ -76,17 +76,17 @@ def score(
         None resamples questions; "patient_id" (alias "patient") resamples patients with all
         their questions, the right interval when questions are nested in patients; any other
         column name is used as the cluster label as given.
-    backend : {"local", "ray"}, default "local"
-        "ray" scores a trajectory store's Parquet parts on a Ray cluster with
+    executor : {"local", "ray"}, default "local"
+        Where the work runs: "ray" scores a trajectory store's Parquet parts on a Ray cluster with
         :func:`tumorboard.dist.score_store` (``df`` must then be a Store or its directory),
         with the Poisson bootstrap keyed by (run_id, patient_id, item_id), bit-identical to the
         single-process Poisson result for any number of shards; it reports per-task accuracy
         (no overall row, no clusters).
     ray_address : str, optional
-        The Ray cluster for backend="ray" (None or "auto": the running one; "local": start one
+        The Ray cluster for executor="ray" (None or "auto": the running one; "local": start one
         here).
     shards : int, optional
-        Number of shards of Parquet parts for backend="ray" (default: one per part).
+        Number of shards of Parquet parts for executor="ray" (default: one per part).
 
     Returns
     -------
@@ -113,19 +113,19 @@ def score(
     """
     where = "mtbbench"
     opts = BootstrapOptions.resolve(options)
-    if backend not in ("local", "ray"):
-        raise InvalidArgumentError(f"{where}: backend must be 'local' or 'ray', got {backend!r}")
-    df = _resolve_store(df, backend=backend, where=where)
-    if backend == "ray":
+    if executor not in ("local", "ray"):
+        raise InvalidArgumentError(f"{where}: executor must be 'local' or 'ray', got {executor!r}")
+    df = _resolve_store(df, executor=executor, where=where)
+    if executor == "ray":
         if cluster is not None:
             raise InvalidArgumentError(
-                f"{where}: cluster= is not available with backend='ray' (the distributed Poisson "
-                "path resamples records); use backend='local'"
+                f"{where}: cluster= is not available with executor='ray' (the distributed "
+                "Poisson path resamples records); use executor='local'"
             )
         from ..dist import score_store
 
         return score_store(
-            df, benchmark="mtbbench", options=opts, backend="ray", shards=shards,
+            df, benchmark="mtbbench", options=opts, executor="ray", shards=shards,
             ray_address=ray_address,
         ).report()  # fmt: skip
     cluster_col = _CLUSTER_ALIASES.get(cluster, cluster) if isinstance(cluster, str) else cluster
@@ -200,19 +200,19 @@ def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
     return acc.join(counts, on=keys, how="left", maintain_order="left")
 
 
-def _resolve_store(df: Any, *, backend: str, where: str) -> Any:
-    """Resolve a store argument: kept for backend="ray", read as a LazyFrame for "local".
+def _resolve_store(df: Any, *, executor: str, where: str) -> Any:
+    """Resolve a store argument: kept for executor="ray", read as a LazyFrame for "local".
 
-    For backend="local" a Store or store directory becomes its MTBBench items joined with
+    For executor="local" a Store or store directory becomes its MTBBench items joined with
     their runs (a LazyFrame); anything else is returned unchanged.
     """
     from ..traj import Store
 
     is_path = isinstance(df, (str, os.PathLike))
-    if backend == "ray":
+    if executor == "ray":
         if not (isinstance(df, Store) or is_path):
             raise InvalidTypeError(
-                f"{where}: backend='ray' scores a trajectory store: pass a tumorboard.traj.Store "
+                f"{where}: executor='ray' scores a trajectory store: pass a tumorboard.traj.Store "
                 f"or its directory, got {type(df).__name__}"
             )
         return df

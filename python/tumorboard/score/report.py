@@ -203,6 +203,16 @@ class Report:
         """The heading of the renderings: ``title``, or the benchmark name without one."""
         return self.title if self.title else self.benchmark
 
+    def to_polars(self) -> pl.DataFrame:
+        """Return the report's table (the standard columns, then the scorer's own).
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per (group, metric).
+        """
+        return self.table
+
     def rows(self) -> list[dict[str, Any]]:
         """Return the table as a list of row dicts (NaN/inf as None).
 

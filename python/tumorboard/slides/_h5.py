@@ -61,8 +61,8 @@ def _h5py() -> Any:
     try:
         import h5py
     except ImportError as exc:
-        raise MissingDependencyError(
-            f"h5py is needed for coords files; pip install tumorboard[embed] ({exc})"
+        raise MissingDependencyError.for_extra(
+            "reading and writing coords files", package="h5py", extra="slides", cause=exc
         ) from exc
     return h5py
 

@@ -63,10 +63,8 @@ class SlideError(TumorboardError, OSError):
 
 
 def _missing_extra(what: str, exc: ImportError) -> MissingDependencyError:
-    return MissingDependencyError(
-        f"{what} is needed to read slides; install the slides extra: pip install tumorboard[slides]"
-        f" ({exc})"
-    )
+    return MissingDependencyError.for_extra("reading slides", package=what, extra="slides",
+                                            cause=exc)  # fmt: skip
 
 
 def magnification_from_mpp(mpp: float) -> int:

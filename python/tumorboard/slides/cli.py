@@ -35,6 +35,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .._args import fraction, nonnegative_int, positive_float, positive_int
 from .._io import atomic_path
 from .._progress import SlideProgress
 from ..errors import MissingFileError, TumorboardError
@@ -88,15 +89,20 @@ def add_slide_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", required=True, metavar="DIR", help="job folder for the outputs")
     p.add_argument(
-        "--magnification", type=float, default=20, help="target magnification (default 20)"
+        "--magnification", type=positive_float, default=20, help="target magnification (default 20)"
     )
     p.add_argument(
-        "--patch-size", type=int, default=256, help="patch side in pixels at it (default 256)"
+        "--patch-size",
+        type=positive_int,
+        default=256,
+        help="patch side in pixels at it (default 256)",
     )
-    p.add_argument("--overlap", type=int, default=0, help="patch overlap in pixels (default 0)")
+    p.add_argument(
+        "--overlap", type=nonnegative_int, default=0, help="patch overlap in pixels (default 0)"
+    )
     p.add_argument(
         "--min-tissue",
-        type=float,
+        type=fraction,
         default=0.0,
         help="minimum tissue fraction of a patch; 0 keeps any overlap (default)",
     )
@@ -111,19 +117,21 @@ def add_slide_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seg-mpp",
-        type=float,
+        type=positive_float,
         default=DEFAULT_SEGMENTATION_MPP,
         help="resolution of the segmentation thumbnail in um/px (default 8 = 1.25x)",
     )
     p.add_argument("--no-seg", action="store_true", help="no segmentation: keep every patch")
     p.add_argument(
         "--mpp",
-        type=float,
+        type=positive_float,
         default=None,
         help="level-0 um/px, overriding the file (required for plain PNG/JPEG images)",
     )
     p.add_argument("--reader", choices=READERS, default="auto", help="slide reader (default: auto)")
-    p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument(
+        "--threads", type=positive_int, default=None, help="threads (default: all cores)"
+    )
     p.add_argument(
         "--force", action="store_true", help="redo slides whose outputs exist (any settings)"
     )
@@ -400,11 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         As :func:`run_tile`.
     """
-    parser = argparse.ArgumentParser(prog="tumorboard")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_tile_parser(sub)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    from ..cli import main as tumorboard_main
+
+    return tumorboard_main(argv)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 
 from ..errors import InvalidArgumentError
 from . import _validate
@@ -88,6 +89,31 @@ class AgreementResult:
     n_resamples: int
     level: float
     method: str
+
+    def interval(self) -> tuple[float, float]:
+        """Return ``(ci_low, ci_high)`` (NaN without ``ci=True``).
+
+        Returns
+        -------
+        tuple of float
+            The confidence interval.
+        """
+        return self.ci_low, self.ci_high
+
+    def to_polars(self) -> pl.DataFrame:
+        """Return the result as a one-row table.
+
+        The columns are statistic, estimate, se, ci_low, ci_high, n_items, n_resamples, level
+        and method.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row.
+        """
+        names = ("statistic", "estimate", "se", "ci_low", "ci_high", "n_items", "n_resamples",
+                 "level", "method")  # fmt: skip
+        return pl.DataFrame({name: [getattr(self, name)] for name in names})
 
 
 @dataclass(frozen=True)

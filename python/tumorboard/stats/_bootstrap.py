@@ -15,36 +15,51 @@ import numpy.typing as npt
 import polars as pl
 
 from .. import _core
+from .._results import squeeze, table
 from .._typing import Labels, Resampler, Scheme, Values
 from ..errors import InvalidArgumentError
 from . import _validate
 from ._options import BootstrapOptions
 
+#: The per-group fields of BootstrapResult (scalars without groups, arrays with them).
+RESULT_FIELDS = (
+    "n", "n_units", "estimate", "boot_mean", "se", "ci_low", "ci_high", "degenerate", "n_valid",
+    "distribution",
+)  # fmt: skip
+PAIRED_FIELDS = (
+    "n", "n_units", "estimate_a", "estimate_b", "difference", "boot_mean", "se", "ci_low",
+    "ci_high", "p_value", "degenerate", "n_valid", "distribution",
+)  # fmt: skip
+
 
 @dataclass(frozen=True, eq=False)
 class BootstrapResult:
-    """Columnar bootstrap result: one entry per group (a single entry without ``groups``).
+    """Bootstrap result: Python scalars without ``groups``, one array entry per group with them.
+
+    ``bootstrap(x).estimate`` is a ``float``; ``bootstrap(x, groups=g).estimate`` is an array
+    with one value per group (the convention of every result, ``tumorboard._results``).
+    ``.to_polars()`` gives one row per group (one row without groups).
 
     Attributes
     ----------
     keys : dict of str to numpy.ndarray
         Group key columns, name -> values (empty without ``groups``).
-    n : numpy.ndarray
+    n : int or numpy.ndarray
         Items per group.
-    n_units : numpy.ndarray
+    n_units : int or numpy.ndarray
         Resampling units per group (items, or clusters with ``clusters``).
-    estimate : numpy.ndarray
+    estimate : float or numpy.ndarray
         The statistic on the full data.
-    boot_mean : numpy.ndarray
+    boot_mean : float or numpy.ndarray
         Mean of the bootstrap distribution.
-    se : numpy.ndarray
+    se : float or numpy.ndarray
         Bootstrap standard error (standard deviation of the distribution, ddof=1).
-    ci_low, ci_high : numpy.ndarray
+    ci_low, ci_high : float or numpy.ndarray
         The confidence interval.
-    degenerate : numpy.ndarray of bool
+    degenerate : bool or numpy.ndarray of bool
         True where the group has fewer than two units or the distribution has no spread; then
         ``ci_low == ci_high == estimate`` and ``se == 0``.
-    n_valid : numpy.ndarray
+    n_valid : int or numpy.ndarray
         Resamples where the statistic was defined (e.g. not 0/0); the interval uses those.
     statistic : str
         The engine statistic (``"mean"``, ``"ratio"``, ...).
@@ -59,19 +74,20 @@ class BootstrapResult:
     seed : int
         The seed of the random streams.
     distribution : numpy.ndarray or None
-        The bootstrap distribution, (groups, n_resamples), if requested.
+        The bootstrap distribution, (n_resamples,) without groups and (groups, n_resamples)
+        with them, if requested.
     """
 
     keys: dict[str, np.ndarray]
-    n: np.ndarray
-    n_units: np.ndarray
-    estimate: np.ndarray
-    boot_mean: np.ndarray
-    se: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
-    degenerate: np.ndarray
-    n_valid: np.ndarray
+    n: Any
+    n_units: Any
+    estimate: Any
+    boot_mean: Any
+    se: Any
+    ci_low: Any
+    ci_high: Any
+    degenerate: Any
+    n_valid: Any
     statistic: str
     method: str
     scheme: str
@@ -81,10 +97,10 @@ class BootstrapResult:
     distribution: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return int(self.estimate.shape[0])
+        return _entries(self.estimate)
 
     def interval(self) -> tuple[float, float]:
-        """Return ``(ci_low, ci_high)`` of a single-group result.
+        """Return ``(ci_low, ci_high)`` of an ungrouped (or single-group) result.
 
         Returns
         -------
@@ -96,14 +112,10 @@ class BootstrapResult:
         InvalidArgumentError
             The result has more than one group.
         """
-        if len(self) != 1:
-            raise InvalidArgumentError(
-                f"interval() needs a single-group result; this one has {len(self)}"
-            )
-        return float(self.ci_low[0]), float(self.ci_high[0])
+        return _interval(self)
 
     def to_polars(self) -> pl.DataFrame:
-        """Return the result as a table with one row per group.
+        """Return the result as a table with one row per group (one row without groups).
 
         The columns are the key columns, then n, n_units, estimate, boot_mean, se, ci_low,
         ci_high, degenerate, n_valid.
@@ -113,12 +125,7 @@ class BootstrapResult:
         polars.DataFrame
             One row per group.
         """
-        cols: dict[str, Any] = {name: values for name, values in self.keys.items()}
-        for name in ("n", "n_units", "estimate", "boot_mean", "se", "ci_low", "ci_high"):
-            cols[name] = getattr(self, name)
-        cols["degenerate"] = self.degenerate
-        cols["n_valid"] = self.n_valid
-        return pl.DataFrame(cols)
+        return table({**self.keys, **{f: getattr(self, f) for f in RESULT_FIELDS[:-1]}})
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,43 +136,47 @@ class PairedBootstrapResult:
     the null: (1 + #{|d_b - d| >= |d|}) / (1 + B) (Efron & Tibshirani 1993, sec. 16.4; the
     paired-resampling test of Koehn 2004).
 
+    As :class:`BootstrapResult`, the per-group fields are Python scalars without ``groups`` and
+    arrays with one entry per group with them.
+
     Attributes
     ----------
     keys : dict of str to numpy.ndarray
         Group key columns, name -> values (empty without ``groups``).
-    n, n_units : numpy.ndarray
+    n, n_units : int or numpy.ndarray
         Items and resampling units per group, as in :class:`BootstrapResult`.
-    estimate_a, estimate_b : numpy.ndarray
+    estimate_a, estimate_b : float or numpy.ndarray
         The statistic of each system on the full data.
-    difference : numpy.ndarray
+    difference : float or numpy.ndarray
         ``statistic(a) - statistic(b)`` on the full data.
-    boot_mean, se, ci_low, ci_high : numpy.ndarray
+    boot_mean, se, ci_low, ci_high : float or numpy.ndarray
         Mean, standard error and confidence interval of the bootstrap distribution of the
         difference.
-    p_value : numpy.ndarray
+    p_value : float or numpy.ndarray
         Two-sided p-value for H0: no difference (1 where a group has a single unit, or no spread
         and no difference).
-    degenerate, n_valid : numpy.ndarray
+    degenerate, n_valid : bool, int or numpy.ndarray
         As in :class:`BootstrapResult`.
     statistic, method, scheme, level, n_resamples, seed
         As in :class:`BootstrapResult`.
     distribution : numpy.ndarray or None
-        The bootstrap distribution of the difference, (groups, n_resamples), if requested.
+        The bootstrap distribution of the difference, (n_resamples,) or (groups, n_resamples),
+        if requested.
     """
 
     keys: dict[str, np.ndarray]
-    n: np.ndarray
-    n_units: np.ndarray
-    estimate_a: np.ndarray
-    estimate_b: np.ndarray
-    difference: np.ndarray
-    boot_mean: np.ndarray
-    se: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
-    p_value: np.ndarray
-    degenerate: np.ndarray
-    n_valid: np.ndarray
+    n: Any
+    n_units: Any
+    estimate_a: Any
+    estimate_b: Any
+    difference: Any
+    boot_mean: Any
+    se: Any
+    ci_low: Any
+    ci_high: Any
+    p_value: Any
+    degenerate: Any
+    n_valid: Any
     statistic: str
     method: str
     scheme: str
@@ -175,10 +186,25 @@ class PairedBootstrapResult:
     distribution: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return int(self.difference.shape[0])
+        return _entries(self.difference)
+
+    def interval(self) -> tuple[float, float]:
+        """Return ``(ci_low, ci_high)`` of the difference of an ungrouped (or one-group) result.
+
+        Returns
+        -------
+        tuple of float
+            The confidence interval of the difference.
+
+        Raises
+        ------
+        InvalidArgumentError
+            The result has more than one group.
+        """
+        return _interval(self)
 
     def to_polars(self) -> pl.DataFrame:
-        """Return the result as a table with one row per group.
+        """Return the result as a table with one row per group (one row without groups).
 
         The columns are the key columns, then n, n_units, estimate_a, estimate_b, difference,
         boot_mean, se, ci_low, ci_high, p_value, degenerate, n_valid.
@@ -188,13 +214,43 @@ class PairedBootstrapResult:
         polars.DataFrame
             One row per group.
         """
-        cols: dict[str, Any] = {name: values for name, values in self.keys.items()}
-        for name in (
-            "n", "n_units", "estimate_a", "estimate_b", "difference", "boot_mean", "se",
-            "ci_low", "ci_high", "p_value", "degenerate", "n_valid",
-        ):  # fmt: skip
-            cols[name] = getattr(self, name)
-        return pl.DataFrame(cols)
+        return table({**self.keys, **{f: getattr(self, f) for f in PAIRED_FIELDS[:-1]}})
+
+
+def _entries(values: Any) -> int:
+    """Return the number of entries of a per-group field (1 for a scalar)."""
+    return 1 if np.ndim(values) == 0 else int(np.shape(values)[0])
+
+
+def _interval(res: BootstrapResult | PairedBootstrapResult) -> tuple[float, float]:
+    """Return the interval of an ungrouped or one-group result."""
+    if len(res) != 1:
+        raise InvalidArgumentError(
+            f"interval() needs an ungrouped or single-group result; this one has {len(res)} groups"
+        )
+    low, high = np.ravel(res.ci_low)[0], np.ravel(res.ci_high)[0]
+    return float(low), float(high)
+
+
+def single(res: Any, *, grouped: bool) -> Any:
+    """Return a result as the caller asked: arrays with ``groups``, scalars without.
+
+    Parameters
+    ----------
+    res : BootstrapResult or PairedBootstrapResult
+        A result computed with arrays (one entry per group).
+    grouped : bool
+        Whether the caller passed ``groups``.
+
+    Returns
+    -------
+    BootstrapResult or PairedBootstrapResult
+        ``res``, or its single entry as Python scalars.
+    """
+    if grouped:
+        return res
+    fields = PAIRED_FIELDS if isinstance(res, PairedBootstrapResult) else RESULT_FIELDS
+    return squeeze(res, fields)
 
 
 # ----------------------------------------------------------------------------- engine calls
@@ -366,7 +422,7 @@ def bootstrap_sufficient(
     Returns
     -------
     BootstrapResult
-        One entry per group.
+        Scalars without ``groups``, one entry per group with them.
 
     Raises
     ------
@@ -382,12 +438,13 @@ def bootstrap_sufficient(
             f"paired_split: expected an integer in [0, {values.shape[1]}), got {paired_split!r}"
         )
     lay = _validate.layout(values.shape[0], groups=groups, strata=strata, clusters=clusters)
-    return run_engine(
+    res = run_engine(
         values, lay, statistic=statistic, params=_validate.params(params), scheme=scheme,
         record_keys=_poisson_keys(scheme, keys, values.shape[0]), options=opts,
         return_distribution=return_distribution, resampler=resampler,
         paired_split=int(paired_split), estimate_only=estimate_only,
     )  # fmt: skip
+    return single(res, grouped=groups is not None)
 
 
 def bootstrap(
@@ -441,7 +498,8 @@ def bootstrap(
     Returns
     -------
     BootstrapResult
-        ``.to_polars()`` gives one row per group.
+        Python scalars without ``groups`` (``bootstrap(x).estimate`` is a float), one array
+        entry per group with them; ``.to_polars()`` gives one row per group.
 
     Raises
     ------
@@ -460,11 +518,12 @@ def bootstrap(
     scheme = _validate.scheme(scheme, strata=strata, keys=keys)
     resampler = _validate.choice(resampler, _validate.RESAMPLERS, name="resampler")
     lay = _validate.layout(arr.shape[0], groups=groups, strata=strata, clusters=clusters)
-    return run_engine(
+    res = run_engine(
         arr, lay, statistic=statistic, params=[], scheme=scheme,
         record_keys=_poisson_keys(scheme, keys, arr.shape[0]), options=opts,
         return_distribution=return_distribution, resampler=resampler,
     )  # fmt: skip
+    return single(res, grouped=groups is not None)
 
 
 def paired_bootstrap(
@@ -496,7 +555,7 @@ def paired_bootstrap(
     -------
     PairedBootstrapResult
         The per-system estimates, the difference, its interval and a two-sided p-value for H0:
-        no difference.
+        no difference (scalars without ``groups``, one entry per group with them).
 
     Raises
     ------
@@ -532,7 +591,7 @@ def paired_bootstrap(
     # One unit (item or cluster) carries no evidence about variability: p = 1.
     no_evidence = (res.n_units < 2) | (res.degenerate & (diff == 0))
     p = np.where(no_evidence, 1.0, np.minimum(p, 1.0))
-    return PairedBootstrapResult(
+    paired = PairedBootstrapResult(
         keys=res.keys, n=res.n, n_units=res.n_units, estimate_a=est_a, estimate_b=est_b,
         difference=diff, boot_mean=res.boot_mean, se=res.se, ci_low=res.ci_low,
         ci_high=res.ci_high, p_value=p, degenerate=res.degenerate, n_valid=res.n_valid,
@@ -540,6 +599,7 @@ def paired_bootstrap(
         n_resamples=res.n_resamples, seed=res.seed,
         distribution=dist if return_distribution else None,
     )  # fmt: skip
+    return single(paired, grouped=groups is not None)
 
 
 def bootstrap_from_indices(
@@ -570,7 +630,7 @@ def bootstrap_from_indices(
     Returns
     -------
     BootstrapResult
-        A single-group result.
+        An ungrouped result (Python scalars).
 
     Raises
     ------
@@ -592,5 +652,5 @@ def bootstrap_from_indices(
     out = _core.stats.bootstrap_from_counts(
         arr, counts, statistic, [], opts.method, opts.level, True
     )
-    return result(out, {}, statistic=statistic, scheme="multinomial", options=opts,
-                  n_resamples=b)  # fmt: skip
+    res = result(out, {}, statistic=statistic, scheme="multinomial", options=opts, n_resamples=b)
+    return single(res, grouped=False)

@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
 from .. import _core
+from .._results import table
 from .._typing import Labels, Values
 from ..errors import InvalidArgumentError, NumericOverflowError
 from . import _validate
-from ._bootstrap import BootstrapResult, result
+from ._bootstrap import BootstrapResult, result, single
 from ._options import BootstrapOptions
 
 
@@ -98,6 +100,42 @@ class PoissonPartials:
     #: With clusters: the sorted stable keys of the clusters in each group. A cluster may span
     #: shards, so merged unit counts come from the union of these, not from a sum.
     cluster_keys: tuple[np.ndarray, ...] | None = None
+
+    def __len__(self) -> int:
+        return int(self.n.shape[0])
+
+    def full_sums(self) -> np.ndarray:
+        """Return the exact column sums of the full data (no resampling) per group, as floats.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(groups, k)`` float64: the fixed-point sums of the last resample slot scaled back
+            (each is the nearest float to the exact sum).
+        """
+        hi = self.hi[:, -1, :].astype(object)
+        lo = self.lo[:, -1, :].astype(object)
+        exact = hi * (1 << 64) + lo
+        out = np.empty(exact.shape, dtype=np.float64)
+        for idx, value in np.ndenumerate(exact):
+            out[idx] = float(value) / float(2 ** int(self.scale[idx[1]]))
+        return out
+
+    def to_polars(self) -> pl.DataFrame:
+        """Return one row per group: the key columns, n, n_units and the full-data column sums.
+
+        The sums are ``sum_1 .. sum_k`` (:meth:`full_sums`), the numbers the statistic of the
+        whole shard is computed from; the per-resample sums stay in ``hi``/``lo``.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per group.
+        """
+        sums = self.full_sums()
+        cols = {**self.keys, "n": self.n, "n_units": self.n_units}
+        cols.update({f"sum_{j + 1}": sums[:, j] for j in range(sums.shape[1])})
+        return table(cols)
 
     def _group_tuples(self) -> list[tuple]:
         """Return the group keys as tuples, in group order (one empty tuple without groups)."""
@@ -198,7 +236,8 @@ class PoissonPartials:
         Returns
         -------
         BootstrapResult
-            Scheme "poisson", one entry per group of the (merged) partials.
+            Scheme "poisson", one entry per group of the (merged) partials (Python scalars
+            when the partials were computed without groups).
 
         Raises
         ------
@@ -226,8 +265,9 @@ class PoissonPartials:
             self.statistic, [], 0, opts.method, opts.level, opts.engine_threads,
             return_distribution,
         )  # fmt: skip
-        return result(out, self.keys, statistic=self.statistic, scheme="poisson", options=opts,
-                      n_resamples=self.n_resamples)  # fmt: skip
+        res = result(out, self.keys, statistic=self.statistic, scheme="poisson", options=opts,
+                     n_resamples=self.n_resamples)  # fmt: skip
+        return single(res, grouped=bool(self.keys))
 
 
 def poisson_partials(

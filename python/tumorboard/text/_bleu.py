@@ -9,7 +9,8 @@ tokenization, the same integer statistics and the same floating-point operations
 order (``math.exp(sum(log p) / n)``; the sum is added the way the running Python's ``sum()``
 adds floats, which changed in CPython 3.12).
 
-Tokenizers (``tokenize=``), applied after ``str.lower()`` (with ``lowercase=True``) and
+Tokenizers (``tokenizer=``, the keyword every text metric uses; the values are sacrebleu's
+``tokenize`` names), applied after ``str.lower()`` (with ``lowercase=True``) and
 ``str.rstrip()``; tokens are then the ``str.split()`` pieces (Python's full whitespace set):
 
 ``"13a"``
@@ -34,6 +35,10 @@ Per-item sufficient statistics (``bleu_statistics``) have the columns
 hypothesis n-grams, hypothesis length in tokens, and the length of the closest reference (ties
 to the shorter one). Corpus BLEU is a function of their column sums, which is what the
 bootstrap engine resamples (statistic ``"bleu"``; see :func:`bleu_statistic_params`).
+
+One hypothesis (a ``str``, with one reference or a list of references) gives Python scalars;
+sequences give one array entry per item. Corpus BLEU without ``groups`` is one corpus: Python
+scalars (``corpus_bleu(hyps, refs).score`` is a ``float``); with ``groups`` one entry per group.
 """
 
 from __future__ import annotations
@@ -48,13 +53,14 @@ import polars as pl
 
 from .. import _core
 from .._keys import factorize, label_columns
+from .._results import per_column, squeeze, table
 from .._typing import Labels, Texts
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions, BootstrapResult, bootstrap_sufficient
 from . import _validate
 
 Smooth = Literal["exp", "floor", "add-k", "none"]
-Tokenize = Literal["13a", "zh", "char", "none"]
+Tokenizer = Literal["13a", "zh", "char", "none"]
 
 _SMOOTH_CODES = {"none": 0, "floor": 1, "add-k": 2, "exp": 3}
 _TOKENIZERS = ("13a", "zh", "char", "none")
@@ -65,45 +71,56 @@ _PY_SUM = 1 if sys.version_info >= (3, 12) else 0
 # ----------------------------------------------------------------------------- results
 
 
+_SENTENCE_FIELDS = ("score", "bp", "ratio", "precisions", "sys_len", "ref_len", "statistics")
+_CORPUS_FIELDS = ("n", "score", "bp", "ratio", "precisions", "counts", "totals", "sys_len",
+                  "ref_len", "se", "ci_low", "ci_high")  # fmt: skip
+
+
+def _entries(values: Any) -> int:
+    """Return the number of entries of a per-item field (1 for a scalar)."""
+    return 1 if np.ndim(values) == 0 else int(np.shape(values)[0])
+
+
 @dataclass(frozen=True, eq=False)
 class BleuResult:
-    """Sentence BLEU of each (hypothesis, references) item.
+    """Sentence BLEU of each (hypothesis, references) item, or of one.
 
     Attributes
     ----------
-    score : numpy.ndarray
-        BLEU in [0, 100] (sacrebleu's ``BLEUScore.score``), float64 (n,).
-    bp : numpy.ndarray
+    score : float or numpy.ndarray
+        BLEU in [0, 100] (sacrebleu's ``BLEUScore.score``), float64 (n,); a float for one
+        hypothesis.
+    bp : float or numpy.ndarray
         Brevity penalty.
-    ratio : numpy.ndarray
+    ratio : float or numpy.ndarray
         Hypothesis length / reference length (0 when the reference is empty).
     precisions : numpy.ndarray
-        N-gram precisions in [0, 100] after smoothing, (n, max_order).
-    sys_len, ref_len : numpy.ndarray
+        N-gram precisions in [0, 100] after smoothing, (n, max_order), or (max_order,).
+    sys_len, ref_len : int or numpy.ndarray
         Hypothesis length and closest reference length, in tokens.
     statistics : numpy.ndarray
         The (n, 2 * max_order + 2) int64 sufficient statistics
-        ``[matches_1..N, totals_1..N, hyp_len, ref_len]``.
-    max_order, smooth, smooth_value, tokenize, lowercase, effective_order
+        ``[matches_1..N, totals_1..N, hyp_len, ref_len]`` ((2 * max_order + 2,) for one).
+    max_order, smooth, smooth_value, tokenizer, lowercase, effective_order
         The options the scores were computed with (as in :func:`bleu`).
     """
 
-    score: np.ndarray
-    bp: np.ndarray
-    ratio: np.ndarray
+    score: Any
+    bp: Any
+    ratio: Any
     precisions: np.ndarray
-    sys_len: np.ndarray
-    ref_len: np.ndarray
+    sys_len: Any
+    ref_len: Any
     statistics: np.ndarray = field(repr=False)
     max_order: int
     smooth: str
     smooth_value: float | None
-    tokenize: str
+    tokenizer: str
     lowercase: bool
     effective_order: bool
 
     def __len__(self) -> int:
-        return int(self.score.shape[0])
+        return _entries(self.score)
 
     def to_polars(self) -> pl.DataFrame:
         """Return one row per item: score, bp, ratio, sys_len, ref_len, precision_1..precision_N.
@@ -111,7 +128,7 @@ class BleuResult:
         Returns
         -------
         polars.DataFrame
-            One row per item.
+            One row per item (one row for one hypothesis).
         """
         cols: dict[str, Any] = {
             "score": self.score,
@@ -120,36 +137,36 @@ class BleuResult:
             "sys_len": self.sys_len,
             "ref_len": self.ref_len,
         }
-        for j in range(self.max_order):
-            cols[f"precision_{j + 1}"] = self.precisions[:, j]
-        return pl.DataFrame(cols)
+        cols.update(per_column(self.precisions, "precision", self.max_order))
+        return table(cols)
 
 
 @dataclass(frozen=True, eq=False)
 class CorpusBleuResult:
-    """Corpus BLEU, one entry per group (a single entry without ``groups``).
+    """Corpus BLEU: Python scalars without ``groups``, one array entry per group with them.
 
     Attributes
     ----------
     keys : dict of str to numpy.ndarray
         Group key columns, name -> values (empty without ``groups``).
-    n : numpy.ndarray
+    n : int or numpy.ndarray
         Items per group.
-    score : numpy.ndarray
+    score : float or numpy.ndarray
         Corpus BLEU in [0, 100] (sacrebleu's ``corpus_score(...).score``).
-    bp, ratio : numpy.ndarray
+    bp, ratio : float or numpy.ndarray
         Brevity penalty and length ratio of the corpus.
     precisions : numpy.ndarray
-        (groups, max_order) n-gram precisions in [0, 100] after smoothing.
+        (groups, max_order) n-gram precisions in [0, 100] after smoothing ((max_order,)
+        without groups).
     counts, totals : numpy.ndarray
         (groups, max_order) summed clipped matches and hypothesis n-grams (before any add-k
-        smoothing).
-    sys_len, ref_len : numpy.ndarray
+        smoothing); (max_order,) without groups.
+    sys_len, ref_len : int or numpy.ndarray
         Summed hypothesis and closest-reference lengths.
-    se, ci_low, ci_high : numpy.ndarray
+    se, ci_low, ci_high : float or numpy.ndarray
         Bootstrap standard error and confidence interval of the score (NaN without
         ``ci=True``).
-    max_order, smooth, smooth_value, tokenize, lowercase, effective_order
+    max_order, smooth, smooth_value, tokenizer, lowercase, effective_order
         The options the scores were computed with (as in :func:`corpus_bleu`).
     n_resamples, level, method, seed
         The bootstrap options (``n_resamples`` is 0 without ``ci=True``).
@@ -158,22 +175,22 @@ class CorpusBleuResult:
     """
 
     keys: dict[str, np.ndarray]
-    n: np.ndarray
-    score: np.ndarray
-    bp: np.ndarray
-    ratio: np.ndarray
+    n: Any
+    score: Any
+    bp: Any
+    ratio: Any
     precisions: np.ndarray
     counts: np.ndarray
     totals: np.ndarray
-    sys_len: np.ndarray
-    ref_len: np.ndarray
-    se: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
+    sys_len: Any
+    ref_len: Any
+    se: Any
+    ci_low: Any
+    ci_high: Any
     max_order: int
     smooth: str
     smooth_value: float | None
-    tokenize: str
+    tokenizer: str
     lowercase: bool
     effective_order: bool
     n_resamples: int
@@ -183,10 +200,10 @@ class CorpusBleuResult:
     bootstrap: BootstrapResult | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return int(self.score.shape[0])
+        return _entries(self.score)
 
     def interval(self) -> tuple[float, float]:
-        """Return ``(ci_low, ci_high)`` of a single-group result.
+        """Return ``(ci_low, ci_high)`` of an ungrouped (or single-group) result.
 
         Returns
         -------
@@ -200,12 +217,13 @@ class CorpusBleuResult:
         """
         if len(self) != 1:
             raise InvalidArgumentError(
-                f"interval() needs a single-group result; this one has {len(self)}"
+                f"interval() needs an ungrouped or single-group result; this one has {len(self)} "
+                "groups"
             )
-        return float(self.ci_low[0]), float(self.ci_high[0])
+        return float(np.ravel(self.ci_low)[0]), float(np.ravel(self.ci_high)[0])
 
     def to_polars(self) -> pl.DataFrame:
-        """Return the result as a table with one row per group.
+        """Return the result as a table with one row per group (one row without groups).
 
         The columns are the key columns, n, score, se, ci_low, ci_high, bp, ratio, sys_len,
         ref_len, precision_1..precision_N.
@@ -219,24 +237,32 @@ class CorpusBleuResult:
         for name in ("n", "score", "se", "ci_low", "ci_high", "bp", "ratio", "sys_len",
                      "ref_len"):  # fmt: skip
             cols[name] = getattr(self, name)
-        for j in range(self.max_order):
-            cols[f"precision_{j + 1}"] = self.precisions[:, j]
-        return pl.DataFrame(cols)
+        cols.update(per_column(self.precisions, "precision", self.max_order))
+        return table(cols)
 
 
 # ----------------------------------------------------------------------------- inputs
 
 
 def _inputs(
-    hyps: Any, refs: Any, tokenize: Any, lowercase: Any, max_order: Any
-) -> tuple[Any, list[Any], str, bool, int]:
-    """Validate the texts, reference streams, tokenizer, lowercase flag and n-gram order."""
+    hyps: Any, refs: Any, tokenizer: Any, lowercase: Any, max_order: Any
+) -> tuple[Any, list[Any], str, bool, int, bool]:
+    """Validate the texts, reference streams, tokenizer, lowercase flag and n-gram order.
+
+    The last value tells whether ``hyps`` was one hypothesis (a ``str``): its references are
+    then one ``str`` or a sequence of them (sacrebleu's ``sentence_score(hyp, refs)``).
+    """
     note = " (sacrebleu's 'intl', 'ja-mecab', 'ko-mecab' and 'spm' tokenizers are not available)"
-    tok = _validate.choice(tokenize, _TOKENIZERS, name="tokenize", note=note)
+    tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer", note=note)
     lower = _validate.flag(lowercase, name="lowercase")
     order = _validate.max_order(max_order)
+    if isinstance(hyps, str):
+        one = [refs] if isinstance(refs, str) else _validate.texts(refs, name="refs")
+        if not one:
+            raise InvalidArgumentError("refs: expected at least one reference for the hypothesis")
+        return [hyps], [[r] for r in one], tok, lower, order, True
     h, streams = _validate.text_column(hyps, name="hyps"), _validate.ref_streams(refs)
-    return h, streams, tok, lower, order
+    return h, streams, tok, lower, order, False
 
 
 def _smoothing(smooth: Any, smooth_value: Any, effective_order: Any) -> tuple[float | None, bool]:
@@ -291,15 +317,17 @@ def _params(smooth: str, value: float | None, eff: bool, order: int) -> list[flo
 
 
 def bleu_statistics(
-    hyps: Texts,
-    refs: Texts | Sequence[Texts],
+    hyps: str | Texts,
+    refs: str | Texts | Sequence[Texts],
     *,
-    tokenize: Tokenize = "13a",
+    tokenizer: Tokenizer = "13a",
     lowercase: bool = False,
     max_order: int = 4,
     threads: int | None = None,
 ) -> np.ndarray:
     """Compute per-item BLEU sufficient statistics, int64 (n, 2 * max_order + 2).
+
+    One hypothesis (a ``str``) gives its one row, shape (2 * max_order + 2,).
 
     Columns: ``matches_1..matches_N`` (clipped n-gram matches: each hypothesis n-gram counts at
     most as often as it occurs in the reference where it occurs most), ``totals_1..totals_N``
@@ -309,13 +337,15 @@ def bleu_statistics(
 
     Parameters
     ----------
-    hyps : sequence of str
-        Hypothesis texts (list/tuple of str, 1-D numpy array, polars Series, pyarrow array).
-    refs : sequence of str, or sequence of reference streams
-        One reference per hypothesis, or several reference streams as sacrebleu takes them
+    hyps : str or sequence of str
+        One hypothesis, or hypothesis texts (list/tuple of str, 1-D numpy array, polars Series,
+        pyarrow array).
+    refs : str, sequence of str, or sequence of reference streams
+        For one hypothesis: its reference, or a list of its references. For a sequence: one
+        reference per hypothesis, or several reference streams as sacrebleu takes them
         (``refs[k][i]`` is the k-th reference of item i; None marks a missing reference, every
         item needs at least one).
-    tokenize : {"13a", "zh", "char", "none"}, default "13a"
+    tokenizer : {"13a", "zh", "char", "none"}, default "13a"
         The tokenizer (module notes).
     lowercase : bool, default False
         Lowercase hypotheses and references (``str.lower()``) first.
@@ -327,7 +357,7 @@ def bleu_statistics(
     Returns
     -------
     numpy.ndarray
-        int64, shape (n, 2 * max_order + 2).
+        int64, shape (n, 2 * max_order + 2), or (2 * max_order + 2,) for one hypothesis.
 
     Raises
     ------
@@ -336,17 +366,18 @@ def bleu_statistics(
     InvalidTypeError
         Texts that are not strings.
     """
-    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
-    return _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
+    h, streams, tok, lower, order, one = _inputs(hyps, refs, tokenizer, lowercase, max_order)
+    out = _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
+    return out[0] if one else out
 
 
 def bleu(
-    hyps: Texts,
-    refs: Texts | Sequence[Texts],
+    hyps: str | Texts,
+    refs: str | Texts | Sequence[Texts],
     *,
     smooth: Smooth = "exp",
     smooth_value: float | None = None,
-    tokenize: Tokenize = "13a",
+    tokenizer: Tokenizer = "13a",
     lowercase: bool = False,
     effective_order: bool = True,
     max_order: int = 4,
@@ -355,8 +386,9 @@ def bleu(
     """Compute sentence BLEU of each item, identical to sacrebleu.
 
     Equals ``sacrebleu.metrics.BLEU(smooth_method=smooth, smooth_value=smooth_value,
-    tokenize=tokenize, lowercase=lowercase, effective_order=effective_order,
-    max_ngram_order=max_order).sentence_score(hyps[i], [refs[i]])``.
+    tokenize=tokenizer, lowercase=lowercase, effective_order=effective_order,
+    max_ngram_order=max_order).sentence_score(hyps[i], [refs[i]])``; for one hypothesis
+    ``bleu(hyp, refs)`` equals ``.sentence_score(hyp, refs)`` (``refs`` one string or a list).
 
     Parameters
     ----------
@@ -366,7 +398,7 @@ def bleu(
         The smoothing method (module notes).
     smooth_value : float, optional
         The value of "floor" (default 0.1) or "add-k" (default 1).
-    tokenize, lowercase
+    tokenizer, lowercase
         As in :func:`bleu_statistics`.
     effective_order : bool, default True
         Leave out n-gram orders the hypothesis is too short to have (the recommended setting
@@ -377,7 +409,8 @@ def bleu(
     Returns
     -------
     BleuResult
-        Scores in [0, 100]; ``.to_polars()`` gives one row per item.
+        Scores in [0, 100] (Python scalars for one hypothesis); ``.to_polars()`` gives one row
+        per item.
 
     Raises
     ------
@@ -386,17 +419,18 @@ def bleu(
     InvalidTypeError
         Texts that are not strings.
     """
-    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
+    h, streams, tok, lower, order, one = _inputs(hyps, refs, tokenizer, lowercase, max_order)
     value, eff = _smoothing(smooth, smooth_value, effective_order)
     out = _core.text.bleu_sentence(h, streams, tok, lower, order, smooth, value, eff, _PY_SUM,
                               _validate.threads(threads))  # fmt: skip
     stats = out["statistics"]
-    return BleuResult(
+    res = BleuResult(
         score=out["score"], bp=out["bp"], ratio=out["ratio"], precisions=out["precisions"],
         sys_len=stats[:, 2 * order].copy(), ref_len=stats[:, 2 * order + 1].copy(),
-        statistics=stats, max_order=order, smooth=smooth, smooth_value=value, tokenize=tok,
+        statistics=stats, max_order=order, smooth=smooth, smooth_value=value, tokenizer=tok,
         lowercase=lower, effective_order=eff,
     )  # fmt: skip
+    return squeeze(res, _SENTENCE_FIELDS) if one else res
 
 
 def corpus_bleu(
@@ -405,7 +439,7 @@ def corpus_bleu(
     *,
     smooth: Smooth = "exp",
     smooth_value: float | None = None,
-    tokenize: Tokenize = "13a",
+    tokenizer: Tokenizer = "13a",
     lowercase: bool = False,
     effective_order: bool = False,
     max_order: int = 4,
@@ -426,7 +460,7 @@ def corpus_bleu(
         As in :func:`bleu_statistics`.
     smooth, smooth_value
         As in :func:`bleu`.
-    tokenize, lowercase
+    tokenizer, lowercase
         As in :func:`bleu_statistics`.
     effective_order : bool, default False
         As in :func:`bleu` (False here, as in ``sacrebleu.corpus_bleu``).
@@ -450,16 +484,23 @@ def corpus_bleu(
     Returns
     -------
     CorpusBleuResult
-        ``.to_polars()`` gives one row per group.
+        Python scalars without ``groups`` (``.score`` is a float), one entry per group with
+        them; ``.to_polars()`` gives one row per group.
 
     Raises
     ------
     InvalidArgumentError
         An invalid option, no item, or ``options`` without ``ci=True``.
     InvalidTypeError
-        Texts that are not strings, or ``options`` that are not :class:`BootstrapOptions`.
+        Texts that are not strings (or one string: a corpus is a sequence of hypotheses), or
+        ``options`` that are not :class:`BootstrapOptions`.
     """
-    h, streams, tok, lower, order = _inputs(hyps, refs, tokenize, lowercase, max_order)
+    if isinstance(hyps, str):
+        raise InvalidTypeError(
+            "hyps: expected a sequence of hypotheses (a corpus), got a single str; use bleu() "
+            "for one hypothesis"
+        )
+    h, streams, tok, lower, order, _ = _inputs(hyps, refs, tokenizer, lowercase, max_order)
     value, eff = _smoothing(smooth, smooth_value, effective_order)
     opts = BootstrapOptions.resolve(options, ci=ci)
     stats = _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
@@ -488,12 +529,13 @@ def corpus_bleu(
             clusters=clusters, options=opts,
         )  # fmt: skip
         se, lo, hi = boot.se, boot.ci_low, boot.ci_high
-    return CorpusBleuResult(
+    res = CorpusBleuResult(
         keys=keys, n=counts_per_group, score=parts["score"], bp=parts["bp"],
         ratio=parts["ratio"], precisions=parts["precisions"], counts=sums[:, :order],
         totals=sums[:, order : 2 * order], sys_len=sums[:, 2 * order],
         ref_len=sums[:, 2 * order + 1], se=se, ci_low=lo, ci_high=hi, max_order=order,
-        smooth=smooth, smooth_value=value, tokenize=tok, lowercase=lower,
+        smooth=smooth, smooth_value=value, tokenizer=tok, lowercase=lower,
         effective_order=eff, n_resamples=opts.n_resamples if ci else 0, level=opts.level,
         method=opts.method, seed=opts.seed, bootstrap=boot,
     )  # fmt: skip
+    return res if groups is not None else squeeze(res, _CORPUS_FIELDS)

@@ -8,7 +8,11 @@
 
 Items are strings (edited character by character) or sequences of hashable tokens (edited token
 by token: ``["Organ Segmentor", "Disease Inferencer"]`` has length 2). rapidfuzz compares the
-tokens of a sequence by their Python hash and equality.
+tokens of a sequence by their Python hash and equality. ``tokenizer=`` (the keyword of every text
+metric) splits strings into tokens first: ``"char"`` (the default) keeps them as characters,
+``"whitespace"``, ``"rouge"`` and ``"unicode"`` are the tokenizers of :func:`~tumorboard.text.rouge`
+(a word-level edit distance). One pair of strings gives a Python scalar, batches give arrays;
+``threads`` are rapidfuzz's worker threads (None: all cores; results do not depend on them).
 
 References
 ----------
@@ -25,7 +29,7 @@ Zheng, Q. et al. (2025). RadA-BenchPlat, arXiv 2412.09529: tool-chain Levenshtei
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -33,10 +37,13 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
 from ..errors import InvalidArgumentError, InvalidTypeError
+from . import _validate
 
 __all__ = ["levenshtein", "one_minus_ned", "sequence_levenshtein"]
 
 Item = str | Sequence[Hashable]
+EditTokenizer = Literal["char", "whitespace", "rouge", "unicode"]
+_EDIT_TOKENIZERS = ("char", "whitespace", "rouge", "unicode")
 
 
 def _check_weights(weights: Any) -> tuple[int, int, int]:
@@ -85,6 +92,28 @@ def _item(x: Any, name: str) -> Item:
     return out
 
 
+def _workers(threads: Any) -> int:
+    """Return rapidfuzz's ``workers`` for a ``threads`` argument (None: -1, all cores)."""
+    n = _validate.threads(threads)
+    return -1 if n == 0 else n
+
+
+def _tokenized(items: list[Item], tokenizer: str, name: str) -> list[Item]:
+    """Split the strings among ``items`` into token tuples (``"char"``: leave them)."""
+    if tokenizer == "char":
+        return items
+    from ._rouge import tokenize
+
+    where = [i for i, x in enumerate(items) if isinstance(x, str)]
+    if not where:
+        return items
+    out = list(items)
+    toks = tokenize([items[i] for i in where], tokenizer=tokenizer)  # type: ignore[arg-type]
+    for i, t in zip(where, toks, strict=True):
+        out[i] = tuple(t)
+    return out
+
+
 def _batch(x: Any, name: str) -> tuple[list[Item], bool]:
     """Return a batch of items and whether the input was a single string."""
     if isinstance(x, str):
@@ -102,21 +131,30 @@ def _batch(x: Any, name: str) -> tuple[list[Item], bool]:
     return [_item(v, f"{name}[{i}]") for i, v in enumerate(items)], False
 
 
-def levenshtein(a: Item, b: Item, *, weights: tuple[int, int, int] = (1, 1, 1)) -> int:
+def levenshtein(
+    hyp: Item,
+    ref: Item,
+    *,
+    weights: tuple[int, int, int] = (1, 1, 1),
+    tokenizer: EditTokenizer = "char",
+) -> int:
     """Compute the Levenshtein (edit) distance between two sequences of tokens.
 
-    ``d(a, b)`` is the least total cost of insertions, deletions and substitutions of single
-    elements that turns ``a`` into ``b`` (Levenshtein 1966). With ``a`` and ``b`` lists of tool
-    names this is the element-level distance RadA-BenchPlat reports between tool chains (its
-    reference code calls python-Levenshtein's ``distance`` on lists); with strings it is the
-    usual character-level distance. Computed by ``rapidfuzz.distance.Levenshtein.distance``.
+    ``d(hyp, ref)`` is the least total cost of insertions, deletions and substitutions of single
+    elements that turns ``hyp`` into ``ref`` (Levenshtein 1966). With lists of tool names this is
+    the element-level distance RadA-BenchPlat reports between tool chains (its reference code
+    calls python-Levenshtein's ``distance`` on lists); with strings it is the usual
+    character-level distance. Computed by ``rapidfuzz.distance.Levenshtein.distance``.
 
     Parameters
     ----------
-    a, b : str or sequence of hashable
-        The two sequences (a string is a sequence of characters).
+    hyp, ref : str or sequence of hashable
+        The two sequences (a string is a sequence of characters, or of the tokens of
+        ``tokenizer``).
     weights : (int, int, int), default (1, 1, 1)
         Costs of an insertion, a deletion and a substitution.
+    tokenizer : {"char", "whitespace", "rouge", "unicode"}, default "char"
+        How strings are split (module notes); token sequences are used as they are.
 
     Returns
     -------
@@ -130,38 +168,43 @@ def levenshtein(a: Item, b: Item, *, weights: tuple[int, int, int] = (1, 1, 1)) 
     1
     """
     w = _check_weights(weights)
-    return int(Levenshtein.distance(_item(a, "a"), _item(b, "b"), weights=w))
+    tok = _validate.choice(tokenizer, _EDIT_TOKENIZERS, name="tokenizer")
+    h, r = _tokenized([_item(hyp, "hyp"), _item(ref, "ref")], tok, "hyp")
+    return int(Levenshtein.distance(h, r, weights=w))
 
 
 def sequence_levenshtein(
-    preds: Sequence[Item],
-    refs: Sequence[Item],
+    hyps: Item | Sequence[Item],
+    refs: Item | Sequence[Item],
     *,
     weights: tuple[int, int, int] = (1, 1, 1),
     pairwise: bool = False,
-    workers: int = 1,
-) -> npt.NDArray[np.int64]:
+    tokenizer: EditTokenizer = "char",
+    threads: int | None = None,
+) -> Any:
     """Compute the Levenshtein distances of a batch of sequence pairs (see :func:`levenshtein`).
 
     Parameters
     ----------
-    preds, refs : sequence of (str or sequence of hashable)
-        The items; ``preds[i]`` is compared with ``refs[i]`` (the two batches must have the same
-        length) or, with ``pairwise=True``, with every ``refs[j]``. A single string is a batch
-        of one string.
+    hyps, refs : str, or sequence of (str or sequence of hashable)
+        The items; ``hyps[i]`` is compared with ``refs[i]`` (the two batches must have the same
+        length) or, with ``pairwise=True``, with every ``refs[j]``. Two strings are one pair.
     weights : (int, int, int), default (1, 1, 1)
         Costs of an insertion, a deletion and a substitution.
     pairwise : bool, default False
-        Return the ``(len(preds), len(refs))`` matrix of all distances
+        Return the ``(len(hyps), len(refs))`` matrix of all distances
         (``rapidfuzz.process.cdist``) instead of the element-wise ones
         (``rapidfuzz.process.cpdist``).
-    workers : int, default 1
-        Threads rapidfuzz may use (-1: all cores).
+    tokenizer : {"char", "whitespace", "rouge", "unicode"}, default "char"
+        How strings are split (module notes).
+    threads : int, optional
+        Threads rapidfuzz may use (None: all cores).
 
     Returns
     -------
-    ndarray of int64, shape (n,) or (n, m)
-        The element-wise distances, or the all-pairs matrix with ``pairwise=True``.
+    int or ndarray of int64, shape (n,) or (n, m)
+        The distance of one pair of strings, the element-wise distances, or the all-pairs
+        matrix with ``pairwise=True``.
 
     Raises
     ------
@@ -171,17 +214,28 @@ def sequence_levenshtein(
         An item that is neither a string nor a sequence of hashable tokens.
     """
     w = _check_weights(weights)
-    p, _ = _batch(preds, "preds")
-    r, _ = _batch(refs, "refs")
+    tok = _validate.choice(tokenizer, _EDIT_TOKENIZERS, name="tokenizer")
+    workers = _workers(threads)
+    p, single_p = _batch(hyps, "hyps")
+    r, single_r = _batch(refs, "refs")
+    p, r = _tokenized(p, tok, "hyps"), _tokenized(r, tok, "refs")
     if pairwise:
         if not p or not r:
             return np.zeros((len(p), len(r)), dtype=np.int64)
         out = process.cdist(p, r, scorer=Levenshtein.distance, scorer_kwargs={"weights": w},
                             dtype=np.int64, workers=workers)  # fmt: skip
         return np.asarray(out, dtype=np.int64)
+    d = _distances(p, r, w, workers)
+    return int(d[0]) if single_p and single_r else d
+
+
+def _distances(
+    p: list[Item], r: list[Item], w: tuple[int, int, int], workers: int
+) -> npt.NDArray[np.int64]:
+    """Return the element-wise distances of two validated batches of the same length."""
     if len(p) != len(r):
         raise InvalidArgumentError(
-            f"preds and refs: expected the same number of items, got {len(p)} and {len(r)}"
+            f"hyps and refs: expected the same number of items, got {len(p)} and {len(r)}"
         )
     if not p:
         return np.zeros(0, dtype=np.int64)
@@ -191,16 +245,18 @@ def sequence_levenshtein(
 
 
 def one_minus_ned(
-    preds: Item | Sequence[Item],
+    hyps: Item | Sequence[Item],
     refs: Item | Sequence[Item],
     *,
     empty: float = 1.0,
-    workers: int = 1,
-) -> npt.NDArray[np.float64]:
-    """Compute MedBench v4's similarity ``1 - NED``: ``max(0, 1 - d(pred, ref) / |ref|)``.
+    tokenizer: EditTokenizer = "char",
+    threads: int | None = None,
+) -> Any:
+    """Compute MedBench v4's similarity ``1 - NED``: ``max(0, 1 - d(hyp, ref) / |ref|)``.
 
     ``d`` is the Levenshtein distance (unit costs, rapidfuzz) and ``|ref|`` the length of the
-    reference (characters of a string, or tokens of a token sequence). MedBench v4 normalizes by
+    reference (characters of a string, or its tokens with another ``tokenizer``, or tokens of a
+    token sequence). MedBench v4 normalizes by
     the reference length only, so a prediction much longer than the reference has
     ``d > |ref|`` and ``1 - d/|ref| < 0``; the value is clipped at 0 so that it stays in
     [0, 1] (an entirely wrong answer scores 0 however long it is).
@@ -211,32 +267,33 @@ def one_minus_ned(
 
     Parameters
     ----------
-    preds, refs : str, or sequence of (str or sequence of hashable)
-        A single string, or a batch of items: strings (compared character by character, which
-        is what MedBench v4 does for Chinese text) or sequences of tokens. Wrap a single token
-        sequence in a list.
+    hyps, refs : str, or sequence of (str or sequence of hashable)
+        One pair of strings, or a batch of items: strings (compared character by character,
+        which is what MedBench v4 does for Chinese text) or sequences of tokens. Wrap a single
+        token sequence in a list.
     empty : float, default 1.0
         The value for an empty prediction against an empty reference.
-    workers : int, default 1
-        Threads rapidfuzz may use (-1: all cores).
+    tokenizer : {"char", "whitespace", "rouge", "unicode"}, default "char"
+        How strings are split (module notes); "char" is MedBench v4's.
+    threads : int, optional
+        Threads rapidfuzz may use (None: all cores).
 
     Returns
     -------
-    ndarray of float64
-        Shape () for two strings, else (n,).
+    float or ndarray of float64
+        A float for two strings, else shape (n,).
 
     Examples
     --------
-    >>> float(one_minus_ned("kitten", "sitting"))  # d = 3, |ref| = 7
+    >>> one_minus_ned("kitten", "sitting")  # d = 3, |ref| = 7
     0.5714285714285714
     """
-    p, single_p = _batch(preds, "preds")
+    tok = _validate.choice(tokenizer, _EDIT_TOKENIZERS, name="tokenizer")
+    workers = _workers(threads)
+    p, single_p = _batch(hyps, "hyps")
     r, single_r = _batch(refs, "refs")
-    if len(p) != len(r):
-        raise InvalidArgumentError(
-            f"preds and refs: expected the same number of items, got {len(p)} and {len(r)}"
-        )
-    d = sequence_levenshtein(p, r, workers=workers).astype(np.float64)
+    p, r = _tokenized(p, tok, "hyps"), _tokenized(r, tok, "refs")
+    d = _distances(p, r, (1, 1, 1), workers).astype(np.float64)
     ref_len = np.fromiter((len(x) for x in r), dtype=np.float64, count=len(r))
     pred_len = np.fromiter((len(x) for x in p), dtype=np.float64, count=len(p))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -244,5 +301,5 @@ def one_minus_ned(
     zero = ref_len == 0
     out[zero] = np.where(pred_len[zero] == 0, float(empty), 0.0)
     if single_p and single_r:
-        return out.reshape(())
+        return float(out[0])
     return out

@@ -152,7 +152,7 @@ def _as_boxes(x: Any, name: str) -> npt.NDArray[np.float64]:
 
 def box_iou(
     a: npt.ArrayLike, b: npt.ArrayLike, *, pairwise: bool = False, empty: float = 1.0
-) -> npt.NDArray[np.float64]:
+) -> float | npt.NDArray[np.float64]:
     """Compute the IoU of axis-aligned boxes ``(x1, y1, x2, y2)`` (module notes: convention).
 
     ``inter = max(0, min(x2a, x2b) - max(x1a, x1b)) * max(0, min(y2a, y2b) - max(y1a, y1b))``,
@@ -171,12 +171,12 @@ def box_iou(
 
     Returns
     -------
-    ndarray of float64
-        Shape () for two single boxes, the broadcast shape element-wise, (n, m) pairwise.
+    float or ndarray of float64
+        A float for two single boxes, the broadcast shape element-wise, (n, m) pairwise.
 
     Examples
     --------
-    >>> float(box_iou([0, 0, 2, 2], [1, 1, 3, 3]))  # 1 / (4 + 4 - 1)
+    >>> box_iou([0, 0, 2, 2], [1, 1, 3, 3])  # 1 / (4 + 4 - 1)
     0.14285714285714285
     """
     ba, bb = _as_boxes(a, "a"), _as_boxes(b, "b")
@@ -194,7 +194,8 @@ def box_iou(
     inter = w * h
     area_a = (ba[..., 2] - ba[..., 0]) * (ba[..., 3] - ba[..., 1])
     area_b = (bb[..., 2] - bb[..., 0]) * (bb[..., 3] - bb[..., 1])
-    return _ratio(inter, area_a + area_b - inter, empty)
+    out = _ratio(inter, area_a + area_b - inter, empty)
+    return float(out) if out.ndim == 0 else out
 
 
 # ----------------------------------------------------------------------------------------- masks
@@ -220,7 +221,7 @@ def _as_mask(x: Any, name: str) -> npt.NDArray[np.bool_]:
 
 def mask_iou(
     a: npt.ArrayLike, b: npt.ArrayLike, *, pairwise: bool = False, empty: float = 1.0
-) -> npt.NDArray[np.float64]:
+) -> float | npt.NDArray[np.float64]:
     """Compute the IoU of binary masks: true pixels in both over true pixels in either.
 
     Parameters
@@ -236,8 +237,8 @@ def mask_iou(
 
     Returns
     -------
-    ndarray of float64
-        Shape () for two (H, W) masks, the broadcast batch shape element-wise, (n, m) pairwise.
+    float or ndarray of float64
+        A float for two (H, W) masks, the broadcast batch shape element-wise, (n, m) pairwise.
     """
     ma, mb = _as_mask(a, "a"), _as_mask(b, "b")
     if ma.shape[-2:] != mb.shape[-2:]:
@@ -263,7 +264,8 @@ def mask_iou(
         ) from exc
     inter = np.logical_and(ma, mb).sum(axis=(-2, -1))
     union = np.logical_or(ma, mb).sum(axis=(-2, -1))
-    return _ratio(inter, union, empty)
+    out = _ratio(inter, union, empty)
+    return float(out) if out.ndim == 0 else out
 
 
 # -------------------------------------------------------------------------------------- dispatch

@@ -38,6 +38,9 @@ ROUGE-Lsum splits each text into sentences on ``"\n"`` (rouge-score's default, n
 
 All loops run in C++ with the GIL released; strings are read in place as UTF-8. ``threads=None``
 uses every core; results do not depend on the number of threads.
+
+One pair of strings gives Python floats, sequences give one float64 array entry per pair
+(``rouge("a b", "a").fmeasure("rouge1")`` is a ``float``).
 """
 
 from __future__ import annotations
@@ -45,12 +48,13 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 
 from .. import _core
+from .._results import table
 from .._typing import Texts
 from ..errors import InvalidArgumentError, MissingDependencyError
 from . import _validate
@@ -68,20 +72,31 @@ _TOKENIZERS = ("rouge", "unicode", "whitespace")
 
 @dataclass(frozen=True, eq=False)
 class RougeScore:
-    """Per-pair precision, recall and F-measure of one ROUGE type (float64 arrays).
+    """Per-pair precision, recall and F-measure of one ROUGE type.
 
     Attributes
     ----------
-    precision, recall, fmeasure : numpy.ndarray
-        One float64 value per pair.
+    precision, recall, fmeasure : float or numpy.ndarray
+        One float64 value per pair; Python floats for one pair of strings.
     """
 
-    precision: np.ndarray
-    recall: np.ndarray
-    fmeasure: np.ndarray
+    precision: Any
+    recall: Any
+    fmeasure: Any
 
     def __len__(self) -> int:
-        return int(self.fmeasure.shape[0])
+        return 1 if np.ndim(self.fmeasure) == 0 else int(np.shape(self.fmeasure)[0])
+
+    def to_polars(self) -> pl.DataFrame:
+        """Return one row per pair: precision, recall, fmeasure.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per pair.
+        """
+        return table({"precision": self.precision, "recall": self.recall,
+                      "fmeasure": self.fmeasure})  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +104,8 @@ class RougeResult:
     """Scores of ``rouge(hyps, refs)``: one entry per pair for each requested type.
 
     ``result["rougeL"].fmeasure`` (or ``result.fmeasure("rougeL")``) is a float64 array equal,
-    bit for bit, to ``RougeScorer([...]).score(ref, hyp)["rougeL"].fmeasure`` pair by pair.
+    bit for bit, to ``RougeScorer([...]).score(ref, hyp)["rougeL"].fmeasure`` pair by pair (a
+    Python float for one pair of strings).
 
     Attributes
     ----------
@@ -119,7 +135,7 @@ class RougeResult:
                 f"rouge type {rouge_type!r} was not computed; available: {list(self.types)}"
             ) from None
 
-    def precision(self, rouge_type: str) -> np.ndarray:
+    def precision(self, rouge_type: str) -> Any:
         """Return the per-pair precision of one computed type (e.g. ``"rougeL"``).
 
         Parameters
@@ -129,12 +145,12 @@ class RougeResult:
 
         Returns
         -------
-        numpy.ndarray
-            float64, one value per pair.
+        float or numpy.ndarray
+            float64, one value per pair (a float for one pair).
         """
         return self[rouge_type].precision
 
-    def recall(self, rouge_type: str) -> np.ndarray:
+    def recall(self, rouge_type: str) -> Any:
         """Return the per-pair recall of one computed type (e.g. ``"rougeL"``).
 
         Parameters
@@ -144,12 +160,12 @@ class RougeResult:
 
         Returns
         -------
-        numpy.ndarray
-            float64, one value per pair.
+        float or numpy.ndarray
+            float64, one value per pair (a float for one pair).
         """
         return self[rouge_type].recall
 
-    def fmeasure(self, rouge_type: str) -> np.ndarray:
+    def fmeasure(self, rouge_type: str) -> Any:
         """Return the per-pair F-measure of one computed type (e.g. ``"rougeL"``).
 
         Parameters
@@ -159,8 +175,8 @@ class RougeResult:
 
         Returns
         -------
-        numpy.ndarray
-            float64, one value per pair.
+        float or numpy.ndarray
+            float64, one value per pair (a float for one pair).
         """
         return self[rouge_type].fmeasure
 
@@ -175,27 +191,27 @@ class RougeResult:
         polars.DataFrame
             One row per pair.
         """
-        cols: dict[str, np.ndarray] = {}
+        cols: dict[str, Any] = {}
         for t in self.types:
             s = self.scores[t]
             cols[f"{t}_precision"] = s.precision
             cols[f"{t}_recall"] = s.recall
             cols[f"{t}_fmeasure"] = s.fmeasure
-        return pl.DataFrame(cols)
+        return table(cols)
 
 
 @dataclass(frozen=True, eq=False)
 class RougeMatrix:
     """All-pairs ROUGE of one type.
 
-    Entry ``(i, j)`` scores ``a[i]`` as the prediction against ``b[j]`` as the target, i.e.
-    ``RougeScorer([type]).score(b[j], a[i])``. Precision is relative to ``a[i]``'s n-grams,
-    recall to ``b[j]``'s.
+    Entry ``(i, j)`` scores ``hyps[i]`` as the prediction against ``refs[j]`` as the target,
+    i.e. ``RougeScorer([type]).score(refs[j], hyps[i])``. Precision is relative to
+    ``hyps[i]``'s n-grams, recall to ``refs[j]``'s.
 
     Attributes
     ----------
     precision, recall, fmeasure : numpy.ndarray
-        float64 arrays of shape ``(len(a), len(b))``.
+        float64 arrays of shape ``(len(hyps), len(refs))``.
     type : str
         The ROUGE type.
     tokenizer : str
@@ -213,18 +229,19 @@ class RougeMatrix:
 
     @property
     def shape(self) -> tuple[int, int]:
-        """The matrix shape ``(len(a), len(b))``."""
+        """The matrix shape ``(len(hyps), len(refs))``."""
         return (int(self.fmeasure.shape[0]), int(self.fmeasure.shape[1]))
 
     def to_polars(self) -> pl.DataFrame:
         """Return the matrix in long format.
 
-        One row per (a index ``i``, b index ``j``) with precision, recall, fmeasure.
+        One row per (hypothesis index ``i``, reference index ``j``) with precision, recall,
+        fmeasure.
 
         Returns
         -------
         polars.DataFrame
-            Columns i, j, precision, recall, fmeasure; ``len(a) * len(b)`` rows.
+            Columns i, j, precision, recall, fmeasure; ``len(hyps) * len(refs)`` rows.
         """
         na, nb = self.shape
         return pl.DataFrame(
@@ -253,8 +270,8 @@ def _prepare(texts: list, name: str, tokenizer: str) -> list:
 
 
 def tokenize(
-    texts: Texts, *, tokenizer: Tokenizer = "rouge", stemmer: StemmerArg = False
-) -> list[list[str]]:
+    texts: str | Texts, *, tokenizer: Tokenizer = "rouge", stemmer: StemmerArg = False
+) -> list[str] | list[list[str]]:
     """Return the tokens each text contributes to ROUGE.
 
     With ``tokenizer="rouge"`` this equals rouge-score's
@@ -262,8 +279,8 @@ def tokenize(
 
     Parameters
     ----------
-    texts : sequence of str
-        The texts (list, tuple, numpy, polars, pyarrow).
+    texts : str or sequence of str
+        One text, or the texts (list, tuple, numpy, polars, pyarrow).
     tokenizer : {"rouge", "unicode", "whitespace"}, default "rouge"
         The tokenizer (module docstring).
     stemmer : bool or {"porter", "porter-original"}, default False
@@ -271,17 +288,19 @@ def tokenize(
 
     Returns
     -------
-    list of list of str
-        The tokens of each text.
+    list of str, or list of list of str
+        The tokens of one text, or of each text.
     """
     tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer")
-    lst = _prepare(_validate.texts(texts, name="texts"), "texts", tok)
-    return _core.text.tokenize(lst, "texts", tok, _validate.stemmer(stemmer), 0)
+    one = isinstance(texts, str)
+    lst = _prepare([texts] if one else _validate.texts(texts, name="texts"), "texts", tok)
+    out = _core.text.tokenize(lst, "texts", tok, _validate.stemmer(stemmer), 0)
+    return out[0] if one else out
 
 
 def rouge(
-    hyps: Texts,
-    refs: Texts,
+    hyps: str | Texts,
+    refs: str | Texts,
     *,
     types: Sequence[str] = DEFAULT_TYPES,
     stemmer: StemmerArg = False,
@@ -301,10 +320,10 @@ def rouge(
 
     Parameters
     ----------
-    hyps : sequence of str
-        Predictions (list, tuple, numpy, polars, pyarrow).
-    refs : sequence of str
-        References (targets), same length.
+    hyps : str or sequence of str
+        One prediction, or predictions (list, tuple, numpy, polars, pyarrow).
+    refs : str or sequence of str
+        Its reference (target), or references of the same length.
     types : sequence of str, default ("rouge1", "rouge2", "rougeL", "rougeLsum")
         ROUGE types to compute, without duplicates.
     stemmer : bool or {"porter", "porter-original"}, default False
@@ -317,7 +336,8 @@ def rouge(
     Returns
     -------
     RougeResult
-        Precision, recall and F-measure of every pair for each type.
+        Precision, recall and F-measure of every pair for each type (Python floats for one
+        pair of strings).
 
     Raises
     ------
@@ -337,35 +357,37 @@ def rouge(
     codes = [_validate.rouge_type(t) for t in type_list]
     tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer")
     stem = _validate.stemmer(stemmer)
-    h, r = _validate.text_pair(hyps, refs, names=("hyps", "refs"))
+    h, r, one = _validate.pair_or_batch(hyps, refs)
     h = _prepare(h, "hyps", tok)
     r = _prepare(r, "refs", tok)
     p, rc, f = _core.text.rouge(h, r, "hyps", "refs", codes, tok, stem, _validate.threads(threads))
+    if one:
+        p, rc, f = ([float(x[0]) for x in arrs] for arrs in (p, rc, f))
     scores = {t: RougeScore(p[k], rc[k], f[k]) for k, t in enumerate(type_list)}
     return RougeResult(types=tuple(type_list), scores=scores, tokenizer=tok, stemmer=stem)
 
 
 def rouge_matrix(
-    a: Texts,
-    b: Texts,
+    hyps: Texts,
+    refs: Texts,
     *,
     type: str = "rouge1",
     stemmer: StemmerArg = False,
     tokenizer: Tokenizer = "rouge",
     threads: int | None = None,
 ) -> RougeMatrix:
-    """Compute ROUGE of every ``a[i]`` (prediction) against every ``b[j]`` (target).
+    """Compute ROUGE of every ``hyps[i]`` (prediction) against every ``refs[j]`` (target).
 
-    Entry ``(i, j)`` equals ``RougeScorer([type]).score(b[j], a[i])[type]``. Each text is
+    Entry ``(i, j)`` equals ``RougeScorer([type]).score(refs[j], hyps[i])[type]``. Each text is
     tokenized once; ROUGE-N pairs are a merge of sorted n-gram counts, ROUGE-L pairs a
     bit-parallel LCS. Used e.g. to match every generated insight against every ground-truth
     insight (MedInsightBench).
 
     Parameters
     ----------
-    a : sequence of str
+    hyps : sequence of str
         Predictions (the rows).
-    b : sequence of str
+    refs : sequence of str
         Targets (the columns).
     type : str, default "rouge1"
         The ROUGE type, as in :func:`rouge`.
@@ -375,31 +397,33 @@ def rouge_matrix(
     Returns
     -------
     RougeMatrix
-        ``(len(a), len(b))`` precision, recall and F-measure.
+        ``(len(hyps), len(refs))`` precision, recall and F-measure.
     """
     code = _validate.rouge_type(type)
     tok = _validate.choice(tokenizer, _TOKENIZERS, name="tokenizer")
     stem = _validate.stemmer(stemmer)
-    la = _prepare(_validate.texts(a, name="a"), "a", tok)
-    lb = _prepare(_validate.texts(b, name="b"), "b", tok)
-    p, r, f = _core.text.rouge_matrix(la, lb, "a", "b", code, tok, stem, _validate.threads(threads))
+    la = _prepare(_validate.texts(hyps, name="hyps"), "hyps", tok)
+    lb = _prepare(_validate.texts(refs, name="refs"), "refs", tok)
+    n = _validate.threads(threads)
+    p, r, f = _core.text.rouge_matrix(la, lb, "hyps", "refs", code, tok, stem, n)
     return RougeMatrix(p, r, f, type=type, tokenizer=tok, stemmer=stem)
 
 
 def token_f1(
-    hyps: Texts,
-    refs: Texts,
+    hyps: str | Texts,
+    refs: str | Texts,
     *,
-    normalize: Literal["squad", "none"] = "squad",
+    tokenizer: Literal["squad", "whitespace"] = "squad",
     both_empty: float = 1.0,
     threads: int | None = None,
-) -> np.ndarray:
+) -> Any:
     r"""Compute the SQuAD token F1 of each hypothesis against its reference.
 
-    ``normalize="squad"`` is the official ``normalize_answer`` of the SQuAD v1.1 and v2.0
+    ``tokenizer="squad"`` is the official ``normalize_answer`` of the SQuAD v1.1 and v2.0
     evaluation scripts: ``str.lower()``, remove the characters of ``string.punctuation``,
     replace the words a/an/the (``re.sub(r"\b(a|an|the)\b", " ", s)``) by a space, then
-    ``str.split()``. ``normalize="none"`` splits the raw text with ``str.split()``.
+    ``str.split()``. ``tokenizer="whitespace"`` splits the raw text with ``str.split()`` (as
+    the ``"whitespace"`` tokenizer of :func:`rouge`).
     F1 over the multiset overlap: ``p = same / len(pred)``, ``r = same / len(ref)``,
     ``2 * p * r / (p + r)``; 0 when nothing overlaps.
 
@@ -409,10 +433,10 @@ def token_f1(
 
     Parameters
     ----------
-    hyps, refs : sequence of str
-        Hypotheses and their references, of the same length.
-    normalize : {"squad", "none"}, default "squad"
-        SQuAD's answer normalization, or none.
+    hyps, refs : str or sequence of str
+        One hypothesis and its reference, or hypotheses and references of the same length.
+    tokenizer : {"squad", "whitespace"}, default "squad"
+        SQuAD's answer normalization then ``str.split()``, or ``str.split()`` alone.
     both_empty : float, default 1.0
         The score when both sides have no tokens.
     threads : int, optional
@@ -420,30 +444,30 @@ def token_f1(
 
     Returns
     -------
-    numpy.ndarray
-        float64 F1 per pair.
+    float or numpy.ndarray
+        The F1 of one pair, or float64 F1 per pair.
     """
-    _validate.choice(normalize, ("squad", "none"), name="normalize")
+    _validate.choice(tokenizer, ("squad", "whitespace"), name="tokenizer")
     be = _validate.finite(both_empty, name="both_empty")
-    p, r = _validate.text_pair(hyps, refs, names=("hyps", "refs"))
-    if normalize == "squad":
+    p, r, one = _validate.pair_or_batch(hyps, refs)
+    squad = tokenizer == "squad"
+    if squad:
         _core.text.check(p, "hyps")
         _core.text.check(r, "refs")
         p = [s.lower() for s in p]
         r = [s.lower() for s in r]
-    return _core.text.token_f1(
-        p, r, "hyps", "refs", normalize == "squad", be, _validate.threads(threads)
-    )
+    out = _core.text.token_f1(p, r, "hyps", "refs", squad, be, _validate.threads(threads))
+    return float(out[0]) if one else out
 
 
 def set_f1(
-    hyps: Texts,
-    refs: Texts,
+    hyps: str | Texts,
+    refs: str | Texts,
     *,
     tokenizer: SetTokenizer = "rouge",
     lowercase: bool = True,
     threads: int | None = None,
-) -> np.ndarray:
+) -> Any:
     """Compute the F1 over the sets of distinct tokens of each hypothesis and reference.
 
     ``p = |P & R| / |P|``, ``r = |P & R| / |R|``, ``2 * (p * r) / (p + r)``; 0 when either
@@ -458,8 +482,8 @@ def set_f1(
 
     Parameters
     ----------
-    hyps, refs : sequence of str
-        Hypotheses and their references, of the same length.
+    hyps, refs : str or sequence of str
+        One hypothesis and its reference, or hypotheses and references of the same length.
     tokenizer : {"rouge", "unicode", "whitespace", "treebank"}, default "rouge"
         The tokenizer.
     lowercase : bool, default True
@@ -469,8 +493,8 @@ def set_f1(
 
     Returns
     -------
-    numpy.ndarray
-        float64 F1 per pair.
+    float or numpy.ndarray
+        The F1 of one pair, or float64 F1 per pair.
 
     Raises
     ------
@@ -478,18 +502,21 @@ def set_f1(
         ``tokenizer="treebank"`` without the ``nltk`` package.
     """
     tok = _validate.choice(tokenizer, (*_TOKENIZERS, "treebank"), name="tokenizer")
-    p, r = _validate.text_pair(hyps, refs, names=("hyps", "refs"))
+    lower = _validate.flag(lowercase, name="lowercase")
+    p, r, one = _validate.pair_or_batch(hyps, refs)
     if tok in ("whitespace", "treebank"):
         _core.text.check(p, "hyps")
         _core.text.check(r, "refs")
-        if lowercase:
+        if lower:
             p = [s.lower() for s in p]
             r = [s.lower() for s in r]
     if tok == "treebank":
         try:
             from nltk.tokenize import NLTKWordTokenizer
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise MissingDependencyError("tokenizer='treebank' needs the nltk package") from e
+            raise MissingDependencyError.for_extra(
+                "tokenizer='treebank'", package="nltk", extra=None, cause=e
+            ) from e
         tb = NLTKWordTokenizer()
         # Treebank tokens contain no whitespace, so joining with spaces and splitting in C++
         # gives back exactly these tokens.
@@ -499,4 +526,5 @@ def set_f1(
     else:
         p = _prepare(p, "hyps", tok)
         r = _prepare(r, "refs", tok)
-    return _core.text.set_f1(p, r, "hyps", "refs", tok, _validate.threads(threads))
+    out = _core.text.set_f1(p, r, "hyps", "refs", tok, _validate.threads(threads))
+    return float(out[0]) if one else out

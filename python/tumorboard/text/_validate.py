@@ -175,6 +175,39 @@ def text_pair(a: Any, b: Any, *, names: tuple[str, str]) -> tuple[list[Any], lis
     return la, lb
 
 
+def pair_or_batch(hyps: Any, refs: Any) -> tuple[list[Any], list[Any], bool]:
+    """Return hypotheses and references as lists, and whether they were one pair of strings.
+
+    One pair (two ``str``) gives scalar results, two sequences give one value per pair.
+
+    Parameters
+    ----------
+    hyps, refs : str or sequence of str
+        Two strings, or two columns as in :func:`texts`.
+
+    Returns
+    -------
+    tuple
+        ``(hyps, refs, single)``: the two lists and True for one pair of strings.
+
+    Raises
+    ------
+    InvalidTypeError
+        One string and one sequence.
+    InvalidArgumentError
+        Columns of different lengths.
+    """
+    if isinstance(hyps, str) and isinstance(refs, str):
+        return [hyps], [refs], True
+    if isinstance(hyps, str) or isinstance(refs, str):
+        raise InvalidTypeError(
+            "hyps and refs: expected two strings (one pair) or two sequences of strings (a "
+            f"batch), got {type(hyps).__name__} and {type(refs).__name__}"
+        )
+    h, r = text_pair(hyps, refs, names=("hyps", "refs"))
+    return h, r, False
+
+
 def _arrow_column(arr: Any, name: str) -> Any:
     """Return zero-copy (offsets, bytes, validity) of a pyarrow string array (a list if empty)."""
     if isinstance(arr, pa.ChunkedArray):

@@ -30,9 +30,8 @@ def load_rgb(image: str | os.PathLike[str] | np.ndarray, *, argument: str = "ima
         try:
             from PIL import Image
         except ImportError as exc:
-            raise MissingDependencyError(
-                f"{argument}: reading image files needs Pillow (pip install tumorboard[slides]): "
-                f"{exc}"
+            raise MissingDependencyError.for_extra(
+                f"{argument}: reading image files", package="pillow", extra="slides", cause=exc
             ) from exc
         with Image.open(p) as im:
             arr = np.asarray(im.convert("RGBA"))
