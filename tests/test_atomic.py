@@ -496,7 +496,7 @@ def test_cli_outputs_have_the_usual_permissions(tmp_path):
              cwd=tmp_path, mask=mask)  # fmt: skip
         _cli(["score", str(job / "store"), "--format", "json", "--out", str(job / "report.json")],
              cwd=tmp_path, mask=mask)  # fmt: skip
-        _cli(["tile", str(slide), "--out", str(job / "tiles"), "--no-progress"], cwd=tmp_path,
+        _cli(["tile", str(slide), "--out", str(job / "tiles"), "--quiet"], cwd=tmp_path,
              mask=mask)  # fmt: skip
         _cli(["embed", str(slide), "--out", str(job / "features"), "--model", "uni2-tiny",
               "--device", "cpu", "--quiet"], cwd=tmp_path, mask=mask)  # fmt: skip

@@ -195,7 +195,8 @@ def _extra_requirements(extra: str, root: Path | None) -> list[str]:
         except (OSError, ValueError):
             return []
         reqs = doc.get("project", {}).get("optional-dependencies", {}).get(extra, [])
-        return [str(r) for r in reqs]
+        # environment markers ("; platform_system == 'Linux'") do not belong in a command line
+        return [str(r).split(";", 1)[0].strip() for r in reqs]
     try:
         from importlib.metadata import PackageNotFoundError, requires
     except ImportError:  # pragma: no cover - importlib.metadata is in the standard library
