@@ -53,7 +53,7 @@ from ...harness.parsing import (
     parse_requests,
     split_requests,
 )
-from ._common import ImportOptions, MalformedLog, Parsed, dedupe, run_key
+from ._common import ImportOptions, MalformedLog, Parsed, dedupe, digest, run_key
 
 BENCHMARK = "mtbbench"
 TRACKS = ("multimodal", "longitudinal")
@@ -182,7 +182,7 @@ def _names(record: dict[str, Any], key: str, index: int) -> list[str]:
     return value
 
 
-def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
+def parse(path: Path, raw: bytes, opts: ImportOptions, fp: bytes = b"") -> Parsed:
     """Parse one MTBBench chat log into rows.
 
     Parameters
@@ -193,6 +193,8 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
         Its content (UTF-8 JSON).
     opts : ImportOptions
         The import's options.
+    fp : bytes, default b""
+        The import's options fingerprint; every item's digest is that of ``fp`` and the file.
 
     Returns
     -------
@@ -249,8 +251,11 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
     if track == "multimodal" and len(records) != MULTIMODAL_QUESTIONS:
         file_flags.append("unexpected_question_count")
     items: list[dict[str, Any]] = []
+    source, dig = str(path), digest(fp, raw)
     for pos, rec in enumerate(records):
-        items.append(_item(rec, pos, run_id, patient_id, track, file_flags))
+        item = _item(rec, pos, run_id, patient_id, track, file_flags)
+        item["source"], item["digest"] = source, dig
+        items.append(item)
 
     events, attempts, conv_flag = _events(conversation, records, run_id, patient_id)
     for it, n in zip(items, attempts, strict=True):
@@ -274,6 +279,7 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
         events=events,
         unit=(run_id, patient_id),
         order=float(ts) if ts is not None else 0.0,
+        n_records=len(records),
     )
 
 
@@ -397,9 +403,11 @@ def _events(
         """Append an event row with the item's next step number."""
         step = steps.get(item_id, 0)
         steps[item_id] = step + 1
+        owner = int(item_id[1:]) if item_id is not None else -1
         events.append(
-            {"run_id": run_id, "patient_id": patient_id, "item_id": item_id, "step": step, **row}
-        )
+            {"run_id": run_id, "patient_id": patient_id, "item_id": item_id, "step": step,
+             "_row": owner, **row}
+        )  # fmt: skip
 
     for idx, m in enumerate(conversation):
         role, content = m["role"], m["content"]
