@@ -431,6 +431,14 @@ def test_import_reports_progress_with_a_rate(tmp_path, monkeypatch):
                          progress=lambda *a: seen.append(a))  # fmt: skip
     assert report.n_items == 250 and report.n_records == 250
     assert [a[2] for a in seen] == [100, 200, 250, 250]  # per chunk, then the finished file
+    # chunks give the rows one pass gives (positions continue across chunks)
+    monkeypatch.setattr(jsonl_importer, "CHUNK_LINES", 10_000)
+    import_logs("jsonl", log, tmp_path / "one", benchmark="mtbbench")
+    chunked = Store(tmp_path / "s").items().collect()
+    assert chunked.equals(Store(tmp_path / "one").items().collect())
+    assert chunked.filter(pl.col("patient_id") == "P0").get_column("position").to_list() == list(
+        range(84)
+    )
     stream = io.StringIO()
     printer = CountProgress("import", stream=stream, after=0.0, every=0.0)
     for files, total, count, _ in seen:

@@ -409,3 +409,16 @@ def test_an_import_replacement_swaps_rows_atomically_with_its_commit(tmp_path):
     store.compact(small_rows=1)
     assert not (directory / "imp-b3.r0.parquet").exists()
     assert not list(directory.glob("_replace-*")) and tasks()["b"] == "again"
+
+
+def test_items_with_runs_keep_the_stored_order(tmp_path):
+    # scorers resample rows by position: the join with the runs must not reorder the items
+    store = Store(tmp_path / "s", fsync=False)
+    n = 60_000
+    store.write_items(
+        {"run_id": [f"r{i % 7}" for i in range(n)], "item_id": [f"i{i}" for i in range(n)]}
+    )
+    store.write_runs({"run_id": [f"r{k}" for k in range(7)], "model": [f"m{k}" for k in range(7)]})
+    items = store.items(with_runs=True).collect()
+    assert items.get_column("item_id").to_list() == [f"i{i}" for i in range(n)]
+    assert items.get_column("model").to_list()[:8] == [f"m{k}" for k in (*range(7), 0)]

@@ -541,7 +541,7 @@ def score(
     clusters = None
     if cluster is not None:
         cl = frame.select("_row", pl.col(cluster).alias("_cluster"))
-        items = items.join(cl, on="_row", how="left")
+        items = items.join(cl, on="_row", how="left", maintain_order="left")
         clusters = items.get_column("_cluster")
     # per-unit [numerator, denominator] of scores in [0, 1]; _result_rows rescales to 0-100
     rows = np.ascontiguousarray(items.select("_num", "_den").to_numpy(), dtype=np.float64)

@@ -446,7 +446,7 @@ class Store:
                 .select("run_id", "benchmark", "track", "model", "tools")
                 .unique(subset="run_id", keep="first", maintain_order=True)
             )
-            lf = lf.join(runs, on="run_id", how="left")
+            lf = lf.join(runs, on="run_id", how="left", maintain_order="left")
             lf = lf.with_columns(pl.col("tools").fill_null(False))
         return lf
 

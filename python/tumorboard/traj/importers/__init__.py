@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from ...errors import InvalidArgumentError, MissingFileError
-from ..schema import conform, schema_of
+from ..schema import CORRECT_SOURCES, EVENT_KINDS, conform, polars_schema, schema_of
 from ..store import Store
 from ._common import ImportOptions, MalformedLog, Parsed
 
@@ -297,12 +297,14 @@ def import_logs(
             def tick(n: int, _k: int = k, _base: int = records, _b: int = done_bytes) -> None:
                 progress(_k, len(files), _base + n, _b)
 
+        content_hash = hashlib.sha256(raw).hexdigest()
         try:
-            result = (
-                parse(path, raw, opts, fp, tick)
-                if format == "jsonl"
-                else parse(path, raw, opts, fp)
-            )
+            if format == "jsonl":
+                result = parse(path, raw, opts, fp, tick)
+            elif format == "mtbbench":
+                result = parse(path, raw, opts, fp, content_hash)
+            else:
+                result = parse(path, raw, opts, fp)
         except MalformedLog as exc:
             skipped.append((str(path), str(exc)))
             continue
@@ -311,7 +313,7 @@ def import_logs(
             continue
         records += result.n_records
         done_bytes += len(raw)
-        entries.append(_Entry(len(entries), path, hashlib.sha256(raw).hexdigest(), result))
+        entries.append(_Entry(len(entries), path, content_hash, result))
         if progress is not None:
             progress(k + 1, len(files), records, done_bytes)
 
@@ -450,6 +452,10 @@ def _items_of(entries: Sequence[_Entry]) -> tuple[pa.Table, Any]:
 def _rows_table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
     """Build a conforming Arrow table of ``table`` from row dicts (one conversion per column).
 
+    The columns are built by polars (``pyarrow.array`` on Python lists would import pandas,
+    a tenth of a second), checked (keys not null, enum columns in their values) and cast to
+    the table's Arrow types.
+
     Parameters
     ----------
     rows : sequence of mapping
@@ -467,18 +473,60 @@ def _rows_table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
     InvalidArgumentError
         An importer produced a value that does not fit the schema (a bug, not bad input).
     """
+    import polars as pl
+
     schema = schema_of(table)
-    arrays = []
-    for f in schema:
-        name = f.name
-        try:
-            arrays.append(pa.array([r.get(name) for r in rows], type=f.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+    pschema = polars_schema(table)
+    try:
+        df = pl.DataFrame(
+            [_column([r.get(name) for r in rows], name, dtype) for name, dtype in pschema.items()]
+        )
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise InvalidArgumentError(
+            f"{table}: importer produced a value that does not fit the schema: {exc}"
+        ) from exc
+    checks = [(f.name, None) for f in schema if not f.nullable]
+    enums = {"items": ("correct_source", CORRECT_SOURCES), "events": ("kind", EVENT_KINDS)}
+    if table in enums:
+        checks.append(enums[table])
+    for name, allowed in checks:
+        s = df.get_column(name)
+        bad = s.is_null() if allowed is None else ~s.is_in(list(allowed)) & s.is_not_null()
+        if bad.any():
             raise InvalidArgumentError(
-                f"{table}.{name}: importer produced a value that does not fit the schema: {exc}"
-            ) from exc
-    out = pa.Table.from_arrays(arrays, schema=schema)
-    return conform(out, table) if table in ("items", "events") else out
+                f"{table}.{name}: importer produced {s[int(bad.arg_true()[0])]!r} at row "
+                f"{int(bad.arg_true()[0])}"
+            )
+    arrow = df.to_arrow()
+    arrays = [
+        arrow.column(f.name) if arrow.schema.field(f.name).type == f.type
+        else arrow.column(f.name).cast(f.type)
+        for f in schema
+    ]  # fmt: skip
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _column(values: list[Any], name: str, dtype: Any) -> Any:
+    """Return a polars Series of ``values``; list values are converted once per distinct list.
+
+    Converting Python lists to a polars list column costs microseconds per list, and logs
+    repeat them (the options of one question for every patient, empty file lists).
+    """
+    import polars as pl
+
+    if not isinstance(dtype, pl.List):
+        return pl.Series(name, values, dtype=dtype, strict=True)
+    index: dict[tuple[Any, ...] | None, int] = {}
+    positions = []
+    for v in values:
+        key = None if v is None else tuple(v)
+        j = index.get(key)
+        if j is None:
+            j = index[key] = len(index)
+        positions.append(j)
+    distinct = [None if k is None else list(k) for k in index]
+    series = pl.Series(name, distinct, dtype=dtype, strict=True)
+    return series.gather(pl.Series(positions, dtype=pl.UInt32))
 
 
 def _write(
@@ -501,7 +549,12 @@ def _write(
 
     # within this import: of several records with one key, the last one wins
     loose = keys.filter(~pl.col("_file").is_in(list(unit_files)))
-    dup = loose.filter(pl.struct(key).is_duplicated())
+    repeated = loose.group_by(key).len().filter(pl.col("len") > 1).select(key)
+    dup = (
+        loose.join(repeated, on=key, how="semi", nulls_equal=True)
+        if repeated.height
+        else loose.clear()
+    )
     drop_rows: set[int] = set()
     if dup.height:
         last = dup.group_by(key, maintain_order=True).agg(
@@ -517,7 +570,7 @@ def _write(
                 )
 
     # against the store
-    run_ids = sorted(set(keys.get_column("run_id").to_list()))
+    run_ids = keys.get_column("run_id").unique().sort().to_list()
     existing = (
         st._scan_paths("items", st.parts("items"), part_column=True)
         .filter(pl.col("run_id").is_in(run_ids))
@@ -587,14 +640,13 @@ def _write(
         for e in live:
             e.status = "unchanged"
         return {"n_unchanged": n_unchanged}
-    items_out = items.filter(keys.select(mask).to_series().to_arrow())
-    kept_pairs = set(zip(kept.get_column("_file").to_list(), kept.get_column("_row").to_list(),
-                         strict=True))  # fmt: skip
-    per_file: dict[int, int] = {}
-    for f, _ in kept_pairs:
-        per_file[f] = per_file.get(f, 0) + 1
+    keep_all = kept.height == items.num_rows
+    items_out = items if keep_all else items.filter(keys.select(mask).to_series().to_arrow())
+    per_file = dict(kept.group_by("_file").len().rows())
     for e in live:
         e.n_written = per_file.get(e.index, 0)
+    with_events = [e.index for e in live if e.parsed.events and e.parsed.unit is None]
+    kept_pairs = set(kept.filter(pl.col("_file").is_in(with_events)).select("_file", "_row").rows())
     events_out, n_events_per = _events_of(live, kept_pairs)
     for e in live:
         e.n_events = n_events_per.get(e.index, 0)
@@ -607,10 +659,12 @@ def _write(
     if hide_runs.height:
         replace["runs"] = _swaps(st, "runs", None, None, runs=hide_runs)
     now = datetime.now(timezone.utc)  # noqa: UP017 (py3.10 target)
+    # the batch id: what is written (keys and digests) and replaced, so that re-running a killed
+    # import against the same store rewrites the same names
     h = hashlib.blake2b(fp, digest_size=12)
-    key_cols = ("run_id", "patient_id", "item_id", "digest")
-    for row in zip(*(items_out.column(c).to_pylist() for c in key_cols), strict=True):
-        h.update(repr(row).encode())
+    for buf in items_out.column("digest").combine_chunks().buffers():  # keys are in the digests
+        if buf is not None:
+            h.update(buf)
     for table, swaps in sorted(replace.items()):
         h.update(f"{table}:{','.join(p.name for p, _ in swaps)}".encode())
     batch = h.hexdigest()
@@ -676,19 +730,20 @@ def _newest_source(sources: Sequence[str | None]) -> tuple[float, str] | None:
 def _events_of(
     live: Sequence[_Entry], kept_pairs: set[tuple[int, int]]
 ) -> tuple[pa.Table, dict[int, int]]:
-    """Return the events of the kept items (and of kept units) and the count per file."""
+    """Return the events of the kept items and the count per file.
+
+    A unit's file (MTBBench) is kept or dropped whole, so all its events go with it.
+    """
     rows: list[dict[str, Any]] = []
     counts: dict[int, int] = {}
     for e in live:
         p = e.parsed
-        unit = p.unit is not None
-        n = 0
-        for ev in p.events:
-            r = ev.get("_row", -1)
-            if (unit and r < 0) or (e.index, r) in kept_pairs:
-                rows.append(ev)
-                n += 1
-        counts[e.index] = n
+        if p.unit is not None:
+            kept = p.events
+        else:
+            kept = [ev for ev in p.events if (e.index, ev["_row"]) in kept_pairs]
+        rows += kept
+        counts[e.index] = len(kept)
     return _rows_table(rows, "events"), counts
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,40 @@ def digest(*parts: bytes) -> str:
         32 hex digits.
     """
     return hashlib.blake2b(b"\0".join(parts), digest_size=16).hexdigest()
+
+
+def line_digests(
+    fp: bytes, item_ids: Sequence[str], positions: Sequence[int], lines: Sequence[bytes]
+) -> list[str]:
+    """Return the digests of JSON-lines items: ``digest(fp, item_id, position, line)`` each.
+
+    The item id and position are part of it because they may be derived from the line's place
+    in the file rather than read from it.
+
+    Parameters
+    ----------
+    fp : bytes
+        The import's options fingerprint.
+    item_ids : sequence of str
+        Each item's id.
+    positions : sequence of int
+        Each item's position.
+    lines : sequence of bytes
+        Each item's line.
+
+    Returns
+    -------
+    list of str
+        32 hex digits each, equal to :func:`digest` of the same parts.
+    """
+    base = hashlib.blake2b(fp + b"\0", digest_size=16)
+    out = []
+    for iid, pos, line in zip(item_ids, positions, lines, strict=True):
+        h = base.copy()
+        h.update(b"%s\0%d\0" % (iid.encode(), pos))
+        h.update(line)
+        out.append(h.hexdigest())
+    return out
 
 
 @dataclass

@@ -62,7 +62,7 @@ from ...errors import InvalidArgumentError
 from ...harness.parsing import answer_letter, parse_answers, parse_options
 from ..fields import BENCHMARK_FIELDS, REQUIRED_FIELDS, check_value, extra_fields
 from ..schema import EVENT_KINDS, output_text, schema_of
-from ._common import ImportOptions, MalformedLog, Parsed, digest, input_text
+from ._common import ImportOptions, MalformedLog, Parsed, input_text, line_digests
 
 RUN_FIELDS = ("run_id", "benchmark", "track", "model", "tools", "config")
 ITEM_FIELDS = (
@@ -256,30 +256,30 @@ def parse(
     check_field_map(opts.field_map, opts.benchmark)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
-    numbered = [(i, line) for i, line in enumerate(raw.split(b"\n"), 1) if line.strip()]
+    linenos_all, lines_all = _numbered_lines(raw)
     fields = _fields(opts)
     keys = {f: opts.field_map.get(f, f) for f in fields}
-    out = Parsed(n_records=len(numbered))
+    out = Parsed(n_records=len(lines_all))
     state = _State()
-    for start in range(0, len(numbered), CHUNK_LINES):
-        chunk = numbered[start : start + CHUNK_LINES]
-        body = raw if len(chunk) == len(numbered) else b"\n".join(line for _, line in chunk)
-        bulk = _read_bulk(body, chunk, keys)
+    for start in range(0, len(lines_all), CHUNK_LINES):
+        lines = lines_all[start : start + CHUNK_LINES]
+        numbers = linenos_all[start : start + CHUNK_LINES]
+        whole = len(lines) == len(lines_all) and len(lines) == numbers[-1]
+        body = raw if whole else b"\n".join(lines)
+        bulk = _read_bulk(body, lines, keys)
         if bulk is not None:
             columns, sample = bulk
-            linenos = [i for i, _ in chunk]
-            texts = [line for _, line in chunk]
-            events = None
+            linenos, texts, events = numbers, lines, None
         else:
-            columns, linenos, texts, events, sample = _read_lines(path, chunk, keys, out)
+            columns, linenos, texts, events, sample = _read_lines(path, numbers, lines, keys, out)
         if not state.keys_seen:
             state.keys_seen = _keys_seen(sample)
         if linenos:
             _build(out, state, path, opts, fp, columns, linenos, texts, events)
         if tick is not None:
-            tick(start + len(chunk))
+            tick(start + len(lines))
     if state.m == 0:
-        reason = "empty file" if not numbered else "no valid record (see warnings)"
+        reason = "empty file" if not lines_all else "no valid record (see warnings)"
         if out.warnings:
             first = out.warnings[0]
             reason = (
@@ -288,6 +288,21 @@ def parse(
         raise MalformedLog(reason)
     _finish(out, state, path, opts, keys)
     return out
+
+
+_SPACE = frozenset(b" \t\r\n\x0b\x0c")
+
+
+def _numbered_lines(raw: bytes) -> tuple[Sequence[int], list[bytes]]:
+    """Return the line numbers and the non-blank lines (split on newlines only)."""
+    lines = raw.split(b"\n")
+    space = _SPACE
+    if all(line and line[0] not in space for line in lines[:-1]):
+        if not lines[-1].strip():
+            lines.pop()
+        return range(1, len(lines) + 1), lines
+    kept = [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
+    return [i for i, _ in kept], [line for _, line in kept]
 
 
 @dataclass
@@ -341,7 +356,8 @@ def _finish(
 
 def _read_lines(
     path: Path,
-    numbered: list[tuple[int, bytes]],
+    numbers: Sequence[int],
+    lines: Sequence[bytes],
     keys: Mapping[str, str],
     out: Parsed,
 ) -> tuple[dict[str, list[Any]], list[int], list[bytes], list[Any], list[dict]]:
@@ -353,7 +369,7 @@ def _read_lines(
     events: list[Any] = []
     sample: list[dict] = []
     loads = json.loads
-    for lineno, line in numbered:
+    for lineno, line in zip(numbers, lines, strict=True):
         where = f"{path}:{lineno}"
         try:
             record = loads(line)
@@ -468,7 +484,7 @@ def _explicit_schema(keys: Mapping[str, str], number_ids: set[str]) -> Any:
 
 
 def _read_bulk(
-    raw: bytes, numbered: list[tuple[int, bytes]], keys: Mapping[str, str]
+    raw: bytes, lines: Sequence[bytes], keys: Mapping[str, str]
 ) -> tuple[dict[str, Any], list[dict]] | None:
     """Read a well-typed file in bulk; None sends it to the line reader.
 
@@ -479,9 +495,11 @@ def _read_bulk(
     import pyarrow.compute as pc
     import pyarrow.json as paj
 
-    for f, key in keys.items():
-        if _arrow_type(_kind_of(f)) is None and f'"{key.rsplit(".", 1)[-1]}"'.encode() in raw:
-            return None  # events, config, tool calls or matrices: the line reader
+    nested = sorted(
+        {k.rsplit(".", 1)[-1] for f, k in keys.items() if _arrow_type(_kind_of(f)) is None}
+    )
+    if nested and re.search(f'"(?:{"|".join(map(re.escape, nested))})"'.encode(), raw):
+        return None  # events, config, tool calls or matrices: the line reader
     keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}
     number_ids: set[str] = set()
     table = None
@@ -492,7 +510,7 @@ def _read_bulk(
         try:
             table = paj.read_json(
                 io.BytesIO(raw),
-                read_options=paj.ReadOptions(use_threads=False, block_size=1 << 24),
+                read_options=paj.ReadOptions(block_size=1 << 20),
                 parse_options=paj.ParseOptions(
                     explicit_schema=schema, unexpected_field_behavior="ignore"
                 ),
@@ -504,7 +522,7 @@ def _read_bulk(
             if not ids or ids[0] in number_ids:
                 return None
             number_ids.add(ids[0])
-    if table is None or table.num_rows != len(numbered):
+    if table is None or table.num_rows != len(lines):
         return None
     columns: dict[str, Any] = {}
     for f, key in keys.items():
@@ -526,7 +544,7 @@ def _read_bulk(
         if f in number_ids:
             arr = pc.cast(arr, pa.string())
         columns[f] = arr
-    sample = [json.loads(line) for _, line in numbered[:_KEYS_SAMPLE]]
+    sample = [json.loads(line) for line in lines[:_KEYS_SAMPLE]]
     return columns, sample
 
 
@@ -702,11 +720,13 @@ def _build(
     )
     empty = pl.lit([], dtype=pl.List(pl.String))
     flag_parts = [col("flags", pl.List(pl.String)).fill_null(empty)]
+    flagged = [col("flags", pl.List(pl.String)).list.len().fill_null(0) > 0]
     flag_parts.append(
         pl.when(pl.col("correct_source") == "missing")
         .then(pl.lit(["ungraded"], dtype=pl.List(pl.String)))
         .otherwise(empty)
     )
+    flagged.append(pl.col("correct_source") == "missing")
     for name in ("files_accessed", "files_hallucinated"):
         if name not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias(name))
@@ -714,28 +734,31 @@ def _build(
         once = pl.col(name).list.unique(maintain_order=True)
         df = df.with_columns(
             once.alias(name),
-            pl.when(once.list.len() != pl.col(name).list.len())
+            (once.list.len() != pl.col(name).list.len()).fill_null(False).alias(f"_dup_{name}"),
+        )
+        flag_parts.append(
+            pl.when(pl.col(f"_dup_{name}"))
             .then(pl.lit([f"duplicate_{name}"], dtype=pl.List(pl.String)))
             .otherwise(empty)
-            .alias(f"_dup_{name}"),
         )
-        flag_parts.append(pl.col(f"_dup_{name}"))
+        flagged.append(pl.col(f"_dup_{name}"))
+    # most records raise no flag: build the lists only when some do
+    any_flag = df.select(pl.any_horizontal(flagged).any()).item()
+    flags = pl.concat_list(flag_parts) if any_flag else empty
     df = df.with_columns(
         col("task", pl.String).fill_null("default").alias("task"),
         pl.col("files_accessed").list.len().cast(pl.Int32).alias("n_files"),
         col("latency_s", pl.Float64).alias("latency_s"),
         col("attempts", pl.Int64).cast(pl.Int32).alias("attempts"),
-        pl.concat_list(flag_parts).alias("flags"),
-        pl.format("{}:{}", pl.lit(str(path)), pl.col("_line")).alias("source"),
+        flags.alias("flags"),
+        pl.concat_str(pl.lit(f"{path}:"), pl.col("_line").cast(pl.String)).alias("source"),
     )
     # benchmark fields, as JSON text per item (only those of the item's benchmark)
     extra = _extra_column(df, objects, keep, state)
     ids = df.get_column("item_id").to_list()
     positions = df.get_column("position").to_list()
-    digests = [
-        digest(fp, iid.encode(), str(pos).encode(), texts[i])
-        for iid, pos, i in zip(ids, positions, keep, strict=True)
-    ]
+    kept_texts = texts if isinstance(keep, range) else [texts[i] for i in keep]
+    digests = line_digests(fp, ids, positions, kept_texts)
     df = df.with_columns(
         pl.Series("extra", extra, dtype=pl.String),
         pl.Series("digest", digests, dtype=pl.String),
@@ -804,15 +827,20 @@ def _positions(df: Any, state: _State) -> Any:
             orient="row",
         )
         return df
-    local = pl.int_range(pl.len(), dtype=pl.Int64).over(key)
-    df = df.with_columns(local.alias("position"))
+    # group the rows by patient once (a window over many groups is several times slower)
+    groups = df.select(key).with_row_index("_r").group_by(key).agg(pl.col("_r"))
     if counts is not None:
-        df = df.join(counts, on=key, how="left", nulls_equal=True, maintain_order="left")
-        df = df.with_columns((pl.col("position") + pl.col("n").fill_null(0)).alias("position"))
-        df = df.drop("n")
-    new = df.group_by(key).agg((pl.col("position").max() + 1).alias("n"))
+        groups = groups.join(counts, on=key, how="left", nulls_equal=True)
+        groups = groups.with_columns(pl.col("n").fill_null(0))
+    else:
+        groups = groups.with_columns(pl.lit(0, dtype=pl.Int64).alias("n"))
+    end = pl.col("n") + pl.col("_r").list.len()
+    groups = groups.with_columns(pl.int_ranges("n", end, dtype=pl.Int64).alias("position"))
+    positions = groups.select("_r", "position").explode("_r", "position").sort("_r")
+    df = df.with_columns(positions.get_column("position"))
+    new = groups.select(*key, end.alias("n"))
     if counts is not None:
-        new = pl.concat([counts, new]).group_by(key).agg(pl.col("n").max())
+        new = pl.concat([counts.join(new, on=key, how="anti", nulls_equal=True), new])
     state.counts = new
     return df
 
