@@ -23,8 +23,8 @@ repeated question texts as in MTBBench, 0-4 files accessed per question):
   read workload.
 * **import JSON lines**: ``tumorboard.traj.import_logs("jsonl", ...)`` of 200k generated lines
   (50k with ``--quick``) of MTBBench-style answers without a grade (parsed and graded on
-  import) into a new store, reported in lines/s (target >= 200,000), versus ``json.loads`` of
-  the lines alone.
+  import), about 230 and 440 bytes a line, into a new store, reported in lines/s (target >=
+  200,000), versus ``json.loads`` of the lines alone.
 * **import + score MTBBench logs**: ``import_logs("mtbbench", ...)`` of logs written by
   :func:`write_mtbbench_logs` in the shape and size of the 950 released MTBBench logs, then
   ``tumorboard.score.mtbbench.score(store)`` (1000 resamples), in one process and as the
@@ -729,11 +729,16 @@ def _import_and_score(ctx: _Ctx) -> list[Result]:
     ]
 
 
-def _jsonl_lines(n: int, seed: int) -> list[str]:
-    """Return n JSON lines of graded MTBBench-style answers (no ``correct``: graded on import)."""
+def _jsonl_lines(n: int, seed: int, *, short: bool = False) -> list[str]:
+    """Return n JSON lines of MTBBench-style answers (no ``correct``: graded on import).
+
+    About 440 bytes a line (12-word questions with four histology options), or with ``short``
+    about 230 (6-word questions, options "A) yes" ... "D) unsure").
+    """
     rng = np.random.default_rng(seed)
-    questions = [f"Q{q}: " + _sentence(rng, 12) + "\n" + "\n".join(
-        f"{'ABCD'[i]}) {_PATH_OPTS[i]}" for i in range(4)) for q in range(300)]  # fmt: skip
+    opts = ("yes", "no", "maybe", "unsure") if short else _PATH_OPTS
+    questions = [f"Q{q}: " + _sentence(rng, 6 if short else 12) + "\n" + "\n".join(
+        f"{'ABCD'[i]}) {opts[i]}" for i in range(4)) for q in range(300)]  # fmt: skip
     qid = rng.integers(0, 300, n)
     gold = rng.integers(0, 4, n)
     chosen = np.where(rng.random(n) < 0.6, gold, rng.integers(0, 4, n))
@@ -746,21 +751,22 @@ def _jsonl_lines(n: int, seed: int) -> list[str]:
                 "patient_id": f"P-{i // 15:07d}",
                 "task": f"task{qid[i] % N_TASKS}",
                 "question": questions[qid[i]],
-                "gold": f"{letters[gold[i]]}) {_PATH_OPTS[gold[i]]}",
-                "response": f"[ANSWER: {letters[chosen[i]]}) {_PATH_OPTS[chosen[i]]}]",
+                "gold": f"{letters[gold[i]]}) {opts[gold[i]]}",
+                "response": f"[ANSWER: {letters[chosen[i]]}) {opts[chosen[i]]}]",
             }
         )
         for i in range(n)
     ]
 
 
-def _import_jsonl(ctx: _Ctx, n: int) -> list[Result]:
+def _import_jsonl(ctx: _Ctx, n: int, *, short: bool = False) -> list[Result]:
     from tumorboard.traj import Store, import_logs
 
     path = ctx.tmp / "log.jsonl"
-    lines = _jsonl_lines(n, SEED)
+    lines = _jsonl_lines(n, SEED, short=short)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    name = f"import {_count(n)} JSON lines (graded on import), lines/s"
+    size = path.stat().st_size / n
+    name = f"import {_count(n)} JSON lines of {size:.0f} B (graded on import)"
     ctx.log(name)
     runs = iter(range(10**6))
 
@@ -776,7 +782,9 @@ def _import_jsonl(ctx: _Ctx, n: int) -> list[Result]:
     rate = n / tb_s
     ctx.log(f"  {rate:,.0f} lines/s")
     ok = rep.n_items == n and not rep.warnings
-    ctx.workloads[name] = {"n": n, "lines_per_s": rate, "target_lines_per_s": 200_000}
+    ctx.workloads[name] = {
+        "n": n, "bytes_per_line": size, "lines_per_s": rate, "target_lines_per_s": 200_000,
+    }  # fmt: skip
     return [
         Result.make(name, tb_s, ANCHOR_JSON, js_s,
                     check="ok (every line imported)" if ok else "WARN: lines lost",
@@ -814,6 +822,7 @@ def run_results(
         res, js_read_s, loaded = _read(ctx, path, rec_dicts, n)
         results += res
         results += _score(ctx, path, loaded, js_read_s, n)
+        results += _import_jsonl(ctx, 50_000 if quick else 200_000, short=True)
         results += _import_jsonl(ctx, 50_000 if quick else 200_000)
         results += _import_and_score(ctx)
     meta = {

@@ -302,6 +302,24 @@ def test_appended_and_fixed_jsonl_lines_give_no_duplicates(tmp_path):
     assert Store(tmp_path / "s2").items().collect().item(0, "response") == "A"
 
 
+def test_an_import_replaces_a_recorded_item_of_the_same_key(tmp_path):
+    from tumorboard.traj import Recorder
+
+    store = Store(tmp_path / "s")
+    run = "mtbbench:default:gpt-4o:no-tools"  # the run id the import derives
+    with Recorder(store, run_id=run, benchmark="mtbbench", model="gpt-4o") as rec:
+        with rec.item(patient_id="P0", item_id="p0", question=QUESTION, gold="B") as it:
+            it.answer("[ANSWER: A]")
+    log = write_jsonl(tmp_path / "log.jsonl", mtbbench_records()[:1])
+    rep = import_logs("jsonl", log, store, benchmark="mtbbench")
+    assert (rep.n_new, rep.n_replaced, rep.n_unchanged) == (0, 1, 0)
+    items = store.items(with_runs=True).collect()
+    assert items.height == 1 and items.item(0, "correct") is True
+    assert store.runs().collect().height == 1  # the run row replaced too (config differs)
+    again = import_logs("jsonl", log, store, benchmark="mtbbench")
+    assert again.batch is None and again.n_unchanged == 1
+
+
 def mtbbench_log(right: int, *, extra_answer: str | None = None) -> list[dict]:
     recs = []
     for pos in range(3):

@@ -591,11 +591,13 @@ def _write(
             if old is None:
                 continue
             mine = mine_of[(e.index,)]
-            same_keys = set(old.get_column("item_id").to_list()) == set(
-                mine.get_column("item_id").to_list()
-            )
-            if same_keys and set(old.get_column("digest").to_list()) == set(
-                mine.get_column("digest").to_list()
+            old_ids = set(old.get_column("item_id").to_list())
+            new_ids = set(mine.get_column("item_id").to_list())
+            if (
+                old_ids == new_ids
+                and old.height == mine.height
+                and set(old.get_column("digest").to_list())
+                == set(mine.get_column("digest").to_list())
             ):
                 e.status = "unchanged"
                 n_unchanged += mine.height
@@ -611,7 +613,7 @@ def _write(
                     )
                 )
                 continue
-            n_replaced += old.height
+            n_replaced += len(old_ids & new_ids)
             hide_units = pl.concat(
                 [hide_units, pl.DataFrame({"run_id": [run_id], "patient_id": [patient]})]
             )
@@ -625,10 +627,18 @@ def _write(
             how="inner",
             nulls_equal=True,
         )
-        same = joined.filter(pl.col("digest") == pl.col("_old"))
-        n_unchanged += same.select(pl.col("_i").n_unique()).item()
-        drop_rows.update(same.get_column("_i").to_list())
-        changed = joined.filter(pl.col("digest") != pl.col("_old")).select(key).unique()
+        # unchanged: the key's one stored row has the same digest; anything else (another
+        # digest, a Recorder's row without one, several rows) is replaced, every stored row
+        per_key = joined.group_by("_i").agg(
+            pl.len().alias("_n"),
+            (pl.col("digest") == pl.col("_old")).fill_null(False).sum().alias("_same"),
+        )
+        unchanged = (pl.col("_n") == 1) & (pl.col("_same") == 1)
+        same = per_key.filter(unchanged).get_column("_i")
+        n_unchanged += same.len()
+        drop_rows.update(same.to_list())
+        changed_rows = per_key.filter(~unchanged).get_column("_i")
+        changed = loose.filter(pl.col("_i").is_in(changed_rows.implode())).select(key).unique()
         n_replaced += changed.height
         hide_items = changed
     live = [e for e in live if e.status == "new"]
