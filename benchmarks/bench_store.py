@@ -21,6 +21,16 @@ repeated question texts as in MTBBench, 0-4 files accessed per question):
   metrics) versus ``json.loads`` of the lines plus a numpy loop over groups (the chunked numpy
   bootstrap of ``bench_bootstrap``). The anchor's json.loads time is the one measured in the
   read workload.
+* **import JSON lines**: ``tumorboard.traj.import_logs("jsonl", ...)`` of 200k generated lines
+  (50k with ``--quick``) of MTBBench-style answers without a grade (parsed and graded on
+  import), about 230 and 440 bytes a line, into a new store, reported in lines/s (target >=
+  200,000), versus ``json.loads`` of the lines alone.
+* **import + score MTBBench logs**: ``import_logs("mtbbench", ...)`` of logs written by
+  :func:`write_mtbbench_logs` in the shape and size of the 950 released MTBBench logs, then
+  ``tumorboard.score.mtbbench.score(store)`` (1000 resamples), in one process and as the
+  command line (``tumorboard import`` then ``tumorboard score``, two processes, interpreter
+  start-up included); target <= 2 s. Anchor: a reference-style scorer (``json.load`` of every
+  log, then the numpy bootstrap per run and task).
 
 ``ratio`` = anchor time / tumorboard time (>1: tumorboard faster). Checks: written rows read back
 equal the source; the read frame agrees with the JSON records; score CIs agree with the numpy
@@ -56,7 +66,8 @@ except ImportError:  # run as a script: ``python benchmarks/bench_store.py``
 
 ANCHOR_JSON = "JSON lines"
 ANCHOR_ARROW = "raw pyarrow"
-ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW)
+ANCHOR_REF = "json.load + numpy (reference-style scorer)"
+ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF)
 N_MODELS, N_TASKS = 20, 10
 N_RESAMPLES = 1000
 SEED = 0
@@ -368,7 +379,7 @@ def _read(ctx: _Ctx, path: Path, records: list[dict], n: int) -> tuple[list[Resu
     ok = (
         frame.height == len(loaded)
         and frame.get_column("correct").sum() == sum(r["correct"] for r in loaded)
-        and all(by_id[r["item_id"]] == r for r in sample)
+        and all(by_id[r["item_id"]] == {k: r[k] for k in by_id[r["item_id"]]} for r in sample)
     )
     check = "ok (same records)" if ok else "WARN: frame differs from the JSON records"
     ctx.workloads[name] = {"n": n}
@@ -471,6 +482,316 @@ def _score(ctx: _Ctx, path: Path, loaded: list[dict], js_read_s: float, n: int) 
     return out
 
 
+# --------------------------------------------------------------------------------------
+# logs -> scores: MTBBench-style chat logs and JSON lines, imported and scored
+# --------------------------------------------------------------------------------------
+
+#: The 950 released MTBBench logs (goodfire-ai/mtbbench, agent_logs_hancock/ and
+#: agent_logs_msk/ @ae2f8fe): 15 HANCOCK runs x 26 patients with 15 questions each, and 14
+#: MSK-CHORD runs x 40 patients with 3-7 questions, about 50 MB. The generator below writes
+#: logs of that shape and size (question records, then the conversation).
+HANCOCK_RUNS, HANCOCK_PATIENTS, MSK_RUNS, MSK_PATIENTS = 15, 26, 14, 40
+_MODELS = ("gemma3-12b", "gemma3-27b", "gpt4o", "internvl3-38b", "llama90b", "o4-mini",
+           "qwen25-7b", "qwen25-32b")  # fmt: skip
+_PATH_OPTS = ("Squamous cell carcinoma, keratinizing", "Squamous cell carcinoma, non-keratinizing",
+              "Basaloid squamous cell carcinoma", "Adenocarcinoma", "Papillary carcinoma",
+              "Verrucous carcinoma")  # fmt: skip
+
+
+#: Words without the wording MTBBench's longitudinal tasks are detected by.
+_PLAIN = tuple(w for w in _WORDS if not w.startswith(("recurr", "surviv", "progress", "alive")))
+
+
+def _sentence(rng: np.random.Generator, words: int) -> str:
+    return " ".join(rng.choice(_PLAIN, words)) + "."
+
+
+def _conversation_turn(
+    rng: np.random.Generator, question: str, response: str, files: list[str], first: bool
+) -> list[dict]:
+    intro = ""
+    if first:
+        intro = (
+            "You are given the following new patient information: \n"
+            + " ".join(_sentence(rng, 20) for _ in range(24))
+            + "\nNew files available:\n"
+            + "\n".join(f" [FILE: {f}]" for f in files)
+            + "\n"
+        )
+    turn = [
+        {
+            "role": "user",
+            "content": f"{intro}\n Question: {question}\n\n Remember that you can ask for "
+            "files by providing the following tag [REQUEST: filename.extension]. You may "
+            "also ask for multiple files at once if necessary\n",
+        }
+    ]
+    if files and rng.random() < 0.8:
+        asked = list(rng.choice(files, min(len(files), int(rng.integers(1, 3))), replace=False))
+        if rng.random() < 0.05:
+            asked.append("Missing_slide.jpg")
+        turn.append({"role": "assistant", "content": " ".join(f"[REQUEST: {f}]" for f in asked)})
+        text_files = [f for f in asked if f.endswith(".txt")]
+        turn.append(
+            {
+                "role": "user",
+                "content": "\n".join(f"[FILE: {f}] was accessed by you" for f in asked)
+                + "".join(
+                    f"\n{f}:\n" + " ".join(_sentence(rng, 20) for _ in range(12))
+                    for f in text_files
+                )
+                + "\nYou can access all these files once again if necessary by asking for "
+                "them in the format [REQUEST: filename.extension].\n",
+            }
+        )
+    if rng.random() < 0.05:
+        turn.append({"role": "assistant", "content": _sentence(rng, 30)})
+        turn.append(
+            {
+                "role": "user",
+                "content": "Please provide the final answer in the format [ANSWER: LETTER) "
+                "answer] and nothing else.",
+            }
+        )
+    turn.append(
+        {"role": "assistant", "content": " ".join(_sentence(rng, 25) for _ in range(8))
+         + f"\n\n[ANSWER: {response}]"}
+    )  # fmt: skip
+    return turn
+
+
+def _log(rng: np.random.Generator, patient: int, track: str, skill: float) -> list[dict]:
+    if track == "multimodal":
+        files = [f"PrimaryTumor_HE_{patient}.jpg", f"LymphNode_HE_{patient}.jpg",
+                 f"TMA_CD3_{patient}.png", f"blood_data_{patient}.json"]  # fmt: skip
+        questions = []
+        for pos in range(15):
+            if pos < 13:  # the same questions for every patient, as in HANCOCK
+                qrng = np.random.default_rng(pos)
+                k = int(qrng.integers(3, 7))
+                opts = [f"{'ABCDEF'[i]}) {_PATH_OPTS[i]}" for i in range(k)]
+                text = f"Question {pos} about the tissue and laboratory values: " + _sentence(
+                    qrng, 70
+                )
+            else:
+                opts = ["A) Yes", "B) No"]
+                text = (
+                    "Based on all the available patient information, do you think the patient "
+                    "will be alive in 5 years?"
+                    if pos == 13
+                    else "Do you think the patient's cancer will have a recurrence in 2 years?"
+                )
+            questions.append((text + "\n" + "\n".join(opts), opts))
+    else:
+        files = [f"timeline{k}.txt" for k in range(3)] + ["specimen.txt"]
+        questions = []
+        for _ in range(int(rng.integers(3, 8))):
+            age = round(float(rng.uniform(40, 80)), 1)
+            months = int(rng.choice([6, 12, 24]))
+            text = rng.choice(
+                [
+                    f"Given that the patient is {age} years old, will the cancer have a "
+                    f"recurrence in the next {months} months?",
+                    f"Given that the patient is {age} years old, will the patient be still "
+                    f"alive in the next {months} months?",
+                    f"Will the cancer progress in the next {months} months?",
+                ]
+            )
+            questions.append((f"{text}\nA) Yes\nB) No", ["A) Yes", "B) No"]))
+    records, conversation = [], [{"role": "system", "content": _sentence(rng, 110)}]
+    for pos, (question, opts) in enumerate(questions):
+        gold = opts[int(rng.integers(0, len(opts)))]
+        right = rng.random() < skill
+        response = gold if right else opts[int(rng.integers(0, len(opts)))]
+        accessed = [f for f in files if rng.random() < 0.3]
+        records.append(
+            {
+                "question": question,
+                "answer": gold,
+                "response": response,
+                "correct": response == gold,
+                "files_accessed": accessed,
+                "files_hallucinated": ["Missing_slide.jpg"] if rng.random() < 0.03 else [],
+                "question_time": float(rng.gamma(2.0, 8.0)),
+            }
+        )
+        conversation += _conversation_turn(rng, question, response, files, pos == 0)
+    return [*records, {"conversation": conversation}]
+
+
+def write_mtbbench_logs(root: Path, seed: int = 0, *, scale: float = 1.0) -> dict[str, int]:
+    """Write MTBBench-style chat logs shaped like the 950 released ones; return counts.
+
+    ``<root>/agent_logs_hancock/<model>[-with-tools]/<patient>_chatlog_<ts>.json`` (15
+    questions each) and ``<root>/agent_logs_msk/...`` (3-7 longitudinal questions each);
+    ``scale`` shrinks the patient counts (``--quick``).
+    """
+    rng = np.random.default_rng(seed)
+    files = records = size = 0
+    for folder, track, runs, patients in (
+        ("agent_logs_hancock", "multimodal", HANCOCK_RUNS, HANCOCK_PATIENTS),
+        ("agent_logs_msk", "longitudinal", MSK_RUNS, MSK_PATIENTS),
+    ):
+        n_patients = max(1, round(patients * scale))
+        for r in range(runs):
+            model = _MODELS[r // 2 % len(_MODELS)] + ("-with-tools" if r % 2 else "")
+            model = f"{model}-r{r}" if r >= 2 * len(_MODELS) else model
+            skill = float(rng.uniform(0.35, 0.8))
+            out = root / folder / model
+            out.mkdir(parents=True, exist_ok=True)
+            for p in range(n_patients):
+                doc = _log(rng, 100 + 7 * p, track, skill)
+                text = json.dumps(doc, indent=4)
+                patient = str(100 + 7 * p) if track == "multimodal" else f"P-{4000 + 7 * p:07d}"
+                (out / f"{patient}_chatlog_{1746000000 + 3600 * r + p}.json").write_text(
+                    text, encoding="utf-8"
+                )
+                files += 1
+                records += len(doc) - 1
+                size += len(text)
+    return {"files": files, "records": records, "bytes": size}
+
+
+def reference_score(root: Path, seed: int) -> np.ndarray:
+    """Score MTBBench logs as an independent script would: json.load, then numpy loops.
+
+    Every log is read with ``json.load``; a question's task comes from its position
+    (HANCOCK) or its wording (MSK-CHORD); per (run, task) the accuracy gets a 1000-resample
+    percentile interval from the chunked numpy bootstrap of ``bench_bootstrap``.
+    """
+    model, task, values = [], [], []
+    for path in sorted(root.rglob("*_chatlog_*.json")):
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        run = f"{path.parent.parent.name}/{path.parent.name}"
+        for pos, rec in enumerate(r for r in doc if "question" in r):
+            q = rec["question"].lower()
+            if path.parent.parent.name == "agent_logs_msk":
+                t = "recurrence" if "recurr" in q else "outcome" if "alive" in q else "progression"
+            else:
+                t = "pathology" if pos < 9 else "hematology" if pos < 13 else "outcome"
+            model.append(run)
+            task.append(t)
+            values.append(1.0 if rec.get("correct") else 0.0)
+    return numpy_grouped(np.asarray(values), (np.array(model), np.array(task)), N_RESAMPLES, seed)
+
+
+def _import_and_score(ctx: _Ctx) -> list[Result]:
+    import subprocess
+
+    from tumorboard.score import mtbbench
+    from tumorboard.stats import BootstrapOptions
+    from tumorboard.traj import Store, import_logs
+
+    root = ctx.tmp / "mtbbench-logs"
+    counts = write_mtbbench_logs(root, scale=0.25 if ctx.quick else 1.0)
+    name = (
+        f"import + score {counts['files']} MTBBench-style logs ({counts['records']} questions, "
+        f"{counts['bytes'] / 1e6:.0f} MB): mtbbench report, B=1k"
+    )
+    ctx.log(name)
+    runs = iter(range(10**6))
+    opts = BootstrapOptions(n_resamples=N_RESAMPLES, seed=SEED)
+
+    def ours() -> Any:
+        store = Store(_fresh(ctx, f"mtb-store-{next(runs)}"), fsync=False)
+        report = import_logs("mtbbench", root, store)
+        return report, mtbbench.score(store, options=opts)
+
+    tb_s, (imp, rep) = ctx.time("tumorboard (import_logs + score.mtbbench)", ours, max_time=10.0)
+    ref_s, ref = ctx.time("reference-style scorer", lambda: reference_score(root, SEED + 1),
+                          **_slow(ctx))  # fmt: skip
+    acc = rep.table.filter(rep.table["metric"] == "accuracy")
+    ok = imp.n_items == counts["records"] and acc.height > 0 and len(ref) > 0
+    # the command line, as a user runs it: two processes, from interpreter start to the report
+    store = _fresh(ctx, "mtb-cli")
+    cmd = [sys.executable, "-m", "tumorboard.cli"]
+    t0 = time.perf_counter()
+    subprocess.run([*cmd, "import", "mtbbench", str(root), "--store", str(store)], check=True,
+                   capture_output=True)  # fmt: skip
+    subprocess.run([*cmd, "score", str(store)], check=True, capture_output=True)
+    cli_s = time.perf_counter() - t0
+    ctx.log(f"  command line (import + score, 2 processes): {cli_s:.2f} s")
+    check = "ok (every question imported)" if ok else "WARN: questions lost"
+    name_cli = f"{name}, command line (2 processes)"
+    ctx.workloads[name] = {**counts, "target_s": 2.0}
+    ctx.workloads[name_cli] = {**counts, "target_s": 2.0}
+    return [
+        Result.make(name, tb_s, ANCHOR_REF, ref_s, check=check, note="target <= 2 s"),
+        Result.make(
+            name_cli,
+            cli_s,
+            ANCHOR_REF,
+            ref_s,
+            check=check,
+            note="interpreter start-up included; target <= 2 s",
+        ),  # fmt: skip
+    ]
+
+
+def _jsonl_lines(n: int, seed: int, *, short: bool = False) -> list[str]:
+    """Return n JSON lines of MTBBench-style answers (no ``correct``: graded on import).
+
+    About 440 bytes a line (12-word questions with four histology options), or with ``short``
+    about 230 (6-word questions, options "A) yes" ... "D) unsure").
+    """
+    rng = np.random.default_rng(seed)
+    opts = ("yes", "no", "maybe", "unsure") if short else _PATH_OPTS
+    questions = [f"Q{q}: " + _sentence(rng, 6 if short else 12) + "\n" + "\n".join(
+        f"{'ABCD'[i]}) {opts[i]}" for i in range(4)) for q in range(300)]  # fmt: skip
+    qid = rng.integers(0, 300, n)
+    gold = rng.integers(0, 4, n)
+    chosen = np.where(rng.random(n) < 0.6, gold, rng.integers(0, 4, n))
+    letters = "ABCD"
+    return [
+        json.dumps(
+            {
+                "id": f"q{i}",
+                "model": f"model-{i % N_MODELS:02d}",
+                "patient_id": f"P-{i // 15:07d}",
+                "task": f"task{qid[i] % N_TASKS}",
+                "question": questions[qid[i]],
+                "gold": f"{letters[gold[i]]}) {opts[gold[i]]}",
+                "response": f"[ANSWER: {letters[chosen[i]]}) {opts[chosen[i]]}]",
+            }
+        )
+        for i in range(n)
+    ]
+
+
+def _import_jsonl(ctx: _Ctx, n: int, *, short: bool = False) -> list[Result]:
+    from tumorboard.traj import Store, import_logs
+
+    path = ctx.tmp / "log.jsonl"
+    lines = _jsonl_lines(n, SEED, short=short)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    size = path.stat().st_size / n
+    name = f"import {_count(n)} JSON lines of {size:.0f} B (graded on import)"
+    ctx.log(name)
+    runs = iter(range(10**6))
+
+    def ours() -> Any:
+        store = Store(_fresh(ctx, f"jsonl-store-{next(runs)}"), fsync=False)
+        return import_logs("jsonl", path, store, benchmark="mtbbench", field_map={"item_id": "id"})
+
+    tb_s, rep = ctx.time("tumorboard (import_logs jsonl)", ours, max_time=10.0)
+    loads = json.loads
+    js_s, _ = ctx.time(
+        "json.loads lines", lambda: [loads(x) for x in path.read_text().splitlines()], **_slow(ctx)
+    )
+    rate = n / tb_s
+    ctx.log(f"  {rate:,.0f} lines/s")
+    ok = rep.n_items == n and not rep.warnings
+    ctx.workloads[name] = {
+        "n": n, "bytes_per_line": size, "lines_per_s": rate, "target_lines_per_s": 200_000,
+    }  # fmt: skip
+    return [
+        Result.make(name, tb_s, ANCHOR_JSON, js_s,
+                    check="ok (every line imported)" if ok else "WARN: lines lost",
+                    note=f"{rate:,.0f} lines/s (target >= 200,000); anchor: json.loads only"),
+    ]  # fmt: skip
+
+
 def run_results(
     quick: bool = False,
     repeat: int = 3,
@@ -501,6 +822,9 @@ def run_results(
         res, js_read_s, loaded = _read(ctx, path, rec_dicts, n)
         results += res
         results += _score(ctx, path, loaded, js_read_s, n)
+        results += _import_jsonl(ctx, 50_000 if quick else 200_000, short=True)
+        results += _import_jsonl(ctx, 50_000 if quick else 200_000)
+        results += _import_and_score(ctx)
     meta = {
         "quick": quick,
         "records": n,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from tumorboard.cli import SCORE_JSON_FIELDS, main
+from tumorboard.cli import main
+from tumorboard.score import TABLE_COLUMNS
 
 OPTS = "A) one\nB) two\nC) three"
 
@@ -96,8 +97,12 @@ def test_import_then_score_json_matches_hand_computation(store, capsys):
         ]
     )
     assert code == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert all(tuple(r) == SCORE_JSON_FIELDS for r in rows)
+    text = capsys.readouterr().out
+    doc = json.loads(text)
+    assert doc["columns"] == [*TABLE_COLUMNS, "n_correct", "n_ungraded"]
+    rows = [r for r in doc["rows"] if r["metric"] == "accuracy"]
+    for r in rows:
+        r["accuracy"] = r["estimate"]
     by_key = {(r["tools"], r["task"]): r for r in rows}
     assert len(rows) == 8 and {r["model"] for r in rows} == {"alpha"}
     assert {r["track"] for r in rows} == {"multimodal"} and {r["benchmark"] for r in rows} == {
@@ -123,13 +128,19 @@ def test_import_then_score_json_matches_hand_computation(store, capsys):
     # every answer right: a degenerate interval at 1
     hem = by_key[(True, "hematology")]
     assert hem["ci_low"] == hem["ci_high"] == 1.0 and hem["pm"] == 0.0
+    # one answer was logged without a grade and graded on import: nothing is ungraded
+    assert {r["n_ungraded"] for r in rows} == {0}
     # same seed, same output; patient clusters change the intervals, not the estimates
     main(["score", str(store), "--n-resamples", "500", "--format", "json"])
-    assert json.loads(capsys.readouterr().out) == rows
+    assert capsys.readouterr().out == text
     main(["score", str(store), "--n-resamples", "500", "--format", "json", "--cluster", "patient"])
-    clustered = {(r["tools"], r["task"]): r for r in json.loads(capsys.readouterr().out)}
+    clustered = {
+        (r["tools"], r["task"]): r
+        for r in json.loads(capsys.readouterr().out)["rows"]
+        if r["metric"] == "accuracy"
+    }
     for key, r in by_key.items():
-        assert clustered[key]["accuracy"] == r["accuracy"] and clustered[key]["n"] == r["n"]
+        assert clustered[key]["estimate"] == r["estimate"] and clustered[key]["n"] == r["n"]
 
 
 def test_score_formats_and_out_file(store, tmp_path, capsys):
@@ -162,24 +173,28 @@ def test_score_formats_and_out_file(store, tmp_path, capsys):
     assert "<svg" in text and "alpha" in text
     js = tmp_path / "rows.json"
     main(["score", str(store), "--n-resamples", "200", "--format", "json", "--out", str(js)])
-    rows = json.loads(js.read_text())
-    assert len(rows) == 8 and not any(math.isnan(r["accuracy"]) for r in rows)
+    rows = [r for r in json.loads(js.read_text())["rows"] if r["metric"] == "accuracy"]
+    assert len(rows) == 8 and not any(math.isnan(r["estimate"]) for r in rows)
 
 
 def test_cli_errors_and_import_options(store, tmp_path, capsys):
     assert main(["score", str(tmp_path / "nowhere")]) == 2
     assert "no trajectory store" in capsys.readouterr().err
     assert main(["score", str(store), "--benchmark", "radabench"]) == 2
-    assert "supports 'mtbbench'" in capsys.readouterr().err
-    assert main(["score", str(store), "--track", "longitudinal"]) == 2
-    assert "no items left" in capsys.readouterr().err
-    # re-import: everything already there; --json report; --strict fails on the broken file
-    code = main(
-        ["import", "mtbbench", str(tmp_path / "logs"), "--store", str(store), "--json", "--strict"]
+    assert "no items of benchmark 'radabench' (benchmarks present: mtbbench)" in (
+        capsys.readouterr().err
     )
+    assert main(["score", str(store), "--track", "longitudinal"]) == 2
+    assert "left in tracks longitudinal" in capsys.readouterr().err
+    # re-import: everything already there; --json report
+    code = main(["import", "mtbbench", str(tmp_path / "logs"), "--store", str(store), "--json"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 1 and report["n_items"] == 0 and len(report["duplicates"]) == 4
+    assert code == 0 and report["n_items"] == 0 and len(report["unchanged"]) == 4
+    assert report["n_unchanged"] == 60
     assert [Path(s["file"]).name for s in report["skipped"]] == ["broken_chatlog_1.json"]
+    # --strict fails on the broken file, and imports nothing
+    code = main(["import", "mtbbench", str(tmp_path / "logs"), "--store", str(store), "--strict"])
+    assert code == 2 and "broken_chatlog_1.json: not valid JSON" in capsys.readouterr().err
     assert (
         main(["import", "jsonl", str(tmp_path / "logs"), "--store", str(store), "--map", "gold"])
         == 2

@@ -184,7 +184,7 @@ def test_cli_score_shards_and_ray_address(cluster, store, capsys):
             "json",
         ]
         assert main(argv + extra) == 0
-        rows = json.loads(capsys.readouterr().out)
+        rows = json.loads(capsys.readouterr().out)["rows"]  # Report.to_json()
         assert len(rows) == local.height == 9
         for row, ref in zip(rows, local.iter_rows(named=True), strict=True):
             assert (row["model"], row["task"], row["n"]) == (ref["model"], ref["task"], ref["n"])

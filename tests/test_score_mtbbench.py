@@ -108,7 +108,7 @@ def test_file_metrics_hand_worked(report):
 def test_table_schema_and_order(report):
     t = report.table
     assert report.benchmark == "mtbbench"
-    assert t.columns == [*TABLE_COLUMNS, "n_correct"]
+    assert t.columns == [*TABLE_COLUMNS, "n_correct", "n_ungraded"]
     assert t.schema["n_correct"] == pl.Int64 and t.schema["n"] == pl.Int64
     assert set(t["benchmark"]) == {"mtbbench"}
     keys = t.select("track", "model", "tools", "metric", "task").rows()
@@ -248,7 +248,7 @@ def test_renderings(report):
     )
     rows = json.loads(report.to_json())["rows"]
     first = rows[0]
-    assert list(first) == [*TABLE_COLUMNS, "n_correct"]
+    assert list(first) == [*TABLE_COLUMNS, "n_correct", "n_ungraded"]
     assert first["n_correct"] == 1 and first["task"] == "diag" and first["model"] == "llama"
     md = report.to_markdown().splitlines()
     assert md[0] == "## MTBBench"

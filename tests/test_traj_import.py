@@ -218,7 +218,7 @@ def test_mtbbench_import_handles_every_quirk(logs, tmp_path):
         "P-0004727_chatlog_1746517802.json",
         "ab_12-x_chatlog_1700000100.json",
     ]
-    assert names(report.duplicates) == ["104_chatlog_1700000300.json"]
+    assert names(report.unchanged) == ["104_chatlog_1700000300.json"]  # a byte-identical copy
     skipped = {Path(f).name: reason for f, reason in report.skipped}
     assert set(skipped) == {
         "104_chatlog_1600000000.json",
@@ -333,9 +333,10 @@ def test_reimport_is_a_no_op_and_new_files_are_added(logs, tmp_path):
     before = Store(store_path).items().collect()
     again = _import(logs, store_path)
     assert again.imported == () and again.n_items == 0 and again.batch is None
-    assert len(again.duplicates) == 6  # the 5 imported files and the copy
-    # the superseded log's patient is now in the store: still not imported
-    assert any("already in the store" in r for _, r in again.skipped)
+    assert len(again.unchanged) == 6  # the 5 imported files and the copy
+    assert again.n_unchanged == 63 and again.n_new == again.n_replaced == 0
+    # the older log of patient 104 is still superseded by the newer one
+    assert any("superseded by the newer log" in r for _, r in again.skipped)
     assert Store(store_path).items().collect().equals(before)
     qs = multimodal_questions()
     write(
@@ -408,8 +409,20 @@ def test_jsonl_import_with_field_map(tmp_path):
         benchmark="custom",
         field_map={"model": "meta.model", "gold": "expected"},
     )
-    warn = {w.rsplit(":", 1)[1]: r for w, r in report.warnings if "run1" in w}
+    warn = {w.rsplit(":", 1)[1]: r for w, r in report.warnings if "run1.jsonl:" in w}
     assert set(warn) == {"3", "4", "5", "6"}
+    # file-level, over the 3 records kept: line 7 has no gold (mapped to 'expected') and so no
+    # grade, line 2 no response
+    summary = [r.split(";")[0] for w, r in report.warnings if w.endswith("run1.jsonl")]
+    assert summary == [
+        "1 of 3 lines have no value for 'expected' (--map gold=expected)",
+        "1 of 3 lines have no value for 'response'",
+        "1 of 3 lines have no grade (no 'correct', and no 'expected' with a 'response')",
+    ]
+    assert (
+        "keys seen: meta, meta.model, patient_id, task, question, expected"
+        in (report.warnings[-1][1])
+    )
     assert warn["4"] == "'latency_s' must be a number, got \"slow\""
     assert warn["5"] == "expected a JSON object" and warn["6"].startswith("no model")
     assert [Path(f).name for f, _ in report.skipped] == ["bad.jsonl"]

@@ -1,5 +1,7 @@
 """Plain-text progress of a slide collection, shared by ``tumorboard tile`` and the embedding paths.
 
+:class:`CountProgress` is its sibling for jobs that count records (``tumorboard import``).
+
 One printer for every loop over slides (the local embedding engine, its Ray executor and the
 ``tile`` command), so they report alike: one line per finished slide,
 ``[k/N] name: status[, P patches, S s][: detail]``, and a live line for the slide in progress:
@@ -18,7 +20,7 @@ import threading
 import time
 from typing import Protocol, TextIO
 
-__all__ = ["FinishedSlide", "SlideProgress"]
+__all__ = ["CountProgress", "FinishedSlide", "SlideProgress"]
 
 _CLEAR = "\r\033[K"
 _BAR_WIDTH = 30
@@ -261,3 +263,104 @@ class SlideProgress:
             if self.tty and self._live_shown:
                 self._write("\n")
                 self._live_shown = False
+
+
+class CountProgress:
+    """Progress of a job that counts records (lines, logs) over files, on a text stream.
+
+    Nothing is printed for the first ``after`` seconds (small jobs stay quiet); then a line
+    ``label: N what (f/F files), R what/s`` at most every ``every`` seconds (rewritten in place
+    on a terminal, one plain line each time elsewhere) and a last one at :meth:`close`.
+
+    Parameters
+    ----------
+    label : str
+        What runs, e.g. ``"import"``.
+    what : str, default "lines"
+        What is counted.
+    stream : TextIO, optional
+        Where to print; standard error when None.
+    every : float, default 2.0
+        Seconds between two lines.
+    after : float, default 2.0
+        Seconds before the first line.
+    enabled : bool, default True
+        Print anything at all.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        what: str = "lines",
+        stream: TextIO | None = None,
+        every: float = 2.0,
+        after: float = 2.0,
+        enabled: bool = True,
+    ) -> None:
+        self.label = label
+        self.what = what
+        self.stream = sys.stderr if stream is None else stream
+        self.every = float(every)
+        self.after = float(after)
+        self.enabled = bool(enabled)
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = self.enabled and callable(isatty) and bool(isatty())
+        self._t0 = time.perf_counter()
+        self._last = float("-inf")
+        self._shown = False
+        self._state = (0, 0, 0)
+
+    def _text(self, now: float) -> str:
+        """Return the progress line for the current counts."""
+        files, total, count = self._state
+        rate = count / max(now - self._t0, 1e-9)
+        where = f" ({files}/{total} files)" if total > 1 else ""
+        return f"{self.label}: {count:,} {self.what}{where}, {rate:,.0f} {self.what}/s"
+
+    def update(self, files: int, total: int, count: int) -> None:
+        """Record the counts so far and print them when a line is due.
+
+        Parameters
+        ----------
+        files : int
+            Files finished.
+        total : int
+            Files in all.
+        count : int
+            Records counted so far.
+        """
+        self._state = (int(files), int(total), int(count))
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self._t0 < self.after or now - self._last < self.every:
+            return
+        self._last = now
+        self._show(self._text(now))
+
+    def _show(self, text: str) -> None:
+        """Print ``text`` as the live line (terminal) or as a plain line."""
+        self.stream.write((_CLEAR + text) if self.tty else text + "\n")
+        self.stream.flush()
+        self._shown = True
+
+    def message(self, text: str) -> None:
+        """Print a phase line (e.g. ``writing 1,000,000 items``) when progress is being shown.
+
+        Parameters
+        ----------
+        text : str
+            The line, without the label.
+        """
+        if self.enabled and self._shown:
+            self._show(f"{self.label}: {text}")
+
+    def close(self) -> None:
+        """Print the final counts (when any line was shown) and end the live line."""
+        if not (self.enabled and self._shown):
+            return
+        self._show(self._text(time.perf_counter()))
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import importlib
 import json
-import math
 import os
 import sys
 import warnings
@@ -124,100 +123,94 @@ def _field_map(pairs: Sequence[str] | None) -> dict[str, str]:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    """Run ``tumorboard import`` and print the import report."""
+    """Run ``tumorboard import``: print the report; warnings also go to standard error."""
+    from ._progress import CountProgress
     from .traj import import_logs
 
-    report = import_logs(
-        args.format,
-        args.src,
-        args.store,
-        track=args.track,
-        model=args.model,
-        model_map=args.model_map,
-        benchmark=args.benchmark,
-        field_map=_field_map(args.map),
-        run_name=args.run_name,
-    )
+    printer = CountProgress("import", what="lines" if args.format == "jsonl" else "records")
+    try:
+        report = import_logs(
+            args.format,
+            args.src,
+            args.store,
+            track=args.track,
+            model=args.model,
+            model_map=args.model_map,
+            benchmark=args.benchmark,
+            field_map=_field_map(args.map),
+            run_name=args.run_name,
+            strict=args.strict,
+            progress=lambda files, total, records, _bytes: printer.update(files, total, records),
+        )
+    finally:
+        printer.close()
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(report)
-    return 1 if args.strict and report.skipped else 0
-
-
-#: Fields of one row of ``tumorboard score --format json`` (accuracy rows only).
-SCORE_JSON_FIELDS = (
-    "benchmark", "track", "model", "tools", "task", "n", "n_correct", "accuracy", "boot_mean",
-    "ci_low", "ci_high", "pm",
-)  # fmt: skip
-_SCORE_COLUMNS = (
-    "track", "model", "tools", "task", "correct", "patient_id", "files_accessed",
-    "files_hallucinated",
-)  # fmt: skip
-
-
-def _json_number(x: object) -> object:
-    """Return ``x``, with a non-finite float as None (JSON has no NaN)."""
-    return None if isinstance(x, float) and not math.isfinite(x) else x
-
-
-def score_json_rows(table: object) -> list[dict[str, object]]:
-    """Return the accuracy rows of a scorer's report table as the CLI's JSON objects.
-
-    Parameters
-    ----------
-    table : polars.DataFrame
-        A :class:`~tumorboard.score.Report`'s table.
-
-    Returns
-    -------
-    list of dict
-        One object per accuracy row with the fields of ``SCORE_JSON_FIELDS`` (the estimate is
-        named ``accuracy``; NaN becomes null).
-    """
-    import polars as pl
-
-    assert isinstance(table, pl.DataFrame)
-    acc = table.filter(pl.col("metric") == "accuracy").rename({"estimate": "accuracy"})
-    rows = acc.select(list(SCORE_JSON_FIELDS)).to_dicts()
-    return [{k: _json_number(v) for k, v in row.items()} for row in rows]
+    summaries = [(w, r) for w, r in report.warnings if " of " in r and " lines " in r]
+    shown = summaries or report.warnings[:3]
+    for where, reason in shown:
+        print(f"tumorboard: warning: {where}: {reason}", file=sys.stderr)
+    if len(report.warnings) > len(shown):
+        print(
+            f"tumorboard: warning: {len(report.warnings) - len(shown)} more warning(s) in the "
+            "report",
+            file=sys.stderr,
+        )
+    if report.skipped:
+        print(
+            f"tumorboard: warning: {len(report.skipped)} file(s) skipped (listed in the report)",
+            file=sys.stderr,
+        )
+    return 0
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    """Run ``tumorboard score`` on a store."""
-    import polars as pl
-
+    """Run ``tumorboard score`` on a store: any benchmark's scorer, from the store."""
+    from .score import benchmarks, get, store_frame
     from .traj import Store
 
-    if args.benchmark != "mtbbench":
-        raise InvalidArgumentError(
-            f"--benchmark: scoring a store supports 'mtbbench', got {args.benchmark!r} (other "
-            "scorers take a frame: tumorboard.score.get(name)(frame))"
-        )
-    from .score import mtbbench
-
     store = Store(args.store, create=False)
+    benchmark = args.benchmark or _only_benchmark(store, benchmarks())
+    if args.style == "paper" and args.format == "json":
+        raise InvalidArgumentError(
+            "--style paper: a table for reading (md, csv or html); --format json is the "
+            "report itself (Report.to_json())"
+        )
     if args.ray_address is not None or args.shards is not None:
-        report = _score_distributed(args, store)
+        if benchmark != "mtbbench":
+            raise InvalidArgumentError(
+                f"--ray-address/--shards: the distributed path scores mtbbench accuracy, not "
+                f"--benchmark {benchmark}"
+            )
+        report = _score_distributed(args, store, benchmark)
         return _emit_report(args, report)
-    items = store.items(with_runs=True)
-    present = items.select(pl.col("benchmark").unique()).collect().get_column("benchmark")
-    if args.benchmark not in present.to_list():
-        have = ", ".join(sorted(str(b) for b in present.drop_nulls().to_list())) or "none"
-        raise InvalidArgumentError(
-            f"{args.store}: no items of benchmark {args.benchmark!r} (benchmarks present: {have})"
-        )
-    frame = items.filter(pl.col("benchmark") == args.benchmark)
-    if args.track:
-        frame = frame.filter(pl.col("track").is_in(args.track))
-    frame = frame.select(list(_SCORE_COLUMNS)).collect()
-    if frame.height == 0:
-        raise InvalidArgumentError(
-            f"{args.store}: no items left after --track {' '.join(args.track)}"
-        )
+    frame = store_frame(store, benchmark, tracks=args.track)
     cluster = {"patient": "patient_id"}.get(args.cluster, args.cluster)
-    report = mtbbench.score(frame, options=_bootstrap_options(args), cluster=cluster)
+    report = get(benchmark)(frame, options=_bootstrap_options(args), cluster=cluster)
     return _emit_report(args, report)
+
+
+def _only_benchmark(store: Any, names: Sequence[str]) -> str:
+    """Return the one scorable benchmark of ``store`` (for ``score`` without --benchmark)."""
+    import polars as pl
+
+    runs = store.runs().select(pl.col("benchmark").unique()).collect().to_series().to_list()
+    present = sorted(b for b in runs if b is not None)
+    scorable = [b for b in present if b in names]
+    if len(scorable) == 1:
+        return scorable[0]
+    have = ", ".join(present) or "none"
+    if not scorable:
+        raise InvalidArgumentError(
+            f"{store.path}: no runs of a benchmark tumorboard scores (benchmarks present: "
+            f"{have}; scorers: {', '.join(names)}); import the logs with --benchmark NAME"
+        )
+    raise InvalidArgumentError(
+        f"{store.path}: runs of several benchmarks ({', '.join(scorable)}); pick one with "
+        "--benchmark"
+    )
 
 
 def _bootstrap_options(args: argparse.Namespace) -> Any:
@@ -232,7 +225,7 @@ def _bootstrap_options(args: argparse.Namespace) -> Any:
                             seed=args.seed, threads=args.threads)  # fmt: skip
 
 
-def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
+def _score_distributed(args: argparse.Namespace, store: Any, benchmark: str) -> Any:
     """Score a store for ``score --ray-address/--shards``.
 
     Poisson-bootstrap accuracy CIs from per-shard partials (``tumorboard.dist.score_store``),
@@ -253,7 +246,7 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
               file=sys.stderr, flush=True)  # fmt: skip
 
     result = score_store(
-        store, benchmark=args.benchmark, tracks=args.track, options=_bootstrap_options(args),
+        store, benchmark=benchmark, tracks=args.track, options=_bootstrap_options(args),
         executor=executor, shards=args.shards,
         ray_address=None if args.ray_address == "local" else args.ray_address,
         progress=progress,
@@ -262,17 +255,14 @@ def _score_distributed(args: argparse.Namespace, store: Any) -> Any:
 
 
 def _emit_report(args: argparse.Namespace, report: Any) -> int:
-    """Print the report in ``--format``, or write it to ``--out``."""
-    from ._io import atomic_path
+    """Print the report in ``--format`` (and ``--style``), or write it to ``--out``.
 
-    if args.format == "json":
-        text = json.dumps(score_json_rows(report.table), indent=2) + "\n"
-        if args.out:
-            with atomic_path(args.out) as tmp:
-                tmp.write_text(text, encoding="utf-8")
-    else:
-        render = {"md": report.to_markdown, "csv": report.to_csv, "html": report.to_html}
-        text = render[args.format](args.out) if args.out else render[args.format]()
+    ``--format json`` is exactly :meth:`~tumorboard.score.Report.to_json`.
+    """
+    style = {"style": args.style} if args.format != "json" else {}
+    render = {"md": report.to_markdown, "csv": report.to_csv, "html": report.to_html,
+              "json": report.to_json}[args.format]  # fmt: skip
+    text = render(args.out, **style) if args.out else render(**style)
     if args.out:
         print(f"wrote {args.out}")
     else:
@@ -323,8 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser(
         "import",
         help="import agent logs into a trajectory store",
-        description="Import agent logs into a trajectory store. Files already imported "
-        "(same content hash) are skipped; malformed files are skipped and reported.",
+        description="Import agent logs into a trajectory store. Re-imports are idempotent by "
+        "item: items already stored unchanged are left alone, changed ones are replaced (latest "
+        "wins, keyed by run, patient and item id). Malformed files and lines are skipped and "
+        "reported; fields the benchmark needs that the records leave empty are warned about.",
     )
     imp.add_argument("format", choices=["mtbbench", "jsonl", "react"], help="log format")
     imp.add_argument("src", help="a log file or a folder (searched recursively)")
@@ -336,25 +328,44 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--model-map", metavar="FILE", help="folder -> model name (JSON object or CSV lines)"
     )
-    imp.add_argument("--benchmark", help="benchmark name (default: from the format)")
     imp.add_argument(
-        "--map", action="append", metavar="FIELD=KEY", help="jsonl: read FIELD from KEY"
+        "--benchmark",
+        help="the benchmark the runs belong to, which `tumorboard score --benchmark` picks: "
+        "mtbbench, radabench, lammi, medinsight, medbench (jsonl: also which benchmark fields "
+        "the records carry; default: the format's, or the records' 'benchmark')",
+    )
+    imp.add_argument(
+        "--map",
+        action="append",
+        metavar="FIELD=KEY",
+        help="jsonl: read FIELD from the record key KEY (dotted for nested objects)",
     )
     imp.add_argument("--run-name", help="suffix that keeps repeated runs of a model apart")
     imp.add_argument("--json", action="store_true", help="print the import report as JSON")
     imp.add_argument(
-        "--strict", action="store_true", help="exit with status 1 when any file was skipped"
+        "--strict",
+        action="store_true",
+        help="fail (exit 2, nothing imported) when any file is skipped or any record dropped, "
+        "replaced or left without a field the benchmark needs",
     )
     imp.set_defaults(func=_cmd_import)
 
+    from .score import benchmarks
+
     score = sub.add_parser(
         "score",
-        help="score a trajectory store: accuracy per task with bootstrap CIs",
-        description="Score a trajectory store: per (track, model, tools, task) accuracy with "
-        "bootstrap percentile CIs, the overall row and the file-access metrics.",
+        help="score a trajectory store with a benchmark's scorer and bootstrap CIs",
+        description="Score a trajectory store: the benchmark's metrics per (track, model, "
+        "tools, task) with bootstrap confidence intervals and the overall rows. Each scorer "
+        "reads the columns it needs from the store (docs/trajectory-schema.md).",
     )
     score.add_argument("store", help="the store directory")
-    score.add_argument("--benchmark", default="mtbbench", help="benchmark to score (mtbbench)")
+    score.add_argument(
+        "--benchmark",
+        choices=benchmarks(),
+        default=None,
+        help="the benchmark to score (default: the store's only one)",
+    )
     score.add_argument(
         "--n-resamples", type=positive_int, default=1000,
         help="bootstrap resamples B (default 1000)",
@@ -373,14 +384,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster", help="resample whole clusters, e.g. patient (= patient_id)", default=None
     )
     score.add_argument("--track", nargs="+", help="only these tracks")
-    score.add_argument("--format", choices=["md", "csv", "json", "html"], default="md")
+    score.add_argument(
+        "--format",
+        choices=["md", "csv", "json", "html"],
+        default="md",
+        help="md, csv, html, or json: exactly the API's Report.to_json()",
+    )
+    score.add_argument(
+        "--style",
+        choices=["long", "paper"],
+        default="long",
+        help="long: one row per (model, task, metric) with every column; paper: models x "
+        "tasks, cells 'estimate ± half-width' (md, csv, html)",
+    )
     score.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
     score.add_argument(
         "--ray-address",
         metavar="ADDR",
         help="score on a Ray cluster (e.g. auto, host:6379, ray://host:10001; 'local' starts "
         "one here): Poisson-bootstrap CIs from per-shard partials, identical for any split "
-        "(needs tumorboard[dist])",
+        "(needs tumorboard[dist]; mtbbench accuracy)",
     )
     score.add_argument(
         "--shards",

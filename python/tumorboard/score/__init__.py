@@ -5,8 +5,10 @@ Each benchmark has a scorer module, :mod:`~tumorboard.score.mtbbench`,
 :mod:`~tumorboard.score.medinsight` and :mod:`~tumorboard.score.medbench`, that defines
 ``score(frame, *, options=None, ...)`` next to the benchmark's metric functions
 (``from tumorboard.score import mtbbench; mtbbench.score(df)``). A scorer takes a polars
-DataFrame/LazyFrame (or pyarrow Table) of per-item results with documented columns, validates it
-once, and returns a :class:`Report`: one table in a shared schema (benchmark, track, model, tools,
+DataFrame/LazyFrame (or pyarrow Table) of per-item results with documented columns, or a
+trajectory :class:`~tumorboard.traj.Store` (read with :func:`store_frame`, which builds those
+columns from the store's items, events and benchmark fields), validates it once, and returns a
+:class:`Report`: one table in a shared schema (benchmark, track, model, tools,
 task, metric, n, estimate, boot_mean, ci_low, ci_high, pm) with bootstrap CIs from the C++ engine,
 configured by one :class:`~tumorboard.stats.BootstrapOptions` and renderable as Markdown, CSV,
 JSON and HTML with inline SVG plots.
@@ -21,6 +23,7 @@ from collections.abc import Callable
 
 from ..errors import InvalidArgumentError
 from . import lammi, medbench, medinsight, mtbbench, radabench
+from ._store import store_frame
 from ._summary import summarize
 from ._validate import DEFAULT_TRACK
 from .report import TABLE_COLUMNS, Report, sort_table
@@ -37,6 +40,7 @@ __all__ = [
     "mtbbench",
     "radabench",
     "sort_table",
+    "store_frame",
     "summarize",
 ]
 
@@ -63,7 +67,8 @@ def get(name: str) -> Callable[..., Report]:
     Parameters
     ----------
     name : str
-        One of :func:`benchmarks` (e.g. ``get("mtbbench")(df)``).
+        One of :func:`benchmarks` (e.g. ``get("mtbbench")(df)``, or ``get("radabench")(store)``
+        for a trajectory store).
 
     Returns
     -------

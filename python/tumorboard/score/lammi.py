@@ -41,6 +41,7 @@ Definitions (per sample i, i.e. one trajectory answering one question):
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 
@@ -51,10 +52,11 @@ import polars as pl
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
-from . import _validate
+from ..traj import Store
+from . import _store, _validate
 from ._summary import summarize_metrics
 from ._validate import bool_column, require_columns, string_column
-from .report import Report
+from .report import Report, interval_text
 
 __all__ = [
     "input_jaccard",
@@ -374,7 +376,7 @@ def _per_sample(frame: pl.DataFrame, *, threshold: float, redundancy: float) -> 
 
 
 def score(
-    df: Frame,
+    df: Frame | Store | str | os.PathLike[str],
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
@@ -394,8 +396,10 @@ def score(
 
     Parameters
     ----------
-    df : polars DataFrame or LazyFrame, or pyarrow Table
-        One row per sample (trajectory). Required columns:
+    df : polars DataFrame or LazyFrame, pyarrow Table, or a trajectory Store
+        A trajectory Store (or its directory) is read with
+        :func:`~tumorboard.score.store_frame` (docs/trajectory-schema.md).
+        Otherwise one row per sample (trajectory). Required columns:
 
         * ``model`` (str): the agent.
         * ``tool_calls`` (list[struct{name: str, input: str, success: bool}]): the tool calls
@@ -429,6 +433,7 @@ def score(
         CI) when the frame has a ``task`` column.
     """
     where = "lammi"
+    df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
     frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
                                   cluster=cluster)  # fmt: skip
@@ -507,4 +512,7 @@ def score(
         f">= {redundancy_threshold}; averaged over samples with at least one call.",
         "Tool consistency F1 = 2|E∩U|/(|E|+|U|) per sample; mc_f1 = micro-F1 = accuracy.",
     )
-    return Report(table, benchmark=BENCHMARK, title="LAMMI-Pathology", notes=notes)
+    percent = [m for m in table.get_column("metric").unique().to_list()
+               if m != "answer_consistency"]  # fmt: skip
+    return Report(table, benchmark=BENCHMARK, title="LAMMI-Pathology", notes=notes,
+                  percent=percent, interval=interval_text(opts))  # fmt: skip

@@ -33,6 +33,7 @@ once and recompute the weighted mean of task ratios on every resample (engine st
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -45,10 +46,11 @@ from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from ..text import box_iou, one_minus_ned
-from . import _validate
+from ..traj import Store
+from . import _store, _validate
 from ._validate import bool_column, require_columns, string_column
 from .judge import parse_judge_scores
-from .report import OVERALL, TABLE_COLUMNS, Report, sort_table
+from .report import OVERALL, TABLE_COLUMNS, Report, interval_text, sort_table
 
 __all__ = [
     "TASK_METRICS",
@@ -446,7 +448,7 @@ def _joint(
 
 
 def score(
-    df: Frame,
+    df: Frame | Store | str | os.PathLike[str],
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
@@ -459,8 +461,10 @@ def score(
 
     Parameters
     ----------
-    df : polars DataFrame or LazyFrame, or pyarrow Table
-        One row per answered instance. Required columns: ``model`` (str), ``task`` (str),
+    df : polars DataFrame or LazyFrame, pyarrow Table, or a trajectory Store
+        A trajectory Store (or its directory) is read with
+        :func:`~tumorboard.score.store_frame` (docs/trajectory-schema.md).
+        Otherwise one row per answered instance. Required columns: ``model`` (str), ``task`` (str),
         ``dimension`` (str: the task's capability dimension; one per task) and ``metric`` (str:
         the task's metric, one of :data:`TASK_METRICS`; one per task). The metric decides which
         further columns are read (only on that task's rows; elsewhere they may be null):
@@ -498,6 +502,7 @@ def score(
         strict accuracy, items, not instances).
     """
     where = "medbench"
+    df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
     optional = sorted({c for cols in METRIC_COLUMNS.values() for c in cols} | {"track", "tools"})
     frame = _validate.input_frame(df, required=REQUIRED, optional=optional, where=where,
@@ -536,7 +541,7 @@ def score(
     clusters = None
     if cluster is not None:
         cl = frame.select("_row", pl.col(cluster).alias("_cluster"))
-        items = items.join(cl, on="_row", how="left")
+        items = items.join(cl, on="_row", how="left", maintain_order="left")
         clusters = items.get_column("_cluster")
     # per-unit [numerator, denominator] of scores in [0, 1]; _result_rows rescales to 0-100
     rows = np.ascontiguousarray(items.select("_num", "_den").to_numpy(), dtype=np.float64)
@@ -588,4 +593,5 @@ def score(
         "dimension:<name> = mean of the dimension's task scores; overall = mean of the dimension "
         "scores; their CIs resample all items jointly (weighted mean of task ratios).",
     )
-    return Report(table, benchmark=BENCHMARK, title="MedBench v4", notes=notes)
+    return Report(table, benchmark=BENCHMARK, title="MedBench v4", notes=notes,
+                  interval=interval_text(opts))  # fmt: skip

@@ -26,6 +26,7 @@ pooled over insights (``n`` counts insights) and the bootstrap resamples whole c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,10 +38,11 @@ import polars as pl
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
-from . import _validate
+from ..traj import Store
+from . import _store, _validate
 from ._summary import summarize_frame
 from ._validate import require_columns, string_column
-from .report import Report, sort_table
+from .report import Report, interval_text, sort_table
 
 __all__ = ["InsightScores", "insight_scores", "novelty_rates", "score"]
 
@@ -210,7 +212,7 @@ def _list_of_str(frame: pl.DataFrame, col: str, where: str) -> list[list[str]]:
 
 
 def score(
-    df: Frame,
+    df: Frame | Store | str | os.PathLike[str],
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
@@ -225,8 +227,10 @@ def score(
 
     Parameters
     ----------
-    df : polars DataFrame or LazyFrame, or pyarrow Table
-        One row per (model, case). Required columns:
+    df : polars DataFrame or LazyFrame, pyarrow Table, or a trajectory Store
+        A trajectory Store (or its directory) is read with
+        :func:`~tumorboard.score.store_frame` (docs/trajectory-schema.md).
+        Otherwise one row per (model, case). Required columns:
 
         * ``model`` (str) and ``case_id`` (str or int);
         * either ``score_matrix`` (list[list[f64]]: row i = ground-truth insight i, column j =
@@ -255,6 +259,7 @@ def score(
         columns, ``original`` and ``innovation``.
     """
     where = "medinsight"
+    df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
     frame = _validate.input_frame(df, required=["model", "case_id"], optional=OPTIONAL,
                                   where=where, cluster=cluster)  # fmt: skip
@@ -367,4 +372,7 @@ def score(
         "insights, cases resampled whole.",
     )
     return Report(sort_table(pl.concat(parts, how="vertical")), benchmark=BENCHMARK,
-                  title="MedInsightBench", notes=notes)  # fmt: skip
+                  title="MedInsightBench", notes=notes,
+                  percent=("insight_recall", "insight_precision", "insight_f1", "original",
+                           "innovation"),
+                  interval=interval_text(opts))  # fmt: skip

@@ -21,10 +21,10 @@ import polars as pl
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
-from . import _validate
+from . import _store, _validate
 from ._summary import KEY_COLUMNS, summarize_frame
 from ._validate import bool_column, count_column, string_column
-from .report import OVERALL, Report, sort_table
+from .report import OVERALL, Report, interval_text, sort_table
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..traj import Store
@@ -67,8 +67,8 @@ def score(
           available to the agent.
 
         Missing or null track/tools take the defaults; a null file entry counts 0. A
-        :class:`~tumorboard.traj.Store` (or its directory) is read as its MTBBench runs'
-        ``items(with_runs=True)``.
+        :class:`~tumorboard.traj.Store` (or its directory) is read with
+        :func:`~tumorboard.score.store_frame`: the items of its MTBBench runs.
     options : BootstrapOptions, optional
         The bootstrap; the default is the paper's: 1000 resamples, 95% percentile interval,
         seed 0. Results are deterministic for a seed.
@@ -91,8 +91,9 @@ def score(
     Returns
     -------
     Report
-        Benchmark "mtbbench"; the table has the standard columns plus ``n_correct`` (int64;
-        null for non-accuracy metrics). Metrics:
+        Benchmark "mtbbench"; the table has the standard columns plus ``n_correct`` and
+        ``n_ungraded`` (int64: correct answers, and answers without a grade, a null
+        ``correct``, which count as wrong; null for non-accuracy metrics). Metrics:
 
         * ``accuracy``: share of correct answers per (track, model, tools, task), and a row
           with task "overall" per (track, model, tools): estimate = plain mean of the task
@@ -137,6 +138,7 @@ def score(
         frame.get_column("tools"),
         string_column(frame, "task", where=where),
         bool_column(frame, "correct", where=where, null_as=False),
+        frame.get_column("correct").is_null().alias("__ungraded"),
     ]
     if cluster_col is not None:
         cols.append(frame.get_column(cluster_col).alias("__cluster"))
@@ -159,13 +161,14 @@ def score(
         files = summarize_frame(
             base, value="__files", metric="files_accessed", overall=False, **common
         )
-        parts.append(files.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_correct")))
+        parts.append(files.with_columns(*_no_counts()))
     if "__halluc" in base.columns:
         hall = summarize_frame(
             base, value="__halluc", metric="hallucinated_file_rate", overall=False, **common
         )
-        parts.append(hall.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_correct")))
+        parts.append(hall.with_columns(*_no_counts()))
     table = sort_table(pl.concat(parts, how="vertical"))
+    ungraded = int(base.get_column("__ungraded").sum())
     notes = [
         "accuracy: share of correct answers (a missing answer counts as wrong); "
         f"boot_mean, ci_low, ci_high: mean and {opts.level:g} {opts.method} interval of "
@@ -174,6 +177,11 @@ def score(
         "task 'overall': estimate = plain mean of the task accuracies (as in the MTBBench "
         "paper); its interval comes from joint resampling of all tasks at once.",
     ]
+    if ungraded:
+        notes.append(
+            f"{ungraded} of {base.height} answers have no grade (correct is null) and count as "
+            "wrong; n_ungraded counts them per row."
+        )
     if cluster_col is not None:
         notes.append(f"intervals resample whole clusters of column {cluster_col!r}.")
     if "__files" in base.columns:
@@ -183,44 +191,45 @@ def score(
             "hallucinated_file_rate: share of questions that requested at least one file "
             "that was not available."
         )
-    return Report(table, benchmark="mtbbench", title="MTBBench", notes=tuple(notes))
+    return Report(table, benchmark="mtbbench", title="MTBBench", notes=tuple(notes),
+                  percent=("accuracy", "hallucinated_file_rate"),
+                  interval=interval_text(opts))  # fmt: skip
+
+
+def _no_counts() -> list[pl.Expr]:
+    """Return the null ``n_correct`` and ``n_ungraded`` columns of non-accuracy rows."""
+    return [pl.lit(None, dtype=pl.Int64).alias(c) for c in ("n_correct", "n_ungraded")]
 
 
 def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
-    """Add ``n_correct`` (correct answers per task, and their sum on the overall rows)."""
+    """Add ``n_correct`` and ``n_ungraded`` per task, and their sums on the overall rows."""
     keys = list(KEY_COLUMNS)
-    per_task = base.group_by(keys).agg(pl.col("correct").sum().cast(pl.Int64).alias("n_correct"))
+    per_task = base.group_by(keys).agg(
+        pl.col("correct").sum().cast(pl.Int64).alias("n_correct"),
+        pl.col("__ungraded").sum().cast(pl.Int64).alias("n_ungraded"),
+    )
     overall = (
         per_task.group_by(keys[:-1])
-        .agg(pl.col("n_correct").sum())
+        .agg(pl.col("n_correct").sum(), pl.col("n_ungraded").sum())
         .with_columns(pl.lit(OVERALL).alias("task"))
-        .select(keys + ["n_correct"])
+        .select(keys + ["n_correct", "n_ungraded"])
     )
     counts = pl.concat([per_task, overall], how="vertical")
     return acc.join(counts, on=keys, how="left", maintain_order="left")
 
 
 def _resolve_store(df: Any, *, executor: str, where: str) -> Any:
-    """Resolve a store argument: kept for executor="ray", read as a LazyFrame for "local".
+    """Resolve a store argument: kept for executor="ray", read as the scorer frame for "local".
 
-    For executor="local" a Store or store directory becomes its MTBBench items joined with
-    their runs (a LazyFrame); anything else is returned unchanged.
+    For executor="local" a Store or store directory becomes
+    :func:`~tumorboard.score.store_frame` of its MTBBench items; anything else is returned
+    unchanged.
     """
-    from ..traj import Store
-
-    is_path = isinstance(df, (str, os.PathLike))
     if executor == "ray":
-        if not (isinstance(df, Store) or is_path):
+        if not _store.is_store(df):
             raise InvalidTypeError(
                 f"{where}: executor='ray' scores a trajectory store: pass a tumorboard.traj.Store "
                 f"or its directory, got {type(df).__name__}"
             )
         return df
-    if is_path:
-        df = Store(df, create=False)
-    if isinstance(df, Store):
-        items = df.items(with_runs=True)
-        if "benchmark" in items.collect_schema().names():
-            items = items.filter(pl.col("benchmark") == "mtbbench")
-        return items
-    return df
+    return _store.resolve(df, "mtbbench")

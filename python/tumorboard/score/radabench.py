@@ -59,6 +59,7 @@ Final-response text metrics (the agent's conclusion against the reference answer
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from typing import Literal
@@ -71,7 +72,8 @@ from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from ..text import levenshtein, sequence_levenshtein
-from . import _validate
+from ..traj import Store
+from . import _store, _validate
 from ._radabench_reference import (
     bleu1_code,
     final_response_scores_code,
@@ -86,7 +88,7 @@ from ._radabench_reference import (
 )
 from ._summary import summarize_metrics
 from ._validate import bool_column, require_columns, string_column
-from .report import Report
+from .report import Report, interval_text
 
 __all__ = [
     "bleu1_code",
@@ -625,7 +627,7 @@ def _chain_stats(frame: pl.DataFrame, pred: str, gt: str) -> pl.DataFrame:
 
 
 def score(
-    df: Frame,
+    df: Frame | Store | str | os.PathLike[str],
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
@@ -641,8 +643,10 @@ def score(
 
     Parameters
     ----------
-    df : polars DataFrame or LazyFrame, or pyarrow Table
-        One row per case (one query answered by one agent). Required columns:
+    df : polars DataFrame or LazyFrame, pyarrow Table, or a trajectory Store
+        A trajectory Store (or its directory) is read with
+        :func:`~tumorboard.score.store_frame` (docs/trajectory-schema.md).
+        Otherwise one row per case (one query answered by one agent). Required columns:
 
         * ``model`` (str);
         * ``gt_tools`` (list[str]): the ground-truth chain of tool categories (non-empty);
@@ -684,6 +688,7 @@ def score(
     Report
     """
     where = "radabench"
+    df = _store.resolve(df, BENCHMARK)
     if text_metrics not in ("paper", "code", "both", "none"):
         raise InvalidArgumentError(
             f"text_metrics: expected 'paper', 'code', 'both' or 'none', got {text_metrics!r}"
@@ -804,4 +809,7 @@ def score(
         "pre_failure_progress = |called|/|gt| on failed cases only; target_hit_rate = completed "
         "and last called category == last ground-truth category, over all cases.",
     )
-    return Report(table, benchmark=BENCHMARK, title="RadA-BenchPlat", notes=notes)
+    counts = ("tool_chain_levenshtein", "plan_levenshtein", "plan_gt_levenshtein")
+    percent = [m for m in table.get_column("metric").unique().to_list() if m not in counts]
+    return Report(table, benchmark=BENCHMARK, title="RadA-BenchPlat", notes=notes,
+                  percent=percent, interval=interval_text(opts))  # fmt: skip

@@ -24,6 +24,11 @@ pm         f64      half the CI width, (ci_high - ci_low) / 2 (the papers' "±")
 
 Rows are sorted by (track, model, tools, metric, task) with task "overall" last in each
 (track, model, tools, metric); :func:`sort_table` does this.
+
+Two styles render the table: ``"long"`` (the table as it is, one row per (track, model, tools,
+task, metric)) and ``"paper"`` (what papers print: per metric, one row per model and one column
+per task, cells ``"54.6 ± 7.2"`` = estimate ± pm, in percent for the metrics a scorer marks as
+proportions, under a caption that states the interval convention).
 """
 
 from __future__ import annotations
@@ -51,6 +56,33 @@ TABLE_SCHEMA: dict[str, Any] = {
     "boot_mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "pm": pl.Float64,
 }  # fmt: skip
 OVERALL = "overall"
+STYLES = ("long", "paper")
+
+
+def interval_text(options: Any) -> str:
+    """Describe the intervals a BootstrapOptions gives, for captions and notes.
+
+    Parameters
+    ----------
+    options : tumorboard.stats.BootstrapOptions
+        The options the scorer used.
+
+    Returns
+    -------
+    str
+        E.g. "95% percentile bootstrap interval (1000 resamples, seed 0)".
+    """
+    method = {"bca": "BCa"}.get(options.method, options.method)
+    return (
+        f"{options.level * 100:g}% {method} bootstrap interval ({options.n_resamples} "
+        f"resamples, seed {options.seed})"
+    )
+
+
+def _check_style(style: str) -> None:
+    """Raise for an unknown rendering style."""
+    if style not in STYLES:
+        raise InvalidArgumentError(f"style: expected one of {STYLES}, got {style!r}")
 
 
 def sort_table(table: pl.DataFrame, *, extra_keys: Sequence[str] = ()) -> pl.DataFrame:
@@ -108,6 +140,29 @@ def _cell(value: Any, dtype: Any) -> str:
     return str(value)
 
 
+def _paper_cell(estimate: Any, pm: Any, percent: bool, decimals: int) -> str:
+    """Return a paper-style cell "E ± P" (x 100 for percent) with ``decimals`` decimals."""
+    if estimate is None or (isinstance(estimate, float) and math.isnan(estimate)):
+        return ""
+    scale, fmt = (100.0 if percent else 1.0), f".{decimals}f"
+    text = f"{estimate * scale:{fmt}}"
+    if pm is not None and not (isinstance(pm, float) and math.isnan(pm)):
+        text += f" ± {pm * scale:{fmt}}"
+    return text
+
+
+def _md_table(table: pl.DataFrame) -> list[str]:
+    """Return the lines of a Markdown table of ``table`` (numbers right-aligned)."""
+    dtypes = table.dtypes
+    lines = ["| " + " | ".join(_md_escape(c) for c in table.columns) + " |"]
+    align = ["---:" if d.is_numeric() else "---" for d in dtypes]
+    lines.append("| " + " | ".join(align) + " |")
+    for row in table.iter_rows():
+        cells = (_md_escape(_cell(v, d)) for v, d in zip(row, dtypes, strict=True))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _md_escape(text: str) -> str:
     """Escape backslashes and pipes, and turn line breaks into spaces, for a Markdown cell."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
@@ -145,6 +200,11 @@ class Report:
         A heading for the Markdown and HTML renderings (default: the benchmark name).
     notes : sequence of str, default ()
         Free-text notes (definitions, options used), rendered under the table.
+    percent : sequence of str, default ()
+        Metrics that are proportions: the paper style shows them in percent (x 100).
+    interval : str, optional
+        The interval convention, e.g. "95% percentile bootstrap interval (1000 resamples,
+        seed 0)" (:func:`interval_text`), stated in the paper style's captions.
 
     Raises
     ------
@@ -158,6 +218,8 @@ class Report:
     benchmark: str
     title: str | None = None
     notes: tuple[str, ...] = ()
+    percent: tuple[str, ...] = ()
+    interval: str | None = None
 
     def __init__(
         self,
@@ -166,6 +228,8 @@ class Report:
         benchmark: str,
         title: str | None = None,
         notes: Sequence[str] = (),
+        percent: Sequence[str] = (),
+        interval: str | None = None,
     ) -> None:
         if not isinstance(table, pl.DataFrame):
             raise InvalidTypeError(
@@ -195,6 +259,8 @@ class Report:
         object.__setattr__(self, "benchmark", benchmark)
         object.__setattr__(self, "title", title)
         object.__setattr__(self, "notes", tuple(str(x) for x in notes))
+        object.__setattr__(self, "percent", tuple(str(x) for x in percent))
+        object.__setattr__(self, "interval", interval)
 
     # ------------------------------------------------------------------ renderings
 
@@ -223,31 +289,97 @@ class Report:
         """
         return [_json_value(r) for r in self.table.to_dicts()]
 
-    def to_markdown(self, path: str | os.PathLike[str] | None = None) -> str:
-        """Render the report as a GitHub-flavoured Markdown table (floats with 4 decimals).
+    def paper_tables(self) -> list[tuple[str, pl.DataFrame]]:
+        """Return the paper-style tables: per metric, models x tasks, with their captions.
 
-        The table is preceded by a ``## title`` line and followed by the notes as a bullet list
-        when there are notes.
+        Each table has the columns ``model`` (and ``track`` and ``tools`` when they vary), then
+        one column per task in report order ("overall" last); a cell is ``"E ± P"``: the
+        estimate and ``pm`` (half the interval's width), in percent with one decimal for the
+        metrics in ``percent``, else with one decimal when the metric reaches 10 and three
+        below; empty where a model has no row for the task.
+
+        Returns
+        -------
+        list of (str, polars.DataFrame)
+            (caption, table) per metric, in report order.
+        """
+        out = []
+        metrics = list(dict.fromkeys(self.table.get_column("metric").to_list()))
+        conv = self.interval or "confidence interval (ci_low, ci_high)"
+        for k, metric in enumerate(metrics, 1):
+            sub = self.table.filter(pl.col("metric") == metric)
+            pct = metric in self.percent
+            keys = ["track", "model", "tools"]
+            shown = ["model"] + [c for c in ("track", "tools") if sub.get_column(c).n_unique() > 1]
+            tasks = list(dict.fromkeys(sub.get_column("task").to_list()))
+            if OVERALL in tasks:
+                tasks = [t for t in tasks if t != OVERALL] + [OVERALL]
+            big = sub.select(pl.col("estimate").abs().max()).item()
+            decimals = 1 if pct or (big is not None and big >= 10) else 3
+            rows: dict[tuple[Any, ...], dict[str, str]] = {}
+            for r in sub.iter_rows(named=True):
+                cells = rows.setdefault(tuple(r[c] for c in keys), {})
+                cells[r["task"]] = _paper_cell(r["estimate"], r["pm"], pct, decimals)
+            data: dict[str, list[Any]] = {c: [] for c in shown}
+            for t in tasks:
+                data[t] = []
+            for key, cells in rows.items():
+                named = dict(zip(keys, key, strict=True))
+                for c in shown:
+                    data[c].append(named[c])
+                for t in tasks:
+                    data[t].append(cells.get(t, ""))
+            schema = {c: (pl.Boolean if c == "tools" else pl.String) for c in data}
+            table = pl.DataFrame(data, schema=schema)
+            fixed = []
+            if "track" not in shown:
+                fixed.append(f"track {sub.get_column('track')[0]}")
+            if "tools" not in shown:
+                fixed.append("with tools" if sub.get_column("tools")[0] else "without tools")
+            unit = " (%)" if pct else ""
+            caption = (
+                f"Table {k}. {self.heading}: {metric}{unit}"
+                + (f", {', '.join(fixed)}" if fixed else "")
+                + f". Cells: estimate ± half the width of the {conv}"
+                + (", in percent" if pct else "")
+                + ". Rows: models; columns: tasks"
+                + ("; overall: the aggregate row (see the notes)" if OVERALL in tasks else "")
+                + "."
+            )
+            out.append((caption, table))
+        return out
+
+    def to_markdown(
+        self, path: str | os.PathLike[str] | None = None, *, style: str = "long"
+    ) -> str:
+        """Render the report as GitHub-flavoured Markdown.
+
+        ``style="long"``: the table (floats with 4 decimals) under a ``## title`` line;
+        ``style="paper"``: one models x tasks table per metric (:meth:`paper_tables`), each
+        under its caption. The notes follow as a bullet list.
 
         Parameters
         ----------
         path : str or os.PathLike, optional
             Also write the text to this file, atomically.
+        style : {"long", "paper"}, default "long"
+            The table style.
 
         Returns
         -------
         str
             The Markdown text.
         """
-        cols = self.table.columns
-        dtypes = self.table.dtypes
+        _check_style(style)
         lines = [f"## {_md_escape(self.heading)}", ""]
-        lines.append("| " + " | ".join(_md_escape(c) for c in cols) + " |")
-        align = ["---:" if d.is_numeric() else "---" for d in dtypes]
-        lines.append("| " + " | ".join(align) + " |")
-        for row in self.table.iter_rows():
-            cells = (_md_escape(_cell(v, d)) for v, d in zip(row, dtypes, strict=True))
-            lines.append("| " + " | ".join(cells) + " |")
+        if style == "paper":
+            for caption, table in self.paper_tables():
+                lines += [_md_escape(caption), ""]
+                lines += _md_table(table)
+                lines.append("")
+            lines.pop()
+        else:
+            lines += _md_table(self.table)
         if self.notes:
             lines.append("")
             lines.extend(f"- {_md_escape(note)}" for note in self.notes)
@@ -259,23 +391,36 @@ class Report:
     def __str__(self) -> str:
         return self.to_markdown()
 
-    def to_csv(self, path: str | os.PathLike[str] | None = None) -> str:
+    def to_csv(self, path: str | os.PathLike[str] | None = None, *, style: str = "long") -> str:
         """Render the table as CSV with a header row; ``pl.read_csv`` reads it back.
 
-        polars ``write_csv``: full float precision, booleans as true/false, nulls as empty
-        fields; nested columns are written as JSON text.
+        ``style="long"``: the table (polars ``write_csv``: full float precision, booleans as
+        true/false, nulls as empty fields; nested columns as JSON text). ``style="paper"``: the
+        paper tables of every metric stacked, with a leading ``metric`` column and one column
+        per task of any metric (empty where a metric has no such task).
 
         Parameters
         ----------
         path : str or os.PathLike, optional
             Also write the text to this file, atomically.
+        style : {"long", "paper"}, default "long"
+            The table style.
 
         Returns
         -------
         str
             The CSV text.
         """
-        text = self._csv_table().write_csv()
+        _check_style(style)
+        if style == "paper":
+            metrics = list(dict.fromkeys(self.table.get_column("metric").to_list()))
+            frames = [
+                t.select(pl.lit(m).alias("metric"), pl.all())
+                for m, (_, t) in zip(metrics, self.paper_tables(), strict=True)
+            ]
+            text = pl.concat(frames, how="diagonal").write_csv()
+        else:
+            text = self._csv_table().write_csv()
         if path is not None:
             _write_text(path, text)
         return text
@@ -320,18 +465,21 @@ class Report:
             _write_text(path, text)
         return text
 
-    def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
+    def to_html(self, path: str | os.PathLike[str] | None = None, *, style: str = "long") -> str:
         """Render the report as a self-contained HTML page.
 
         The page holds the title, inline SVG plots (per metric: the estimate per task with CI
         whiskers for each model, as MTBBench Fig. 3; for MTBBench also accuracy against files
-        accessed per question, as Fig. 2, when that metric is present), the table and the notes.
-        No scripts, no external resources; the output is deterministic.
+        accessed per question, as Fig. 2, when that metric is present), the table (``style``
+        "long") or the captioned paper tables (``style="paper"``) and the notes. No scripts, no
+        external resources; the output is deterministic.
 
         Parameters
         ----------
         path : str or os.PathLike, optional
             Also write the text to this file, atomically.
+        style : {"long", "paper"}, default "long"
+            The table style.
 
         Returns
         -------
@@ -339,6 +487,8 @@ class Report:
             The HTML text.
         """
         from ._plots import report_figures
+
+        _check_style(style)
 
         esc = html.escape
         parts = [
@@ -362,19 +512,23 @@ class Report:
         ]
         for caption, svg in report_figures(self.table, benchmark=self.benchmark):
             parts.append(f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>")
-        parts.append("<table>")
-        parts.append("<thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in self.table.columns)
-                     + "</tr></thead>")  # fmt: skip
-        parts.append("<tbody>")
-        dtypes = self.table.dtypes
-        for row in self.table.iter_rows():
-            cells = []
-            for v, d in zip(row, dtypes, strict=True):
-                cls = ' class="num"' if d.is_numeric() else ""
-                cells.append(f"<td{cls}>{esc(_cell(v, d))}</td>")
-            parts.append("<tr>" + "".join(cells) + "</tr>")
-        parts.append("</tbody>")
-        parts.append("</table>")
+        tables = self.paper_tables() if style == "paper" else [(None, self.table)]
+        for caption, table in tables:
+            parts.append("<table>")
+            if caption:
+                parts.append(f"<caption>{esc(caption)}</caption>")
+            parts.append("<thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in table.columns)
+                         + "</tr></thead>")  # fmt: skip
+            parts.append("<tbody>")
+            dtypes = table.dtypes
+            for row in table.iter_rows():
+                cells = []
+                for v, d in zip(row, dtypes, strict=True):
+                    cls = ' class="num"' if d.is_numeric() or (caption and d == pl.String) else ""
+                    cells.append(f"<td{cls}>{esc(_cell(v, d))}</td>")
+                parts.append("<tr>" + "".join(cells) + "</tr>")
+            parts.append("</tbody>")
+            parts.append("</table>")
         if self.notes:
             parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in self.notes) + "</ul>")
         parts.append("</body>")

@@ -13,17 +13,21 @@ call, and importers for existing agent logs::
             it.answer(response)
     store.items(with_runs=True).group_by("model", "task").agg(pl.col("correct").mean())
 
-The schema is documented in docs/trajectory-schema.md.
+Benchmark-specific item fields (RadA-BenchPlat's ground-truth tool chain, MedBench's dimension,
+...) live in ``items.extra``; :data:`BENCHMARK_FIELDS` lists them. The schema is documented in
+docs/trajectory-schema.md.
 """
 
 from __future__ import annotations
 
+from .fields import BENCHMARK_FIELDS
 from .importers import FORMATS, ImportReport, import_logs
 from .recorder import FlushInfo, ItemRecorder, Recorder
 from .schema import SCHEMA_VERSION, conform, schema_of
 from .store import CompactionResult, Store, StoreVersionError
 
 __all__ = [
+    "BENCHMARK_FIELDS",
     "FORMATS",
     "SCHEMA_VERSION",
     "CompactionResult",

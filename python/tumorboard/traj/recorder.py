@@ -33,6 +33,7 @@ from ..harness.parsing import (
     parse_answers,
     split_requests,
 )
+from .fields import check_value, extra_fields
 from .schema import EVENT_KINDS, EVENTS, ITEMS, RUNS, conform, output_text, schema_of
 from .store import Store
 
@@ -176,6 +177,7 @@ class ItemRecorder:
         "attempts",
         "flags",
         "events",
+        "extra",
         "_t0",
         "_closed",
     )
@@ -190,8 +192,10 @@ class ItemRecorder:
         question: str | None,
         options: Sequence[str] | None,
         gold: str | None,
+        extra: str | None = None,
     ) -> None:
         self._rec = rec
+        self.extra = extra
         self.patient_id = patient_id
         self.item_id = item_id
         self.position = position
@@ -588,6 +592,7 @@ class Recorder:
         options: Sequence[str] | None = None,
         gold: str | None = None,
         position: int | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> ItemRecorder:
         """Start a question; use as ``with rec.item(...) as it:``.
 
@@ -607,6 +612,9 @@ class Recorder:
             The gold answer: a letter or ``"C) text"``.
         position : int, optional
             Defaults to the order of the patient's items in this run.
+        extra : mapping, optional
+            The benchmark's own fields of the item (:mod:`tumorboard.traj.fields`, e.g.
+            ``{"gt_tools": [...]}`` for radabench), stored in ``items.extra``.
 
         Returns
         -------
@@ -614,6 +622,7 @@ class Recorder:
             The open item.
         """
         self._check_open()
+        extra_text = _extra(extra, self.benchmark)
         patient_id, item_id = _id(patient_id, "patient_id"), _id(item_id, "item_id")
         if options is not None and not _is_str_list(options):
             raise InvalidTypeError(f"options: expected a sequence of strings, got {options!r}")
@@ -637,6 +646,7 @@ class Recorder:
             question,
             options,
             gold,
+            extra_text,
         )
 
     def record(self, *, events: Iterable[Mapping[str, Any]] = (), **fields: Any) -> None:
@@ -664,6 +674,8 @@ class Recorder:
         for key in ("patient_id", "item_id"):
             if key in fields:
                 fields[key] = _id(fields[key], key)
+        if "extra" in fields and not isinstance(fields["extra"], str):
+            fields["extra"] = _extra(fields["extra"], self.benchmark)
         _check_row(fields, _ITEM_CHECKS, "record")
         gold = fields.get("gold")
         if gold is not None and "gold_text" not in fields:
@@ -828,6 +840,9 @@ class Recorder:
                     it.latency_s,
                     it.attempts,
                     it.flags,
+                    it.extra,
+                    None,
+                    None,
                 )
             )
             if it.events:
@@ -922,6 +937,34 @@ class Recorder:
             f"Recorder(run_id={self.run_id!r}, model={self.model!r}, "
             f"benchmark={self.benchmark!r}, items={self.total_items})"
         )
+
+
+def _extra(extra: Mapping[str, Any] | None, benchmark: str) -> str | None:
+    """Check an item's benchmark fields against the benchmark's kinds; return their JSON text.
+
+    Fields of a benchmark :mod:`tumorboard.traj.fields` knows are checked against their kinds;
+    other benchmarks' fields are stored as given (JSON-able values).
+    """
+    if extra is None:
+        return None
+    if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
+        raise InvalidTypeError(f"extra: expected a mapping of field name -> value, got {extra!r}")
+    kinds = extra_fields(benchmark)
+    doc = {}
+    for name, value in extra.items():
+        if value is None:
+            continue
+        if kinds:
+            if name not in kinds:
+                raise InvalidArgumentError(
+                    f"extra: {benchmark} has no field {name!r}; fields: {', '.join(kinds)}"
+                )
+            try:
+                value = check_value(kinds[name], value)
+            except ValueError as exc:
+                raise InvalidTypeError(f"extra: field {name!r} {exc}, got {value!r}") from None
+        doc[name] = value
+    return json_text(doc) if doc else None
 
 
 def _source_columns(data: Any) -> set[str]:

@@ -3,12 +3,13 @@
 Four tables, joined by keys:
 
 * ``runs``: one row per run (benchmark, track, model, tools, config); key ``run_id``.
-* ``items``: one row per question; key ``(run_id, patient_id, item_id)``.
+* ``items``: one row per question; key ``(run_id, patient_id, item_id)``; benchmark-specific
+  inputs of the scorers in ``extra`` (:mod:`tumorboard.traj.fields`).
 * ``events``: one row per message, thought, action, tool call, observation or file access of an
   item (or of a patient's conversation outside any question, ``item_id`` null); ordered by
   ``step`` within ``(run_id, patient_id, item_id)``.
-* ``imports``: one row per imported log file (content hash, source, counts); makes imports
-  idempotent.
+* ``imports``: one row per imported log file (content hash, source, counts); re-imports are
+  idempotent by item (``items.digest``), not by file.
 
 Text that can be long uses ``large_string`` and lists of it ``large_list`` (Arrow's 32-bit
 offsets cap one array at 2 GB). :func:`conform` turns user input (pyarrow Table/RecordBatch,
@@ -28,9 +29,11 @@ from .._json import json_text
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 
-#: Version of the on-disk layout and of the table schemas below. Bump on any incompatible
-#: change; a store written by a newer version refuses to open (StoreVersionError).
-SCHEMA_VERSION = 1
+#: Version of the on-disk layout and of the table schemas below. Bump on any change; a store
+#: written by a newer version refuses to open (StoreVersionError). Version 2 added the items
+#: columns ``extra``, ``source`` and ``digest`` and the replacement journals; version 1 parts
+#: read as version 2 with those columns null.
+SCHEMA_VERSION = 2
 
 #: Parquet/Arrow schema metadata key holding SCHEMA_VERSION in every part file.
 VERSION_KEY = b"tumorboard.traj.schema_version"
@@ -82,6 +85,9 @@ ITEMS = pa.schema(
         pa.field("latency_s", pa.float64()),
         pa.field("attempts", pa.int32()),
         pa.field("flags", pa.list_(pa.string())),
+        pa.field("extra", pa.large_string()),
+        pa.field("source", pa.large_string()),
+        pa.field("digest", pa.string()),
     ]
 )
 
@@ -115,6 +121,9 @@ IMPORTS = pa.schema(
 )
 
 TABLES: dict[str, pa.Schema] = {"runs": RUNS, "items": ITEMS, "events": EVENTS, "imports": IMPORTS}
+
+#: The columns that identify an item (and, with ``step``, an event).
+ITEM_KEY = ("run_id", "patient_id", "item_id")
 
 
 def output_text(value: Any) -> str | None:
@@ -184,9 +193,37 @@ def _columns_of(data: Any, table: str) -> dict[str, Any]:
     )
 
 
+def _extra_text(values: Any, table: str) -> Any:
+    """Encode the ``items.extra`` values that are mappings (or Arrow structs) as JSON text."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if not pa.types.is_struct(values.type):
+            return values
+        values = values.to_pylist()
+    elif type(values).__module__.startswith("polars"):
+        import polars as pl
+
+        if not isinstance(values.dtype, pl.Struct):
+            return values
+        values = values.to_list()
+    out = []
+    for i, v in enumerate(values):
+        if v is None or isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, Mapping):
+            out.append(json_text({k: x for k, x in v.items() if x is not None}) if v else None)
+        else:
+            raise InvalidArgumentError(
+                f"{table}.extra: row {i} must be a mapping of benchmark fields (or its JSON "
+                f"text), got {type(v).__name__}"
+            )
+    return out
+
+
 def _to_array(values: Any, field: pa.Field, table: str, n: int | None) -> pa.ChunkedArray:
     """Convert one column's values to a chunked array of the field's type (and length ``n``)."""
     name, typ = field.name, field.type
+    if table == "items" and name == "extra":
+        values = _extra_text(values, table)
     try:
         if isinstance(values, pa.ChunkedArray):
             arr = values
@@ -315,6 +352,52 @@ def conform(
     elif table == "events":
         _check_members(result.column("kind"), EVENT_KINDS, "events.kind")
     return result
+
+
+def polars_schema(table: str) -> Any:
+    """Return the polars schema of a store table (without pandas, which ``pl.from_arrow`` loads).
+
+    Parameters
+    ----------
+    table : {"runs", "items", "events", "imports"}
+        The table.
+
+    Returns
+    -------
+    polars.Schema
+        Column name -> polars dtype, in the table's column order.
+    """
+    cached = _POLARS_SCHEMAS.get(table)
+    if cached is None:
+        import polars as pl
+
+        cached = pl.Schema({f.name: _polars_dtype(f.type) for f in schema_of(table)})
+        _POLARS_SCHEMAS[table] = cached
+    return cached
+
+
+_POLARS_SCHEMAS: dict[str, Any] = {}
+
+
+def _polars_dtype(typ: pa.DataType) -> Any:
+    """Return the polars dtype of an Arrow type of the store schemas."""
+    import polars as pl
+
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return pl.String
+    if pa.types.is_boolean(typ):
+        return pl.Boolean
+    if pa.types.is_int32(typ):
+        return pl.Int32
+    if pa.types.is_int64(typ):
+        return pl.Int64
+    if pa.types.is_float64(typ):
+        return pl.Float64
+    if pa.types.is_timestamp(typ):
+        return pl.Datetime("us", typ.tz)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return pl.List(_polars_dtype(typ.value_type))
+    raise AssertionError(f"no polars dtype for {typ}")  # pragma: no cover - fixed schemas
 
 
 def empty(table: str) -> pa.Table:

@@ -19,10 +19,18 @@ Two small protocols keep multi-part operations atomic without locks on the read 
 * Import batches write their parts as ``imp-<batch>.parquet`` in runs/items/events and commit by
   writing ``imports/imp-<batch>.parquet`` last; readers ignore the batch's parts until that
   commit file exists, so an import killed half-way is invisible and is simply redone.
-* ``compact()`` writes a journal ``_compact-<id>.json`` naming the merged part and its sources,
-  then the merged part, deletes the sources and finally the journal. Readers that find a journal
-  whose merged part exists skip the listed sources, so no row is ever seen twice, and a journal
-  whose merged part is missing changes nothing.
+* Swaps: a journal names a target part and the source parts it replaces
+  (``_compact-<id>.json`` from ``compact()``, ``_replace-<id>.json`` from an import that
+  replaces items: the target is a source part's copy without the replaced rows). Readers skip
+  the sources of a journal whose target is visible (present and, for an import's target,
+  committed), so no row is ever seen twice and a journal whose target is not visible changes
+  nothing. The writer then deletes the sources and the journal; ``compact()`` finishes swaps a
+  killed writer left.
+
+Imports and compaction take the store's write lock (``_store.lock``, an ``flock``): imports wait
+for each other, so each one resolves its replacements against a stable store; ``compact()``
+refuses to start while an import holds it. Other writers (the Recorder, ``write``) only add
+parts and need no lock.
 """
 
 from __future__ import annotations
@@ -47,12 +55,14 @@ from .._io import atomic_path, is_temp_name, remove_temp_files
 from .._json import json_text
 from .._typing import Frame
 from ..errors import InvalidArgumentError, MissingFileError, StateError
-from .schema import SCHEMA_VERSION, TABLES, conform, empty, schema_of
+from .schema import SCHEMA_VERSION, TABLES, conform, polars_schema, schema_of
 
 MANIFEST = "manifest.json"
 FORMAT = "tumorboard.traj"
 PART_SUFFIX = ".parquet"
 COMPRESSION = "zstd"
+LOCK = "_store.lock"
+_JOURNALS = ("_compact-", "_replace-")
 _HOST = "".join(c if c.isalnum() else "-" for c in socket.gethostname())[:24] or "host"
 
 
@@ -209,10 +219,13 @@ class Store:
         with os.scandir(directory) as it:
             for entry in it:
                 name = entry.name
-                if name.startswith("_compact-") and name.endswith(".json"):
+                if name.startswith(_JOURNALS) and name.endswith(".json"):
                     journals.append(name)
                 elif name.endswith(PART_SUFFIX) and not name.startswith((".", "_")):
                     names.add(name)
+        if table != "imports" and any(n.startswith("imp-") for n in names):
+            committed = self._committed_batches()
+            names = {n for n in names if not n.startswith("imp-") or _batch_of(n) in committed}
         for journal in journals:
             try:
                 doc = json.loads((directory / journal).read_text(encoding="utf-8"))
@@ -220,20 +233,13 @@ class Store:
                 continue  # being written or already removed: its sources are still valid
             if doc.get("target") in names:
                 names.difference_update(doc.get("sources", ()))
-        if table != "imports" and any(n.startswith("imp-") for n in names):
-            committed = self._committed_batches()
-            names = {
-                n
-                for n in names
-                if not n.startswith("imp-") or n[4 : -len(PART_SUFFIX)] in committed
-            }
         return [directory / n for n in sorted(names)]
 
     def _committed_batches(self) -> set[str]:
         """Return the ids of the import batches whose commit part exists."""
         with os.scandir(self.path / "imports") as it:
             return {
-                e.name[4 : -len(PART_SUFFIX)]
+                _batch_of(e.name)
                 for e in it
                 if e.name.startswith("imp-") and e.name.endswith(PART_SUFFIX)
             }
@@ -381,20 +387,31 @@ class Store:
         polars.LazyFrame
             A scan of the table's parts.
         """
+        return self._scan_paths(table, self.parts(table))
+
+    def _scan_paths(self, table: str, paths: Sequence[Path], *, part_column: bool = False) -> Any:
+        """Return a LazyFrame over ``paths`` with the table's schema (and a ``__part`` column).
+
+        With ``part_column``, ``__part`` holds the file name of each row's part.
+        """
         import polars as pl
 
-        paths = self.parts(table)
-        schema = pl.from_arrow(empty(table)).schema  # type: ignore[union-attr]
+        schema = polars_schema(table)
         if not paths:
-            return pl.LazyFrame(schema=schema)
-        return pl.scan_parquet(
+            lf = pl.LazyFrame(schema=schema)
+            return lf.with_columns(pl.lit(None, pl.String).alias("__part")) if part_column else lf
+        lf = pl.scan_parquet(
             [str(p) for p in paths],
             schema=schema,
             missing_columns="insert",
             extra_columns="ignore",
             hive_partitioning=False,
             glob=False,
+            include_file_paths="__part" if part_column else None,
         )
+        if part_column:
+            lf = lf.with_columns(pl.col("__part").str.split("/").list.last())
+        return lf
 
     def runs(self) -> Any:
         """Return a LazyFrame of the runs table.
@@ -429,7 +446,7 @@ class Store:
                 .select("run_id", "benchmark", "track", "model", "tools")
                 .unique(subset="run_id", keep="first", maintain_order=True)
             )
-            lf = lf.join(runs, on="run_id", how="left")
+            lf = lf.join(runs, on="run_id", how="left", maintain_order="left")
             lf = lf.with_columns(pl.col("tools").fill_null(False))
         return lf
 
@@ -484,28 +501,44 @@ class Store:
 
     # ------------------------------------------------------------------ import batches
 
-    def commit_batch(self, batch: str, tables: Mapping[str, pa.Table], imports: pa.Table) -> None:
+    def commit_batch(
+        self,
+        batch: str,
+        tables: Mapping[str, pa.Table],
+        imports: pa.Table,
+        *,
+        replace: Mapping[str, Sequence[tuple[Path, pa.Table]]] | None = None,
+    ) -> None:
         """Write one atomic import batch: the batch's table parts, then its commit part.
 
-        The parts ``imp-<batch>.parquet`` of each table in ``tables`` are written first, then
-        the commit part in ``imports``. Re-running a batch with the same id overwrites its parts
-        (idempotent).
+        The parts ``imp-<batch>.parquet`` of each table in ``tables`` are written first, with
+        the replacement copies of ``replace`` and their journals, then the commit part in
+        ``imports``: readers see the new rows, and stop seeing the replaced ones, at that one
+        rename. Afterwards the replaced parts and the journals are removed. Re-running a batch
+        with the same id overwrites its parts (idempotent). Callers hold :meth:`write_lock`
+        when ``replace`` is given.
 
         Parameters
         ----------
         batch : str
-            The batch id.
+            The batch id (letters, digits, ``-`` and ``_``).
         tables : mapping of str to pyarrow.Table
             Conforming Arrow tables of runs, items and events (empty tables are skipped).
         imports : pyarrow.Table
             The batch's rows of the imports table, written last as the commit.
+        replace : mapping of str to sequence of (pathlib.Path, pyarrow.Table), optional
+            Per table: (visible part, its rows to keep). Each part is swapped for a copy holding
+            only the kept rows (``imp-<batch>.r<k>.parquet``) when the batch commits.
 
         Raises
         ------
         InvalidArgumentError
-            ``tables`` holds the imports table.
+            ``tables`` holds the imports table, or a part to replace is not a visible part.
         """
+        if "." in batch or "/" in batch:
+            raise InvalidArgumentError(f"batch: expected an id without '.' or '/', got {batch!r}")
         name = f"imp-{batch}{PART_SUFFIX}"
+        journals: list[tuple[Path, list[Path]]] = []
         for table, data in tables.items():
             if table == "imports":
                 raise InvalidArgumentError(
@@ -513,42 +546,106 @@ class Store:
                 )
             if data.num_rows:
                 self.write_part(table, data, name=name)
+        for table, swaps in (replace or {}).items():
+            self._check_table(table)
+            visible = set(self.parts(table))
+            directory = self.path / table
+            for k, (source, kept) in enumerate(swaps):
+                source = Path(source)
+                if source.parent != directory or source not in visible:
+                    raise InvalidArgumentError(
+                        f"replace: {source} is not a visible part of the {table} table"
+                    )
+                target = f"imp-{batch}.r{k}{PART_SUFFIX}"
+                journal = directory / f"_replace-{batch}-{k}.json"
+                with atomic_path(journal, fsync=self.fsync) as tmp:
+                    tmp.write_text(json_text({"target": target, "sources": [source.name]}))
+                self.write_part(table, kept, name=target)
+                journals.append((journal, [source]))
         self.write_part("imports", imports, name=name)
-
-    # ------------------------------------------------------------------ compaction
+        for journal, sources in journals:  # the swap is done; tidy up
+            for src in sources:
+                with contextlib.suppress(FileNotFoundError):
+                    src.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                journal.unlink()
 
     @contextlib.contextmanager
-    def _compaction_lock(self) -> Iterator[None]:
-        """Hold the store's compaction lock (a non-blocking ``flock``; StateError when taken)."""
-        lock_path = self.path / "_compact.lock"
-        fh = open(lock_path, "a+")  # noqa: SIM115
+    def write_lock(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold the store's write lock (an ``flock`` on ``_store.lock``).
+
+        Imports hold it while they resolve which items they add or replace and commit; compaction
+        holds it while it merges. Readers and the Recorder never take it.
+
+        Parameters
+        ----------
+        wait : bool, default True
+            Wait for the lock; False raises :class:`~tumorboard.errors.StateError` when another
+            process holds it.
+
+        Yields
+        ------
+        None
+            While the lock is held.
+
+        Raises
+        ------
+        StateError
+            ``wait=False`` and another process holds the lock.
+        """
+        fh = open(self.path / LOCK, "a+")  # noqa: SIM115
         try:
             try:
                 import fcntl
 
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                flags = fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB)
+                fcntl.flock(fh.fileno(), flags)
             except ImportError:  # pragma: no cover (non-POSIX)
                 pass
             except OSError:
-                raise StateError(f"{self.path}: another process is compacting this store") from None
+                raise StateError(
+                    f"{self.path}: another process is compacting or importing into this store; "
+                    "try again when it is done"
+                ) from None
             yield
         finally:
             fh.close()
 
+    # ------------------------------------------------------------------ compaction
+
     def _recover_journals(self, table: str) -> None:
-        """Finish or drop the compaction journals of killed compactions; remove old temp files."""
+        """Finish or drop the swaps killed writers left; remove their leftovers.
+
+        Runs under the write lock, so no import is in flight: a journal whose target is visible
+        has its sources removed, any other journal is dropped together with an uncommitted
+        target, and uncommitted import parts older than an hour (killed imports) are removed.
+        """
         directory = self.path / table
-        for journal in sorted(directory.glob("_compact-*.json")):
-            try:
-                doc = json.loads(journal.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                doc = {}
-            if doc.get("target") and (directory / doc["target"]).exists():
-                for src in doc.get("sources", ()):
+        visible = {p.name for p in self.parts(table)}
+        for prefix in _JOURNALS:
+            for journal in sorted(directory.glob(f"{prefix}*.json")):
+                try:
+                    doc = json.loads(journal.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    doc = {}
+                target = doc.get("target")
+                if target and target in visible:
+                    for src in doc.get("sources", ()):
+                        with contextlib.suppress(FileNotFoundError):
+                            (directory / src).unlink()
+                elif target and target.startswith("imp-"):
                     with contextlib.suppress(FileNotFoundError):
-                        (directory / src).unlink()
+                        (directory / target).unlink()
+                with contextlib.suppress(FileNotFoundError):
+                    journal.unlink()
+        committed = self._committed_batches()
+        now = time.time()
+        for part in directory.glob(f"imp-*{PART_SUFFIX}"):
+            if _batch_of(part.name) in committed:
+                continue
             with contextlib.suppress(FileNotFoundError):
-                journal.unlink()
+                if now - part.stat().st_mtime > 3600:
+                    part.unlink()
         # Temporary files older than an hour are left over from killed writers.
         remove_temp_files(directory, min_age_s=3600)
 
@@ -584,7 +681,7 @@ class Store:
         Raises
         ------
         StateError
-            Another process is compacting the store (a RuntimeError).
+            Another process is compacting or importing into the store (a RuntimeError).
         InvalidArgumentError
             An unknown table, the imports table, or invalid row counts.
         """
@@ -601,7 +698,7 @@ class Store:
         before: dict[str, int] = {}
         after: dict[str, int] = {}
         moved: dict[str, int] = {}
-        with self._compaction_lock():
+        with self.write_lock(wait=False):
             for table in tables:
                 self._recover_journals(table)
                 paths = self.parts(table)
@@ -640,6 +737,11 @@ class Store:
                 p.unlink()
         journal.unlink()
         return merged.num_rows
+
+
+def _batch_of(name: str) -> str:
+    """Return the import batch of a part name ``imp-<batch>[.r<k>].parquet``."""
+    return name[4 : -len(PART_SUFFIX)].split(".", 1)[0]
 
 
 def _groups(sized: Iterable[tuple[Path, int]], target_rows: int) -> list[list[tuple[Path, int]]]:

@@ -1,9 +1,18 @@
 """Importers of existing agent logs into a :class:`~tumorboard.traj.Store`.
 
-``import_logs(format, src, store)`` finds the log files under ``src``, parses each one, skips
-files whose content hash is already in the store (idempotent re-imports) and writes everything
-new as one atomic import batch (see :mod:`tumorboard.traj.store`). A malformed file is skipped
-and listed in the :class:`ImportReport` with the reason; the rest is imported.
+``import_logs(format, src, store)`` finds the log files under ``src``, parses each one and
+writes what is new as one atomic import batch (see :mod:`tumorboard.traj.store`). A malformed
+file is skipped and listed in the :class:`ImportReport` with the reason; the rest is imported.
+
+Re-imports are idempotent by item, not by file: every item is keyed by ``(run_id, patient_id,
+item_id)`` and carries a digest of what it was made from (the record, the import options and
+the importer version, ``items.digest``). An item already in the store with the same digest is
+left alone; one with another digest is replaced (latest wins): the batch swaps the store parts
+that hold the old rows (and their events) for copies without them, atomically with its commit.
+Within one import, of two records with one key the later one wins (with a warning). MTBBench
+logs cover one patient of one run each (a unit) and replace units whole: of several logs of a
+unit the newest (by the timestamp in the file name) counts, also against the log the store's
+rows came from.
 
 Formats:
 
@@ -17,8 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,11 +36,14 @@ from typing import Any
 import pyarrow as pa
 
 from ...errors import InvalidArgumentError, MissingFileError
-from ..schema import conform, schema_of
+from ..schema import CORRECT_SOURCES, EVENT_KINDS, conform, polars_schema, schema_of
 from ..store import Store
 from ._common import ImportOptions, MalformedLog, Parsed
 
 __all__ = ["FORMATS", "ImportOptions", "ImportReport", "MalformedLog", "import_logs"]
+
+#: Lines of warnings ``str(report)`` shows (the JSON report has them all).
+SHOWN_WARNINGS = 20
 
 
 @dataclass(frozen=True)
@@ -44,39 +57,57 @@ class ImportReport:
     format, source, store : str
         What was imported from where into where.
     imported : tuple of str
-        Files imported now.
-    duplicates : tuple of str
-        Files skipped because their content hash was already imported.
+        Files that added or replaced items.
+    unchanged : tuple of str
+        Files whose every item is in the store already, unchanged (or that repeat another
+        file of this import byte for byte).
     skipped : tuple of (str, str)
-        (file, reason) for files not imported: malformed, superseded by a newer log of the same
-        patient and run, or already present from another file.
+        (file, reason) for files not imported: malformed, or superseded by a newer log of the
+        same patient and run.
     warnings : tuple of (str, str)
-        (file[:line], reason) for problems inside files that were still imported (e.g. bad
-        lines of a JSON-lines file).
-    n_items, n_events : int
-        Rows written.
+        (file[:line], reason) for problems inside files that were still imported: bad lines,
+        records replaced by later ones, fields the benchmark needs left empty.
+    n_items : int
+        Items written (new and replaced).
+    n_new, n_replaced, n_unchanged : int
+        Items that were not in the store, that replaced an older version, and that were
+        already there unchanged (not written).
+    n_events : int
+        Events written.
+    n_records : int
+        Records read (lines, traces, question records).
     runs : tuple of str
         Run ids that received rows.
+    benchmarks : tuple of str
+        The benchmarks of those runs.
     batch : str or None
         The import batch id (None when nothing was written).
+    seconds : float
+        Wall time of the import.
     """
 
     format: str
     source: str
     store: str
     imported: tuple[str, ...] = ()
-    duplicates: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
     skipped: tuple[tuple[str, str], ...] = ()
     warnings: tuple[tuple[str, str], ...] = ()
     n_items: int = 0
+    n_new: int = 0
+    n_replaced: int = 0
+    n_unchanged: int = 0
     n_events: int = 0
+    n_records: int = 0
     runs: tuple[str, ...] = ()
+    benchmarks: tuple[str, ...] = ()
     batch: str | None = None
+    seconds: float = 0.0
 
     @property
     def files_seen(self) -> int:
-        """Files found under the source: imported, duplicates and skipped."""
-        return len(self.imported) + len(self.duplicates) + len(self.skipped)
+        """Files found under the source: imported, unchanged and skipped."""
+        return len(self.imported) + len(self.unchanged) + len(self.skipped)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as a JSON-able dict (``tumorboard import --json`` prints it).
@@ -92,28 +123,40 @@ class ImportReport:
             "source": self.source,
             "store": self.store,
             "imported": list(self.imported),
-            "duplicates": list(self.duplicates),
+            "unchanged": list(self.unchanged),
             "skipped": [{"file": f, "reason": r} for f, r in self.skipped],
             "warnings": [{"where": f, "reason": r} for f, r in self.warnings],
             "n_items": self.n_items,
+            "n_new": self.n_new,
+            "n_replaced": self.n_replaced,
+            "n_unchanged": self.n_unchanged,
             "n_events": self.n_events,
+            "n_records": self.n_records,
             "runs": list(self.runs),
+            "benchmarks": list(self.benchmarks),
             "batch": self.batch,
+            "seconds": round(self.seconds, 3),
         }
 
     def __str__(self) -> str:
         lines = [
             f"import {self.format} {self.source} -> {self.store}",
             f"  files: {self.files_seen} seen, {len(self.imported)} imported, "
-            f"{len(self.duplicates)} already imported, {len(self.skipped)} skipped",
-            f"  rows: {self.n_items} items, {self.n_events} events in {len(self.runs)} run(s)",
+            f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped",
+            f"  items: {self.n_new} new, {self.n_replaced} replaced, {self.n_unchanged} "
+            f"unchanged; {self.n_events} events; {len(self.runs)} run(s)"
+            + (f" of {', '.join(self.benchmarks)}" if self.benchmarks else ""),
         ]
         if self.skipped:
             lines.append("  skipped:")
             lines += [f"    {f}: {r}" for f, r in self.skipped]
         if self.warnings:
-            lines.append("  warnings:")
-            lines += [f"    {f}: {r}" for f, r in self.warnings]
+            lines.append(f"  warnings ({len(self.warnings)}):")
+            lines += [f"    {f}: {r}" for f, r in self.warnings[:SHOWN_WARNINGS]]
+            if len(self.warnings) > SHOWN_WARNINGS:
+                lines.append(
+                    f"    ... and {len(self.warnings) - SHOWN_WARNINGS} more (--json lists all)"
+                )
         return "\n".join(lines)
 
 
@@ -130,6 +173,24 @@ def _formats() -> dict[str, tuple[Callable[..., Any], Callable[..., Parsed]]]:
 
 FORMATS = ("mtbbench", "jsonl", "react")
 
+#: Progress callback: ``progress(files_done, files_total, records, bytes_done)``.
+Progress = Callable[[int, int, int, int], None]
+
+
+@dataclass
+class _Entry:
+    """One parsed file in an import."""
+
+    index: int
+    path: Path
+    content_hash: str
+    parsed: Parsed
+    status: str = "new"  # new | unchanged | skipped
+    items: Any = None  # pyarrow.Table of its items, with the _file and _row columns
+    n_written: int = 0
+    n_events: int = 0
+    notes: list[str] = field(default_factory=list)
+
 
 def import_logs(
     format: str,
@@ -142,6 +203,8 @@ def import_logs(
     benchmark: str | None = None,
     field_map: Mapping[str, str] | None = None,
     run_name: str | None = None,
+    strict: bool = False,
+    progress: Progress | None = None,
 ) -> ImportReport:
     """Import the logs under ``src`` into ``store``.
 
@@ -162,31 +225,44 @@ def import_logs(
         Folder name -> display model name; a mapping, or a JSON object file, or a text file of
         ``folder,display`` lines.
     benchmark : str, optional
-        Benchmark name (default: the format's: "mtbbench", or from the records).
+        The benchmark the runs belong to (recorded in ``runs.benchmark``; ``tumorboard score
+        --benchmark`` picks them by it). Default: the format's ("mtbbench"), or the records'
+        ``benchmark`` field, else "jsonl" / "react". For jsonl it also decides which benchmark
+        fields the records may carry (:data:`tumorboard.traj.fields.BENCHMARK_FIELDS`).
     field_map : mapping of str to str, optional
         jsonl only: schema field -> key (dotted path) in the records.
     run_name : str, optional
         Appended to derived run ids, to keep repeated runs of one model apart.
+    strict : bool, default False
+        Fail (write nothing) when any file is skipped or any record is dropped, replaced by a
+        later one, or leaves a needed field empty.
+    progress : callable, optional
+        Called as ``progress(files_done, files_total, records, bytes_done)`` while files are
+        read (large files several times).
 
     Returns
     -------
     ImportReport
-        What was imported, skipped (with reasons) and written.
+        What was imported, left unchanged, skipped (with reasons) and written.
 
     Raises
     ------
     InvalidArgumentError
-        An unknown format, or an invalid model map.
+        An unknown format, an invalid model map or field map, a ``field_map`` for another format
+        than jsonl, or (``strict``) any problem in the logs, listed in the message.
     MissingFileError
         ``src`` (or the model-map file) does not exist.
     """
+    t0 = time.perf_counter()
     formats = _formats()
     if format not in formats:
         raise InvalidArgumentError(f"format: expected one of {FORMATS}, got {format!r}")
-    src_path = Path(src)
-    if not src_path.exists():
-        raise MissingFileError(f"{src_path}: no such file or directory")
-    st = store if isinstance(store, Store) else Store(store)
+    if benchmark is not None and (not isinstance(benchmark, str) or not benchmark.strip()):
+        raise InvalidArgumentError(f"benchmark: expected a benchmark name, got {benchmark!r}")
+    if field_map and format != "jsonl":
+        raise InvalidArgumentError(
+            f"field_map (--map): only the jsonl format maps fields, not {format!r}"
+        )
     opts = ImportOptions(
         track=track,
         model=model,
@@ -195,171 +271,583 @@ def import_logs(
         field_map=dict(field_map or {}),
         run_name=run_name,
     )
+    if format == "jsonl":
+        from .jsonl import check_field_map
+
+        check_field_map(opts.field_map, benchmark)
+    src_path = Path(src)
+    if not src_path.exists():
+        raise MissingFileError(f"{src_path}: no such file or directory")
+    st = store if isinstance(store, Store) else Store(store)
+    fp = opts.fingerprint(format)
     discover, parse = formats[format]
-    files, skipped = discover(src_path)
-    skipped = list(skipped)
-    known = st.imported_hashes()
-    duplicates: list[str] = []
-    parsed: list[tuple[Path, str, Parsed]] = []
-    # identical content covering the same unit (e.g. a copied log) is one import; identical
-    # bytes under different patients' file names are different data
-    seen_now: set[tuple[str, tuple[str, str] | None]] = set()
-    for path in files:
+    files, found_skipped = discover(src_path)
+    skipped: list[tuple[str, str]] = list(found_skipped)
+    entries: list[_Entry] = []
+    records = done_bytes = 0
+    for k, path in enumerate(files):
         try:
             raw = path.read_bytes()
         except OSError as exc:
             skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
             continue
-        digest = hashlib.sha256(raw).hexdigest()
-        if digest in known:
-            duplicates.append(str(path))
-            continue
+        tick = None
+        if progress is not None:
+
+            def tick(n: int, _k: int = k, _base: int = records, _b: int = done_bytes) -> None:
+                progress(_k, len(files), _base + n, _b)
+
+        content_hash = hashlib.sha256(raw).hexdigest()
         try:
-            result = parse(path, raw, opts)
+            if format == "jsonl":
+                result = parse(path, raw, opts, fp, tick)
+            elif format == "mtbbench":
+                result = parse(path, raw, opts, fp, content_hash)
+            else:
+                result = parse(path, raw, opts, fp)
         except MalformedLog as exc:
             skipped.append((str(path), str(exc)))
             continue
         except UnicodeDecodeError as exc:
             skipped.append((str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
             continue
-        if (digest, result.unit) in seen_now:
-            duplicates.append(str(path))
-            continue
-        seen_now.add((digest, result.unit))
-        parsed.append((path, digest, result))
+        records += result.n_records
+        done_bytes += len(raw)
+        entries.append(_Entry(len(entries), path, content_hash, result))
+        if progress is not None:
+            progress(k + 1, len(files), records, done_bytes)
 
-    parsed, more_skipped = _resolve_units(parsed, st)
-    skipped += more_skipped
-    warnings = [w for _, _, p in parsed for w in p.warnings]
-    report_kw = dict(
-        format=format,
-        source=str(src_path),
-        store=str(st.path),
-        duplicates=tuple(duplicates),
+    warnings = [w for e in entries for w in e.parsed.warnings]
+    _resolve_in_import(entries, skipped)
+    if strict:
+        _check_strict(src_path, skipped, warnings)
+    report_kw: dict[str, Any] = dict(format=format, source=str(src_path), store=str(st.path),
+                                     n_records=records)  # fmt: skip
+    live = [e for e in entries if e.status == "new"]
+    if not live:
+        return _report(report_kw, entries, skipped, warnings, t0)
+    with st.write_lock():
+        result = _write(st, format, fp, entries, skipped, warnings)
+    return _report(report_kw, entries, skipped, warnings, t0, **result)
+
+
+def _check_strict(
+    src: Path, skipped: Sequence[tuple[str, str]], warnings: Sequence[tuple[str, str]]
+) -> None:
+    """Raise for ``strict``: every skipped file and warning, first ones listed."""
+    problems = [f"{f}: {r}" for f, r in skipped] + [f"{w}: {r}" for w, r in warnings]
+    if problems:
+        shown = "; ".join(problems[:5]) + (
+            f"; ... ({len(problems) - 5} more)" if len(problems) > 5 else ""
+        )
+        raise InvalidArgumentError(
+            f"{src}: --strict: {len(skipped)} file(s) skipped and {len(warnings)} warning(s); "
+            f"nothing was imported: {shown}"
+        )
+
+
+def _report(
+    kw: dict[str, Any],
+    entries: Sequence[_Entry],
+    skipped: Sequence[tuple[str, str]],
+    warnings: Sequence[tuple[str, str]],
+    t0: float,
+    **result: Any,
+) -> ImportReport:
+    """Assemble the ImportReport."""
+    imported = tuple(str(e.path) for e in entries if e.status == "new" and e.n_written)
+    unchanged = tuple(
+        str(e.path)
+        for e in entries
+        if e.status == "unchanged" or (e.status == "new" and not e.n_written)
+    )
+    return ImportReport(
+        imported=imported,
+        unchanged=unchanged,
         skipped=tuple(skipped),
         warnings=tuple(warnings),
+        seconds=time.perf_counter() - t0,
+        **kw,
+        **result,
     )
-    if not parsed:
-        return ImportReport(**report_kw)  # type: ignore[arg-type]
-
-    runs: dict[str, dict[str, Any]] = {}
-    items: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    imports: list[dict[str, Any]] = []
-    now = datetime.now(timezone.utc)  # noqa: UP017 (py3.10 target)
-    batch = hashlib.sha256("".join(sorted(d for _, d, _ in parsed)).encode()).hexdigest()[:24]
-    for path, digest, p in parsed:
-        for r in p.runs:
-            prev = runs.get(r["run_id"])
-            if prev is None or (
-                r.get("created_at")
-                and prev.get("created_at")
-                and r["created_at"] < prev["created_at"]
-            ):
-                runs[r["run_id"]] = r
-        items += p.items
-        events += p.events
-        imports.append(
-            {
-                "content_hash": digest,
-                "source": str(path),
-                "format": format,
-                "batch": batch,
-                "n_items": len(p.items),
-                "n_events": len(p.events),
-                "imported_at": now,
-            }
-        )
-    existing_runs = set(st.runs().select("run_id").collect().get_column("run_id").to_list())
-    new_runs = [r for rid, r in runs.items() if rid not in existing_runs]
-    tables = {
-        "runs": _table(new_runs, "runs"),
-        "items": _table(items, "items"),
-        "events": _table(events, "events"),
-    }
-    st.commit_batch(batch, tables, _table(imports, "imports"))
-    return ImportReport(
-        imported=tuple(str(p) for p, _, _ in parsed),
-        n_items=len(items),
-        n_events=len(events),
-        runs=tuple(sorted({i["run_id"] for i in items} | set(runs))),
-        batch=batch,
-        **report_kw,
-    )  # type: ignore[arg-type]
 
 
-def _table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
-    """Build a conforming Arrow table of ``table`` from an importer's row dicts."""
-    schema = schema_of(table)
-    try:
-        arrow = pa.Table.from_pylist(list(rows), schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a bug in an importer, not bad input
-        raise InvalidArgumentError(
-            f"{table}: importer produced rows that do not fit the schema: {exc}"
-        ) from exc
-    return conform(arrow, table)
-
-
-def _resolve_units(
-    parsed: list[tuple[Path, str, Parsed]], store: Store
-) -> tuple[list[tuple[Path, str, Parsed]], list[tuple[str, str]]]:
-    """Keep one log per (run, patient) unit; return the kept logs and the skipped files.
-
-    The kept log is the newest within this import, and none for units already in the store.
-    """
-    import polars as pl
-
-    skipped: list[tuple[str, str]] = []
-    best: dict[tuple[str, str], tuple[Path, str, Parsed]] = {}
-    free: list[tuple[Path, str, Parsed]] = []
-    for entry in parsed:
-        unit = entry[2].unit
+def _resolve_in_import(entries: list[_Entry], skipped: list[tuple[str, str]]) -> None:
+    """Keep one log per unit (the newest; byte-identical copies are unchanged)."""
+    best: dict[tuple[str, str], _Entry] = {}
+    for e in entries:
+        unit = e.parsed.unit
         if unit is None:
-            free.append(entry)
             continue
         other = best.get(unit)
         if other is None:
-            best[unit] = entry
+            best[unit] = e
             continue
-        newer, older = (entry, other) if entry[2].order > other[2].order else (other, entry)
+        if other.content_hash == e.content_hash:
+            e.status = "unchanged"  # the same log under another name
+            continue
+        newer, older = (e, other) if e.parsed.order > other.parsed.order else (other, e)
         best[unit] = newer
+        older.status = "skipped"
         skipped.append(
             (
-                str(older[0]),
-                f"superseded by the newer log {newer[0].name} of patient "
-                f"{unit[1]!r} in run {unit[0]!r}",
+                str(older.path),
+                f"superseded by the newer log {newer.path.name} of patient {unit[1]!r} in "
+                f"run {unit[0]!r}",
             )
         )
-    if best:
-        run_ids = sorted({u[0] for u in best})
-        have = (
-            store.items()
-            .filter(pl.col("run_id").is_in(run_ids))
-            .select("run_id", "patient_id")
-            .unique()
-            .collect()
-        )
-        existing = set(
-            zip(
-                have.get_column("run_id").to_list(),
-                have.get_column("patient_id").to_list(),
-                strict=True,
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def _items_of(entries: Sequence[_Entry]) -> tuple[pa.Table, Any]:
+    """Return the items of the live entries as one table, and a polars frame of their keys.
+
+    The frame has run_id, patient_id, item_id, digest, source, ``_file`` (the entry's index),
+    ``_row`` (the item's row in its file) and ``_i`` (the row in the table).
+    """
+    import polars as pl
+
+    key_schema = {"run_id": pl.String, "patient_id": pl.String, "item_id": pl.String,
+                  "digest": pl.String, "source": pl.String}  # fmt: skip
+    tables = []
+    frames = []
+    dict_rows: list[dict[str, Any]] = []
+    dict_files: list[int] = []
+    dict_pos: list[int] = []
+    for e in entries:
+        p = e.parsed
+        if p.items_table is not None:
+            n = p.items_table.num_rows
+            tables.append(p.items_table)
+            frames.append(
+                p.keys_frame.select(list(key_schema)).with_columns(
+                    pl.lit(e.index, pl.Int32).alias("_file"),
+                    pl.int_range(n, dtype=pl.Int32).alias("_row"),
+                )
+            )
+        else:
+            dict_rows += p.items
+            dict_files += [e.index] * len(p.items)
+            dict_pos += range(len(p.items))
+    if dict_rows:
+        tables.append(_rows_table(dict_rows, "items"))
+        cols: dict[str, Any] = {c: [r.get(c) for r in dict_rows] for c in key_schema}
+        frames.append(
+            pl.DataFrame(cols, schema=key_schema).with_columns(
+                pl.Series("_file", dict_files, dtype=pl.Int32),
+                pl.Series("_row", dict_pos, dtype=pl.Int32),
             )
         )
-        for unit, entry in list(best.items()):
-            if unit in existing:
-                del best[unit]
+    items = pa.concat_tables(tables) if tables else schema_of("items").empty_table()
+    keys = (
+        pl.concat(frames)
+        if frames
+        else pl.DataFrame(schema={**key_schema, "_file": pl.Int32, "_row": pl.Int32})
+    )
+    return items, keys.with_row_index("_i")
+
+
+def _rows_table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
+    """Build a conforming Arrow table of ``table`` from row dicts (one conversion per column).
+
+    The columns are built by polars (``pyarrow.array`` on Python lists would import pandas,
+    a tenth of a second), checked (keys not null, enum columns in their values) and cast to
+    the table's Arrow types.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        Row dicts; missing keys are null.
+    table : {"runs", "items", "events", "imports"}
+        The target table.
+
+    Returns
+    -------
+    pyarrow.Table
+        The rows, with the table's schema.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An importer produced a value that does not fit the schema (a bug, not bad input).
+    """
+    import polars as pl
+
+    schema = schema_of(table)
+    pschema = polars_schema(table)
+    try:
+        df = pl.DataFrame(
+            [_column([r.get(name) for r in rows], name, dtype) for name, dtype in pschema.items()]
+        )
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise InvalidArgumentError(
+            f"{table}: importer produced a value that does not fit the schema: {exc}"
+        ) from exc
+    checks = [(f.name, None) for f in schema if not f.nullable]
+    enums = {"items": ("correct_source", CORRECT_SOURCES), "events": ("kind", EVENT_KINDS)}
+    if table in enums:
+        checks.append(enums[table])
+    for name, allowed in checks:
+        s = df.get_column(name)
+        bad = s.is_null() if allowed is None else ~s.is_in(list(allowed)) & s.is_not_null()
+        if bad.any():
+            raise InvalidArgumentError(
+                f"{table}.{name}: importer produced {s[int(bad.arg_true()[0])]!r} at row "
+                f"{int(bad.arg_true()[0])}"
+            )
+    arrow = df.to_arrow()
+    arrays = [
+        arrow.column(f.name) if arrow.schema.field(f.name).type == f.type
+        else arrow.column(f.name).cast(f.type)
+        for f in schema
+    ]  # fmt: skip
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _column(values: list[Any], name: str, dtype: Any) -> Any:
+    """Return a polars Series of ``values``; list values are converted once per distinct list.
+
+    Converting Python lists to a polars list column costs microseconds per list, and logs
+    repeat them (the options of one question for every patient, empty file lists).
+    """
+    import polars as pl
+
+    if not isinstance(dtype, pl.List):
+        return pl.Series(name, values, dtype=dtype, strict=True)
+    index: dict[tuple[Any, ...] | None, int] = {}
+    positions = []
+    for v in values:
+        key = None if v is None else tuple(v)
+        j = index.get(key)
+        if j is None:
+            j = index[key] = len(index)
+        positions.append(j)
+    distinct = [None if k is None else list(k) for k in index]
+    series = pl.Series(name, distinct, dtype=dtype, strict=True)
+    return series.gather(pl.Series(positions, dtype=pl.UInt32))
+
+
+def _write(
+    st: Store,
+    format: str,
+    fp: bytes,
+    entries: list[_Entry],
+    skipped: list[tuple[str, str]],
+    warnings: list[tuple[str, str]],
+) -> dict[str, Any]:
+    """Compare the live entries with the store, then write one batch (the write lock is held)."""
+    import polars as pl
+    import pyarrow.compute as pc
+
+    live = [e for e in entries if e.status == "new"]
+    items, keys = _items_of(live)
+    by_index = {e.index: e for e in live}
+    unit_files = {e.index for e in live if e.parsed.unit is not None}
+    key = ["run_id", "patient_id", "item_id"]
+
+    # within this import: of several records with one key, the last one wins
+    loose = keys.filter(~pl.col("_file").is_in(list(unit_files)))
+    repeated = loose.group_by(key).len().filter(pl.col("len") > 1).select(key)
+    dup = (
+        loose.join(repeated, on=key, how="semi", nulls_equal=True)
+        if repeated.height
+        else loose.clear()
+    )
+    drop_rows: set[int] = set()
+    if dup.height:
+        last = dup.group_by(key, maintain_order=True).agg(
+            pl.col("_i").last(), pl.col("source").last()
+        )
+        winner = {tuple(r[:3]): (r[3], r[4]) for r in last.rows()}
+        for r in dup.rows(named=True):
+            i_win, src_win = winner[(r["run_id"], r["patient_id"], r["item_id"])]
+            if r["_i"] != i_win:
+                drop_rows.add(r["_i"])
+                warnings.append(
+                    (r["source"], f"replaced by {src_win} (same run, patient and item id)")
+                )
+
+    # against the store
+    run_ids = keys.get_column("run_id").unique().sort().to_list()
+    existing = (
+        st._scan_paths("items", st.parts("items"), part_column=True)
+        .filter(pl.col("run_id").is_in(run_ids))
+        .select(*key, "digest", "source", "__part")
+        .collect()
+    )
+    hide_items = pl.DataFrame(schema={k: pl.String for k in key})
+    hide_units = pl.DataFrame(schema={"run_id": pl.String, "patient_id": pl.String})
+    n_replaced = 0
+    n_unchanged = 0
+    if existing.height:
+        # units (one MTBBench log per patient and run): unchanged, superseded or replaced whole
+        old_units = existing.partition_by(["run_id", "patient_id"], as_dict=True)
+        mine_of = keys.partition_by("_file", as_dict=True) if unit_files else {}
+        for e in [by_index[i] for i in sorted(unit_files)]:
+            run_id, patient = e.parsed.unit  # type: ignore[misc]
+            old = old_units.get((run_id, patient))
+            if old is None:
+                continue
+            mine = mine_of[(e.index,)]
+            old_ids = set(old.get_column("item_id").to_list())
+            new_ids = set(mine.get_column("item_id").to_list())
+            if (
+                old_ids == new_ids
+                and old.height == mine.height
+                and set(old.get_column("digest").to_list())
+                == set(mine.get_column("digest").to_list())
+            ):
+                e.status = "unchanged"
+                n_unchanged += mine.height
+                continue
+            stored = _newest_source(old.get_column("source").to_list())
+            if stored is not None and stored[0] > e.parsed.order:
+                e.status = "skipped"
                 skipped.append(
                     (
-                        str(entry[0]),
-                        f"patient {unit[1]!r} of run {unit[0]!r} is "
-                        "already in the store (from another file)",
+                        str(e.path),
+                        f"superseded by the newer log {Path(stored[1]).name} of patient "
+                        f"{patient!r} in run {run_id!r}, already in the store",
                     )
                 )
-    keep = free + list(best.values())
-    order = {id(e): i for i, e in enumerate(parsed)}
-    keep.sort(key=lambda e: order[id(e)])
-    return keep, skipped
+                continue
+            n_replaced += len(old_ids & new_ids)
+            hide_units = pl.concat(
+                [hide_units, pl.DataFrame({"run_id": [run_id], "patient_id": [patient]})]
+            )
+        # keyed items: unchanged (same digest) or replaced
+        loose = keys.filter(
+            ~pl.col("_file").is_in(list(unit_files)) & ~pl.col("_i").is_in(list(drop_rows))
+        )
+        joined = loose.join(
+            existing.select(*key, pl.col("digest").alias("_old")),
+            on=key,
+            how="inner",
+            nulls_equal=True,
+        )
+        # unchanged: the key's one stored row has the same digest; anything else (another
+        # digest, a Recorder's row without one, several rows) is replaced, every stored row
+        per_key = joined.group_by("_i").agg(
+            pl.len().alias("_n"),
+            (pl.col("digest") == pl.col("_old")).fill_null(False).sum().alias("_same"),
+        )
+        unchanged = (pl.col("_n") == 1) & (pl.col("_same") == 1)
+        same = per_key.filter(unchanged).get_column("_i")
+        n_unchanged += same.len()
+        drop_rows.update(same.to_list())
+        changed_rows = per_key.filter(~unchanged).get_column("_i")
+        changed = loose.filter(pl.col("_i").is_in(changed_rows.implode())).select(key).unique()
+        n_replaced += changed.height
+        hide_items = changed
+    live = [e for e in live if e.status == "new"]
+    keep_files = {e.index for e in live}
+    mask = pl.col("_file").is_in(list(keep_files)) & ~pl.col("_i").is_in(list(drop_rows))
+    kept = keys.filter(mask)
+    n_items = kept.height
+    if n_items == 0 and hide_items.height == 0 and hide_units.height == 0:
+        for e in live:
+            e.status = "unchanged"
+        return {"n_unchanged": n_unchanged}
+    keep_all = kept.height == items.num_rows
+    items_out = items if keep_all else items.filter(keys.select(mask).to_series().to_arrow())
+    per_file = dict(kept.group_by("_file").len().rows())
+    for e in live:
+        e.n_written = per_file.get(e.index, 0)
+    with_events = [e.index for e in live if e.parsed.events and e.parsed.unit is None]
+    kept_pairs = set(kept.filter(pl.col("_file").is_in(with_events)).select("_file", "_row").rows())
+    events_out, n_events_per = _events_of(live, kept_pairs)
+    for e in live:
+        e.n_events = n_events_per.get(e.index, 0)
+    runs_out, hide_runs = _runs_of(st, live, kept)
+
+    replace: dict[str, list[tuple[Path, pa.Table]]] = {}
+    if hide_items.height or hide_units.height:
+        replace["items"] = _swaps(st, "items", hide_items, hide_units)
+        replace["events"] = _swaps(st, "events", hide_items, hide_units)
+    if hide_runs.height:
+        replace["runs"] = _swaps(st, "runs", None, None, runs=hide_runs)
+    now = datetime.now(timezone.utc)  # noqa: UP017 (py3.10 target)
+    # the batch id: what is written (keys and digests) and replaced, so that re-running a killed
+    # import against the same store rewrites the same names
+    h = hashlib.blake2b(fp, digest_size=12)
+    for buf in items_out.column("digest").combine_chunks().buffers():  # keys are in the digests
+        if buf is not None:
+            h.update(buf)
+    for table, swaps in sorted(replace.items()):
+        h.update(f"{table}:{','.join(p.name for p, _ in swaps)}".encode())
+    batch = h.hexdigest()
+    imports = _rows_table(
+        [
+            {
+                "content_hash": e.content_hash,
+                "source": str(e.path),
+                "format": format,
+                "batch": batch,
+                "n_items": e.n_written,
+                "n_events": e.n_events,
+                "imported_at": now,
+            }
+            for e in live
+            if e.n_written or e.n_events
+        ],
+        "imports",
+    )
+    st.commit_batch(
+        batch,
+        {"runs": runs_out, "items": items_out, "events": events_out},
+        imports,
+        replace=replace,
+    )
+    runs_written = sorted(set(items_out.column("run_id").to_pylist()) | set(
+        runs_out.column("run_id").to_pylist()))  # fmt: skip
+    bench = pc.unique(runs_out.column("benchmark")).to_pylist() if runs_out.num_rows else []
+    if not bench and runs_written:
+        bench = (
+            st.runs().filter(pl.col("run_id").is_in(runs_written)).select("benchmark").unique()
+            .collect().get_column("benchmark").to_list()
+        )  # fmt: skip
+    return {
+        "n_items": n_items,
+        "n_new": n_items - n_replaced,
+        "n_replaced": n_replaced,
+        "n_unchanged": n_unchanged,
+        "n_events": events_out.num_rows,
+        "runs": tuple(runs_written),
+        "benchmarks": tuple(sorted(b for b in bench if b is not None)),
+        "batch": batch,
+    }
+
+
+def _newest_source(sources: Sequence[str | None]) -> tuple[float, str] | None:
+    """Return (timestamp, source) of the newest MTBBench log among stored item sources."""
+    from .mtbbench import split_filename
+
+    best: tuple[float, str] | None = None
+    for s in set(sources):
+        if s is None:
+            continue
+        try:
+            _, ts = split_filename(Path(s).name)
+        except MalformedLog:
+            continue
+        if ts is not None and (best is None or ts > best[0]):
+            best = (float(ts), s)
+    return best
+
+
+def _events_of(
+    live: Sequence[_Entry], kept_pairs: set[tuple[int, int]]
+) -> tuple[pa.Table, dict[int, int]]:
+    """Return the events of the kept items and the count per file.
+
+    A unit's file (MTBBench) is kept or dropped whole, so all its events go with it.
+    """
+    rows: list[dict[str, Any]] = []
+    counts: dict[int, int] = {}
+    for e in live:
+        p = e.parsed
+        if p.unit is not None:
+            kept = p.events
+        else:
+            kept = [ev for ev in p.events if (e.index, ev["_row"]) in kept_pairs]
+        rows += kept
+        counts[e.index] = len(kept)
+    return _rows_table(rows, "events"), counts
+
+
+def _runs_of(st: Store, live: Sequence[_Entry], kept: Any) -> tuple[pa.Table, Any]:
+    """Return the run rows to write and the runs they replace in the store.
+
+    A run already stored with the same benchmark, track, model, tools and config is not
+    written again; one stored with other values is replaced (MTBBench runs keep the earliest
+    creation time).
+    """
+    import polars as pl
+
+    wanted = set(kept.get_column("run_id").to_list())
+    runs: dict[str, dict[str, Any]] = {}
+    for e in live:
+        for r in e.parsed.runs:
+            rid = r["run_id"]
+            if rid not in wanted:
+                continue
+            prev = runs.get(rid)
+            if prev is None:
+                runs[rid] = dict(r)
+            elif r.get("created_at") and (
+                prev.get("created_at") is None or r["created_at"] < prev["created_at"]
+            ):
+                prev["created_at"] = r["created_at"]
+    cols = ("benchmark", "track", "model", "tools", "config")
+    existing = (
+        st.runs().filter(pl.col("run_id").is_in(list(runs))).collect().rows(named=True)
+        if runs
+        else []
+    )
+    stored: dict[str, list[dict[str, Any]]] = {}
+    for r in existing:
+        stored.setdefault(r["run_id"], []).append(r)
+    out: list[dict[str, Any]] = []
+    replaced: list[str] = []
+    for rid, r in runs.items():
+        old = stored.get(rid)
+        if not old:
+            out.append(r)
+            continue
+        if all(o[c] == r.get(c) for o in old for c in cols):
+            continue
+        times = [t for t in [r.get("created_at"), *(o["created_at"] for o in old)] if t]
+        r["created_at"] = min(times) if times else None
+        out.append(r)
+        replaced.append(rid)
+    return _rows_table(out, "runs"), pl.DataFrame(
+        {"run_id": replaced}, schema={"run_id": pl.String}
+    )
+
+
+def _swaps(
+    st: Store, table: str, items: Any, units: Any, *, runs: Any = None
+) -> list[tuple[Path, pa.Table]]:
+    """Return (part, rows to keep) for every visible part of ``table`` with rows to hide.
+
+    Hidden: rows of the ``items`` keys, rows of the (run_id, patient_id) ``units``, or (runs
+    table) rows of the ``runs`` ids.
+    """
+    import polars as pl
+
+    key = ["run_id", "patient_id", "item_id"]
+    parts = st.parts(table)
+    if not parts:
+        return []
+    lf = st._scan_paths(table, parts, part_column=True)
+    hits = []
+    if runs is not None:
+        hits.append(lf.join(runs.lazy(), on="run_id", how="semi"))
+    if items is not None and items.height:
+        hits.append(lf.join(items.lazy(), on=key, how="semi", nulls_equal=True))
+    if units is not None and units.height:
+        hits.append(lf.join(units.lazy(), on=key[:2], how="semi", nulls_equal=True))
+    if not hits:
+        return []
+    names = pl.concat([h.select("__part") for h in hits]).unique().collect()
+    out = []
+    by_name = {p.name: p for p in parts}
+    for name in sorted(names.get_column("__part").to_list()):
+        path = by_name[name]
+        df = pl.read_parquet(path).with_row_index("__r")
+        drop = []
+        if runs is not None:
+            drop.append(df.join(runs, on="run_id", how="semi"))
+        if items is not None and items.height and "item_id" in df.columns:
+            drop.append(df.join(items, on=key, how="semi", nulls_equal=True))
+        if units is not None and units.height and "patient_id" in df.columns:
+            drop.append(df.join(units, on=key[:2], how="semi", nulls_equal=True))
+        gone = pl.concat([d.select("__r") for d in drop]).unique()
+        kept = df.join(gone, on="__r", how="anti").sort("__r").drop("__r")
+        out.append((path, conform(kept.to_arrow(), table)))
+    return out
 
 
 def _load_model_map(spec: Mapping[str, str] | str | os.PathLike[str] | None) -> dict[str, str]:

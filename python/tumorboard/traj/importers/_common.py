@@ -1,14 +1,19 @@
-"""Shared pieces of the log importers: options, the per-file result and the error type."""
+"""Shared pieces of the log importers: options, the per-file result, digests and the error type."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._json import json_text
 from ...errors import InvalidArgumentError
+
+#: Bumped whenever an importer turns the same log into different rows, so that re-importing
+#: old logs with a newer tumorboard replaces the rows an older one made.
+IMPORTER_VERSION = 2
 
 
 class MalformedLog(InvalidArgumentError):
@@ -38,24 +43,114 @@ class ImportOptions:
     field_map: Mapping[str, str] = field(default_factory=dict)
     run_name: str | None = None
 
+    def fingerprint(self, format: str) -> bytes:
+        """Return the bytes every item digest of this import starts with.
+
+        The same record imported with other options (another ``--map``, model or benchmark)
+        gives other rows, so its digest must differ.
+
+        Parameters
+        ----------
+        format : str
+            The log format.
+
+        Returns
+        -------
+        bytes
+            A short hash of the format, the importer version and the options.
+        """
+        doc = {
+            "format": format,
+            "version": IMPORTER_VERSION,
+            "track": self.track,
+            "model": self.model,
+            "model_map": dict(self.model_map),
+            "benchmark": self.benchmark,
+            "field_map": dict(self.field_map),
+            "run_name": self.run_name,
+        }
+        return hashlib.blake2b(json_text(doc).encode(), digest_size=16).digest()
+
+
+def digest(*parts: bytes) -> str:
+    """Return the hex digest (128-bit BLAKE2b) of byte strings joined with NUL separators.
+
+    Parameters
+    ----------
+    *parts : bytes
+        The options fingerprint first, then what identifies the item's content.
+
+    Returns
+    -------
+    str
+        32 hex digits.
+    """
+    return hashlib.blake2b(b"\0".join(parts), digest_size=16).hexdigest()
+
+
+def line_digests(
+    fp: bytes, item_ids: Sequence[str], positions: Sequence[int], lines: Sequence[bytes]
+) -> list[str]:
+    """Return the digests of JSON-lines items: ``digest(fp, item_id, position, line)`` each.
+
+    The item id and position are part of it because they may be derived from the line's place
+    in the file rather than read from it.
+
+    Parameters
+    ----------
+    fp : bytes
+        The import's options fingerprint.
+    item_ids : sequence of str
+        Each item's id.
+    positions : sequence of int
+        Each item's position.
+    lines : sequence of bytes
+        Each item's line.
+
+    Returns
+    -------
+    list of str
+        32 hex digits each, equal to :func:`digest` of the same parts.
+    """
+    base = hashlib.blake2b(fp + b"\0", digest_size=16)
+    out = []
+    for iid, pos, line in zip(item_ids, positions, lines, strict=True):
+        h = base.copy()
+        h.update(b"%s\0%d\0" % (iid.encode(), pos))
+        h.update(line)
+        out.append(h.hexdigest())
+    return out
+
 
 @dataclass
 class Parsed:
     """Rows from one log file.
 
     ``unit`` is the (run_id, patient_id) the file covers when a file holds exactly one patient
-    of one run (MTBBench); only the newest file (largest ``order``) of a unit is imported.
+    of one run (MTBBench); of several files of a unit the newest (largest ``order``) counts,
+    and a unit is replaced as a whole.
 
     Attributes
     ----------
-    runs, items, events : list of dict
-        Rows of the runs, items and events tables.
+    runs : list of dict
+        Rows of the runs table.
+    items : list of dict
+        Rows of the items table, each with its ``source`` and ``digest``.
+    events : list of dict
+        Rows of the events table, each with ``_row``: the index in ``items`` of its item, or
+        -1 for events of the unit outside any item.
     warnings : list of (str, str)
         (file[:line], reason) for problems inside the file.
     unit : tuple of (str, str) or None
         The (run_id, patient_id) the file covers, if it covers exactly one.
     order : float
         Orders the files of one unit (newest largest).
+    n_records : int
+        Records (lines, traces, question records) read, good or bad.
+    items_table : pyarrow.Table or None
+        The items as a conforming Arrow table instead of ``items`` (the bulk paths).
+    keys_frame : polars.DataFrame or None
+        With ``items_table``: its run_id, patient_id, item_id, digest and source columns.
     """
 
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -64,6 +159,14 @@ class Parsed:
     warnings: list[tuple[str, str]] = field(default_factory=list)
     unit: tuple[str, str] | None = None
     order: float = 0.0
+    n_records: int = 0
+    items_table: Any = None
+    keys_frame: Any = None
+
+    @property
+    def n_items(self) -> int:
+        """The number of items."""
+        return self.items_table.num_rows if self.items_table is not None else len(self.items)
 
 
 def input_text(value: Any) -> str | None:

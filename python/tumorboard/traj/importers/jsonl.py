@@ -3,7 +3,8 @@
 The format is for harnesses that log their own way.
 
 Field mapping: every field below is read from the record key of the same name unless
-``field_map`` maps it to another key; a dotted key (``meta.model``) reads nested objects.
+``field_map`` (``--map FIELD=KEY``) maps it to another key; a dotted key (``meta.model``) reads
+nested objects.
 
 ========================  ====================================================================
 run fields                ``run_id`` (default: derived), ``benchmark`` (default: the import's
@@ -17,6 +18,10 @@ item fields               ``patient_id``, ``item_id`` (default ``L<line>``), ``p
                           free text), ``response``, ``parsed_answer``, ``correct`` (bool),
                           ``files_accessed``, ``files_hallucinated`` (lists of names),
                           ``latency_s``, ``attempts``, ``flags``
+benchmark fields          the fields of the run's benchmark in
+                          :data:`tumorboard.traj.fields.BENCHMARK_FIELDS` (e.g. ``gt_tools``
+                          for radabench, ``dimension`` and ``metric`` for medbench), stored
+                          in ``items.extra``
 events                    ``events``: a list of objects with the events columns ``role``,
                           ``kind`` (message, thought, action, tool_call, observation,
                           file_access, answer, reprompt), ``tool``, ``input`` (any JSON),
@@ -28,21 +33,36 @@ Where ``correct`` is absent it is graded: the answer parsed from ``response`` (o
 ``parsed_answer``) against the gold letter (``correct_source="graded"``, else "missing" with
 the flag ``ungraded``). An import's ``model``/``benchmark``/``track`` override the records'.
 A line that is not a JSON object or has a value of the wrong type is skipped and listed as a
-warning ``file:line``; a file without any valid line is skipped.
+warning ``file:line``; a file without any valid line is skipped. Lines are split on newlines
+only (JSON lines), so text holding U+2028 and other Unicode line breaks stays in its record.
+
+When the records leave a field the benchmark needs empty (the response, a grade, a benchmark
+field) or a ``--map`` key never matches, the import warns with the count of such lines and the
+keys the records do have.
+
+Two readers give the same rows: files whose every line is a well-typed object (and that have
+no ``events`` or ``config``) are read in bulk by Arrow's JSON reader with an explicit schema
+(any type mismatch sends the file to the other reader); everything else is read line by line
+with :func:`json.loads`, which names each bad line. Either way, the rows are built in bulk
+(polars) from the columns.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..._json import json_text
 from ...errors import InvalidArgumentError
-from ...harness.parsing import answer_letter, parse_answer, parse_options
-from ..schema import EVENT_KINDS, output_text
-from ._common import ImportOptions, MalformedLog, Parsed, dedupe, input_text, run_key
+from ...harness.parsing import answer_letter, parse_answers, parse_options
+from ..fields import BENCHMARK_FIELDS, REQUIRED_FIELDS, check_value, extra_fields
+from ..schema import EVENT_KINDS, output_text, schema_of
+from ._common import ImportOptions, MalformedLog, Parsed, input_text, line_digests
 
 RUN_FIELDS = ("run_id", "benchmark", "track", "model", "tools", "config")
 ITEM_FIELDS = (
@@ -63,7 +83,23 @@ ITEM_FIELDS = (
     "flags",
 )
 FIELDS = RUN_FIELDS + ITEM_FIELDS + ("events",)
+_ALL_EXTRA = {f: k for fields in BENCHMARK_FIELDS.values() for f, k in fields.items()}
 _MISSING = object()
+_KEYS_SAMPLE = 1000
+_IDS = ("run_id", "patient_id", "item_id")
+# field -> kind, for the common fields (ids accept integers, "json" is any JSON value)
+_KIND = {
+    "run_id": "id", "benchmark": "str", "track": "str", "model": "str", "tools": "bool",
+    "config": "json", "patient_id": "id", "item_id": "id", "position": "int", "task": "str",
+    "question": "str", "options": "str_list", "gold": "gold", "response": "str",
+    "parsed_answer": "str", "correct": "bool", "files_accessed": "str_list",
+    "files_hallucinated": "str_list", "latency_s": "number", "attempts": "int",
+    "flags": "str_list", "events": "json",
+}  # fmt: skip
+_EXPECT = {
+    "id": "a string", "str": "a string", "bool": "true or false", "int": "an integer",
+    "number": "a number", "str_list": "a list of strings",
+}  # fmt: skip
 
 
 def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
@@ -83,8 +119,85 @@ def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     return files, []
 
 
+def known_fields(benchmark: str | None) -> tuple[str, ...]:
+    """Return the fields a record may carry for ``benchmark`` (every benchmark's when None).
+
+    Parameters
+    ----------
+    benchmark : str or None
+        The import's benchmark.
+
+    Returns
+    -------
+    tuple of str
+        The common fields, then the benchmark fields.
+    """
+    extra = _ALL_EXTRA if benchmark is None else extra_fields(benchmark)
+    return FIELDS + tuple(extra)
+
+
+def check_field_map(field_map: Mapping[str, str], benchmark: str | None) -> None:
+    """Check that ``field_map`` maps known fields to non-empty keys.
+
+    Parameters
+    ----------
+    field_map : mapping of str to str
+        Field -> record key.
+    benchmark : str or None
+        The import's benchmark (its fields are allowed too).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown field or an empty key.
+    """
+    allowed = known_fields(benchmark)
+    for name, key in field_map.items():
+        if name not in allowed:
+            which = f" for benchmark {benchmark!r}" if benchmark else ""
+            raise InvalidArgumentError(
+                f"field_map: unknown field {name!r}{which}; fields: {', '.join(allowed)}"
+            )
+        if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
+            raise InvalidArgumentError(
+                f"field_map: field {name!r} maps to {key!r}; expected a record key such as "
+                "'answer' or 'meta.answer'"
+            )
+
+
+class _Bad(InvalidArgumentError):
+    """A record that cannot be imported; the line becomes a warning."""
+
+
+def _kind_of(name: str) -> str:
+    """Return the kind of a field (common or benchmark field)."""
+    return _KIND.get(name) or _ALL_EXTRA[name]
+
+
+def _check(name: str, kind: str, value: Any) -> Any:
+    """Check one record value of field ``name``; return it as stored (raises _Bad)."""
+    if value is None:
+        return None
+    if kind == "id":
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        raise _Bad(f"{name!r} must be a string, got {json.dumps(value)[:40]}")
+    if kind == "json":
+        return value
+    if kind == "gold":
+        return value if isinstance(value, str) else json_text(value)
+    try:
+        return check_value(kind, value)
+    except ValueError as exc:
+        raise _Bad(f"{name!r} {exc}, got {json.dumps(value, default=str)[:40]}") from None
+
+
 def _get(record: Mapping[str, Any], key: str) -> Any:
     """Return the value at a dotted key of a record, or ``_MISSING``."""
+    if "." not in key:
+        return record.get(key, _MISSING)
     value: Any = record
     for part in key.split("."):
         if not isinstance(value, Mapping) or part not in value:
@@ -93,62 +206,40 @@ def _get(record: Mapping[str, Any], key: str) -> Any:
     return value
 
 
-class _Bad(InvalidArgumentError):
-    """A record that cannot be imported; the line becomes a warning."""
+def _fields(opts: ImportOptions) -> list[str]:
+    """Return the fields read from the records (the import's forced fields are not read)."""
+    forced = {"model": opts.model, "benchmark": opts.benchmark, "track": opts.track}
+    extra = _ALL_EXTRA if opts.benchmark is None else extra_fields(opts.benchmark)
+    return [f for f in (*FIELDS, *extra) if not forced.get(f)]
 
 
-def _str(value: Any, name: str, *, ids: bool = False) -> str | None:
-    """Return a string field (with ``ids``, integers are converted); None stays None."""
-    if value is None or isinstance(value, str):
-        return value
-    if ids and isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    raise _Bad(f"{name!r} must be a string, got {json.dumps(value)[:40]}")
+#: Lines read and turned into rows at a time (progress is reported after each chunk).
+CHUNK_LINES = 200_000
 
 
-def _int(value: Any, name: str) -> int | None:
-    """Return an integer field (not a bool); None stays None."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise _Bad(f"{name!r} must be an integer, got {json.dumps(value)[:40]}")
-
-
-def _float(value: Any, name: str) -> float | None:
-    """Return a numeric field as a float (not a bool); None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    raise _Bad(f"{name!r} must be a number, got {json.dumps(value)[:40]}")
-
-
-def _bool(value: Any, name: str) -> bool | None:
-    """Return a boolean field; None stays None."""
-    if value is None or isinstance(value, bool):
-        return value
-    raise _Bad(f"{name!r} must be true or false, got {json.dumps(value)[:40]}")
-
-
-def _strs(value: Any, name: str) -> list[str] | None:
-    """Return a list-of-strings field; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    raise _Bad(f"{name!r} must be a list of strings")
-
-
-def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
+def parse(
+    path: Path,
+    raw: bytes,
+    opts: ImportOptions,
+    fp: bytes = b"",
+    tick: Callable[[int], None] | None = None,
+) -> Parsed:
     """Parse one JSON-lines file into rows; bad lines become warnings.
 
     Parameters
     ----------
     path : pathlib.Path
-        The file (named in warnings).
+        The file (named in warnings and in ``items.source``).
     raw : bytes
         Its content (UTF-8).
     opts : ImportOptions
         The import's options.
+    fp : bytes, default b""
+        The import's options fingerprint (:meth:`ImportOptions.fingerprint`), the start of
+        every item digest.
+    tick : callable, optional
+        Called with the number of lines read so far after each chunk of
+        :data:`CHUNK_LINES` lines.
 
     Returns
     -------
@@ -162,170 +253,654 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
     InvalidArgumentError
         ``field_map`` names an unknown field.
     """
-    unknown = [k for k in opts.field_map if k not in FIELDS]
-    if unknown:
-        raise InvalidArgumentError(
-            f"field_map: unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}"
-        )
-    text = raw.decode("utf-8")
-    out = Parsed()
-    runs: dict[str, dict[str, Any]] = {}
-    positions: dict[tuple[str, str | None], int] = {}
-    n_lines = 0
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    check_field_map(opts.field_map, opts.benchmark)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    linenos_all, lines_all = _numbered_lines(raw)
+    fields = _fields(opts)
+    keys = {f: opts.field_map.get(f, f) for f in fields}
+    out = Parsed(n_records=len(lines_all))
+    state = _State()
+    for start in range(0, len(lines_all), CHUNK_LINES):
+        lines = lines_all[start : start + CHUNK_LINES]
+        numbers = linenos_all[start : start + CHUNK_LINES]
+        whole = len(lines) == len(lines_all) and len(lines) == numbers[-1]
+        body = raw if whole else b"\n".join(lines)
+        bulk = _read_bulk(body, lines, keys)
+        if bulk is not None:
+            columns, sample = bulk
+            linenos, texts, events = numbers, lines, None
+        else:
+            columns, linenos, texts, events, sample = _read_lines(path, numbers, lines, keys, out)
+        if not state.keys_seen:
+            state.keys_seen = _keys_seen(sample)
+        if linenos:
+            _build(out, state, path, opts, fp, columns, linenos, texts, events)
+        if tick is not None:
+            tick(start + len(lines))
+    if state.m == 0:
+        reason = "empty file" if not lines_all else "no valid record (see warnings)"
+        if out.warnings:
+            first = out.warnings[0]
+            reason = (
+                f"no valid record; first problem: line {first[0].rsplit(':', 1)[1]}: {first[1]}"
+            )
+        raise MalformedLog(reason)
+    _finish(out, state, path, opts, keys)
+    return out
+
+
+_SPACE = frozenset(b" \t\r\n\x0b\x0c")
+
+
+def _numbered_lines(raw: bytes) -> tuple[Sequence[int], list[bytes]]:
+    """Return the line numbers and the non-blank lines (split on newlines only)."""
+    lines = raw.split(b"\n")
+    space = _SPACE
+    if all(line and line[0] not in space for line in lines[:-1]):
+        if not lines[-1].strip():
+            lines.pop()
+        return range(1, len(lines) + 1), lines
+    kept = [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
+    return [i for i, _ in kept], [line for _, line in kept]
+
+
+@dataclass
+class _State:
+    """What the chunks of one file share: run rows, position counters, empty-field counts."""
+
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    counts: Any = None  # polars frame run_id, patient_id, n: records seen per patient
+    m: int = 0
+    missing: dict[str, int] = field(default_factory=dict)
+    keys_seen: list[str] = field(default_factory=list)
+    benchmarks: set[str] = field(default_factory=set)
+    items: list[Any] = field(default_factory=list)
+    keys: list[Any] = field(default_factory=list)
+
+
+def _finish(
+    out: Parsed, state: _State, path: Path, opts: ImportOptions, keys: Mapping[str, str]
+) -> None:
+    """Collect the chunks' rows into ``out`` and add the empty-field warnings."""
+    import polars as pl
+    import pyarrow as pa
+
+    out.runs = list(state.runs.values())
+    out.items_table = pa.concat_tables(state.items)
+    out.keys_frame = pl.concat(state.keys)
+    m = state.m
+    seen = ", ".join(state.keys_seen[:40]) + (", ..." if len(state.keys_seen) > 40 else "")
+    wanted = [f for f in opts.field_map if f in keys and f not in ("events", "config")]
+    for b in sorted(state.benchmarks):
+        need = REQUIRED_FIELDS.get(b, REQUIRED_FIELDS["mtbbench"])
+        wanted += [f for f in need if f not in wanted]
+    for f in wanted:
+        n = state.missing.get(f, 0)
+        if not n:
             continue
-        n_lines += 1
+        if f == "grade":
+            reason = (
+                f"{n:,} of {m:,} lines have no grade (no {keys.get('correct', 'correct')!r}, "
+                f"and no {keys.get('gold', 'gold')!r} with a "
+                f"{keys.get('response', 'response')!r}); they count as wrong when scored"
+            )
+        else:
+            mapped = f" (--map {f}={opts.field_map[f]})" if f in opts.field_map else ""
+            reason = f"{n:,} of {m:,} lines have no value for {keys.get(f, f)!r}{mapped}"
+        out.warnings.append((str(path), f"{reason}; keys seen: {seen}"))
+
+
+# ----------------------------------------------------------------------------- line reader
+
+
+def _read_lines(
+    path: Path,
+    numbers: Sequence[int],
+    lines: Sequence[bytes],
+    keys: Mapping[str, str],
+    out: Parsed,
+) -> tuple[dict[str, list[Any]], list[int], list[bytes], list[Any], list[dict]]:
+    """Read the lines one by one with json.loads; return the typed columns of the good ones."""
+    columns: dict[str, list[Any]] = {f: [] for f in keys if f != "events"}
+    kinds = {f: _kind_of(f) for f in keys}
+    linenos: list[int] = []
+    texts: list[bytes] = []
+    events: list[Any] = []
+    sample: list[dict] = []
+    loads = json.loads
+    for lineno, line in zip(numbers, lines, strict=True):
         where = f"{path}:{lineno}"
         try:
-            record = json.loads(line)
+            record = loads(line)
         except ValueError as exc:
-            out.warnings.append((where, f"not valid JSON ({exc.args[0][:60]})"))
+            reason = exc.args[0] if exc.args else str(exc)
+            out.warnings.append((where, f"not valid JSON ({str(reason)[:60]})"))
             continue
         if not isinstance(record, dict):
             out.warnings.append((where, "expected a JSON object"))
             continue
+        if len(sample) < _KEYS_SAMPLE:
+            sample.append(record)
         try:
-            run, item, events = _rows(record, lineno, opts, positions)
+            values = {}
+            for f, key in keys.items():
+                v = _get(record, key)
+                values[f] = None if v is _MISSING else _check(f, kinds[f], v)
+            ev = _events(values.pop("events", None))
         except _Bad as exc:
             out.warnings.append((where, str(exc)))
             continue
-        runs.setdefault(run["run_id"], run)
-        out.items.append(item)
-        out.events += events
-    if not out.items:
-        reason = "empty file" if n_lines == 0 else "no valid record (see warnings)"
-        raise MalformedLog(
-            reason
-            if not out.warnings
-            else f"no valid record; first problem: line {out.warnings[0][0].rsplit(':', 1)[1]}:"
-            f" {out.warnings[0][1]}"
-        )
-    out.runs = list(runs.values())
+        for f, v in values.items():
+            columns[f].append(v)
+        linenos.append(lineno)
+        texts.append(line)
+        events.append(ev)
+    return columns, linenos, texts, events, sample
+
+
+def _events(raw_events: Any) -> list[dict[str, Any]] | None:
+    """Check a record's ``events`` list and return its event rows (without the item keys)."""
+    if raw_events is None:
+        return None
+    if not isinstance(raw_events, list):
+        raise _Bad("'events' must be a list of objects")
+    out = []
+    for step, e in enumerate(raw_events):
+        if not isinstance(e, dict):
+            raise _Bad(f"events[{step}] must be an object")
+        kind = e.get("kind")
+        if kind not in EVENT_KINDS:
+            raise _Bad(f"events[{step}].kind must be one of {', '.join(EVENT_KINDS)}")
+        where = f"events[{step}]"
+        row = {
+            "step": _check(f"{where}.step", "int", e.get("step", step)),
+            "role": _check(f"{where}.role", "str", e.get("role")),
+            "kind": kind,
+            "tool": _check(f"{where}.tool", "str", e.get("tool")),
+            "input": input_text(e.get("input")),
+            "output": output_text(e.get("output")),
+            "ok": _check(f"{where}.ok", "bool", e.get("ok")),
+            "error": _check(f"{where}.error", "str", e.get("error")),
+            "latency_s": _check(f"{where}.latency_s", "number", e.get("latency_s")),
+        }
+        out.append(row)
     return out
 
 
-def _rows(
-    record: dict[str, Any],
-    lineno: int,
-    opts: ImportOptions,
-    positions: dict[tuple[str, str | None], int],
-) -> tuple[dict, dict, list[dict]]:
-    """Return the run, item and event rows of one record (raises _Bad for a bad record)."""
+def _keys_seen(sample: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Return the keys of the sampled records, in first-seen order (nested keys dotted)."""
+    seen: dict[str, None] = {}
+    for record in sample:
+        for k, v in record.items():
+            seen.setdefault(k, None)
+            if isinstance(v, Mapping):
+                for sub in v:
+                    seen.setdefault(f"{k}.{sub}", None)
+    return list(seen)
 
-    def get(name: str) -> Any:
-        """Return a field through ``field_map`` (None when missing)."""
-        value = _get(record, opts.field_map.get(name, name))
-        return None if value is _MISSING else value
 
-    model = opts.model or _str(get("model"), "model")
-    if not model:
-        raise _Bad("no model (give the record a 'model' or the import a model)")
-    benchmark = opts.benchmark or _str(get("benchmark"), "benchmark") or "jsonl"
-    track = opts.track or _str(get("track"), "track") or "default"
-    tools = bool(_bool(get("tools"), "tools"))
-    run_id = _str(get("run_id"), "run_id", ids=True) or run_key(
-        benchmark, track, model, "tools" if tools else "no-tools", opts.run_name
+# ----------------------------------------------------------------------------- bulk reader
+
+_ID_NUMBER = re.compile(r"Column\((/[^)]*)\) changed from string to number")
+
+
+def _arrow_type(kind: str) -> Any:
+    """Return the Arrow type the bulk reader reads a field kind as (None: not in bulk)."""
+    import pyarrow as pa
+
+    return {
+        "id": pa.string(), "str": pa.large_string(), "gold": pa.large_string(),
+        "bool": pa.bool_(), "int": pa.int64(), "number": pa.float64(), "flag": pa.float64(),
+        "str_list": pa.list_(pa.large_string()), "int_list": pa.list_(pa.int64()),
+        "number_list": pa.list_(pa.float64()), "bool_list": pa.list_(pa.bool_()),
+    }.get(kind)  # fmt: skip
+
+
+def _explicit_schema(keys: Mapping[str, str], number_ids: set[str]) -> Any:
+    """Return the explicit Arrow schema of the record keys (nested structs for dotted keys)."""
+    import pyarrow as pa
+
+    tree: dict[str, Any] = {}
+    for f, key in keys.items():
+        typ = pa.int64() if f in number_ids else _arrow_type(_kind_of(f))
+        node = tree
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                return None  # a key is both a value and a parent: leave it to the line reader
+            node = child
+        if parts[-1] in node and node[parts[-1]] != typ:
+            return None  # two fields of different types read one key
+        node[parts[-1]] = typ
+
+    def build(node: dict[str, Any]) -> list[Any]:
+        return [
+            pa.field(k, pa.struct(build(v)) if isinstance(v, dict) else v) for k, v in node.items()
+        ]
+
+    return pa.schema(build(tree))
+
+
+def _read_bulk(
+    raw: bytes, lines: Sequence[bytes], keys: Mapping[str, str]
+) -> tuple[dict[str, Any], list[dict]] | None:
+    """Read a well-typed file in bulk; None sends it to the line reader.
+
+    Returns the columns (Arrow arrays, ids as strings) and the first records (for the keys
+    seen).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as paj
+
+    nested = sorted(
+        {k.rsplit(".", 1)[-1] for f, k in keys.items() if _arrow_type(_kind_of(f)) is None}
     )
-    config = get("config")
-    run = {
-        "run_id": run_id,
-        "benchmark": benchmark,
-        "track": track,
-        "model": model,
-        "tools": tools,
-        "config": json_text(config) if config is not None else None,
-        "created_at": None,
-    }
-
-    flags = list(_strs(get("flags"), "flags") or [])
-    patient = _str(get("patient_id"), "patient_id", ids=True)
-    item_id = _str(get("item_id"), "item_id", ids=True) or f"L{lineno}"
-    position = _int(get("position"), "position")
-    key = (run_id, patient)
-    if position is None:
-        position = positions.get(key, 0)
-    positions[key] = position + 1
-    question = _str(get("question"), "question")
-    options = _strs(get("options"), "options")
-    if options is None and question:
-        options = list(parse_options(question)) or None
-    gold_raw = get("gold")
-    if gold_raw is not None and not isinstance(gold_raw, str):
-        gold_raw = json_text(gold_raw)
-    gold = answer_letter(gold_raw) if gold_raw is not None else None
-    gold_text = gold_raw if gold is not None and gold_raw != gold else None
-    if gold is None:
-        gold = gold_raw
-    response = _str(get("response"), "response")
-    parsed = _str(get("parsed_answer"), "parsed_answer")
-    if parsed is None and response is not None:
-        parsed = parse_answer(response, options=options).letter
-    correct = _bool(get("correct"), "correct")
-    if correct is not None:
-        source = "log"
-    elif gold is not None and (parsed is not None or response is not None):
-        correct, source = parsed is not None and parsed == gold, "graded"
-    else:
-        source = "missing"
-        flags.append("ungraded")
-    accessed = _strs(get("files_accessed"), "files_accessed")
-    hallucinated = _strs(get("files_hallucinated"), "files_hallucinated")
-    if accessed is not None:
-        accessed, dup = dedupe(accessed)
-        if dup:
-            flags.append("duplicate_files_accessed")
-    if hallucinated is not None:
-        hallucinated, dup = dedupe(hallucinated)
-        if dup:
-            flags.append("duplicate_files_hallucinated")
-    item = {
-        "run_id": run_id,
-        "patient_id": patient,
-        "item_id": item_id,
-        "position": position,
-        "task": _str(get("task"), "task") or "default",
-        "question": question,
-        "options": options,
-        "gold": gold,
-        "gold_text": gold_text,
-        "response": response,
-        "parsed_answer": parsed,
-        "correct": correct,
-        "correct_source": source,
-        "n_files": len(accessed) if accessed is not None else None,
-        "files_accessed": accessed,
-        "files_hallucinated": hallucinated,
-        "latency_s": _float(get("latency_s"), "latency_s"),
-        "attempts": _int(get("attempts"), "attempts"),
-        "flags": flags,
-    }
-    events = []
-    raw_events = get("events")
-    if raw_events is not None:
-        if not isinstance(raw_events, list):
-            raise _Bad("'events' must be a list of objects")
-        for step, e in enumerate(raw_events):
-            if not isinstance(e, dict):
-                raise _Bad(f"events[{step}] must be an object")
-            kind = e.get("kind")
-            if kind not in EVENT_KINDS:
-                raise _Bad(f"events[{step}].kind must be one of {', '.join(EVENT_KINDS)}")
-            output = e.get("output")
-            events.append(
-                {
-                    "run_id": run_id,
-                    "patient_id": patient,
-                    "item_id": item_id,
-                    "step": _int(e.get("step", step), f"events[{step}].step"),
-                    "role": _str(e.get("role"), f"events[{step}].role"),
-                    "kind": kind,
-                    "tool": _str(e.get("tool"), f"events[{step}].tool"),
-                    "input": input_text(e.get("input")),
-                    "output": output_text(output),
-                    "ok": _bool(e.get("ok"), f"events[{step}].ok"),
-                    "error": _str(e.get("error"), f"events[{step}].error"),
-                    "latency_s": _float(e.get("latency_s"), f"events[{step}].latency_s"),
-                }
+    if nested and re.search(f'"(?:{"|".join(map(re.escape, nested))})"'.encode(), raw):
+        return None  # events, config, tool calls or matrices: the line reader
+    keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}
+    number_ids: set[str] = set()
+    table = None
+    for _ in range(4):
+        schema = _explicit_schema(keys, number_ids)
+        if schema is None:
+            return None
+        try:
+            table = paj.read_json(
+                io.BytesIO(raw),
+                read_options=paj.ReadOptions(block_size=1 << 20),
+                parse_options=paj.ParseOptions(
+                    explicit_schema=schema, unexpected_field_behavior="ignore"
+                ),
             )
-    return run, item, events
+            break
+        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+            m = _ID_NUMBER.search(str(exc))
+            ids = [f for f in _IDS if f in keys and "/" + keys[f].replace(".", "/") == (m and m[1])]
+            if not ids or ids[0] in number_ids:
+                return None
+            number_ids.add(ids[0])
+    if table is None or table.num_rows != len(lines):
+        return None
+    columns: dict[str, Any] = {}
+    for f, key in keys.items():
+        arr: Any = table
+        for part in key.split("."):
+            arr = arr.column(part) if isinstance(arr, pa.Table) else pc.struct_field(arr, part)
+        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        kind = _kind_of(f)
+        if kind.endswith("_list") and arr.null_count < len(arr):
+            if pc.list_flatten(arr).null_count:
+                return None  # a list with a null element: the line reader names the line
+        if kind == "flag" and arr.null_count < len(arr):
+            if pc.any(pc.or_(pc.less(arr, 0.0), pc.greater(arr, 1.0))).as_py():
+                return None
+        if kind in ("number", "flag", "number_list") and arr.null_count < len(arr):
+            flat = pc.list_flatten(arr) if kind == "number_list" else arr
+            if len(flat) and not pc.all(pc.is_finite(flat)).as_py():
+                return None
+        if f in number_ids:
+            arr = pc.cast(arr, pa.string())
+        columns[f] = arr
+    sample = [json.loads(line) for line in lines[:_KEYS_SAMPLE]]
+    return columns, sample
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+def _series(name: str, values: Any, kind: str) -> Any:
+    """Return a polars Series of a column read by either reader."""
+    import polars as pl
+
+    dtype = {
+        "id": pl.String, "str": pl.String, "gold": pl.String, "bool": pl.Boolean,
+        "int": pl.Int64, "number": pl.Float64, "flag": pl.Float64,
+        "str_list": pl.List(pl.String), "int_list": pl.List(pl.Int64),
+        "number_list": pl.List(pl.Float64), "bool_list": pl.List(pl.Boolean),
+    }.get(kind)  # fmt: skip
+    if dtype is None:  # json values (config) and complex benchmark fields: Python objects
+        return values
+    if isinstance(values, list):
+        return pl.Series(name, values, dtype=dtype, strict=False)
+    s = pl.Series(name, values)
+    return s if s.dtype == dtype else s.cast(dtype)
+
+
+def _build(
+    out: Parsed,
+    state: _State,
+    path: Path,
+    opts: ImportOptions,
+    fp: bytes,
+    columns: Mapping[str, Any],
+    linenos: list[int],
+    texts: list[bytes],
+    events: list[Any] | None,
+) -> None:
+    """Turn the typed columns of one chunk's good lines into rows (in bulk), into ``state``."""
+    import polars as pl
+
+    data: dict[str, Any] = {"_line": pl.Series("_line", linenos, dtype=pl.Int64)}
+    objects: dict[str, list[Any]] = {}
+    for f, values in columns.items():
+        s = _series(f, values, _kind_of(f))
+        if isinstance(s, pl.Series):
+            data[f] = s
+        else:
+            objects[f] = list(values)
+    df = pl.DataFrame(data)
+
+    def col(name: str, dtype: Any) -> pl.Expr:
+        return pl.col(name) if name in df.columns else pl.lit(None, dtype=dtype)
+
+    def text_or(name: str, forced: str | None, default: str) -> pl.Expr:
+        if forced:
+            return pl.lit(forced, dtype=pl.String)
+        c = col(name, pl.String)
+        return pl.when(c.is_null() | (c == "")).then(pl.lit(default)).otherwise(c)
+
+    model = pl.lit(opts.model, dtype=pl.String) if opts.model else col("model", pl.String)
+    df = df.with_columns(model.alias("_model"), pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"))
+    no_model = pl.col("_model").is_null() | (pl.col("_model") == "")
+    bad = df.filter(no_model).get_column("_line").to_list()
+    for lineno in bad:
+        out.warnings.append(
+            (f"{path}:{lineno}", "no model (give the record a 'model' or the import a model)")
+        )
+    if bad:
+        df = df.filter(~no_model)
+    m = df.height
+    if m == 0:
+        return
+    # mapped keys that the records leave empty (counted before defaults fill them)
+    for f in opts.field_map:
+        if f in _ALL_EXTRA or f in ("response", "events", "config"):
+            continue
+        n = int(df.get_column(f).null_count()) if f in df.columns else m
+        if f in objects:
+            n = sum(1 for i in df.get_column("_i").to_list() if objects[f][i] is None)
+        state.missing[f] = state.missing.get(f, 0) + n
+    df = df.with_columns(
+        pl.col("_model").alias("model"),
+        text_or("benchmark", opts.benchmark, "jsonl").alias("benchmark"),
+        text_or("track", opts.track, "default").alias("track"),
+        col("tools", pl.Boolean).fill_null(False).alias("tools"),
+    )
+    keep = df.get_column("_i").to_list() if bad else range(len(linenos))
+    tail = [pl.lit(opts.run_name)] if opts.run_name else []
+    derived_run = pl.concat_str(
+        [
+            pl.col("benchmark"),
+            pl.col("track"),
+            pl.col("model"),
+            pl.when(pl.col("tools")).then(pl.lit("tools")).otherwise(pl.lit("no-tools")),
+            *tail,
+        ],
+        separator=":",
+    )
+    run_id = col("run_id", pl.String)
+    item_id = col("item_id", pl.String)
+    df = df.with_columns(
+        pl.when(run_id.is_null() | (run_id == "")).then(derived_run).otherwise(run_id)
+        .alias("run_id"),
+        col("patient_id", pl.String).alias("patient_id"),
+        pl.when(item_id.is_null() | (item_id == ""))
+        .then(pl.format("L{}", pl.col("_line")))
+        .otherwise(item_id)
+        .alias("item_id"),
+    )  # fmt: skip
+    df = _positions(df, state)
+    # options: given, else parsed from the question (once per distinct question)
+    df = df.with_columns(col("question", pl.String).alias("question"))
+    if "options" not in df.columns:
+        df = df.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias("options"))
+    if df.get_column("options").null_count():
+        missing_opts = pl.col("options").is_null() & (pl.col("question").fill_null("") != "")
+        qs = df.filter(missing_opts).get_column("question").unique().to_list()
+        if qs:
+            parsed_opts = [list(parse_options(q)) or None for q in qs]
+            table = pl.DataFrame(
+                {"question": qs, "_opts": pl.Series(parsed_opts, dtype=pl.List(pl.String))}
+            )
+            df = df.join(table, on="question", how="left", maintain_order="left").with_columns(
+                pl.coalesce("options", "_opts").alias("options")
+            )
+    # gold: a letter (with the logged text in gold_text) or free text
+    if "gold" in df.columns and df.get_column("gold").null_count() < m:
+        golds = df.get_column("gold").drop_nulls().unique().to_list()
+        letters = pl.DataFrame(
+            {"gold": golds, "_letter": [answer_letter(g) for g in golds]},
+            schema={"gold": pl.String, "_letter": pl.String},
+        )
+        df = df.join(letters, on="gold", how="left", maintain_order="left").with_columns(
+            pl.coalesce("_letter", "gold").alias("gold"),
+            pl.when(pl.col("_letter").is_not_null() & (pl.col("gold") != pl.col("_letter")))
+            .then(pl.col("gold"))
+            .alias("gold_text"),
+        )  # fmt: skip
+    else:
+        df = df.with_columns(
+            pl.lit(None, dtype=pl.String).alias("gold"),
+            pl.lit(None, dtype=pl.String).alias("gold_text"),
+        )
+    df = df.with_columns(
+        col("response", pl.String).alias("response"),
+        col("parsed_answer", pl.String).alias("parsed_answer"),
+        col("correct", pl.Boolean).alias("correct"),
+    )
+    todo = df.select(
+        pl.col("parsed_answer").is_null() & pl.col("response").is_not_null()
+    ).to_series()
+    if todo.any():
+        sub = df.filter(todo)
+        found = parse_answers(sub.get_column("response"), options=_Rows(sub.get_column("options")))
+        filled = pl.Series("_parsed", [None] * m, dtype=pl.String).scatter(
+            todo.arg_true(), pl.Series(found, dtype=pl.String)
+        )
+        df = df.with_columns(pl.coalesce("parsed_answer", filled).alias("parsed_answer"))
+    gradable = pl.col("gold").is_not_null() & (
+        pl.col("parsed_answer").is_not_null() | pl.col("response").is_not_null()
+    )
+    graded = pl.col("parsed_answer").is_not_null() & (pl.col("parsed_answer") == pl.col("gold"))
+    df = df.with_columns(
+        pl.when(pl.col("correct").is_not_null())
+        .then(pl.lit("log"))
+        .when(gradable)
+        .then(pl.lit("graded"))
+        .otherwise(pl.lit("missing"))
+        .alias("correct_source"),
+    ).with_columns(
+        pl.when(pl.col("correct_source") == "graded")
+        .then(graded.fill_null(False))
+        .otherwise(pl.col("correct"))
+        .alias("correct"),
+    )
+    empty = pl.lit([], dtype=pl.List(pl.String))
+    flag_parts = [col("flags", pl.List(pl.String)).fill_null(empty)]
+    flagged = [col("flags", pl.List(pl.String)).list.len().fill_null(0) > 0]
+    flag_parts.append(
+        pl.when(pl.col("correct_source") == "missing")
+        .then(pl.lit(["ungraded"], dtype=pl.List(pl.String)))
+        .otherwise(empty)
+    )
+    flagged.append(pl.col("correct_source") == "missing")
+    for name in ("files_accessed", "files_hallucinated"):
+        if name not in df.columns:
+            df = df.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias(name))
+            continue
+        once = pl.col(name).list.unique(maintain_order=True)
+        df = df.with_columns(
+            once.alias(name),
+            (once.list.len() != pl.col(name).list.len()).fill_null(False).alias(f"_dup_{name}"),
+        )
+        flag_parts.append(
+            pl.when(pl.col(f"_dup_{name}"))
+            .then(pl.lit([f"duplicate_{name}"], dtype=pl.List(pl.String)))
+            .otherwise(empty)
+        )
+        flagged.append(pl.col(f"_dup_{name}"))
+    # most records raise no flag: build the lists only when some do
+    any_flag = df.select(pl.any_horizontal(flagged).any()).item()
+    flags = pl.concat_list(flag_parts) if any_flag else empty
+    df = df.with_columns(
+        col("task", pl.String).fill_null("default").alias("task"),
+        pl.col("files_accessed").list.len().cast(pl.Int32).alias("n_files"),
+        col("latency_s", pl.Float64).alias("latency_s"),
+        col("attempts", pl.Int64).cast(pl.Int32).alias("attempts"),
+        flags.alias("flags"),
+        pl.concat_str(pl.lit(f"{path}:"), pl.col("_line").cast(pl.String)).alias("source"),
+    )
+    # benchmark fields, as JSON text per item (only those of the item's benchmark)
+    extra = _extra_column(df, objects, keep, state)
+    ids = df.get_column("item_id").to_list()
+    positions = df.get_column("position").to_list()
+    kept_texts = texts if isinstance(keep, range) else [texts[i] for i in keep]
+    digests = line_digests(fp, ids, positions, kept_texts)
+    df = df.with_columns(
+        pl.Series("extra", extra, dtype=pl.String),
+        pl.Series("digest", digests, dtype=pl.String),
+    )
+    # what the benchmark needs, left empty
+    state.m += m
+    state.benchmarks.update(df.get_column("benchmark").unique().to_list())
+    counts = df.select(
+        pl.col("response").null_count().alias("response"),
+        (pl.col("correct_source") == "missing").sum().alias("grade"),
+    ).row(0, named=True)
+    for f, n in counts.items():
+        state.missing[f] = state.missing.get(f, 0) + int(n)
+
+    runs = df.select("run_id", "benchmark", "track", "model", "tools").with_columns(
+        pl.lit(None, dtype=pl.String).alias("config")
+    )
+    if "config" in objects:
+        configs = [objects["config"][i] for i in keep]
+        runs = runs.with_columns(
+            pl.Series("config", [json_text(c) for c in configs], dtype=pl.String)
+        )
+    for r in runs.unique(subset="run_id", keep="first", maintain_order=True).to_dicts():
+        state.runs.setdefault(r["run_id"], {**r, "created_at": None})
+    row0 = sum(t.num_rows for t in state.items)
+    items = df.select(
+        [pl.col(c) if c in df.columns else pl.lit(None) for c in schema_of("items").names]
+    )
+    state.items.append(_arrow(items, "items"))
+    state.keys.append(df.select("run_id", "patient_id", "item_id", "digest", "source"))
+    if events is not None and any(events):
+        rows = df.select("run_id", "patient_id", "item_id").rows()
+        for row, (i, key) in enumerate(zip(keep, rows, strict=True)):
+            for e in events[i] or ():
+                out.events.append(
+                    {
+                        "run_id": key[0],
+                        "patient_id": key[1],
+                        "item_id": key[2],
+                        **e,
+                        "_row": row0 + row,
+                    }
+                )
+
+
+def _positions(df: Any, state: _State) -> Any:
+    """Fill ``position``: given, else the order of the patient's records in the run so far."""
+    import polars as pl
+
+    key = ["run_id", "patient_id"]
+    counts = state.counts
+    if "position" in df.columns and df.get_column("position").null_count() < df.height:
+        seen: dict[tuple[Any, Any], int] = {}
+        if counts is not None:
+            seen = {(r[0], r[1]): r[2] for r in counts.rows()}
+        positions = []
+        for k, pos in zip(df.select(key).rows(), df.get_column("position").to_list(), strict=True):
+            if pos is None:
+                pos = seen.get(k, 0)
+            seen[k] = pos + 1
+            positions.append(pos)
+        df = df.with_columns(pl.Series("position", positions, dtype=pl.Int64))
+        state.counts = pl.DataFrame(
+            [(k[0], k[1], v) for k, v in seen.items()],
+            schema={"run_id": pl.String, "patient_id": pl.String, "n": pl.Int64},
+            orient="row",
+        )
+        return df
+    # group the rows by patient once (a window over many groups is several times slower)
+    groups = df.select(key).with_row_index("_r").group_by(key).agg(pl.col("_r"))
+    if counts is not None:
+        groups = groups.join(counts, on=key, how="left", nulls_equal=True)
+        groups = groups.with_columns(pl.col("n").fill_null(0))
+    else:
+        groups = groups.with_columns(pl.lit(0, dtype=pl.Int64).alias("n"))
+    end = pl.col("n") + pl.col("_r").list.len()
+    groups = groups.with_columns(pl.int_ranges("n", end, dtype=pl.Int64).alias("position"))
+    positions = groups.select("_r", "position").explode("_r", "position").sort("_r")
+    df = df.with_columns(positions.get_column("position"))
+    new = groups.select(*key, end.alias("n"))
+    if counts is not None:
+        new = pl.concat([counts.join(new, on=key, how="anti", nulls_equal=True), new])
+    state.counts = new
+    return df
+
+
+class _Rows:
+    """Row access to a polars list Series as Python lists (what parse_answers indexes)."""
+
+    def __init__(self, series: Any) -> None:
+        self.series = series
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    def __getitem__(self, i: int) -> list[str] | None:
+        v = self.series[i]
+        return None if v is None else list(v)
+
+
+def _extra_column(
+    df: Any, objects: Mapping[str, list[Any]], keep: Sequence[int], state: _State
+) -> list[str | None]:
+    """Return each row's ``extra`` JSON text (the non-null fields of its benchmark).
+
+    Counts, per benchmark field, the rows of that benchmark without it (``state.missing``).
+    """
+    benchmarks = df.get_column("benchmark").to_list()
+    fields_of = {b: list(extra_fields(b)) for b in set(benchmarks)}
+    if not any(fields_of.values()):
+        return [None] * df.height
+    values: dict[str, list[Any]] = {}
+    for fields in fields_of.values():
+        for f in fields:
+            if f in objects:
+                values[f] = [objects[f][i] for i in keep]
+            elif f in df.columns:
+                values[f] = df.get_column(f).to_list()
+    out: list[str | None] = []
+    missing = state.missing
+    for row, b in enumerate(benchmarks):
+        doc = {}
+        for f in fields_of[b]:
+            v = values[f][row] if f in values else None
+            if v is None:
+                missing[f] = missing.get(f, 0) + 1
+            else:
+                doc[f] = v
+        out.append(json_text(doc) if doc else None)
+    return out
+
+
+def _arrow(frame: Any, table: str) -> Any:
+    """Return a polars frame of a table's columns as a conforming Arrow table."""
+    import pyarrow as pa
+
+    schema = schema_of(table)
+    arrow = frame.to_arrow()
+    arrays = []
+    for fld in schema:
+        arr = arrow.column(fld.name)
+        if arr.type != fld.type:
+            arr = arr.cast(fld.type)
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=schema)

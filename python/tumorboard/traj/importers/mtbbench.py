@@ -34,6 +34,8 @@ the position in the file (``item_id = q<position>``), never by question text.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -53,7 +55,7 @@ from ...harness.parsing import (
     parse_requests,
     split_requests,
 )
-from ._common import ImportOptions, MalformedLog, Parsed, dedupe, run_key
+from ._common import ImportOptions, MalformedLog, Parsed, dedupe, digest, run_key
 
 BENCHMARK = "mtbbench"
 TRACKS = ("multimodal", "longitudinal")
@@ -67,11 +69,16 @@ _LONGITUDINAL = (
     ("progression", re.compile(r"\bprogress", re.IGNORECASE)),
 )
 _QUESTION_PROMPT = re.compile(r"(?:^|\n)\s*Question:\s")
-_REPROMPT = re.compile(r"^\s*Please provide the final answer", re.IGNORECASE)
 _FILE_TAG = re.compile(r"\[FILE:\s*([^\]]+?)\s*\]")
 _IHC = re.compile(r"\[IHCTool:\s*(.*?)\]")
 _IHC_IMAGE = re.compile(r"cells in (\S+?) are positively stained")
 _ANSWER_TAGS = re.compile(r"\[ANSWER:\s*([^\]]*)\]", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=4096)
+def _options(question: str) -> tuple[str, ...]:
+    """Return the options listed in a question (cached: logs repeat questions per patient)."""
+    return parse_options(question)
 
 
 def multimodal_task(position: int) -> str | None:
@@ -182,7 +189,9 @@ def _names(record: dict[str, Any], key: str, index: int) -> list[str]:
     return value
 
 
-def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
+def parse(
+    path: Path, raw: bytes, opts: ImportOptions, fp: bytes = b"", content_hash: str | None = None
+) -> Parsed:
     """Parse one MTBBench chat log into rows.
 
     Parameters
@@ -193,6 +202,11 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
         Its content (UTF-8 JSON).
     opts : ImportOptions
         The import's options.
+    fp : bytes, default b""
+        The import's options fingerprint; every item's digest is that of ``fp`` and the file's
+        content hash.
+    content_hash : str, optional
+        The SHA-256 hex digest of ``raw`` when the caller has it (computed otherwise).
 
     Returns
     -------
@@ -249,8 +263,12 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
     if track == "multimodal" and len(records) != MULTIMODAL_QUESTIONS:
         file_flags.append("unexpected_question_count")
     items: list[dict[str, Any]] = []
+    content_hash = content_hash or hashlib.sha256(raw).hexdigest()
+    source, dig = str(path), digest(fp, content_hash.encode())
     for pos, rec in enumerate(records):
-        items.append(_item(rec, pos, run_id, patient_id, track, file_flags))
+        item = _item(rec, pos, run_id, patient_id, track, file_flags)
+        item["source"], item["digest"] = source, dig
+        items.append(item)
 
     events, attempts, conv_flag = _events(conversation, records, run_id, patient_id)
     for it, n in zip(items, attempts, strict=True):
@@ -274,6 +292,7 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
         events=events,
         unit=(run_id, patient_id),
         order=float(ts) if ts is not None else 0.0,
+        n_records=len(records),
     )
 
 
@@ -283,7 +302,7 @@ def _item(
     """Build the items row of one question record, with its quirk flags."""
     flags = list(file_flags)
     question, answer = rec["question"], rec["answer"]
-    options = list(parse_options(question))
+    options = list(_options(question))
     if not options:
         flags.append("no_options")
     gold = answer_letter(answer)
@@ -378,13 +397,13 @@ def _events(
     q = -1
     prompts: list[int] = []
     for idx, m in enumerate(conversation):
-        if m["role"] == "user" and _QUESTION_PROMPT.search(m["content"]):
+        content = m["content"]
+        if m["role"] == "user" and "Question:" in content and _QUESTION_PROMPT.search(content):
             q += 1
             prompts.append(idx)
         owner.append(q)
     aligned = len(prompts) == n and all(
-        _snippet(records[k]["question"]) in _squash(conversation[prompts[k]]["content"])
-        for k in range(n)
+        _asked(records[k]["question"], conversation[prompts[k]]["content"]) for k in range(n)
     )
     flag = None if aligned else "conversation_unaligned"
 
@@ -397,23 +416,25 @@ def _events(
         """Append an event row with the item's next step number."""
         step = steps.get(item_id, 0)
         steps[item_id] = step + 1
+        owner = int(item_id[1:]) if item_id is not None else -1
         events.append(
-            {"run_id": run_id, "patient_id": patient_id, "item_id": item_id, "step": step, **row}
-        )
+            {"run_id": run_id, "patient_id": patient_id, "item_id": item_id, "step": step,
+             "_row": owner, **row}
+        )  # fmt: skip
 
     for idx, m in enumerate(conversation):
         role, content = m["role"], m["content"]
         item_id = f"q{owner[idx]}" if aligned and owner[idx] >= 0 else None
         if role == "user" and "New files available" in content:
             available = _FILE_TAG.findall(content.split("New files available", 1)[1])
-        if role == "user" and _REPROMPT.search(content):
+        if role == "user" and _is_reprompt(content):
             if aligned and owner[idx] >= 0:
                 reprompts[owner[idx]] += 1
             add(item_id, role=role, kind="reprompt", output=content)
             continue
         add(item_id, role=role, kind="message", output=content)
         if role == "assistant":
-            requested = parse_requests(content)
+            requested = parse_requests(content) if "[" in content else None
             if requested:
                 split = split_requests(requested, available) if available else None
                 add(
@@ -429,7 +450,7 @@ def _events(
                     ok=(not split.hallucinated) if split else None,
                 )
             nxt = conversation[idx + 1]["content"] if idx + 1 < len(conversation) else None
-            for call in parse_conch(content):
+            for call in parse_conch(content) if "[" in content else ():
                 failed = nxt is not None and "[ERROR" in nxt
                 add(
                     item_id,
@@ -441,7 +462,7 @@ def _events(
                     ok=None if nxt is None else not failed,
                     error=nxt if failed else None,
                 )
-            tags = _ANSWER_TAGS.findall(content)
+            tags = _ANSWER_TAGS.findall(content) if "[" in content else None
             if tags:
                 add(
                     item_id,
@@ -450,7 +471,7 @@ def _events(
                     output=tags[-1].strip(),
                     ok=mtbbench_valid(tags[-1]),
                 )
-        elif role == "user":
+        elif role == "user" and "[IHCTool:" in content:
             for text in _IHC.findall(content):
                 image = _IHC_IMAGE.search(text)
                 if image is None:
@@ -466,6 +487,23 @@ def _events(
                 )
     attempts: list[int | None] = [r + 1 for r in reprompts] if aligned else [None] * n
     return events, attempts, flag
+
+
+def _asked(question: str, prompt: str) -> bool:
+    """Tell whether a user prompt asks ``question``: its first 80 characters, spaces collapsed.
+
+    A prompt holding the whole question verbatim holds its collapsed start too, so that case
+    skips collapsing the (long) prompt.
+    """
+    stripped = question.strip()
+    if stripped and stripped in prompt:
+        return True
+    return _snippet(question) in _squash(prompt)
+
+
+def _is_reprompt(content: str) -> bool:
+    """Tell whether a user message is MTBBench's re-prompt for a final answer."""
+    return content.lstrip()[:31].lower() == "please provide the final answer"
 
 
 def _squash(text: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..._json import json_text
 from ...harness.parsing import answer_letter, parse_answer, parse_options, parse_react
-from ._common import ImportOptions, MalformedLog, Parsed, input_text, run_key
+from ._common import ImportOptions, MalformedLog, Parsed, digest, input_text, run_key
 
 TEXT_SUFFIXES = (".txt", ".md", ".log")
 _META = re.compile(r"^#\s*([A-Za-z_]+)\s*[:=]\s*(.*?)\s*$")
@@ -65,7 +65,7 @@ def _front_matter(text: str) -> tuple[dict[str, str], str]:
     return meta, "\n".join(lines[i:])
 
 
-def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
+def parse(path: Path, raw: bytes, opts: ImportOptions, fp: bytes = b"") -> Parsed:
     """Parse one trace file (or JSON-lines file of traces) into rows.
 
     Parameters
@@ -76,6 +76,9 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
         Its content (UTF-8).
     opts : ImportOptions
         The import's options.
+    fp : bytes, default b""
+        The import's options fingerprint, the start of every item digest (with the trace's
+        text: the file, or the line).
 
     Returns
     -------
@@ -87,13 +90,13 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
     MalformedLog
         No trace could be read from the file.
     """
-    text = raw.decode("utf-8")
     out = Parsed()
     runs: dict[str, dict[str, Any]] = {}
     if path.suffix.lower() == ".jsonl":
-        for lineno, line in enumerate(text.splitlines(), 1):
+        for lineno, line in enumerate(raw.split(b"\n"), 1):
             if not line.strip():
                 continue
+            out.n_records += 1
             where = f"{path}:{lineno}"
             try:
                 rec = json.loads(line)
@@ -105,14 +108,16 @@ def parse(path: Path, raw: bytes, opts: ImportOptions) -> Parsed:
                 continue
             meta = {k: v for k, v in rec.items() if k != "trace"}
             try:
-                _add(out, runs, rec["trace"], meta, f"L{lineno}", path, opts)
+                _add(out, runs, rec["trace"], meta, f"L{lineno}", path, opts,
+                     source=where, dig=digest(fp, line))  # fmt: skip
             except MalformedLog as exc:
                 out.warnings.append((where, str(exc)))
         if not out.items:
             raise MalformedLog("no valid trace in the file")
     else:
-        meta, body = _front_matter(text)
-        _add(out, runs, body, meta, path.stem, path, opts)
+        out.n_records = 1
+        meta, body = _front_matter(raw.decode("utf-8"))
+        _add(out, runs, body, meta, path.stem, path, opts, source=str(path), dig=digest(fp, raw))
     out.runs = list(runs.values())
     return out
 
@@ -125,6 +130,9 @@ def _add(
     default_id: str,
     path: Path,
     opts: ImportOptions,
+    *,
+    source: str,
+    dig: str,
 ) -> None:
     """Add the run, the item and the events of one trace to ``out``."""
     trace = parse_react(trace_text)
@@ -192,8 +200,11 @@ def _add(
             "latency_s": None,
             "attempts": None,
             "flags": flags,
+            "source": source,
+            "digest": dig,
         }
     )
+    row_index = len(out.items) - 1
     step = 0
     for st in trace.steps:
         rows = []
@@ -226,6 +237,7 @@ def _add(
             )
         for row in rows:
             out.events.append(
-                {"run_id": run_id, "patient_id": patient, "item_id": item_id, "step": step, **row}
-            )
+                {"run_id": run_id, "patient_id": patient, "item_id": item_id, "step": step,
+                 "_row": row_index, **row}
+            )  # fmt: skip
             step += 1
