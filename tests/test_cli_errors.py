@@ -76,7 +76,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     store = root / "store"
     res = subprocess.run(
         [sys.executable, "-m", "tumorboard.cli", "import", "jsonl", str(log), "--store",
-         str(store)], capture_output=True, text=True, env=_env(),
+         str(store), "--benchmark", "mtbbench"], capture_output=True, text=True, env=_env(),
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     corrupt = root / "corrupt-store"
