@@ -407,6 +407,17 @@ def test_a_mistyped_map_key_warns_and_strict_fails(tmp_path):
     assert any(n.startswith("4 of 4 answers have no grade") for n in notes)
 
 
+def test_a_folder_without_logs_is_an_error_not_an_empty_import(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "notes.txt").write_text("not a log")
+    out = cli("import", "jsonl", str(tmp_path / "logs"), "--store", str(tmp_path / "s"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr == (
+        f"tumorboard: error: {tmp_path / 'logs'}: no jsonl logs found (expected *.jsonl or "
+        "*.ndjson files)\n"
+    )
+
+
 # ------------------------------------------------------------------- item 9: paper style, JSON
 
 
