@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -481,6 +482,15 @@ def test_import_reports_progress_with_a_rate(tmp_path, monkeypatch):
     late.update(0, 1, 10)
     late.close()
     assert quiet.getvalue() == ""
+    # during one long step (no update), the background thread keeps printing
+    stream = io.StringIO()
+    with CountProgress("import", stream=stream, after=0.0, every=0.05) as live:
+        live.update(0, 2, 1000)
+        time.sleep(0.4)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 3 and all(
+        line.startswith("import: 1,000 lines (0/2 files), ") for line in lines
+    )
 
 
 def test_bulk_reader_and_line_reader_give_the_same_rows(tmp_path, monkeypatch):

@@ -569,13 +569,24 @@ def _write(
             pl.col("_i").last(), pl.col("source").last()
         )
         winner = {tuple(r[:3]): (r[3], r[4]) for r in last.rows()}
+        shown = 0
         for r in dup.rows(named=True):
             i_win, src_win = winner[(r["run_id"], r["patient_id"], r["item_id"])]
             if r["_i"] != i_win:
                 drop_rows.add(r["_i"])
-                warnings.append(
-                    (r["source"], f"replaced by {src_win} (same run, patient and item id)")
+                if shown < SHOWN_WARNINGS:
+                    shown += 1
+                    warnings.append(
+                        (r["source"], f"replaced by {src_win} (same run, patient and item id)")
+                    )
+        if len(drop_rows) > shown:
+            warnings.append(
+                (
+                    str(entries[0].path) if len(entries) == 1 else "(this import)",
+                    f"{len(drop_rows) - shown:,} more records replaced by later records with "
+                    "the same run, patient and item id",
                 )
+            )
 
     # against the store
     run_ids = keys.get_column("run_id").unique().sort().to_list()
