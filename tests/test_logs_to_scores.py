@@ -531,10 +531,15 @@ def test_a_line_reader_file_names_each_bad_line(tmp_path):
     records = [json.dumps(r) for r in mtbbench_records()]
     records[2] = json.dumps({**mtbbench_records()[2], "latency_s": "slow"})
     records.insert(4, "not json at all")
+    # a raw U+2028 inside a string is not a line break of JSON lines
+    odd = {**mtbbench_records()[0], "item_id": "u", "question": "Line one\u2028line two?"}
+    records.append(json.dumps(odd, ensure_ascii=False))
     log = tmp_path / "log.jsonl"
-    log.write_text("\n".join(records) + "\n")
+    log.write_text("\n".join(records) + "\n", encoding="utf-8")
     report = import_logs("jsonl", log, tmp_path / "s", benchmark="mtbbench")
-    assert report.n_items == 5
+    assert report.n_items == 6
     bad = {w.rsplit(":", 1)[1]: r for w, r in report.warnings if w.startswith(f"{log}:")}
     assert bad == {"3": "'latency_s' must be a number, got \"slow\"", "5": bad["5"]}
     assert bad["5"].startswith("not valid JSON")
+    items = Store(tmp_path / "s").items().collect()
+    assert items.filter(pl.col("item_id") == "u").item(0, "question") == "Line one\u2028line two?"
