@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -407,6 +408,17 @@ def test_a_mistyped_map_key_warns_and_strict_fails(tmp_path):
     assert any(n.startswith("4 of 4 answers have no grade") for n in notes)
 
 
+def test_a_folder_without_logs_is_an_error_not_an_empty_import(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "notes.txt").write_text("not a log")
+    out = cli("import", "jsonl", str(tmp_path / "logs"), "--store", str(tmp_path / "s"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr == (
+        f"tumorboard: error: {tmp_path / 'logs'}: no jsonl logs found (expected *.jsonl or "
+        "*.ndjson files)\n"
+    )
+
+
 # ------------------------------------------------------------------- item 9: paper style, JSON
 
 
@@ -470,6 +482,15 @@ def test_import_reports_progress_with_a_rate(tmp_path, monkeypatch):
     late.update(0, 1, 10)
     late.close()
     assert quiet.getvalue() == ""
+    # during one long step (no update), the background thread keeps printing
+    stream = io.StringIO()
+    with CountProgress("import", stream=stream, after=0.0, every=0.05) as live:
+        live.update(0, 2, 1000)
+        time.sleep(0.4)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 3 and all(
+        line.startswith("import: 1,000 lines (0/2 files), ") for line in lines
+    )
 
 
 def test_bulk_reader_and_line_reader_give_the_same_rows(tmp_path, monkeypatch):
@@ -510,10 +531,15 @@ def test_a_line_reader_file_names_each_bad_line(tmp_path):
     records = [json.dumps(r) for r in mtbbench_records()]
     records[2] = json.dumps({**mtbbench_records()[2], "latency_s": "slow"})
     records.insert(4, "not json at all")
+    # a raw U+2028 inside a string is not a line break of JSON lines
+    odd = {**mtbbench_records()[0], "item_id": "u", "question": "Line one\u2028line two?"}
+    records.append(json.dumps(odd, ensure_ascii=False))
     log = tmp_path / "log.jsonl"
-    log.write_text("\n".join(records) + "\n")
+    log.write_text("\n".join(records) + "\n", encoding="utf-8")
     report = import_logs("jsonl", log, tmp_path / "s", benchmark="mtbbench")
-    assert report.n_items == 5
+    assert report.n_items == 6
     bad = {w.rsplit(":", 1)[1]: r for w, r in report.warnings if w.startswith(f"{log}:")}
     assert bad == {"3": "'latency_s' must be a number, got \"slow\"", "5": bad["5"]}
     assert bad["5"].startswith("not valid JSON")
+    items = Store(tmp_path / "s").items().collect()
+    assert items.filter(pl.col("item_id") == "u").item(0, "question") == "Line one\u2028line two?"

@@ -269,8 +269,11 @@ class CountProgress:
     """Progress of a job that counts records (lines, logs) over files, on a text stream.
 
     Nothing is printed for the first ``after`` seconds (small jobs stay quiet); then a line
-    ``label: N what (f/F files), R what/s`` at most every ``every`` seconds (rewritten in place
-    on a terminal, one plain line each time elsewhere) and a last one at :meth:`close`.
+    ``label: N what (f/F files), R what/s`` every ``every`` seconds (rewritten in place on a
+    terminal, one plain line each time elsewhere) and a last one at :meth:`close`. Used as a
+    context manager (or after :meth:`start`), a background thread prints the lines, so they
+    keep coming while one long step (a large file's parse, the final write) runs between two
+    :meth:`update` calls.
 
     Parameters
     ----------
@@ -310,6 +313,28 @@ class CountProgress:
         self._last = float("-inf")
         self._shown = False
         self._state = (0, 0, 0)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> CountProgress:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the background thread that prints a line every ``every`` seconds."""
+        if not self.enabled or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="tumorboard-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        """Print due lines until :meth:`close`."""
+        while not self._stop.wait(min(0.25, self.every)):
+            self._maybe_show()
 
     def _text(self, now: float) -> str:
         """Return the progress line for the current counts."""
@@ -331,13 +356,18 @@ class CountProgress:
             Records counted so far.
         """
         self._state = (int(files), int(total), int(count))
+        self._maybe_show()
+
+    def _maybe_show(self) -> None:
+        """Print the current counts when the first-line delay and the interval have passed."""
         if not self.enabled:
             return
-        now = time.perf_counter()
-        if now - self._t0 < self.after or now - self._last < self.every:
-            return
-        self._last = now
-        self._show(self._text(now))
+        with self._lock:
+            now = time.perf_counter()
+            if now - self._t0 < self.after or now - self._last < self.every:
+                return
+            self._last = now
+            self._show(self._text(now))
 
     def _show(self, text: str) -> None:
         """Print ``text`` as the live line (terminal) or as a plain line."""
@@ -345,22 +375,16 @@ class CountProgress:
         self.stream.flush()
         self._shown = True
 
-    def message(self, text: str) -> None:
-        """Print a phase line (e.g. ``writing 1,000,000 items``) when progress is being shown.
-
-        Parameters
-        ----------
-        text : str
-            The line, without the label.
-        """
-        if self.enabled and self._shown:
-            self._show(f"{self.label}: {text}")
-
     def close(self) -> None:
-        """Print the final counts (when any line was shown) and end the live line."""
+        """Stop the thread; print the final counts (when any line was shown), end the line."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         if not (self.enabled and self._shown):
             return
-        self._show(self._text(time.perf_counter()))
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        with self._lock:
+            self._show(self._text(time.perf_counter()))
+            if self.tty:
+                self.stream.write("\n")
+                self.stream.flush()

@@ -128,7 +128,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from .traj import import_logs
 
     printer = CountProgress("import", what="lines" if args.format == "jsonl" else "records")
-    try:
+    with printer:
         report = import_logs(
             args.format,
             args.src,
@@ -142,8 +142,6 @@ def _cmd_import(args: argparse.Namespace) -> int:
             strict=args.strict,
             progress=lambda files, total, records, _bytes: printer.update(files, total, records),
         )
-    finally:
-        printer.close()
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -172,6 +172,11 @@ def _formats() -> dict[str, tuple[Callable[..., Any], Callable[..., Parsed]]]:
 
 
 FORMATS = ("mtbbench", "jsonl", "react")
+_PATTERNS = {
+    "mtbbench": "<model>/<patient>_chatlog_<unix_ts>.json",
+    "jsonl": "*.jsonl or *.ndjson",
+    "react": "*.txt, *.md, *.log or *.jsonl",
+}
 
 #: Progress callback: ``progress(files_done, files_total, records, bytes_done)``.
 Progress = Callable[[int, int, int, int], None]
@@ -251,7 +256,7 @@ def import_logs(
         An unknown format, an invalid model map or field map, a ``field_map`` for another format
         than jsonl, or (``strict``) any problem in the logs, listed in the message.
     MissingFileError
-        ``src`` (or the model-map file) does not exist.
+        ``src`` (or the model-map file) does not exist, or holds no log file of the format.
     """
     t0 = time.perf_counter()
     formats = _formats()
@@ -282,6 +287,9 @@ def import_logs(
     fp = opts.fingerprint(format)
     discover, parse = formats[format]
     files, found_skipped = discover(src_path)
+    if not files and not found_skipped:
+        pattern = _PATTERNS[format]
+        raise MissingFileError(f"{src_path}: no {format} logs found (expected {pattern} files)")
     skipped: list[tuple[str, str]] = list(found_skipped)
     entries: list[_Entry] = []
     records = done_bytes = 0
@@ -561,13 +569,24 @@ def _write(
             pl.col("_i").last(), pl.col("source").last()
         )
         winner = {tuple(r[:3]): (r[3], r[4]) for r in last.rows()}
+        shown = 0
         for r in dup.rows(named=True):
             i_win, src_win = winner[(r["run_id"], r["patient_id"], r["item_id"])]
             if r["_i"] != i_win:
                 drop_rows.add(r["_i"])
-                warnings.append(
-                    (r["source"], f"replaced by {src_win} (same run, patient and item id)")
+                if shown < SHOWN_WARNINGS:
+                    shown += 1
+                    warnings.append(
+                        (r["source"], f"replaced by {src_win} (same run, patient and item id)")
+                    )
+        if len(drop_rows) > shown:
+            warnings.append(
+                (
+                    str(entries[0].path) if len(entries) == 1 else "(this import)",
+                    f"{len(drop_rows) - shown:,} more records replaced by later records with "
+                    "the same run, patient and item id",
                 )
+            )
 
     # against the store
     run_ids = keys.get_column("run_id").unique().sort().to_list()
