@@ -309,8 +309,11 @@ def test_warnings_are_one_line_each(monkeypatch, capsys):
 
 
 def test_missing_extra_names_a_command_that_works_from_this_checkout(monkeypatch):
+    from tumorboard import errors as errors_module
     from tumorboard.errors import MissingDependencyError
 
+    # as it runs from this source checkout (the suite may also run against an installed wheel)
+    monkeypatch.setattr(errors_module, "_source_checkout", lambda: REPO)
     monkeypatch.chdir(REPO)
     err = MissingDependencyError.for_extra(
         "reading slides", package="openslide-python", extra="slides", cause=ImportError("no")
@@ -326,3 +329,8 @@ def test_missing_extra_names_a_command_that_works_from_this_checkout(monkeypatch
     assert f"pip install '{REPO}[dist]'" in MissingDependencyError.install_command("dist")
     assert "'ray>=2.9'" in elsewhere
     assert MissingDependencyError.install_command(None, package="nltk") == "pip install nltk"
+    # installed from a wheel: the distribution's name, and the extra's packages from its metadata
+    monkeypatch.setattr(errors_module, "_source_checkout", lambda: None)
+    assert MissingDependencyError.install_command("slides").startswith(
+        "pip install 'tumorboard[slides]'"
+    )
