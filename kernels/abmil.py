@@ -344,6 +344,39 @@ if triton is not None:
         else:
             return 2.0 * tl.sigmoid(2.0 * x) - 1.0
 
+    @triton.jit
+    def _preactivations(
+        x_desc, wa_desc, wg_desc, on, ow, d_tiles,
+        GATED: tl.constexpr, IEEE: tl.constexpr, UPCAST: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+    ):  # fmt: skip
+        """Return the attention and gate pre-activations of one tile (GEMMs over D, fp32).
+
+        ``x`` rows ``on:on+BLOCK_N`` against the weight rows ``ow:ow+BLOCK_K``; both GEMMs
+        share each x tile. Used by the forward and the backward scores kernels (inlined).
+        """
+        za = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        zg = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        for di in range(d_tiles):
+            xt = x_desc.load([on, di * BLOCK_D])
+            wat = wa_desc.load([ow, di * BLOCK_D])
+            if UPCAST:
+                xt = xt.to(tl.float32)
+                wat = wat.to(tl.float32)
+            if IEEE:
+                za = tl.dot(xt, wat.T, za, input_precision="ieee")
+            else:
+                za = tl.dot(xt, wat.T, za)
+            if GATED:
+                wgt = wg_desc.load([ow, di * BLOCK_D])
+                if UPCAST:
+                    wgt = wgt.to(tl.float32)
+                if IEEE:
+                    zg = tl.dot(xt, wgt.T, zg, input_precision="ieee")
+                else:
+                    zg = tl.dot(xt, wgt.T, zg)
+        return za, zg
+
     @triton.autotune(configs=_tma_score_configs(), key=["D", "K", "H", "R", "GATED"])
     @triton.jit
     def _abmil_scores_tma_kernel(
@@ -374,26 +407,10 @@ if triton is not None:
             chunk = tile % n_chunks
             on = pid_n * BLOCK_N
             ow = head * K + chunk * BLOCK_K
-            za = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-            zg = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-            for di in range(d_tiles):
-                xt = x_desc.load([on, di * BLOCK_D])
-                wat = wa_desc.load([ow, di * BLOCK_D])
-                if UPCAST:
-                    xt = xt.to(tl.float32)
-                    wat = wat.to(tl.float32)
-                if IEEE:
-                    za = tl.dot(xt, wat.T, za, input_precision="ieee")
-                else:
-                    za = tl.dot(xt, wat.T, za)
-                if GATED:
-                    wgt = wg_desc.load([ow, di * BLOCK_D])
-                    if UPCAST:
-                        wgt = wgt.to(tl.float32)
-                    if IEEE:
-                        zg = tl.dot(xt, wgt.T, zg, input_precision="ieee")
-                    else:
-                        zg = tl.dot(xt, wgt.T, zg)
+            za, zg = _preactivations(
+                x_desc, wa_desc, wg_desc, on, ow, d_tiles,
+                GATED, IEEE, UPCAST, BLOCK_N, BLOCK_K, BLOCK_D,
+            )  # fmt: skip
             ks = chunk * BLOCK_K + offs_k
             k_ok = ks < K  # a chunk past K reads the next head's rows: masked out here
             za += tl.load(ba_ptr + head * K + ks, mask=k_ok, other=0.0)[None, :]
@@ -560,26 +577,10 @@ if triton is not None:
             chunk = tile % n_chunks
             on = pid_n * BLOCK_N
             ow = head * K + chunk * BLOCK_K
-            za = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-            zg = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-            for di in range(d_tiles):
-                xt = x_desc.load([on, di * BLOCK_D])
-                wat = wa_desc.load([ow, di * BLOCK_D])
-                if UPCAST:
-                    xt = xt.to(tl.float32)
-                    wat = wat.to(tl.float32)
-                if IEEE:
-                    za = tl.dot(xt, wat.T, za, input_precision="ieee")
-                else:
-                    za = tl.dot(xt, wat.T, za)
-                if GATED:
-                    wgt = wg_desc.load([ow, di * BLOCK_D])
-                    if UPCAST:
-                        wgt = wgt.to(tl.float32)
-                    if IEEE:
-                        zg = tl.dot(xt, wgt.T, zg, input_precision="ieee")
-                    else:
-                        zg = tl.dot(xt, wgt.T, zg)
+            za, zg = _preactivations(
+                x_desc, wa_desc, wg_desc, on, ow, d_tiles,
+                GATED, IEEE, UPCAST, BLOCK_N, BLOCK_K, BLOCK_D,
+            )  # fmt: skip
             ks = chunk * BLOCK_K + offs_k
             k_ok = ks < K
             rows = on + tl.arange(0, BLOCK_N)
