@@ -215,7 +215,12 @@ def test_medbench_hand_frame() -> None:
     assert isinstance(report, Report)
     t = report.table
     assert t.columns[: len(TABLE_COLUMNS)] == list(TABLE_COLUMNS)
-    assert t.columns[len(TABLE_COLUMNS) :] == ["aggregation", "dimension", "task_metric"]
+    assert t.columns[len(TABLE_COLUMNS) :] == [
+        "aggregation",
+        "dimension",
+        "task_metric",
+        "n_ungraded",
+    ]
     assert set(t["metric"].to_list()) == {"score"}
     tasks = t.filter(pl.col("aggregation") == "task")
     got = {r["task"]: (r["estimate"], r["n"]) for r in tasks.iter_rows(named=True)}

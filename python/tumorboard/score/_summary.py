@@ -11,7 +11,7 @@ the task means on every resample (engine statistic ``"mean_of_ratios"`` with equ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -298,6 +298,7 @@ def summarize_metrics(
     by_task: bool,
     cluster: str | None,
     options: BootstrapOptions,
+    ungraded: Mapping[str, str] | None = None,
 ) -> pl.DataFrame:
     """Compute several metrics of one validated frame as sorted report-table rows.
 
@@ -318,6 +319,12 @@ def summarize_metrics(
         A column whose values are resampled whole.
     options : BootstrapOptions
         The bootstrap options.
+    ungraded : mapping of str to str, optional
+        When given, the table gets an ``n_ungraded`` column (int64): for a metric named in the
+        mapping, the number of rows of the whole ``frame`` (not only the metric's subset) in the
+        row's group whose Boolean column ``ungraded[metric]`` is true (the items whose grade or
+        response is missing, scored as wrong or left out), summed over the tasks on the overall
+        row; null for the metrics not in the mapping.
 
     Returns
     -------
@@ -347,8 +354,55 @@ def summarize_metrics(
                 overall=by_task,
             )  # fmt: skip
         )
+        if ungraded is not None:
+            parts[-1] = _with_ungraded(parts[-1], frame, ungraded.get(metric), group_cols)
     if not parts:
         raise InvalidArgumentError(
             f"{benchmark}: no metric could be computed from the given columns"
         )
     return sort_table(pl.concat(parts, how="vertical"))
+
+
+def ungraded_counts(frame: pl.DataFrame, flag: str, group_cols: Sequence[str]) -> pl.DataFrame:
+    """Count the rows of ``frame`` whose Boolean column ``flag`` is true, per group.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        A validated frame with the ``group_cols`` and the ``flag`` column (nulls count as false).
+    flag : str
+        The Boolean column marking the ungraded rows.
+    group_cols : sequence of str
+        (track, model, tools[, task]); with ``task``, one row per (track, model, tools) with task
+        "overall" holds the sum over the tasks.
+
+    Returns
+    -------
+    polars.DataFrame
+        The group columns and ``n_ungraded`` (int64).
+    """
+    keys = list(group_cols)
+    counts = frame.group_by(keys).agg(
+        pl.col(flag).fill_null(False).sum().cast(pl.Int64).alias("n_ungraded")
+    )
+    if "task" not in keys:
+        return counts
+    overall = (
+        counts.group_by([k for k in keys if k != "task"])
+        .agg(pl.col("n_ungraded").sum())
+        .with_columns(pl.lit(OVERALL).alias("task"))
+        .select(keys + ["n_ungraded"])
+    )
+    return pl.concat([counts, overall], how="vertical")
+
+
+def _with_ungraded(
+    part: pl.DataFrame, frame: pl.DataFrame, flag: str | None, group_cols: Sequence[str]
+) -> pl.DataFrame:
+    """Add ``n_ungraded`` to one metric's rows: counts of ``flag`` per group, or null."""
+    if flag is None:
+        return part.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_ungraded"))
+    counts = ungraded_counts(frame, flag, group_cols)
+    keys = list(group_cols)
+    out = part.join(counts, on=keys, how="left", maintain_order="left")
+    return out.with_columns(pl.col("n_ungraded").fill_null(0))

@@ -431,6 +431,10 @@ def score(
         ``answer_consistency``, ``hallucination_rate``, ``mc_f1``; one row per (track, model,
         tools, task, metric) plus the task "overall" (mean of the task means, joint-resampling
         CI) when the frame has a ``task`` column.
+        Column ``n_ungraded`` (int64): the samples of the row's group whose grade or answer is
+        missing (summed over tasks on the overall row): on ``answer_consistency`` and
+        ``hallucination_rate`` rows, a null judge column (left out); on ``mc_f1`` rows, a gold
+        option without a prediction (counted wrong); null on the other metrics.
     """
     where = "lammi"
     df = _store.resolve(df, BENCHMARK)
@@ -456,6 +460,7 @@ def score(
         ("trajectory_success_rate", "_success", None),
         ("tool_redundancy_rate", "_trr", pl.col("_t") > 0),
     ]
+    ungraded: dict[str, str] = {}
     if "expected_tools" in per.columns:
         exp = per.get_column("expected_tools")
         if not (isinstance(exp.dtype, pl.List) and exp.dtype.inner in (pl.String, pl.Null)):
@@ -489,8 +494,9 @@ def score(
                 f"{where}: column 'hallucination' must be a flag or a score in [0, 1], got "
                 f"{vals[first]} at row {first}"
             )
-        per = per.with_columns(vals.alias(f"_{col}"))
+        per = per.with_columns(vals.alias(f"_{col}"), vals.is_null().alias(f"_ug_{col}"))
         specs.append((metric, f"_{col}", pl.col(f"_{col}").is_not_null()))
+        ungraded[metric] = f"_ug_{col}"
     if "mc_answer" in per.columns or "mc_prediction" in per.columns:
         require_columns(per, ["mc_prediction", "mc_answer"], where=f"{where} (multiple choice)")
         for col in ("mc_prediction", "mc_answer"):
@@ -500,19 +506,32 @@ def score(
                 )
         pred = pl.col("mc_prediction").cast(pl.String).str.strip_chars().str.to_uppercase()
         gold = pl.col("mc_answer").cast(pl.String).str.strip_chars().str.to_uppercase()
-        per = per.with_columns((pred == gold).fill_null(False).alias("_mc"))
+        per = per.with_columns(
+            (pred == gold).fill_null(False).alias("_mc"),
+            (pl.col("mc_answer").is_not_null() & pl.col("mc_prediction").is_null()).alias("_ug_mc"),
+        )
         specs.append(("mc_f1", "_mc", pl.col("mc_answer").is_not_null()))
+        ungraded["mc_f1"] = "_ug_mc"
 
     table = summarize_metrics(per, specs, benchmark=BENCHMARK, by_task=has_task, cluster=cluster,
-                              options=opts)  # fmt: skip
-    notes = (
+                              options=opts, ungraded=ungraded)  # fmt: skip
+    notes = [
         f"TSS = valid * successful/total tool calls (1 when no call); a trajectory succeeds "
         f"when TSS >= {threshold}.",
         f"Tool redundancy: a call repeats an earlier same-name call with input-token Jaccard "
         f">= {redundancy_threshold}; averaged over samples with at least one call.",
         "Tool consistency F1 = 2|E∩U|/(|E|+|U|) per sample; mc_f1 = micro-F1 = accuracy.",
-    )
+    ]
+    for metric, flag in ungraded.items():
+        k = int(per.get_column(flag).sum())
+        if k:
+            what = (
+                "samples with a gold option have no prediction and count as wrong"
+                if metric == "mc_f1"
+                else "samples have no judge score and are left out"
+            )
+            notes.append(f"{metric}: {k} of {per.height} {what}; n_ungraded counts them per row.")
     percent = [m for m in table.get_column("metric").unique().to_list()
                if m != "answer_consistency"]  # fmt: skip
-    return Report(table, benchmark=BENCHMARK, title="LAMMI-Pathology", notes=notes,
+    return Report(table, benchmark=BENCHMARK, title="LAMMI-Pathology", notes=tuple(notes),
                   percent=percent, interval=interval_text(opts))  # fmt: skip

@@ -251,14 +251,18 @@ def _need(frame: pl.DataFrame, metric: str, where: str) -> None:
 def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
     """Compute per-unit [num, den] (scores in [0, 1]) for the rows of one task metric.
 
-    Returns the key columns, task, _row (first input row of the unit), _num, _den.
+    Returns the key columns, task, _row (first input row of the unit), _num, _den and _ungraded
+    (the unit's grade or response is missing and it is scored as wrong / 0: a null ``correct``,
+    ``pred_labels``, ``pred_box`` or ``prediction``, or a null key-point hit).
     """
     base = ["track", "model", "tools", "task", "dimension", "_row"]
     n = sub.height
     if metric == "accuracy":
         ok = bool_column(sub, "correct", where=where, null_as=False)
         return sub.select(base).with_columns(ok.cast(pl.Float64).alias("_num"),
-                                             pl.lit(1.0).alias("_den"))  # fmt: skip
+                                             pl.lit(1.0).alias("_den"),
+                                             sub.get_column("correct").is_null().alias("_ungraded"),
+                                             )  # fmt: skip
     if metric == "strict_accuracy":
         ok = bool_column(sub, "correct", where=where, null_as=False)
         if sub.get_column("item_id").null_count():
@@ -267,13 +271,17 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
                 f"{where}: column 'item_id' has a missing value at row {first}"
             )
         return (
-            sub.with_columns(ok.alias("_ok"))
+            sub.with_columns(ok.alias("_ok"), pl.col("correct").is_null().alias("_ungraded"))
             .group_by(
                 ["track", "model", "tools", "task", "dimension", "item_id"], maintain_order=True
             )  # fmt: skip
-            .agg(pl.col("_row").first(), pl.col("_ok").all().cast(pl.Float64).alias("_num"))
+            .agg(
+                pl.col("_row").first(),
+                pl.col("_ok").all().cast(pl.Float64).alias("_num"),
+                pl.col("_ungraded").any(),
+            )
             .with_columns(pl.lit(1.0).alias("_den"))
-            .select(*base, "_num", "_den")
+            .select(*base, "_num", "_den", "_ungraded")
         )
     if metric == "micro_f1":
         for col in ("pred_labels", "gold_labels"):
@@ -290,7 +298,8 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         tp = p.list.set_intersection(g).list.len().cast(pl.Float64)
         fp = p.list.set_difference(g).list.len().cast(pl.Float64)
         fn = g.list.set_difference(p).list.len().cast(pl.Float64)
-        return sub.select(*base, (2.0 * tp).alias("_num"), (2.0 * tp + fp + fn).alias("_den"))
+        return sub.select(*base, (2.0 * tp).alias("_num"), (2.0 * tp + fp + fn).alias("_den"),
+                          pl.col("pred_labels").is_null().alias("_ungraded"))  # fmt: skip
     if metric == "keypoint_recall":
         dt = sub.schema["keypoint_hits"]
         if not (isinstance(dt, pl.List) and dt.inner in (pl.Boolean, pl.Null)):
@@ -303,8 +312,9 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
                 "least one key point"
             )
         hits = pl.col("keypoint_hits").list.eval(pl.element().fill_null(False)).list.sum()
+        missing = pl.col("keypoint_hits").list.eval(pl.element().is_null()).list.any()
         return sub.select(*base, (hits / pl.col("keypoint_hits").list.len()).alias("_num"),
-                          pl.lit(1.0).alias("_den"))  # fmt: skip
+                          pl.lit(1.0).alias("_den"), missing.alias("_ungraded"))  # fmt: skip
     if metric == "iou":
         gold_s = sub.get_column("gold_box")
         if gold_s.null_count():
@@ -319,7 +329,10 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         if has_pred.any():
             pred = _boxes(pred_s.filter(pred_s.is_not_null()), "pred_box", where)
             values[has_pred] = box_iou(pred, gold[has_pred])
-        return sub.select(base).with_columns(pl.Series("_num", values), pl.lit(1.0).alias("_den"))
+        return sub.select(base).with_columns(
+            pl.Series("_num", values), pl.lit(1.0).alias("_den"),
+            pl.Series("_ungraded", ~has_pred, dtype=pl.Boolean),
+        )  # fmt: skip
     if metric == "one_minus_ned":
         for col in ("prediction", "reference"):
             if sub.schema[col] not in (pl.String, pl.Null):
@@ -335,7 +348,9 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         refs = sub.get_column("reference").cast(pl.String).to_list()
         values = one_minus_ned(preds, refs) if n else np.zeros(0)
         return sub.select(base).with_columns(pl.Series("_num", values, dtype=pl.Float64),
-                                             pl.lit(1.0).alias("_den"))  # fmt: skip
+                                             pl.lit(1.0).alias("_den"),
+                                             sub.get_column("prediction").is_null().alias("_ungraded"),
+                                             )  # fmt: skip
     if metric == "judge":
         if sub.schema["judge_output"] not in (pl.String, pl.Null):
             raise InvalidTypeError(
@@ -346,8 +361,9 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         scores = parse_judge_scores(sub.get_column("judge_output").cast(pl.String),
                                     ids=[f"row {i}" for i in ids.to_list()])  # fmt: skip
         return sub.select(base).with_columns(
-            pl.Series("_num", scores / 5.0, dtype=pl.Float64), pl.lit(1.0).alias("_den")
-        )
+            pl.Series("_num", scores / 5.0, dtype=pl.Float64), pl.lit(1.0).alias("_den"),
+            pl.lit(False).alias("_ungraded"),
+        )  # fmt: skip
     if metric == "score":
         s = sub.get_column("score")
         if not s.dtype.is_numeric():
@@ -359,7 +375,9 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
             raise InvalidArgumentError(
                 f"{where}: column 'score' must be in [0, 1], got {v[i]} at row {sub['_row'][i]}"
             )
-        return sub.select(base).with_columns(v.alias("_num"), pl.lit(1.0).alias("_den"))
+        return sub.select(base).with_columns(
+            v.alias("_num"), pl.lit(1.0).alias("_den"), pl.lit(False).alias("_ungraded")
+        )
     raise AssertionError(metric)  # pragma: no cover - validated by the caller
 
 
@@ -381,7 +399,8 @@ def _boxes(s: pl.Series, col: str, where: str) -> npt.NDArray[np.float64]:
 
 
 def _result_rows(res: Any, keys: dict[str, Any], *, task: Sequence[str], n: Sequence[int],
-                 estimate: Sequence[float], extra: dict[str, Any]) -> pl.DataFrame:  # fmt: skip
+                 estimate: Sequence[float], extra: dict[str, Any],
+                 n_ungraded: Sequence[int] | None = None) -> pl.DataFrame:  # fmt: skip
     """Build report-table rows (metric "score", CIs rescaled to 0-100) from a bootstrap result."""
     m = len(res)
     lo = np.asarray(res.ci_low, dtype=np.float64) * 100.0
@@ -404,6 +423,8 @@ def _result_rows(res: Any, keys: dict[str, Any], *, task: Sequence[str], n: Sequ
     }
     for name, values in extra.items():
         cols[name] = pl.Series(name, list(values), dtype=pl.String)
+    if n_ungraded is not None:
+        cols["n_ungraded"] = pl.Series("n_ungraded", list(n_ungraded), dtype=pl.Int64)
     return pl.DataFrame(cols)
 
 
@@ -499,7 +520,11 @@ def score(
         ``aggregation`` "dimension") and one overall (``task`` = "overall"). Extra columns
         ``aggregation``, ``dimension`` (null on the overall row) and ``task_metric`` (the
         task's metric; null on aggregate rows). ``n`` counts the units averaged (items; for
-        strict accuracy, items, not instances).
+        strict accuracy, items, not instances). ``n_ungraded`` (int64): the units whose grade
+        or answer is missing and that score 0 (a null ``correct`` (strict accuracy: in any
+        instance), ``pred_labels``, ``pred_box`` or ``prediction``, or a null entry of
+        ``keypoint_hits``; always 0 for judge and score tasks, where a missing value is an
+        error), summed over the tasks on dimension and overall rows.
     """
     where = "medbench"
     df = _store.resolve(df, BENCHMARK)
@@ -558,6 +583,12 @@ def score(
                "task_metric": [metric_of[t] for t in tasks]},
     )  # fmt: skip
 
+    ug = items.group_by(*KEYS, "task").agg(
+        pl.col("_ungraded").fill_null(False).sum().cast(pl.Int64).alias("n_ungraded")
+    )
+    task_table = task_table.join(ug, on=[*KEYS, "task"], how="left", maintain_order="left")
+    task_table = task_table.with_columns(pl.col("n_ungraded").fill_null(0))
+
     # ---- dimension and overall rows: weighted mean of task ratios, joint resampling
     agg_parts = []
     common = dict(clusters=clusters, options=opts)
@@ -566,6 +597,7 @@ def score(
         g_tasks = task_table.filter(in_group)
         t_est = dict(zip(g_tasks["task"].to_list(), g_tasks["estimate"].to_list(), strict=True))
         t_n = dict(zip(g_tasks["task"].to_list(), g_tasks["n"].to_list(), strict=True))
+        t_ug = dict(zip(g_tasks["task"].to_list(), g_tasks["n_ungraded"].to_list(), strict=True))
         dims = sorted({dim_of[x] for x in t_est})
         n_tasks = {d: sum(1 for x in t_est if dim_of[x] == d) for d in dims}
         dim_est = {}
@@ -577,6 +609,7 @@ def score(
                 r, _key_cols(key), task=[f"dimension:{d}"], n=[sum(t_n[x] for x in members)],
                 estimate=[dim_est[d]],
                 extra={"aggregation": ["dimension"], "dimension": [d], "task_metric": [None]},
+                n_ungraded=[sum(t_ug[x] for x in members)],
             ))  # fmt: skip
         weights = {x: 1.0 / (n_tasks[dim_of[x]] * len(dims)) for x in t_est}
         r = _joint(items, rows, key, weights, OVERALL, **common)
@@ -584,14 +617,24 @@ def score(
             r, _key_cols(key), task=[OVERALL], n=[sum(t_n.values())],
             estimate=[float(np.mean(list(dim_est.values())))],
             extra={"aggregation": [OVERALL], "dimension": [None], "task_metric": [None]},
+            n_ungraded=[sum(t_ug.values())],
         ))  # fmt: skip
     table = pl.concat([task_table, *agg_parts], how="vertical")
-    table = sort_table(table.select(*TABLE_COLUMNS, "aggregation", "dimension", "task_metric"))
-    notes = (
+    table = sort_table(
+        table.select(*TABLE_COLUMNS, "aggregation", "dimension", "task_metric", "n_ungraded")
+    )
+    notes = [
         "Scores on 0-100. Task rows: per-task metric (accuracy, strict accuracy over "
         "option-shuffled variants, micro-F1, key-point recall, IoU, 1-NED, judge score/5).",
         "dimension:<name> = mean of the dimension's task scores; overall = mean of the dimension "
         "scores; their CIs resample all items jointly (weighted mean of task ratios).",
-    )
-    return Report(table, benchmark=BENCHMARK, title="MedBench v4", notes=notes,
+    ]
+    ungraded = int(items.get_column("_ungraded").sum())
+    if ungraded:
+        notes.append(
+            f"{ungraded} of {items.height} items have no grade or answer (a null correct, "
+            "pred_labels, pred_box or prediction, or a null key-point hit) and score 0; "
+            "n_ungraded counts them per row."
+        )
+    return Report(table, benchmark=BENCHMARK, title="MedBench v4", notes=tuple(notes),
                   interval=interval_text(opts))  # fmt: skip

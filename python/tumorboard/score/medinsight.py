@@ -40,7 +40,7 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from ..traj import Store
 from . import _store, _validate
-from ._summary import summarize_frame
+from ._summary import summarize_frame, ungraded_counts
 from ._validate import require_columns, string_column
 from .report import Report, interval_text, sort_table
 
@@ -256,7 +256,11 @@ def score(
     -------
     Report
         Metrics ``insight_recall``, ``insight_precision``, ``insight_f1`` and, with the judge
-        columns, ``original`` and ``innovation``.
+        columns, ``original`` and ``innovation``. Column ``n_ungraded`` (int64): on the
+        ``original`` and ``innovation`` rows, the cases of the row's group without judge scores
+        (a null ``insight_precision_scores`` or ``insight_novelty_votes``), which are left out
+        (cases, whereas ``n`` counts insights; summed over tasks on the overall row); null on
+        the recall, precision and F1 rows, where a missing list is an error.
     """
     where = "medinsight"
     df = _store.resolve(df, BENCHMARK)
@@ -315,8 +319,9 @@ def score(
     )
     group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
     common = dict(benchmark=BENCHMARK, group_cols=group_cols, options=opts, overall=has_task)
+    no_count = pl.lit(None, dtype=pl.Int64).alias("n_ungraded")
     parts = [
-        summarize_frame(frame, value=v, metric=m, cluster=cluster, **common)  # type: ignore[arg-type]
+        summarize_frame(frame, value=v, metric=m, cluster=cluster, **common).with_columns(no_count)  # type: ignore[arg-type]
         for m, v in (
             ("insight_recall", "_recall"),
             ("insight_precision", "_precision"),
@@ -325,6 +330,7 @@ def score(
     ]
 
     judge_cols = ("insight_precision_scores", "insight_novelty_votes")
+    unjudged = 0
     if any(c in frame.columns for c in judge_cols):
         require_columns(frame, judge_cols, where=f"{where} (novelty)")
         keys = [c for c in (*group_cols, "case_id") if c in frame.columns]
@@ -361,18 +367,31 @@ def score(
                 pl.col("_case_row").cast(pl.String).alias("_case_unit"),
             )
             unit = cluster if cluster is not None else "_case_unit"
+            # cases without judge scores are left out of the novelty metrics: count them
+            flags = frame.with_columns(
+                pl.any_horizontal([pl.col(c).is_null() for c in judge_cols]).alias("_unjudged")
+            )
+            unjudged = int(flags.get_column("_unjudged").sum())
+            counts = ungraded_counts(flags, "_unjudged", group_cols)
             for m, v in (("original", "_original"), ("innovation", "_innovation")):
-                parts.append(summarize_frame(ins, value=v, metric=m, cluster=unit, **common))  # type: ignore[arg-type]
-    notes = (
+                part = summarize_frame(ins, value=v, metric=m, cluster=unit, **common)  # type: ignore[arg-type]
+                part = part.join(counts, on=list(group_cols), how="left", maintain_order="left")
+                parts.append(part.with_columns(pl.col("n_ungraded").fill_null(0)))
+    notes = [
         "Scores: recall = mean over ground-truth insights of the best score against any "
         "generated insight; precision = mean over generated insights of the best score against "
         "any ground-truth insight; F1 = 2PR/(P+R); per case, averaged over cases.",
         f"original = M/(M+N), innovation = (M+novel)/(M+N): correct = precision judge score > "
         f"{correct_above}; novel = not correct with >= {min_votes} judge votes; pooled over "
         "insights, cases resampled whole.",
-    )
+    ]
+    if unjudged:
+        notes.append(
+            f"original, innovation: {unjudged} of {frame.height} cases have no judge scores and "
+            "are left out; n_ungraded counts those cases per row."
+        )
     return Report(sort_table(pl.concat(parts, how="vertical")), benchmark=BENCHMARK,
-                  title="MedInsightBench", notes=notes,
+                  title="MedInsightBench", notes=tuple(notes),
                   percent=("insight_recall", "insight_precision", "insight_f1", "original",
                            "innovation"),
                   interval=interval_text(opts))  # fmt: skip

@@ -522,18 +522,25 @@ def _text_metrics(
     if "response" in frame.columns:
         if frame.schema["response"] not in (pl.String, pl.Null):
             raise InvalidTypeError(f"{where}: column 'response' must hold strings")
-        frame = frame.with_columns(pl.col("response").fill_null("").alias("_response"))
+        frame = frame.with_columns(
+            pl.col("response").fill_null("").alias("_response"),
+            pl.col("response").is_null().alias("_no_response"),
+        )
     elif has_log:
         conclusion = (
             pl.col("log").str.extract(r"(?s)Conclusion:(.*)", 1).str.split("\n\n").list.first()
         )
-        frame = frame.with_columns(conclusion.str.strip_chars().fill_null("").alias("_response"))
+        frame = frame.with_columns(
+            conclusion.str.strip_chars().fill_null("").alias("_response"),
+            conclusion.is_null().alias("_no_response"),
+        )
     else:
         raise InvalidArgumentError(
             f"{where}: the text metrics need a 'response' column (or a 'log' to take the "
             "conclusion from) next to 'reference_answer'"
         )
     has_ref = pl.col("reference_answer").is_not_null()
+    frame = frame.with_columns((has_ref & pl.col("_no_response")).alias("_ug_text"))
     sub = frame.filter(has_ref)
     hyps = sub.get_column("_response").to_list()
     refs = sub.get_column("reference_answer").to_list()
@@ -556,6 +563,7 @@ def _text_metrics(
         else:
             err = ~pl.col("_done")
         keep = has_ref & ~err
+        frame = frame.with_columns((keep & pl.col("_no_response")).alias("_ug_text_code"))
         specs += [("bleu1_code", "_bleu1_code", keep), ("rouge_l_code", "_rouge_l_code", keep),
                   ("f1_code", "_f1_code", keep)]  # fmt: skip
     if cols:
@@ -686,6 +694,11 @@ def score(
     Returns
     -------
     Report
+        One row per (track, model, tools[, task], metric). Column ``n_ungraded`` (int64): on the
+        text-metric rows, the cases of the row's group with a reference answer but no response
+        (a null ``response``, or without it a log without ``Conclusion:``), which score 0
+        (for the ``_code`` text metrics, only those not left out for an error); summed over
+        tasks on the overall row; null on the other metrics.
     """
     where = "radabench"
     df = _store.resolve(df, BENCHMARK)
@@ -800,16 +813,27 @@ def score(
         frame, text_specs = _text_metrics(frame, text_metrics, has_log, where)
         specs += text_specs
 
+    ungraded = {m: "_ug_text" for m in ("bleu", "rouge_l", "f1")}
+    ungraded |= {m: "_ug_text_code" for m in ("bleu1_code", "rouge_l_code", "f1_code")}
     table = summarize_metrics(frame, specs, benchmark=BENCHMARK, by_task=has_task,
-                              cluster=cluster, options=opts)  # fmt: skip
-    notes = (
+                              cluster=cluster, options=opts, ungraded=ungraded)  # fmt: skip
+    notes = [
         "Paper metrics over all cases; *_code metrics reproduce the reference code (redundancy "
         "over max(|pred|,|gt|), longest common contiguous run, on completed cases; win-rate scan "
         "from the end of the candidate list).",
         "pre_failure_progress = |called|/|gt| on failed cases only; target_hit_rate = completed "
         "and last called category == last ground-truth category, over all cases.",
-    )
+    ]
+    used = {m for m, _, _ in specs}
+    for flag, metrics in (("_ug_text", "bleu, rouge_l, f1"),
+                          ("_ug_text_code", "bleu1_code, rouge_l_code, f1_code")):  # fmt: skip
+        k = int(frame.get_column(flag).sum()) if flag in frame.columns else 0
+        if k and any(m in used for m in metrics.split(", ")):
+            notes.append(
+                f"{metrics}: {k} of {frame.height} cases with a reference answer have no "
+                "response and score 0; n_ungraded counts them per row."
+            )
     counts = ("tool_chain_levenshtein", "plan_levenshtein", "plan_gt_levenshtein")
     percent = [m for m in table.get_column("metric").unique().to_list() if m not in counts]
-    return Report(table, benchmark=BENCHMARK, title="RadA-BenchPlat", notes=notes,
+    return Report(table, benchmark=BENCHMARK, title="RadA-BenchPlat", notes=tuple(notes),
                   percent=percent, interval=interval_text(opts))  # fmt: skip
