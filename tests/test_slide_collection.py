@@ -71,7 +71,7 @@ def test_progress_lines_off_a_terminal():
     p.close()
     lines = out.getvalue().splitlines()
     assert lines[0] == "[1/3] a: done, 12 patches, 1.2 s"
-    assert re.fullmatch(r"\[2/3\] b: 0/10 patches \| 0 total \| 0\.0 patches/s", lines[1])
+    assert re.fullmatch(r"\[2/3\] b: 0/10 patches \| 0 patches so far \| 0\.0 patches/s", lines[1])
     assert lines[2:] == [
         "[2/3] b: skipped",
         "worker died on c (attempt 1); retrying",

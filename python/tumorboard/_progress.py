@@ -5,11 +5,12 @@
 One printer for every loop over slides (the local embedding engine, its Ray executor and the
 ``tile`` command), so they report alike: one line per finished slide,
 ``[k/N] name: status[, P patches, S s][: detail]``, and a live line for the slide in progress:
-``[k/N] name: done/total patches | P total | R patches/s``. A heartbeat thread prints the live
-line at least every ``interval`` seconds (2 by default) while a slide is in progress, so a long
-forward pass or a long segmentation never leaves the screen silent. On a terminal the live line
-is rewritten in place (and refreshed up to five times a second); on a stream that is not a
-terminal (a log file) each live update is a plain line, at most one every ``interval`` seconds.
+``[k/N] name: done/total patches | P patches so far | R patches/s``. A heartbeat thread
+prints the live line at least every ``interval`` seconds (2 by default) while a slide is in
+progress, so a long forward pass or a long segmentation never leaves the screen silent. On a
+terminal the live line is rewritten in place (and refreshed up to five times a second); on a
+stream that is not a terminal (a log file) each live update is a plain line, at most one every
+``interval`` seconds.
 No tqdm.
 """
 
@@ -150,7 +151,7 @@ class SlideProgress:
         where = f"{done}/{total} patches" if total is not None else "working"
         return (
             f"[{self.done + 1}/{self.total}] {name}: {where} | "
-            f"{self.patches} total | {rate:.1f} patches/s"
+            f"{self.patches} patches so far | {rate:.1f} patches/s"
         )
 
     def _heartbeat(self) -> None:
