@@ -345,6 +345,17 @@ if triton is not None:
             return 2.0 * tl.sigmoid(2.0 * x) - 1.0
 
     @triton.jit
+    def _tile_origin(tile, per_row, n_chunks, K, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        """Return (row tile, head, hidden chunk, first x row, first weight row) of a tile.
+
+        The persistent order keeps the hidden chunks of one row tile adjacent.
+        """
+        pid_n = tile // per_row
+        head = (tile % per_row) // n_chunks
+        chunk = tile % n_chunks
+        return pid_n, head, chunk, pid_n * BLOCK_N, head * K + chunk * BLOCK_K
+
+    @triton.jit
     def _preactivations(
         x_desc, wa_desc, wg_desc, on, ow, d_tiles,
         GATED: tl.constexpr, IEEE: tl.constexpr, UPCAST: tl.constexpr,
@@ -402,11 +413,7 @@ if triton is not None:
         d_tiles = tl.cdiv(D, BLOCK_D)
         offs_k = tl.arange(0, BLOCK_K)
         for tile in tl.range(tl.program_id(0), n_rows * per_row, NUM_PROGS, warp_specialize=WS):
-            pid_n = tile // per_row
-            head = (tile % per_row) // n_chunks
-            chunk = tile % n_chunks
-            on = pid_n * BLOCK_N
-            ow = head * K + chunk * BLOCK_K
+            pid_n, head, chunk, on, ow = _tile_origin(tile, per_row, n_chunks, K, BLOCK_N, BLOCK_K)
             za, zg = _preactivations(
                 x_desc, wa_desc, wg_desc, on, ow, d_tiles,
                 GATED, IEEE, UPCAST, BLOCK_N, BLOCK_K, BLOCK_D,
@@ -552,7 +559,7 @@ if triton is not None:
     @triton.jit
     def _abmil_scores_bwd_kernel(
         x_ptr, wa_ptr, ba_ptr, wg_ptr, bg_ptr, ws_ptr, ds_ptr, dz_ptr, dws_ptr, dba_ptr, dbg_ptr,
-        T, D, K, H, NUM_PROGS,
+        T, D, K, H, NUM_PROGS, stride_z,
         R: tl.constexpr, GATED: tl.constexpr, FAST: tl.constexpr, IEEE: tl.constexpr,
         UPCAST: tl.constexpr,
         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, WS: tl.constexpr,
@@ -572,11 +579,7 @@ if triton is not None:
         d_tiles = tl.cdiv(D, BLOCK_D)
         offs_k = tl.arange(0, BLOCK_K)
         for tile in tl.range(tl.program_id(0), n_rows * per_row, NUM_PROGS, warp_specialize=WS):
-            pid_n = tile // per_row
-            head = (tile % per_row) // n_chunks
-            chunk = tile % n_chunks
-            on = pid_n * BLOCK_N
-            ow = head * K + chunk * BLOCK_K
+            pid_n, head, chunk, on, ow = _tile_origin(tile, per_row, n_chunks, K, BLOCK_N, BLOCK_K)
             za, zg = _preactivations(
                 x_desc, wa_desc, wg_desc, on, ow, d_tiles,
                 GATED, IEEE, UPCAST, BLOCK_N, BLOCK_K, BLOCK_D,
@@ -604,7 +607,7 @@ if triton is not None:
             a = tl.where(k_ok[None, :], a, 0.0)
             dza = tl.where(row_ok[:, None] & k_ok[None, :], dza, 0.0)
             m2 = row_ok[:, None] & k_ok[None, :]
-            zrow = dz_ptr + rows64[:, None] * (2 * H * K)
+            zrow = dz_ptr + rows64[:, None] * stride_z
             tl.store(zrow + (head * K + ks)[None, :], dza.to(dz_ptr.dtype.element_ty), mask=m2)
             tl.store(dba_ptr + (pid_n * H + head) * K + ks, tl.sum(dza, axis=0), mask=k_ok)
             if GATED:
@@ -760,24 +763,28 @@ def _backward(
             HR_P=triton.next_power_of_2(hr), HAS_GS=g_scores is not None,
         )  # fmt: skip
     n_tiles = triton.cdiv(t, _SCORE_BLOCK_N_BWD)
-    dz = torch.empty((t, 2 * h * k), device=x.device, dtype=x.dtype)
+    # dZ = [dza | dzg]: the gate half only when there is a gate, so a plain ABMIL runs
+    # half-width GEMMs below
+    n_z = (2 if w.gated else 1) * h * k
+    dz = torch.empty((t, n_z), device=x.device, dtype=x.dtype)
     dws_p = torch.empty((n_tiles, h, r, k), device=x.device, dtype=torch.float32)
     dba_p = torch.empty((n_tiles, h, k), device=x.device, dtype=torch.float32)
-    dbg_p = torch.zeros((n_tiles, h, k), device=x.device, dtype=torch.float32)
-    if not w.gated:
-        dz[:, h * k :] = 0
+    dbg_p = torch.empty((n_tiles, h, k), device=x.device, dtype=torch.float32) if w.gated else dba_p
     if t > 0:
         set_allocator(x.device)
         progs = num_programs(x.device)
         _abmil_scores_bwd_kernel[(progs,)](
             x, w.wa, w.ba, w.wg, w.bg, w.ws, ds, dz, dws_p, dba_p, dbg_p, t, d, k, h, progs,
+            dz.stride(0),
             BLOCK_N=_SCORE_BLOCK_N_BWD, BLOCK_K=_SCORE_BLOCK_K, R=r, GATED=w.gated, **flags,
         )  # fmt: skip
-    w_cat = torch.cat([w.wa.reshape(h * k, d), w.wg.reshape(h * k, d)])
-    dx = torch.addmm(dx, dz, w_cat) if t > 0 else dx
-    dw_cat = (dz.t() @ x).float() if t > 0 else x.new_zeros((2 * h * k, d), dtype=torch.float32)
-    dwa = dw_cat[: h * k].reshape(h, k, d)
-    dwg = dw_cat[h * k :].reshape(h, k, d) if w.gated else None
+    w_z = w.wa.reshape(h * k, d)
+    if w.gated:
+        w_z = torch.cat([w_z, w.wg.reshape(h * k, d)])
+    dx = torch.addmm(dx, dz, w_z) if t > 0 else dx
+    dw_z = (dz.t() @ x).float() if t > 0 else x.new_zeros((n_z, d), dtype=torch.float32)
+    dwa = dw_z[: h * k].reshape(h, k, d)
+    dwg = dw_z[h * k :].reshape(h, k, d) if w.gated else None
     dba = dba_p.sum(0)
     dbg = dbg_p.sum(0) if w.gated else None
     dws = dws_p.sum(0)
