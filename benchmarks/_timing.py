@@ -5,7 +5,6 @@ Nothing here asserts on timings: the helpers measure, tabulate and serialise.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -17,15 +16,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from tumorboard._args import positive_int  # the CLI's own type for counts >= 1
+
 __all__ = ["Result", "best_of", "format_markdown", "positive_int", "write_json"]
-
-
-def positive_int(text: str) -> int:
-    """Parse a count that must be at least 1 (argparse ``type`` of ``--repeat``, ``--threads``)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
 
 
 def _timed(fn: Callable[[], Any], number: int) -> float:
