@@ -1,5 +1,8 @@
 r"""MedBench v4 task metrics and scorer (macro average task -> capability dimension -> overall).
 
+MedBench v4 is Ding et al., "MedBench v4: A Robust and Scalable Benchmark for Evaluating Chinese
+Medical Language Models, Multimodal Models, and Intelligent Agents", arXiv 2511.14439.
+
 MedBench v4 scores each task with the metric that fits its output and reports every score on a
 0-100 scale; the headline figure is a macro average: tasks are averaged within each capability
 dimension and the dimensions are averaged into the overall score. The task metrics:

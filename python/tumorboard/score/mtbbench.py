@@ -1,7 +1,7 @@
 """MTBBench scorer.
 
 MTBBench is Vasilev et al., "MTBBench: A Multimodal Sequential Clinical Decision-Making Benchmark
-in Oncology", NeurIPS 2025 Datasets & Benchmarks.
+in Oncology", NeurIPS 2025 Datasets & Benchmarks, arXiv 2511.20490.
 
 What the paper reports: per task the mean of the bootstrap distribution of 1000 resampled
 accuracies, with ± = half the width of its 2.5-97.5 percentile interval (Fig. 3 and the results
