@@ -1,7 +1,8 @@
 """MedInsightBench insight metrics and scorer.
 
 MedInsightBench (Zhu et al., arXiv 2512.13297) asks an agent for the insights a medical data
-analysis supports and compares them with ground-truth insights (following InsightBench's insight-level evaluation).
+analysis supports and compares them with ground-truth insights (following InsightBench's
+insight-level evaluation).
 
 Definitions for one case with ground-truth insights ``g_1..g_m`` (m >= 1), generated insights
 ``h_1..h_k`` and a score matrix ``S[i, j] = score(g_i, h_j)`` (ROUGE-1 F-measure by default, or
