@@ -2,10 +2,10 @@ r"""LAMMI-Pathology agent metrics and scorer.
 
 LAMMI-Pathology (Su et al., arXiv 2602.18773) scores pathology tool-using agents with a
 trajectory success score, a tool redundancy rate, a tool consistency F1, judge-based answer
-consistency and hallucination rate, and multiple-choice F1. The paper's equations were lost in text extraction and
-the reference repository contains no metric code (at commit ``d4dea63`` it holds only its
-``README.md`` and the figures under ``assets/``), so the exact definitions implemented here are
-written out below and in each function; they follow the paper's prose.
+consistency and hallucination rate, and multiple-choice F1. The paper's equations were lost in
+text extraction and the reference repository contains no metric code (at commit ``d4dea63`` it
+holds only its ``README.md`` and the figures under ``assets/``), so the exact definitions
+implemented here are written out below and in each function; they follow the paper's prose.
 
 Definitions (per sample i, i.e. one trajectory answering one question):
 
