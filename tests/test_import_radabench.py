@@ -282,3 +282,30 @@ def test_cli_import_and_score_with_convention(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "convention must be one of 'paper', 'code'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_deny_level1_runs_give_the_unsolvability_rates(tmp_path: Path) -> None:
+    # multihop_deny1.py: over all logs of the pipeline, deny rate = share with "Deny Call Dict:",
+    # category match = deny and the first 'Category' value contains deny_map[chain].
+    # 0/012 denies naming Anatomy Classifier (the missing one): aware and grounded; 0/013 denies
+    # naming Organ Segmentor (013 misses the Modality Classifier): aware, not grounded; 1/012
+    # calls tools without denying: neither. Awareness 2/3, grounding 1/3.
+    deny = tmp_path / "GPT4" / "multiDenyl1"
+
+    def denied(category: str) -> str:
+        return str({"Purpose": "p", "Category": category, "Anatomy": "chest", "Modality": "CT",
+                    "Ability": "InsufficientCapability"})  # fmt: skip
+
+    for i, chain, category in ((0, "012", AC), (0, "013", OS)):
+        log = pipeline_log(i, 0, chain, [PLAN[AC]], [], conclusion="No tool can do this.")
+        deny_line = f"\nDeny Call Dict: {denied(category)}"
+        save(deny, i, chain, log.replace("Final combination", deny_line + "Final combination"))
+    save(deny, 1, "012", pipeline_log(1, 0, "012", [PLAN[AC]], [call_dict("TOOL1")],
+                                      conclusion="Chest."))  # fmt: skip
+    store = tmp_path / "store"
+    import_logs("radabench", tmp_path / "GPT4", store)
+    t = rscore.score(Store(store, create=False), options=BootstrapOptions(n_resamples=50),
+                     convention="code").table  # fmt: skip
+    est = {r["metric"]: (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
+    assert est["unsolvability_awareness_rate"] == (pytest.approx(2 / 3), 3)
+    assert est["unsolvability_grounding_rate"] == (pytest.approx(1 / 3), 3)

@@ -148,6 +148,7 @@ _CODE_METRICS = frozenset({
     "tool_chain_levenshtein_code", "plan_levenshtein", "plan_gt_levenshtein",
     "plan_levenshtein_code", "plan_gt_levenshtein_code", "optimal_tool_score_code",
     "milestone_hit_rate", "f1_code", "bleu1_code", "rouge_l_code",
+    "unsolvability_awareness_rate", "unsolvability_grounding_rate",
 })  # fmt: skip
 
 # The code's failure detector (MAGIC-AI4Med/RadABench
@@ -885,7 +886,8 @@ def score(
             "passrate2 = target_hit_rate, redundancy = redundancy_rate_code, precision = "
             "tool_matching_accuracy_code, failed length ratio = pre_failure_progress, win rate "
             "= optimal_tool_score_code, milestone = milestone_hit_rate, F1/BLEU/ROUGE = "
-            "f1_code/bleu1_code/rouge_l_code."
+            "f1_code/bleu1_code/rouge_l_code, deny rate / category match (multihop_deny1.py) = "
+            "unsolvability_awareness_rate / unsolvability_grounding_rate."
         )
     distances = ("tool_chain_levenshtein", "plan_levenshtein", "plan_gt_levenshtein")
     counts = tuple(f"{m}{sfx}" for m in distances for sfx in ("", "_code"))

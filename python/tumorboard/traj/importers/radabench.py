@@ -35,6 +35,11 @@ way they extract it, quirks included, so that ``tumorboard score --benchmark rad
 * ``response``: the performance script's conclusion, ``Conclusion:(.*?)(?=\n\n|$)`` (DOTALL)
   stripped; ``log``: the whole text (the performance script leaves out of its text metrics every
   log holding ``Error`` or ``error`` anywhere).
+* ``missing_category`` (runs of the ``multiDenyl1`` pipeline, where a category of the chain has
+  no tool): ``multihop_deny1.py``'s ``deny_map[chain]``; the scorer's unsolvability awareness
+  (``Deny Call Dict:`` in the log) and grounding (the first ``'Category'`` value names it) then
+  follow that script. The ``multiDenyl2``/``multiDenyl3`` pipelines grade grounding by other
+  rules (anatomy/modality match; ``<INVALID>`` text) that the scorer does not implement.
 * ``reference_answer`` (with ``cases=``, the pipelines' ``combined_cases*.json``): entry
   ``list(cases.values())[case]["QA"][chain]["A"]``, "" when the question has no answer (scored
   0 and counted, as the script does); null when the case index is past the list (the script
@@ -109,6 +114,12 @@ PLAN_NAMES = {
 MILESTONES = {
     "012": _OS, "013": _AD, "014": _DD, "0123": _OS, "01235": _DI, "0126": _BQ, "0136": _BQ,
     "01348": _AD, "0123568": _DD, "01235678": _IE, "012356789": _IE,
+}  # fmt: skip
+#: The category the unsolvable runs (pipeline ``multiDenyl1``) have no tool for, per chain
+#: (``multihop_deny1.py``'s ``deny_map``).
+DENY_CATEGORIES = {
+    "012": _AC, "013": _MC, "014": _DD, "0123": _OS, "01235": _AD, "0126": _BQ, "0136": _BQ,
+    "01348": _AD, "0123568": _DD, "01235678": _RG, "012356789": _TR,
 }  # fmt: skip
 #: The performance script's candidate tool ids per chain, worst to best (``max_tool_dict``).
 CANDIDATES = {
@@ -385,6 +396,7 @@ def parse(path: Path, raw: bytes, opts: ImportOptions, fp: bytes = b"") -> Parse
         "log": text,
         "milestone": None if got["single_hop"] else MILESTONES[chain],
         "candidate_tools": None if got["single_hop"] else CANDIDATES[chain],
+        "missing_category": DENY_CATEGORIES[chain] if _is_deny1(path) else None,
     }
     if reference is not None:
         extra["reference_answer"] = reference
@@ -414,6 +426,11 @@ def parse(path: Path, raw: bytes, opts: ImportOptions, fp: bytes = b"") -> Parse
             "error": None if entry else f"{tid} is not in the run's TOOLINFO",
         })  # fmt: skip
     return out
+
+
+def _is_deny1(path: Path) -> bool:
+    """Tell whether the log belongs to a ``multiDenyl1`` (unsolvable, level 1) result folder."""
+    return path.parent.parent.parent.name.lower().startswith("multidenyl1")
 
 
 def _calls(text: str, single_hop: bool) -> list[tuple[str, str]]:
