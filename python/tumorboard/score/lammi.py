@@ -16,11 +16,11 @@ Definitions (per sample i, i.e. one trajectory answering one question):
 
   - ``"paper"`` (default): ``TSS_i = (v_i + rho_i) / 2``, the mean of output validity and call
     success, with ``no_call_ratio = 0`` (no call, no call success). This is the reading the
-    paper's numbers support: in its Table 4 a planner that never calls a tool (TRR 0.000)
-    scores TSS 0.500-0.504 at every NITR, i.e. valid outputs (v = 1) averaged with zero call
-    success, 0.5 when no trajectory calls a tool and slightly above when a few do (the
-    equations of §9 did not survive text extraction, so the form is re-derived from those
-    printed values).
+    paper's numbers support: in its Table 4 a planner with TRR 0.000 scores TSS 0.500-0.504 at
+    every NITR, which fits valid outputs (v = 1) averaged with zero call success when no call
+    is made: 0.5 when no trajectory calls a tool, slightly above when a few do (the
+    equations of §9 did not survive text extraction, so the form is inferred from those
+    printed values; under the product form such a planner would score 1).
   - ``"tumorboard"``: ``TSS_i = v_i * rho_i`` with ``no_call_ratio = 1`` (no call failed), the
     definition tumorboard used before, under which a trajectory without calls scores ``v_i``.
 
@@ -147,7 +147,7 @@ def trajectory_success_score(
 
     Examples
     --------
-    A valid output without any tool call (LAMMI-Pathology Table 4's TRR-0 planner):
+    A valid output without any tool call:
 
     >>> trajectory_success_score([True], [0], [0]).tolist()
     [0.5]
