@@ -206,8 +206,8 @@ std::unique_ptr<Statistic> make_paired_difference(std::unique_ptr<Statistic> a,
 }
 
 std::vector<std::string> statistic_names() {
-  std::vector<std::string> names = {"mean",  "sum",  "ratio",         "f1",
-                                    "f1_of_means", "bleu", "mean_of_ratios"};
+  std::vector<std::string> names = {"mean", "sum", "ratio", "f1", "f1_of_means",
+                                    "bleu", "mean_of_ratios"};
   for (auto& n : agreement_statistic_names()) names.push_back(std::move(n));
   return names;
 }
