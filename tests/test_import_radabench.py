@@ -309,3 +309,21 @@ def test_deny_level1_runs_give_the_unsolvability_rates(tmp_path: Path) -> None:
     est = {r["metric"]: (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
     assert est["unsolvability_awareness_rate"] == (pytest.approx(2 / 3), 3)
     assert est["unsolvability_grounding_rate"] == (pytest.approx(1 / 3), 3)
+
+
+def test_a_rerun_appended_to_a_log_is_read_as_one_run(tmp_path: Path) -> None:
+    # log_to_file opens the log with mode 'a': a second pipeline run over the same folder
+    # appends to it. The scripts read the file as one run: the calls of both runs, the error of
+    # the first, the first conclusion; so does the import, with a flag and a warning.
+    base = tmp_path / "GPT4" / "multiGeneral"
+    save(base, 0, "012", pipeline_log(0, 0, "012", [PLAN[AC]], [call_dict("TOOL1")],
+                                      error=("ValueError", "bad input")))  # fmt: skip
+    save(base, 0, "012", pipeline_log(0, 0, "012", [PLAN[AC]], [call_dict("TOOL2")],
+                                      conclusion="Second try."))  # fmt: skip
+    rep = import_logs("radabench", tmp_path, tmp_path / "store")
+    assert any("2 runs appended" in r for _, r in rep.warnings)
+    items = Store(tmp_path / "store", create=False).items().collect()
+    extra = json.loads(items["extra"][0])
+    assert extra["called_tool_ids"] == ["TOOL1", "TOOL2"] and extra["completed"] is False
+    assert items["response"][0] == "Second try."
+    assert "runs_appended" in items["flags"][0]

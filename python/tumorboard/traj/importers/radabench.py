@@ -4,7 +4,7 @@ RadA-BenchPlat is Zheng et al. 2025, arXiv 2412.09529. Its evaluation pipelines
 (``MAGIC-AI4Med/RadABench`` at commit ``acbcf87``, ``EvalPlat/EvalPipeline_*.py``) save every
 (case, question) run with ``Utils/utils.py:saveINFO`` under a result folder::
 
-    <result>/logouts/<case index>/<chain>.txt    the run's log text (appended, never truncated)
+    <result>/logouts/<case index>/<chain>.txt    the run's log text (opened in append mode)
     <result>/info/<case index>/<chain>.json      {"TOOLINFO": {"TOOLn": {"Category", "type", ...}},
                                                   "TOOLDES": ..., "TOOLBOX": ...}
 
@@ -44,6 +44,11 @@ way they extract it, quirks included, so that ``tumorboard score --benchmark rad
   ``list(cases.values())[case]["QA"][chain]["A"]``, "" when the question has no answer (scored
   0 and counted, as the script does); null when the case index is past the list (the script
   skips such folders).
+
+``log_to_file`` opens the log in append mode, so running a pipeline again over the same folder
+appends a second run to the file; the scripts read the file as one run (the union of the calls,
+the first conclusion, an error anywhere) and so does the import (flag ``runs_appended``; the
+import warns).
 
 Single-hop logs (a ``<Decomposition>`` block and no ``Call Dict:``; ``singlehop_generalEval.py``)
 give ``called_tools`` = the categories of the decomposition's ``<Tool>`` ids (a ``Biomarker
@@ -371,6 +376,11 @@ def parse(path: Path, raw: bytes, opts: ImportOptions, fp: bytes = b"") -> Parse
     if "error_not_detected" in got["flags"]:
         why = "an error with a multi-line message: the official scripts do not detect it and "
         out.warnings.append((where, why + "count the run as completed (kept so)"))
+    n_runs = len(_HEADER.findall(text))
+    if n_runs > 1:
+        got["flags"].append("runs_appended")
+        why = f"{n_runs} runs appended to one log (log_to_file opens it in append mode); the "
+        out.warnings.append((where, why + "official scripts read them as one (kept so)"))
     if "truncated_call_dict" in got["flags"]:
         why = "a Call Dict cut at its first '}' before its 'Tool' key: the official scripts "
         out.warnings.append((where, why + "lose that call (kept so)"))
