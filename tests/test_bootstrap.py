@@ -1300,3 +1300,33 @@ def test_ungrouped_results_are_python_scalars_and_grouped_results_arrays():
     assert by_group.difference.shape == (2,)
     with pytest.raises(ValueError, match="has 2 groups"):
         by_group.interval()
+
+
+# --- f1_of_means: F1 of the mean recall and mean precision (MedInsightBench's printed F1) ---
+
+
+def test_f1_of_means_distribution_matches_numpy_on_given_resamples():
+    # Oracle: numpy on the same resample counts: 2 R̄ P̄ / (R̄ + P̄) of the resampled means.
+    rng = np.random.default_rng(8)
+    n, b = 40, 60
+    rows = rng.random((n, 2))
+    rows[:5] = 0.0  # cases without generated insights
+    idx = rng.integers(0, n, size=(b, n))
+    counts = np.zeros((b, n))
+    for r in range(b):
+        np.add.at(counts[r], idx[r], 1.0)
+    out = _core.stats.bootstrap_from_counts(rows, counts, "f1_of_means", [], "percentile", 0.95,
+                                            True)  # fmt: skip
+    rbar, pbar = rows[idx, 0].mean(axis=1), rows[idx, 1].mean(axis=1)
+    np.testing.assert_allclose(np.asarray(out["distribution"]).ravel(),
+                               2 * rbar * pbar / (rbar + pbar), rtol=1e-12)  # fmt: skip
+    res = bootstrap_sufficient(rows, statistic="f1_of_means",
+                               options=BootstrapOptions(n_resamples=20))  # fmt: skip
+    r, p = rows.mean(axis=0)
+    assert res.estimate == pytest.approx(2 * r * p / (r + p), rel=1e-14)
+    zero = bootstrap_sufficient(np.zeros((3, 2)), statistic="f1_of_means",
+                                options=BootstrapOptions(n_resamples=20))  # fmt: skip
+    assert zero.estimate == 0.0  # R + P = 0: F1 = 0, as the paper's per-case definition
+    with pytest.raises(ValueError, match="needs 2 value column"):
+        bootstrap_sufficient(np.zeros((3, 3)), statistic="f1_of_means",
+                             options=BootstrapOptions(n_resamples=20))  # fmt: skip

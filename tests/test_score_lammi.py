@@ -35,9 +35,24 @@ def call(name: str, inp: str | None = "", success: bool | None = True) -> dict:
 
 
 def test_trajectory_success_score_hand_cases() -> None:
-    # valid with 2 of 3 calls successful; valid without calls; invalid
+    # valid with 2 of 3 calls successful; valid without calls; invalid with 3 of 3 successful
+    # paper reading (default): (v + s/t) / 2 with s/t = 0 without calls
     got = trajectory_success_score([True, True, False], [2, 0, 3], [3, 0, 3])
+    np.testing.assert_allclose(got, [(1 + 2 / 3) / 2, 0.5, 0.5])
+    # tumorboard reading: v * s/t with s/t = 1 without calls
+    got = trajectory_success_score([True, True, False], [2, 0, 3], [3, 0, 3],
+                                   convention="tumorboard")  # fmt: skip
     np.testing.assert_allclose(got, [2 / 3, 1.0, 0.0])
+    # the no-call ratio is an explicit parameter of either reading
+    np.testing.assert_allclose(trajectory_success_score([True], [0], [0], no_call_ratio=1.0), [1.0])
+    np.testing.assert_allclose(
+        trajectory_success_score([True], [0], [0], convention="tumorboard", no_call_ratio=0.0),
+        [0.0],
+    )
+    with pytest.raises(ValueError, match="no_call_ratio"):
+        trajectory_success_score([True], [0], [0], no_call_ratio=1.5)
+    with pytest.raises(ValueError, match="convention"):
+        trajectory_success_score([True], [0], [0], convention="code")
     with pytest.raises(ValueError):
         trajectory_success_score([True], [3], [2])
 
@@ -102,9 +117,10 @@ def hand_frame() -> pl.DataFrame:
 
 
 def test_lammi_hand_frame() -> None:
-    t = lammi.score(hand_frame(), options=BootstrapOptions(n_resamples=B)).table
+    t = lammi.score(hand_frame(), options=BootstrapOptions(n_resamples=B),
+                    convention="tumorboard").table  # fmt: skip
     est = {(r["task"], r["metric"]): (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
-    # vqa: TSS = 2/3 (valid, 2 of 3 ok), 1 (valid, no calls), 0 (invalid)
+    # tumorboard reading; vqa: TSS = 2/3 (valid, 2 of 3 ok), 1 (valid, no calls), 0 (invalid)
     assert est[("vqa", "trajectory_success_score")] == (pytest.approx(5 / 9), 3)
     assert est[("vqa", "trajectory_success_rate")] == (pytest.approx(1 / 3), 3)
     # report: 1 of 2 calls has success null = failed -> 1/2, not a success
@@ -207,3 +223,28 @@ def test_lammi_options_and_errors() -> None:
         options=BootstrapOptions(n_resamples=B),
     ).table
     assert clustered.height == lammi.score(df, options=BootstrapOptions(n_resamples=B)).table.height
+
+
+@pytest.mark.parametrize(("with_calls", "tss"), [(0, 0.500), (2, 0.504)])
+def test_tss_reproduces_table4_no_call_planner(with_calls: int, tss: float) -> None:
+    # LAMMI-Pathology (arXiv 2602.18773) Table 4: a planner with TRR 0.000 scores TSS
+    # 0.500-0.504 at every NITR. Hand-worked: 250 valid answers, `with_calls` of them with one
+    # successful call: the paper's reading gives (248 * (1 + 0) / 2 + 2 * (1 + 1) / 2) / 250 =
+    # 0.504, and 0.500 without any call; tumorboard's earlier reading gave 1.0 for both.
+    n = 250
+    calls = [[call("zoom", f"region {i}", True)] if i < with_calls else [] for i in range(n)]
+    df = pl.DataFrame(
+        {"model": ["planner"] * n, "tool_calls": calls, "output_valid": [True] * n},
+        schema_overrides={"tool_calls": pl.List(CALL)},
+    )
+    rep = lammi.score(df, options=BootstrapOptions(n_resamples=50))
+    est = {r["metric"]: r["estimate"] for r in rep.table.iter_rows(named=True)}
+    assert est["trajectory_success_score"] == pytest.approx(tss, abs=1e-12)
+    assert est.get("tool_redundancy_rate", 0.0) == 0.0  # TRR 0.000
+    assert est["trajectory_success_rate"] == pytest.approx(with_calls / n)
+    assert rep.convention is not None and rep.convention.startswith("paper")
+    old = lammi.score(df, options=BootstrapOptions(n_resamples=50), convention="tumorboard")
+    assert old.table.filter(pl.col("metric") == "trajectory_success_score")["estimate"][0] == 1.0
+    explicit = lammi.score(df, options=BootstrapOptions(n_resamples=50), no_call_ratio=1.0)
+    got = explicit.table.filter(pl.col("metric") == "trajectory_success_score")["estimate"][0]
+    assert got == pytest.approx(1.0)

@@ -330,3 +330,89 @@ def test_medbench_overall_ci_matches_an_independent_joint_bootstrap() -> None:
     assert overall["ci_low"] == pytest.approx(lo, abs=1.5)
     assert overall["ci_high"] == pytest.approx(hi, abs=1.5)
     assert overall["estimate"] == pytest.approx(macro(task_of, ok))
+
+
+def multi_metric_frame(n_extra: int = 0, seed: int = 0) -> pl.DataFrame:
+    """MedOutcome scored by accuracy + key-point recall + judge (as its dataset card lists)."""
+    rows = [
+        # accuracy 1, key points 1/2, judge 5/5
+        dict(task="MedOutcome", dimension="reasoning", metric="accuracy+keypoint_recall+judge",
+             correct=True, keypoint_hits=[True, False], judge_output="<score>5</score>"),
+        # accuracy 0, key points 3/4, judge 2/5
+        dict(task="MedOutcome", dimension="reasoning", metric="accuracy+keypoint_recall+judge",
+             correct=False, keypoint_hits=[True, True, True, False],
+             judge_output="<score>2</score>"),
+    ] + [
+        dict(task="mc", dimension="knowledge", metric="accuracy", correct=ok)
+        for ok in (True, True, False, True)
+    ]  # fmt: skip
+    rng = np.random.default_rng(seed)
+    for _ in range(n_extra):
+        k, q = int(rng.integers(1, 5)), float(rng.random())  # q: the answer's quality
+        rows.append(dict(
+            task="MedOutcome", dimension="reasoning", metric="accuracy+keypoint_recall+judge",
+            correct=q > 0.5, keypoint_hits=[bool(x) for x in rng.random(k) < q],
+            judge_output=f"<score>{round(5 * q)}</score>",
+        ))  # fmt: skip
+    return pl.DataFrame([{"model": "m", **r} for r in rows])
+
+
+def test_task_with_several_metrics_hand_worked() -> None:
+    # MedBench v4's cards score MedOutcome by accuracy, macro-recall and an LLM judge:
+    # accuracy (1 + 0)/2 = 50, key-point recall (1/2 + 3/4)/2 = 62.5, judge (5 + 2)/10 = 70;
+    # task score = their unweighted mean 182.5/3; mc 3/4 = 75; overall = (182.5/3 + 75)/2.
+    rep = medbench.score(multi_metric_frame(), options=BootstrapOptions(n_resamples=200))
+    t = rep.table
+    est = {r["task"]: r for r in t.iter_rows(named=True)}
+    assert est["MedOutcome [accuracy]"]["estimate"] == pytest.approx(50.0)
+    assert est["MedOutcome [keypoint_recall]"]["estimate"] == pytest.approx(62.5)
+    assert est["MedOutcome [judge]"]["estimate"] == pytest.approx(70.0)
+    for m in ("accuracy", "keypoint_recall", "judge"):
+        row = est[f"MedOutcome [{m}]"]
+        assert (row["aggregation"], row["task_metric"], row["n"]) == ("metric", m, 2)
+    combined = est["MedOutcome"]
+    assert combined["estimate"] == pytest.approx(182.5 / 3)
+    assert combined["aggregation"] == "task"
+    assert combined["task_metric"] == "accuracy+keypoint_recall+judge"
+    assert est["dimension:reasoning"]["estimate"] == pytest.approx(182.5 / 3)
+    assert est["mc"]["estimate"] == pytest.approx(75.0)
+    assert est["overall"]["estimate"] == pytest.approx((182.5 / 3 + 75.0) / 2)
+    assert any("unweighted mean" in n and "assumption" in n for n in rep.notes)
+    # an explicit weighting: judge counts twice -> (50 + 62.5 + 2 * 70) / 4
+    w = medbench.score(multi_metric_frame(), options=BootstrapOptions(n_resamples=200),
+                       metric_weights={"judge": 2})  # fmt: skip
+    got = w.table.filter(pl.col("task") == "MedOutcome")["estimate"][0]
+    assert got == pytest.approx((50 + 62.5 + 140) / 4)
+    assert any("judge=2" in n for n in w.notes)
+    with pytest.raises(ValueError, match="metric_weights"):
+        medbench.score(multi_metric_frame(), metric_weights={"judge": 0})
+    with pytest.raises(ValueError, match="named twice"):
+        medbench.score(multi_metric_frame().with_columns(pl.lit("judge+judge").alias("metric")))
+
+
+def test_combined_task_interval_resamples_rows_with_all_their_metrics() -> None:
+    # Oracle: a numpy bootstrap of whole input rows, recomputing the mean of the three metric
+    # means on every resample; the engine's interval must agree within Monte-Carlo error. The
+    # metrics of a row are correlated (one latent quality), so resampling them separately would
+    # give a visibly narrower interval.
+    df = multi_metric_frame(n_extra=120, seed=5).filter(pl.col("task") == "MedOutcome")
+    t = medbench.score(df, options=BootstrapOptions(n_resamples=4000, seed=3)).table
+    row = t.filter(pl.col("task") == "MedOutcome").row(0, named=True)
+    acc = df["correct"].cast(pl.Float64).to_numpy()
+    kp = np.array([np.mean(h) for h in df["keypoint_hits"].to_list()])
+    jd = np.array([int(s[7]) / 5 for s in df["judge_output"].to_list()])
+    rng = np.random.default_rng(1)
+    ests = []
+    for _ in range(4000):
+        i = rng.integers(0, len(acc), len(acc))
+        ests.append(100 * (acc[i].mean() + kp[i].mean() + jd[i].mean()) / 3)
+    lo, hi = np.percentile(ests, [2.5, 97.5])
+    sep = []
+    for _ in range(4000):
+        i, j, k = (rng.integers(0, len(acc), len(acc)) for _ in range(3))
+        sep.append(100 * (acc[i].mean() + kp[j].mean() + jd[k].mean()) / 3)
+    lo_sep, hi_sep = np.percentile(sep, [2.5, 97.5])
+    assert (hi - lo) - (hi_sep - lo_sep) > 2.0  # the joint resampling matters here
+    assert row["estimate"] == pytest.approx(100 * (acc.mean() + kp.mean() + jd.mean()) / 3)
+    assert row["ci_low"] == pytest.approx(lo, abs=1.0)
+    assert row["ci_high"] == pytest.approx(hi, abs=1.0)

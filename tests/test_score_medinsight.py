@@ -63,8 +63,13 @@ def test_medinsight_hand_frame() -> None:
     est = {(r["model"], r["metric"]): (r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
     assert est[("a", "insight_recall")] == (pytest.approx((0.75 + 0.8) / 2), 2)
     assert est[("a", "insight_precision")] == (pytest.approx((0.5 + 0.8) / 2), 2)
-    assert est[("a", "insight_f1")] == (pytest.approx((0.6 + 0.8) / 2), 2)
+    # paper convention (default): F1 of the mean recall .775 and mean precision .65
+    assert est[("a", "insight_f1")] == (pytest.approx(2 * 0.775 * 0.65 / (0.775 + 0.65)), 2)
     assert est[("b", "insight_f1")] == (0.0, 1)
+    per_case = medinsight.score(hand_frame(), options=BootstrapOptions(n_resamples=B),
+                                convention="tumorboard").table  # fmt: skip
+    row = per_case.filter((pl.col("model") == "a") & (pl.col("metric") == "insight_f1"))
+    assert row["estimate"][0] == pytest.approx((0.6 + 0.8) / 2)  # mean of the per-case F1
     # model a: insights 8 (correct), 3 (novel), 6 (correct), 2 (neither): M = 2, N = 2
     assert est[("a", "original")] == (pytest.approx(0.5), 4)
     assert est[("a", "innovation")] == (pytest.approx(0.75), 4)
@@ -118,3 +123,43 @@ def test_medinsight_errors() -> None:
         medinsight.score(mismatch)
     with pytest.raises(ValueError, match="novelty"):
         medinsight.score(df.drop("insight_novelty_votes"))
+
+
+def test_paper_f1_is_f1_of_means_and_its_interval_bootstraps_the_sums() -> None:
+    # MedInsightBench (Zhu et al., arXiv 2512.13297) prints F1 = 2 R̄ P̄ / (R̄ + P̄) of its
+    # printed mean recall and precision. Oracle for the interval: the bootstrap distributions of
+    # the mean recall and the mean precision on the same resamples (same seed and group keys),
+    # combined into F1 per resample by numpy.
+    from tumorboard.stats import bootstrap
+
+    rng = np.random.default_rng(3)
+    mats = []
+    for _ in range(40):
+        m, k = rng.integers(1, 4), rng.integers(0, 4)
+        mats.append(rng.random((m, k)).round(3).tolist() if k else [[] for _ in range(m)])
+    df = pl.DataFrame({"model": ["m"] * 40, "case_id": [str(i) for i in range(40)],
+                       "score_matrix": mats},
+                      schema_overrides={"score_matrix": pl.List(pl.List(pl.Float64))})  # fmt: skip
+    opts = BootstrapOptions(n_resamples=400, seed=7)
+    rep = medinsight.score(df, options=opts)
+    assert rep.convention is not None and rep.convention.startswith("paper")
+    t = rep.table
+    r = np.array([medinsight.insight_scores(np.array(m).reshape(len(m), -1)).recall for m in mats])
+    p = np.array([medinsight.insight_scores(np.array(m).reshape(len(m), -1)).precision
+                  for m in mats])  # fmt: skip
+    f1 = t.filter(pl.col("metric") == "insight_f1").row(0, named=True)
+    assert f1["estimate"] == pytest.approx(2 * r.mean() * p.mean() / (r.mean() + p.mean()))
+    keys = pl.DataFrame({"track": ["default"] * 40, "model": ["m"] * 40, "tools": [False] * 40,
+                         "task": ["all"] * 40})  # fmt: skip
+    rb = bootstrap(r, groups=keys, options=opts, return_distribution=True).distribution[0]
+    pb = bootstrap(p, groups=keys, options=opts, return_distribution=True).distribution[0]
+    fb = 2 * rb * pb / (rb + pb)
+    assert f1["boot_mean"] == pytest.approx(fb.mean(), rel=1e-12)
+    assert f1["ci_low"] == pytest.approx(np.percentile(fb, 2.5), rel=1e-12)
+    assert f1["ci_high"] == pytest.approx(np.percentile(fb, 97.5), rel=1e-12)
+    # the per-case mean F1 (tumorboard convention) is never above the paper's figure
+    per_case = medinsight.score(df, options=opts, convention="tumorboard").table
+    mean_f1 = per_case.filter(pl.col("metric") == "insight_f1")["estimate"][0]
+    assert mean_f1 <= f1["estimate"] + 1e-12
+    with pytest.raises(ValueError, match="convention"):
+        medinsight.score(df, options=opts, convention="code")

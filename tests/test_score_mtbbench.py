@@ -263,3 +263,57 @@ def test_default_options_and_registry():
     )
     assert r.table.equals(direct.table)
     assert "1000 bootstrap resamples" in r.notes[0]
+
+
+def test_paper_convention_reproduces_the_printed_cells():
+    # MTBBench (Vasilev et al., NeurIPS 2025 D&B) prints per task the mean of 1000 bootstrap
+    # accuracies ± half the 2.5-97.5 percentile width, and an Overall = mean of the three task
+    # means ± (np.percentile(m, 97.5) - np.percentile(m, 2.5)) / 2 = 0.475 (max - min).
+    opts = BootstrapOptions(n_resamples=1000, seed=0)
+    rep = mtbbench.score(FRAME, options=opts, convention="paper")
+    assert rep.convention is not None and rep.convention.startswith("paper")
+    assert "Convention: paper" in rep.to_markdown(style="paper")
+    assert json.loads(rep.to_json())["convention"] == rep.convention
+    acc = rep.table.filter(pl.col("metric") == "accuracy")
+    frame = FRAME.with_columns(pl.col("track").fill_null("default"),
+                               pl.col("correct").fill_null(False))  # fmt: skip
+    for (_track, model, _tools), sub in frame.group_by(["track", "model", "tools"]):
+        means = []
+        for task, tsub in sorted(sub.group_by("task"), key=lambda kv: kv[0][0]):
+            keys = tsub.select("track", "model", "tools", "task")
+            dist = bootstrap(tsub["correct"].cast(pl.Float64).to_numpy(), groups=keys,
+                             options=opts, return_distribution=True).distribution[0]  # fmt: skip
+            row = get(acc, "estimate", model=model, task=task[0])
+            assert row == pytest.approx(dist.mean(), rel=1e-12)
+            pm = (np.percentile(dist, 97.5) - np.percentile(dist, 2.5)) / 2
+            assert get(acc, "pm", model=model, task=task[0]) == pytest.approx(pm, abs=1e-12)
+            means.append(dist.mean())
+        m = np.array(means)
+        assert get(acc, "estimate", model=model, task="overall") == pytest.approx(m.mean())
+        spread = (np.percentile(m, 97.5) - np.percentile(m, 2.5)) / 2
+        assert get(acc, "pm", model=model, task="overall") == pytest.approx(spread)
+        if len(m) == 3:
+            assert spread == pytest.approx(0.475 * (m.max() - m.min()))
+    # the default (tumorboard) convention keeps the raw accuracy and the joint-resampling CI
+    default = mtbbench.score(FRAME, options=opts)
+    assert default.convention is not None and default.convention.startswith("tumorboard")
+    assert get(default.table, "estimate", model="gpt", task="diag", metric="accuracy") == 0.5
+    with pytest.raises(ValueError, match="convention"):
+        mtbbench.score(FRAME, convention="code")
+
+
+def test_paper_overall_cell_hand_worked():
+    # three printed task means 45.3, 61.2, 70.8 (%): Overall = 59.1, ± = 0.475 x 25.5 = 12.1125
+    rows = pl.DataFrame({
+        "track": ["default"] * 4, "model": ["m"] * 4, "tools": [False] * 4,
+        "task": ["a", "b", "c", "overall"], "estimate": [0.44, 0.60, 0.70, 0.58],
+        "boot_mean": [0.453, 0.612, 0.708, 0.5], "ci_low": [0.0] * 4, "ci_high": [1.0] * 4,
+        "pm": [0.5] * 4,
+    })  # fmt: skip
+    out = mtbbench.paper_cells(rows)
+    assert out["estimate"].to_list()[:3] == [0.453, 0.612, 0.708]
+    overall = out.row(3, named=True)
+    assert overall["estimate"] == pytest.approx(0.591)
+    assert overall["pm"] == pytest.approx(0.121125)
+    assert overall["ci_low"] == pytest.approx(0.453 + 0.05 * (0.612 - 0.453))
+    assert overall["ci_high"] == pytest.approx(0.612 + 0.95 * (0.708 - 0.612))

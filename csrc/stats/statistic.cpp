@@ -46,6 +46,19 @@ class F1 final : public Statistic {
   }
 };
 
+// F1 of the means of two per-record scores: with R = sum(col 0), P = sum(col 1) over n records
+// (n = the weight), 2 (R/n)(P/n) / ((R + P)/n) = 2RP / (n (R + P)): the harmonic mean of mean recall
+// and mean precision, as MedInsightBench prints its insight F1 (0 when R + P = 0; NaN for n = 0).
+class F1OfMeans final : public Statistic {
+ public:
+  std::size_t n_columns() const override { return 2; }
+  double evaluate(const double* s, double w) const override {
+    if (!(w > 0)) return kNaN;
+    const double den = s[0] + s[1];
+    return den != 0.0 ? 2.0 * s[0] * s[1] / (w * den) : 0.0;
+  }
+};
+
 // Weighted mean of k ratios: sum_i w_i (S_{2i} / S_{2i+1}) / sum_i w_i, read from 2k columns
 // [numerator_1, denominator_1, ...]. With a record's value in its component's numerator column and 1 in
 // its denominator column this is the macro average of per-component means (MTBBench's "Overall" = the
@@ -178,6 +191,7 @@ std::unique_ptr<Statistic> make_statistic(const std::string& name, std::size_t k
   if (name == "sum") return checked<Sum>(name, k);
   if (name == "ratio") return checked<Ratio>(name, k);
   if (name == "f1") return checked<F1>(name, k);
+  if (name == "f1_of_means") return checked<F1OfMeans>(name, k);
   if (name == "bleu") return make_bleu(k, params);
   if (name == "mean_of_ratios") return make_mean_of_ratios(k, params);
   if (auto stat = make_agreement_statistic(name, k, params)) return stat;
@@ -192,7 +206,8 @@ std::unique_ptr<Statistic> make_paired_difference(std::unique_ptr<Statistic> a,
 }
 
 std::vector<std::string> statistic_names() {
-  std::vector<std::string> names = {"mean", "sum", "ratio", "f1", "bleu", "mean_of_ratios"};
+  std::vector<std::string> names = {"mean", "sum", "ratio", "f1", "f1_of_means",
+                                    "bleu", "mean_of_ratios"};
   for (auto& n : agreement_statistic_names()) names.push_back(std::move(n));
   return names;
 }

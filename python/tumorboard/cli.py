@@ -140,6 +140,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             field_map=_field_map(args.map),
             run_name=args.run_name,
             strict=args.strict,
+            cases=args.cases,
             progress=lambda files, total, records, _bytes: printer.update(files, total, records),
         )
     if args.json:
@@ -177,6 +178,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
             "report itself (Report.to_json())"
         )
     if args.ray_address is not None or args.shards is not None:
+        if args.convention not in (None, "tumorboard"):
+            raise InvalidArgumentError(
+                f"--convention {args.convention}: the distributed path (--ray-address/--shards) "
+                "reports tumorboard's per-task accuracy only"
+            )
         if benchmark != "mtbbench":
             raise InvalidArgumentError(
                 f"--ray-address/--shards: the distributed path scores mtbbench accuracy, not "
@@ -186,7 +192,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
         return _emit_report(args, report)
     frame = store_frame(store, benchmark, tracks=args.track)
     cluster = {"patient": "patient_id"}.get(args.cluster, args.cluster)
-    report = get(benchmark)(frame, options=_bootstrap_options(args), cluster=cluster)
+    report = get(benchmark)(frame, options=_bootstrap_options(args), cluster=cluster,
+                            convention=args.convention)  # fmt: skip
     return _emit_report(args, report)
 
 
@@ -316,7 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
         "wins, keyed by run, patient and item id). Malformed files and lines are skipped and "
         "reported; fields the benchmark needs that the records leave empty are warned about.",
     )
-    imp.add_argument("format", choices=["mtbbench", "jsonl", "react"], help="log format")
+    imp.add_argument(
+        "format", choices=["mtbbench", "jsonl", "react", "radabench"], help="log format"
+    )
     imp.add_argument("src", help="a log file or a folder (searched recursively)")
     imp.add_argument("--store", required=True, help="the store directory (created if missing)")
     imp.add_argument(
@@ -339,6 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="jsonl: read FIELD from the record key KEY (dotted for nested objects)",
     )
     imp.add_argument("--run-name", help="suffix that keeps repeated runs of a model apart")
+    imp.add_argument(
+        "--cases",
+        metavar="FILE",
+        help="radabench: the pipelines' cases JSON (combined_cases*.json) with the reference "
+        "answers of the text metrics",
+    )
     imp.add_argument("--json", action="store_true", help="print the import report as JSON")
     imp.add_argument(
         "--strict",
@@ -382,6 +397,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster", help="resample whole clusters, e.g. patient (= patient_id)", default=None
     )
     score.add_argument("--track", nargs="+", help="only these tracks")
+    score.add_argument(
+        "--convention",
+        choices=["paper", "tumorboard", "code"],
+        default=None,
+        help="the scoring convention: paper = the numbers as the benchmark's paper prints them "
+        "(the default of medinsight, lammi, radabench and medbench; mtbbench: Overall ± as the "
+        "paper's task spread), tumorboard = tumorboard's (mtbbench's default: joint-resampling "
+        "CI of Overall; medinsight: mean of per-case F1; lammi: TSS = valid * s/t), code = the "
+        "official scripts' aggregates (radabench); the report states the one in use",
+    )
     score.add_argument(
         "--format",
         choices=["md", "csv", "json", "html"],

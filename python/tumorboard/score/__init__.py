@@ -11,7 +11,10 @@ columns from the store's items, events and benchmark fields), validates it once,
 :class:`Report`: one table in a shared schema (benchmark, track, model, tools,
 task, metric, n, estimate, boot_mean, ci_low, ci_high, pm) with bootstrap CIs from the C++ engine,
 configured by one :class:`~tumorboard.stats.BootstrapOptions` and renderable as Markdown, CSV,
-JSON and HTML with inline SVG plots.
+JSON and HTML with inline SVG plots. Every ``score`` takes ``convention=`` ("paper": the numbers as
+the benchmark's paper prints them; "tumorboard": tumorboard's own where it differs; "code": a
+reference repository's scripts, RadA-BenchPlat), documented per scorer; the report names the one
+in use (``Report.convention``).
 
 :func:`benchmarks` lists the scorers and :func:`get` returns one's ``score`` function by name.
 :func:`summarize` is the building block: group means with bootstrap CIs in the table schema.

@@ -406,3 +406,59 @@ def _with_ungraded(
     keys = list(group_cols)
     out = part.join(counts, on=keys, how="left", maintain_order="left")
     return out.with_columns(pl.col("n_ungraded").fill_null(0))
+
+
+def summarize_f1_of_means(
+    frame: pl.DataFrame,
+    *,
+    recall: str,
+    precision: str,
+    benchmark: str,
+    metric: str,
+    group_cols: Sequence[str],
+    cluster: str | None,
+    options: BootstrapOptions,
+    overall: bool,
+) -> pl.DataFrame:
+    """Compute ``2 R̄ P̄ / (R̄ + P̄)`` per group, with a bootstrap of ``(ΣR, ΣP, n)``.
+
+    R̄ and P̄ are the group means of the per-item columns ``recall`` and ``precision`` (0 when
+    both are 0). Every resample recomputes the two sums and the count and the F1 of their means
+    (engine statistic ``"f1_of_means"``), so the interval is that of this F1, not of a mean of
+    per-item F1 values.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        A validated frame (as for :func:`summarize_frame`).
+    recall, precision : str
+        The per-item value columns (finite floats).
+    benchmark, metric, group_cols, cluster, options
+        As in :func:`summarize_frame`.
+    overall : bool
+        When true and ``task`` is grouped on, add one row per (track, model, tools) with task
+        "overall": the same F1 of the means over all the group's items (all tasks pooled).
+
+    Returns
+    -------
+    polars.DataFrame
+        Report-table rows, sorted.
+    """
+    groups = list(group_cols)
+    for col, const in _UNGROUPED.items():
+        if col not in groups:
+            frame = frame.with_columns(pl.lit(const).alias(col))
+    rows = np.ascontiguousarray(frame.select(recall, precision).cast(pl.Float64).to_numpy())
+    clusters = frame.get_column(cluster) if cluster is not None else None
+    keys = list(KEY_COLUMNS)
+    res = stats.bootstrap_sufficient(rows, statistic="f1_of_means", groups=frame.select(keys),
+                                     clusters=clusters, options=options)  # fmt: skip
+    parts = [_rows(res.keys, res, benchmark, metric, keys)]
+    if overall and "task" in groups:
+        okeys = keys[:-1]
+        pooled = stats.bootstrap_sufficient(
+            rows, statistic="f1_of_means", groups=frame.select(okeys).with_columns(
+                pl.lit(OVERALL).alias("task")), clusters=clusters, options=options,
+        )  # fmt: skip
+        parts.append(_rows(pooled.keys, pooled, benchmark, metric, keys))
+    return sort_table(pl.concat(parts, how="vertical"))

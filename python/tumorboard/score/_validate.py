@@ -224,3 +224,41 @@ def with_defaults(df: pl.DataFrame, *, where: str) -> pl.DataFrame:
     else:
         tools = pl.Series("tools", [False] * n, dtype=pl.Boolean)
     return df.with_columns(track.alias("track"), tools.alias("tools"))
+
+
+#: The scoring conventions a scorer may offer (``convention=`` of every ``score``).
+CONVENTIONS = ("paper", "tumorboard", "code")
+
+
+def convention(value: Any, *, allowed: Sequence[str], default: str, where: str) -> str:
+    """Return the scoring convention ``value`` (None: the scorer's ``default``), checked.
+
+    Parameters
+    ----------
+    value : str or None
+        The ``convention=`` argument.
+    allowed : sequence of str
+        The conventions this scorer defines.
+    default : str
+        The scorer's default.
+    where : str
+        The scorer's name, for the error message.
+
+    Returns
+    -------
+    str
+        The convention in use.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A convention the scorer does not define.
+    """
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidArgumentError(
+            f"{where}: convention must be one of {', '.join(map(repr, allowed))} (or None for "
+            f"the default, {default!r}), got {value!r}"
+        )
+    return value

@@ -1,19 +1,32 @@
 r"""LAMMI-Pathology agent metrics and scorer.
 
-LAMMI-Pathology (arXiv 2602.18773) scores pathology tool-using agents with a trajectory success
-score, a tool redundancy rate, a tool consistency F1, judge-based answer consistency and
-hallucination rate, and multiple-choice F1. The paper's equations were lost in text extraction and
-the reference repository contains no metric code (at commit ``d4dea63`` it holds only its
-``README.md`` and the figures under ``assets/``), so the exact definitions implemented here are
-written out below and in each function; they follow the paper's prose.
+LAMMI-Pathology (Su et al., arXiv 2602.18773) scores pathology tool-using agents with a
+trajectory success score, a tool redundancy rate, a tool consistency F1, judge-based answer
+consistency and hallucination rate, and multiple-choice F1. The paper's equations were lost in
+text extraction and the reference repository contains no metric code (at commit ``d4dea63`` it
+holds only its ``README.md`` and the figures under ``assets/``), so the exact definitions
+implemented here are written out below and in each function; they follow the paper's prose.
 
 Definitions (per sample i, i.e. one trajectory answering one question):
 
-* Trajectory success score ``TSS_i = v_i * s_i / t_i``: ``v_i`` = 1 if the final output is
-  valid (parsable, in the required format) else 0, ``s_i`` = number of successful tool calls,
-  ``t_i`` = number of tool calls; with no tool call (``t_i = 0``) the ratio ``s_i / t_i`` is
-  taken as 1 (no call failed), so ``TSS_i = v_i``. A trajectory succeeds when
-  ``TSS_i >= threshold`` (default 1.0: valid output and every call successful).
+* Trajectory success score. ``v_i`` = 1 if the final output is valid (parsable, in the required
+  format) else 0, ``s_i`` = number of successful tool calls, ``t_i`` = number of tool calls,
+  ``rho_i = s_i / t_i`` the call-success ratio and, when the trajectory makes no tool call
+  (``t_i = 0``), ``rho_i = no_call_ratio``. Two readings (``convention=``):
+
+  - ``"paper"`` (default): ``TSS_i = (v_i + rho_i) / 2``, the mean of output validity and call
+    success, with ``no_call_ratio = 0`` (no call, no call success). This is the reading the
+    paper's numbers support: in its Table 4 a planner with TRR 0.000 scores TSS 0.500-0.504 at
+    every NITR, which fits valid outputs (v = 1) averaged with zero call success when no call
+    is made: 0.5 when no trajectory calls a tool, slightly above when a few do (the
+    equations of §9 did not survive text extraction, so the form is inferred from those
+    printed values; under the product form such a planner would score 1).
+  - ``"tumorboard"``: ``TSS_i = v_i * rho_i`` with ``no_call_ratio = 1`` (no call failed), the
+    definition tumorboard used before, under which a trajectory without calls scores ``v_i``.
+
+  ``no_call_ratio`` can be set explicitly for either reading. A trajectory succeeds when
+  ``TSS_i >= threshold`` (default 1.0: valid output and every call successful; under the paper
+  reading a trajectory without calls cannot reach 1 unless ``no_call_ratio = 1``).
   Reported: ``trajectory_success_score`` = mean TSS and ``trajectory_success_rate`` = share of
   successful trajectories, over all samples.
 * Tool redundancy rate ``TRR_i = r_i / t_i``: call k is redundant when an earlier call
@@ -81,10 +94,33 @@ _TOKEN_RE = re.compile(_TOKEN)
 # ------------------------------------------------------------------------------ metric functions
 
 
+def _tss_options(convention: str | None, no_call_ratio: float | None) -> tuple[str, float]:
+    """Return the checked (convention, no_call_ratio) of the trajectory success score."""
+    conv = _validate.convention(convention, allowed=("paper", "tumorboard"), default="paper",
+                                where="lammi")  # fmt: skip
+    if no_call_ratio is None:
+        return conv, 0.0 if conv == "paper" else 1.0
+    ok = isinstance(no_call_ratio, (int, float)) and not isinstance(no_call_ratio, bool)
+    if not ok or not 0.0 <= float(no_call_ratio) <= 1.0:
+        raise InvalidArgumentError(
+            f"no_call_ratio: expected a number in [0, 1] (the call-success ratio of a trajectory "
+            f"without tool calls), got {no_call_ratio!r}"
+        )
+    return conv, float(no_call_ratio)
+
+
 def trajectory_success_score(
-    output_valid: npt.ArrayLike, n_success: npt.ArrayLike, n_calls: npt.ArrayLike
+    output_valid: npt.ArrayLike,
+    n_success: npt.ArrayLike,
+    n_calls: npt.ArrayLike,
+    *,
+    convention: str | None = None,
+    no_call_ratio: float | None = None,
 ) -> npt.NDArray[np.float64]:
-    """Compute ``TSS = v * s / t`` per trajectory, with ``s / t = 1`` when ``t = 0`` (module notes).
+    """Compute the trajectory success score of each trajectory (module notes).
+
+    ``"paper"``: ``TSS = (v + rho) / 2``; ``"tumorboard"``: ``TSS = v * rho``; with
+    ``rho = s / t`` and ``rho = no_call_ratio`` when ``t = 0``.
 
     Parameters
     ----------
@@ -92,6 +128,11 @@ def trajectory_success_score(
         Whether each final output is valid.
     n_success, n_calls : array_like of int
         Successful tool calls and all tool calls of each trajectory (``0 <= s <= t``).
+    convention : {"paper", "tumorboard"}, optional
+        The reading of the score; None is "paper".
+    no_call_ratio : float, optional
+        ``rho`` of a trajectory without tool calls, in [0, 1]; None: 0 for "paper", 1 for
+        "tumorboard".
 
     Returns
     -------
@@ -101,14 +142,27 @@ def trajectory_success_score(
     Raises
     ------
     InvalidArgumentError
-        Counts that are negative, or more successful calls than calls.
+        Counts that are negative, more successful calls than calls, an unknown convention or a
+        ``no_call_ratio`` outside [0, 1].
+
+    Examples
+    --------
+    A valid output without any tool call:
+
+    >>> trajectory_success_score([True], [0], [0]).tolist()
+    [0.5]
+    >>> trajectory_success_score([True], [0], [0], convention="tumorboard").tolist()
+    [1.0]
     """
+    conv, empty = _tss_options(convention, no_call_ratio)
     v = np.asarray(output_valid, dtype=bool)
     s = np.asarray(n_success, dtype=np.float64)
     t = np.asarray(n_calls, dtype=np.float64)
     if (s < 0).any() or (t < 0).any() or (s > t).any():
         raise InvalidArgumentError("n_success, n_calls: expected 0 <= n_success <= n_calls")
-    ratio = np.divide(s, t, out=np.ones(np.broadcast(s, t).shape), where=t > 0)
+    ratio = np.divide(s, t, out=np.full(np.broadcast(s, t).shape, empty), where=t > 0)
+    if conv == "paper":
+        return ((v.astype(np.float64) + ratio) / 2.0).astype(np.float64)
     return np.where(v, ratio, 0.0).astype(np.float64)
 
 
@@ -331,7 +385,8 @@ def _calls(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _per_sample(frame: pl.DataFrame, *, threshold: float, redundancy: float) -> pl.DataFrame:
+def _per_sample(frame: pl.DataFrame, *, threshold: float, redundancy: float, convention: str,
+                no_call_ratio: float) -> pl.DataFrame:  # fmt: skip
     """Add the per-sample TSS, success flag, redundancy rate and used tools to ``frame``."""
     calls = _calls(frame)
     counts = calls.group_by("_row").agg(
@@ -366,8 +421,11 @@ def _per_sample(frame: pl.DataFrame, *, threshold: float, redundancy: float) -> 
             pl.col("_used").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         )
     )
-    tss = pl.when(pl.col("_t") == 0).then(1.0).otherwise(pl.col("_s") / pl.col("_t"))
-    tss = pl.when(pl.col("output_valid")).then(tss).otherwise(0.0)
+    rho = pl.when(pl.col("_t") == 0).then(no_call_ratio).otherwise(pl.col("_s") / pl.col("_t"))
+    if convention == "paper":
+        tss = (pl.col("output_valid").cast(pl.Float64) + rho) / 2.0
+    else:
+        tss = pl.when(pl.col("output_valid")).then(rho).otherwise(0.0)
     out = out.with_columns(tss.alias("_tss")).with_columns(
         (pl.col("_tss") >= threshold).alias("_success"),
         pl.when(pl.col("_t") > 0).then(pl.col("_r") / pl.col("_t")).alias("_trr"),
@@ -382,6 +440,8 @@ def score(
     cluster: str | None = None,
     threshold: float = 1.0,
     redundancy_threshold: float = 0.7,
+    convention: str | None = None,
+    no_call_ratio: float | None = None,
 ) -> Report:
     """Score LAMMI-Pathology runs with bootstrap CIs.
 
@@ -422,6 +482,13 @@ def score(
         A trajectory succeeds when its TSS is at least this.
     redundancy_threshold : float, default 0.7
         Input-token Jaccard at or above which a same-tool call repeats an earlier one.
+    convention : {"paper", "tumorboard"}, optional
+        The reading of the trajectory success score (module docstring); None is "paper":
+        ``TSS = (valid + s/t) / 2``. "tumorboard" is ``valid * s/t``. The report names it
+        (``Report.convention``).
+    no_call_ratio : float, optional
+        ``s/t`` of a trajectory without tool calls, in [0, 1]; None: 0 under "paper", 1 under
+        "tumorboard".
 
     Returns
     -------
@@ -437,6 +504,7 @@ def score(
         option without a prediction (counted wrong); null on the other metrics.
     """
     where = "lammi"
+    conv, empty = _tss_options(convention, no_call_ratio)
     df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
     frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
@@ -453,7 +521,8 @@ def score(
     has_task = "task" in frame.columns
     if has_task:
         frame = frame.with_columns(string_column(frame, "task", where=where))
-    per = _per_sample(frame, threshold=float(threshold), redundancy=float(redundancy_threshold))
+    per = _per_sample(frame, threshold=float(threshold), redundancy=float(redundancy_threshold),
+                      convention=conv, no_call_ratio=empty)  # fmt: skip
 
     specs: list[tuple[str, str, pl.Expr | None]] = [
         ("trajectory_success_score", "_tss", None),
@@ -516,8 +585,13 @@ def score(
     table = summarize_metrics(per, specs, benchmark=BENCHMARK, by_task=has_task, cluster=cluster,
                               options=opts, ungraded=ungraded)  # fmt: skip
     notes = [
-        f"TSS = valid * successful/total tool calls (1 when no call); a trajectory succeeds "
-        f"when TSS >= {threshold}.",
+        (
+            f"TSS = (valid + successful/total tool calls) / 2, with {empty:g} for the call "
+            "ratio of a trajectory without calls (the paper's reading)"
+            if conv == "paper"
+            else f"TSS = valid * successful/total tool calls ({empty:g} when no call)"
+        )
+        + f"; a trajectory succeeds when TSS >= {threshold}.",
         f"Tool redundancy: a call repeats an earlier same-name call with input-token Jaccard "
         f">= {redundancy_threshold}; averaged over samples with at least one call.",
         "Tool consistency F1 = 2|E∩U|/(|E|+|U|) per sample; mc_f1 = micro-F1 = accuracy.",
@@ -533,5 +607,11 @@ def score(
             notes.append(f"{metric}: {k} of {per.height} {what}; n_ungraded counts them per row.")
     percent = [m for m in table.get_column("metric").unique().to_list()
                if m != "answer_consistency"]  # fmt: skip
+    conv_text = (
+        f"paper (TSS = (valid + s/t) / 2, s/t = {empty:g} without calls; LAMMI-Pathology Table 4)"
+        if conv == "paper"
+        else f"tumorboard (TSS = valid * s/t, s/t = {empty:g} without calls)"
+    )
     return Report(table, benchmark=BENCHMARK, title="LAMMI-Pathology", notes=tuple(notes),
-                  percent=percent, interval=interval_text(opts))  # fmt: skip
+                  percent=percent, interval=interval_text(opts),
+                  convention=conv_text)  # fmt: skip

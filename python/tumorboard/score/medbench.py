@@ -1,5 +1,8 @@
 r"""MedBench v4 task metrics and scorer (macro average task -> capability dimension -> overall).
 
+MedBench v4 is Ding et al., "MedBench v4: A Robust and Scalable Benchmark for Evaluating Chinese
+Medical Language Models, Multimodal Models, and Intelligent Agents", arXiv 2511.14439.
+
 MedBench v4 scores each task with the metric that fits its output and reports every score on a
 0-100 scale; the headline figure is a macro average: tasks are averaged within each capability
 dimension and the dimensions are averaged into the overall score. The task metrics:
@@ -22,6 +25,16 @@ dimension and the dimensions are averaged into the overall score. The task metri
   (:mod:`tumorboard.score.judge`; a malformed reply is an error naming the record).
 * ``score``: a per-item score in [0, 1] computed elsewhere.
 
+Several metrics per task. The platform's dataset cards score some tasks by two or three
+metrics (e.g. MedOutcome and MedRxCheck: accuracy, macro-recall and an LLM judge; MedHC and
+MedLitQA: key-point macro-recall and a judge). Such a task names its metrics joined by ``+`` in
+the ``metric`` column (``"accuracy+keypoint_recall+judge"``); every metric is reported on its own
+(task ``"<task> [<metric>]"``, aggregation ``"metric"``) and the task score combines them as the
+**unweighted mean of the metrics on the 0-100 scale** (or the weighted mean with
+``metric_weights``). The cards give no combination rule, so this mean is an assumption of
+tumorboard's, stated in the report's notes. The interval of the combined score resamples an
+input row with all its metrics at once.
+
 Every task score is multiplied by 100. Dimension score = mean of its task scores; overall =
 mean of the dimension scores, i.e. ``sum_t w_t score_t`` with ``w_t = 1 / (D * K_d(t))`` (D
 dimensions, K_d tasks in dimension d). Confidence intervals: task rows resample the task's items
@@ -34,7 +47,7 @@ once and recompute the weighted mean of task ratios on every resample (engine st
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -443,19 +456,20 @@ def _joint(
     clusters: pl.Series | None,
     options: BootstrapOptions,
 ) -> Any:
-    """Bootstrap ``sum_t w_t ratio_t / sum_t w_t`` over the tasks in ``weights`` for one group.
+    """Bootstrap ``sum_c w_c ratio_c / sum_c w_c`` over the components in ``weights``.
 
-    The group is one (track, model, tools). The units of those tasks are resampled together
-    (engine statistic "mean_of_ratios" on columns [num_t, den_t] per task). The stream is keyed
-    by the group's key values and ``label``, so every aggregate row has its own reproducible
-    stream.
+    The group is one (track, model, tools); a component is a single-metric task, or one metric
+    of a task scored by several (column ``_comp``). The units of those components are resampled
+    together (engine statistic "mean_of_ratios" on columns [num_c, den_c] per component). The
+    stream is keyed by the group's key values and ``label``, so every aggregate row has its own
+    reproducible stream.
     """
     tasks = sorted(weights)
     index = {t: i for i, t in enumerate(tasks)}
     in_group = pl.all_horizontal([pl.col(c) == v for c, v in zip(KEYS, key, strict=True)])
-    mask = items.select((in_group & pl.col("task").is_in(tasks)).alias("m"))["m"].to_numpy()
+    mask = items.select((in_group & pl.col("_comp").is_in(tasks)).alias("m"))["m"].to_numpy()
     sub = items.filter(pl.Series(mask))
-    t = np.array([index[x] for x in sub.get_column("task").to_list()], dtype=np.int64)
+    t = np.array([index[x] for x in sub.get_column("_comp").to_list()], dtype=np.int64)
     wide = np.zeros((t.size, 2 * len(tasks)), dtype=np.float64)
     pos = np.arange(t.size)
     wide[pos, 2 * t] = rows[mask, 0]
@@ -468,17 +482,72 @@ def _joint(
     )  # fmt: skip
 
 
+def _combinations(frame: pl.DataFrame, where: str) -> dict[str, tuple[str, ...]]:
+    """Return each task's metrics (``metric`` split on "+"), checked and one spec per task."""
+    for col in ("metric", "dimension"):
+        multi = (
+            frame.group_by("task").agg(pl.col(col).n_unique().alias("_k")).filter(pl.col("_k") > 1)
+        )
+        if multi.height:
+            task = sorted(multi.get_column("task").to_list())[0]
+            vals = sorted(frame.filter(pl.col("task") == task).get_column(col).unique().to_list())
+            raise InvalidArgumentError(
+                f"{where}: task {task!r} has several values of {col!r}: {vals}"
+            )
+    out: dict[str, tuple[str, ...]] = {}
+    firsts = frame.group_by("task").agg(pl.col("metric").first(), pl.col("_row").min()).sort("_row")
+    for task, spec, row in firsts.select("task", "metric", "_row").rows():
+        parts = tuple(p.strip() for p in spec.split("+"))
+        bad = [p for p in parts if p not in TASK_METRICS]
+        if bad or len(set(parts)) != len(parts):
+            what = f"unknown metric {bad[0]!r}" if bad else f"a metric named twice in {spec!r}"
+            raise InvalidArgumentError(
+                f"{where}: {what} at row {row} (task {task!r}); expected one of "
+                f"{', '.join(TASK_METRICS)}, or several joined by '+'"
+            )
+        out[task] = parts
+    return out
+
+
+def _metric_weights(weights: Any, where: str) -> dict[str, float]:
+    """Return the checked combination weights (metric -> weight > 0); empty for the plain mean."""
+    if weights is None:
+        return {}
+    if not isinstance(weights, Mapping):
+        raise InvalidTypeError(
+            f"{where}: metric_weights must be a mapping of metric name to weight, got "
+            f"{type(weights).__name__}"
+        )
+    out = {}
+    for name, w in weights.items():
+        if name not in TASK_METRICS:
+            raise InvalidArgumentError(
+                f"{where}: metric_weights names unknown metric {name!r}; expected one of "
+                f"{', '.join(TASK_METRICS)}"
+            )
+        ok = isinstance(w, (int, float)) and not isinstance(w, bool) and np.isfinite(w) and w > 0
+        if not ok:
+            raise InvalidArgumentError(
+                f"{where}: metric_weights[{name!r}] must be a finite number > 0, got {w!r}"
+            )
+        out[name] = float(w)
+    return out
+
+
 def score(
     df: Frame | Store | str | os.PathLike[str],
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
+    metric_weights: Mapping[str, float] | None = None,
+    convention: str | None = None,
 ) -> Report:
     """Score MedBench v4 runs: task scores (0-100) with CIs, macro averaged into dimensions.
 
     The task scores are averaged into capability-dimension scores and the overall score.
 
-    Definitions of the task metrics and of the averaging: module docstring.
+    Definitions of the task metrics, of tasks scored by several metrics and of the averaging:
+    module docstring.
 
     Parameters
     ----------
@@ -487,8 +556,9 @@ def score(
         :func:`~tumorboard.score.store_frame` (docs/trajectory-schema.md).
         Otherwise one row per answered instance. Required columns: ``model`` (str), ``task`` (str),
         ``dimension`` (str: the task's capability dimension; one per task) and ``metric`` (str:
-        the task's metric, one of :data:`TASK_METRICS`; one per task). The metric decides which
-        further columns are read (only on that task's rows; elsewhere they may be null):
+        the task's metric, one of :data:`TASK_METRICS`, or several joined by ``+`` for a task
+        scored by several metrics; one value per task). Each metric decides which further
+        columns are read (only on its tasks' rows; elsewhere they may be null):
 
         ===================  =====================================================================
         accuracy             ``correct`` (bool; null = wrong)
@@ -511,22 +581,34 @@ def score(
     cluster : str, optional
         A column whose values are resampled whole (e.g. ``patient_id``); for strict accuracy
         the first instance's value is the item's.
+    metric_weights : mapping of str to float, optional
+        Weights of the metrics of a task scored by several (e.g. ``{"judge": 2}``; a metric not
+        named weighs 1); the combined score is the weighted mean of its metrics' scores. None:
+        the unweighted mean (tumorboard's assumption; the dataset cards give no rule).
+    convention : {"paper"}, optional
+        MedBench v4 has one convention (the platform's macro averaging); accepted for the one
+        switch across scorers.
 
     Returns
     -------
     Report
         Metric "score" on 0-100. Rows per (track, model, tools): one per task (``task`` = task
-        name, ``aggregation`` "task"), one per dimension (``task`` = "dimension:<name>",
-        ``aggregation`` "dimension") and one overall (``task`` = "overall"). Extra columns
-        ``aggregation``, ``dimension`` (null on the overall row) and ``task_metric`` (the
-        task's metric; null on aggregate rows). ``n`` counts the units averaged (items; for
-        strict accuracy, items, not instances). ``n_ungraded`` (int64): the units whose grade
-        or answer is missing and that score 0 (a null ``correct`` (strict accuracy: in any
-        instance), ``pred_labels``, ``pred_box`` or ``prediction``, or a null entry of
-        ``keypoint_hits``; always 0 for judge and score tasks, where a missing value is an
-        error), summed over the tasks on dimension and overall rows.
+        name, ``aggregation`` "task"); for a task scored by several metrics, also one per metric
+        (``task`` = "<task> [<metric>]", ``aggregation`` "metric"); one per dimension (``task`` =
+        "dimension:<name>", ``aggregation`` "dimension") and one overall (``task`` =
+        "overall"). Extra columns ``aggregation``, ``dimension`` (null on the overall row) and
+        ``task_metric`` (the metric, or the "+"-joined metrics of a combined task; null on
+        dimension and overall rows). ``n`` counts the units averaged (items; for strict
+        accuracy, items, not instances; a combined task: the most of its metrics).
+        ``n_ungraded`` (int64): the units whose grade or answer is missing and that score 0 (a
+        null ``correct`` (strict accuracy: in any instance), ``pred_labels``, ``pred_box`` or
+        ``prediction``, or a null entry of ``keypoint_hits``; always 0 for judge and score
+        tasks, where a missing value is an error), summed over the metrics of a combined task
+        and over the tasks on dimension and overall rows.
     """
     where = "medbench"
+    _validate.convention(convention, allowed=("paper",), default="paper", where=where)
+    weights_of = _metric_weights(metric_weights, where)
     df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
     optional = sorted({c for cols in METRIC_COLUMNS.values() for c in cols} | {"track", "tools"})
@@ -536,82 +618,116 @@ def score(
         *(string_column(frame, c, where=where) for c in REQUIRED),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
     )
-    bad = frame.filter(~pl.col("metric").is_in(list(TASK_METRICS)))
-    if bad.height:
-        raise InvalidArgumentError(
-            f"{where}: unknown metric {bad['metric'][0]!r} at row {bad['_row'][0]}; expected one "
-            f"of {', '.join(TASK_METRICS)}"
-        )
-    for col in ("metric", "dimension"):
-        multi = (
-            frame.group_by("task").agg(pl.col(col).n_unique().alias("_k")).filter(pl.col("_k") > 1)
-        )
-        if multi.height:
-            task = sorted(multi.get_column("task").to_list())[0]
-            vals = sorted(frame.filter(pl.col("task") == task).get_column(col).unique().to_list())
-            raise InvalidArgumentError(
-                f"{where}: task {task!r} has several values of {col!r}: {vals}"
-            )
+    combos = _combinations(frame, where)
+    multi = {t for t, ms in combos.items() if len(ms) > 1}
+    spec_of = dict(frame.group_by("task").agg(pl.col("metric").first()).rows())
 
     pieces = []
     for metric in TASK_METRICS:
-        sub = frame.filter(pl.col("metric") == metric)
-        if sub.height == 0:
+        tasks_m = [t for t, ms in combos.items() if metric in ms]
+        if not tasks_m:
             continue
+        sub = frame.filter(pl.col("task").is_in(tasks_m))
         _need(sub, metric, where)
-        pieces.append(_per_item(sub, metric, f"{where} (metric={metric!r})"))
-    items = pl.concat(pieces, how="vertical").sort("_row")
-    task_metric = frame.group_by("task").agg(pl.col("metric").first()).rows()
-    metric_of = dict(task_metric)
+        part = _per_item(sub, metric, f"{where} (metric={metric!r})")
+        comp = (
+            pl.when(pl.col("task").is_in(list(multi)))
+            .then(pl.col("task") + pl.lit(f" [{metric}]"))
+            .otherwise(pl.col("task"))
+        )
+        pieces.append(part.with_columns(comp.alias("_comp"), pl.lit(metric).alias("_metric")))
+    items = pl.concat(pieces, how="vertical").sort("_row", "_comp")
     clusters = None
     if cluster is not None:
         cl = frame.select("_row", pl.col(cluster).alias("_cluster"))
         items = items.join(cl, on="_row", how="left", maintain_order="left")
         clusters = items.get_column("_cluster")
+    elif multi:
+        # the metrics of one input row are resampled together
+        clusters = items.get_column("_row")
     # per-unit [numerator, denominator] of scores in [0, 1]; _result_rows rescales to 0-100
     rows = np.ascontiguousarray(items.select("_num", "_den").to_numpy(), dtype=np.float64)
 
-    # ---- task rows: ratio of sums per (track, model, tools, task)
-    gkeys = items.select(*KEYS, "task")
+    # ---- component rows: ratio of sums per (track, model, tools, task or task [metric])
+    gkeys = items.select(*KEYS, pl.col("_comp").alias("task"))
     res = stats.bootstrap(rows, groups=gkeys, clusters=clusters, statistic="ratio", options=opts)
-    tasks = list(res.keys["task"])
-    est = np.asarray(res.estimate, dtype=np.float64) * 100.0
-    dim_of = dict(frame.group_by("task").agg(pl.col("dimension").first()).rows())
-    task_table = _result_rows(
-        res, res.keys, task=tasks, n=np.asarray(res.n), estimate=est,
-        extra={"aggregation": ["task"] * len(res), "dimension": [dim_of[t] for t in tasks],
-               "task_metric": [metric_of[t] for t in tasks]},
+    comps = list(res.keys["task"])
+    comp_info = dict(
+        items.group_by("_comp").agg(pl.col("task").first(), pl.col("_metric").first(),
+                                    pl.col("dimension").first()).select(
+            "_comp", pl.struct("task", "_metric", "dimension")).rows()
     )  # fmt: skip
-
-    ug = items.group_by(*KEYS, "task").agg(
+    est = np.asarray(res.estimate, dtype=np.float64) * 100.0
+    comp_table = _result_rows(
+        res, res.keys, task=comps, n=np.asarray(res.n), estimate=est,
+        extra={"aggregation": ["metric" if comp_info[c]["task"] in multi else "task"
+                               for c in comps],
+               "dimension": [comp_info[c]["dimension"] for c in comps],
+               "task_metric": [comp_info[c]["_metric"] for c in comps]},
+    )  # fmt: skip
+    ug = items.group_by(*KEYS, "_comp").agg(
         pl.col("_ungraded").fill_null(False).sum().cast(pl.Int64).alias("n_ungraded")
     )
-    task_table = task_table.join(ug, on=[*KEYS, "task"], how="left", maintain_order="left")
-    task_table = task_table.with_columns(pl.col("n_ungraded").fill_null(0))
+    comp_table = comp_table.join(ug.rename({"_comp": "task"}), on=[*KEYS, "task"], how="left",
+                                 maintain_order="left")  # fmt: skip
+    comp_table = comp_table.with_columns(pl.col("n_ungraded").fill_null(0))
 
-    # ---- dimension and overall rows: weighted mean of task ratios, joint resampling
+    def within(task: str) -> dict[str, float]:
+        """Return the components of ``task`` with their weights (summing to 1)."""
+        if task not in multi:
+            return {task: 1.0}
+        w = {f"{task} [{m}]": weights_of.get(m, 1.0) for m in combos[task]}
+        total = sum(w.values())
+        return {c: x / total for c, x in w.items()}
+
+    # ---- combined task rows, dimension and overall rows: weighted means of component ratios,
+    # joint resampling
     agg_parts = []
     common = dict(clusters=clusters, options=opts)
+    dim_of = {t: comp_info[c]["dimension"] for c in comp_info for t in [comp_info[c]["task"]]}
     for key in items.select(KEYS).unique(maintain_order=True).rows():
         in_group = pl.all_horizontal([pl.col(c) == v for c, v in zip(KEYS, key, strict=True)])
-        g_tasks = task_table.filter(in_group)
-        t_est = dict(zip(g_tasks["task"].to_list(), g_tasks["estimate"].to_list(), strict=True))
-        t_n = dict(zip(g_tasks["task"].to_list(), g_tasks["n"].to_list(), strict=True))
-        t_ug = dict(zip(g_tasks["task"].to_list(), g_tasks["n_ungraded"].to_list(), strict=True))
+        g = comp_table.filter(in_group)
+        c_est = dict(zip(g["task"].to_list(), g["estimate"].to_list(), strict=True))
+        c_n = dict(zip(g["task"].to_list(), g["n"].to_list(), strict=True))
+        c_ug = dict(zip(g["task"].to_list(), g["n_ungraded"].to_list(), strict=True))
+        tasks_here = sorted({comp_info[c]["task"] for c in c_est})
+        t_est, t_n, t_ug = {}, {}, {}
+        for t in tasks_here:
+            w = {c: x for c, x in within(t).items() if c in c_est}
+            total = sum(w.values())
+            w = {c: x / total for c, x in w.items()}
+            t_est[t] = float(sum(x * c_est[c] for c, x in w.items()))
+            t_n[t] = max(c_n[c] for c in w)
+            t_ug[t] = sum(c_ug[c] for c in w)
+            if t in multi:
+                r = _joint(items, rows, key, w, t, **common)
+                agg_parts.append(_result_rows(
+                    r, _key_cols(key), task=[t], n=[t_n[t]], estimate=[t_est[t]],
+                    extra={"aggregation": ["task"], "dimension": [dim_of[t]],
+                           "task_metric": [spec_of[t]]},
+                    n_ungraded=[t_ug[t]],
+                ))  # fmt: skip
         dims = sorted({dim_of[x] for x in t_est})
         n_tasks = {d: sum(1 for x in t_est if dim_of[x] == d) for d in dims}
         dim_est = {}
         for d in dims:
             members = sorted(x for x in t_est if dim_of[x] == d)
             dim_est[d] = float(np.mean([t_est[x] for x in members]))
-            r = _joint(items, rows, key, {x: 1.0 for x in members}, f"dimension:{d}", **common)
+            w = {c: x for m in members for c, x in within(m).items() if c in c_est}
+            r = _joint(items, rows, key, w, f"dimension:{d}", **common)
             agg_parts.append(_result_rows(
                 r, _key_cols(key), task=[f"dimension:{d}"], n=[sum(t_n[x] for x in members)],
                 estimate=[dim_est[d]],
                 extra={"aggregation": ["dimension"], "dimension": [d], "task_metric": [None]},
                 n_ungraded=[sum(t_ug[x] for x in members)],
             ))  # fmt: skip
-        weights = {x: 1.0 / (n_tasks[dim_of[x]] * len(dims)) for x in t_est}
+        weights = {
+            c: x / (n_tasks[dim_of[t]] * len(dims))
+            for t in t_est
+            for c, x in within(t).items()
+            if c in c_est
+        }
         r = _joint(items, rows, key, weights, OVERALL, **common)
         agg_parts.append(_result_rows(
             r, _key_cols(key), task=[OVERALL], n=[sum(t_n.values())],
@@ -619,7 +735,7 @@ def score(
             extra={"aggregation": [OVERALL], "dimension": [None], "task_metric": [None]},
             n_ungraded=[sum(t_ug.values())],
         ))  # fmt: skip
-    table = pl.concat([task_table, *agg_parts], how="vertical")
+    table = pl.concat([comp_table, *agg_parts], how="vertical")
     table = sort_table(
         table.select(*TABLE_COLUMNS, "aggregation", "dimension", "task_metric", "n_ungraded")
     )
@@ -629,6 +745,21 @@ def score(
         "dimension:<name> = mean of the dimension's task scores; overall = mean of the dimension "
         "scores; their CIs resample all items jointly (weighted mean of task ratios).",
     ]
+    if multi:
+        how = (
+            "the weighted mean (metric_weights "
+            + ", ".join(f"{k}={v:g}" for k, v in sorted(weights_of.items()))
+            + "; others 1)"
+            if weights_of
+            else "the unweighted mean"
+        )
+        notes.append(
+            f"Tasks scored by several metrics ({', '.join(sorted(multi))}): each metric is "
+            f"reported on its own as '<task> [<metric>]'; the task score is {how} of its "
+            "metrics on 0-100 - an assumption of tumorboard's, since the MedBench v4 dataset "
+            "cards give no combination rule; its interval resamples each input row with all "
+            "its metrics."
+        )
     ungraded = int(items.get_column("_ungraded").sum())
     if ungraded:
         notes.append(
@@ -637,4 +768,6 @@ def score(
             "n_ungraded counts them per row."
         )
     return Report(table, benchmark=BENCHMARK, title="MedBench v4", notes=tuple(notes),
-                  interval=interval_text(opts))  # fmt: skip
+                  interval=interval_text(opts),
+                  convention="paper (MedBench v4 macro averaging: task -> dimension -> "
+                  "overall)")  # fmt: skip

@@ -1,7 +1,8 @@
 """MedInsightBench insight metrics and scorer.
 
-MedInsightBench asks an agent for the insights a medical data analysis supports and compares
-them with ground-truth insights (following InsightBench's insight-level evaluation).
+MedInsightBench (Zhu et al., arXiv 2512.13297) asks an agent for the insights a medical data
+analysis supports and compares them with ground-truth insights (following InsightBench's
+insight-level evaluation).
 
 Definitions for one case with ground-truth insights ``g_1..g_m`` (m >= 1), generated insights
 ``h_1..h_k`` and a score matrix ``S[i, j] = score(g_i, h_j)`` (ROUGE-1 F-measure by default, or
@@ -13,7 +14,19 @@ any judge score):
   supported by its best-matching ground-truth insight;
 * insight F1 ``= 2PR / (P + R)`` (0 when P + R = 0).
 
-A case without generated insights (k = 0) has R = P = F1 = 0. Each is averaged over cases.
+A case without generated insights (k = 0) has R = P = F1 = 0.
+
+Aggregation over cases (``convention=``):
+
+* ``"paper"`` (default): ``insight_recall`` and ``insight_precision`` are the means of the
+  per-case R and P, and ``insight_f1 = 2 R̄ P̄ / (R̄ + P̄)`` is the F1 of those two means, which
+  is how MedInsightBench prints it (Zhu et al., "MedInsightBench", arXiv 2512.13297, Tables 3, 4
+  and 8: in 22 of the 24 (recall, precision, F1) triples the printed F1 equals 2·R̄·P̄/(R̄+P̄) of
+  the printed means within 0.00125). Its bootstrap recomputes (ΣR, ΣP, n) on every resample
+  (engine statistic ``"f1_of_means"``).
+* ``"tumorboard"``: ``insight_f1`` is the mean of the per-case F1 values (never above the
+  paper's figure, by the arithmetic-harmonic mean inequality per case); its interval resamples
+  the per-case F1 values.
 
 Novelty (per generated insight, from judge scores): the insight is *correct* when its precision
 judge score is above 5 (``correct_above``); an insight that is not correct is *novel* when at
@@ -40,7 +53,7 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from ..traj import Store
 from . import _store, _validate
-from ._summary import summarize_frame, ungraded_counts
+from ._summary import summarize_f1_of_means, summarize_frame, ungraded_counts
 from ._validate import require_columns, string_column
 from .report import Report, interval_text, sort_table
 
@@ -49,6 +62,11 @@ __all__ = ["InsightScores", "insight_scores", "novelty_rates", "score"]
 BENCHMARK = "medinsight"
 REQUIRED = ("model", "case_id", "score_matrix | insights + gt_insights")
 OPTIONAL = ("track", "tools", "task", "insight_precision_scores", "insight_novelty_votes")
+_CONVENTIONS = {
+    "paper": "paper (insight_f1 = F1 of the mean recall and mean precision, as MedInsightBench "
+    "prints it)",
+    "tumorboard": "tumorboard (insight_f1 = mean of the per-case F1)",
+}
 
 
 @dataclass(frozen=True)
@@ -218,12 +236,15 @@ def score(
     cluster: str | None = None,
     correct_above: float = 5.0,
     min_votes: int = 2,
+    convention: str | None = None,
 ) -> Report:
     """Score MedInsightBench runs: insight recall, precision and F1, and the novelty metrics.
 
-    Definitions: module docstring. Recall, precision and F1 are computed per case and averaged
-    over cases (bootstrap over cases, or over ``cluster`` units); ``original`` and
-    ``innovation`` are pooled over generated insights with whole cases resampled.
+    Definitions: module docstring. Recall and precision are computed per case and averaged
+    over cases (bootstrap over cases, or over ``cluster`` units); F1 is the F1 of those means
+    (``convention="paper"``, the default) or the mean of per-case F1 (``"tumorboard"``);
+    ``original`` and ``innovation`` are pooled over generated insights with whole cases
+    resampled.
 
     Parameters
     ----------
@@ -251,6 +272,9 @@ def score(
         An insight is correct when its precision judge score is above this.
     min_votes : int, default 2
         Judge votes that make a not-correct insight novel.
+    convention : {"paper", "tumorboard"}, optional
+        How ``insight_f1`` aggregates cases (module docstring); None is "paper". The report
+        names it (``Report.convention``).
 
     Returns
     -------
@@ -260,9 +284,13 @@ def score(
         ``original`` and ``innovation`` rows, the cases of the row's group without judge scores
         (a null ``insight_precision_scores`` or ``insight_novelty_votes``), which are left out
         (cases, whereas ``n`` counts insights; summed over tasks on the overall row); null on
-        the recall, precision and F1 rows, where a missing list is an error.
+        the recall, precision and F1 rows, where a missing list is an error. With a ``task``
+        column, the overall row of ``insight_f1`` under the paper convention is the F1 of the
+        mean recall and precision over all the group's cases.
     """
     where = "medinsight"
+    conv = _validate.convention(convention, allowed=("paper", "tumorboard"), default="paper",
+                                where=where)  # fmt: skip
     df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
     frame = _validate.input_frame(df, required=["model", "case_id"], optional=OPTIONAL,
@@ -320,14 +348,19 @@ def score(
     group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
     common = dict(benchmark=BENCHMARK, group_cols=group_cols, options=opts, overall=has_task)
     no_count = pl.lit(None, dtype=pl.Int64).alias("n_ungraded")
+    per_case = [("insight_recall", "_recall"), ("insight_precision", "_precision")]
+    if conv == "tumorboard":
+        per_case.append(("insight_f1", "_f1"))
     parts = [
         summarize_frame(frame, value=v, metric=m, cluster=cluster, **common).with_columns(no_count)  # type: ignore[arg-type]
-        for m, v in (
-            ("insight_recall", "_recall"),
-            ("insight_precision", "_precision"),
-            ("insight_f1", "_f1"),
-        )  # fmt: skip
+        for m, v in per_case
     ]
+    if conv == "paper":
+        f1 = summarize_f1_of_means(
+            frame, recall="_recall", precision="_precision", metric="insight_f1",
+            cluster=cluster, **common,  # type: ignore[arg-type]
+        )  # fmt: skip
+        parts.append(f1.with_columns(no_count))
 
     judge_cols = ("insight_precision_scores", "insight_novelty_votes")
     unjudged = 0
@@ -377,10 +410,17 @@ def score(
                 part = summarize_frame(ins, value=v, metric=m, cluster=unit, **common)  # type: ignore[arg-type]
                 part = part.join(counts, on=list(group_cols), how="left", maintain_order="left")
                 parts.append(part.with_columns(pl.col("n_ungraded").fill_null(0)))
+    f1_note = (
+        "insight_f1 = 2·R̄·P̄/(R̄+P̄), the F1 of the mean recall and mean precision (the "
+        "paper's convention); its interval recomputes (ΣR, ΣP, n) on every resample."
+        if conv == "paper"
+        else "insight_f1 = mean over cases of the per-case F1 = 2PR/(P+R)."
+    )
     notes = [
         "Scores: recall = mean over ground-truth insights of the best score against any "
         "generated insight; precision = mean over generated insights of the best score against "
-        "any ground-truth insight; F1 = 2PR/(P+R); per case, averaged over cases.",
+        "any ground-truth insight; per case, averaged over cases.",
+        f1_note,
         f"original = M/(M+N), innovation = (M+novel)/(M+N): correct = precision judge score > "
         f"{correct_above}; novel = not correct with >= {min_votes} judge votes; pooled over "
         "insights, cases resampled whole.",
@@ -394,4 +434,4 @@ def score(
                   title="MedInsightBench", notes=tuple(notes),
                   percent=("insight_recall", "insight_precision", "insight_f1", "original",
                            "innovation"),
-                  interval=interval_text(opts))  # fmt: skip
+                  interval=interval_text(opts), convention=_CONVENTIONS[conv])  # fmt: skip

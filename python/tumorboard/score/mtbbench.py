@@ -1,14 +1,28 @@
 """MTBBench scorer.
 
 MTBBench is Vasilev et al., "MTBBench: A Multimodal Sequential Clinical Decision-Making Benchmark
-in Oncology", NeurIPS 2025 Datasets & Benchmarks.
+in Oncology", NeurIPS 2025 Datasets & Benchmarks, arXiv 2511.20490.
 
-What the paper reports, and this scorer reproduces: per task the raw accuracy, the mean of the
-bootstrap distribution of 1000 resamples, the 95% percentile interval and ± = half its width
-(Fig. 3 and the results tables); "Overall" = the plain mean of the task accuracies. In addition:
-a proper CI for that overall figure from joint resampling of all tasks (see
-:func:`tumorboard.score.summarize`), optional patient-clustered intervals, and the agentic
-metrics of Fig. 2: files accessed per question and the hallucinated-file rate.
+What the paper reports: per task the mean of the bootstrap distribution of 1000 resampled
+accuracies, with ± = half the width of its 2.5-97.5 percentile interval (Fig. 3 and the results
+tables), and "Overall" = the unweighted mean of the task means, whose "±" is
+``(np.percentile(m, 97.5) - np.percentile(m, 2.5)) / 2`` over the task means ``m`` themselves:
+a spread of the tasks (0.475 x (max - min) for three tasks, by linear interpolation), not a
+confidence interval.
+
+Two conventions (``convention=``):
+
+* ``"tumorboard"`` (default): per task the raw accuracy (``estimate``) next to the bootstrap
+  mean (``boot_mean``) and the percentile interval; "overall" = the plain mean of the task
+  accuracies with a real confidence interval from joint resampling of all tasks (see
+  :func:`tumorboard.score.summarize`).
+* ``"paper"``: the printed numbers: per task ``estimate`` = the bootstrap mean and ``pm`` =
+  half the percentile interval's width; "overall" ``estimate`` = the mean of those task means,
+  ``ci_low``/``ci_high`` = the percentiles ``(1 - level)/2`` and ``(1 + level)/2`` (2.5 and 97.5
+  at the default level) of the task means and ``pm`` = half their distance.
+
+Both give optional patient-clustered intervals and the agentic metrics of Fig. 2: files
+accessed per question and the hallucinated-file rate.
 """
 
 from __future__ import annotations
@@ -16,6 +30,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import polars as pl
 
 from .._typing import Frame
@@ -42,6 +57,7 @@ def score(
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
     shards: int | None = None,
+    convention: str | None = None,
 ) -> Report:
     """Score MTBBench answers: accuracy per task with bootstrap CIs, overall, file metrics.
 
@@ -87,6 +103,10 @@ def score(
         here).
     shards : int, optional
         Number of shards of Parquet parts for executor="ray" (default: one per part).
+    convention : {"tumorboard", "paper"}, optional
+        None is "tumorboard": raw task accuracies and a joint-resampling CI of the overall
+        figure; "paper" reproduces the paper's printed cells (module docstring). The report
+        names it (``Report.convention``). "paper" needs executor="local".
 
     Returns
     -------
@@ -113,9 +133,16 @@ def score(
         A column has the wrong type.
     """
     where = "mtbbench"
+    conv = _validate.convention(convention, allowed=("tumorboard", "paper"),
+                                default="tumorboard", where=where)  # fmt: skip
     opts = BootstrapOptions.resolve(options)
     if executor not in ("local", "ray"):
         raise InvalidArgumentError(f"{where}: executor must be 'local' or 'ray', got {executor!r}")
+    if conv == "paper" and executor == "ray":
+        raise InvalidArgumentError(
+            f"{where}: convention='paper' needs executor='local' (its overall row is computed "
+            "from the task means of the multinomial bootstrap)"
+        )
     df = _resolve_store(df, executor=executor, where=where)
     if executor == "ray":
         if cluster is not None:
@@ -156,6 +183,8 @@ def score(
     )
     acc = summarize_frame(base, value="correct", metric="accuracy", overall=True, **common)
     acc = _with_n_correct(acc, base)
+    if conv == "paper":
+        acc = paper_cells(acc, level=opts.level)
     parts = [acc]
     if "__files" in base.columns:
         files = summarize_frame(
@@ -175,7 +204,12 @@ def score(
         f"{opts.n_resamples} bootstrap resamples (seed {opts.seed}); "
         "pm = (ci_high - ci_low) / 2.",
         "task 'overall': estimate = plain mean of the task accuracies (as in the MTBBench "
-        "paper); its interval comes from joint resampling of all tasks at once.",
+        "paper); its interval comes from joint resampling of all tasks at once."
+        if conv == "tumorboard"
+        else "paper convention: a task's estimate is the mean of its bootstrap accuracies "
+        "(boot_mean); task 'overall': estimate = mean of the task estimates, ci_low/ci_high = "
+        "percentiles of the task estimates themselves and pm = half their distance (the "
+        "paper's '±', a spread of the tasks, not a confidence interval).",
     ]
     if ungraded:
         notes.append(
@@ -193,7 +227,62 @@ def score(
         )
     return Report(table, benchmark="mtbbench", title="MTBBench", notes=tuple(notes),
                   percent=("accuracy", "hallucinated_file_rate"),
-                  interval=interval_text(opts))  # fmt: skip
+                  interval=interval_text(opts), convention=_CONVENTIONS[conv])  # fmt: skip
+
+
+_CONVENTIONS = {
+    "tumorboard": "tumorboard (task estimate = raw accuracy; overall = mean of the task "
+    "accuracies with a joint-resampling confidence interval)",
+    "paper": "paper (task estimate = mean of the bootstrap accuracies; overall ± = half the "
+    "2.5-97.5 percentile spread of the task means, as the MTBBench paper prints it, not a "
+    "confidence interval)",
+}
+
+
+def paper_cells(table: pl.DataFrame, *, level: float = 0.95) -> pl.DataFrame:
+    """Rewrite task and overall rows into the MTBBench paper's printed convention.
+
+    Each task row's ``estimate`` becomes its ``boot_mean`` (the paper's task "mean" is the mean
+    of the bootstrap accuracies; ``pm`` is already half the percentile interval's width). Each
+    "overall" row becomes the unweighted mean ``M`` of its group's task estimates, with
+    ``ci_low``/``ci_high`` = ``np.percentile(m, 100 (1 - level) / 2)`` and
+    ``np.percentile(m, 100 (1 + level) / 2)`` of the task estimates ``m`` (linear
+    interpolation), ``pm`` = half their distance and ``boot_mean`` = ``M``.
+
+    Parameters
+    ----------
+    table : polars.DataFrame
+        Report rows of one metric with task rows and "overall" rows (from
+        :func:`~tumorboard.score.summarize`).
+    level : float, default 0.95
+        The level whose percentiles give the overall "±".
+
+    Returns
+    -------
+    polars.DataFrame
+        The same rows and columns, in the same order.
+
+    Examples
+    --------
+    Three task means 0.5, 0.6 and 0.9: overall 2/3 and ± = 0.475 x (0.9 - 0.5) = 0.19.
+    """
+    keys = ["track", "model", "tools"]
+    is_task = pl.col("task") != OVERALL
+    out = table.with_columns(
+        pl.when(is_task).then(pl.col("boot_mean")).otherwise(pl.col("estimate")).alias("estimate")
+    )
+    lo_q, hi_q = 100.0 * (1.0 - level) / 2.0, 100.0 * (1.0 + level) / 2.0
+    spread = {}
+    for key, sub in out.filter(is_task).group_by(keys, maintain_order=True):
+        m = sub.get_column("estimate").to_numpy()
+        spread[tuple(key)] = (float(m.mean()), float(np.percentile(m, lo_q)),
+                              float(np.percentile(m, hi_q)))  # fmt: skip
+    rows = out.to_dicts()
+    for r in rows:
+        if r["task"] == OVERALL and tuple(r[k] for k in keys) in spread:
+            mean, lo, hi = spread[tuple(r[k] for k in keys)]
+            r.update(estimate=mean, boot_mean=mean, ci_low=lo, ci_high=hi, pm=(hi - lo) / 2.0)
+    return pl.DataFrame(rows, schema=out.schema)
 
 
 def _no_counts() -> list[pl.Expr]:

@@ -12,9 +12,16 @@ documented. Chains are lists of tool categories (strings); ``pred`` is the chain
 Tool-chain metrics (per case):
 
 * ``tool_chain_levenshtein``: element-level Levenshtein distance ``d(gt, pred)`` between the
-  chains (the code: python-Levenshtein ``distance`` on the two lists; identical). The code's
+  chains (the code: python-Levenshtein ``distance`` on the two lists; identical), averaged over
+  **all** cases, as ``multihop_generalEval.py`` and ``singlehop_generalEval.py`` average it
+  (the multi-hop one also starts at case folder 2, skipping folders 0 and 1, which tumorboard
+  does not copy). ``tool_chain_levenshtein_code`` is the same distance averaged over the
+  **completed** cases only, as ``multihop_IO_passrate.py`` prints it: the two scripts divide by
+  different case counts. The same holds for ``plan_levenshtein`` (d(plan, called)) and
+  ``plan_gt_levenshtein`` (d(gt, plan)) and their ``_code`` variants. The code's
   single-hop evaluation first sorts the decomposed categories stably by their ground-truth
-  order; that preprocessing is the caller's (pass the sorted chain as ``called_tools``).
+  order; that preprocessing is the caller's (pass the sorted chain as ``called_tools``;
+  ``tumorboard import radabench`` does it).
 * ``false_discovery_rate`` (paper): ``|{k : pred[k] not in gt}| / |pred|``, the share of the
   called tools (with repetition) whose category is not in the ground truth; 0 for an empty
   chain. ``redundancy_rate_code`` (code, "redundancy"): the same count over
@@ -55,6 +62,14 @@ Final-response text metrics (the agent's conclusion against the reference answer
   (:mod:`tumorboard.score._radabench_reference`); cases whose log contains the substring
   ``Error`` or ``error`` anywhere are left out of the averages (the code zeroes them and
   averages over the others; without a log, the cases that did not complete are left out).
+  ``multihop_performance.py`` pools these over all chains: its figures are sums over every
+  case of every chain divided by the number of cases kept, not means of per-chain means.
+
+Conventions (``convention=``): ``"paper"`` (default) reports the paper's metrics and the
+``_code`` variants per task (the chain) with the macro "overall" row; ``"code"`` reproduces the
+official ``EvalPlat/EvalMetrics`` scripts' printed aggregates: only their metrics, pooled over
+all cases of a (track, model, tools) (task "all"; no per-chain split), with their text metrics
+(``text_metrics="code"`` unless given).
 """
 
 from __future__ import annotations
@@ -121,6 +136,20 @@ OPTIONAL = (
     "candidate_tools", "selection_ranks", "selection_sizes", "milestone", "unsolvable",
     "missing_category", "aware", "grounded", "response", "reference_answer",
 )  # fmt: skip
+
+_CONVENTIONS = {
+    "paper": "paper (the paper's metric definitions, per chain, with the _code variants)",
+    "code": "code (the official EvalPlat/EvalMetrics scripts' aggregates, pooled over all cases)",
+}
+#: The metrics the official scripts print (convention "code").
+_CODE_METRICS = frozenset({
+    "execution_completion_rate", "target_hit_rate", "redundancy_rate_code",
+    "tool_matching_accuracy_code", "pre_failure_progress", "tool_chain_levenshtein",
+    "tool_chain_levenshtein_code", "plan_levenshtein", "plan_gt_levenshtein",
+    "plan_levenshtein_code", "plan_gt_levenshtein_code", "optimal_tool_score_code",
+    "milestone_hit_rate", "f1_code", "bleu1_code", "rouge_l_code",
+    "unsolvability_awareness_rate", "unsolvability_grounding_rate",
+})  # fmt: skip
 
 # The code's failure detector (MAGIC-AI4Med/RadABench
 # EvalPlat/EvalMetrics/multihop_IO_passrate.py@acbcf87): no DOTALL, so the message is one line.
@@ -639,7 +668,8 @@ def score(
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
-    text_metrics: Literal["paper", "code", "both", "none"] = "paper",
+    text_metrics: Literal["paper", "code", "both", "none"] | None = None,
+    convention: str | None = None,
 ) -> Report:
     """Score RadA-BenchPlat runs (metric definitions: module docstring).
 
@@ -687,9 +717,12 @@ def score(
         The bootstrap of every interval (default ``BootstrapOptions()``).
     cluster : str, optional
         A column whose values are resampled whole (e.g. the imaging case id).
-    text_metrics : {"paper", "code", "both", "none"}, default "paper"
+    text_metrics : {"paper", "code", "both", "none"}, optional
         Which final-response metrics to compute when ``reference_answer`` is present ("code"
-        and "both" need NLTK).
+        and "both" need NLTK); None: "paper", or "code" under ``convention="code"``.
+    convention : {"paper", "code"}, optional
+        None is "paper": every metric per task and overall. "code": the official scripts'
+        aggregates, pooled over all cases (module docstring). The report names it.
 
     Returns
     -------
@@ -701,6 +734,10 @@ def score(
         tasks on the overall row; null on the other metrics.
     """
     where = "radabench"
+    conv = _validate.convention(convention, allowed=("paper", "code"), default="paper",
+                                where=where)  # fmt: skip
+    if text_metrics is None:
+        text_metrics = "code" if conv == "code" else "paper"
     df = _store.resolve(df, BENCHMARK)
     if text_metrics not in ("paper", "code", "both", "none"):
         raise InvalidArgumentError(
@@ -713,7 +750,7 @@ def score(
         string_column(frame, "model", where=where),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
     )
-    has_task = "task" in frame.columns
+    has_task = "task" in frame.columns and conv == "paper"
     if has_task:
         frame = frame.with_columns(string_column(frame, "task", where=where))
     for col in ("gt_tools", "called_tools", "plan_tools", "called_tool_ids", "candidate_tools"):
@@ -767,6 +804,7 @@ def score(
     done = pl.col("_done")
     specs: list[tuple[str, str, pl.Expr | None]] = [
         ("tool_chain_levenshtein", "_lev", None),
+        ("tool_chain_levenshtein_code", "_lev", done),
         ("false_discovery_rate", "_fdr", None),
         ("tool_matching_accuracy", "_tma", None),
         ("redundancy_rate_code", "_red_code", done),
@@ -786,7 +824,9 @@ def score(
             pl.Series("_plan_gt_lev", sequence_levenshtein(gt_list, plan), dtype=pl.Float64),
         )
         specs += [("plan_levenshtein", "_plan_lev", has_plan),
-                  ("plan_gt_levenshtein", "_plan_gt_lev", has_plan)]  # fmt: skip
+                  ("plan_gt_levenshtein", "_plan_gt_lev", has_plan),
+                  ("plan_levenshtein_code", "_plan_lev", has_plan & done),
+                  ("plan_gt_levenshtein_code", "_plan_gt_lev", has_plan & done)]  # fmt: skip
     if "selection_ranks" in frame.columns or "selection_sizes" in frame.columns:
         frame = _selection_scores(frame, where)
         specs.append(("optimal_tool_score", "_ots", pl.col("_ots").is_not_null()))
@@ -813,6 +853,8 @@ def score(
         frame, text_specs = _text_metrics(frame, text_metrics, has_log, where)
         specs += text_specs
 
+    if conv == "code":
+        specs = [x for x in specs if x[0] in _CODE_METRICS]
     ungraded = {m: "_ug_text" for m in ("bleu", "rouge_l", "f1")}
     ungraded |= {m: "_ug_text_code" for m in ("bleu1_code", "rouge_l_code", "f1_code")}
     table = summarize_metrics(frame, specs, benchmark=BENCHMARK, by_task=has_task,
@@ -833,7 +875,23 @@ def score(
                 f"{metrics}: {k} of {frame.height} cases with a reference answer have no "
                 "response and score 0; n_ungraded counts them per row."
             )
-    counts = ("tool_chain_levenshtein", "plan_levenshtein", "plan_gt_levenshtein")
+    notes.append(
+        "tool_chain/plan/plan_gt_levenshtein average over all cases (generalEval scripts); "
+        "their _code variants over completed cases only (multihop_IO_passrate.py)."
+    )
+    if conv == "code":
+        notes.append(
+            "code convention: the official EvalMetrics scripts' aggregates, pooled over all "
+            "cases of a run (no per-chain split): passrate1 = execution_completion_rate, "
+            "passrate2 = target_hit_rate, redundancy = redundancy_rate_code, precision = "
+            "tool_matching_accuracy_code, failed length ratio = pre_failure_progress, win rate "
+            "= optimal_tool_score_code, milestone = milestone_hit_rate, F1/BLEU/ROUGE = "
+            "f1_code/bleu1_code/rouge_l_code, deny rate / category match (multihop_deny1.py) = "
+            "unsolvability_awareness_rate / unsolvability_grounding_rate."
+        )
+    distances = ("tool_chain_levenshtein", "plan_levenshtein", "plan_gt_levenshtein")
+    counts = tuple(f"{m}{sfx}" for m in distances for sfx in ("", "_code"))
     percent = [m for m in table.get_column("metric").unique().to_list() if m not in counts]
     return Report(table, benchmark=BENCHMARK, title="RadA-BenchPlat", notes=tuple(notes),
-                  percent=percent, interval=interval_text(opts))  # fmt: skip
+                  percent=percent, interval=interval_text(opts),
+                  convention=_CONVENTIONS[conv])  # fmt: skip

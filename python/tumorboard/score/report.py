@@ -205,6 +205,10 @@ class Report:
     interval : str, optional
         The interval convention, e.g. "95% percentile bootstrap interval (1000 resamples,
         seed 0)" (:func:`interval_text`), stated in the paper style's captions.
+    convention : str, optional
+        The scoring convention in use and what it means, e.g. ``"paper: Overall ± = (97.5th -
+        2.5th percentile of the task means) / 2, as printed by the paper"``; stated in every
+        caption, under the heading of the long style and in the JSON (``"convention"``).
 
     Raises
     ------
@@ -220,6 +224,7 @@ class Report:
     notes: tuple[str, ...] = ()
     percent: tuple[str, ...] = ()
     interval: str | None = None
+    convention: str | None = None
 
     def __init__(
         self,
@@ -230,6 +235,7 @@ class Report:
         notes: Sequence[str] = (),
         percent: Sequence[str] = (),
         interval: str | None = None,
+        convention: str | None = None,
     ) -> None:
         if not isinstance(table, pl.DataFrame):
             raise InvalidTypeError(
@@ -261,6 +267,7 @@ class Report:
         object.__setattr__(self, "notes", tuple(str(x) for x in notes))
         object.__setattr__(self, "percent", tuple(str(x) for x in percent))
         object.__setattr__(self, "interval", interval)
+        object.__setattr__(self, "convention", convention)
 
     # ------------------------------------------------------------------ renderings
 
@@ -345,6 +352,7 @@ class Report:
                 + ". Rows: models; columns: tasks"
                 + ("; overall: the aggregate row (see the notes)" if OVERALL in tasks else "")
                 + "."
+                + (f" Convention: {self.convention}." if self.convention else "")
             )
             out.append((caption, table))
         return out
@@ -379,6 +387,8 @@ class Report:
                 lines.append("")
             lines.pop()
         else:
+            if self.convention:
+                lines += [_md_escape(f"Convention: {self.convention}."), ""]
             lines += _md_table(self.table)
         if self.notes:
             lines.append("")
@@ -440,8 +450,8 @@ class Report:
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         """Render the report as a JSON object.
 
-        The object is ``{"benchmark", "title", "notes", "columns", "rows"}`` where ``rows`` is a
-        list of objects (one per table row, keys in column order; NaN as null).
+        The object is ``{"benchmark", "title", "notes", "convention", "columns", "rows"}`` where
+        ``rows`` is a list of objects (one per table row, keys in column order; NaN as null).
 
         Parameters
         ----------
@@ -457,6 +467,7 @@ class Report:
             "benchmark": self.benchmark,
             "title": self.heading,
             "notes": list(self.notes),
+            "convention": self.convention,
             "columns": list(self.table.columns),
             "rows": self.rows(),
         }
@@ -510,6 +521,8 @@ class Report:
             "<body>",
             f"<h1>{esc(self.heading)}</h1>",
         ]
+        if self.convention:
+            parts.append(f"<p>Convention: {esc(self.convention)}.</p>")
         for caption, svg in report_figures(self.table, benchmark=self.benchmark):
             parts.append(f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>")
         tables = self.paper_tables() if style == "paper" else [(None, self.table)]

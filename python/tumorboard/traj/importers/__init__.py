@@ -20,6 +20,8 @@ Formats:
   (:mod:`.mtbbench`).
 * ``jsonl``: one JSON record per line with a documented field mapping (:mod:`.jsonl`).
 * ``react``: ReAct text traces, LAMMI-style (:mod:`.react`).
+* ``radabench``: RadA-BenchPlat evaluation-pipeline result folders,
+  ``logouts/<case>/<chain>.txt`` with ``info/<case>/<chain>.json`` (:mod:`.radabench`).
 """
 
 from __future__ import annotations
@@ -162,20 +164,22 @@ class ImportReport:
 
 def _formats() -> dict[str, tuple[Callable[..., Any], Callable[..., Parsed]]]:
     """Return the (discover, parse) functions of each format (imported on first use)."""
-    from . import jsonl, mtbbench, react
+    from . import jsonl, mtbbench, radabench, react
 
     return {
         "mtbbench": (mtbbench.discover, mtbbench.parse),
         "jsonl": (jsonl.discover, jsonl.parse),
         "react": (react.discover, react.parse),
+        "radabench": (radabench.discover, radabench.parse),
     }
 
 
-FORMATS = ("mtbbench", "jsonl", "react")
+FORMATS = ("mtbbench", "jsonl", "react", "radabench")
 _PATTERNS = {
     "mtbbench": "<model>/<patient>_chatlog_<unix_ts>.json",
     "jsonl": "*.jsonl or *.ndjson",
     "react": "*.txt, *.md, *.log or *.jsonl",
+    "radabench": "logouts/<case>/<chain>.txt",
 }
 
 #: Progress callback: ``progress(files_done, files_total, records, bytes_done)``.
@@ -210,12 +214,13 @@ def import_logs(
     run_name: str | None = None,
     strict: bool = False,
     progress: Progress | None = None,
+    cases: str | os.PathLike[str] | None = None,
 ) -> ImportReport:
     """Import the logs under ``src`` into ``store``.
 
     Parameters
     ----------
-    format : {"mtbbench", "jsonl", "react"}
+    format : {"mtbbench", "jsonl", "react", "radabench"}
         The log format.
     src : str or os.PathLike
         A log file or a directory searched recursively.
@@ -244,6 +249,9 @@ def import_logs(
     progress : callable, optional
         Called as ``progress(files_done, files_total, records, bytes_done)`` while files are
         read (large files several times).
+    cases : str or os.PathLike, optional
+        radabench only: the pipelines' cases JSON (``combined_cases*.json``), whose
+        ``QA[chain]["A"]`` are the reference answers of the text metrics.
 
     Returns
     -------
@@ -268,6 +276,11 @@ def import_logs(
         raise InvalidArgumentError(
             f"field_map (--map): only the jsonl format maps fields, not {format!r}"
         )
+    if cases is not None and format != "radabench":
+        raise InvalidArgumentError(f"cases (--cases): only the radabench format reads a cases "
+                                   f"file, not {format!r}")  # fmt: skip
+    if cases is not None and not Path(cases).is_file():
+        raise MissingFileError(f"{cases}: no such cases file")
     opts = ImportOptions(
         track=track,
         model=model,
@@ -275,6 +288,7 @@ def import_logs(
         benchmark=benchmark,
         field_map=dict(field_map or {}),
         run_name=run_name,
+        cases=None if cases is None else str(cases),
     )
     if format == "jsonl":
         from .jsonl import check_field_map

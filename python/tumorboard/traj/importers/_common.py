@@ -34,6 +34,9 @@ class ImportOptions:
         jsonl only: schema field -> key (dotted path) in the records.
     run_name : str or None
         Appended to derived run ids.
+    cases : str or None
+        radabench only: the pipelines' cases JSON, for the reference answers (the items'
+        digests include the answers read, so it is not part of :meth:`fingerprint`).
     """
 
     track: str | None = None
@@ -42,6 +45,7 @@ class ImportOptions:
     benchmark: str | None = None
     field_map: Mapping[str, str] = field(default_factory=dict)
     run_name: str | None = None
+    cases: str | None = None
 
     def fingerprint(self, format: str) -> bytes:
         """Return the bytes every item digest of this import starts with.
