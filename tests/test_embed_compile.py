@@ -293,3 +293,19 @@ def test_cli_fp8_and_compile_options(two_slides, tmp_path, monkeypatch):
     args = parser.parse_args(["embed", str(two_slides[0]), "--out", str(out), "--compile"])
     run_embed(args)
     assert seen["compile"] is True
+
+
+def test_patch_loader_uint8_batches_equal_float32_after_device_normalisation(two_slides):
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    with slides.open(two_slides[0]) as s:
+        grid = slides.patch_grid(s, None, magnification=20, patch_size=256)
+        kw = dict(batch_size=16, size=224, mean=mean, std=std, threads=2)
+        f32 = list(slides.PatchLoader(s, grid, **kw))
+        u8 = list(slides.PatchLoader(s, grid, dtype="uint8", **kw))
+    assert len(u8) == len(f32) > 1 and all(b.images.dtype == np.uint8 for b in u8)
+    m = torch.tensor(mean, dtype=torch.float32, device=DEVICE)
+    sd = torch.tensor(std, dtype=torch.float32, device=DEVICE)
+    for a, b in zip(f32, u8, strict=True):
+        np.testing.assert_array_equal(a.coords, b.coords)
+        x = torch.from_numpy(b.images).to(DEVICE)
+        np.testing.assert_array_equal(normalize_uint8(x, m, sd).cpu().numpy(), a.images)
