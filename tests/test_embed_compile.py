@@ -164,7 +164,8 @@ def test_fp8_on_this_device():
         emulated = quantize_fp8(m, emulate=True)
         with torch.inference_mode():
             want = emulated(x)
-        assert cosine_min(torch.from_numpy(native(x.numpy())), want) >= 0.999
+        # same quantisation; the rest of the model in bf16 (native) or float32 (emulated)
+        assert cosine_min(torch.from_numpy(native(x.numpy())), want) >= FP8_MODEL_COSINE
         return
     with pytest.raises(InvalidArgumentError, match=r"dtype='fp8'.*(FP8|8\.9)"):
         TorchBackend(m, device=DEVICE, dtype="fp8")
