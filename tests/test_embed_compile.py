@@ -310,3 +310,20 @@ def test_patch_loader_uint8_batches_equal_float32_after_device_normalisation(two
         np.testing.assert_array_equal(a.coords, b.coords)
         x = torch.from_numpy(b.images).to(DEVICE)
         np.testing.assert_array_equal(normalize_uint8(x, m, sd).cpu().numpy(), a.images)
+
+
+def test_resume_never_mixes_fp8_and_unquantised_features(two_slides, tmp_path):
+    import h5py
+
+    kw = dict(model=PoolEncoder(), out=tmp_path, batch_size=16, threads=1, progress=False,
+              segmentation=PARAMS, device="cpu", dtype="fp32")  # fmt: skip
+    first = embed_slides(two_slides[:1], **kw)
+    assert first.ok and read_features(first.done[0].features_path)[2]["precision"] == "fp32"
+    assert embed_slides(two_slides[:1], **kw).skipped  # same precision: reused
+    with h5py.File(first.done[0].features_path, "r+") as f:  # as an FP8 run would have stored it
+        f["features"].attrs["precision"] = "fp8"
+    rep = embed_slides(two_slides[:1], **kw)
+    assert not rep.ok and len(rep.failed) == 1
+    assert "FP8 features" in rep.failed[0].error and "--force" in rep.failed[0].error
+    redo = embed_slides(two_slides[:1], force=True, **kw)
+    assert redo.ok and read_features(redo.done[0].features_path)[2]["precision"] == "fp32"

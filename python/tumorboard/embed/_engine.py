@@ -672,18 +672,29 @@ def _preflight(
     out: Path,
     identity: dict[str, str],
     force: bool,
+    fp8: bool = False,
 ) -> SlideResult | None:
     """Decide a slide from its stored outputs, before any model is loaded.
 
     Returns its result when it is skipped (complete, same settings) or refused (made with other
-    settings or from another slide of the same name), else None (to embed; ``job.reuse`` set when
-    a `tile` run left coords made with the same settings).
+    settings or from another slide of the same name, or FP8 features for an unquantised run and
+    the reverse), else None (to embed; ``job.reuse`` set when a `tile` run left coords made with
+    the same settings).
     """
     if force:
         return None
     n = features_complete(job.features, job.parquet)
     if n is not None:
-        why = opts.mismatch(job.features, _stored_attrs(job.features), job.path, extra=identity)
+        stored = _stored_attrs(job.features)
+        why = opts.mismatch(job.features, stored, job.path, extra=identity)
+        stored_fp8 = stored.get("precision") == "fp8"
+        if why is None and stored_fp8 != fp8:
+            was = "FP8" if stored_fp8 else f"precision {stored.get('precision', 'unquantised')}"
+            why = (
+                f"{job.features} was made with other settings: {was} features, and this run is "
+                f"{'FP8' if fp8 else 'unquantised'}; FP8 and unquantised features are not "
+                "interchangeable. Pass --force (force=True) to redo it, or write to another --out"
+            )
         if why is not None:
             return SlideResult(str(job.path), job.name, "failed", error=why,
                                features_path=job.features)  # fmt: skip
@@ -901,7 +912,7 @@ def embed_slides(
         nm = slide.name
         job = _SlideJob(index, slide.path, nm, features_dir / f"{nm}.h5",
                         parquet_dir / f"{nm}.parquet", opts.coords_path(out_dir, nm))  # fmt: skip
-        decided = _preflight(job, opts, out_dir, identity, force)
+        decided = _preflight(job, opts, out_dir, identity, force, fp8=dtype == "fp8")
         if decided is not None:
             record(decided, job.index)
         else:
