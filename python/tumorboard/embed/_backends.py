@@ -1,9 +1,14 @@
 """Inference backends of the embedding engine: torch (CPU or CUDA) and onnxruntime.
 
-Both take a preprocessed NCHW float32 numpy batch and return float32 embeddings [B, D]. The torch
-backend on CUDA copies each batch from pinned host memory on a separate stream, so the copy of
-batch k+1 overlaps the forward of batch k (``submit`` returns before the forward finishes and
-``collect`` waits for it); on CPU both steps run synchronously.
+Both take a preprocessed NCHW float32 numpy batch and return float32 embeddings [B, D]; the torch
+backend also takes uint8 batches (resized, not normalised: 4x fewer bytes to copy) and normalises
+them on its device exactly as the CPU path does (:func:`normalize_uint8`). The torch backend on
+CUDA copies each batch from pinned host memory on a separate stream, so the copy of batch k+1
+overlaps the forward of batch k (``submit`` returns before the forward finishes and ``collect``
+waits for it); on CPU both steps run synchronously. It runs the encoder eager or
+``torch.compile``'d with static batch shapes (batches padded to the first one's size), in fp32,
+fp16/bf16 autocast, or FP8 block linears (:mod:`tumorboard.models.fp8`); compiled and FP8 encoders
+are kept for later runs of the same model and weights in the process.
 """
 
 from __future__ import annotations
