@@ -369,7 +369,7 @@ def run(*, patches: int | None, json_path: str | None) -> int:
 
         # loader alone, and its GIL-held time
         say("| loader (SVS-like, float32 batches of 64) | patches/s |\n|---|---|")
-        limit = min(counts["svs-like"], 20_000 if cuda else 256)
+        limit = min(counts["svs-like"], 4096 if cuda else 256)
         rates = {}
         for th in sorted({1, 2, 4, max(1, cores - 1)}):
             if th > cores:
