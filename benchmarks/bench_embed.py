@@ -17,9 +17,16 @@ backend's forward alone on the same patches already preprocessed in memory, same
 no overhead); the note gives patches/s of both and the overhead in percent. Each workload checks
 that the pipeline's features equal the bare forward's (max abs difference in ``check``).
 
+``--gpu`` runs the peer benchmark instead (``benchmarks/_embed_gpu.py``): on the first CUDA device
+found, SVS-like and 0.5 um/px collections of >= 100k patches, ``embed_slides`` end to end in bf16,
+compiled bf16 and FP8 against a TRIDENT-style loop on the same coordinates, the loader alone and
+its GIL-held time per patch, and the bare forward's patches/s, MFU and cosine to bf16 eager. On a
+CPU it runs the same at tiny size and prints that the GPU figures are pending.
+
 Usage (from the repository root)::
 
     python benchmarks/bench_embed.py [--quick] [--json PATH] [--repeat N]
+    python benchmarks/bench_embed.py --gpu [--patches N] [--json PATH]
 """
 
 from __future__ import annotations
@@ -36,9 +43,9 @@ from typing import Any
 import numpy as np
 
 try:
-    from ._timing import Result, format_markdown, write_json
+    from ._timing import Result, format_markdown, positive_int, write_json
 except ImportError:  # run as a script: ``python benchmarks/bench_embed.py``
-    from _timing import Result, format_markdown, write_json
+    from _timing import Result, format_markdown, positive_int, write_json
 
 ANCHOR = "bare forward"
 
@@ -147,9 +154,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny encoder only (< 60 s)")
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs (best)")
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="the peer benchmark on the first GPU found (TRIDENT-style loop, compiled, FP8); "
+        "tiny sizes on CPU",
+    )
+    parser.add_argument(
+        "--patches",
+        type=positive_int,
+        default=None,
+        help="--gpu: patches in the two collections together (default 100000 on a GPU, 64 on CPU)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
+    if args.gpu:
+        try:
+            from ._embed_gpu import run as run_gpu
+        except ImportError:
+            from _embed_gpu import run as run_gpu
+        try:
+            return run_gpu(patches=args.patches, json_path=args.json)
+        except ImportError as exc:
+            print(f"error: {exc} (pip install 'tumorboard[embed,slides]')", file=sys.stderr)
+            return 2
     try:
         results, meta = run_results(quick=args.quick, repeat=args.repeat)
     except ImportError as exc:

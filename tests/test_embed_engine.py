@@ -124,6 +124,8 @@ def test_outputs_match_oracle_and_layout(collection, reference):
         "weights_fingerprint": state_dict_fingerprint(TinyEncoder()),  # noqa: F821
         "backend": "torch",
         "dtype": "fp32",
+        "precision": "fp32",
+        "compiled": "no",
         "reader": "tifffile",
     }
     np.testing.assert_allclose(feats, oracle_embeddings(path, coords), rtol=1e-4, atol=1e-4)

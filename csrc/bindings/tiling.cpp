@@ -29,7 +29,8 @@ constexpr Choice<tl::PixelFormat> kPixelFormats[] = {{"rgb", tl::PixelFormat::kR
 
 constexpr Choice<tl::OutType> kOutTypes[] = {{"float32", tl::OutType::kFloat32},
                                              {"float16", tl::OutType::kFloat16},
-                                             {"bfloat16", tl::OutType::kBFloat16}};
+                                             {"bfloat16", tl::OutType::kBFloat16},
+                                             {"uint8", tl::OutType::kUInt8}};
 
 void check_image(const py::array& a, const char* name, bool allow_3d) {
   if (a.ndim() != 2 && !(allow_3d && a.ndim() == 3)) {
@@ -190,7 +191,9 @@ py::array_t<std::uint8_t> argb32_to_rgb(Array<std::uint32_t> argb, int threads) 
 
 // Bytes of one source pixel and of one output value.
 std::size_t pixel_bytes(tl::PixelFormat f) { return f == tl::PixelFormat::kRGB ? 3 : 4; }
-std::size_t value_bytes(tl::OutType t) { return t == tl::OutType::kFloat32 ? 4 : 2; }
+std::size_t value_bytes(tl::OutType t) {
+  return t == tl::OutType::kFloat32 ? 4 : t == tl::OutType::kUInt8 ? 1 : 2;
+}
 
 void preprocess(py::array src, const std::string& format,
                 std::optional<Array<std::int32_t>> crops, py::array out,
@@ -270,7 +273,8 @@ void bind_tiling(py::module_& m) {
   m.def("preprocess", &preprocess, py::arg("src"), py::arg("format"), py::arg("crops"),
         py::arg("out"), py::arg("out_type"), py::arg("interpolation"), py::arg("mean"),
         py::arg("std"), py::arg("threads"),
-        "Fused crop + PIL-exact resize + normalise into an NCHW float buffer (GIL released).");
+        "Fused crop + PIL-exact resize + normalise into an NCHW float (or raw uint8) buffer (GIL "
+        "released).");
 }
 
 }  // namespace tb::bindings

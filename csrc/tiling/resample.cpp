@@ -323,7 +323,9 @@ Lut<T> make_lut(const PreprocessParams& p) {
     for (int u = 0; u < 256; ++u) {
       const float x = static_cast<float>(u) / 255.0f;  // torchvision to_tensor: div(255)
       const float y = (x - mean) / sd;                   // Normalize: sub_(mean).div_(std)
-      if constexpr (sizeof(T) == 4) {
+      if constexpr (sizeof(T) == 1) {
+        lut.v[c][u] = static_cast<T>(u);  // kUInt8: the resized pixel, normalised later
+      } else if constexpr (sizeof(T) == 4) {
         lut.v[c][u] = y;
       } else if (p.type == OutType::kFloat16) {
         lut.v[c][u] = float_to_half(y);
@@ -552,6 +554,9 @@ void preprocess_batch(const void* src, std::int64_t n, std::int64_t h, std::int6
   }
   if (p.type == OutType::kFloat32) {
     preprocess_impl<float>(src, n, h, w, crops, p, static_cast<float*>(out), threads);
+  } else if (p.type == OutType::kUInt8) {
+    preprocess_impl<std::uint8_t>(src, n, h, w, crops, p, static_cast<std::uint8_t*>(out),
+                                  threads);
   } else {
     preprocess_impl<std::uint16_t>(src, n, h, w, crops, p, static_cast<std::uint16_t*>(out),
                                    threads);

@@ -14,13 +14,17 @@ Typical use::
     print(report.summary())
     # job/20x_256px_0px_overlap/features_uni_v2/a.h5 and .../embeddings_uni_v2/a.parquet
 
+``compile=True`` runs a ``torch.compile``'d encoder with static batch shapes; ``dtype="fp8"``
+quantises its block linears to FP8 (GPUs of compute capability >= 8.9). On CUDA the patches
+cross to the GPU as uint8 and are normalised there (:func:`normalize_uint8`).
+
 torch, h5py (``pip install tumorboard[embed]``), the slide readers (``[slides]``) and, for
 ``backend="onnxruntime"``, onnxruntime (``[gpu]`` for onnxruntime-gpu) are imported lazily.
 """
 
 from __future__ import annotations
 
-from ._backends import OnnxBackend, TorchBackend, export_onnx
+from ._backends import OnnxBackend, TorchBackend, export_onnx, normalize_uint8
 from ._engine import (
     EmbedReport,
     SlideResult,
@@ -39,5 +43,6 @@ __all__ = [
     "encoder_identity",
     "export_onnx",
     "features_complete",
+    "normalize_uint8",
     "read_features",
 ]

@@ -1,16 +1,21 @@
 """Inference backends of the embedding engine: torch (CPU or CUDA) and onnxruntime.
 
-Both take a preprocessed NCHW float32 numpy batch and return float32 embeddings [B, D]. The torch
-backend on CUDA copies each batch from pinned host memory on a separate stream, so the copy of
-batch k+1 overlaps the forward of batch k (``submit`` returns before the forward finishes and
-``collect`` waits for it); on CPU both steps run synchronously.
+Both take a preprocessed NCHW float32 numpy batch and return float32 embeddings [B, D]; the torch
+backend also takes uint8 batches (resized, not normalised: 4x fewer bytes to copy) and normalises
+them on its device exactly as the CPU path does (:func:`normalize_uint8`). The torch backend on
+CUDA copies each batch from pinned host memory on a separate stream, so the copy of batch k+1
+overlaps the forward of batch k (``submit`` returns before the forward finishes and ``collect``
+waits for it); on CPU both steps run synchronously. It runs the encoder eager or
+``torch.compile``'d with static batch shapes (batches padded to the first one's size), in fp32,
+fp16/bf16 autocast, or FP8 block linears (:mod:`tumorboard.models.fp8`); compiled and FP8 encoders
+are kept for later runs of the same model and weights in the process.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +25,38 @@ from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from .._io import atomic_path
 from ..errors import InvalidArgumentError, MissingDependencyError
 
-DTYPES = ("auto", "fp32", "fp16", "bf16")
+DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8")
+#: ``compile=`` values besides bool: ``torch.compile`` modes.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def check_compile(compile: Any) -> str | None:
+    """Return the ``torch.compile`` mode of a ``compile=`` argument (None: eager).
+
+    Parameters
+    ----------
+    compile : bool or str
+        False (eager), True (mode "default") or one of :data:`COMPILE_MODES`.
+
+    Returns
+    -------
+    str or None
+        The mode, or None for eager.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Any other value.
+    """
+    if compile is False or compile is None:
+        return None
+    if compile is True:
+        return "default"
+    if isinstance(compile, str) and compile in COMPILE_MODES:
+        return compile
+    raise InvalidArgumentError(
+        f"compile: expected a bool or one of {', '.join(COMPILE_MODES)}, got {compile!r}"
+    )
 
 
 def encoder_meta(module: Any) -> tuple[int, tuple[float, ...], tuple[float, ...], str]:
@@ -35,8 +71,48 @@ def encoder_meta(module: Any) -> tuple[int, tuple[float, ...], tuple[float, ...]
     return size, mean, std, interpolation
 
 
+def normalize_uint8(x: Any, mean: Any, std: Any) -> Any:
+    """Normalise uint8 NCHW patches on their device: ``(u / 255 - mean) / std`` in float32.
+
+    The same float32 operations, in the same order, as torchvision's ``ToTensor`` +
+    ``Normalize`` and as the C++ preprocessing (``csrc/tiling/resample.cpp``), so the result
+    equals the CPU path's float32 batch bit for bit (IEEE division and subtraction).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        [B, 3, H, W] uint8.
+    mean, std : torch.Tensor
+        [3] float32 on ``x``'s device.
+
+    Returns
+    -------
+    torch.Tensor
+        [B, 3, H, W] float32.
+    """
+    y = x.float().div_(255.0)
+    return y.sub_(mean.view(1, 3, 1, 1)).div_(std.view(1, 3, 1, 1))
+
+
+#: Prepared (moved, quantised, compiled) encoders kept across runs of this process, keyed by
+#: (model identity, device, precision, compile mode); the least recently used one goes first.
+_PREPARED: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+_PREPARED_MAX = 2
+
+
+def prepared_key(key: Any, device: Any, dtype: str, mode: str | None) -> tuple[Any, ...]:
+    """Return the cache key of a prepared encoder (see :class:`TorchBackend` ``cache_key``)."""
+    return (key, str(device), dtype, mode)
+
+
+def cached_module(key: tuple[Any, ...]) -> Any:
+    """Return the prepared module stored under ``key`` (from :func:`prepared_key`), or None."""
+    hit = _PREPARED.get(key)
+    return None if hit is None else hit[0]
+
+
 class TorchBackend:
-    """A torch encoder run on CPU or CUDA.
+    """A torch encoder run on CPU or CUDA, eager or compiled, in fp32, fp16, bf16 or FP8.
 
     Parameters
     ----------
@@ -44,13 +120,45 @@ class TorchBackend:
         The encoder.
     device : str, default "auto"
         "auto" (CUDA when available), "cpu", "cuda[:i]".
-    dtype : {"auto", "fp32", "fp16", "bf16"}, default "auto"
-        "auto" is bf16 autocast on CUDA, fp32 on CPU; "fp16" and "bf16" autocast.
+    dtype : {"auto", "fp32", "fp16", "bf16", "fp8"}, default "auto"
+        "auto" is bf16 autocast on CUDA, fp32 on CPU; "fp16" and "bf16" autocast; "fp8"
+        quantises the ViT block linears to E4M3 (:func:`tumorboard.models.fp8.quantize_fp8`:
+        rowwise activation scales, per-channel weight scales, ``torch._scaled_mm``) and runs the
+        rest under bf16 autocast; it needs a GPU of compute capability >= 8.9 (Ada, Hopper) and
+        works on a copy of ``module``.
+    compile : bool or str, default False
+        ``torch.compile`` the encoder (True: mode "default", or a mode of
+        :data:`COMPILE_MODES`) with static shapes: every batch is padded to the first batch's
+        size, so a run compiles one graph per (model, batch size, dtype). The compiled encoder
+        is reused by later backends with the same ``cache_key`` in this process (torch's
+        inductor also caches the generated code on disk, across processes).
+    mean, std : sequence of float or None, default None
+        The encoder's normalisation, needed to take uint8 batches (:meth:`submit`).
+    cache_key : object or None, default None
+        Identifies the module's weights (the engine passes the encoder name and weights
+        fingerprint): a compiled or FP8 encoder prepared under the same key, device, dtype and
+        compile mode earlier in this process is reused. None: nothing is reused or kept.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown dtype or compile mode, or ``dtype="fp8"`` on a device without FP8 tensor
+        cores (the message names the device and its compute capability).
     """
 
     name = "torch"
 
-    def __init__(self, module: Any, *, device: str = "auto", dtype: str = "auto") -> None:
+    def __init__(
+        self,
+        module: Any,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        compile: bool | str = False,
+        mean: Any = None,
+        std: Any = None,
+        cache_key: Any = None,
+    ) -> None:
         import torch
 
         if dtype not in DTYPES:
@@ -62,27 +170,105 @@ class TorchBackend:
         self.cuda = self.device.type == "cuda"
         if dtype == "auto":
             dtype = "bf16" if self.cuda else "fp32"
+        if dtype == "fp8":
+            from ..models.fp8 import fp8_available
+
+            why = fp8_available(self.device)
+            if why is not None:
+                raise InvalidArgumentError(f"dtype='fp8': {why}; use dtype='bf16' there")
         self.dtype = dtype
-        self.autocast = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-        self.module = module.eval().to(self.device)
+        self.compile_mode = check_compile(compile)
+        self.autocast = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16,
+                         "fp8": torch.bfloat16}[dtype]  # fmt: skip
         self.embed_dim = getattr(module, "embed_dim", None)
+        key = None
+        if cache_key is not None and (self.compile_mode is not None or dtype == "fp8"):
+            key = prepared_key(cache_key, self.device, dtype, self.compile_mode)
+        hit = None if key is None else _PREPARED.get(key)
+        if hit is not None:
+            _PREPARED.move_to_end(key)
+            self.module, self.forward_fn = hit
+        else:
+            if dtype == "fp8":
+                from ..models.fp8 import quantize_fp8
+
+                module = quantize_fp8(module)  # a copy: the caller's module stays as it was
+            self.module = module.eval().to(self.device)
+            self.forward_fn = self.module
+            if self.compile_mode is not None:
+                self.forward_fn = torch.compile(self.module, mode=self.compile_mode, dynamic=False)
+            if key is not None:
+                _PREPARED[key] = (self.module, self.forward_fn)
+                while len(_PREPARED) > _PREPARED_MAX:
+                    _PREPARED.popitem(last=False)
+        self.static_batch: int | None = None
+        self.mean = self.std = None
+        if mean is not None and std is not None:
+            self.mean = torch.tensor([float(v) for v in mean], dtype=torch.float32,
+                                     device=self.device)  # fmt: skip
+            self.std = torch.tensor([float(v) for v in std], dtype=torch.float32,
+                                    device=self.device)  # fmt: skip
         self.copy_stream = torch.cuda.Stream(self.device) if self.cuda else None
-        self._pending: deque[tuple[Any, Any, Any]] = deque()
+        self._pending: deque[tuple[Any, Any, Any, int]] = deque()
+
+    @property
+    def precision(self) -> str:
+        """The precision the encoder computes in: "fp32", "fp16", "bf16" or "fp8"."""
+        return self.dtype
+
+    @property
+    def accepts_uint8(self) -> bool:
+        """Whether :meth:`submit` takes uint8 batches (normalised on the device)."""
+        return self.mean is not None
 
     def _forward(self, x: Any) -> Any:
         torch = self.torch
         with torch.inference_mode():
+            if x.dtype == torch.uint8:
+                x = normalize_uint8(x, self.mean, self.std)
             if self.autocast is None:
-                return self.module(x).float()
+                return self.forward_fn(x).float()
             with torch.autocast(self.device.type, dtype=self.autocast):
-                return self.module(x).float()
+                return self.forward_fn(x).float()
+
+    def _pad(self, x: Any) -> tuple[Any, int]:
+        """Pad a batch to the static batch size of a compiled encoder; return it and its rows."""
+        n = int(x.shape[0])
+        if self.compile_mode is None:
+            return x, n
+        if self.static_batch is None:
+            self.static_batch = n
+        if n > self.static_batch:
+            raise InvalidArgumentError(
+                f"compiled encoder: a batch of {n} patches exceeds the static batch size "
+                f"{self.static_batch} set by the first batch"
+            )
+        if n < self.static_batch:
+            pad = self.torch.zeros((self.static_batch - n, *x.shape[1:]), dtype=x.dtype)
+            x = self.torch.cat([x, pad])
+        return x, n
 
     def submit(self, images: np.ndarray) -> None:
-        """Start the forward of one batch (asynchronously on CUDA)."""
+        """Start the forward of one batch (asynchronously on CUDA).
+
+        Parameters
+        ----------
+        images : numpy.ndarray
+            [B, 3, H, W] float32 normalised patches, or uint8 patches when the backend was given
+            ``mean`` and ``std`` (shipped as uint8 and normalised on the device).
+        """
         torch = self.torch
-        x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
+        if images.dtype == np.uint8:
+            if self.mean is None:
+                raise InvalidArgumentError(
+                    "uint8 patches need the encoder's mean and std (TorchBackend(mean=, std=))"
+                )
+            x = torch.from_numpy(np.ascontiguousarray(images))
+        else:
+            x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
+        x, n = self._pad(x)
         if not self.cuda:
-            self._pending.append((self._forward(x).numpy(), None, None))
+            self._pending.append((self._forward(x)[:n].numpy(), None, None, n))
             return
         x = x.pin_memory()
         with torch.cuda.stream(self.copy_stream):
@@ -97,15 +283,15 @@ class TorchBackend:
         host.copy_(y, non_blocking=True)
         done = torch.cuda.Event()
         done.record(compute)
-        self._pending.append((host, done, x))
+        self._pending.append((host, done, x, n))
 
     def collect(self) -> np.ndarray:
         """Return the embeddings of the oldest submitted batch (waits for it)."""
-        out, done, _keep = self._pending.popleft()
+        out, done, _keep, n = self._pending.popleft()
         if done is None:
             return out
         done.synchronize()
-        return out.numpy().copy()
+        return out[:n].numpy().copy()
 
     @property
     def in_flight(self) -> int:

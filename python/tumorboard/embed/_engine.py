@@ -16,8 +16,9 @@ Outputs per slide follow TRIDENT's job layout exactly (mahmoodlab/TRIDENT
   it with the same settings.
 * ``{job}/features_{encoder}/{name}.h5``: TRIDENT's features file: ``features`` [N, D] float32
   with attributes ``name``, ``savetodir``, ``encoder`` (TRIDENT's) and ``weights_fingerprint``,
-  ``backend``, ``dtype``, ``reader`` (the slide reader used); ``coords`` [N, 2] int64 with the
-  coords file's attributes copied.
+  ``backend``, ``dtype`` and ``precision`` (both the precision computed in: fp32, fp16, bf16 or
+  fp8), ``compiled`` (the ``torch.compile`` mode, or "no"), ``reader`` (the slide reader
+  used); ``coords`` [N, 2] int64 with the coords file's attributes copied.
 * ``{job}/embeddings_{encoder}/{name}.parquet``: columns ``slide`` (string), ``x``, ``y`` (int64,
   level-0 top-left), ``embedding`` (fixed_size_list<float32>[D]); the folder reads as one table
   (``polars.scan_parquet(dir / "*.parquet")``). The schema metadata holds ``encoder``,
@@ -67,7 +68,14 @@ from ..slides import (
     read_plan,
     slide_name,
 )
-from ._backends import DTYPES, OnnxBackend, TorchBackend, encoder_meta, export_onnx
+from ._backends import (
+    DTYPES,
+    OnnxBackend,
+    TorchBackend,
+    check_compile,
+    encoder_meta,
+    export_onnx,
+)
 
 Status = Literal["done", "skipped", "no tissue", "failed"]
 
@@ -360,10 +368,30 @@ def encoder_identity(
 
 
 def _load_runner(
-    model: Any, weights: Any, backend: str, device: str, dtype: str, cache: Path, name: str
+    model: Any,
+    weights: Any,
+    backend: str,
+    device: str,
+    dtype: str,
+    cache: Path,
+    name: str,
+    *,
+    compile: Any = False,
+    fingerprint: str | None = None,
 ) -> tuple[Any, int, tuple[float, ...], tuple[float, ...], str]:
     """Return (backend runner, image size, mean, std, interpolation)."""
-    if isinstance(model, str):
+    from ._backends import cached_module, check_compile, prepared_key
+
+    mode = check_compile(compile)
+    cache_key = (name, fingerprint) if fingerprint is not None else None
+    module = None
+    if backend == "torch" and cache_key is not None and (mode is not None or dtype == "fp8"):
+        from ..models import resolve_device
+
+        dev = resolve_device(device)
+        resolved = dtype if dtype != "auto" else ("bf16" if dev.type == "cuda" else "fp32")
+        module = cached_module(prepared_key(cache_key, dev, resolved, mode))
+    if module is None and isinstance(model, str):
         import warnings
 
         from .. import models
@@ -373,11 +401,12 @@ def _load_runner(
             if weights is None:  # random weights were asked for explicitly (encoder_identity)
                 warnings.simplefilter("ignore", RandomWeightsWarning)
             module = models.load(model, weights=weights, device="cpu", dtype="fp32")
-    else:
+    elif module is None:
         module = model
     size, mean, std, interpolation = encoder_meta(module)
     if backend == "torch":
-        runner: Any = TorchBackend(module, device=device, dtype=dtype)
+        runner: Any = TorchBackend(module, device=device, dtype=dtype, compile=compile,
+                                   mean=mean, std=std, cache_key=cache_key)  # fmt: skip
     else:
         path = export_onnx(module, cache / f"{name}.onnx", image_size=size)
         runner = OnnxBackend(path, device=device)
@@ -421,6 +450,7 @@ def _produce(
     std: tuple[float, ...],
     interpolation: str,
     threads: int,
+    patch_dtype: str = "float32",
 ) -> None:
     from .. import slides
 
@@ -462,8 +492,8 @@ def _produce(
                     return
                 loader = slides.PatchLoader(slide, coords, level=level, read_size=read_size,
                                             batch_size=batch_size, size=size, mean=mean, std=std,
-                                            threads=threads,
-                                            interpolation=interpolation)  # fmt: skip
+                                            threads=threads, interpolation=interpolation,
+                                            dtype=patch_dtype)  # fmt: skip
                 for batch in loader:
                     if not put(("batch", job, batch)):
                         return
@@ -642,18 +672,29 @@ def _preflight(
     out: Path,
     identity: dict[str, str],
     force: bool,
+    fp8: bool = False,
 ) -> SlideResult | None:
     """Decide a slide from its stored outputs, before any model is loaded.
 
     Returns its result when it is skipped (complete, same settings) or refused (made with other
-    settings or from another slide of the same name), else None (to embed; ``job.reuse`` set when
-    a `tile` run left coords made with the same settings).
+    settings or from another slide of the same name, or FP8 features for an unquantised run and
+    the reverse), else None (to embed; ``job.reuse`` set when a `tile` run left coords made with
+    the same settings).
     """
     if force:
         return None
     n = features_complete(job.features, job.parquet)
     if n is not None:
-        why = opts.mismatch(job.features, _stored_attrs(job.features), job.path, extra=identity)
+        stored = _stored_attrs(job.features)
+        why = opts.mismatch(job.features, stored, job.path, extra=identity)
+        stored_fp8 = stored.get("precision") == "fp8"
+        if why is None and stored_fp8 != fp8:
+            was = "FP8" if stored_fp8 else f"precision {stored.get('precision', 'unquantised')}"
+            why = (
+                f"{job.features} was made with other settings: {was} features, and this run is "
+                f"{'FP8' if fp8 else 'unquantised'}; FP8 and unquantised features are not "
+                "interchangeable. Pass --force (force=True) to redo it, or write to another --out"
+            )
         if why is not None:
             return SlideResult(str(job.path), job.name, "failed", error=why,
                                features_path=job.features)  # fmt: skip
@@ -687,7 +728,7 @@ def embed_slides(
     batch_size: int = 64,
     backend: Literal["torch", "onnxruntime"] = "torch",
     device: str = "auto",
-    dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto",
+    dtype: Literal["auto", "fp32", "fp16", "bf16", "fp8"] = "auto",
     queue_size: int = 8,
     encoder_name: str | None = None,
     force: bool = False,
@@ -695,6 +736,7 @@ def embed_slides(
     stream: Any = None,
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
+    compile: bool | str = False,
 ) -> EmbedReport:
     """Embed every patch of every slide of a collection with a patch encoder.
 
@@ -742,8 +784,12 @@ def embed_slides(
         ``{out}/.onnx/{encoder}.onnx``.
     device : str, default "auto"
         "auto", "cpu" or "cuda[:i]".
-    dtype : {"auto", "fp32", "fp16", "bf16"}, default "auto"
-        "auto" is bf16 autocast on CUDA, fp32 on CPU (torch only).
+    dtype : {"auto", "fp32", "fp16", "bf16", "fp8"}, default "auto"
+        The precision (torch only): "auto" is bf16 autocast on CUDA, fp32 on CPU; "fp8"
+        quantises the encoder's block linears to FP8 E4M3 with rowwise dynamic activation scales
+        and per-channel weight scales (:mod:`tumorboard.models.fp8`, ``torch._scaled_mm``), the
+        rest under bf16 autocast; it needs a GPU of compute capability >= 8.9 and is refused
+        elsewhere. The features record it (attributes ``precision`` and ``dtype``).
     queue_size : int, default 8
         Batches buffered between the readers and the model.
     encoder_name : str or None, default None
@@ -764,6 +810,12 @@ def embed_slides(
     ray_address : str or None, default None
         The Ray cluster for ``executor="ray"`` (None: a new local Ray, or this process's
         connection; "auto": the cluster started with ``ray start``).
+    compile : bool or str, default False
+        ``torch.compile`` the encoder (torch only; True is mode "default", or a mode name such as
+        "max-autotune") with static batch shapes: the last batch of a slide is padded to
+        ``batch_size``, so one graph is compiled per (model, batch size, dtype) and reused for
+        every slide, and by later runs in this process with the same model and weights. The
+        features record it (attribute ``compiled``: the mode, or "no").
 
     Returns
     -------
@@ -792,11 +844,23 @@ def embed_slides(
         )
     if executor not in ("local", "ray"):
         raise InvalidArgumentError(f"executor: expected 'local' or 'ray', got {executor!r}")
+    mode = check_compile(compile)
+    if backend != "torch" and (mode is not None or dtype == "fp8"):
+        raise InvalidArgumentError(
+            f"backend={backend!r}: compile= and dtype='fp8' are options of backend='torch'"
+        )
     if backend == "torch" and executor == "local":
-        # an unknown device, or CUDA asked for without CUDA, is refused before the model loads
+        # an unknown device, CUDA asked for without CUDA, or FP8 on a device without FP8 tensor
+        # cores, is refused before the model loads
         from ..models import resolve_device
 
-        resolve_device(device)
+        dev = resolve_device(device)
+        if dtype == "fp8":
+            from ..models.fp8 import fp8_available
+
+            why = fp8_available(dev)
+            if why is not None:
+                raise InvalidArgumentError(f"dtype='fp8': {why}; use dtype='bf16' there")
     found = collect_slides(slides)
     if not found.files:
         listed = "; ".join(f"{p}: {why}" for p, why in found.missing) or "no inputs"
@@ -816,7 +880,7 @@ def embed_slides(
             min_tissue=opts.min_tissue, segmentation=opts.segmentation, seg_mpp=opts.seg_mpp,
             mpp=opts.mpp, reader=opts.reader, threads=opts.threads, batch_size=batch_size,
             backend=backend, device=device, dtype=dtype, queue_size=queue_size,
-            encoder_name=encoder_name, force=force,
+            encoder_name=encoder_name, force=force, compile=compile,
         )  # fmt: skip
         ran = iter(rep.results)
         ordered = [missing[i] if i in missing else next(ran) for i in range(len(found.items))]
@@ -848,7 +912,7 @@ def embed_slides(
         nm = slide.name
         job = _SlideJob(index, slide.path, nm, features_dir / f"{nm}.h5",
                         parquet_dir / f"{nm}.parquet", opts.coords_path(out_dir, nm))  # fmt: skip
-        decided = _preflight(job, opts, out_dir, identity, force)
+        decided = _preflight(job, opts, out_dir, identity, force, fp8=dtype == "fp8")
         if decided is not None:
             record(decided, job.index)
         else:
@@ -860,8 +924,9 @@ def embed_slides(
         out_dir.mkdir(parents=True, exist_ok=True)
         try:
             runner, size, mean, std, interpolation = _load_runner(
-                model, weights, backend, device, dtype, out_dir / ".onnx", encoder
-            )
+                model, weights, backend, device, dtype, out_dir / ".onnx", encoder,
+                compile=compile, fingerprint=fingerprint,
+            )  # fmt: skip
         except BaseException:
             prog.close()
             raise
@@ -908,6 +973,8 @@ def _run(
     """Embed the slides of ``jobs`` (producer thread + model on this thread); return the patches."""
     q: queue.Queue = queue.Queue(maxsize=queue_size)
     stop = threading.Event()
+    # on CUDA the patches cross PCIe as uint8 and are normalised on the GPU
+    gpu_normalise = bool(getattr(runner, "accepts_uint8", False) and runner.cuda)
     producer = threading.Thread(
         target=_produce,
         args=(jobs, q, stop),
@@ -920,12 +987,15 @@ def _run(
             std=std,
             interpolation=interpolation,
             threads=opts.threads or os.cpu_count() or 1,
+            patch_dtype="uint8" if gpu_normalise else "float32",
         ),
         name="tb-embed-producer",
         daemon=True,
     )
     producer.start()
-    attrs = {**identity, "backend": backend, "dtype": str(getattr(runner, "dtype", "fp32"))}
+    precision = str(getattr(runner, "precision", "fp32"))
+    attrs = {**identity, "backend": backend, "dtype": precision, "precision": precision,
+             "compiled": str(getattr(runner, "compile_mode", None) or "no")}  # fmt: skip
     n_total = 0
     embed_dim: int | None = getattr(runner, "embed_dim", None)
     writer: _Writer | None = None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._args import device_name, positive_int
-from ..errors import TumorboardError
+from ..errors import InvalidArgumentError, TumorboardError
 from ..slides.cli import (
     add_slide_options,
     collect_inputs,
@@ -25,6 +25,7 @@ from ..slides.cli import (
     usage_error,
     write_report,
 )
+from ._backends import COMPILE_MODES
 
 
 def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -65,7 +66,25 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--device", type=device_name, default="auto", help="auto, cpu, cuda, cuda:1, ..."
     )
-    p.add_argument("--dtype", choices=("auto", "fp32", "fp16", "bf16"), default="auto")
+    p.add_argument(
+        "--dtype",
+        choices=("auto", "fp32", "fp16", "bf16", "fp8"),
+        default="auto",
+        help="precision: auto (bf16 on CUDA, fp32 on CPU), fp32, fp16, bf16, or fp8 (block "
+        "linears in FP8 E4M3 on GPUs of compute capability >= 8.9; refused elsewhere)",
+    )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the encoder with static batch shapes (last batch padded); compiled "
+        "once per model, batch size and dtype",
+    )
+    p.add_argument(
+        "--compile-mode",
+        choices=COMPILE_MODES,
+        default=None,
+        help="torch.compile mode for --compile (default: 'default')",
+    )
     p.add_argument(
         "--batch-size", type=positive_int, default=64, help="patches per forward (default 64)"
     )
@@ -97,6 +116,9 @@ def run_embed(args: argparse.Namespace) -> int:
     from . import _engine
 
     try:
+        if args.compile_mode is not None and not args.compile:
+            raise InvalidArgumentError("--compile-mode needs --compile")
+        compile_arg: bool | str = (args.compile_mode or True) if args.compile else False
         opts = tiling_options(args)
         found = collect_inputs(args)
         report = _engine.embed_slides(
@@ -122,6 +144,7 @@ def run_embed(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             executor=args.executor,
             ray_address=args.ray_address,
+            compile=compile_arg,
         )
     except (TumorboardError, ValueError, TypeError, ImportError, OSError) as exc:
         return usage_error(exc)

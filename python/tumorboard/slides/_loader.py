@@ -24,6 +24,7 @@ from ..errors import InvalidArgumentError
 from . import _validate
 from ._grid import PatchGrid
 from ._preprocess import (
+    _NP_DTYPE,
     Interpolation,
     OutDtype,
     _check_interpolation,
@@ -41,7 +42,8 @@ class PatchBatch:
     Attributes
     ----------
     images : numpy.ndarray
-        (B, 3, h, w) float32 / float16, or uint16 bfloat16 bit patterns.
+        (B, 3, h, w) float32 / float16, uint16 bfloat16 bit patterns, or uint8 resized pixels
+        (not normalised).
     coords : numpy.ndarray
         (B, 2) int64 level-0 top-left corners.
     index : numpy.ndarray
@@ -114,9 +116,9 @@ class PatchLoader:
             )
         if int(read_size) <= 0:
             raise InvalidArgumentError(f"read_size must be positive, got {read_size}")
-        if dtype not in ("float32", "float16", "bfloat16"):
+        if dtype not in _NP_DTYPE:
             raise InvalidArgumentError(
-                f"dtype must be 'float32', 'float16' or 'bfloat16', got {dtype!r}"
+                f"dtype must be 'float32', 'float16', 'bfloat16' or 'uint8', got {dtype!r}"
             )
         n_threads = _validate.threads(threads)
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
@@ -179,8 +181,7 @@ class PatchLoader:
         for i in range(n):
             self.slide._read_raw(int(cs[i, 0]), int(cs[i, 1]), self.level, rs, rs, raw[i])
         oh, ow = self.size
-        np_dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[self.dtype]
-        images = np.empty((n, 3, oh, ow), np_dtype)
+        images = np.empty((n, 3, oh, ow), _NP_DTYPE[self.dtype])
         _core.tiling.preprocess(
             raw, fmt, None, images, self.dtype, self.interpolation, self.mean, self.std, 1
         )

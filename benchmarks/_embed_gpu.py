@@ -1,0 +1,454 @@
+"""``bench_embed.py --gpu``: tumorboard's embedding engine against a TRIDENT-style loop, same run.
+
+Everything runs in one process on the first device found (CUDA, else CPU at tiny size, where the
+GPU figures are printed as pending):
+
+1. **Collections** written first (tiled pyramidal TIFFs, JPEG tiles cycled from a bank of
+   textured H&E-coloured tiles):
+
+   * *SVS-like*: 0.25 um/px level 0 (40x), pyramid in 4x steps, JPEG quality 80: a 20x patch of
+     256 px is a 512 px level-0 read resized to the encoder's 224 px;
+   * *0.5 um/px*: 20x level 0, 2x steps, JPEG quality 90: 256 px reads.
+
+   On a GPU the two hold >= 100k patches together (``--patches``).
+2. **Loader alone**: :class:`tumorboard.slides.PatchLoader` over the SVS-like collection (float32
+   NCHW batches, no model) at 1, 2, 4 and ``cores - 1`` threads; and the share of one core the
+   loader's Python thread work holds the GIL for, per patch: a pure-Python counter thread's
+   progress while the loader runs against its progress alone (GIL-held us/patch =
+   ``(1 - rate_with / rate_alone) * seconds / patches``).
+3. **Bare forward** of the encoder (UNI2-h with random weights on a GPU, batch 256; uni2-tiny on
+   CPU) in bf16 eager, bf16 ``torch.compile`` (default and max-autotune) and FP8, on the same
+   random batch: patches/s, model FLOP utilisation against the GPU's dense bf16 peak (FLOPs per
+   patch from the architecture: 371 GFLOP for UNI2-h at 224 px), and the cosine similarity of the
+   features to bf16 eager (minimum over the batch).
+4. **End to end**: ``embed_slides`` over each collection (every grid patch, no segmentation) in
+   bf16 eager, bf16 compiled and FP8, against the **TRIDENT-style loop** on the same slides and
+   coordinates, written here from TRIDENT's description (mahmoodlab/TRIDENT
+   ``trident/wsi_objects/WSI.py``, ``extract_patch_features``, and ``trident/patch_encoder_models``,
+   @a91fa84): OpenSlide ``read_region`` per patch in a torch ``DataLoader`` with
+   ``0.75 x cores`` workers, PIL resize to the encoder's input, ToTensor and Normalize, the same
+   ViT module under bf16 autocast in eager mode, synchronous host-to-device copies. ``ratio`` =
+   tumorboard patches/s / TRIDENT-style patches/s.
+
+Nothing here asserts a timing; the figures are printed (and written as JSON with ``--json``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s, from NVIDIA's datasheets (H100 SXM5 and
+#: H200: 989.4; H100 PCIe: 756; H100 NVL: 835; A100: 312; L40S: 362; L4: 121).
+BF16_PEAK_TFLOPS = {
+    "H200": 989.4,
+    "H100 NVL": 835.0,
+    "H100 PCIe": 756.0,
+    "H100": 989.4,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+}
+
+
+def bf16_peak(name: str) -> float | None:
+    """Return the dense bf16 peak (TFLOP/s) of a GPU from its name, or None when unknown."""
+    for key, peak in BF16_PEAK_TFLOPS.items():  # most specific names first
+        if key in name:
+            return peak
+    return None
+
+
+def vit_flops_per_patch(config: Any, image_size: int) -> float:
+    """Multiply-add FLOPs (2 per MAC) of one ViT forward at ``image_size``.
+
+    Patch embedding, and per block: qkv, attention scores and weighted sum, projection, and the
+    MLP (for packed SwiGLU, ``fc1`` to ``mlp_hidden`` and ``fc2`` from half of it). Norms,
+    softmax and activations are left out (< 0.5%).
+    """
+    d = config.embed_dim
+    grid = image_size // config.patch_size
+    t = grid * grid + 1 + config.reg_tokens
+    fc2_in = config.mlp_hidden // 2 if config.mlp == "swiglu" else config.mlp_hidden
+    per_block = 2 * t * d * 3 * d + 4 * t * t * d + 2 * t * d * d
+    per_block += 2 * t * d * config.mlp_hidden + 2 * t * fc2_in * d
+    patch_embed = 2 * grid * grid * 3 * config.patch_size**2 * d
+    return float(config.depth * per_block + patch_embed)
+
+
+# ---- collections ---------------------------------------------------------------------------
+
+
+def _tile_bank(n: int, seed: int) -> list[np.ndarray]:
+    """Textured 256 px tiles in H&E colours (hematoxylin purple nuclei on eosin pink)."""
+    g = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:256, 0:256]
+    bank = []
+    for _ in range(n):
+        img = np.empty((256, 256, 3), np.float32)
+        img[...] = (235, 170, 200)  # eosin background
+        for _ in range(60):  # nuclei
+            cy, cx, r = g.uniform(0, 256), g.uniform(0, 256), g.uniform(3, 9)
+            m = (yy - cy) ** 2 + (xx - cx) ** 2 < r * r
+            img[m] = (110, 60, 150)
+        img += g.normal(0, 18, img.shape)  # texture: what makes JPEG decoding cost
+        bank.append(np.clip(img, 0, 255).astype(np.uint8))
+    return bank
+
+
+def write_slide(path: Path, *, side: int, mpp: float, step: int, levels: int, quality: int,
+                bank: list[np.ndarray], workers: int) -> Path:  # fmt: skip
+    """Write a ``side`` x ``side`` pyramidal JPEG-tiled TIFF (tiles cycled from ``bank``)."""
+    import tifffile
+
+    with tifffile.TiffWriter(path, bigtiff=True) as tif:
+        for lv in range(levels):
+            s = max(256, side // step**lv)
+            n_tiles = (-(-s // 256)) ** 2
+
+            def tiles(n: int = n_tiles, lv: int = lv) -> Any:
+                for i in range(n):
+                    yield bank[(i * 7 + lv) % len(bank)]
+
+            res = 1e4 / (mpp * step**lv)
+            tif.write(tiles(), shape=(s, s, 3), dtype=np.uint8, tile=(256, 256),
+                      compression="jpeg", compressionargs={"level": quality}, photometric="rgb",
+                      subfiletype=1 if lv else 0, resolution=(res, res),
+                      resolutionunit="CENTIMETER", maxworkers=workers)  # fmt: skip
+    return path
+
+
+def write_collections(root: Path, *, patches: int, workers: int) -> dict[str, list[Path]]:
+    """Write the SVS-like and the 0.5 um/px collections, about ``patches`` 20x patches each."""
+    bank = _tile_bank(24, seed=0)
+    out: dict[str, list[Path]] = {"svs-like": [], "0.5um": []}
+    n_slides = 2
+    per_slide = max(1, patches // n_slides)
+    # SVS-like: a 20x 256 px patch is 512 px at level 0
+    side = max(1024, int(np.sqrt(per_slide)) * 512)
+    for i in range(n_slides):
+        p = root / "svs" / f"svs_{i}.tif"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        out["svs-like"].append(write_slide(p, side=side, mpp=0.25, step=4, levels=3, quality=80,
+                                           bank=bank, workers=workers))  # fmt: skip
+    side = max(1024, int(np.sqrt(per_slide)) * 256)
+    for i in range(n_slides):
+        p = root / "half" / f"half_{i}.tif"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        out["0.5um"].append(write_slide(p, side=side, mpp=0.5, step=2, levels=3, quality=90,
+                                        bank=bank, workers=workers))  # fmt: skip
+    return out
+
+
+def grids(paths: list[Path]) -> list[tuple[Path, np.ndarray, int, int]]:
+    """Every 20x 256 px grid patch of each slide: (path, coords, read level, read size)."""
+    from tumorboard import slides
+
+    out = []
+    for p in paths:
+        with slides.open(p) as s:
+            g = slides.patch_grid(s, None, magnification=20, patch_size=256)
+            out.append((p, np.asarray(g.coords), int(g.read_level), int(g.read_size)))
+    return out
+
+
+# ---- loader alone and its GIL-held time ----------------------------------------------------
+
+
+def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
+                size: int, limit: int) -> float:  # fmt: skip
+    """Patches/s of PatchLoader alone (float32 batches) over at most ``limit`` patches."""
+    from tumorboard import slides
+
+    n = 0
+    t0 = time.perf_counter()
+    for path, coords, level, rs in grid:
+        take = coords[: max(0, limit - n)]
+        if not len(take):
+            break
+        with slides.open(path) as s:
+            for b in slides.PatchLoader(s, take, level=level, read_size=rs, batch_size=batch,
+                                        size=size, threads=threads):  # fmt: skip
+                n += len(b)
+    return n / (time.perf_counter() - t0)
+
+
+def _count_for(seconds: float, stop: threading.Event | None = None) -> int:
+    """Count in pure Python for ``seconds`` (or until ``stop``): the GIL probe."""
+    n = 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end and not (stop is not None and stop.is_set()):
+        for _ in range(1000):
+            n += 1
+    return n
+
+
+def gil_held_us_per_patch(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int,
+                          batch: int, size: int, limit: int) -> tuple[float, float]:  # fmt: skip
+    """Return (GIL-held us per patch, loader patches/s) from a counter thread's slowdown.
+
+    The counter runs alone for as long as the loader will, then beside it; the fraction of the
+    counter's progress lost is the fraction of the time another thread held the GIL.
+    """
+    t0 = time.perf_counter()
+    loader_rate(grid, threads=threads, batch=batch, size=size, limit=limit)  # warm caches
+    seconds = time.perf_counter() - t0
+    alone = _count_for(seconds) / seconds
+    result: dict[str, float] = {}
+    stop = threading.Event()
+
+    def count() -> None:
+        t = time.perf_counter()
+        result["n"] = _count_for(3600.0, stop)
+        result["s"] = time.perf_counter() - t
+
+    th = threading.Thread(target=count)
+    th.start()
+    t1 = time.perf_counter()
+    rate = loader_rate(grid, threads=threads, batch=batch, size=size, limit=limit)
+    elapsed = time.perf_counter() - t1
+    stop.set()
+    th.join()
+    with_loader = result["n"] / result["s"]
+    n = rate * elapsed
+    held = max(0.0, 1.0 - with_loader / alone) * elapsed
+    return held / n * 1e6, rate
+
+
+# ---- TRIDENT-style peer loop -------------------------------------------------------------
+
+
+class _TridentPatches:
+    """A torch Dataset: OpenSlide ``read_region`` per patch, PIL resize, ToTensor + Normalize."""
+
+    def __init__(self, path: Path, coords: np.ndarray, level: int, read_size: int, size: int,
+                 mean: Any, std: Any) -> None:  # fmt: skip
+        self.path, self.coords, self.level, self.read_size = str(path), coords, level, read_size
+        self.size = size
+        self.mean = np.asarray(mean, np.float32).reshape(3, 1, 1)
+        self.std = np.asarray(std, np.float32).reshape(3, 1, 1)
+        self.slide: Any = None  # opened in each worker
+
+    def __len__(self) -> int:
+        return len(self.coords)
+
+    def __getitem__(self, i: int) -> Any:
+        import openslide
+        import torch
+        from PIL import Image
+
+        if self.slide is None:
+            self.slide = openslide.OpenSlide(self.path)
+        x, y = (int(v) for v in self.coords[i])
+        rs = self.read_size
+        img = self.slide.read_region((x, y), self.level, (rs, rs)).convert("RGB")
+        if rs != self.size:
+            img = img.resize((self.size, self.size), Image.BILINEAR)
+        a = np.asarray(img, np.float32).transpose(2, 0, 1) / 255.0
+        return torch.from_numpy((a - self.mean) / self.std)
+
+
+def trident_loop(
+    grid: list[tuple[Path, np.ndarray, int, int]],
+    module: Any,
+    *,
+    device: Any,
+    batch: int,
+    workers: int,
+    size: int,
+    mean: Any,
+    std: Any,
+) -> tuple[float, int]:
+    """Run the TRIDENT-style loop over ``grid``; return (seconds, patches)."""  # fmt: skip
+    import torch
+    from torch.utils.data import DataLoader
+
+    n = 0
+    t0 = time.perf_counter()
+    for path, coords, level, rs in grid:
+        ds = _TridentPatches(path, coords, level, rs, size, mean, std)
+        dl = DataLoader(ds, batch_size=batch, shuffle=False, num_workers=workers)
+        with torch.inference_mode():
+            for x in dl:
+                x = x.to(device)  # synchronous copy
+                if device.type == "cuda":
+                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                        y = module(x)
+                else:
+                    y = module(x)
+                y.float().cpu()
+                n += x.shape[0]
+    return time.perf_counter() - t0, n
+
+
+# ---- bare forward --------------------------------------------------------------------------
+
+
+def bare_forward(module: Any, *, device: Any, dtype: str, compile: Any, batch: int,
+                 size: int, iters: int) -> tuple[float, Any]:  # fmt: skip
+    """Return (patches/s, features of the fixed batch) of the encoder alone on ``device``."""
+    import torch
+    from tumorboard.embed import TorchBackend
+
+    be = TorchBackend(module, device=str(device), dtype=dtype, compile=compile)
+    x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0)).numpy()
+    feats = torch.from_numpy(be(x))  # warm-up (compiles)
+    xg = torch.from_numpy(x).to(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        be._forward(xg)
+    sync()
+    return batch * iters / (time.perf_counter() - t0), feats
+
+
+def _cos(a: Any, b: Any) -> float:
+    import torch
+
+    return float(torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1).min())
+
+
+# ---- the run -------------------------------------------------------------------------------
+
+
+def run(*, patches: int | None, json_path: str | None) -> int:
+    """Run every measurement and print the tables; return an exit status."""
+    import torch
+    from tumorboard import models
+    from tumorboard.embed import embed_slides
+    from tumorboard.embed._backends import encoder_meta
+    from tumorboard.models.fp8 import fp8_available
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    cores = os.cpu_count() or 1
+    gpu = torch.cuda.get_device_name(0) if cuda else None
+    if patches is None:
+        patches = 100_000 if cuda else 256
+    model_name, batch = ("uni2-h", 256) if cuda else ("uni2-tiny", 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = models.load(model_name, device="cpu", dtype="fp32").eval()
+    size, mean, std, _ = encoder_meta(module)
+    flops = vit_flops_per_patch(module.config, size)
+    peak = bf16_peak(gpu) if gpu else None
+    fp8_why = fp8_available(device)
+    lines: list[str] = []
+    record: dict[str, Any] = {"device": gpu or "cpu", "cores": cores, "model": model_name,
+                              "batch": batch, "patches_requested": patches,
+                              "gflop_per_patch": flops / 1e9}  # fmt: skip
+
+    def say(s: str = "") -> None:
+        print(s, flush=True)
+        lines.append(s)
+
+    say(f"### Embedding peer benchmark on {gpu or 'CPU (tiny sizes)'}, {cores} cores, "
+        f"{model_name} (random weights), batch {batch}\n")  # fmt: skip
+    if not cuda:
+        say("GPU figures pending: no CUDA device here; this run checks the benchmark end to end "
+            "at tiny size. Run `python benchmarks/bench_embed.py --gpu` on a GPU "
+            "machine.\n")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="tb-bench-embed-gpu-") as d:
+        root = Path(d)
+        t0 = time.perf_counter()
+        coll = write_collections(root, patches=patches // 2, workers=cores)
+        g = {k: grids(v) for k, v in coll.items()}
+        counts = {k: int(sum(len(c) for _, c, _, _ in v)) for k, v in g.items()}
+        record["patches"] = counts
+        say(f"collections: SVS-like {counts['svs-like']} patches (512 px reads at 0.25 um/px), "
+            f"0.5 um/px {counts['0.5um']} patches (256 px reads); written in "
+            f"{time.perf_counter() - t0:.0f} s\n")  # fmt: skip
+
+        # loader alone, and its GIL-held time
+        say("| loader (SVS-like, float32 batches of 64) | patches/s |\n|---|---|")
+        limit = min(counts["svs-like"], 4096 if cuda else 256)
+        rates = {}
+        for th in sorted({1, 2, 4, max(1, cores - 1)}):
+            if th > cores:
+                continue
+            rates[th] = loader_rate(g["svs-like"], threads=th, batch=64, size=size, limit=limit)
+            say(f"| {th} thread(s) | {rates[th]:.0f} |")
+        if 2 in rates:
+            say(f"\n1 -> 2 threads: {rates[2] / rates[1]:.2f}x")
+        # one loader thread, so that the counter has a core of its own on a 2-core machine
+        held, rate = gil_held_us_per_patch(g["svs-like"], threads=1, batch=64, size=size,
+                                           limit=limit)  # fmt: skip
+        say(f"GIL held per patch (counter-thread probe, 1 loader thread): {held:.1f} us "
+            f"(loader {rate:.0f} patches/s during the probe)\n")  # fmt: skip
+        record["loader"] = {"rates": rates, "gil_us_per_patch": held}
+
+        # bare forward
+        ref = "bf16" if cuda else "fp32"
+        say(f"| bare forward | patches/s | MFU (bf16 peak) | min cosine to {ref} eager |")
+        say("|---|---|---|---|")
+        half = "bf16" if cuda else "fp32"  # the CPU run computes in fp32
+        variants = [(f"{half} eager", "bf16", False), (f"{half} compiled", "bf16", True)]
+        if cuda:
+            variants.append(("bf16 compiled max-autotune", "bf16", "max-autotune"))
+        variants.append(("fp8 compiled", "fp8", True))
+        base = None
+        bare: dict[str, Any] = {}
+        iters = 10 if cuda else 2
+        for label, dt, comp in variants:
+            if dt == "fp8" and fp8_why is not None:
+                say(f"| {label} | pending: {fp8_why} | | |")
+                continue
+            dt_run = dt if cuda else ("fp32" if dt == "bf16" else dt)
+            r, feats = bare_forward(module, device=device, dtype=dt_run, compile=comp,
+                                    batch=batch, size=size, iters=iters)  # fmt: skip
+            base = feats if base is None else base
+            mfu = f"{100 * r * flops / (peak * 1e12):.0f}%" if peak else "pending (no GPU peak)"
+            cos = _cos(feats, base)
+            bare[label] = {"patches_per_s": r, "cosine": cos}
+            say(f"| {label} | {r:.0f} | {mfu} | {cos:.4f} |")
+        record["bare"] = bare
+        say("")
+
+        # end to end against the TRIDENT-style loop
+        say("| end to end | collection | patches/s | TRIDENT-style patches/s | ratio |")
+        say("|---|---|---|---|---|")
+        e2e: dict[str, Any] = {}
+        workers = max(1, int(0.75 * cores))
+        for key in ("svs-like", "0.5um"):
+            m_dev = module.to(device)
+            secs, n = trident_loop(g[key], m_dev, device=device, batch=batch, workers=workers,
+                                   size=size, mean=mean, std=std)  # fmt: skip
+            module.cpu()
+            peer = n / secs
+            for label, dt, comp in ((half, "bf16", False), (f"{half} compiled", "bf16", True),
+                                    ("fp8 compiled", "fp8", True)):  # fmt: skip
+                if dt == "fp8" and fp8_why is not None:
+                    say(f"| {label} | {key} | pending: no FP8 here | {peer:.0f} | |")
+                    continue
+                out = root / f"out-{key}-{label.replace(' ', '-')}"
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    rep = embed_slides(coll[key], model=module, out=out, batch_size=batch,
+                                       segmentation=None, progress=False, device=str(device),
+                                       dtype=dt if cuda else "fp32", compile=comp,
+                                       encoder_name=model_name)  # fmt: skip
+                if not rep.ok:
+                    say(f"| {label} | {key} | failed: {rep.summary()[:200]} | | |")
+                    continue
+                secs = sum(r.seconds for r in rep.results)
+                tb = rep.n_patches / secs
+                e2e[f"{label} {key}"] = {"patches_per_s": tb, "peer": peer, "ratio": tb / peer}
+                say(f"| {label} | {key} | {tb:.0f} | {peer:.0f} | {tb / peer:.2f}x |")
+        record["end_to_end"] = e2e
+    if not cuda:
+        say("\nGPU figures pending (CPU run at tiny size: the numbers above only show the "
+            "benchmark runs).")  # fmt: skip
+    if json_path:
+        import json
+
+        Path(json_path).write_text(json.dumps(record, indent=1, default=str))
+        print(f"wrote {json_path}")
+    return 0
