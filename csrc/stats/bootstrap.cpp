@@ -338,6 +338,7 @@ Distribution distribution_from_counts(const Units& u, const Statistic& stat,
   dist.used_counts.assign(1, 0);
   std::vector<double> sums(k);
   for (std::size_t b = 0; b < n_resamples; ++b) {
+    if ((b & 255) == 0) check_cancelled();
     std::fill(sums.begin(), sums.end(), 0.0);
     double weight = 0;
     for (std::size_t i = 0; i < m; ++i) {
