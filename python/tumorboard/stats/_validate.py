@@ -355,6 +355,8 @@ def params(data: Any) -> list[float]:
     """
     if data is None:
         return []
+    if np.iscomplexobj(data) or isinstance(data, (str, bytes)):
+        raise InvalidArgumentError(f"params: expected real numbers, got {reprlib.repr(data)}")
     try:
         arr = np.asarray(data, dtype=np.float64).ravel()
     except (TypeError, ValueError, OverflowError) as exc:

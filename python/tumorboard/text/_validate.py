@@ -340,7 +340,16 @@ def ref_streams(refs: Any) -> list[Any]:
         if refs.ndim == 2:
             return [text_column(row, name=f"refs[{k}]") for k, row in enumerate(refs)]
         return [text_column(refs, name="refs")]
-    seq = refs if isinstance(refs, list | tuple) else list(refs)
+    if isinstance(refs, list | tuple):
+        seq = refs
+    else:
+        try:
+            seq = list(refs)
+        except TypeError:
+            raise InvalidTypeError(
+                f"refs: expected a sequence of str or of reference streams, got "
+                f"{type(refs).__name__}"
+            ) from None
     if len(seq) > 0 and _is_stream(seq[0]):
         for k, s in enumerate(seq):
             if not _is_stream(s):
