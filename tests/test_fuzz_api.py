@@ -264,6 +264,30 @@ def test_groups_far_apart_in_magnitude_are_each_right():
         assert not both.degenerate[i] and both.se[i] > 0
 
 
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_poisson_scheme_refuses_magnitudes_its_fixed_point_cannot_hold(method):
+    """Values near 1e-300 rounded to 0 in the 2^-64 fixed point (estimate 0, "degenerate").
+
+    The fixed point is what makes shard partials merge bit for bit, so its resolution stays;
+    a column it cannot hold is refused by name, and small values it can hold stay right.
+    """
+    x = np.random.default_rng(0).normal(size=50)
+    opts = Opts(n_resamples=300, method=method, seed=1)
+    ref = stats.bootstrap(x, scheme="poisson", keys=np.arange(50), options=opts)
+    for k in (1e-30, 1e-300):
+        with pytest.raises(InvalidArgumentError, match="values: column 0 .* power of ten"):
+            stats.bootstrap(x * k, scheme="poisson", keys=np.arange(50), options=opts)
+        with pytest.raises(InvalidArgumentError, match="column 0"):
+            stats.poisson_partials(x * k, keys=np.arange(50), options=opts)
+    small = stats.bootstrap(x * 1e-6, scheme="poisson", keys=np.arange(50), options=opts)
+    assert not small.degenerate
+    for f in ("estimate", "se", "ci_low", "ci_high"):
+        np.testing.assert_allclose(getattr(small, f) / 1e-6, getattr(ref, f), rtol=1e-9)
+    # the multinomial scheme scales exactly instead: 1e-300 is as good as 1
+    tiny = stats.bootstrap(x * 2.0**-990, options=opts)
+    assert tiny.se == stats.bootstrap(x, options=opts).se * 2.0**-990
+
+
 def test_mean_near_the_largest_float_equals_exact_arithmetic():
     x = np.array([1e308, 1e308, -1e308, 1.0])
     res = stats.bootstrap(x, options=Opts(n_resamples=500, seed=0))
@@ -298,6 +322,11 @@ def test_f1_takes_non_negative_counts_and_stays_in_the_unit_interval():
     tp, fp, fn = counts.sum(axis=0)
     assert res.estimate == 2 * tp / (2 * tp + fp + fn)
     assert 0 <= res.ci_low <= res.ci_high <= 1
+    worse = counts[:, [2, 0, 1]]  # a system whose F1 is lower: the difference is negative
+    diff = stats.paired_bootstrap(worse, counts, statistic="f1", options=Opts(n_resamples=200))
+    tp_w, fp_w, fn_w = worse.sum(axis=0)
+    assert diff.difference == 2 * tp_w / (2 * tp_w + fp_w + fn_w) - res.estimate < 0
+    assert -1 <= diff.ci_low <= diff.ci_high <= 1
 
 
 def test_labels_polars_cannot_sort_are_refused_not_a_panic():

@@ -316,6 +316,7 @@ def run_engine(
         )  # fmt: skip
         _scale.apply(out, scaling.exponent)
     else:
+        _validate.poisson_magnitudes(values)
         partial = _core.stats.poisson_partials(
             values, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys,
             lay.cluster_keys, statistic, params, paired_split, b, options.seed, threads,
@@ -326,7 +327,8 @@ def run_engine(
             partial["n_units"], partial["acceleration"], statistic, params, paired_split, method,
             level, threads, return_distribution,
         )  # fmt: skip
-    check_numbers(out, lay.keys, statistic=statistic, estimate_only=estimate_only)
+    check_numbers(out, lay.keys, statistic=statistic, estimate_only=estimate_only,
+                  paired=paired_split > 0)  # fmt: skip
     return result(out, lay.keys, statistic=statistic, scheme=scheme, options=options,
                   n_resamples=b, estimate_only=estimate_only)  # fmt: skip
 
@@ -339,7 +341,12 @@ def _group_name(keys: dict[str, np.ndarray], g: int) -> str:
 
 
 def check_numbers(
-    out: dict[str, Any], keys: dict[str, np.ndarray], *, statistic: str, estimate_only: bool = False
+    out: dict[str, Any],
+    keys: dict[str, np.ndarray],
+    *,
+    statistic: str,
+    estimate_only: bool = False,
+    paired: bool = False,
 ) -> None:
     """Refuse engine output that fails its mathematical checks instead of returning it.
 
@@ -358,6 +365,8 @@ def check_numbers(
         The engine statistic.
     estimate_only : bool, default False
         Only the estimate was computed (the interval fields are not checked).
+    paired : bool, default False
+        The statistic is a paired difference (an F1 difference lies in [-1, 1]).
 
     Raises
     ------
@@ -383,13 +392,16 @@ def check_numbers(
                 "divide by a power of ten) and scale the result back"
             )
     if statistic == "f1":
+        low = -1.0 if paired else 0.0
         for name, arr in arrays.items():
             if name == "se":
                 continue
-            outside = (arr < 0.0) | (arr > 1.0)
+            outside = (arr < low) | (arr > 1.0)
             if outside.any():
                 g = int(np.argwhere(outside)[0][0])
-                raise CoreError(f"statistic 'f1'{_group_name(keys, g)}: {name} outside [0, 1]")
+                raise CoreError(
+                    f"statistic 'f1'{_group_name(keys, g)}: {name} outside [{low:g}, 1]"
+                )
     if not estimate_only:
         se, lo, hi = arrays["se"], arrays["ci_low"], arrays["ci_high"]
         if (se < 0).any() or (lo > hi).any():

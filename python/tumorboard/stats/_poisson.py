@@ -118,7 +118,8 @@ class PoissonPartials:
         exact = hi * (1 << 64) + lo
         out = np.empty(exact.shape, dtype=np.float64)
         for idx, value in np.ndenumerate(exact):
-            out[idx] = float(value) / float(2 ** int(self.scale[idx[1]]))
+            # int / int is correctly rounded in Python, for any scale (2**1100 is no float)
+            out[idx] = int(value) / (1 << int(self.scale[idx[1]]))
         return out
 
     def to_polars(self) -> pl.DataFrame:
@@ -318,6 +319,7 @@ def poisson_partials(
             "keys: Poisson partials need stable record keys (or clusters) so that weights do "
             "not depend on how the data are split"
         )
+    _validate.poisson_magnitudes(arr)
     lay = _validate.layout(arr.shape[0], groups=groups, clusters=clusters)
     _validate.resample_memory(opts.n_resamples, lay.n_groups, arr.shape[1], scheme="poisson",
                               return_distribution=False)  # fmt: skip

@@ -252,6 +252,45 @@ def f1_counts(data: np.ndarray, *, name: str) -> None:
         )
 
 
+#: Smallest largest-magnitude of a column the Poisson scheme takes: its exact fixed-point sums
+#: resolve 2^-64 (csrc/stats/poisson.hpp, kMaxFixedScale), so a column whose values are all below
+#: 2^-30 would keep fewer than 34 significant bits (values near 1e-300 would round to 0).
+POISSON_MIN_MAGNITUDE = 2.0**-30
+
+
+def poisson_magnitudes(data: np.ndarray, *, name: str = "values") -> None:
+    """Refuse columns too small for the Poisson scheme's exact fixed-point sums.
+
+    The Poisson partial sums are 128-bit integers in units of 2^-scale with the scale capped
+    at 64, the same for every shard, which is what makes shard partials merge bit for bit into
+    the whole-data result. A column of values near 1e-20 would be rounded to multiples of
+    2^-64 (values near 1e-300 to 0: an estimate of 0 with a "degenerate" interval).
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        The validated (n, k) values.
+    name : str, default "values"
+        The values argument's name, for the message.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A column whose largest magnitude is non-zero and below 2^-30 (about 9.3e-10); the
+        message names the column and the remedy.
+    """
+    top = np.abs(data).max(axis=0)
+    small = (top > 0) & (top < POISSON_MIN_MAGNITUDE)
+    if small.any():
+        c = int(np.flatnonzero(small)[0])
+        raise InvalidArgumentError(
+            f"{name}: column {c} holds values no larger than {top[c]:.3g} in magnitude; the "
+            "Poisson scheme's exact sums resolve 2^-64, so they would lose their precision. "
+            "Multiply the values by a power of ten (and divide the result), or use "
+            "scheme='multinomial'"
+        )
+
+
 def engine_statistic(value: Any) -> str:
     """Return the name of a statistic registered in the C++ engine.
 
