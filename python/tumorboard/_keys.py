@@ -23,16 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _LABEL_DTYPE(dtype: Any) -> bool:  # noqa: N802 - a predicate used like a constant
-    """Tell whether labels of a polars dtype can be ranked and hashed (see ``hash_labels``)."""
-    return (
-        dtype == pl.Boolean
-        or dtype.is_integer()
-        or dtype.is_float()
-        or dtype in (pl.String, pl.Categorical, pl.Enum)
-        or isinstance(dtype, (pl.Categorical, pl.Enum))
-        or dtype == pl.Null
-    )
+def _sortable_labels(dtype: Any) -> bool:
+    """Tell whether polars can rank labels of ``dtype`` (not Object, List, Array or Struct)."""
+    return dtype != pl.Object and not dtype.is_nested()
 
 
 def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
@@ -47,7 +40,7 @@ def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
             raise InvalidArgumentError(
                 f"{name}: expected a 1-D array of labels, got shape {arr.shape}"
             )
-        if arr.dtype.kind not in "biufUSO":
+        if arr.dtype.kind not in "biufUSOMm":
             raise InvalidArgumentError(
                 f"{name}: expected integer, string, bool or float labels, got dtype {arr.dtype}"
             )
@@ -60,7 +53,7 @@ def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
             raise InvalidArgumentError(
                 f"{name}: labels must be integers, strings, bools or floats ({exc})"
             ) from exc
-    if not _LABEL_DTYPE(s.dtype):
+    if not _sortable_labels(s.dtype):
         # Checked before polars sorts or hashes them: an Object column (complex numbers, mixed
         # Python objects) makes polars panic (a pyo3 PanicException, a BaseException) in arg_sort.
         raise InvalidArgumentError(
