@@ -40,39 +40,41 @@ def _workloads(quick: bool) -> list[tuple[str, int, int, int]]:
             ("100k x 1000 groups, B=2000", 100_000, 1000, 2000)]  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the workloads and print one Markdown row each."""
+def _measure(name: str, n: int, n_groups: int, b: int, threads: int | None) -> Result:
+    """Time the guards alone and the whole bootstrap call on one workload."""
     from tumorboard import stats
     from tumorboard.stats import _bootstrap, _scale, _validate
 
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=n)
+    g = rng.integers(0, n_groups, n) if n_groups > 1 else None
+    opts = stats.BootstrapOptions(n_resamples=b, threads=threads, seed=1)
+    res = stats.bootstrap(x, groups=g, options=opts)
+    lay = _validate.layout(n, groups=g)
+    values = _validate.values(x)
+    out = {f: np.atleast_1d(getattr(res, f))
+           for f in ("estimate", "boot_mean", "se", "ci_low", "ci_high")}  # fmt: skip
+
+    def guards() -> None:
+        _validate.resample_memory(b, lay.n_groups, 1, scheme="multinomial",
+                                  return_distribution=False)  # fmt: skip
+        plan = _scale.plan(values, lay.group, lay.n_groups, statistic="mean")
+        _scale.apply(out, plan.exponent)
+        _bootstrap.check_numbers(out, res.keys, statistic="mean")
+
+    t_guards = best_of(guards, repeat=5)
+    t_call = best_of(lambda: stats.bootstrap(x, groups=g, options=opts), repeat=3)
+    return Result.make(name, t_guards, ANCHOR, t_call, note="tumorboard column: the guards alone")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the workloads and print one Markdown row each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small workloads (seconds)")
     parser.add_argument("--threads", type=positive_int, default=None, help="engine threads")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
-    rng = np.random.default_rng(0)
-    results = []
-    for name, n, n_groups, b in _workloads(args.quick):
-        x = rng.normal(size=n)
-        g = rng.integers(0, n_groups, n) if n_groups > 1 else None
-        opts = stats.BootstrapOptions(n_resamples=b, threads=args.threads, seed=1)
-        res = stats.bootstrap(x, groups=g, options=opts)
-        lay = _validate.layout(n, groups=g)
-        values = _validate.values(x)
-        out = {f: np.atleast_1d(getattr(res, f))
-               for f in ("estimate", "boot_mean", "se", "ci_low", "ci_high")}  # fmt: skip
-
-        def guards() -> None:
-            _validate.resample_memory(b, lay.n_groups, 1, scheme="multinomial",
-                                      return_distribution=False)  # fmt: skip
-            plan = _scale.plan(values, lay.group, lay.n_groups, statistic="mean")
-            _scale.apply(out, plan.exponent)
-            _bootstrap.check_numbers(out, res.keys, statistic="mean")
-
-        t_guards = best_of(guards, repeat=5)
-        t_call = best_of(lambda: stats.bootstrap(x, groups=g, options=opts), repeat=3)
-        results.append(Result.make(name, t_guards, ANCHOR, t_call,
-                                   note="tumorboard column: the guards alone"))  # fmt: skip
+    results = [_measure(*w, args.threads) for w in _workloads(args.quick)]
     print(format_markdown(results, [ANCHOR], check_column=False))
     if args.json:
         write_json(results, args.json)
