@@ -978,7 +978,9 @@ def open(
     Returns
     -------
     Slide
-        The open slide.
+        The open slide. When the reader logged complaints about the file while opening or
+        reading it (tifffile logs one per damaged tag), they are counted and reported once per
+        slide as a ``RuntimeWarning`` naming the file, instead of one stderr line each.
 
     Raises
     ------
@@ -986,6 +988,9 @@ def open(
         ``reader`` names no reader, or ``mpp`` is not a positive number (checked first).
     SlideError
         The file is missing, corrupt or in no supported format.
+    SlideResolutionError
+        The file's resolution tags give no usable mpp (0 after rounding, or infinite) and no
+        ``mpp`` was passed; raised at once, without trying another reader.
     ImportError
         The needed reader is not installed (``pip install tumorboard[slides]``).
     """

@@ -21,34 +21,10 @@ import polars as pl
 import pyarrow as pa
 
 from .._checks import choice as choice  # re-exported: one choice check for the package
+from .._checks import flag as flag  # re-exported: one bool check for the package
 from ..errors import InvalidArgumentError, InvalidTypeError
 
 _ROUGE_TYPE = re.compile(r"rouge([1-9][0-9]*)")
-
-
-def flag(value: Any, *, name: str) -> bool:
-    """Return a boolean argument as ``bool``.
-
-    Parameters
-    ----------
-    value : bool
-        The argument (Python or NumPy bool).
-    name : str
-        The argument's name, for the message.
-
-    Returns
-    -------
-    bool
-        ``value``.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``value`` is not a bool.
-    """
-    if not isinstance(value, bool | np.bool_):
-        raise InvalidArgumentError(f"{name}: expected True or False, got {value!r}")
-    return bool(value)
 
 
 def threads(value: Any) -> int:
