@@ -90,11 +90,11 @@ class _ReaderProblems:
 #: Loggers of the third-party readers. On a damaged file tifffile logs one line per bad tag or
 #: page (hundreds for one file), and tiffslide's fsspec/asyncio stack logs tracebacks; while a
 #: slide is being opened or read their records are counted instead and reported once, as one
-#: warning naming the file (or inside the SlideError when the file cannot be read).
+#: warning naming the file (a file that cannot be read is reported by its SlideError).
 _READER_LOGGERS = ("tifffile", "tiffslide", "asyncio", "fsspec", "zarr")
 _LOG_LOCAL = threading.local()
-_ACTIVE: set[int] = set()
-_ACTIVE_SINKS: dict[int, _ReaderProblems] = {}
+#: The sinks of the reads in progress (id -> [sink, number of threads using it]).
+_ACTIVE_SINKS: dict[int, list[Any]] = {}
 _ACTIVE_LOCK = threading.Lock()
 
 
@@ -108,7 +108,7 @@ class _ReaderLogFilter(logging.Filter):
         if sink is None and record.name.split(".")[0] in ("asyncio", "fsspec"):
             # fsspec runs its event loop on a thread of its own: charge the slide being read
             with _ACTIVE_LOCK:
-                sink = next(iter(_ACTIVE_SINKS.values()), None)
+                sink = next((entry[0] for entry in _ACTIVE_SINKS.values()), None)
         if sink is None:
             return True
         sink.add(record.getMessage())
@@ -127,13 +127,16 @@ def _collect_reader_logs(sink: _ReaderProblems) -> Iterator[None]:
     _LOG_LOCAL.sink = sink
     key = id(sink)
     with _ACTIVE_LOCK:
-        _ACTIVE_SINKS[key] = sink
+        _ACTIVE_SINKS.setdefault(key, [sink, 0])[1] += 1
     try:
         yield
     finally:
         _LOG_LOCAL.sink = previous
         with _ACTIVE_LOCK:
-            _ACTIVE_SINKS.pop(key, None)
+            entry = _ACTIVE_SINKS[key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _ACTIVE_SINKS[key]
 
 
 def _report_problems(path: Path, reader: str, sink: _ReaderProblems) -> None:
