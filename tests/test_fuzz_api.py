@@ -329,6 +329,15 @@ def test_f1_takes_non_negative_counts_and_stays_in_the_unit_interval():
     assert -1 <= diff.ci_low <= diff.ci_high <= 1
 
 
+def test_agreement_counts_beyond_exact_floats_are_refused():
+    """Counts near 1e300 overflowed n(n - 1) into a NaN Gwet AC1 returned as a result."""
+    for table in ([[1e300, 0], [0, 1e300]], [[1e17, 3], [5, 1e17]]):
+        for f in (stats.gwet_ac1, stats.fleiss_kappa):
+            with pytest.raises(InvalidArgumentError, match="table: expected rating counts"):
+                f(np.array(table))
+    assert stats.gwet_ac1(np.array([[2**52, 0], [0, 2**52]])).estimate == 1.0
+
+
 def test_labels_polars_cannot_sort_are_refused_not_a_panic():
     """Complex or mixed-object labels made polars panic (pyo3 PanicException, a BaseException)."""
     x = np.ones(4)

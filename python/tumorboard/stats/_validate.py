@@ -32,6 +32,8 @@ RESAMPLERS = ("auto", "index", "counts")
 STATISTIC_COLUMNS = {"mean": 1, "sum": 1, "ratio": 2, "f1": 3}
 #: Most worker threads a call may ask for (each is an OS thread the engine starts).
 MAX_THREADS = 4096
+#: Largest rating count of an agreement table (integers above 2^53 are not exact in float64).
+MAX_COUNT = 2.0**53
 
 
 # ------------------------------------------------------------------------------ scalar options
@@ -622,7 +624,8 @@ def count_table(table: npt.ArrayLike) -> npt.NDArray[np.float64]:
     Raises
     ------
     InvalidArgumentError
-        Not 2-D, no item, fewer than 2 categories, or counts that are not non-negative integers.
+        Not 2-D, no item, fewer than 2 categories, or counts that are not integers in
+        [0, 2^53].
     """
     t = as_array(table, name="table")
     if t.ndim != 2:
@@ -640,6 +643,11 @@ def count_table(table: npt.ArrayLike) -> npt.NDArray[np.float64]:
     t = t.astype(np.float64)
     if not np.isfinite(t).all() or (t < 0).any() or (t != np.floor(t)).any():
         raise InvalidArgumentError("table: expected non-negative integer counts")
+    if (t > MAX_COUNT).any():
+        # beyond 2^53 float64 counts are not exact, and n(n - 1) overflows near 1e154
+        raise InvalidArgumentError(
+            f"table: expected rating counts <= 2^53 (raters per item), got {t.max():.6g}"
+        )
     return t
 
 
