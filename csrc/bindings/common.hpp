@@ -9,7 +9,8 @@
 // arguments is validated once, in the Python packages, before the call. Every batch of work runs
 // with the GIL released. This header holds what more than one domain needs: array conversion, the
 // one parser of string choices, the one check of offsets arrays and the one reader of Python
-// string columns.
+// string columns, and run_interruptible, which runs a batch of core work with the GIL released
+// and Ctrl-C honoured (common/cancel.hpp).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -23,9 +24,42 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cancel.hpp"
+
 namespace tb::bindings {
 
 namespace py = pybind11;
+
+// Runs fn() with the GIL released and a CancelToken on this thread whose poll briefly re-acquires
+// the GIL and runs the interpreter's signal handlers (PyErr_CheckSignals). When a handler raises
+// (KeyboardInterrupt for Ctrl-C, or whatever a SIGALRM handler raises), the core's parallel loops
+// stop between tasks (within about CancelToken::kPollInterval plus one task) and that Python
+// exception is raised here, so a long bootstrap stops within a second of Ctrl-C. Call it with the
+// GIL held.
+template <class Fn>
+decltype(auto) run_interruptible(Fn&& fn) {
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* trace = nullptr;
+  CancelToken token([&]() {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    PyErr_Fetch(&type, &value, &trace);
+    return true;
+  });
+  ScopedCancel scope(token);
+  try {
+    py::gil_scoped_release release;
+    return fn();
+  } catch (const cancelled&) {
+    if (type == nullptr) {
+      PyErr_SetString(PyExc_KeyboardInterrupt, "interrupted");
+    } else {
+      PyErr_Restore(type, value, trace);
+    }
+    throw py::error_already_set();
+  }
+}
 
 // A C-contiguous numpy array of T; other dtypes and layouts are converted on the way in.
 template <class T>

@@ -129,12 +129,11 @@ py::dict bootstrap_multinomial(Array<double> values, OptI64 group, std::size_t n
   Units u;
   Distribution d;
   Summary s;
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     u = build_units(rec.in);
     d = multinomial_bootstrap(u, *stat, keys, opt, m == Method::kBca);
     s = summarize(d, units_per_group(u), m, level, threads);
-  }
+  });
   return result_dict(u, d, s, return_distribution);
 }
 
@@ -150,13 +149,12 @@ py::dict bootstrap_from_counts(Array<double> values, Array<double> counts,
   Units u;
   Distribution d;
   Summary s;
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     u = build_units(rec.in);
     d = distribution_from_counts(u, *stat, counts.data(), static_cast<std::size_t>(counts.shape(0)),
                                  m == Method::kBca);
     s = summarize(d, units_per_group(u), m, level, 1);
-  }
+  });
   return result_dict(u, d, s, return_distribution);
 }
 
@@ -199,8 +197,7 @@ py::dict poisson_partials(Array<double> values, OptI64 group, std::size_t n_grou
   Units u;
   PoissonSums ps;
   std::vector<double> accel;
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     u = build_units(rec.in);
     std::vector<std::uint64_t> unit_keys(u.n_units());
     for (std::size_t i = 0; i < u.n_units(); ++i) {
@@ -215,7 +212,7 @@ py::dict poisson_partials(Array<double> values, OptI64 group, std::size_t n_grou
         accel[g] = poisson_acceleration(*stat, ps, g, fixed, u);
       }
     }
-  }
+  });
   const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(ps.n_groups),
                                           static_cast<py::ssize_t>(ps.n_resamples + 1),
                                           static_cast<py::ssize_t>(ps.k)};
@@ -256,12 +253,11 @@ py::dict poisson_finalize(Array<std::int64_t> hi, Array<std::uint64_t> lo,
   std::vector<std::size_t> mg(n_units.data(), n_units.data() + n_units.size());
   Distribution d;
   Summary s;
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     d = poisson_distribution(ps, *stat);
     d.acceleration.assign(acceleration.data(), acceleration.data() + acceleration.size());
     s = summarize(d, mg, m, level, threads);
-  }
+  });
   return result_dict(n_items, n_units, d, s, return_distribution);
 }
 
@@ -274,12 +270,11 @@ py::array_t<std::uint64_t> hash_strings(Array<std::int64_t> offsets, Array<std::
                 OffsetSpan::kWithin);
   py::array_t<std::uint64_t> out(static_cast<py::ssize_t>(n));
   auto* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     for (std::size_t i = 0; i < n; ++i) {
       o[i] = tb::rng::stable_hash(bytes + off[i], static_cast<std::size_t>(off[i + 1] - off[i]));
     }
-  }
+  });
   return out;
 }
 

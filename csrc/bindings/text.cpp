@@ -79,10 +79,9 @@ py::list tokenize(const py::list& texts, const std::string& name, const std::str
   const auto kind = parse_choice("tokenizer", tokenizer, kTokenizers);
   const auto stem = parse_choice("stemmer", stemmer, kStemmers);
   tt::TokenizedTexts toks;
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     toks = tt::tokenize_texts(in.views, kind, stem, threads);
-  }
+  });
   py::list out(in.views.size());
   for (std::size_t i = 0; i < in.views.size(); ++i) {
     py::list row(toks.size(i));
@@ -107,11 +106,10 @@ py::tuple rouge(const py::list& hyps, const py::list& refs, const std::string& h
   const auto kind = parse_choice("tokenizer", tokenizer, kTokenizers);
   const auto stem = parse_choice("stemmer", stemmer, kStemmers);
   std::vector<double> p(types.size() * n), r(types.size() * n), f(types.size() * n);
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     const auto toks = tt::tokenize_texts(in.views, kind, stem, threads);
     tt::rouge_pairs(toks, n, types, threads, {p.data(), r.data(), f.data()});
-  }
+  });
   return prf(p, r, f, {static_cast<py::ssize_t>(types.size()), static_cast<py::ssize_t>(n)});
 }
 
@@ -125,11 +123,10 @@ py::tuple rouge_matrix(const py::list& a, const py::list& b, const std::string& 
   const auto kind = parse_choice("tokenizer", tokenizer, kTokenizers);
   const auto stem = parse_choice("stemmer", stemmer, kStemmers);
   std::vector<double> p(na * nb), r(na * nb), f(na * nb);
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     const auto toks = tt::tokenize_texts(in.views, kind, stem, threads);
     tt::rouge_matrix(toks, na, nb, type, threads, {p.data(), r.data(), f.data()});
-  }
+  });
   return prf(p, r, f, {static_cast<py::ssize_t>(na), static_cast<py::ssize_t>(nb)});
 }
 
@@ -143,11 +140,10 @@ py::array_t<double> set_f1(const py::list& preds, const py::list& refs,
   check_same_length(n, in.columns[1].size(), "preds", "refs");
   const auto kind = parse_choice("tokenizer", tokenizer, kTokenizers);
   std::vector<double> out(n);
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     const auto toks = tt::tokenize_texts(in.views, kind, tt::Stemmer::kNone, threads);
     tt::set_f1(toks, n, threads, out.data());
-  }
+  });
   return to_numpy(out);
 }
 
@@ -159,10 +155,9 @@ py::array_t<double> token_f1(const py::list& preds, const py::list& refs,
   r.add(read_string_column(refs, ref_name));
   check_same_length(p.views.size(), r.views.size(), "preds", "refs");
   std::vector<double> out(p.views.size());
-  {
-    py::gil_scoped_release release;
+  run_interruptible([&] {
     tt::token_f1(p.views, r.views, squad, both_empty, threads, out.data());
-  }
+  });
   return to_numpy(out);
 }
 

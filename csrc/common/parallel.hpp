@@ -1,7 +1,8 @@
 // A minimal parallel-for: tasks are claimed from an atomic counter by worker threads. Results must be
 // written to task-indexed slots, so the output never depends on which thread ran which task.
 // parallel_blocks runs the same loop over contiguous index ranges (rows of an image, items of a
-// batch).
+// batch). Both stop between tasks when the calling thread's CancelToken (cancel.hpp) says so, and
+// then throw tb::cancelled.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "cancel.hpp"
+
 namespace tb {
 
 inline int resolve_threads(int requested) {
@@ -22,14 +25,19 @@ inline int resolve_threads(int requested) {
 }
 
 // Runs fn(task) for task in [0, n_tasks) on up to `threads` threads. The first exception thrown
-// by any task is rethrown on the calling thread after all workers stop.
+// by any task is rethrown on the calling thread after all workers stop. With a CancelToken on the
+// calling thread, tasks stop being claimed once it is cancelled and tb::cancelled is thrown.
 template <class Fn>
 void parallel_for(std::size_t n_tasks, int threads, Fn&& fn) {
   if (n_tasks == 0) return;
+  CancelToken* const token = current_cancel_token();
   const std::size_t workers =
       std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), n_tasks);
   if (workers <= 1) {
-    for (std::size_t t = 0; t < n_tasks; ++t) fn(t);
+    for (std::size_t t = 0; t < n_tasks; ++t) {
+      if (token != nullptr && token->check()) throw cancelled();
+      fn(t);
+    }
     return;
   }
   std::atomic<std::size_t> next{0};
@@ -39,6 +47,7 @@ void parallel_for(std::size_t n_tasks, int threads, Fn&& fn) {
   auto work = [&]() {
     for (;;) {
       if (failed.load(std::memory_order_relaxed)) return;
+      if (token != nullptr && token->check()) return;
       const std::size_t t = next.fetch_add(1, std::memory_order_relaxed);
       if (t >= n_tasks) return;
       try {
@@ -57,6 +66,7 @@ void parallel_for(std::size_t n_tasks, int threads, Fn&& fn) {
   work();
   for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);
+  if (token != nullptr && token->stop_requested()) throw cancelled();
 }
 
 // Splits [0, n) into about 4 * threads contiguous blocks and runs fn(begin, end) on each with

@@ -227,6 +227,18 @@ void full_sums(const Units& u, std::size_t g, double* sums, double* weight) {
   }
 }
 
+// The exponent e of the power of two 2^e nearest above max |t - mean| (0 when that is 0 or not
+// finite): deviations divided by 2^e lie in [-1, 1], so their squares and cubes stay in range.
+int pow2_exponent(const std::vector<double>& v, double mean) {
+  double top = 0.0;
+  for (double t : v) top = std::max(top, std::fabs(t - mean));
+  if (!(top > 0.0) || !std::isfinite(top)) return 0;
+  int e = 0;
+  std::frexp(top, &e);
+  // Leave ordinary magnitudes alone (bit-identical sums); rescale only near the float limits.
+  return (e > 200 || e < -200) ? e : 0;
+}
+
 }  // namespace
 
 double acceleration_from_jackknife(const std::vector<double>& theta) {
@@ -236,9 +248,13 @@ double acceleration_from_jackknife(const std::vector<double>& theta) {
   for (double t : theta) mean += t;
   const double n = static_cast<double>(m);
   mean /= n;
+  // a is scale-free: the deviations are divided by the power of two nearest their largest
+  // magnitude first (exact), so d^3 neither overflows for theta near 1e300 nor underflows
+  // for theta near 1e-300.
+  const int e = pow2_exponent(theta, mean);
   double num = 0, den = 0;
   for (double t : theta) {
-    const double d = (n - 1.0) * (mean - t);
+    const double d = std::ldexp((n - 1.0) * (mean - t), -e);
     num += d * d * d;
     den += d * d;
   }
@@ -338,6 +354,7 @@ Distribution distribution_from_counts(const Units& u, const Statistic& stat,
   dist.used_counts.assign(1, 0);
   std::vector<double> sums(k);
   for (std::size_t b = 0; b < n_resamples; ++b) {
+    if ((b & 255) == 0) check_cancelled();
     std::fill(sums.begin(), sums.end(), 0.0);
     double weight = 0;
     for (std::size_t i = 0; i < m; ++i) {
@@ -409,10 +426,16 @@ Summary summarize(const Distribution& dist, const std::vector<std::size_t>& unit
     double mean = 0;
     for (double t : v) mean += t;
     mean /= nv;
+    // Squares of deviations near 1e-300 underflow (a spread would read as se = 0) and near
+    // 1e300 overflow: square them divided by a power of two (exact) and scale the root back.
+    const int e = pow2_exponent(v, mean);
     double ss = 0;
-    for (double t : v) ss += (t - mean) * (t - mean);
+    for (double t : v) {
+      const double d = std::ldexp(t - mean, -e);
+      ss += d * d;
+    }
     s.boot_mean[g] = mean;
-    s.se[g] = std::sqrt(ss / (nv - 1.0));
+    s.se[g] = std::ldexp(std::sqrt(ss / (nv - 1.0)), e);
     double q_lo = alpha, q_hi = 1.0 - alpha;
     if (method == Method::kBca) {
       std::size_t below = 0, at_or_below = 0;

@@ -7,6 +7,7 @@ everywhere has one home.
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -50,3 +51,69 @@ def choice(value: Any, allowed: Sequence[_T], *, name: str, note: str = "") -> _
 #: checks the spelling with it before torch is imported, ``models.resolve_device`` the machine.
 DEVICE_NAME = re.compile(r"auto|cpu|mps|cuda(?::[0-9]+)?")
 DEVICE_NAMES = "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
+
+
+def as_array(data: Any, *, name: str, dtype: Any = None) -> Any:
+    """Return ``numpy.asarray(data, dtype)``, refusing what NumPy cannot make an array of.
+
+    Ragged nested lists (``[1, [2]]``), integers beyond every NumPy type (``10**400``) and
+    objects NumPy cannot convert raise inside NumPy with a message that names nothing; here they
+    become an :class:`~tumorboard.errors.InvalidArgumentError` that names the argument.
+
+    Parameters
+    ----------
+    data : array_like
+        The argument.
+    name : str
+        The argument's name, for the message.
+    dtype : numpy dtype, optional
+        The dtype to convert to (None: NumPy's choice).
+
+    Returns
+    -------
+    numpy.ndarray
+        The array.
+
+    Raises
+    ------
+    InvalidArgumentError
+        NumPy cannot build an array (of ``dtype``) from ``data``.
+    """
+    import numpy as np
+
+    try:
+        return np.asarray(data, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        what = "an array" if dtype is None else f"a {np.dtype(dtype).name} array"
+        raise InvalidArgumentError(
+            f"{name}: expected {what} (a rectangular, non-ragged array of numbers or labels), "
+            f"got {type(data).__name__}: {exc}"
+        ) from exc
+
+
+def flag(value: Any, *, name: str) -> bool:
+    """Return a boolean argument as ``bool`` (Python or NumPy bool; nothing else).
+
+    Parameters
+    ----------
+    value : bool
+        The argument.
+    name : str
+        The argument's name, for the message.
+
+    Returns
+    -------
+    bool
+        ``value``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``value`` is not a bool (an array, a string and a number are refused rather than judged
+        by their truth value).
+    """
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidArgumentError(f"{name}: expected True or False, got {reprlib.repr(value)}")
+    return bool(value)

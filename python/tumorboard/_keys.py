@@ -14,12 +14,18 @@ import polars as pl
 import pyarrow as pa
 
 from . import _core
+from ._checks import as_array
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ._typing import Labels
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _sortable_labels(dtype: Any) -> bool:
+    """Tell whether polars can rank labels of ``dtype`` (not Object, List, Array or Struct)."""
+    return dtype != pl.Object and not dtype.is_nested()
 
 
 def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
@@ -29,15 +35,30 @@ def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
     elif isinstance(obj, (pa.Array, pa.ChunkedArray)):
         s = pl.Series(name, obj)
     else:
-        arr = np.asarray(obj)
+        arr = as_array(obj, name=name)
         if arr.ndim != 1:
             raise InvalidArgumentError(
                 f"{name}: expected a 1-D array of labels, got shape {arr.shape}"
             )
-        if arr.dtype == object:
-            s = pl.Series(name, arr.tolist(), strict=False)
-        else:
-            s = pl.Series(name, arr)
+        if arr.dtype.kind not in "biufUSOMm":
+            raise InvalidArgumentError(
+                f"{name}: expected integer, string, bool or float labels, got dtype {arr.dtype}"
+            )
+        try:
+            if arr.dtype == object:
+                s = pl.Series(name, arr.tolist(), strict=False)
+            else:
+                s = pl.Series(name, arr)
+        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as exc:
+            raise InvalidArgumentError(
+                f"{name}: labels must be integers, strings, bools or floats ({exc})"
+            ) from exc
+    if not _sortable_labels(s.dtype):
+        # Checked before polars sorts or hashes them: an Object column (complex numbers, mixed
+        # Python objects) makes polars panic (a pyo3 PanicException, a BaseException) in arg_sort.
+        raise InvalidArgumentError(
+            f"{name}: expected integer, string, bool or float labels, got {s.dtype}"
+        )
     if len(s) != n:
         raise InvalidArgumentError(f"{name}: expected {n} entries (one per record), got {len(s)}")
     if s.null_count():

@@ -36,6 +36,7 @@ __all__ = [
     "UnsafeCheckpointError",
     "WeightsError",
     "check_state_dict",
+    "check_state_values",
     "file_fingerprint",
     "load_state_dict",
     "read_state_dict",
@@ -314,6 +315,58 @@ def check_state_dict(
         raise CheckpointKeyError(
             path, model or type(module).__name__, missing, unexpected, mismatched
         )
+    check_state_values(module, state, path=path)
+
+
+def check_state_values(
+    module: nn.Module,
+    state: Mapping[str, torch.Tensor],
+    *,
+    path: str | os.PathLike[str] = "<state dict>",
+) -> None:
+    """Check that every tensor the module holds in floating point is finite floating point.
+
+    Loading casts a checkpoint tensor to the module's dtype without a word: an int64 or bool
+    tensor would become weights of 0 and 1, and a NaN or infinite weight makes every feature
+    the model computes NaN. Both are refused here, naming the key. Tensors the module keeps in
+    an integer or bool dtype (counters, index buffers) are not checked.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model (its tensors may live on the meta device).
+    state : Mapping of str to torch.Tensor
+        The state dict, with the module's keys (:func:`check_state_dict` checks those first).
+    path : str or os.PathLike, default "<state dict>"
+        The file named in the error.
+
+    Raises
+    ------
+    WeightsError
+        A tensor that is not floating point where the module's is, or one with NaN or infinite
+        values; the message names its key and counts the bad values.
+    """
+    declared = {k: v.dtype for k, v in module.state_dict().items()}
+    for key, dtype in declared.items():
+        t = state.get(key)
+        if t is None or not dtype.is_floating_point:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise WeightsError(path, f"{key!r}: expected a tensor, got {type(t).__name__}")
+        if not t.dtype.is_floating_point:
+            raise WeightsError(
+                path,
+                f"{key!r}: a {t.dtype} tensor where the model holds {dtype} weights; refusing "
+                "to cast it (a checkpoint of another model, or a corrupted one)",
+            )
+        finite = torch.isfinite(t)
+        if not bool(finite.all()):
+            bad = int(finite.numel() - int(finite.sum()))
+            raise WeightsError(
+                path,
+                f"{key!r}: {bad} of {t.numel()} value(s) are NaN or infinite; weights must be "
+                "finite (a diverged training run or a corrupted file)",
+            )
 
 
 def load_state_dict(

@@ -184,8 +184,13 @@ def patch_grid(
     n_threads = _validate.threads(threads)
     level0_mag = slide.magnification
     if not level0_mag:
+        why = (
+            "no mpp in the file"
+            if slide.mpp is None
+            else f"its {slide.mpp} um/px is coarser than 5x, the lowest magnification TRIDENT bins"
+        )
         raise InvalidArgumentError(
-            f"{slide.path}: unknown level-0 magnification (no mpp in the file); open it with mpp="
+            f"{slide.path}: unknown level-0 magnification ({why}); open it with mpp="
         )
     if magnification > level0_mag:
         res = f", {slide.mpp} um/px" if slide.mpp is not None else ""

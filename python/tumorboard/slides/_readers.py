@@ -25,12 +25,14 @@ from __future__ import annotations
 import abc
 import contextlib
 import ctypes
+import functools
 import logging
 import math
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
@@ -60,6 +62,108 @@ class SlideError(TumorboardError, OSError):
     def __init__(self, path: str | os.PathLike[str], message: str) -> None:
         self.path = str(path)
         super().__init__(f"{self.path}: {message}")
+
+
+class SlideResolutionError(SlideError):
+    """A slide whose resolution metadata gives no usable mpp (0 after rounding, or infinite).
+
+    A :class:`SlideError`; ``open`` raises it at once rather than trying another reader, since
+    every reader reads the same tags. Passing ``mpp=`` overrides the metadata.
+    """
+
+
+class _ReaderProblems:
+    """How many log records a slide's third-party reader emitted, and the first of them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: str | None = None
+        self.reported = False
+
+    def add(self, message: str) -> None:
+        """Count one record (the first is kept for the report)."""
+        self.count += 1
+        if self.first is None:
+            self.first = message.splitlines()[0][:300] if message else ""
+
+
+#: Loggers of the third-party readers. On a damaged file tifffile logs one line per bad tag or
+#: page (hundreds for one file), and tiffslide's fsspec/asyncio stack logs tracebacks; while a
+#: slide is being opened or read their records are counted instead and reported once, as one
+#: warning naming the file (a file that cannot be read is reported by its SlideError).
+_READER_LOGGERS = ("tifffile", "tiffslide", "asyncio", "fsspec", "zarr")
+_LOG_LOCAL = threading.local()
+#: The sinks of the reads in progress (id -> [sink, number of threads using it]).
+_ACTIVE_SINKS: dict[int, list[Any]] = {}
+_ACTIVE_LOCK = threading.Lock()
+
+
+class _ReaderLogFilter(logging.Filter):
+    """Route reader log records of threads that read a slide to that slide's problem count."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(_TIFFFILE_QUIET.local, "depth", 0):
+            return False  # auto's probe of the file: not the reader's business
+        sink = getattr(_LOG_LOCAL, "sink", None)
+        if sink is None and record.name.split(".")[0] in ("asyncio", "fsspec"):
+            # fsspec runs its event loop on a thread of its own: charge the slide being read
+            with _ACTIVE_LOCK:
+                sink = next((entry[0] for entry in _ACTIVE_SINKS.values()), None)
+        if sink is None:
+            return True
+        sink.add(record.getMessage())
+        return False
+
+
+_READER_FILTER = _ReaderLogFilter()
+for _name in _READER_LOGGERS:
+    logging.getLogger(_name).addFilter(_READER_FILTER)
+
+
+@contextlib.contextmanager
+def _collect_reader_logs(sink: _ReaderProblems) -> Iterator[None]:
+    """Count the reader log records of this thread (and of fsspec's loop) into ``sink``."""
+    previous = getattr(_LOG_LOCAL, "sink", None)
+    _LOG_LOCAL.sink = sink
+    key = id(sink)
+    with _ACTIVE_LOCK:
+        _ACTIVE_SINKS.setdefault(key, [sink, 0])[1] += 1
+    try:
+        yield
+    finally:
+        _LOG_LOCAL.sink = previous
+        with _ACTIVE_LOCK:
+            entry = _ACTIVE_SINKS[key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _ACTIVE_SINKS[key]
+
+
+def _report_problems(path: Path, reader: str, sink: _ReaderProblems) -> None:
+    """Warn once per slide that its reader complained about the file while reading it."""
+    if sink.count and not sink.reported:
+        sink.reported = True
+        warnings.warn(
+            f"{path}: the {reader} reader reported {sink.count} problem(s) with this file "
+            f"(first: {sink.first}); parts of it may be damaged",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _quiet_reader(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a read method with the reader's log records counted and reported once."""
+
+    @functools.wraps(method)
+    def wrapper(self: Slide, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_LOG_LOCAL, "sink", None) is not None:  # nested in another read
+            return method(self, *args, **kwargs)
+        with _collect_reader_logs(self._problems):
+            out = method(self, *args, **kwargs)
+        _report_problems(self.path, self.reader, self._problems)
+        return out
+
+    return wrapper
 
 
 def _missing_extra(what: str, exc: ImportError) -> MissingDependencyError:
@@ -141,6 +245,11 @@ def mpp_from_properties(props: Mapping[str, Any]) -> float | None:
     return None
 
 
+#: Property keys a resolution is read from (named in the message about an unusable one).
+_RESOLUTION_KEYS = ("openslide.mpp-x", "tiffslide.mpp-x", "openslide.mirax.MPP", "aperio.MPP",
+                    "hamamatsu.XResolution", "tiff.XResolution", "tiff.ResolutionUnit")  # fmt: skip
+
+
 def _objective_power(props: Mapping[str, Any]) -> float | None:
     for key in ("openslide.objective-power", "tiffslide.objective-power", "aperio.AppMag"):
         if (x := _as_float(props.get(key))) is not None:
@@ -184,6 +293,7 @@ class Slide(abc.ABC):
         self.level_downsamples: tuple[float, ...] = ()
         self.properties: dict[str, Any] = {}
         self._mpp_override = mpp
+        self._problems = _ReaderProblems()
 
     def _init_resolution(self) -> None:
         if self._mpp_override is not None:
@@ -195,6 +305,14 @@ class Slide(abc.ABC):
             self.mpp: float | None = mpp
         else:
             self.mpp = mpp_from_properties(self.properties)
+            if self.mpp is not None and not (math.isfinite(self.mpp) and self.mpp > 0):
+                tags = {k: self.properties[k] for k in _RESOLUTION_KEYS if k in self.properties}
+                raise SlideResolutionError(
+                    self.path,
+                    f"its resolution metadata {tags} gives {self.mpp} um/px at level 0, which "
+                    "is no usable resolution (TRIDENT rounds mpp to 4 decimals); pass mpp= "
+                    "(--mpp) to give the resolution",
+                )
         self.magnification: int | None = None
         if self.mpp is not None:
             try:
@@ -230,6 +348,7 @@ class Slide(abc.ABC):
 
     # -- reading ----------------------------------------------------------------------------
 
+    @_quiet_reader
     def read_region(
         self, location: tuple[int, int], level: int, size: tuple[int, int]
     ) -> np.ndarray:
@@ -269,6 +388,7 @@ class Slide(abc.ABC):
         ``out`` is (h, w) uint32 for argb32, (h, w, 3) uint8 for rgb.
         """
 
+    @_quiet_reader
     def read_level(self, level: int, *, threads: int | None = None) -> np.ndarray:
         """Read a whole level as (h, w, 3) uint8, in horizontal strips on ``threads`` threads."""
         self._check_level(level)
@@ -285,6 +405,7 @@ class Slide(abc.ABC):
         _parallel_map(read, starts, threads)
         return out
 
+    @_quiet_reader
     def read_downsampled(
         self, downsample: float, *, threads: int | None = None
     ) -> tuple[np.ndarray, tuple[float, float]]:
@@ -345,8 +466,17 @@ def _parallel_map(fn: Any, items: list[int], threads: int | None) -> None:
         for item in items:
             fn(item)
         return
+    sink = getattr(_LOG_LOCAL, "sink", None)
+
+    def run(item: int) -> None:  # the worker counts its reader log records as the caller does
+        if sink is None:
+            fn(item)
+            return
+        with _collect_reader_logs(sink):
+            fn(item)
+
     with ThreadPoolExecutor(max_workers=min(n, len(items))) as pool:
-        list(pool.map(fn, items))
+        list(pool.map(run, items))
 
 
 def _level0_coord(v: int, ds: float) -> int:
@@ -650,15 +780,21 @@ class TiffFileSlide(Slide):
                 self._tf.close()
                 raise SlideError(self.path, f"level {i} {why}")
         self._pages = pages
-        # tifffile builds each page's decoder lazily; build them here, before threads share them
-        self._decoders = [pg.decode for pg in pages]
+        self._fd = -1
+        try:
+            # tifffile builds each page's decoder lazily; build them here, before threads
+            # share them (a damaged header fails here: ZeroDivisionError, ValueError, ...)
+            self._decoders = [pg.decode for pg in pages]
+            self.level_dimensions = tuple((int(p.imagewidth), int(p.imagelength)) for p in pages)
+            w0, h0 = self.level_dimensions[0]
+            self.level_downsamples = tuple(
+                (w0 / w + h0 / h) / 2.0 for w, h in self.level_dimensions
+            )  # OpenSlide's definition
+            self.properties = self._tiff_properties(pages[0])
+        except Exception as exc:  # noqa: BLE001 - any parser error of a damaged header
+            self._tf.close()
+            raise SlideError(self.path, f"tifffile cannot read its levels ({exc!r})") from exc
         self._fd = os.open(self.path, os.O_RDONLY)
-        self.level_dimensions = tuple((int(p.imagewidth), int(p.imagelength)) for p in pages)
-        w0, h0 = self.level_dimensions[0]
-        self.level_downsamples = tuple(
-            (w0 / w + h0 / h) / 2.0 for w, h in self.level_dimensions
-        )  # OpenSlide's definition
-        self.properties = self._tiff_properties(pages[0])
         self._init_resolution()
 
     @staticmethod
@@ -728,6 +864,7 @@ class TiffFileSlide(Slide):
                         ay0 - ty * th : ay1 - ty * th, ax0 - tx * tw : ax1 - tx * tw, :3
                     ]
 
+    @_quiet_reader
     def read_level(self, level: int, *, threads: int | None = None) -> np.ndarray:
         self._check_level(level)
         w, h = self.level_dimensions[level]
@@ -812,6 +949,7 @@ class ImageSlide(Slide):
         if rh > 0 and rw > 0:
             out[sy, sx] = self._image[ly : ly + rh, lx : lx + rw]
 
+    @_quiet_reader
     def read_level(self, level: int, *, threads: int | None = None) -> np.ndarray:
         self._check_level(level)
         _validate.threads(threads)
@@ -843,7 +981,9 @@ def open(
     Returns
     -------
     Slide
-        The open slide.
+        The open slide. When the reader logged complaints about the file while opening or
+        reading it (tifffile logs one per damaged tag), they are counted and reported once per
+        slide as a ``RuntimeWarning`` naming the file, instead of one stderr line each.
 
     Raises
     ------
@@ -851,13 +991,25 @@ def open(
         ``reader`` names no reader, or ``mpp`` is not a positive number (checked first).
     SlideError
         The file is missing, corrupt or in no supported format.
+    SlideResolutionError
+        The file's resolution tags give no usable mpp (0 after rounding, or infinite) and no
+        ``mpp`` was passed; raised at once, without trying another reader.
     ImportError
         The needed reader is not installed (``pip install tumorboard[slides]``).
     """
     reader = _validate.reader(reader)
     if mpp is not None:
         mpp = _validate.positive(mpp, "mpp", "um/px")
-    p = Path(path)
+    sink = _ReaderProblems()
+    with _collect_reader_logs(sink):
+        slide = _open(Path(path), mpp=mpp, reader=reader)
+    slide._problems = sink
+    _report_problems(slide.path, slide.reader, sink)
+    return slide
+
+
+def _open(p: Path, *, mpp: float | None, reader: str) -> Slide:
+    """Open ``p`` with the reader :func:`open` chose (arguments validated)."""
     if not p.exists():
         raise SlideError(p, "no such file")
     if p.is_dir():
@@ -874,6 +1026,8 @@ def open(
     if direct_tiff_unsupported(p) is None:
         try:
             return TiffFileSlide(p, mpp=mpp)
+        except SlideResolutionError:
+            raise  # every reader reads the same tags: no other reader would do better
         except SlideError as exc:  # parsed a moment ago; a file changing under us: try the rest
             errors.append(f"tifffile: {str(exc).removeprefix(str(p) + ': ')}")
     missing: list[ImportError] = []
@@ -882,6 +1036,8 @@ def open(
             return cls(p, mpp=mpp)
         except ImportError as exc:
             missing.append(exc)
+        except SlideResolutionError:
+            raise
         except SlideError as exc:
             errors.append(f"{cls.reader}: {str(exc).removeprefix(str(p) + ': ')}")
         except Exception as exc:  # parsers of corrupt files raise anything; report, try the next

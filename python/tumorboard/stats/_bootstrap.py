@@ -17,8 +17,8 @@ import polars as pl
 from .. import _core
 from .._results import squeeze, table
 from .._typing import Labels, Resampler, Scheme, Values
-from ..errors import InvalidArgumentError
-from . import _validate
+from ..errors import CoreError, InvalidArgumentError, NumericOverflowError
+from . import _scale, _validate
 from ._options import BootstrapOptions
 
 #: The per-group fields of BootstrapResult (scalars without groups, arrays with them).
@@ -304,13 +304,19 @@ def run_engine(
     """
     b = 0 if estimate_only else options.n_resamples
     threads, method, level = options.engine_threads, options.method, options.level
+    _validate.resample_memory(b, lay.n_groups, values.shape[1], scheme=scheme,
+                              return_distribution=return_distribution)  # fmt: skip
     if scheme == "multinomial":
+        scaling = _scale.plan(values, lay.group, lay.n_groups, statistic=statistic,
+                              paired_split=paired_split)  # fmt: skip
         out = _core.stats.bootstrap_multinomial(
-            values, lay.group, lay.n_groups, lay.stratum, lay.n_strata, lay.cluster,
+            scaling.values, lay.group, lay.n_groups, lay.stratum, lay.n_strata, lay.cluster,
             lay.n_clusters, lay.group_keys, statistic, params, paired_split, b, options.seed,
             threads, resampler, method, level, return_distribution,
         )  # fmt: skip
+        _scale.apply(out, scaling.exponent)
     else:
+        _validate.poisson_magnitudes(values)
         partial = _core.stats.poisson_partials(
             values, lay.group, lay.n_groups, lay.cluster, lay.n_clusters, record_keys,
             lay.cluster_keys, statistic, params, paired_split, b, options.seed, threads,
@@ -321,8 +327,89 @@ def run_engine(
             partial["n_units"], partial["acceleration"], statistic, params, paired_split, method,
             level, threads, return_distribution,
         )  # fmt: skip
+    check_numbers(out, lay.keys, statistic=statistic, estimate_only=estimate_only,
+                  paired=paired_split > 0)  # fmt: skip
     return result(out, lay.keys, statistic=statistic, scheme=scheme, options=options,
                   n_resamples=b, estimate_only=estimate_only)  # fmt: skip
+
+
+def _group_name(keys: dict[str, np.ndarray], g: int) -> str:
+    """Return how a message names group ``g``: its key values, or nothing without groups."""
+    if not keys:
+        return ""
+    return " of group " + ", ".join(f"{k}={np.ravel(v)[g]!r}" for k, v in keys.items())
+
+
+def check_numbers(
+    out: dict[str, Any],
+    keys: dict[str, np.ndarray],
+    *,
+    statistic: str,
+    estimate_only: bool = False,
+    paired: bool = False,
+) -> None:
+    """Refuse engine output that fails its mathematical checks instead of returning it.
+
+    The inputs were validated finite, so an infinite estimate, bound, standard error or
+    resample means a result beyond the float64 range (a ``"sum"`` of values near 1e308); it is
+    an error, never a number. NaN stays where it has a meaning: an undefined statistic (0/0)
+    and an undefined BCa interval. F1 must lie in [0, 1] and an interval must not be inverted.
+
+    Parameters
+    ----------
+    out : dict
+        The engine's output dictionary, after scaling back.
+    keys : dict of str to numpy.ndarray
+        The group key columns, to name the group in the message.
+    statistic : str
+        The engine statistic.
+    estimate_only : bool, default False
+        Only the estimate was computed (the interval fields are not checked).
+    paired : bool, default False
+        The statistic is a paired difference (an F1 difference lies in [-1, 1]).
+
+    Raises
+    ------
+    NumericOverflowError
+        A value beyond the float64 range.
+    CoreError
+        An F1 outside [0, 1], a negative standard error or an inverted interval (the engine's
+        invariants; validated inputs cannot produce them).
+    """
+    fields = ("estimate",) if estimate_only else ("estimate", "boot_mean", "se", "ci_low",
+                                                  "ci_high")  # fmt: skip
+    arrays = {f: np.atleast_1d(np.asarray(out[f], dtype=np.float64)) for f in fields}
+    dist = None if estimate_only else out.get("distribution")
+    if dist is not None:
+        arrays["distribution"] = np.asarray(dist, dtype=np.float64)
+    for name, arr in arrays.items():
+        bad = np.isinf(arr)
+        if bad.any():
+            g = int(np.argwhere(bad)[0][0])
+            raise NumericOverflowError(
+                f"statistic {statistic!r}{_group_name(keys, g)}: the {name} is beyond the float64 "
+                "range (|x| > 1.8e308) although every value is finite; rescale the values (e.g. "
+                "divide by a power of ten) and scale the result back"
+            )
+    if statistic == "f1":
+        low = -1.0 if paired else 0.0
+        for name, arr in arrays.items():
+            if name == "se":
+                continue
+            outside = (arr < low) | (arr > 1.0)
+            if outside.any():
+                g = int(np.argwhere(outside)[0][0])
+                raise CoreError(
+                    f"statistic 'f1'{_group_name(keys, g)}: {name} outside [{low:g}, 1]"
+                )
+    if not estimate_only:
+        se, lo, hi = arrays["se"], arrays["ci_low"], arrays["ci_high"]
+        if (se < 0).any() or (lo > hi).any():
+            g = int(np.flatnonzero((se < 0) | (lo > hi))[0])
+            raise CoreError(
+                f"statistic {statistic!r}{_group_name(keys, g)}: negative standard error or "
+                "inverted interval"
+            )
 
 
 def _poisson_keys(scheme: str, keys: Any, n: int) -> np.ndarray | None:
@@ -430,6 +517,11 @@ def bootstrap_sufficient(
         An invalid argument (the message names it).
     """
     values = _validate.values(rows, name="rows")
+    statistic = _validate.engine_statistic(statistic)
+    if statistic == "f1":
+        _validate.f1_counts(values, name="rows")
+    return_distribution = _validate.flag(return_distribution, name="return_distribution")
+    estimate_only = _validate.flag(estimate_only, name="estimate_only")
     opts = BootstrapOptions.resolve(options)
     scheme = _validate.scheme(scheme, strata=strata, keys=keys)
     resampler = _validate.choice(resampler, _validate.RESAMPLERS, name="resampler")
@@ -514,6 +606,7 @@ def bootstrap(
     """
     arr = _validate.values(values)
     _validate.statistic(statistic, arr)
+    return_distribution = _validate.flag(return_distribution, name="return_distribution")
     opts = BootstrapOptions.resolve(options)
     scheme = _validate.scheme(scheme, strata=strata, keys=keys)
     resampler = _validate.choice(resampler, _validate.RESAMPLERS, name="resampler")
@@ -568,6 +661,9 @@ def paired_bootstrap(
             f"a and b: expected the same shape, got {va.shape} and {vb.shape}"
         )
     _validate.statistic(statistic, va, name="a")
+    if statistic == "f1":
+        _validate.f1_counts(vb, name="b")
+    return_distribution = _validate.flag(return_distribution, name="return_distribution")
     opts = BootstrapOptions.resolve(options)
     scheme = _validate.scheme(scheme, strata=strata, keys=keys)
     lay = _validate.layout(va.shape[0], groups=groups, strata=strata, clusters=clusters)
@@ -649,8 +745,11 @@ def bootstrap_from_indices(
     counts = np.zeros(idx.shape, dtype=np.float64)
     rows = np.repeat(np.arange(b), idx.shape[1])
     np.add.at(counts, (rows, idx.ravel()), 1.0)
+    scaling = _scale.plan(arr, None, 1, statistic=statistic)
     out = _core.stats.bootstrap_from_counts(
-        arr, counts, statistic, [], opts.method, opts.level, True
+        scaling.values, counts, statistic, [], opts.method, opts.level, True
     )
+    _scale.apply(out, scaling.exponent)
+    check_numbers(out, {}, statistic=statistic)
     res = result(out, {}, statistic=statistic, scheme="multinomial", options=opts, n_resamples=b)
     return single(res, grouped=False)

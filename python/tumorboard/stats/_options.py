@@ -25,7 +25,9 @@ class BootstrapOptions:
     Parameters
     ----------
     n_resamples : int, default 1000
-        Number of bootstrap resamples B, in [1, 2^32).
+        Number of bootstrap resamples B, in [1, 2^32). A call whose resample arrays would not
+        fit in the machine's physical memory is refused at its start, with the largest B that
+        fits (``stats._validate.resample_memory``).
     level : float, default 0.95
         Confidence level of the two-sided interval, strictly between 0 and 1.
     method : {"percentile", "basic", "bca"}, default "percentile"
@@ -35,7 +37,7 @@ class BootstrapOptions:
         Seed of the counter-based random streams, in [0, 2^64). A fixed seed gives bit-identical
         results on any number of threads.
     threads : int or None, default None
-        Worker threads of the engine; None uses all cores.
+        Worker threads of the engine, in [1, 4096]; None uses all cores.
 
     Raises
     ------

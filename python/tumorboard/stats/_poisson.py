@@ -18,7 +18,7 @@ from .._results import table
 from .._typing import Labels, Values
 from ..errors import InvalidArgumentError, NumericOverflowError
 from . import _validate
-from ._bootstrap import BootstrapResult, result, single
+from ._bootstrap import BootstrapResult, check_numbers, result, single
 from ._options import BootstrapOptions
 
 
@@ -118,7 +118,8 @@ class PoissonPartials:
         exact = hi * (1 << 64) + lo
         out = np.empty(exact.shape, dtype=np.float64)
         for idx, value in np.ndenumerate(exact):
-            out[idx] = float(value) / float(2 ** int(self.scale[idx[1]]))
+            # int / int is correctly rounded in Python, for any scale (2**1100 is no float)
+            out[idx] = int(value) / (1 << int(self.scale[idx[1]]))
         return out
 
     def to_polars(self) -> pl.DataFrame:
@@ -263,8 +264,9 @@ class PoissonPartials:
         out = _core.stats.poisson_finalize(
             self.hi, self.lo, self.weight, self.scale, self.n, self.n_units, accel,
             self.statistic, [], 0, opts.method, opts.level, opts.engine_threads,
-            return_distribution,
+            _validate.flag(return_distribution, name="return_distribution"),
         )  # fmt: skip
+        check_numbers(out, self.keys, statistic=self.statistic)
         res = result(out, self.keys, statistic=self.statistic, scheme="poisson", options=opts,
                      n_resamples=self.n_resamples)  # fmt: skip
         return single(res, grouped=bool(self.keys))
@@ -317,7 +319,10 @@ def poisson_partials(
             "keys: Poisson partials need stable record keys (or clusters) so that weights do "
             "not depend on how the data are split"
         )
+    _validate.poisson_magnitudes(arr)
     lay = _validate.layout(arr.shape[0], groups=groups, clusters=clusters)
+    _validate.resample_memory(opts.n_resamples, lay.n_groups, arr.shape[1], scheme="poisson",
+                              return_distribution=False)  # fmt: skip
     out = _core.stats.poisson_partials(
         arr, lay.group, lay.n_groups, lay.cluster, lay.n_clusters,
         _validate.record_keys(keys, arr.shape[0]), lay.cluster_keys, statistic, [], 0,

@@ -11,6 +11,8 @@ message names the argument (or field) and says what was expected.
 from __future__ import annotations
 
 import numbers
+import os
+import reprlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _core
-from .._checks import choice
+from .._checks import as_array, choice
+from .._checks import flag as flag  # re-exported: one bool check for the package
 from .._keys import combine_hashes, factorize, hash_labels, label_columns
 from ..errors import InvalidArgumentError
 
@@ -27,6 +30,10 @@ SCHEMES = ("multinomial", "poisson")
 RESAMPLERS = ("auto", "index", "counts")
 #: Columns per record of the statistics that :func:`~tumorboard.stats.bootstrap` accepts.
 STATISTIC_COLUMNS = {"mean": 1, "sum": 1, "ratio": 2, "f1": 3}
+#: Most worker threads a call may ask for (each is an OS thread the engine starts).
+MAX_THREADS = 4096
+#: Largest rating count of an agreement table (integers above 2^53 are not exact in float64).
+MAX_COUNT = 2.0**53
 
 
 # ------------------------------------------------------------------------------ scalar options
@@ -60,7 +67,9 @@ def integer(value: Any, *, name: str, low: int, high: int) -> int:
         ``value`` is not an integer, or is outside the range.
     """
     if not is_integer(value) or not low <= int(value) < high:
-        raise InvalidArgumentError(f"{name}: expected an integer in [{low}, {high}), got {value!r}")
+        raise InvalidArgumentError(
+            f"{name}: expected an integer in [{low}, {high}), got {reprlib.repr(value)}"
+        )
     return int(value)
 
 
@@ -84,10 +93,13 @@ def level(value: Any, *, name: str = "level") -> float:
     InvalidArgumentError
         ``value`` is not a real number in (0, 1).
     """
-    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    if not ok or not 0.0 < float(value) < 1.0:
+    ok = isinstance(value, numbers.Real) and not isinstance(
+        value, (bool, np.bool_, numbers.Integral)
+    )
+    ok = ok and 0.0 < float(value) < 1.0
+    if not ok:  # an integer is never strictly between 0 and 1 (and may not fit a float)
         raise InvalidArgumentError(
-            f"{name}: expected a number strictly between 0 and 1, got {value!r}"
+            f"{name}: expected a number strictly between 0 and 1, got {reprlib.repr(value)}"
         )
     return float(value)
 
@@ -114,8 +126,10 @@ def threads(value: Any, *, name: str = "threads") -> int | None:
     """
     if value is None:
         return None
-    if not is_integer(value) or int(value) < 1:
-        raise InvalidArgumentError(f"{name}: expected None or an integer >= 1, got {value!r}")
+    if not is_integer(value) or not 1 <= int(value) <= MAX_THREADS:
+        raise InvalidArgumentError(
+            f"{name}: expected None or an integer in [1, {MAX_THREADS}], got {reprlib.repr(value)}"
+        )
     return int(value)
 
 
@@ -143,7 +157,7 @@ def values(data: Any, *, name: str = "values") -> np.ndarray:
         Non-numeric or complex values, more than 2 dimensions, no record or column, or a NaN or
         infinite value (the message gives the first such record).
     """
-    arr = np.asarray(data)
+    arr = as_array(data, name=name)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
     ):
@@ -195,9 +209,10 @@ def statistic(name_of_statistic: Any, data: np.ndarray, *, name: str = "values")
     InvalidArgumentError
         An unknown statistic, or values with the wrong number of columns for it.
     """
-    if name_of_statistic not in STATISTIC_COLUMNS:
+    if not isinstance(name_of_statistic, str) or name_of_statistic not in STATISTIC_COLUMNS:
         raise InvalidArgumentError(
-            f"statistic: expected one of {tuple(STATISTIC_COLUMNS)}, got {name_of_statistic!r} "
+            f"statistic: expected one of {tuple(STATISTIC_COLUMNS)}, got "
+            f"{reprlib.repr(name_of_statistic)} "
             "(agreement statistics have their own functions in tumorboard.stats)"
         )
     k = STATISTIC_COLUMNS[name_of_statistic]
@@ -207,7 +222,158 @@ def statistic(name_of_statistic: Any, data: np.ndarray, *, name: str = "values")
         raise InvalidArgumentError(
             f"{name}: statistic {name_of_statistic!r} expects {layout}, got shape {data.shape}"
         )
+    if name_of_statistic == "f1":
+        f1_counts(data, name=name)
     return str(name_of_statistic)
+
+
+def f1_counts(data: np.ndarray, *, name: str) -> None:
+    """Check that the TP, FP, FN columns of an F1 statistic are non-negative.
+
+    With counts >= 0, ``2TP / (2TP + FP + FN)`` lies in [0, 1] (van Rijsbergen 1979); a negative
+    count would give an "F1" outside it (e.g. 1.25), which is not an F1.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        The validated (n, k) values.
+    name : str
+        The values argument's name, for the message.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A negative count; the message names the first such record.
+    """
+    negative = (data < 0).any(axis=1)
+    if negative.any():
+        bad = int(np.flatnonzero(negative)[0])
+        raise InvalidArgumentError(
+            f"{name}: statistic 'f1' takes counts TP, FP, FN >= 0; record {bad} has "
+            f"{data[bad].tolist()}"
+        )
+
+
+#: Smallest largest-magnitude of a column the Poisson scheme takes: its exact fixed-point sums
+#: resolve 2^-64 (csrc/stats/poisson.hpp, kMaxFixedScale), so a column whose values are all below
+#: 2^-30 would keep fewer than 34 significant bits (values near 1e-300 would round to 0).
+POISSON_MIN_MAGNITUDE = 2.0**-30
+
+
+def poisson_magnitudes(data: np.ndarray, *, name: str = "values") -> None:
+    """Refuse columns too small for the Poisson scheme's exact fixed-point sums.
+
+    The Poisson partial sums are 128-bit integers in units of 2^-scale with the scale capped
+    at 64, the same for every shard, which is what makes shard partials merge bit for bit into
+    the whole-data result. A column of values near 1e-20 would be rounded to multiples of
+    2^-64 (values near 1e-300 to 0: an estimate of 0 with a "degenerate" interval).
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        The validated (n, k) values.
+    name : str, default "values"
+        The values argument's name, for the message.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A column whose largest magnitude is non-zero and below 2^-30 (about 9.3e-10); the
+        message names the column and the remedy.
+    """
+    top = np.abs(data).max(axis=0)
+    small = (top > 0) & (top < POISSON_MIN_MAGNITUDE)
+    if small.any():
+        c = int(np.flatnonzero(small)[0])
+        raise InvalidArgumentError(
+            f"{name}: column {c} holds values no larger than {top[c]:.3g} in magnitude; the "
+            "Poisson scheme's exact sums resolve 2^-64, so they would lose their precision. "
+            "Multiply the values by a power of ten (and divide the result), or use "
+            "scheme='multinomial'"
+        )
+
+
+def engine_statistic(value: Any) -> str:
+    """Return the name of a statistic registered in the C++ engine.
+
+    Parameters
+    ----------
+    value : str
+        A name from ``tumorboard._core.stats.statistic_names()``.
+
+    Returns
+    -------
+    str
+        The name.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``value`` is not a registered statistic's name.
+    """
+    names = tuple(_core.stats.statistic_names())
+    if not isinstance(value, str) or value not in names:
+        raise InvalidArgumentError(f"statistic: expected one of {names}, got {reprlib.repr(value)}")
+    return value
+
+
+def resample_memory(
+    n_resamples: int, n_groups: int, k: int, *, scheme: str, return_distribution: bool
+) -> None:
+    """Refuse a bootstrap whose resample arrays would not fit in this machine's memory.
+
+    The engine keeps every group's B resampled statistics (8 bytes each, twice when the
+    distribution is returned) and, for the Poisson scheme, exact 128-bit column sums per group,
+    resample and column (16 bytes, held twice while they are handed to NumPy). Asking for more
+    than the physical memory would end in ``MemoryError`` (``std::bad_alloc``) after minutes of
+    work, or in the out-of-memory killer; this check fails at once instead.
+
+    Parameters
+    ----------
+    n_resamples : int
+        Resamples B.
+    n_groups : int
+        Groups.
+    k : int
+        Value columns.
+    scheme : {"multinomial", "poisson"}
+        The resampling scheme.
+    return_distribution : bool
+        Whether the distribution is returned (a second copy).
+
+    Raises
+    ------
+    InvalidArgumentError
+        The estimate exceeds the physical memory; the message gives both and the largest
+        ``n_resamples`` that fits.
+    """
+    # theta (G x B), the returned copy, and the per-worker copy the interval summary sorts
+    per_resample = 8 * (n_groups * (2 if return_distribution else 1) + 2)
+    if scheme == "poisson":
+        per_resample += n_groups * (2 * 16 * k + 8)
+    need = n_resamples * per_resample
+    total = physical_memory()
+    if total is not None and need > total:
+        fits = max(total // per_resample, 0)
+        raise InvalidArgumentError(
+            f"n_resamples: {n_resamples} resamples of {n_groups} group(s) need about "
+            f"{need / 2**30:.1f} GiB, more than this machine's {total / 2**30:.1f} GiB of memory; "
+            f"use n_resamples <= {fits}"
+        )
+
+
+def physical_memory() -> int | None:
+    """Return the machine's physical memory in bytes (None where the OS does not say).
+
+    Returns
+    -------
+    int or None
+        ``SC_PHYS_PAGES * SC_PAGE_SIZE``.
+    """
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return None
 
 
 def params(data: Any) -> list[float]:
@@ -230,10 +396,12 @@ def params(data: Any) -> list[float]:
     """
     if data is None:
         return []
+    if np.iscomplexobj(data) or isinstance(data, (str, bytes)):
+        raise InvalidArgumentError(f"params: expected real numbers, got {reprlib.repr(data)}")
     try:
         arr = np.asarray(data, dtype=np.float64).ravel()
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(f"params: expected numbers, got {data!r}") from exc
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidArgumentError(f"params: expected numbers, got {reprlib.repr(data)}") from exc
     return [float(x) for x in arr]
 
 
@@ -257,7 +425,7 @@ def resample_indices(indices: Any, n: int) -> np.ndarray:
     InvalidArgumentError
         A matrix of another shape, non-integer entries, or positions outside [0, n).
     """
-    idx = np.asarray(indices)
+    idx = as_array(indices, name="indices")
     if idx.ndim != 2 or idx.shape[1] != n or idx.shape[0] == 0:
         raise InvalidArgumentError(
             f"indices: expected shape (n_resamples, {n}) with n_resamples >= 1, got {idx.shape}"
@@ -427,7 +595,7 @@ def label_array(data: npt.ArrayLike, *, name: str, axes: tuple[str, ...]) -> np.
     InvalidArgumentError
         Another number of dimensions, or an empty array.
     """
-    arr = np.asarray(data)
+    arr = as_array(data, name=name)
     shape = f"({', '.join(axes)}{',' if len(axes) == 1 else ''})"
     if arr.ndim != len(axes):
         raise InvalidArgumentError(
@@ -456,9 +624,10 @@ def count_table(table: npt.ArrayLike) -> npt.NDArray[np.float64]:
     Raises
     ------
     InvalidArgumentError
-        Not 2-D, no item, fewer than 2 categories, or counts that are not non-negative integers.
+        Not 2-D, no item, fewer than 2 categories, or counts that are not integers in
+        [0, 2^53].
     """
-    t = np.asarray(table)
+    t = as_array(table, name="table")
     if t.ndim != 2:
         raise InvalidArgumentError(
             f"table: expected a 2-D array (n_items, n_categories), got shape {t.shape}"
@@ -474,6 +643,11 @@ def count_table(table: npt.ArrayLike) -> npt.NDArray[np.float64]:
     t = t.astype(np.float64)
     if not np.isfinite(t).all() or (t < 0).any() or (t != np.floor(t)).any():
         raise InvalidArgumentError("table: expected non-negative integer counts")
+    if (t > MAX_COUNT).any():
+        # beyond 2^53 float64 counts are not exact, and n(n - 1) overflows near 1e154
+        raise InvalidArgumentError(
+            f"table: expected rating counts <= 2^53 (raters per item), got {t.max():.6g}"
+        )
     return t
 
 
@@ -499,8 +673,10 @@ def n_categories(value: Any, observed: int) -> int:
     """
     if value is None:
         return observed
-    if not is_integer(value):
-        raise InvalidArgumentError(f"n_categories: expected an integer, got {value!r}")
+    if not is_integer(value) or int(value) > 2**31:
+        raise InvalidArgumentError(
+            f"n_categories: expected an integer <= 2^31, got {reprlib.repr(value)}"
+        )
     if int(value) < observed:
         raise InvalidArgumentError(
             f"n_categories: expected at least the {observed} distinct observed labels, got {value}"

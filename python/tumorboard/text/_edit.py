@@ -28,6 +28,8 @@ Zheng, Q. et al. (2025). RadA-BenchPlat, arXiv 2412.09529: tool-chain Levenshtei
 
 from __future__ import annotations
 
+import numbers
+import reprlib
 from collections.abc import Hashable, Sequence
 from typing import Any, Literal
 
@@ -48,22 +50,21 @@ _EDIT_TOKENIZERS = ("char", "whitespace", "rouge", "unicode")
 
 def _check_weights(weights: Any) -> tuple[int, int, int]:
     """Return validated (insertion, deletion, substitution) costs as non-negative integers."""
-    try:
-        w = tuple(int(x) for x in weights)
-    except TypeError as exc:
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence | np.ndarray):
         raise InvalidTypeError(
-            f"weights: expected (insertion, deletion, substitution) integers, got {weights!r}"
-        ) from exc
-    if (
-        len(w) != 3
-        or any(x < 0 for x in w)
-        or any(isinstance(x, bool) or float(x) != x for x in weights)
-    ):
-        raise InvalidArgumentError(
-            "weights: expected three non-negative integers (insertion, deletion, substitution), "
-            f"got {weights!r}"
+            "weights: expected (insertion, deletion, substitution) integers, got "
+            f"{reprlib.repr(weights)}"
         )
-    return w  # type: ignore[return-value]
+    ok = len(weights) == 3 and all(
+        isinstance(x, numbers.Integral) and not isinstance(x, bool | np.bool_) and 0 <= x < 2**31
+        for x in weights
+    )
+    if not ok:
+        raise InvalidArgumentError(
+            "weights: expected three integers in [0, 2^31) (insertion, deletion, substitution), "
+            f"got {reprlib.repr(weights)}"
+        )
+    return tuple(int(x) for x in weights)  # type: ignore[return-value]
 
 
 def _item(x: Any, name: str) -> Item:
@@ -219,7 +220,7 @@ def sequence_levenshtein(
     p, single_p = _batch(hyps, "hyps")
     r, single_r = _batch(refs, "refs")
     p, r = _tokenized(p, tok, "hyps"), _tokenized(r, tok, "refs")
-    if pairwise:
+    if _validate.flag(pairwise, name="pairwise"):
         if not p or not r:
             return np.zeros((len(p), len(r)), dtype=np.int64)
         out = process.cdist(p, r, scorer=Levenshtein.distance, scorer_kwargs={"weights": w},
@@ -289,6 +290,7 @@ def one_minus_ned(
     0.5714285714285714
     """
     tok = _validate.choice(tokenizer, _EDIT_TOKENIZERS, name="tokenizer")
+    empty = _validate.empty_value(empty)
     workers = _workers(threads)
     p, single_p = _batch(hyps, "hyps")
     r, single_r = _batch(refs, "refs")

@@ -31,7 +31,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from .._checks import as_array, flag
 from ..errors import InvalidArgumentError, InvalidTypeError
+from ._validate import empty_value
 
 __all__ = ["box_iou", "iou", "mask_iou", "set_iou"]
 
@@ -89,6 +91,7 @@ def set_iou(a: Collection[Hashable], b: Collection[Hashable], *, empty: float = 
     >>> set_iou({"a", "b", "c"}, ["b", "c", "d"])
     0.5
     """
+    empty = empty_value(empty)
     sa, sb = _as_set(a, "a"), _as_set(b, "b")
     union = len(sa | sb)
     if union == 0:
@@ -122,7 +125,7 @@ def _set_batch_iou(
 
 def _as_boxes(x: Any, name: str) -> npt.NDArray[np.float64]:
     """Return validated finite boxes (4,) or (n, 4) with x1 <= x2 and y1 <= y2, as float64."""
-    arr = np.asarray(x)
+    arr = as_array(x, name=name)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
     ):
@@ -148,6 +151,28 @@ def _as_boxes(x: Any, name: str) -> npt.NDArray[np.float64]:
             "(x1, y1, x2, y2) with x1 <= x2 and y1 <= y2"
         )
     return arr
+
+
+def _common_scale(
+    ba: npt.NDArray[np.float64], bb: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Scale each pair of boxes by one power of two so that its largest coordinate is in [1, 2).
+
+    Widths of boxes with coordinates near 1e308 overflow (``1e308 - (-1e308)``), and so do their
+    areas (a box 1e200 wide has an area of 1e400); areas of boxes near 1e-200 underflow to 0.
+    IoU is invariant under scaling both boxes by the same factor, and multiplying by a power of
+    two is exact, so each pair is brought to coordinates of magnitude below 2 first (widths
+    below 4, areas below 16). Pairs already in [2^-250, 2^250] are left as they are, so their
+    result is the same, bit for bit, as without this step.
+    """
+    m = np.maximum(np.abs(ba).max(axis=-1), np.abs(bb).max(axis=-1))
+    with np.errstate(divide="ignore"):
+        safe = (m == 0) | ((m >= 2.0**-250) & (m <= 2.0**250))
+    if np.all(safe):
+        return ba, bb
+    _, e = np.frexp(m)
+    shift = np.where(safe, 0, 1 - e)[..., None]
+    return np.ldexp(ba, shift), np.ldexp(bb, shift)
 
 
 def box_iou(
@@ -179,6 +204,7 @@ def box_iou(
     >>> box_iou([0, 0, 2, 2], [1, 1, 3, 3])  # 1 / (4 + 4 - 1)
     0.14285714285714285
     """
+    empty, pairwise = empty_value(empty), flag(pairwise, name="pairwise")
     ba, bb = _as_boxes(a, "a"), _as_boxes(b, "b")
     if pairwise:
         ba, bb = ba.reshape(-1, 4)[:, None, :], bb.reshape(-1, 4)[None, :, :]
@@ -189,6 +215,7 @@ def box_iou(
             raise InvalidArgumentError(
                 f"a and b: box arrays of shapes {ba.shape} and {bb.shape} do not broadcast"
             ) from exc
+    ba, bb = _common_scale(ba, bb)
     w = np.clip(np.minimum(ba[..., 2], bb[..., 2]) - np.maximum(ba[..., 0], bb[..., 0]), 0, None)
     h = np.clip(np.minimum(ba[..., 3], bb[..., 3]) - np.maximum(ba[..., 1], bb[..., 1]), 0, None)
     inter = w * h
@@ -203,7 +230,7 @@ def box_iou(
 
 def _as_mask(x: Any, name: str) -> npt.NDArray[np.bool_]:
     """Return a validated boolean mask (H, W) or stack of masks (..., H, W)."""
-    arr = np.asarray(x)
+    arr = as_array(x, name=name)
     if arr.dtype != np.bool_:
         if arr.dtype.kind not in "iu":
             raise InvalidTypeError(
@@ -240,6 +267,7 @@ def mask_iou(
     float or ndarray of float64
         A float for two (H, W) masks, the broadcast batch shape element-wise, (n, m) pairwise.
     """
+    empty, pairwise = empty_value(empty), flag(pairwise, name="pairwise")
     ma, mb = _as_mask(a, "a"), _as_mask(b, "b")
     if ma.shape[-2:] != mb.shape[-2:]:
         raise InvalidArgumentError(
@@ -361,6 +389,7 @@ def iou(
     >>> iou([[0, 0, 2, 2]], [[1, 0, 3, 2]], kind="box").tolist()
     [0.3333333333333333]
     """
+    empty, pairwise = empty_value(empty), flag(pairwise, name="pairwise")
     if kind == "auto":
         kind = _infer_kind(a, b)  # type: ignore[assignment]
     if kind == "set":

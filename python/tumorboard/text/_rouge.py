@@ -45,6 +45,7 @@ One pair of strings gives Python floats, sequences give one float64 array entry 
 
 from __future__ import annotations
 
+import reprlib
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ import polars as pl
 from .. import _core
 from .._results import table
 from .._typing import Texts
-from ..errors import InvalidArgumentError, MissingDependencyError
+from ..errors import InvalidArgumentError, InvalidTypeError, MissingDependencyError
 from . import _validate
 
 Tokenizer = Literal["rouge", "unicode", "whitespace"]
@@ -347,7 +348,14 @@ def rouge(
     InvalidTypeError
         ``hyps`` or ``refs`` is not a sequence of strings.
     """
-    type_list = [types] if isinstance(types, str) else list(types)
+    if isinstance(types, str):
+        type_list = [types]
+    elif isinstance(types, Sequence | np.ndarray) and all(isinstance(t, str) for t in types):
+        type_list = list(types)
+    else:
+        raise InvalidTypeError(
+            f"types: expected a rouge type or a sequence of them (str), got {reprlib.repr(types)}"
+        )
     if not type_list:
         raise InvalidArgumentError("types: expected at least one rouge type, got none")
     if len(set(type_list)) != len(type_list):

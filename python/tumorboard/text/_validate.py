@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import reprlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,34 +21,10 @@ import polars as pl
 import pyarrow as pa
 
 from .._checks import choice as choice  # re-exported: one choice check for the package
+from .._checks import flag as flag  # re-exported: one bool check for the package
 from ..errors import InvalidArgumentError, InvalidTypeError
 
 _ROUGE_TYPE = re.compile(r"rouge([1-9][0-9]*)")
-
-
-def flag(value: Any, *, name: str) -> bool:
-    """Return a boolean argument as ``bool``.
-
-    Parameters
-    ----------
-    value : bool
-        The argument (Python or NumPy bool).
-    name : str
-        The argument's name, for the message.
-
-    Returns
-    -------
-    bool
-        ``value``.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``value`` is not a bool.
-    """
-    if not isinstance(value, bool | np.bool_):
-        raise InvalidArgumentError(f"{name}: expected True or False, got {value!r}")
-    return bool(value)
 
 
 def threads(value: Any) -> int:
@@ -70,8 +47,10 @@ def threads(value: Any) -> int:
     """
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InvalidArgumentError(f"threads: expected None or an integer >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= 4096:
+        raise InvalidArgumentError(
+            f"threads: expected None or an integer in [1, 4096], got {reprlib.repr(value)}"
+        )
     return int(value)
 
 
@@ -96,11 +75,51 @@ def finite(value: Any, *, name: str) -> float:
         ``value`` is not a finite real number.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidArgumentError(f"{name}: expected a finite number, got {value!r}")
-    out = float(value)
+        raise InvalidArgumentError(f"{name}: expected a finite number, got {reprlib.repr(value)}")
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise InvalidArgumentError(
+            f"{name}: expected a finite number, got {reprlib.repr(value)}"
+        ) from None
     if not np.isfinite(out):
         raise InvalidArgumentError(f"{name}: expected a finite number, got {value!r}")
     return out
+
+
+def empty_value(value: Any, *, name: str = "empty") -> float:
+    """Return the value a 0/0 similarity takes: a number in [0, 1], or NaN (undefined).
+
+    The metrics with an ``empty`` argument (IoU, ``one_minus_ned``) are similarities in
+    [0, 1]; a value outside that range would be returned as if it were one.
+
+    Parameters
+    ----------
+    value : float
+        The argument.
+    name : str, default "empty"
+        The argument's name, for the message.
+
+    Returns
+    -------
+    float
+        ``value``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``value`` is not a real number in [0, 1] or NaN.
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+    if ok and not isinstance(value, numbers.Integral):
+        ok = bool(np.isnan(float(value))) or 0.0 <= float(value) <= 1.0
+    elif ok:
+        ok = value in (0, 1)
+    if not ok:
+        raise InvalidArgumentError(
+            f"{name}: expected a number in [0, 1] or NaN, got {reprlib.repr(value)}"
+        )
+    return float(value)
 
 
 # ------------------------------------------------------------------------------- text columns
@@ -297,7 +316,16 @@ def ref_streams(refs: Any) -> list[Any]:
         if refs.ndim == 2:
             return [text_column(row, name=f"refs[{k}]") for k, row in enumerate(refs)]
         return [text_column(refs, name="refs")]
-    seq = refs if isinstance(refs, list | tuple) else list(refs)
+    if isinstance(refs, list | tuple):
+        seq = refs
+    else:
+        try:
+            seq = list(refs)
+        except TypeError:
+            raise InvalidTypeError(
+                f"refs: expected a sequence of str or of reference streams, got "
+                f"{type(refs).__name__}"
+            ) from None
     if len(seq) > 0 and _is_stream(seq[0]):
         for k, s in enumerate(seq):
             if not _is_stream(s):
@@ -330,14 +358,14 @@ def stemmer(value: Any) -> str:
     InvalidArgumentError
         Any other value.
     """
-    if value is False or value is None:
+    if value is False or value is None or value is np.False_:
         return "none"
-    if value is True:
+    if value is True or value is np.True_:
         return "porter"
-    if value in ("porter", "porter-original"):
+    if isinstance(value, str) and value in ("porter", "porter-original"):
         return str(value)
     raise InvalidArgumentError(
-        f"stemmer: expected True, False, 'porter' or 'porter-original', got {value!r}"
+        f"stemmer: expected True, False, 'porter' or 'porter-original', got {reprlib.repr(value)}"
     )
 
 
