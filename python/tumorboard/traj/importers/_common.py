@@ -140,7 +140,10 @@ class Parsed:
         Rows of the events table, each with ``_row``: the index in ``items`` of its item, or
         -1 for events of the unit outside any item.
     warnings : list of (str, str)
-        (file[:line], reason) for problems inside the file.
+        (file[:line], reason) for problems inside the file that still import its records.
+    rejected : list of (str, str)
+        (file:line, reason) for records of the file that were not imported (a line that is
+        not JSON, breaks a JSON limit, or has a value of the wrong type or range).
     unit : tuple of (str, str) or None
         The (run_id, patient_id) the file covers, if it covers exactly one.
     order : float
@@ -157,6 +160,7 @@ class Parsed:
     items: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
     unit: tuple[str, str] | None = None
     order: float = 0.0
     n_records: int = 0

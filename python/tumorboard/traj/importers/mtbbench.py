@@ -36,17 +36,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..._json import json_text
+from ..._json import json_text, load_json
 from ...errors import InvalidArgumentError
 from ...harness.parsing import (
     answer_letter,
+    bracket_tags,
     mtbbench_correct,
     mtbbench_valid,
     parse_answer,
@@ -68,11 +68,10 @@ _LONGITUDINAL = (
     ("outcome", re.compile(r"\balive\b|\bsurviv", re.IGNORECASE)),
     ("progression", re.compile(r"\bprogress", re.IGNORECASE)),
 )
-_QUESTION_PROMPT = re.compile(r"(?:^|\n)\s*Question:\s")
-_FILE_TAG = re.compile(r"\[FILE:\s*([^\]]+?)\s*\]")
-_IHC = re.compile(r"\[IHCTool:\s*(.*?)\]")
+# A line (after blanks, not newlines) starting "Question:" and a space. Equivalent to
+# ``(?:^|\n)\s*Question:\s``, which rescans every run of newlines once per newline (quadratic).
+_QUESTION_PROMPT = re.compile(r"^[^\S\n]*Question:\s", re.MULTILINE)
 _IHC_IMAGE = re.compile(r"cells in (\S+?) are positively stained")
-_ANSWER_TAGS = re.compile(r"\[ANSWER:\s*([^\]]*)\]", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -223,9 +222,9 @@ def parse(
     """
     patient_id, ts = split_filename(path.name)
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
-        raise MalformedLog(f"not valid JSON ({exc})") from None
+        doc = load_json(raw)
+    except InvalidArgumentError as exc:
+        raise MalformedLog(str(exc)) from None
     if not isinstance(doc, list):
         raise MalformedLog(f"expected a JSON list of question records, got {type(doc).__name__}")
     records: list[dict[str, Any]] = []
@@ -426,7 +425,9 @@ def _events(
         role, content = m["role"], m["content"]
         item_id = f"q{owner[idx]}" if aligned and owner[idx] >= 0 else None
         if role == "user" and "New files available" in content:
-            available = _FILE_TAG.findall(content.split("New files available", 1)[1])
+            available = bracket_tags(
+                content.split("New files available", 1)[1], "FILE", ignore_case=False
+            )
         if role == "user" and _is_reprompt(content):
             if aligned and owner[idx] >= 0:
                 reprompts[owner[idx]] += 1
@@ -462,7 +463,7 @@ def _events(
                     ok=None if nxt is None else not failed,
                     error=nxt if failed else None,
                 )
-            tags = _ANSWER_TAGS.findall(content) if "[" in content else None
+            tags = bracket_tags(content, "ANSWER", keep_empty=True) if "[" in content else None
             if tags:
                 add(
                     item_id,
@@ -472,7 +473,7 @@ def _events(
                     ok=mtbbench_valid(tags[-1]),
                 )
         elif role == "user" and "[IHCTool:" in content:
-            for text in _IHC.findall(content):
+            for text in bracket_tags(content, "IHCTool", ignore_case=False):
                 image = _IHC_IMAGE.search(text)
                 if image is None:
                     continue  # the disclaimer line
