@@ -461,6 +461,11 @@ def _keys_seen(sample: Sequence[Mapping[str, Any]]) -> list[str]:
 _SUSPECT = re.compile(rb"\\u[dD][89a-fA-F]|[0-9]{19}|[eE][+-]?[0-9]{3}")
 
 
+# A line whose first non-blank byte is not "{": Arrow reads "null" as a row of nulls; the line
+# reader rejects it as not an object.
+_NOT_OBJECT = re.compile(rb"^[ \t\r\x0b\x0c]*[^{ \t\r\n\x0b\x0c]", re.MULTILINE)
+
+
 def _brackets(line: bytes) -> int:
     """Return the number of ``[`` and ``{`` in a line (an upper bound of its nesting depth)."""
     return line.count(b"[") + line.count(b"{")
@@ -525,9 +530,13 @@ def _read_bulk(
     )
     if nested and re.search(f'"(?:{"|".join(map(re.escape, nested))})"'.encode(), raw):
         return None  # events, config, tool calls or matrices: the line reader
-    if _SUSPECT.search(raw) or (
-        raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
-        and max(map(_brackets, lines)) > MAX_JSON_DEPTH
+    if (
+        _NOT_OBJECT.search(raw)
+        or _SUSPECT.search(raw)
+        or (
+            raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
+            and max(map(_brackets, lines)) > MAX_JSON_DEPTH
+        )
     ):
         return None  # what load_json checks (surrogates, huge numbers, depth): the line reader
     keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}

@@ -451,8 +451,8 @@ def _events(
                     ok=(not split.hallucinated) if split else None,
                 )
             nxt = conversation[idx + 1]["content"] if idx + 1 < len(conversation) else None
+            failed = nxt is not None and "[ERROR" in nxt  # once: calls may be many, nxt long
             for call in parse_conch(content) if "[" in content else ():
-                failed = nxt is not None and "[ERROR" in nxt
                 add(
                     item_id,
                     role="tool",
