@@ -28,9 +28,12 @@ import json
 import os
 import random
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import polars as pl
@@ -381,7 +384,7 @@ def test_mtbbench_folder_of_damaged_and_good_logs_keeps_every_good_log(tmp_path)
             path = root / f"{name}{i}_chatlog_1700000000.json"
             path.write_bytes(damage(json.dumps(good_log(rng)), rng))
             damaged[path] = why
-    for i in range(600):
+    for i in range(400):
         path = root / f"mutant{i:03d}_chatlog_1700000000.json"
         path.write_bytes(_mutate(json.dumps(good_log(rng)).encode(), rng))
         mutants.append(path)
@@ -607,3 +610,112 @@ def test_react_traces_isolated_per_file_and_line(tmp_path):
     items = Store(tmp_path / "store").items().collect()
     assert sorted(items.get_column("item_id").to_list()) == ["good", "hostile", "j1", "j4"]
     assert items.get_column("correct").to_list() == [True] * 4
+
+
+# ---------------------------------------------------------------------------------- crashes
+
+#: A child that imports with a crash injected before the K-th file-system step that others can
+#: see (a rename into place or an unlink): ``os._exit`` there, as a SIGKILL would.
+_CRASHING_IMPORT = """
+import os, sys
+fmt, src, store, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+steps = [0]
+def gate(real):
+    def step(*args, **kwargs):
+        steps[0] += 1
+        if steps[0] == k:
+            os._exit(86)
+        return real(*args, **kwargs)
+    return step
+os.replace, os.rename, os.unlink = gate(os.replace), gate(os.rename), gate(os.unlink)
+from tumorboard.traj import import_logs
+import_logs(fmt, src, store)
+print(steps[0])
+"""
+
+
+def store_state(path: Path) -> tuple:
+    """Return what a reader sees: the items (key, digest) and events (key, step, kind) rows."""
+    st = Store(path)
+    items = st.items().select("run_id", "patient_id", "item_id", "digest").collect()
+    events = st.events().select("run_id", "patient_id", "item_id", "step", "kind").collect()
+    return (
+        sorted(items.rows(), key=repr),
+        sorted(events.rows(), key=repr),
+        sorted(st.runs().select("run_id", "model").collect().rows()),
+    )
+
+
+def _logs(root: Path, rng: random.Random, patients: range, ts: int) -> None:
+    for p in patients:
+        path = root / MODEL / f"p{p}_chatlog_{ts}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(good_log(rng)))
+
+
+@pytest.fixture
+def update(tmp_path) -> tuple[Path, Path, tuple, tuple]:
+    """Return a store of 6 patients and logs that replace 3 of them and add 2 (and one bad)."""
+    rng = random.Random(SEED + 2)
+    first, second = tmp_path / "first", tmp_path / "second"
+    _logs(first, rng, range(6), 1700000000)
+    shutil.copytree(first, second)
+    _logs(second, rng, range(3), 1700000100)  # newer logs of p0-p2: their units are replaced
+    _logs(second, rng, range(6, 8), 1700000000)
+    (second / MODEL / "p9_chatlog_1700000000.json").write_text("[{")
+    base = tmp_path / "base"
+    import_logs("mtbbench", first, base)
+    before = store_state(base)
+    done = tmp_path / "done"
+    shutil.copytree(base, done)
+    import_logs("mtbbench", second, done)
+    after = store_state(done)
+    assert before != after and len(after[0]) == 8 * 15
+    return base, second, before, after
+
+
+def test_a_crash_at_every_step_of_an_import_leaves_the_old_or_the_new_store(tmp_path, update):
+    base, src, before, after = update
+    seen = set()
+    for k in range(1, 200):
+        store = tmp_path / f"crash{k}"
+        shutil.copytree(base, store)
+        child = subprocess.run(
+            [sys.executable, "-c", _CRASHING_IMPORT, "mtbbench", str(src), str(store), str(k)],
+            env=ENV, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        if child.returncode == 0:  # the import has fewer steps than k: it ran to the end
+            assert store_state(store) == after
+            break
+        assert child.returncode == 86, child.stderr
+        state = store_state(store)
+        assert state in (before, after), f"crash before step {k}: a mix of old and new rows"
+        seen.add("before" if state == before else "after")
+        # running the import again completes it
+        again = import_logs("mtbbench", src, store)
+        assert store_state(store) == after
+        assert again.failed == (str(src / MODEL / "p9_chatlog_1700000000.json"),)
+        shutil.rmtree(store)
+    else:  # pragma: no cover
+        pytest.fail("the import never finished")
+    assert k > 3 and seen == {"before", "after"}, k  # crashes hit both sides of the commit
+
+
+def test_sigkill_of_an_import_leaves_the_old_or_the_new_store(tmp_path, update):
+    base, src, before, after = update
+    rng = random.Random(SEED)
+    for trial in range(2):
+        store = tmp_path / f"killed{trial}"
+        shutil.copytree(base, store)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tumorboard.cli", "import", "mtbbench", str(src), "--store",
+             str(store)],
+            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(rng.uniform(0.3, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        assert store_state(store) in (before, after)
+        done = cli("import", "mtbbench", str(src), "--store", str(store))
+        assert done.returncode == 1 and "p9_chatlog_1700000000.json" in done.stderr
+        assert store_state(store) == after
