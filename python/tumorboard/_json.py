@@ -75,7 +75,7 @@ def json_text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-class _Constant(ValueError):
+class _Constant(InvalidArgumentError):
     """A ``NaN`` or ``Infinity`` literal (raised from ``json.loads``'s ``parse_constant``)."""
 
 
