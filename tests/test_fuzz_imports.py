@@ -73,6 +73,9 @@ ADVERSARIAL = {
     """,
     "option_lines": """
         assert P.parse_options("A)" + " \\t" * (N // 2) + "x") == ("A) x",)
+        # blanks inside the text (a lazy group before [ \\t]*$ rescans them per character)
+        text = "x" + " \\t" * (N // 2) + "y"
+        assert P.parse_options("A) " + text) == ("A) " + text,)
         assert P.parse_options("\\n" * N) == ()
         assert P.parse_options("(A)" * (N // 3)) == ("A) " + "(A)" * (N // 3 - 1),)
         opts = ("A) yes", "B) no")
@@ -121,6 +124,7 @@ ADVERSARIAL = {
         recs = [{"question": q, "answer": "A) a", "response": "The answer" + " " * N}]
         conv = [
             {"role": "user", "content": "New files available" + "[FILE:" * (N // 6)},
+            {"role": "user", "content": "New files available [FILE: a" + " " * N + "b]"},
             {"role": "user", "content": "\\n" * N + " Question: " + q},
             {"role": "assistant", "content": "[ANSWER:" * (N // 8) + "[CONCH: x, (" * (N // 12)},
             {"role": "user", "content": "[IHCTool:" * (N // 9)},

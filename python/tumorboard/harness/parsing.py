@@ -520,6 +520,8 @@ def parse_answers(
 # ----------------------------------------------------------------------------- file requests
 
 _WILDCARD = re.compile(r"[*?]")
+#: The longest file name a wildcard request can match (POSIX ``NAME_MAX`` on Linux and macOS).
+NAME_MAX = 255
 _STARS = re.compile(r"\*+")
 
 
@@ -530,8 +532,12 @@ def _wildcard_match(pattern: str, name: str) -> bool:
     (Thompson, CACM 11(6), 1968) instead of backtracking, so it costs at most
     O(len(name) * len(pattern)); a backtracking regex (``.*a.*a.*a...``) is exponential in the
     number of stars. Runs of stars are one star, and a pattern with more non-star characters
-    than the name cannot match, which bounds the pattern by the name's length.
+    than the name cannot match, which bounds the pattern by the name's length. Names longer
+    than :data:`NAME_MAX` characters are not file names (POSIX ``NAME_MAX``, 255 on Linux and
+    macOS) and match nothing, which bounds each match by a constant.
     """
+    if len(name) > NAME_MAX:
+        return False
     p = _STARS.sub("*", pattern)
     m = len(p)
     if m - p.count("*") > len(name):
@@ -610,7 +616,7 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
 def _expand(names: Iterable[str], available: Sequence[str]) -> list[str]:
     """Expand wildcard names against ``available``; a pattern matching nothing stays as is."""
     out: list[str] = []
-    for name in names:
+    for name in _dedupe(names):
         if _WILDCARD.search(name):
             hits = [a for a in available if _wildcard_match(name, a)]
             out.extend(hits if hits else [name])
