@@ -569,6 +569,9 @@ def test_jsonl_folder_keeps_every_good_line(tmp_path):
             if b'"bad"' in line or not line.startswith(b'{"model": "m", "patient_id": "f'):
                 bad_where[f"{path}:{lineno}"] = line[:40].decode("utf-8", "replace")
     (folder / "all_bad.jsonl").write_bytes(b"nope\n[1]\n")
+    # a good file whose name is not UTF-8: the store cannot keep its path as text
+    odd = folder / os.fsdecode(b"odd\xfe.jsonl")
+    odd.write_text(json.dumps(good_line(rng, "odd")) + "\n")
     # a file of good lines and one suspect line: the bulk reader hands it to the line reader
     bulk = [json.dumps(good_line(rng, f"bulk-{i}")) for i in range(50)]
     bulk[25] = _raw({**good_line(rng, "bulk-25"), "x": "DEEP"}, '"DEEP"', _nested(120)).decode()
@@ -581,11 +584,13 @@ def test_jsonl_folder_keeps_every_good_line(tmp_path):
                "--json")  # fmt: skip
     assert done.returncode == 1
     report = json.loads(done.stdout)
-    assert report["failed"] == [str(folder / "all_bad.jsonl")]
-    assert "line 1: not valid JSON" in report["skipped"][0]["reason"]
+    assert report["failed"] == [str(folder / "all_bad.jsonl"), str(odd)]
+    reasons = {s["file"]: s["reason"] for s in report["skipped"]}
+    assert "line 1: not valid JSON" in reasons[str(folder / "all_bad.jsonl")]
+    assert reasons[str(odd)] == "file name is not UTF-8 text (rename the file)"
     assert {r["where"] for r in report["rejected"]} == set(bad_where)
     assert f"{len(bad_where)} record(s) rejected, first" in done.stderr
-    assert "1 log file(s) could not be imported: all_bad.jsonl" in done.stderr
+    assert "2 log file(s) could not be imported: all_bad.jsonl, odd\\udcfe.jsonl" in done.stderr
     items = Store(store).items().collect()
     assert sorted(items.get_column("patient_id").to_list()) == sorted(good_keys)
     # a line's source is its file:line, and no rejected line left a row

@@ -333,6 +333,11 @@ def import_logs(
     entries: list[_Entry] = []
     records = done_bytes = 0
     for k, path in enumerate(files):
+        if not str(path).isascii() and not _utf8(str(path)):
+            # the store keeps every item's source path as UTF-8 text
+            skipped.append((str(path), "file name is not UTF-8 text (rename the file)"))
+            failed.append(str(path))
+            continue
         try:
             raw = path.read_bytes()
         except OSError as exc:
@@ -432,6 +437,15 @@ def _unfit(e: _Entry) -> str | None:
         except InvalidArgumentError as exc:
             return f"rows do not fit the store's schema: {exc}"[:300]
     return None
+
+
+def _utf8(text: str) -> bool:
+    """Tell whether a path string encodes as UTF-8 (no bytes escaped as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_strict(
