@@ -728,3 +728,24 @@ def test_sigkill_of_an_import_leaves_the_old_or_the_new_store(tmp_path, update):
         done = cli("import", "mtbbench", str(src), "--store", str(store))
         assert done.returncode == 1 and "p9_chatlog_1700000000.json" in done.stderr
         assert store_state(store) == after
+
+
+def test_rows_that_do_not_fit_the_schema_skip_only_their_file(tmp_path, monkeypatch):
+    """An importer that produces an unstorable value for one file (a bug, simulated here)."""
+    rng = random.Random(SEED + 3)
+    _logs(tmp_path / "logs", rng, range(4), 1700000000)
+    real = mtbbench_importer._item
+
+    def item(rec, pos, run_id, patient_id, *args):
+        row = real(rec, pos, run_id, patient_id, *args)
+        if patient_id == "p2" and pos == 7:
+            row["latency_s"] = "not a number"  # a str in a float column
+        return row
+
+    monkeypatch.setattr(mtbbench_importer, "_item", item)
+    report = import_logs("mtbbench", tmp_path / "logs", tmp_path / "store")
+    bad = str(tmp_path / "logs" / MODEL / "p2_chatlog_1700000000.json")
+    assert report.failed == (bad,) and "does not fit the schema" in dict(report.skipped)[bad]
+    items = Store(tmp_path / "store").items().collect()
+    assert sorted(set(items.get_column("patient_id"))) == ["p0", "p1", "p3"]
+    assert items.height == report.n_items == 45 and len(report.imported) == 3
