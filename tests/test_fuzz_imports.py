@@ -749,3 +749,34 @@ def test_rows_that_do_not_fit_the_schema_skip_only_their_file(tmp_path, monkeypa
     items = Store(tmp_path / "store").items().collect()
     assert sorted(set(items.get_column("patient_id"))) == ["p0", "p1", "p3"]
     assert items.height == report.n_items == 45 and len(report.imported) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"[" * 101 + b"]" * 101, "[0][0]"),  # 101 levels: one past the limit, named by path
+        (b"[" * 3000 + b"]" * 3000, "JSON nested deeper than 100 levels"),  # json.loads' own
+        (b'{"a": {"b c": [1, 18446744073709551616]}}', '$.a["b c"][1]: integer of 20 digits'),
+        (b'{"t": -1e309}', "$.t: number too large for a 64-bit float (reads as -inf)"),
+        (b"[Infinity]", "not valid JSON (Infinity is not a JSON number"),
+        (b'["ok", "\\udfff"]', "$[1]: the string holds a lone surrogate U+DFFF at character 0"),
+        (b"\xc3(", "not UTF-8 text (invalid continuation byte at byte 0)"),
+        (b'{"a": 1,}', "not valid JSON (Expecting property name enclosed in double quotes"),
+    ],
+)
+def test_load_json_names_what_breaks_a_limit(text, message):
+    from tumorboard._json import load_json
+    from tumorboard.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError) as info:
+        load_json(text)
+    assert message in str(info.value)
+
+
+def test_load_json_accepts_the_edges_of_every_limit():
+    from tumorboard._json import load_json
+
+    deep = b"[" * 100 + b"]" * 100
+    assert load_json(deep) == load_json(deep.decode())  # exactly 100 levels pass
+    edge = f'[{2**63 - 1}, {-(2**63)}, 1.7976931348623157e308, "\\ud83d\\ude00"]'
+    assert load_json(edge) == [2**63 - 1, -(2**63), 1.7976931348623157e308, "\U0001f600"]
