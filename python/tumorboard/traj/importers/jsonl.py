@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..._json import MAX_JSON_DEPTH, json_text, load_json
+from ..._json import MAX_JSON_DEPTH, json_text, load_json, may_break_limits
 from ...errors import InvalidArgumentError
 from ...harness.parsing import answer_letter, parse_answers, parse_options
 from ..fields import BENCHMARK_FIELDS, REQUIRED_FIELDS, check_value, extra_fields
@@ -456,27 +456,17 @@ def _keys_seen(sample: Sequence[Mapping[str, Any]]) -> list[str]:
 
 # ----------------------------------------------------------------------------- bulk reader
 
-# What the bulk reader leaves to the line reader, which checks it with load_json: escapes that
-# may decode to lone surrogates, and numbers past 64 bits (19 digits in a row) or past a
-# double's range (a three-digit positive exponent). Numbers are looked for in a translated copy
-# (digits -> "0", e/E -> "e", "+" kept, the rest blank), where plain substring searches find
-# them several times faster than a regex over the raw bytes.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_DIGITS = bytes(
-    ord("0") if 48 <= c <= 57 else ord("e") if c in b"eE" else c if c == 43 else 32
-    for c in range(256)
-)
-
 
 def _suspect(raw: bytes, n_lines: int) -> bool:
-    """Tell whether a chunk must go to the line reader (see the comments above)."""
+    """Tell whether a chunk must go to the line reader, which checks it with load_json.
+
+    Lines that are not objects, and what :func:`tumorboard._json.may_break_limits` finds
+    (lone surrogate escapes, numbers past 64 bits or a double's range).
+    """
     # every line an object: the body starts with "{" and so does every line after a newline
     if (raw[:1] != b"{" or raw.count(b"\n{") != n_lines - 1) and _NOT_OBJECT.search(raw):
         return True
-    if _SURROGATE_ESCAPE.search(raw):
-        return True
-    digits = raw.translate(_DIGITS)
-    return b"0" * 19 in digits or b"e000" in digits or b"e+000" in digits
+    return may_break_limits(raw)
 
 
 # A line whose first non-blank byte is not "{": Arrow reads "null" as a row of nulls; the line
