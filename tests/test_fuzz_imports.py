@@ -762,6 +762,7 @@ def test_rows_that_do_not_fit_the_schema_skip_only_their_file(tmp_path, monkeypa
         (b'["ok", "\\udfff"]', "$[1]: the string holds a lone surrogate U+DFFF at character 0"),
         (b"\xc3(", "not UTF-8 text (invalid continuation byte at byte 0)"),
         (b'{"a": 1,}', "not valid JSON (Expecting property name enclosed in double quotes"),
+        ('{"k": ["\ud800"]}', "$.k[0]: the string holds a lone surrogate U+D800"),  # str input
     ],
 )
 def test_load_json_names_what_breaks_a_limit(text, message):
