@@ -338,8 +338,9 @@ def hostile_but_valid(rng: random.Random) -> tuple[list, int]:
     log[k]["response"] = attack
     log[k].pop("correct")  # graded from the response: the parser must read it
     conv = log[-1]["conversation"]
-    conv.append({"role": "user", "content": "\n" * 60_000 + "[IHCTool:" * 5_000})
+    # 5,000 CONCH calls before a long reply: the reply is stored once, with the first call
     conv.append({"role": "assistant", "content": "[CONCH: x, (" * 5_000 + "[REQUEST: *?" * 3000})
+    conv.append({"role": "user", "content": "\n" * 60_000 + "[IHCTool:" * 5_000})
     return log, k
 
 
@@ -435,6 +436,9 @@ def test_mtbbench_folder_of_damaged_and_good_logs_keeps_every_good_log(tmp_path)
         assert row["response"] == response and row["correct_source"] == "graded"
         assert row["parsed_answer"] == ("A" if response.startswith("A)") else None)
         assert row["correct"] == (response.strip()[0].lower() == "abc"[k % 3])
+    calls = Store(store).events().filter(pl.col("tool") == "conch").collect()
+    assert calls.height == 5_000 * len(hostile)
+    assert calls.get_column("output").drop_nulls().len() == len(hostile)
 
 
 # ---------------------------------------------------------------------------------- JSON lines

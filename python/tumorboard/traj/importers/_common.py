@@ -13,7 +13,7 @@ from ...errors import InvalidArgumentError
 
 #: Bumped whenever an importer turns the same log into different rows, so that re-importing
 #: old logs with a newer tumorboard replaces the rows an older one made.
-IMPORTER_VERSION = 2
+IMPORTER_VERSION = 3
 
 
 class MalformedLog(InvalidArgumentError):

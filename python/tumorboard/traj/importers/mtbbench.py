@@ -27,9 +27,12 @@ there is no response), responses that are not a clean letter (``response_unclean
 duplicate file names (``duplicate_files_accessed`` / ``duplicate_files_hallucinated``, stored
 once), no options in the question (``no_options``), a gold letter outside the options
 (``gold_not_in_options``), unexpected question counts (``unexpected_question_count``) and
-positions past the last known task (``task_unknown``). Patient ids may contain ``_`` and
-``-``: the file name is split on its last ``_chatlog_``. Items are keyed by run and patient and
-the position in the file (``item_id = q<position>``), never by question text.
+positions past the last known task (``task_unknown``). Each ``[CONCH: ...]`` call is a
+``tool_call`` event; MTBBench's harness runs the first call of a message, so the reply (the
+next message) is the output of that call only, and later calls of the message have none.
+Patient ids may contain ``_`` and ``-``: the file name is split on its last ``_chatlog_``.
+Items are keyed by run and patient and the position in the file (``item_id = q<position>``),
+never by question text.
 """
 
 from __future__ import annotations
@@ -452,16 +455,19 @@ def _events(
                 )
             nxt = conversation[idx + 1]["content"] if idx + 1 < len(conversation) else None
             failed = nxt is not None and "[ERROR" in nxt  # once: calls may be many, nxt long
-            for call in parse_conch(content) if "[" in content else ():
+            for j, call in enumerate(parse_conch(content) if "[" in content else ()):
+                # MTBBench runs the first call of a message; the reply is stored with it only,
+                # so a message of many calls cannot multiply a long reply
+                reply = nxt if j == 0 else None
                 add(
                     item_id,
                     role="tool",
                     kind="tool_call",
                     tool="conch",
                     input=json_text({"image": call.image, "options": list(call.options)}),
-                    output=nxt,
-                    ok=None if nxt is None else not failed,
-                    error=nxt if failed else None,
+                    output=reply,
+                    ok=None if reply is None else not failed,
+                    error=reply if failed else None,
                 )
             tags = bracket_tags(content, "ANSWER", keep_empty=True) if "[" in content else None
             if tags:
