@@ -93,6 +93,11 @@ ADVERSARIAL = {
         assert P.parse_requests(req, available=["a" * 300] * 20) == ["*a" * 40 + "*b"]
         assert P.split_requests(["?*" * (N // 2)], ["x" * 100]).hallucinated == ("?*" * (N // 2),)
         assert P.split_requests(["*" * N + "x"], ["ax", "b"]).accessed == ("ax",)
+        # many distinct patterns against many names: the first MAX_WILDCARDS are expanded
+        pats = [f"*{i}?" for i in range(N // 8)]
+        names = [f"f{i}x" for i in range(2000)]
+        got = P.split_requests(pats, names)
+        assert got.accessed[:2] == ("f0x", "f10x") and len(got.hallucinated) > N // 8 - 300
     """,
     "conch_calls": """
         assert len(P.parse_conch("[CONCH: x, (" * (N // 12))) == N // 12

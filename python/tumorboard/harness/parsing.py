@@ -522,6 +522,8 @@ def parse_answers(
 _WILDCARD = re.compile(r"[*?]")
 #: The longest file name a wildcard request can match (POSIX ``NAME_MAX`` on Linux and macOS).
 NAME_MAX = 255
+#: Distinct wildcard patterns expanded per call; further ones are kept as written.
+MAX_WILDCARDS = 256
 _STARS = re.compile(r"\*+")
 
 
@@ -588,7 +590,9 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
     A tag may hold a comma-separated list (``[REQUEST: a.png, b.png]``). Names may contain the
     wildcards ``*`` and ``?``; with ``available`` they expand to the matching available names
     (in ``available`` order), and a pattern matching nothing is kept as written (so it counts
-    as hallucinated in :func:`split_requests`).
+    as hallucinated in :func:`split_requests`). Names longer than :data:`NAME_MAX` match
+    nothing, and only the first :data:`MAX_WILDCARDS` distinct patterns are expanded (the work
+    stays linear in the input for any request).
 
     Parameters
     ----------
@@ -614,10 +618,17 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
 
 
 def _expand(names: Iterable[str], available: Sequence[str]) -> list[str]:
-    """Expand wildcard names against ``available``; a pattern matching nothing stays as is."""
+    """Expand wildcard names against ``available``; a pattern matching nothing stays as is.
+
+    The work is patterns x available names; past :data:`MAX_WILDCARDS` distinct patterns in
+    one call (no agent writes that many) the rest stay as written, which bounds the work by
+    the number of available names.
+    """
     out: list[str] = []
+    expanded = 0
     for name in _dedupe(names):
-        if _WILDCARD.search(name):
+        if _WILDCARD.search(name) and expanded < MAX_WILDCARDS:
+            expanded += 1
             hits = [a for a in available if _wildcard_match(name, a)]
             out.extend(hits if hits else [name])
         else:
