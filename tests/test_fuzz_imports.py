@@ -93,11 +93,15 @@ ADVERSARIAL = {
         assert P.parse_requests(req, available=["a" * 300] * 20) == ["*a" * 40 + "*b"]
         assert P.split_requests(["?*" * (N // 2)], ["x" * 100]).hallucinated == ("?*" * (N // 2),)
         assert P.split_requests(["*" * N + "x"], ["ax", "b"]).accessed == ("ax",)
-        # many distinct patterns against many names: the first MAX_WILDCARDS are expanded
+        # many distinct patterns against many names: expanded within the budget, rest as written
         pats = [f"*{i}?" for i in range(N // 8)]
-        names = [f"f{i}x" for i in range(2000)]
+        names = [f"f{i}x" for i in range(20_000)]
         got = P.split_requests(pats, names)
-        assert got.accessed[:2] == ("f0x", "f10x") and len(got.hallucinated) > N // 8 - 300
+        assert got.accessed[:2] == ("f0x", "f10x") and len(got.hallucinated) > N // 8 - 100
+        # a long available list with long names and starred patterns: bounded by the budget
+        long_names = ["a" * 255] * 5_000
+        got = P.split_requests(["*a" * 100 + "?" + str(i) for i in range(1000)], long_names)
+        assert got.accessed == ()
     """,
     "conch_calls": """
         assert len(P.parse_conch("[CONCH: x, (" * (N // 12))) == N // 12

@@ -522,8 +522,8 @@ def parse_answers(
 _WILDCARD = re.compile(r"[*?]")
 #: The longest file name a wildcard request can match (POSIX ``NAME_MAX`` on Linux and macOS).
 NAME_MAX = 255
-#: Distinct wildcard patterns expanded per call; further ones are kept as written.
-MAX_WILDCARDS = 256
+#: Steps (pattern length x name length, summed) that expanding wildcards may take per call.
+WILDCARD_BUDGET = 1 << 22
 _STARS = re.compile(r"\*+")
 
 
@@ -591,8 +591,9 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
     wildcards ``*`` and ``?``; with ``available`` they expand to the matching available names
     (in ``available`` order), and a pattern matching nothing is kept as written (so it counts
     as hallucinated in :func:`split_requests`). Names longer than :data:`NAME_MAX` match
-    nothing, and only the first :data:`MAX_WILDCARDS` distinct patterns are expanded (the work
-    stays linear in the input for any request).
+    nothing, and patterns are expanded within a fixed budget of :data:`WILDCARD_BUDGET` steps
+    (far beyond what agents write; further patterns are kept as written), so the work is
+    bounded for any request.
 
     Parameters
     ----------
@@ -620,15 +621,18 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
 def _expand(names: Iterable[str], available: Sequence[str]) -> list[str]:
     """Expand wildcard names against ``available``; a pattern matching nothing stays as is.
 
-    The work is patterns x available names; past :data:`MAX_WILDCARDS` distinct patterns in
-    one call (no agent writes that many) the rest stay as written, which bounds the work by
-    the number of available names.
+    Matching a pattern against a name costs at most len(pattern) * len(name) steps; patterns
+    are expanded while the sum of those bounds stays within :data:`WILDCARD_BUDGET` (thousands
+    of patterns against a usual list of files), and the rest stay as written, so no request
+    can make the work quadratic.
     """
     out: list[str] = []
-    expanded = 0
+    total = sum(len(a) for a in available if len(a) <= NAME_MAX)
+    spent = 0
     for name in _dedupe(names):
-        if _WILDCARD.search(name) and expanded < MAX_WILDCARDS:
-            expanded += 1
+        cost = len(name) * total
+        if _WILDCARD.search(name) and spent + cost <= WILDCARD_BUDGET:
+            spent += cost
             hits = [a for a in available if _wildcard_match(name, a)]
             out.extend(hits if hits else [name])
         else:
