@@ -308,8 +308,24 @@ def parse_options(question: str, letters: str = LETTERS) -> tuple[str, ...]:
     return tuple(f"{k}) {v}".rstrip() for k, v in found.items())
 
 
-@functools.lru_cache(maxsize=4096)
+#: Inputs longer than this (characters) are not cached: the caches would keep them alive.
+CACHED_CHARS = 4096
+
+
 def _option_texts(options: tuple[str, ...], letters: str) -> dict[str, str]:
+    """Map letter -> option text; cached for the usual short options (logs repeat them)."""
+    if sum(map(len, options)) > CACHED_CHARS:
+        return _option_texts_of(options, letters)
+    return _option_texts_cached(options, letters)
+
+
+@functools.lru_cache(maxsize=4096)
+def _option_texts_cached(options: tuple[str, ...], letters: str) -> dict[str, str]:
+    """Return :func:`_option_texts_of`, cached."""
+    return _option_texts_of(options, letters)
+
+
+def _option_texts_of(options: tuple[str, ...], letters: str) -> dict[str, str]:
     """Map letter -> option text (without its "C) " prefix); plain texts get letters in order."""
     out: dict[str, str] = {}
     for i, opt in enumerate(options):

@@ -77,9 +77,17 @@ _QUESTION_PROMPT = re.compile(r"^[^\S\n]*Question:\s", re.MULTILINE)
 _IHC_IMAGE = re.compile(r"cells in (\S+?) are positively stained")
 
 
-@functools.lru_cache(maxsize=4096)
 def _options(question: str) -> tuple[str, ...]:
-    """Return the options listed in a question (cached: logs repeat questions per patient)."""
+    """Return the options listed in a question (cached: logs repeat questions per patient).
+
+    Questions longer than 4096 characters are not cached (the cache would keep them alive).
+    """
+    return parse_options(question) if len(question) > 4096 else _options_cached(question)
+
+
+@functools.lru_cache(maxsize=4096)
+def _options_cached(question: str) -> tuple[str, ...]:
+    """Return :func:`~tumorboard.harness.parsing.parse_options` of a question, cached."""
     return parse_options(question)
 
 
