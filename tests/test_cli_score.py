@@ -64,9 +64,12 @@ def store(tmp_path, capsys) -> Path:
             path.write_text(json.dumps(recs))
     (root / "alpha" / "broken_chatlog_1.json").write_text("{")
     st = tmp_path / "store"
-    assert main(["import", "mtbbench", str(root), "--store", str(st)]) == 0
-    out = capsys.readouterr().out
+    # the broken log is skipped and named, the good ones imported; exit status 1 says so
+    assert main(["import", "mtbbench", str(root), "--store", str(st)]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
     assert "4 imported" in out and "broken_chatlog_1.json: not valid JSON" in out
+    assert "1 log file(s) could not be imported: broken_chatlog_1.json" in captured.err
     return st
 
 
@@ -189,7 +192,8 @@ def test_cli_errors_and_import_options(store, tmp_path, capsys):
     # re-import: everything already there; --json report
     code = main(["import", "mtbbench", str(tmp_path / "logs"), "--store", str(store), "--json"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 0 and report["n_items"] == 0 and len(report["unchanged"]) == 4
+    assert code == 1 and report["n_items"] == 0 and len(report["unchanged"]) == 4
+    assert [Path(f).name for f in report["failed"]] == ["broken_chatlog_1.json"]
     assert report["n_unchanged"] == 60
     assert [Path(s["file"]).name for s in report["skipped"]] == ["broken_chatlog_1.json"]
     # --strict fails on the broken file, and imports nothing

@@ -519,6 +519,7 @@ def test_bulk_reader_and_line_reader_give_the_same_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(jsonl_importer, "_read_bulk", lambda *a, **k: None)
     lines = import_logs("jsonl", log, tmp_path / "lines", benchmark="mtbbench")
     assert bulk.warnings == lines.warnings and bulk.n_items == lines.n_items == 40
+    assert bulk.rejected == lines.rejected
 
     def items(path):
         return Store(path).items().sort("item_id").collect()
@@ -540,7 +541,7 @@ def test_a_line_reader_file_names_each_bad_line(tmp_path):
     log.write_text("\n".join(records) + "\n", encoding="utf-8")
     report = import_logs("jsonl", log, tmp_path / "s", benchmark="mtbbench")
     assert report.n_items == 6
-    bad = {w.rsplit(":", 1)[1]: r for w, r in report.warnings if w.startswith(f"{log}:")}
+    bad = {w.rsplit(":", 1)[1]: r for w, r in report.rejected if w.startswith(f"{log}:")}
     assert bad == {"3": "'latency_s' must be a number, got \"slow\"", "5": bad["5"]}
     assert bad["5"].startswith("not valid JSON")
     items = Store(tmp_path / "s").items().collect()

@@ -409,8 +409,11 @@ def test_jsonl_import_with_field_map(tmp_path):
         benchmark="custom",
         field_map={"model": "meta.model", "gold": "expected"},
     )
-    warn = {w.rsplit(":", 1)[1]: r for w, r in report.warnings if "run1.jsonl:" in w}
+    # bad lines are rejected records (file:line), not warnings; the file's good lines import
+    warn = {w.rsplit(":", 1)[1]: r for w, r in report.rejected if "run1.jsonl:" in w}
     assert set(warn) == {"3", "4", "5", "6"}
+    assert not [w for w, _ in report.warnings if "run1.jsonl:" in w]
+    assert report.failed == (str(tmp_path / "logs" / "bad.jsonl"),) and not report.ok
     # file-level, over the 3 records kept: line 7 has no gold (mapped to 'expected') and so no
     # grade, line 2 no response
     summary = [r.split(";")[0] for w, r in report.warnings if w.endswith("run1.jsonl")]

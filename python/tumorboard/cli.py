@@ -123,7 +123,11 @@ def _field_map(pairs: Sequence[str] | None) -> dict[str, str]:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    """Run ``tumorboard import``: print the report; warnings also go to standard error."""
+    """Run ``tumorboard import``: print the report; warnings also go to standard error.
+
+    The exit status is 1 when a log file could not be imported or a record was rejected (the
+    good ones are imported all the same), else 0.
+    """
     from ._progress import CountProgress
     from .traj import import_logs
 
@@ -162,7 +166,22 @@ def _cmd_import(args: argparse.Namespace) -> int:
             f"tumorboard: warning: {len(report.skipped)} file(s) skipped (listed in the report)",
             file=sys.stderr,
         )
-    return 0
+    if report.failed:
+        shown = ", ".join(Path(f).name for f in report.failed[:3])
+        more = f" and {len(report.failed) - 3} more" if len(report.failed) > 3 else ""
+        print(
+            f"tumorboard: warning: {len(report.failed)} log file(s) could not be imported: "
+            f"{shown}{more}",
+            file=sys.stderr,
+        )
+    if report.rejected:
+        where, reason = report.rejected[0]
+        print(
+            f"tumorboard: warning: {len(report.rejected)} record(s) rejected, first {where}: "
+            f"{reason}",
+            file=sys.stderr,
+        )
+    return 0 if report.ok else 1
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
@@ -321,7 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Import agent logs into a trajectory store. Re-imports are idempotent by "
         "item: items already stored unchanged are left alone, changed ones are replaced (latest "
         "wins, keyed by run, patient and item id). Malformed files and lines are skipped and "
-        "reported; fields the benchmark needs that the records leave empty are warned about.",
+        "reported (file, or file:line, and the reason) and the rest is imported; the exit "
+        "status is then 1. Fields the benchmark needs that the records leave empty are warned "
+        "about.",
     )
     imp.add_argument(
         "format", choices=["mtbbench", "jsonl", "react", "radabench"], help="log format"

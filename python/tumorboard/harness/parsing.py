@@ -18,6 +18,16 @@ Formats and the benchmarks they come from:
 
 Everything is pure Python on one string except :func:`parse_answers`, the batch version of
 :func:`parse_answer` used by bulk writers (polars regexes, scalar fallback for the rest).
+
+Linear time. Every parser here sees model output, which may be hostile (a response of
+``"The answer"`` and a million spaces, a thousand unclosed ``[ANSWER:`` tags), so each one runs
+in time linear in its input: no pattern has two adjacent quantifiers that can match the same
+characters (the source of catastrophic backtracking, Friedl, *Mastering Regular Expressions*,
+3rd ed., ch. 6), bracketed tags are found by scanning for the opener and the next ``]``
+(:func:`bracket_tags`), and wildcards are matched by a set-of-states simulation instead of a
+backtracking regex. ``tests/test_fuzz_imports.py`` runs every parser on 1 MB adversarial
+strings under a deadline. The polars regexes of :func:`parse_answers` run on Rust's
+``regex`` crate, which guarantees linear time.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ __all__ = [
     "ReActTrace",
     "Turn",
     "answer_letter",
+    "bracket_tags",
     "mtbbench_correct",
     "mtbbench_valid",
     "parse_answer",
@@ -58,15 +69,84 @@ __all__ = [
 
 LETTERS = "ABCDEF"
 
-_ANSWER_TAG = re.compile(r"\[ANSWER:\s*([^\]]*)\]", re.IGNORECASE)
-_ANSWER_OPEN = re.compile(r"\[ANSWER:\s*([^\]]*)$", re.IGNORECASE)
-_REQUEST_TAG = re.compile(r"\[REQUEST:\s*([^\]]+)\]", re.IGNORECASE)
-_OPTION_LINE = re.compile(r"^[ \t]*\(?([A-Z])\)[ \t]*(.*?)[ \t]*$", re.MULTILINE)
+# The option text is read greedily and its trailing blanks stripped in Python: a lazy group
+# followed by ``[ \t]*$`` rescans every run of blanks once per character (quadratic).
+_OPTION_LINE = re.compile(r"^[ \t]*\(?([A-Z])\)[ \t]*(.*)$", re.MULTILINE)
 _MARKDOWN = re.compile(r"[*_`]+")
+# "answer [is] [:] [option] C": each optional part takes its own trailing whitespace, so no two
+# whitespace quantifiers are adjacent (``\s*\s*\s*`` backtracks cubically on long blanks).
 _PHRASE = re.compile(
-    r"(?i:\b(?:final\s+answer|answer|choice|option)\b)\s*(?i:(?:is|was)\b)?\s*[:=]?\s*"
+    r"(?i:\b(?:final\s+answer|answer|choice|option)\b)\s*(?:(?i:is|was)\b\s*)?(?:[:=]\s*)?"
     r"(?:(?i:option|choice)\s+)?\(?([A-F])\)?(?![A-Za-z0-9])"
 )
+_OPENERS: dict[tuple[str, bool], re.Pattern[str]] = {}
+
+
+def _opener(tag: str, ignore_case: bool) -> re.Pattern[str]:
+    """Return the compiled opener ``[TAG:`` of a bracketed tag (cached)."""
+    key = (tag, ignore_case)
+    rx = _OPENERS.get(key)
+    if rx is None:
+        rx = _OPENERS[key] = re.compile(
+            r"\[" + re.escape(tag) + ":", re.IGNORECASE if ignore_case else 0
+        )
+    return rx
+
+
+def _tags(text: str, tag: str, ignore_case: bool) -> tuple[list[str], int]:
+    """Return the raw contents of the closed ``[TAG: ...]`` tags and the first unclosed opener.
+
+    A tag's content runs from its opener to the first ``]`` after it; the next tag is looked
+    for after that ``]`` (tags do not overlap). Once an opener has no ``]`` after it, no later
+    one has either, so the scan stops: every character is looked at a bounded number of times.
+    The second element is the end of the first opener without a ``]`` after it (-1 if none).
+    """
+    rx = _opener(tag, ignore_case)
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = rx.search(text, pos)
+        if m is None:
+            return out, -1
+        close = text.find("]", m.end())
+        if close < 0:
+            return out, m.end()
+        out.append(text[m.end() : close])
+        pos = close + 1
+
+
+def bracket_tags(
+    text: str, tag: str, *, ignore_case: bool = True, keep_empty: bool = False
+) -> list[str]:
+    r"""Return the stripped contents of the closed ``[TAG: ...]`` tags in ``text``, in order.
+
+    A tag runs from ``[TAG:`` to the first ``]`` after it, as MTBBench's tags do
+    (``[ANSWER: C) text]``, ``[REQUEST: file.png]``, ``[FILE: name]``, ``[IHCTool: ...]``;
+    ``goodfire-ai/mtbbench``, ``neurips25/models/agent*.py@ae2f8fe``). The scan is linear in
+    the length of ``text`` (a regex such as ``\[TAG:\s*([^\]]*)\]`` is quadratic on many
+    unclosed tags, and its ``\s*`` before a class that also matches spaces adds another
+    factor).
+
+    Parameters
+    ----------
+    text : str
+        A model message or a harness message.
+    tag : str
+        The tag name, e.g. ``"ANSWER"``.
+    ignore_case : bool, default True
+        Match the tag name without regard to case.
+    keep_empty : bool, default False
+        Keep tags whose content is empty after stripping (``[ANSWER: ]`` is an answer tag,
+        ``[REQUEST: ]`` requests nothing).
+
+    Returns
+    -------
+    list of str
+        The contents, stripped of surrounding whitespace.
+    """
+    contents, _ = _tags(text, tag, ignore_case)
+    out = [c.strip() for c in contents]
+    return out if keep_empty else [c for c in out if c]
 
 
 # ----------------------------------------------------------------------------- answers
@@ -217,7 +297,7 @@ def parse_options(question: str, letters: str = LETTERS) -> tuple[str, ...]:
     """
     found: dict[str, str] = {}
     for m in _OPTION_LINE.finditer(question):
-        letter, text = m.group(1), m.group(2)
+        letter, text = m.group(1), m.group(2).rstrip(" \t")
         if letter not in letters:
             continue
         expected = letters[len(found)] if len(found) < len(letters) else None
@@ -228,8 +308,24 @@ def parse_options(question: str, letters: str = LETTERS) -> tuple[str, ...]:
     return tuple(f"{k}) {v}".rstrip() for k, v in found.items())
 
 
-@functools.lru_cache(maxsize=4096)
+#: Inputs longer than this (characters) are not cached: the caches would keep them alive.
+CACHED_CHARS = 4096
+
+
 def _option_texts(options: tuple[str, ...], letters: str) -> dict[str, str]:
+    """Map letter -> option text; cached for the usual short options (logs repeat them)."""
+    if sum(map(len, options)) > CACHED_CHARS:
+        return _option_texts_of(options, letters)
+    return _option_texts_cached(options, letters)
+
+
+@functools.lru_cache(maxsize=4096)
+def _option_texts_cached(options: tuple[str, ...], letters: str) -> dict[str, str]:
+    """Return :func:`_option_texts_of`, cached."""
+    return _option_texts_of(options, letters)
+
+
+def _option_texts_of(options: tuple[str, ...], letters: str) -> dict[str, str]:
     """Map letter -> option text (without its "C) " prefix); plain texts get letters in order."""
     out: dict[str, str] = {}
     for i, opt in enumerate(options):
@@ -350,15 +446,13 @@ def parse_answer(
     if tag_content:
         content, in_tag = response.strip(), True
     else:
-        tags = _ANSWER_TAG.findall(response) if "[" in response else None
+        tags, unclosed = _tags(response, "ANSWER", True) if "[" in response else ([], -1)
         if tags:
             content, in_tag = tags[-1].strip(), True
+        elif unclosed >= 0:
+            content, in_tag, closed = response[unclosed:].strip(), True, False
         else:
-            unclosed = _ANSWER_OPEN.search(response) if "[" in response else None
-            if unclosed:
-                content, in_tag, closed = unclosed.group(1).strip(), True, False
-            else:
-                content, in_tag = response.strip(), False
+            content, in_tag = response.strip(), False
     letter, text, form = _choice(content, options, letters, in_tag=in_tag, fuzzy=fuzzy)
     valid = closed and mtbbench_valid(content, letters)
     return Answer(letter, text, content, form, valid)  # type: ignore[arg-type]
@@ -442,12 +536,56 @@ def parse_answers(
 # ----------------------------------------------------------------------------- file requests
 
 _WILDCARD = re.compile(r"[*?]")
+#: The longest file name a wildcard request can match (POSIX ``NAME_MAX`` on Linux and macOS).
+NAME_MAX = 255
+#: Steps (pattern length x name length, summed) that expanding wildcards may take per call.
+WILDCARD_BUDGET = 1 << 22
+_STARS = re.compile(r"\*+")
 
 
-def _wildcard_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a pattern with the wildcards ``*`` and ``?`` to a full-match regex."""
-    parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
-    return re.compile("".join(parts) + r"\Z")
+def _wildcard_match(pattern: str, name: str) -> bool:
+    """Tell whether ``name`` matches ``pattern`` whole (``*``: any run, ``?``: one character).
+
+    Neither wildcard matches a newline. The match simulates the pattern as a set of states
+    (Thompson, CACM 11(6), 1968) instead of backtracking, so it costs at most
+    O(len(name) * len(pattern)); a backtracking regex (``.*a.*a.*a...``) is exponential in the
+    number of stars. Runs of stars are one star, and a pattern with more non-star characters
+    than the name cannot match, which bounds the pattern by the name's length. Names longer
+    than :data:`NAME_MAX` characters are not file names (POSIX ``NAME_MAX``, 255 on Linux and
+    macOS) and match nothing, which bounds each match by a constant.
+    """
+    if len(name) > NAME_MAX:
+        return False
+    p = _STARS.sub("*", pattern)
+    m = len(p)
+    if m - p.count("*") > len(name):
+        return False
+
+    def close(states: set[int]) -> set[int]:
+        """Add the states reached by letting stars match nothing."""
+        out = set(states)
+        for i in states:
+            while i < m and p[i] == "*":
+                i += 1
+                out.add(i)
+        return out
+
+    states = close({0})
+    for ch in name:
+        nxt: set[int] = set()
+        for i in states:
+            if i == m:
+                continue
+            c = p[i]
+            if c == "*":
+                if ch != "\n":
+                    nxt.add(i)
+            elif c == ch or (c == "?" and ch != "\n"):
+                nxt.add(i + 1)
+        if not nxt:
+            return False
+        states = close(nxt)
+    return m in states
 
 
 def _clean_name(name: str) -> str:
@@ -468,7 +606,10 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
     A tag may hold a comma-separated list (``[REQUEST: a.png, b.png]``). Names may contain the
     wildcards ``*`` and ``?``; with ``available`` they expand to the matching available names
     (in ``available`` order), and a pattern matching nothing is kept as written (so it counts
-    as hallucinated in :func:`split_requests`).
+    as hallucinated in :func:`split_requests`). Names longer than :data:`NAME_MAX` match
+    nothing, and patterns are expanded within a fixed budget of :data:`WILDCARD_BUDGET` steps
+    (far beyond what agents write; further patterns are kept as written), so the work is
+    bounded for any request.
 
     Parameters
     ----------
@@ -483,7 +624,7 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
         The requested names (spaces dropped, surrounding quotes and backticks stripped).
     """
     names: list[str] = []
-    for tag in _REQUEST_TAG.findall(text):
+    for tag in bracket_tags(text, "REQUEST"):
         for part in tag.split(","):
             name = _clean_name(part)
             if name:
@@ -494,12 +635,21 @@ def parse_requests(text: str, *, available: Sequence[str] | None = None) -> list
 
 
 def _expand(names: Iterable[str], available: Sequence[str]) -> list[str]:
-    """Expand wildcard names against ``available``; a pattern matching nothing stays as is."""
+    """Expand wildcard names against ``available``; a pattern matching nothing stays as is.
+
+    Matching a pattern against a name costs at most len(pattern) * len(name) steps; patterns
+    are expanded while the sum of those bounds stays within :data:`WILDCARD_BUDGET` (thousands
+    of patterns against a usual list of files), and the rest stay as written, so no request
+    can make the work quadratic.
+    """
     out: list[str] = []
-    for name in names:
-        if _WILDCARD.search(name):
-            rx = _wildcard_regex(name)
-            hits = [a for a in available if rx.match(a)]
+    total = sum(len(a) for a in available if len(a) <= NAME_MAX)
+    spent = 0
+    for name in _dedupe(names):
+        cost = len(name) * total
+        if _WILDCARD.search(name) and spent + cost <= WILDCARD_BUDGET:
+            spent += cost
+            hits = [a for a in available if _wildcard_match(name, a)]
             out.extend(hits if hits else [name])
         else:
             out.append(name)
@@ -570,12 +720,18 @@ class ConchCall:
     options: tuple[str, ...]
 
 
+_CONCH_OPEN = re.compile(r"\[CONCH:\s*", re.IGNORECASE)
+_CONCH_PUNCT = re.compile(r"[()\]]")
+
+
 def parse_conch(text: str) -> list[ConchCall]:
     """Return every ``[CONCH: image.jpg, (option 1), (option 2)]`` call in ``text``, in order.
 
     Options are the top-level parenthesised groups (nested parentheses stay in the option
-    text: ``(carcinoma (NOS))``); the call ends at the first ``]`` outside parentheses.
-    Spaces inside the image name are dropped as MTBBench does.
+    text: ``(carcinoma (NOS))``); the call ends at the first ``]`` outside parentheses, or
+    where the next ``[CONCH:`` call starts (so an unclosed call never swallows the calls after
+    it, and each character is scanned once: linear time). Spaces inside the image name are
+    dropped as MTBBench does.
 
     Parameters
     ----------
@@ -588,19 +744,20 @@ def parse_conch(text: str) -> list[ConchCall]:
         The calls.
     """
     calls: list[ConchCall] = []
-    for m in re.finditer(r"\[CONCH:\s*", text, re.IGNORECASE):
-        i = m.end()
-        comma = text.find(",", i)
-        close = text.find("]", i)
+    openers = [(m.start(), m.end()) for m in _CONCH_OPEN.finditer(text)]
+    for k, (_, i) in enumerate(openers):
+        limit = openers[k + 1][0] if k + 1 < len(openers) else len(text)
+        comma = text.find(",", i, limit)
+        close = text.find("]", i, limit)
         if comma < 0 or (0 <= close < comma):
             if close >= 0 and text[i:close].strip():
                 calls.append(ConchCall(_clean_name(text[i:close]), ()))
             continue
         image = _clean_name(text[i:comma])
         options: list[str] = []
-        depth, start, j = 0, -1, comma + 1
-        while j < len(text):
-            ch = text[j]
+        depth, start = 0, -1
+        for p in _CONCH_PUNCT.finditer(text, comma + 1, limit):
+            ch, j = p.group(), p.start()
             if ch == "(":
                 if depth == 0:
                     start = j + 1
@@ -611,7 +768,6 @@ def parse_conch(text: str) -> list[ConchCall]:
                     options.append(text[start:j].strip())
             elif ch == "]" and depth == 0:
                 break
-            j += 1
         calls.append(ConchCall(image, tuple(options)))
     return calls
 
@@ -654,9 +810,12 @@ class ReActTrace:
     final_answer: str | None
 
 
+# After the key: blanks, an optional step number (after a blank), blanks, optional bold
+# stars, blanks, the colon. Each blank run follows a mandatory non-blank token, so a long run of
+# blanks is scanned once (``[ \t]*\**[ \t]*`` would rescan it per character).
 _REACT_MARKER = re.compile(
     r"^[ \t>*#]*(?P<key>Question|Thought|Action[ \t]+Input|Action|Act|Observation|Obs|"
-    r"Final[ \t]+Answer)(?:[ \t]+\d+)?[ \t]*\**[ \t]*:\**[ \t]?",
+    r"Final[ \t]+Answer)(?:[ \t]+(?:\d+[ \t]*)?)?(?:\*+[ \t]*)?:\**[ \t]?",
     re.IGNORECASE | re.MULTILINE,
 )
 _BRACKET_ACTION = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*\[(.*)\]\s*$", re.DOTALL)
@@ -719,7 +878,7 @@ def parse_react(text: str) -> ReActTrace:
                 continue
         cur[field_name] = body
     if final is None:
-        tags = _ANSWER_TAG.findall(text)
+        tags, _ = _tags(text, "ANSWER", True)
         if tags:
             final = tags[-1].strip()
     built = tuple(
@@ -768,8 +927,33 @@ class RadaCall:
 _RADA_BLOCK = re.compile(
     r"<(Call|EndCall|NoCall)>(.*?)(?:</\1>|(?=<(?:Call|EndCall|NoCall)>)|\Z)", re.DOTALL
 )
-_RADA_FIELD = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
+_RADA_OPEN = re.compile(r"<(\w+)>")
 _RADA_KIND = {"Call": "call", "EndCall": "end_call", "NoCall": "no_call"}
+
+
+def _rada_fields(body: str) -> dict[str, str]:
+    r"""Return the ``<Tag>text</Tag>`` fields of a block (a later repeat of a tag wins).
+
+    Each ``<Tag>`` takes the text up to the first ``</Tag>`` after it; an opener without a close
+    is skipped. A tag name once found unclosed is not searched for again (no later opener of it
+    can close either), which keeps the scan linear where ``<(\w+)>(.*?)</\1>`` rescans the
+    rest of the block for every unclosed opener.
+    """
+    fields: dict[str, str] = {}
+    unclosed: set[str] = set()
+    pos = 0
+    while True:
+        m = _RADA_OPEN.search(body, pos)
+        if m is None:
+            return fields
+        name = m.group(1)
+        close = -1 if name in unclosed else body.find(f"</{name}>", m.end())
+        if close < 0:
+            unclosed.add(name)
+            pos = m.start() + 1
+            continue
+        fields[name] = body[m.end() : close].strip()
+        pos = close + len(name) + 3
 
 
 def parse_rada_calls(text: str) -> list[RadaCall]:
@@ -789,7 +973,7 @@ def parse_rada_calls(text: str) -> list[RadaCall]:
     """
     calls: list[RadaCall] = []
     for m in _RADA_BLOCK.finditer(text):
-        fields = {f.group(1): f.group(2).strip() for f in _RADA_FIELD.finditer(m.group(2))}
+        fields = _rada_fields(m.group(2))
         inputs: tuple[str, ...] | None = None
         raw = fields.get("Input")
         if raw is not None:
@@ -900,7 +1084,7 @@ class AnswerProtocol:
         """
         if self.done:
             raise StateError("step: the question has ended (answer or fail); start a new one")
-        raw_requests = _REQUEST_TAG.findall(message)
+        raw_requests = bracket_tags(message, "REQUEST")
         if raw_requests and raw_requests != self._previous_requests:
             self._previous_requests = raw_requests
             return Turn("request", requests=tuple(parse_requests(message)), strikes=self.strikes)
@@ -908,7 +1092,7 @@ class AnswerProtocol:
             calls = parse_conch(message)
             if calls:
                 return Turn("tool", conch=tuple(calls), strikes=self.strikes)
-        if _ANSWER_TAG.search(message):
+        if _tags(message, "ANSWER", True)[0]:
             ans = parse_answer(message, options=self.options)
             if self.strikes >= self.max_strikes:
                 return self._end("fail", ans)

@@ -4,6 +4,15 @@
 writes what is new as one atomic import batch (see :mod:`tumorboard.traj.store`). A malformed
 file is skipped and listed in the :class:`ImportReport` with the reason; the rest is imported.
 
+Batch isolation: nothing one file or one line holds can stop the others. Each file is read and
+parsed on its own; whatever it raises (bad JSON, JSON past the limits of
+:func:`tumorboard._json.load_json`, bytes that are not UTF-8, any failure of the parser on a
+hostile value) skips that file with the reason, and a file's bad records (lines of JSON lines)
+are rejected one by one as ``file:line`` while its good ones are imported. Should the rows of
+several files fail to form one table at write time, each file's rows are checked alone and only
+the failing files are skipped. Every parser that reads model output runs in linear time
+(:mod:`tumorboard.harness.parsing`), so no file can hang an import.
+
 Re-imports are idempotent by item, not by file: every item is keyed by ``(run_id, patient_id,
 item_id)`` and carries a digest of what it was made from (the record, the import options and
 the importer version, ``items.digest``). An item already in the store with the same digest is
@@ -66,9 +75,15 @@ class ImportReport:
     skipped : tuple of (str, str)
         (file, reason) for files not imported: malformed, or superseded by a newer log of the
         same patient and run.
+    failed : tuple of str
+        The skipped files that could not be imported (unreadable, malformed, past a JSON
+        limit); not those superseded by a newer log or found not to be logs of the format.
+    rejected : tuple of (str, str)
+        (file:line, reason) for records not imported from files that were: lines that are not
+        JSON objects, break a JSON limit, or hold a value of the wrong type or range.
     warnings : tuple of (str, str)
-        (file[:line], reason) for problems inside files that were still imported: bad lines,
-        records replaced by later ones, fields the benchmark needs left empty.
+        (file[:line], reason) for problems inside files that were still imported: records
+        replaced by later ones, fields the benchmark needs left empty.
     n_items : int
         Items written (new and replaced).
     n_new, n_replaced, n_unchanged : int
@@ -95,6 +110,8 @@ class ImportReport:
     unchanged: tuple[str, ...] = ()
     skipped: tuple[tuple[str, str], ...] = ()
     warnings: tuple[tuple[str, str], ...] = ()
+    failed: tuple[str, ...] = ()
+    rejected: tuple[tuple[str, str], ...] = ()
     n_items: int = 0
     n_new: int = 0
     n_replaced: int = 0
@@ -105,6 +122,11 @@ class ImportReport:
     benchmarks: tuple[str, ...] = ()
     batch: str | None = None
     seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Whether every log file and every record found was imported or already stored."""
+        return not self.failed and not self.rejected
 
     @property
     def files_seen(self) -> int:
@@ -118,7 +140,7 @@ class ImportReport:
         -------
         dict
             The attributes, with ``skipped`` as ``{"file", "reason"}`` objects and
-            ``warnings`` as ``{"where", "reason"}`` objects.
+            ``rejected`` and ``warnings`` as ``{"where", "reason"}`` objects.
         """
         return {
             "format": self.format,
@@ -127,6 +149,8 @@ class ImportReport:
             "imported": list(self.imported),
             "unchanged": list(self.unchanged),
             "skipped": [{"file": f, "reason": r} for f, r in self.skipped],
+            "failed": list(self.failed),
+            "rejected": [{"where": f, "reason": r} for f, r in self.rejected],
             "warnings": [{"where": f, "reason": r} for f, r in self.warnings],
             "n_items": self.n_items,
             "n_new": self.n_new,
@@ -144,7 +168,9 @@ class ImportReport:
         lines = [
             f"import {self.format} {self.source} -> {self.store}",
             f"  files: {self.files_seen} seen, {len(self.imported)} imported, "
-            f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped",
+            f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped"
+            + (f" ({len(self.failed)} could not be imported)" if self.failed else ""),
+            f"  records: {self.n_records:,} read, {len(self.rejected):,} rejected",
             f"  items: {self.n_new} new, {self.n_replaced} replaced, {self.n_unchanged} "
             f"unchanged; {self.n_events} events; {len(self.runs)} run(s)"
             + (f" of {', '.join(self.benchmarks)}" if self.benchmarks else ""),
@@ -152,6 +178,13 @@ class ImportReport:
         if self.skipped:
             lines.append("  skipped:")
             lines += [f"    {f}: {r}" for f, r in self.skipped]
+        if self.rejected:
+            lines.append(f"  rejected records ({len(self.rejected)}):")
+            lines += [f"    {f}: {r}" for f, r in self.rejected[:SHOWN_WARNINGS]]
+            if len(self.rejected) > SHOWN_WARNINGS:
+                lines.append(
+                    f"    ... and {len(self.rejected) - SHOWN_WARNINGS} more (--json lists all)"
+                )
         if self.warnings:
             lines.append(f"  warnings ({len(self.warnings)}):")
             lines += [f"    {f}: {r}" for f, r in self.warnings[:SHOWN_WARNINGS]]
@@ -298,6 +331,11 @@ def import_logs(
     if not src_path.exists():
         raise MissingFileError(f"{src_path}: no such file or directory")
     st = store if isinstance(store, Store) else Store(store)
+    if format == "mtbbench" and track is not None:
+        from .mtbbench import TRACKS
+
+        if track not in TRACKS:
+            raise InvalidArgumentError(f"track: expected one of {TRACKS}, got {track!r}")
     fp = opts.fingerprint(format)
     discover, parse = formats[format]
     files, found_skipped = discover(src_path)
@@ -305,13 +343,20 @@ def import_logs(
         pattern = _PATTERNS[format]
         raise MissingFileError(f"{src_path}: no {format} logs found (expected {pattern} files)")
     skipped: list[tuple[str, str]] = list(found_skipped)
+    failed: list[str] = []
     entries: list[_Entry] = []
     records = done_bytes = 0
     for k, path in enumerate(files):
+        if not str(path).isascii() and not _utf8(str(path)):
+            # the store keeps every item's source path as UTF-8 text
+            skipped.append((str(path), "file name is not UTF-8 text (rename the file)"))
+            failed.append(str(path))
+            continue
         try:
             raw = path.read_bytes()
         except OSError as exc:
             skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
+            failed.append(str(path))
             continue
         tick = None
         if progress is not None:
@@ -329,9 +374,15 @@ def import_logs(
                 result = parse(path, raw, opts, fp)
         except MalformedLog as exc:
             skipped.append((str(path), str(exc)))
+            failed.append(str(path))
             continue
         except UnicodeDecodeError as exc:
             skipped.append((str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
+            failed.append(str(path))
+            continue
+        except Exception as exc:  # noqa: BLE001 - one bad file never costs the others
+            skipped.append((str(path), f"cannot be read ({type(exc).__name__}: {exc})"[:300]))
+            failed.append(str(path))
             continue
         records += result.n_records
         done_bytes += len(raw)
@@ -340,31 +391,89 @@ def import_logs(
             progress(k + 1, len(files), records, done_bytes)
 
     warnings = [w for e in entries for w in e.parsed.warnings]
+    rejected = [r for e in entries for r in e.parsed.rejected]
     _resolve_in_import(entries, skipped)
     if strict:
-        _check_strict(src_path, skipped, warnings)
+        _check_strict(src_path, skipped, rejected + warnings)
     report_kw: dict[str, Any] = dict(format=format, source=str(src_path), store=str(st.path),
-                                     n_records=records)  # fmt: skip
+                                     n_records=records, failed=failed,
+                                     rejected=tuple(rejected))  # fmt: skip
     live = [e for e in entries if e.status == "new"]
     if not live:
         return _report(report_kw, entries, skipped, warnings, t0)
     with st.write_lock():
-        result = _write(st, format, fp, entries, skipped, warnings)
+        result = _write_isolated(st, format, fp, entries, skipped, warnings, failed)
     return _report(report_kw, entries, skipped, warnings, t0, **result)
+
+
+def _write_isolated(
+    st: Store,
+    format: str,
+    fp: bytes,
+    entries: list[_Entry],
+    skipped: list[tuple[str, str]],
+    warnings: list[tuple[str, str]],
+    failed: list[str],
+) -> dict[str, Any]:
+    """Run :func:`_write`; if the rows of the files do not form tables, skip the bad files.
+
+    The rows of each file are then converted alone; a file whose rows do not fit the schema is
+    skipped with the reason (never the whole batch), and the batch is written without it.
+    """
+    statuses = [e.status for e in entries]
+    n_skipped, n_warnings = len(skipped), len(warnings)
+    try:
+        return _write(st, format, fp, entries, skipped, warnings)
+    except InvalidArgumentError:
+        bad = [(e, why) for e in entries if e.status == "new" and (why := _unfit(e)) is not None]
+        if not bad:
+            raise
+    del skipped[n_skipped:], warnings[n_warnings:]
+    for e, status in zip(entries, statuses, strict=True):
+        e.status, e.n_written, e.n_events = status, 0, 0
+    for e, why in bad:
+        e.status = "skipped"
+        skipped.append((str(e.path), why))
+        failed.append(str(e.path))
+    if not any(e.status == "new" for e in entries):
+        return {}
+    return _write(st, format, fp, entries, skipped, warnings)
+
+
+def _unfit(e: _Entry) -> str | None:
+    """Return why a parsed file's rows do not form conforming tables (None if they do)."""
+    p = e.parsed
+    for table, rows in (("runs", p.runs), ("items", p.items), ("events", p.events)):
+        if not rows:
+            continue
+        try:
+            _rows_table([{k: v for k, v in r.items() if k != "_row"} for r in rows], table)
+        except InvalidArgumentError as exc:
+            return f"rows do not fit the store's schema: {exc}"[:300]
+    return None
+
+
+def _utf8(text: str) -> bool:
+    """Tell whether a path string encodes as UTF-8 (no bytes escaped as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_strict(
     src: Path, skipped: Sequence[tuple[str, str]], warnings: Sequence[tuple[str, str]]
 ) -> None:
-    """Raise for ``strict``: every skipped file and warning, first ones listed."""
+    """Raise for ``strict``: every skipped file, rejected record and warning, first ones listed."""
     problems = [f"{f}: {r}" for f, r in skipped] + [f"{w}: {r}" for w, r in warnings]
     if problems:
         shown = "; ".join(problems[:5]) + (
             f"; ... ({len(problems) - 5} more)" if len(problems) > 5 else ""
         )
         raise InvalidArgumentError(
-            f"{src}: --strict: {len(skipped)} file(s) skipped and {len(warnings)} warning(s); "
-            f"nothing was imported: {shown}"
+            f"{src}: --strict: {len(skipped)} file(s) skipped and {len(warnings)} record(s) "
+            f"rejected or warned about; nothing was imported: {shown}"
         )
 
 
@@ -383,6 +492,7 @@ def _report(
         for e in entries
         if e.status == "unchanged" or (e.status == "new" and not e.n_written)
     )
+    kw = {**kw, "failed": tuple(kw.get("failed", ()))}
     return ImportReport(
         imported=imported,
         unchanged=unchanged,

@@ -13,7 +13,7 @@ from ...errors import InvalidArgumentError
 
 #: Bumped whenever an importer turns the same log into different rows, so that re-importing
 #: old logs with a newer tumorboard replaces the rows an older one made.
-IMPORTER_VERSION = 2
+IMPORTER_VERSION = 3
 
 
 class MalformedLog(InvalidArgumentError):
@@ -144,7 +144,10 @@ class Parsed:
         Rows of the events table, each with ``_row``: the index in ``items`` of its item, or
         -1 for events of the unit outside any item.
     warnings : list of (str, str)
-        (file[:line], reason) for problems inside the file.
+        (file[:line], reason) for problems inside the file that still import its records.
+    rejected : list of (str, str)
+        (file:line, reason) for records of the file that were not imported (a line that is
+        not JSON, breaks a JSON limit, or has a value of the wrong type or range).
     unit : tuple of (str, str) or None
         The (run_id, patient_id) the file covers, if it covers exactly one.
     order : float
@@ -161,6 +164,7 @@ class Parsed:
     items: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
     unit: tuple[str, str] | None = None
     order: float = 0.0
     n_records: int = 0

@@ -1,4 +1,4 @@
-"""JSON-lines logs: one JSON object per line, one question per object.
+r"""JSON-lines logs: one JSON object per line, one question per object.
 
 The format is for harnesses that log their own way.
 
@@ -32,9 +32,15 @@ events                    ``events``: a list of objects with the events columns 
 Where ``correct`` is absent it is graded: the answer parsed from ``response`` (or
 ``parsed_answer``) against the gold letter (``correct_source="graded"``, else "missing" with
 the flag ``ungraded``). An import's ``model``/``benchmark``/``track`` override the records'.
-A line that is not a JSON object or has a value of the wrong type is skipped and listed as a
-warning ``file:line``; a file without any valid line is skipped. Lines are split on newlines
-only (JSON lines), so text holding U+2028 and other Unicode line breaks stays in its record.
+A line that is not a JSON object or has a value of the wrong type is skipped and listed in the
+report's ``rejected`` records as ``file:line`` with the reason; the other lines of the file are
+imported, and a file without any valid line is skipped. Every line is read with
+:func:`tumorboard._json.load_json`, which also rejects (naming the place in the record) JSON
+nested deeper than 100 levels, integers outside 64 bits, numbers that overflow a double, and
+lone surrogate escapes (``"\ud800"``); ``position``, ``attempts`` and an event's ``step``
+must fit 32 bits, the stored type. A line that is not UTF-8 is rejected alone. Lines are split
+on newlines only (JSON lines), so text holding U+2028 and other Unicode line breaks stays in its
+record.
 
 When the records leave a field the benchmark needs empty (the response, a grade, a benchmark
 field) or a ``--map`` key never matches, the import warns with the count of such lines and the
@@ -43,8 +49,8 @@ keys the records do have.
 Two readers give the same rows: files whose every line is a well-typed object (and that have
 no ``events`` or ``config``) are read in bulk by Arrow's JSON reader with an explicit schema
 (any type mismatch sends the file to the other reader); everything else is read line by line
-with :func:`json.loads`, which names each bad line. Either way, the rows are built in bulk
-(polars) from the columns.
+with :func:`tumorboard._json.load_json`, which names each bad line. Either way, the rows are
+built in bulk (polars) from the columns.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..._json import json_text
+from ..._json import MAX_JSON_DEPTH, json_text, load_json, may_break_limits
 from ...errors import InvalidArgumentError
 from ...harness.parsing import answer_letter, parse_answers, parse_options
 from ..fields import BENCHMARK_FIELDS, REQUIRED_FIELDS, check_value, extra_fields
@@ -90,14 +96,15 @@ _IDS = ("run_id", "patient_id", "item_id")
 # field -> kind, for the common fields (ids accept integers, "json" is any JSON value)
 _KIND = {
     "run_id": "id", "benchmark": "str", "track": "str", "model": "str", "tools": "bool",
-    "config": "json", "patient_id": "id", "item_id": "id", "position": "int", "task": "str",
+    "config": "json", "patient_id": "id", "item_id": "id", "position": "int32", "task": "str",
     "question": "str", "options": "str_list", "gold": "gold", "response": "str",
     "parsed_answer": "str", "correct": "bool", "files_accessed": "str_list",
-    "files_hallucinated": "str_list", "latency_s": "number", "attempts": "int",
+    "files_hallucinated": "str_list", "latency_s": "number", "attempts": "int32",
     "flags": "str_list", "events": "json",
 }  # fmt: skip
 _EXPECT = {
     "id": "a string", "str": "a string", "bool": "true or false", "int": "an integer",
+    "int32": "a 32-bit integer",
     "number": "a number", "str_list": "a list of strings",
 }  # fmt: skip
 
@@ -165,6 +172,9 @@ def check_field_map(field_map: Mapping[str, str], benchmark: str | None) -> None
             )
 
 
+_I32 = (-(2**31), 2**31 - 1)
+
+
 class _Bad(InvalidArgumentError):
     """A record that cannot be imported; the line becomes a warning."""
 
@@ -188,6 +198,11 @@ def _check(name: str, kind: str, value: Any) -> Any:
         return value
     if kind == "gold":
         return value if isinstance(value, str) else json_text(value)
+    if kind == "int32":
+        if isinstance(value, int) and not isinstance(value, bool) and _I32[0] <= value <= _I32[1]:
+            return value
+        what = "an integer in [-2**31, 2**31 - 1]"
+        raise _Bad(f"{name!r} must be {what}, got {json.dumps(value, default=str)[:40]}")
     try:
         return check_value(kind, value)
     except ValueError as exc:
@@ -280,8 +295,8 @@ def parse(
             tick(start + len(lines))
     if state.m == 0:
         reason = "empty file" if not lines_all else "no valid record (see warnings)"
-        if out.warnings:
-            first = out.warnings[0]
+        if out.rejected:
+            first = out.rejected[0]
             reason = (
                 f"no valid record; first problem: line {first[0].rsplit(':', 1)[1]}: {first[1]}"
             )
@@ -361,24 +376,23 @@ def _read_lines(
     keys: Mapping[str, str],
     out: Parsed,
 ) -> tuple[dict[str, list[Any]], list[int], list[bytes], list[Any], list[dict]]:
-    """Read the lines one by one with json.loads; return the typed columns of the good ones."""
+    """Read the lines one by one with load_json; return the typed columns of the good ones."""
     columns: dict[str, list[Any]] = {f: [] for f in keys if f != "events"}
     kinds = {f: _kind_of(f) for f in keys}
     linenos: list[int] = []
     texts: list[bytes] = []
     events: list[Any] = []
     sample: list[dict] = []
-    loads = json.loads
+    loads = load_json
     for lineno, line in zip(numbers, lines, strict=True):
         where = f"{path}:{lineno}"
         try:
             record = loads(line)
-        except ValueError as exc:
-            reason = exc.args[0] if exc.args else str(exc)
-            out.warnings.append((where, f"not valid JSON ({str(reason)[:60]})"))
+        except InvalidArgumentError as exc:
+            out.rejected.append((where, str(exc)))
             continue
         if not isinstance(record, dict):
-            out.warnings.append((where, "expected a JSON object"))
+            out.rejected.append((where, "expected a JSON object"))
             continue
         if len(sample) < _KEYS_SAMPLE:
             sample.append(record)
@@ -389,7 +403,7 @@ def _read_lines(
                 values[f] = None if v is _MISSING else _check(f, kinds[f], v)
             ev = _events(values.pop("events", None))
         except _Bad as exc:
-            out.warnings.append((where, str(exc)))
+            out.rejected.append((where, str(exc)))
             continue
         for f, v in values.items():
             columns[f].append(v)
@@ -414,7 +428,7 @@ def _events(raw_events: Any) -> list[dict[str, Any]] | None:
             raise _Bad(f"events[{step}].kind must be one of {', '.join(EVENT_KINDS)}")
         where = f"events[{step}]"
         row = {
-            "step": _check(f"{where}.step", "int", e.get("step", step)),
+            "step": _check(f"{where}.step", "int32", e.get("step", step)),
             "role": _check(f"{where}.role", "str", e.get("role")),
             "kind": kind,
             "tool": _check(f"{where}.tool", "str", e.get("tool")),
@@ -442,6 +456,29 @@ def _keys_seen(sample: Sequence[Mapping[str, Any]]) -> list[str]:
 
 # ----------------------------------------------------------------------------- bulk reader
 
+
+def _suspect(raw: bytes, n_lines: int) -> bool:
+    """Tell whether a chunk must go to the line reader, which checks it with load_json.
+
+    Lines that are not objects, and what :func:`tumorboard._json.may_break_limits` finds
+    (lone surrogate escapes, numbers past 64 bits or a double's range).
+    """
+    # every line an object: the body starts with "{" and so does every line after a newline
+    if (raw[:1] != b"{" or raw.count(b"\n{") != n_lines - 1) and _NOT_OBJECT.search(raw):
+        return True
+    return may_break_limits(raw)
+
+
+# A line whose first non-blank byte is not "{": Arrow reads "null" as a row of nulls; the line
+# reader rejects it as not an object.
+_NOT_OBJECT = re.compile(rb"^[ \t\r\x0b\x0c]*[^{ \t\r\n\x0b\x0c]", re.MULTILINE)
+
+
+def _brackets(line: bytes) -> int:
+    """Return the number of ``[`` and ``{`` in a line (an upper bound of its nesting depth)."""
+    return line.count(b"[") + line.count(b"{")
+
+
 _ID_NUMBER = re.compile(r"Column\((/[^)]*)\) changed from string to number")
 
 
@@ -451,7 +488,8 @@ def _arrow_type(kind: str) -> Any:
 
     return {
         "id": pa.string(), "str": pa.large_string(), "gold": pa.large_string(),
-        "bool": pa.bool_(), "int": pa.int64(), "number": pa.float64(), "flag": pa.float64(),
+        "bool": pa.bool_(), "int": pa.int64(), "int32": pa.int64(), "number": pa.float64(),
+        "flag": pa.float64(),
         "str_list": pa.list_(pa.large_string()), "int_list": pa.list_(pa.int64()),
         "number_list": pa.list_(pa.float64()), "bool_list": pa.list_(pa.bool_()),
     }.get(kind)  # fmt: skip
@@ -500,6 +538,11 @@ def _read_bulk(
     )
     if nested and re.search(f'"(?:{"|".join(map(re.escape, nested))})"'.encode(), raw):
         return None  # events, config, tool calls or matrices: the line reader
+    if _suspect(raw, len(lines)) or (
+        raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
+        and max(map(_brackets, lines)) > MAX_JSON_DEPTH
+    ):
+        return None  # what load_json checks (surrogates, huge numbers, depth): the line reader
     keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}
     number_ids: set[str] = set()
     table = None
@@ -541,10 +584,17 @@ def _read_bulk(
             flat = pc.list_flatten(arr) if kind == "number_list" else arr
             if len(flat) and not pc.all(pc.is_finite(flat)).as_py():
                 return None
+        if kind == "int32" and arr.null_count < len(arr):
+            bounds = pc.min_max(arr)
+            if bounds["min"].as_py() < _I32[0] or bounds["max"].as_py() > _I32[1]:
+                return None  # the line reader names the line
         if f in number_ids:
             arr = pc.cast(arr, pa.string())
         columns[f] = arr
-    sample = [json.loads(line) for line in lines[:_KEYS_SAMPLE]]
+    try:
+        sample = [load_json(line) for line in lines[:_KEYS_SAMPLE]]
+    except InvalidArgumentError:
+        return None  # a line Arrow read and load_json refuses: the line reader names it
     return columns, sample
 
 
@@ -557,7 +607,7 @@ def _series(name: str, values: Any, kind: str) -> Any:
 
     dtype = {
         "id": pl.String, "str": pl.String, "gold": pl.String, "bool": pl.Boolean,
-        "int": pl.Int64, "number": pl.Float64, "flag": pl.Float64,
+        "int": pl.Int64, "int32": pl.Int64, "number": pl.Float64, "flag": pl.Float64,
         "str_list": pl.List(pl.String), "int_list": pl.List(pl.Int64),
         "number_list": pl.List(pl.Float64), "bool_list": pl.List(pl.Boolean),
     }.get(kind)  # fmt: skip
@@ -607,7 +657,7 @@ def _build(
     no_model = pl.col("_model").is_null() | (pl.col("_model") == "")
     bad = df.filter(no_model).get_column("_line").to_list()
     for lineno in bad:
-        out.warnings.append(
+        out.rejected.append(
             (f"{path}:{lineno}", "no model (give the record a 'model' or the import a model)")
         )
     if bad:

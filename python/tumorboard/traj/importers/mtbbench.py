@@ -27,26 +27,29 @@ there is no response), responses that are not a clean letter (``response_unclean
 duplicate file names (``duplicate_files_accessed`` / ``duplicate_files_hallucinated``, stored
 once), no options in the question (``no_options``), a gold letter outside the options
 (``gold_not_in_options``), unexpected question counts (``unexpected_question_count``) and
-positions past the last known task (``task_unknown``). Patient ids may contain ``_`` and
-``-``: the file name is split on its last ``_chatlog_``. Items are keyed by run and patient and
-the position in the file (``item_id = q<position>``), never by question text.
+positions past the last known task (``task_unknown``). Each ``[CONCH: ...]`` call is a
+``tool_call`` event; MTBBench's harness runs the first call of a message, so the reply (the
+next message) is the output of that call only, and later calls of the message have none.
+Patient ids may contain ``_`` and ``-``: the file name is split on its last ``_chatlog_``.
+Items are keyed by run and patient and the position in the file (``item_id = q<position>``),
+never by question text.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..._json import json_text
+from ..._json import json_text, load_json
 from ...errors import InvalidArgumentError
 from ...harness.parsing import (
     answer_letter,
+    bracket_tags,
     mtbbench_correct,
     mtbbench_valid,
     parse_answer,
@@ -68,16 +71,23 @@ _LONGITUDINAL = (
     ("outcome", re.compile(r"\balive\b|\bsurviv", re.IGNORECASE)),
     ("progression", re.compile(r"\bprogress", re.IGNORECASE)),
 )
-_QUESTION_PROMPT = re.compile(r"(?:^|\n)\s*Question:\s")
-_FILE_TAG = re.compile(r"\[FILE:\s*([^\]]+?)\s*\]")
-_IHC = re.compile(r"\[IHCTool:\s*(.*?)\]")
+# A line (after blanks, not newlines) starting "Question:" and a space. Equivalent to
+# ``(?:^|\n)\s*Question:\s``, which rescans every run of newlines once per newline (quadratic).
+_QUESTION_PROMPT = re.compile(r"^[^\S\n]*Question:\s", re.MULTILINE)
 _IHC_IMAGE = re.compile(r"cells in (\S+?) are positively stained")
-_ANSWER_TAGS = re.compile(r"\[ANSWER:\s*([^\]]*)\]", re.IGNORECASE)
+
+
+def _options(question: str) -> tuple[str, ...]:
+    """Return the options listed in a question (cached: logs repeat questions per patient).
+
+    Questions longer than 4096 characters are not cached (the cache would keep them alive).
+    """
+    return parse_options(question) if len(question) > 4096 else _options_cached(question)
 
 
 @functools.lru_cache(maxsize=4096)
-def _options(question: str) -> tuple[str, ...]:
-    """Return the options listed in a question (cached: logs repeat questions per patient)."""
+def _options_cached(question: str) -> tuple[str, ...]:
+    """Return :func:`~tumorboard.harness.parsing.parse_options` of a question, cached."""
     return parse_options(question)
 
 
@@ -223,9 +233,9 @@ def parse(
     """
     patient_id, ts = split_filename(path.name)
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
-        raise MalformedLog(f"not valid JSON ({exc})") from None
+        doc = load_json(raw)
+    except InvalidArgumentError as exc:
+        raise MalformedLog(str(exc)) from None
     if not isinstance(doc, list):
         raise MalformedLog(f"expected a JSON list of question records, got {type(doc).__name__}")
     records: list[dict[str, Any]] = []
@@ -426,7 +436,9 @@ def _events(
         role, content = m["role"], m["content"]
         item_id = f"q{owner[idx]}" if aligned and owner[idx] >= 0 else None
         if role == "user" and "New files available" in content:
-            available = _FILE_TAG.findall(content.split("New files available", 1)[1])
+            available = bracket_tags(
+                content.split("New files available", 1)[1], "FILE", ignore_case=False
+            )
         if role == "user" and _is_reprompt(content):
             if aligned and owner[idx] >= 0:
                 reprompts[owner[idx]] += 1
@@ -450,19 +462,22 @@ def _events(
                     ok=(not split.hallucinated) if split else None,
                 )
             nxt = conversation[idx + 1]["content"] if idx + 1 < len(conversation) else None
-            for call in parse_conch(content) if "[" in content else ():
-                failed = nxt is not None and "[ERROR" in nxt
+            failed = nxt is not None and "[ERROR" in nxt  # once: calls may be many, nxt long
+            for j, call in enumerate(parse_conch(content) if "[" in content else ()):
+                # MTBBench runs the first call of a message; the reply is stored with it only,
+                # so a message of many calls cannot multiply a long reply
+                reply = nxt if j == 0 else None
                 add(
                     item_id,
                     role="tool",
                     kind="tool_call",
                     tool="conch",
                     input=json_text({"image": call.image, "options": list(call.options)}),
-                    output=nxt,
-                    ok=None if nxt is None else not failed,
-                    error=nxt if failed else None,
+                    output=reply,
+                    ok=None if reply is None else not failed,
+                    error=reply if failed else None,
                 )
-            tags = _ANSWER_TAGS.findall(content) if "[" in content else None
+            tags = bracket_tags(content, "ANSWER", keep_empty=True) if "[" in content else None
             if tags:
                 add(
                     item_id,
@@ -472,7 +487,7 @@ def _events(
                     ok=mtbbench_valid(tags[-1]),
                 )
         elif role == "user" and "[IHCTool:" in content:
-            for text in _IHC.findall(content):
+            for text in bracket_tags(content, "IHCTool", ignore_case=False):
                 image = _IHC_IMAGE.search(text)
                 if image is None:
                     continue  # the disclaimer line

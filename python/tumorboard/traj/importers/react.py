@@ -18,18 +18,20 @@ per thought, action and observation; an observation starting with "error", "exce
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..._json import json_text
+from ..._json import json_text, load_json
+from ...errors import InvalidArgumentError
 from ...harness.parsing import answer_letter, parse_answer, parse_options, parse_react
 from ._common import ImportOptions, MalformedLog, Parsed, digest, input_text, run_key
 
 TEXT_SUFFIXES = (".txt", ".md", ".log")
-_META = re.compile(r"^#\s*([A-Za-z_]+)\s*[:=]\s*(.*?)\s*$")
+# The value is read greedily and stripped in Python (a lazy value before ``\s*$`` is quadratic
+# on long runs of blanks).
+_META = re.compile(r"^#\s*([A-Za-z_]+)\s*[:=]\s*(.*)$")
 _FAILED = re.compile(r"^\s*(?:error|exception|traceback)\b", re.IGNORECASE)
 
 
@@ -60,7 +62,7 @@ def _front_matter(text: str) -> tuple[dict[str, str], str]:
         m = _META.match(lines[i])
         if not m:
             break
-        meta[m.group(1).lower()] = m.group(2)
+        meta[m.group(1).lower()] = m.group(2).rstrip()
         i += 1
     return meta, "\n".join(lines[i:])
 
@@ -99,21 +101,26 @@ def parse(path: Path, raw: bytes, opts: ImportOptions, fp: bytes = b"") -> Parse
             out.n_records += 1
             where = f"{path}:{lineno}"
             try:
-                rec = json.loads(line)
-            except ValueError:
-                out.warnings.append((where, "not valid JSON"))
+                rec = load_json(line)
+            except InvalidArgumentError as exc:
+                out.rejected.append((where, str(exc)))
                 continue
             if not isinstance(rec, dict) or not isinstance(rec.get("trace"), str):
-                out.warnings.append((where, "expected an object with a 'trace' string"))
+                out.rejected.append((where, "expected an object with a 'trace' string"))
                 continue
             meta = {k: v for k, v in rec.items() if k != "trace"}
+            n_items, n_events = len(out.items), len(out.events)
             try:
                 _add(out, runs, rec["trace"], meta, f"L{lineno}", path, opts,
                      source=where, dig=digest(fp, line))  # fmt: skip
             except MalformedLog as exc:
-                out.warnings.append((where, str(exc)))
+                out.rejected.append((where, str(exc)))
+            except Exception as exc:  # noqa: BLE001 - one bad line never costs the others
+                del out.items[n_items:], out.events[n_events:]
+                out.rejected.append((where, f"cannot be read ({type(exc).__name__}: {exc})"))
         if not out.items:
-            raise MalformedLog("no valid trace in the file")
+            first = f"; first problem: {out.rejected[0][0]}: {out.rejected[0][1]}"
+            raise MalformedLog("no valid trace in the file" + (first if out.rejected else ""))
     else:
         out.n_records = 1
         meta, body = _front_matter(raw.decode("utf-8"))
