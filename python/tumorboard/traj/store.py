@@ -235,7 +235,8 @@ class StoreCheck:
         lines = [f"store {self.path}: {counts}"]
         for p in self.problems:
             state = "repaired" if p.repaired else "problem"
-            lines.append(f"  {state}: {p.kind}: {p.path}: {p.detail} ({p.action})")
+            rows = f", {p.rows:,} rows" if p.rows is not None else ""
+            lines.append(f"  {state}: {p.kind}: {p.path}: {p.detail}{rows} ({p.action})")
         if not self.problems:
             lines.append("  no problems found")
         elif self.ok:
@@ -523,10 +524,22 @@ class Store:
         except FileNotFoundError:
             raise
         except (OSError, ValueError) as exc:
-            raise CorruptStoreError(path, f"unreadable commit log file ({exc})") from None
+            raise CorruptStoreError(
+                path, f"unreadable commit log file ({exc}){self._hint}"
+            ) from None
         if not isinstance(doc, dict):
-            raise CorruptStoreError(path, "unreadable commit log file (not a JSON object)")
+            raise CorruptStoreError(
+                path, f"unreadable commit log file (not a JSON object){self._hint}"
+            )
         return doc
+
+    @property
+    def _hint(self) -> str:
+        """The repair hint of a damaged commit log."""
+        return (
+            f"; `tumorboard store check {self.path} --repair` rebuilds the manifest from the "
+            "records left"
+        )
 
     def _load_state(self, *, tolerant: bool = False) -> _State:
         """Replay the manifest: the newest checkpoint, then every commit record after it.
@@ -538,13 +551,19 @@ class Store:
         """
         for _ in range(100):
             records, checkpoints = self._log_numbers()
-            state = _State()
+            state, base = _State(), 0
+            damaged: list[tuple[str, str]] = []
             try:
-                if checkpoints:
-                    base = checkpoints[-1]
-                    self._apply_checkpoint(state, base, tolerant=tolerant)
-                else:
-                    base = 0
+                for c in reversed(checkpoints):  # the newest readable checkpoint
+                    loaded = _State()
+                    try:
+                        self._apply_checkpoint(loaded, c)
+                    except CorruptStoreError as exc:
+                        damaged.append((exc.path, "unreadable checkpoint"))
+                        continue
+                    state, base = loaded, c
+                    break
+                state.log_problems.extend(damaged)
                 pending = [n for n in records if n > base]
                 expected = range(base + 1, base + 1 + len(pending))
                 if pending != list(expected):
@@ -556,9 +575,8 @@ class Store:
                         raise CorruptStoreError(
                             self._record_path(missing[0]),
                             f"commit record missing ({len(missing)} record(s) of the store's "
-                            "log are gone; what they added or removed is unknown); "
-                            f"`tumorboard store check {self.path} --repair` rebuilds the "
-                            "manifest from what is left",
+                            "log, or the checkpoint before them, are gone: what they added or "
+                            f"removed is unknown){self._hint}",
                         )
                     state.log_problems.extend(
                         (str(self._record_path(n)), "commit record missing") for n in missing
@@ -571,14 +589,14 @@ class Store:
                     except CorruptStoreError as exc:
                         if not tolerant:
                             raise
-                        state.log_problems.append((exc.path, str(exc)))
+                        state.log_problems.append((exc.path, "unreadable commit record"))
                 return state
             except FileNotFoundError:
                 continue  # folded into a newer checkpoint while we read: start over
         raise StateError(f"{self.path}: the store's commit log kept changing while it was read")
 
-    def _apply_checkpoint(self, state: _State, n: int, *, tolerant: bool) -> None:
-        """Load checkpoint ``n`` into ``state``."""
+    def _apply_checkpoint(self, state: _State, n: int) -> None:
+        """Load checkpoint ``n`` into ``state``; a malformed one is a CorruptStoreError."""
         path = self._checkpoint_path(n)
         doc = self._read_log_file(path)
         try:
@@ -587,9 +605,7 @@ class Store:
                     name, size, rows = _parse_entry(e)
                     state.parts[table][name] = (size, rows)
         except ValueError as exc:
-            if not tolerant:
-                raise CorruptStoreError(path, f"unreadable checkpoint ({exc})") from None
-            state.log_problems.append((str(path), f"unreadable checkpoint ({exc})"))
+            raise CorruptStoreError(path, f"unreadable checkpoint ({exc}){self._hint}") from None
 
     def _apply_record(self, state: _State, n: int) -> None:
         """Apply commit record ``n`` to ``state`` (all of it, or nothing when malformed)."""
@@ -599,7 +615,7 @@ class Store:
             removes = {t: [str(x) for x in v] for t, v in _check_entries(doc, "remove").items()}
             adds = {t: [_parse_entry(e) for e in v] for t, v in _check_entries(doc, "add").items()}
         except ValueError as exc:
-            raise CorruptStoreError(path, f"unreadable commit record ({exc})") from None
+            raise CorruptStoreError(path, f"unreadable commit record ({exc}){self._hint}") from None
         for table, names in removes.items():
             for name in names:
                 state.parts[table].pop(name, None)
@@ -691,24 +707,26 @@ class Store:
         """Fold the commit records into a new checkpoint (the commit lock is held).
 
         The files of parts the records removed are deleted first (their names are forgotten
-        with the records), then the checkpoint is written, then the records and older
-        checkpoints it replaces are deleted.
+        with the records), then the checkpoint is written. The previous checkpoint and the
+        records after it are kept: should the new checkpoint be lost, replaying them gives the
+        same state. Older records and checkpoints are deleted.
         """
         state = self._load_state()
-        if state.version == state.checkpoint and self._checkpoint_path(state.version).exists():
+        records, checkpoints = self._log_numbers()
+        if checkpoints and checkpoints[-1] == state.version:
             return
         self._delete_removed(state)
         _fault("checkpoint:garbage-removed")
         self._write_checkpoint(state, state.version)
         _fault("checkpoint:written")
-        records, checkpoints = self._log_numbers()
+        previous = max([0, *(c for c in checkpoints if c < state.version)])
         for n in records:
-            if n <= state.version:
+            if n <= previous:
                 with contextlib.suppress(FileNotFoundError):
                     self._record_path(n).unlink()
                 _fault("checkpoint:record-removed")
         for n in checkpoints:
-            if n < state.version:
+            if n < previous:
                 with contextlib.suppress(FileNotFoundError):
                     self._checkpoint_path(n).unlink()
 
