@@ -278,19 +278,19 @@ def _check_entries(doc: Any, key: str) -> dict[str, list[Any]]:
     if not isinstance(value, dict) or not all(
         t in TABLES and isinstance(v, list) for t, v in value.items()
     ):
-        raise ValueError(f"{key!r} is not a mapping of table -> list")
+        raise InvalidArgumentError(f"{key!r} is not a mapping of table -> list")
     return value
 
 
 def _parse_entry(e: Any) -> tuple[str, int, int]:
     """Return (name, size, rows) of an entry; raise ValueError when malformed."""
     if not isinstance(e, dict):
-        raise ValueError("a part entry is not an object")
+        raise InvalidArgumentError("a part entry is not an object")
     name, size, rows = e.get("name"), e.get("size"), e.get("rows")
     if not isinstance(name, str) or not name.endswith(PART_SUFFIX) or "/" in name:
-        raise ValueError(f"bad part name {name!r}")
+        raise InvalidArgumentError(f"bad part name {name!r}")
     if not isinstance(size, int) or not isinstance(rows, int) or size < 0 or rows < 0:
-        raise ValueError(f"bad size or rows of {name!r}")
+        raise InvalidArgumentError(f"bad size or rows of {name!r}")
     return name, size, rows
 
 
@@ -1528,8 +1528,7 @@ class Store:
             if meta.num_rows != rows:
                 return "damaged", f"{meta.num_rows:,} rows, committed with {rows:,}"
             names = set(meta.schema.to_arrow_schema().names)
-            lacking = [f.name for f in schema_of(table) if f.name not in names]
-            if lacking and not names & {f.name for f in schema_of(table)}:
+            if not names & set(schema_of(table).names):
                 return "damaged", f"not a {table} part (no column of the {table} table)"
             if read:
                 pq.read_table(path)
