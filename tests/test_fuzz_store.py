@@ -720,3 +720,65 @@ def test_a_stray_part_of_a_live_writer_is_not_warned_about(tmp_path):
     other = mine.replace(store_mod._HOST, "otherhost")
     assert alive(other, time.time()) and not alive(other, time.time() - 7200)
     assert not alive("copy.parquet", time.time())
+
+
+CONCURRENT_WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {python!r})
+    import tumorboard.traj.store as store_mod
+    from tumorboard.traj import Recorder, Store
+
+    store_mod.CHECKPOINT_EVERY = 3  # checkpoints fold and delete records while others commit
+    store = Store({root!r}, fsync=False)
+    with Recorder(store, benchmark="mtbbench", model={name!r}, run_id={name!r},
+                  flush_every=1) as rec:
+        for i in range({n}):
+            with rec.item(patient_id="p", item_id=f"{name}-{{i}}", task="t") as it:
+                it.message("assistant", "x")
+                it.answer("A")
+    print("DONE", flush=True)
+    """
+)
+
+
+def test_commits_checkpoints_and_compaction_racing_with_readers(tmp_path):
+    root = tmp_path / "s"
+    Store(root, fsync=False)
+    n = 30
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                CONCURRENT_WRITER.format(python=PYTHON_DIR, root=str(root), name=f"w{k}", n=n),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for k in range(3)
+    ]
+    seen = rounds = merged = 0
+    with watchdog(300):
+        while any(p.poll() is None for p in procs) or rounds < 3:
+            store = Store(root, fsync=False)
+            count = store.count("items")
+            items = store.items().select("item_id").collect()
+            # a reader never sees a row twice, and never loses one it saw
+            assert items.get_column("item_id").n_unique() == items.height >= count >= seen
+            seen = count
+            if rounds % 4 == 0:  # this process also compacts while the writers commit
+                with contextlib.suppress(TumorboardError):  # StateError: the lock is busy
+                    merged += store.compact(small_rows=10**6).rows_rewritten["items"]
+            rounds += 1
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0 and out.strip().endswith("DONE")
+    store = Store(root, fsync=False)
+    ids = store.items().collect().get_column("item_id").to_list()
+    assert sorted(ids) == sorted(f"w{k}-{i}" for k in range(3) for i in range(n))
+    assert store.count("items") == 3 * n and store.count("events") == 3 * n * 2
+    assert store.runs().collect().height == 3
+    result = store.check()
+    assert result.ok and not result.problems, str(result)
+    assert merged > 0 and len(list((root / "_log").glob("*.checkpoint.json"))) <= 2
