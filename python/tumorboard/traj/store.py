@@ -653,8 +653,8 @@ class Store:
         staged = logdir / f"_staged-{uuid.uuid4().hex}.json"
         published = False
         try:
-            with atomic_path(staged, fsync=self.fsync) as tmp:
-                tmp.write_text(json_text(doc), encoding="utf-8")
+            # a private name nobody reads; the link below publishes it whole, so no rename
+            self._write_staged(staged, json_text(doc).encode("utf-8"))
             with self._log_lock():
                 if remove:
                     live = self._load_state().parts
@@ -691,6 +691,22 @@ class Store:
             with contextlib.suppress(FileNotFoundError):
                 staged.unlink()
         return n
+
+    def _write_staged(self, path: Path, data: bytes) -> None:
+        """Write a new file ``path`` (exclusive create, fsync when the store promises it)."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if self.fsync:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            raise
+        os.close(fd)
 
     def _write_checkpoint(self, state: _State, n: int) -> None:
         """Write ``state`` as checkpoint ``n`` (atomic)."""
