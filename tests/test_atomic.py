@@ -201,8 +201,15 @@ def test_store_compaction_failure_changes_nothing(tmp_path, monkeypatch, fail):
     for k in range(3):
         store.write("items", _items(2, start=2 * k))
     before = {p: p.read_bytes() for p in store.parts("items")}
+    log_before = sorted((store.path / "_log").glob("*.json"))
     if fail == "commit record":
-        monkeypatch.setattr(Path, "write_text", torn_write_text)
+        real_write = os.write
+
+        def torn_os_write(fd, data):
+            real_write(fd, bytes(data[: len(data) // 2]))
+            raise InjectedError(28, "No space left on device (injected)")
+
+        monkeypatch.setattr(os, "write", torn_os_write)
     else:
         monkeypatch.setattr(store_mod.pq, "write_table", torn_writer)
     with pytest.raises(InjectedError):
@@ -211,6 +218,7 @@ def test_store_compaction_failure_changes_nothing(tmp_path, monkeypatch, fail):
     assert {p: p.read_bytes() for p in store.parts("items")} == before
     assert sorted((store.path / "items").glob("*.parquet")) == sorted(before)  # no merged part
     assert hidden_files(store.path) == []
+    assert sorted((store.path / "_log").glob("*.json")) == log_before  # no new record or stage
     ids = store.items().collect().get_column("item_id").to_list()
     assert sorted(ids) == [str(i) for i in range(6)]
 

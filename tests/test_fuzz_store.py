@@ -641,15 +641,12 @@ def test_corruption_fuzz(tmp_path, monkeypatch, base):
                 assert not strays and Store(root).check().ok, where
                 if "lost" in expect and expect["table"] == "items":
                     assert items == original - expect["lost"], where
-                elif "vanish" in expect or "log_problem" in expect:
-                    # a lost or damaged record: its parts are quarantined, the rest is intact
-                    assert items <= original, where
+                elif "vanish" in expect:  # the newest record lost: its parts quarantined
+                    gone = disk_rows(base, "items", expect["vanish"].get("items", []))
+                    assert items == original - gone, where
                     quarantined = {p.name for p in (root / "_quarantine").rglob("*.parquet")}
-                    assert sum((original - items).values()) == sum(
-                        disk_rows(base, "items", [n for n in quarantined
-                                                  if (base / "items" / n).exists()]).values()
-                    ), where  # fmt: skip
-                else:
+                    assert quarantined == {n for v in expect["vanish"].values() for n in v}
+                else:  # a lost or damaged record inside the log: its parts are listed again
                     assert items == original, where
                 assert sum(items.values()) == Store(root).count("items"), where
 
@@ -782,3 +779,40 @@ def test_commits_checkpoints_and_compaction_racing_with_readers(tmp_path):
     result = store.check()
     assert result.ok and not result.problems, str(result)
     assert merged > 0 and len(list((root / "_log").glob("*.checkpoint.json"))) <= 2
+
+
+def test_repair_lists_again_the_parts_of_a_lost_import_record(tmp_path, monkeypatch, base):
+    # an import that replaced an item, then a later commit; the import's record is lost
+    root = tmp_path / "s"
+    shutil.copytree(base, root)
+    store = Store(root, fsync=False)
+    (source,) = [p for p in store.parts("items") if "r3-1" in
+                 pq.read_table(p, columns=["item_id"]).column("item_id").to_pylist()]  # fmt: skip
+    table = pq.read_table(source)
+    kept = conform(table.filter([i != "r3-1" for i in table.column("item_id").to_pylist()]),
+                   "items")  # fmt: skip
+    fixed = conform({"run_id": ["r3"], "patient_id": ["p"], "item_id": ["r3-1"],
+                     "task": ["fixed"]}, "items")  # fmt: skip
+    with store.write_lock():
+        store.commit_batch("b3", {"items": fixed}, conform({"content_hash": ["h3"]}, "imports"),
+                           replace={"items": [(source, kept)]})  # fmt: skip
+    (lost,) = _log_numbers(root)[0][-1:]
+    record(store, "r7", range(2), flush_every=5)  # a later commit: the lost one is inside
+    after = store_rows(store)
+    hashes = store.imported_hashes()
+    copy = root / "items" / "copy.parquet"  # a copy of one of its parts is not adopted
+    shutil.copy(next(p for p in store.parts("items") if "imp-b3" in p.name), copy)
+    (root / "_log" / f"{lost:020d}.json").unlink()
+    with pytest.raises(CorruptStoreError, match=f"{lost:020d}.json: commit record missing"):
+        Store(root).items()
+    monkeypatch.setattr(store_mod, "_writer_alive", lambda name, mtime: False)  # writer gone
+    found = Store(root).check()
+    kinds = Counter(p.kind for p in found.problems)
+    assert kinds == {"log": 1, "unlisted": 3, "stray": 1}, str(found)  # items x2, imports
+    assert not found.ok and "missing" not in kinds  # the replaced source is accounted for
+    repaired = Store(root, fsync=False).check(repair=True)
+    assert repaired.ok, str(repaired)
+    store = Store(root)
+    assert store_rows(store) == after and store.imported_hashes() == hashes
+    assert {p.name for p in (root / "_quarantine").rglob("*.parquet")} == {"copy.parquet"}
+    assert Store(root).check().ok and not Store(root).check().problems

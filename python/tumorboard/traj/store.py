@@ -78,6 +78,9 @@ COMPRESSION = "zstd"
 LOCK = "_store.lock"
 LOG = "_log"
 LOG_LOCK = "_log.lock"
+#: Arrow metadata of every part: its own file name and the parts it replaces (JSON list).
+PART_KEY = b"tumorboard.traj.part"
+REPLACES_KEY = b"tumorboard.traj.replaces"
 QUARANTINE = "_quarantine"
 #: The on-disk layout: 2 is the manifest + commit log; stores without the key (layout 1, parts
 #: found by listing the folders) are converted when first opened.
@@ -149,8 +152,9 @@ class StoreProblem:
         whose size, footer, rows or data are not what was committed: truncated, zero bytes,
         overwritten, corrupt), ``"stray"`` (a part no commit lists), ``"leftover"`` (a part a
         commit removed that a crash left on disk), ``"log"`` (a commit record or checkpoint
-        missing or unreadable), ``"temporary"`` (a temporary file of a killed writer, older
-        than an hour).
+        missing or unreadable), ``"unlisted"`` (a whole part of a commit record the damaged
+        log lost, listed again by the repair), ``"temporary"`` (a temporary file of a killed
+        writer, older than an hour).
     path : str
         The file.
     detail : str
@@ -848,14 +852,24 @@ class Store:
             f"{uuid.uuid4().hex[:12]}{PART_SUFFIX}"
         )
 
-    def _write_file(self, table: str, data: pa.Table, name: str) -> Path:
-        """Write ``data`` as part file ``name`` of ``table`` (temp file + rename), uncommitted."""
+    def _write_file(
+        self, table: str, data: pa.Table, name: str, *, replaces: Sequence[str] = ()
+    ) -> Path:
+        """Write ``data`` as part file ``name`` of ``table`` (temp file + rename), uncommitted.
+
+        The part's own name and the names of the parts it replaces (a merged part's sources,
+        a replacement copy's original) are kept in its Arrow metadata, so that a repair can
+        re-adopt a part whose commit record was lost, and tell a copy from the original.
+        """
         schema = schema_of(table)
+        metadata = {
+            **(schema.metadata or {}),
+            PART_KEY: name.encode("utf-8"),
+            REPLACES_KEY: json_text(list(replaces)).encode("utf-8"),
+        }
         final = self.path / table / name
         with atomic_path(final, fsync=self.fsync) as tmp:
-            pq.write_table(
-                data.replace_schema_metadata(schema.metadata), tmp, compression=COMPRESSION
-            )
+            pq.write_table(data.replace_schema_metadata(metadata), tmp, compression=COMPRESSION)
         try:
             _fault("part:renamed")
         except BaseException:
@@ -1230,9 +1244,10 @@ class Store:
                     part = self._write_file(table, data, self._new_part_name(prefix))
                     add.setdefault(table, []).append((part, data.num_rows))
             for table, swaps in (replace or {}).items():
-                for _source, kept in swaps:
+                for source, kept in swaps:
                     if kept.num_rows:
-                        part = self._write_file(table, kept, self._new_part_name(prefix))
+                        name = self._new_part_name(prefix)
+                        part = self._write_file(table, kept, name, replaces=[Path(source).name])
                         add.setdefault(table, []).append((part, kept.num_rows))
             part = self._write_file("imports", imports, self._new_part_name(prefix))
             add.setdefault("imports", []).append((part, imports.num_rows))
@@ -1394,7 +1409,9 @@ class Store:
         schema = schema_of(table)
         parts = [conform(pq.read_table(p), table) for p in sources]
         merged = pa.concat_tables(parts).combine_chunks().cast(schema)
-        target = self._write_file(table, merged, self._new_part_name("cmp"))
+        target = self._write_file(
+            table, merged, self._new_part_name("cmp"), replaces=[p.name for p in sources]
+        )
         self._commit(
             {table: [(target, merged.num_rows)]}, {table: [p.name for p in sources]}, op="compact"
         )
@@ -1418,10 +1435,13 @@ class Store:
         Repairs (``repair=True``, under the write lock): a missing or damaged part is dropped
         from the manifest (a damaged file is moved to ``_quarantine/<table>/``), so the store
         reads again without its rows (the problem lists how many); a damaged commit log is
-        rebuilt from the records that are left into a new checkpoint (parts only a lost record
-        listed become strays); strays are moved to ``_quarantine/<table>/`` (never deleted:
-        they may hold rows worth re-adding); leftovers and temporary files older than an hour
-        are deleted. Stray files whose writer is still running are not touched.
+        rebuilt from the records that are left into a new checkpoint, and the whole parts of
+        the records it lost are listed again (``"unlisted"``: each part's metadata names the
+        part itself and the parts it replaced, which must be gone; a killed writer's
+        uncommitted parts cannot be told from them then, and are listed too); other strays
+        are moved to ``_quarantine/<table>/`` (never deleted: they may hold rows worth
+        re-adding); leftovers and temporary files older than an hour are deleted. Stray files
+        whose writer is still running are not touched.
 
         Parameters
         ----------
@@ -1454,6 +1474,9 @@ class Store:
             problems.append(
                 StoreProblem("log", path, detail, "rebuild the manifest from the records left")
             )
+        if log_damaged:
+            problems.extend(self._adopt_lost_commits(state))
+        adopted = {Path(p.path) for p in problems if p.kind == "unlisted"}
         dropped: dict[str, list[str]] = {}
         quarantine: list[tuple[str, Path]] = []
         for table in TABLES:
@@ -1480,7 +1503,7 @@ class Store:
                     if e.name.endswith(PART_SUFFIX) and not e.name.startswith((".", "_"))
                 )
             for name, mtime in files:
-                if name in state.parts[table]:
+                if name in state.parts[table] or directory / name in adopted:
                     continue
                 path = directory / name
                 if name in state.removed[table]:
@@ -1527,6 +1550,59 @@ class Store:
             rows={t: sum(r for _s, r in state.parts[t].values()) for t in TABLES},
             repair=repair,
         )
+
+    def _adopt_lost_commits(self, state: _State) -> list[StoreProblem]:
+        """Adopt into ``state`` the parts of commit records a damaged log lost.
+
+        A candidate is a part file no surviving record lists or removes, whose writer is gone,
+        whose footer reads, and whose metadata names the file itself (a copy under another name
+        is not adopted). It is adopted when none of the parts it replaces is still on disk: its
+        commit had happened (the writer deletes the replaced files only after committing), so
+        the rows move to it exactly as the lost record said. A candidate whose replaced parts
+        are still there may never have been committed: it stays out (the rows stay where they
+        are). Returns one ``"unlisted"`` problem per adopted part.
+        """
+        found: list[StoreProblem] = []
+        for table in TABLES:
+            directory = self.path / table
+            with os.scandir(directory) as it:
+                files = sorted(
+                    (e.name, e.stat().st_mtime, e.stat().st_size)
+                    for e in it
+                    if e.name.endswith(PART_SUFFIX) and not e.name.startswith((".", "_"))
+                )
+            for name, mtime, size in files:
+                if (
+                    name in state.parts[table]
+                    or name in state.removed[table]
+                    or _writer_alive(name, mtime)
+                ):
+                    continue
+                try:
+                    meta = pq.ParquetFile(directory / name).metadata
+                    kv = meta.metadata or {}
+                    replaces = json.loads(kv.get(REPLACES_KEY, b"null"))
+                    rows = meta.num_rows
+                except Exception:  # noqa: BLE001 - unreadable: a stray, quarantined
+                    continue
+                if kv.get(PART_KEY) != name.encode("utf-8") or not isinstance(replaces, list):
+                    continue
+                if any((directory / str(r)).exists() for r in replaces):
+                    continue
+                for r in replaces:
+                    state.parts[table].pop(str(r), None)
+                state.parts[table][name] = (size, rows)
+                found.append(
+                    StoreProblem(
+                        "unlisted",
+                        str(directory / name),
+                        "a whole part whose commit record was lost"
+                        + (f" (it replaced {len(replaces)} part(s))" if replaces else ""),
+                        "list it in the manifest again",
+                        rows=rows,
+                    )
+                )
+        return found
 
     def _part_damage(
         self, table: str, path: Path, size: int, rows: int, *, read: bool
