@@ -816,3 +816,17 @@ def test_repair_lists_again_the_parts_of_a_lost_import_record(tmp_path, monkeypa
     assert store_rows(store) == after and store.imported_hashes() == hashes
     assert {p.name for p in (root / "_quarantine").rglob("*.parquet")} == {"copy.parquet"}
     assert Store(root).check().ok and not Store(root).check().problems
+
+
+def test_a_filesystem_without_hard_links_still_commits(tmp_path, monkeypatch):
+    import errno
+
+    def no_link(*_args, **_kw):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_link)
+    store = Store(tmp_path / "s", fsync=False)
+    record(store, "r", range(5), flush_every=2)
+    assert store.count("items") == 5 and store.compact(small_rows=100).parts_after["items"] == 1
+    assert sorted(i for i, _ in store_rows(store)) == [f"r-{i}" for i in range(5)]
+    assert store.check().ok and not list((tmp_path / "s" / "_log").glob("_staged-*"))

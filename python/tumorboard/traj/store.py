@@ -47,6 +47,7 @@ the process at every step in turn and checks what readers see afterwards and aft
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -95,6 +96,11 @@ _PART_NAME_RE = re.compile(
     r"-(?P<ns>[0-9a-f]{16})-(?P<host>[A-Za-z0-9-]+)-(?P<pid>[0-9]+)-[0-9a-f]{12}\.parquet$"
 )
 _LEGACY_JOURNALS = ("_compact-", "_replace-")
+#: errno values of a filesystem without hard links
+_NO_LINKS = {
+    getattr(errno, name) for name in ("EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EMLINK")
+    if hasattr(errno, name)
+}  # fmt: skip
 _HOST = "".join(c if c.isalnum() else "-" for c in socket.gethostname())[:24] or "host"
 
 #: Set by tests only: called with the name of each step of a commit, compaction or checkpoint.
@@ -672,7 +678,7 @@ class Store:
                 records, checkpoints = self._log_numbers()
                 n = max([0, *records, *checkpoints]) + 1
                 _fault("commit:numbered")
-                os.link(staged, self._record_path(n))  # atomic, and never replaces a record
+                self._publish(staged, self._record_path(n))
                 published = True
                 if self.fsync:
                     _fsync_dir(logdir)
@@ -695,6 +701,19 @@ class Store:
             with contextlib.suppress(FileNotFoundError):
                 staged.unlink()
         return n
+
+    @staticmethod
+    def _publish(staged: Path, record: Path) -> None:
+        """Give the staged record its number: a hard link, which never replaces a file.
+
+        Filesystems without hard links get a rename; the commit lock makes the number free.
+        """
+        try:
+            os.link(staged, record)
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS or record.exists():
+                raise
+            os.rename(staged, record)
 
     def _write_staged(self, path: Path, data: bytes) -> None:
         """Write a new file ``path`` (exclusive create, fsync when the store promises it)."""
