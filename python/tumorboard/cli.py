@@ -528,8 +528,22 @@ def corrupt_part(store: str | os.PathLike[str]) -> FileFormatError | None:
     import pyarrow.parquet as pq
 
     root = Path(store)
-    parts = sorted(p for t in ("runs", "items", "events", "imports") if (root / t).is_dir()
-                   for p in (root / t).glob("*.parquet") if not p.name.startswith("."))  # fmt: skip
+    tables = ("runs", "items", "events", "imports")
+    try:  # the parts the manifest lists; a stray file in a table folder is not the store's
+        from .traj import Store
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            st = Store(root, create=False)
+            parts = [p for t in tables for p in st.parts(t)]
+    except (TumorboardError, OSError):
+        parts = sorted(
+            p
+            for t in tables
+            if (root / t).is_dir()
+            for p in (root / t).glob("*.parquet")
+            if not p.name.startswith(".")
+        )
     for full in (False, True):
         for part in parts:
             try:
@@ -540,8 +554,9 @@ def corrupt_part(store: str | os.PathLike[str]) -> FileFormatError | None:
             except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
                 return FileFormatError(
                     part,
-                    f"corrupt Parquet part ({type(exc).__name__}: {_line(exc)}); move it out of "
-                    "the store or restore it from a copy, then rerun",
+                    f"corrupt Parquet part ({type(exc).__name__}: {_line(exc)}); restore it "
+                    f"from a copy, or run `tumorboard store check {root} --repair` (which drops "
+                    "it from the store's manifest), then rerun",
                 )
     return None
 

@@ -252,7 +252,7 @@ class StoreCheck:
         elif self.ok:
             lines.append(f"  {len(self.problems)} problem(s), all repaired")
         else:
-            hint = "" if self.repair else "; `tumorboard store check STORE --repair` repairs"
+            hint = "" if self.repair else f"; `tumorboard store check {self.path} --repair` repairs"
             lines.append(f"  {len(self.remaining)} problem(s) remain{hint}")
         return "\n".join(lines)
 
@@ -1644,7 +1644,8 @@ class Store:
             if read:
                 pq.read_table(path)
         except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ...
-            return "damaged", f"unreadable Parquet ({type(exc).__name__}: {exc})"
+            why = " ".join(str(exc).split())  # one line
+            return "damaged", f"unreadable Parquet ({type(exc).__name__}: {why})"
         return None
 
     def _repair(
