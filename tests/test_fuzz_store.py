@@ -666,6 +666,22 @@ def test_cli_reports_a_damaged_store_by_name(tmp_path, base):
     check = subprocess.run([sys.executable, "-m", "tumorboard.cli", "store", "check", str(root)],
                            capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert check.returncode == 1 and f"problem: damaged: {victim}" in check.stdout
+    # damage of the same size (a bad disk block in the footer): found when read, and named
+    shutil.rmtree(root)
+    shutil.copytree(base, root)
+    victim = Store(root).parts("items")[0]
+    data = bytearray(victim.read_bytes())
+    data[-80:-8] = bytes(b ^ 0xFF for b in data[-80:-8])
+    victim.write_bytes(bytes(data))
+    score = subprocess.run([sys.executable, "-m", "tumorboard.cli", "score", str(root)],
+                           capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    lines = score.stderr.strip().splitlines()
+    assert score.returncode == 2 and len(lines) == 1 and str(victim) in lines[0], score.stderr
+    assert "corrupt Parquet part" in lines[0] and "store check" in lines[0]
+    result = Store(root).check()
+    (problem,) = result.problems
+    assert problem.kind == "damaged" and problem.path == str(victim)
+    assert "unreadable Parquet" in problem.detail and "\n" not in problem.detail
     missing = subprocess.run(
         [sys.executable, "-m", "tumorboard.cli", "store", "check", str(tmp_path / "nothing")],
         capture_output=True, text=True, env=env, timeout=120,
