@@ -32,7 +32,8 @@ replacing items) adds the new part and removes the old ones in that one record, 
 sees either the old parts or the new one, never both; the old files are deleted afterwards,
 and deleting them is repeated by the next :meth:`Store.compact` or :meth:`Store.check` when a
 crash intervened (the records still name them). Every 256 commits, and after every compaction,
-the state is written as a checkpoint and the records it folds in are deleted.
+the state is written as a checkpoint; the previous checkpoint and the records since it are kept
+(a lost newest checkpoint changes nothing), older ones are deleted.
 
 Imports and compaction also take the store's write lock (``_store.lock``, an ``flock``):
 imports wait for each other, so each one resolves its replacements against a stable store;
