@@ -846,3 +846,48 @@ def test_a_filesystem_without_hard_links_still_commits(tmp_path, monkeypatch):
     assert store.count("items") == 5 and store.compact(small_rows=100).parts_after["items"] == 1
     assert sorted(i for i, _ in store_rows(store)) == [f"r-{i}" for i in range(5)]
     assert store.check().ok and not list((tmp_path / "s" / "_log").glob("_staged-*"))
+
+
+def test_every_crash_point_of_a_re_import_through_import_logs(tmp_path, monkeypatch):
+    # end to end: tumorboard's importer re-imports a changed JSONL log, replacing two items
+    from tumorboard.traj import import_logs
+
+    log = tmp_path / "run.jsonl"
+
+    def write(task_of):
+        lines = [
+            {
+                "model": "m1",
+                "patient_id": str(i % 2),
+                "item_id": f"q{i}",
+                "task": task_of(i),
+                "question": "Q?\nA) x\nB) y",
+                "gold": "A",
+                "response": "A",
+            }
+            for i in range(6)
+        ]
+        log.write_text("\n".join(json.dumps(line) for line in lines) + "\n")  # fmt: skip
+
+    root = tmp_path / "s"
+    write(lambda i: "t")
+    import_logs("jsonl", log, root, benchmark="mtbbench")
+    before, hashes_before = store_rows(Store(root)), Store(root).imported_hashes()
+    write(lambda i: "changed" if i < 2 else "t")
+    images = run_with_images(
+        root, tmp_path, monkeypatch, lambda st: import_logs("jsonl", log, st, benchmark="mtbbench")
+    )
+    after, hashes_after = store_rows(Store(root)), Store(root).imported_hashes()
+    assert after == Counter({("q0", "changed"): 1, ("q1", "changed"): 1}) + Counter(
+        {(f"q{i}", "t"): 1 for i in range(2, 6)}
+    )
+    assert len(hashes_after) == 2 and hashes_before < hashes_after
+    assert {"part:renamed", "commit:published", "import:source-removed"} <= set(images.steps)
+    with dead_writers(monkeypatch):  # the import record is committed with its rows, never apart
+        for label, image in images.images:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", StrayPartWarning)
+                st = Store(image)
+                hashes = st.imported_hashes()
+                assert hashes == (hashes_after if store_rows(st) == after else hashes_before), label
+    check_images(images, [before, after], monkeypatch)
