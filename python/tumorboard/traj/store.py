@@ -1674,6 +1674,9 @@ class Store:
                     for name in names:
                         state.parts[table].pop(name, None)
                 records, checkpoints = self._log_numbers()
+                for k in records:  # commits that landed since the check read the log
+                    if k > state.version:
+                        self._apply_record(state, k)
                 n = max([0, *records, *checkpoints]) + 1
                 self._delete_removed(state)
                 self._write_checkpoint(state, n)
