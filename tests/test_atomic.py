@@ -166,8 +166,8 @@ def test_store_part_and_commit_writes_are_atomic(tmp_path, monkeypatch):
     store = Store(tmp_path / "s", fsync=False)
     imports = conform({"content_hash": ["h1"], "source": ["log.json"]}, "imports")
     store.commit_batch("b1", {"items": _items(3)}, imports)
-    committed = store.path / "imports" / "imp-b1.parquet"
-    items_part = store.path / "items" / "imp-b1.parquet"
+    (committed,) = store.parts("imports")
+    (items_part,) = store.parts("items")
     before = {p: p.read_bytes() for p in (committed, items_part)}
     monkeypatch.setattr(store_mod.pq, "write_table", torn_writer)
     with pytest.raises(InjectedError):  # re-running the batch fails on its first part
@@ -177,6 +177,9 @@ def test_store_part_and_commit_writes_are_atomic(tmp_path, monkeypatch):
     assert {p: p.read_bytes() for p in before} == before
     assert hidden_files(store.path) == []
     assert store.count("items") == 3
+    # nothing but the committed parts is left: no stray part of the failed writes
+    on_disk = sorted(p for t in ("items", "imports") for p in (store.path / t).glob("*.parquet"))
+    assert on_disk == sorted(before) and store.check().ok
 
 
 def test_store_manifest_write_is_atomic(tmp_path, monkeypatch):
@@ -189,7 +192,7 @@ def test_store_manifest_write_is_atomic(tmp_path, monkeypatch):
     assert hidden_files(tmp_path) == []
 
 
-@pytest.mark.parametrize("fail", ["journal", "merged part"])
+@pytest.mark.parametrize("fail", ["commit record", "merged part"])
 def test_store_compaction_failure_changes_nothing(tmp_path, monkeypatch, fail):
     import tumorboard.traj.store as store_mod
     from tumorboard.traj import Store
@@ -198,16 +201,24 @@ def test_store_compaction_failure_changes_nothing(tmp_path, monkeypatch, fail):
     for k in range(3):
         store.write("items", _items(2, start=2 * k))
     before = {p: p.read_bytes() for p in store.parts("items")}
-    if fail == "journal":
-        monkeypatch.setattr(Path, "write_text", torn_write_text)
+    log_before = sorted((store.path / "_log").glob("*.json"))
+    if fail == "commit record":
+        real_write = os.write
+
+        def torn_os_write(fd, data):
+            real_write(fd, bytes(data[: len(data) // 2]))
+            raise InjectedError(28, "No space left on device (injected)")
+
+        monkeypatch.setattr(os, "write", torn_os_write)
     else:
         monkeypatch.setattr(store_mod.pq, "write_table", torn_writer)
     with pytest.raises(InjectedError):
         store.compact("items")
     monkeypatch.undo()
     assert {p: p.read_bytes() for p in store.parts("items")} == before
-    assert list((store.path / "items").glob("_compact-*")) == []
+    assert sorted((store.path / "items").glob("*.parquet")) == sorted(before)  # no merged part
     assert hidden_files(store.path) == []
+    assert sorted((store.path / "_log").glob("*.json")) == log_before  # no new record or stage
     ids = store.items().collect().get_column("item_id").to_list()
     assert sorted(ids) == [str(i) for i in range(6)]
 

@@ -25,6 +25,7 @@ from tumorboard.traj import (
     Recorder,
     Store,
     StoreVersionError,
+    StrayPartWarning,
     conform,
     schema_of,
 )
@@ -251,33 +252,31 @@ def test_compaction_merges_parts_and_survives_a_crash(tmp_path):
     assert res.rows_rewritten == {"items": 15}
     assert store.items().sort("item_id").collect().equals(before)
 
-    # A compaction killed after writing the merged part and its journal, before deleting the
-    # sources: readers skip the sources, and the next compaction finishes the job.
-    parts = store.parts("items")
-    merged = store.write_part(
-        "items",
-        pa.concat_tables([pq.read_table(p) for p in parts]).cast(schema_of("items")),
-        name="cmp-crash.parquet",
+    # the merge commits the merged part and removes its sources in one record; the sources'
+    # files are gone and the manifest lists exactly the two merged parts
+    assert sorted(p.name for p in (tmp_path / "s" / "items").glob("*.parquet")) == sorted(
+        p.name for p in store.parts("items")
     )
-    journal = tmp_path / "s" / "items" / "_compact-crash.json"
-    journal.write_text(json.dumps({"target": merged.name, "sources": [p.name for p in parts]}))
-    assert store.parts("items") == [merged]
-    assert store.items().sort("item_id").collect().equals(before)
-    store.compact("items")
-    assert not journal.exists() and not any(p.exists() for p in parts)
+    assert store.count("items") == 15
+    store.compact("items")  # nothing small enough to merge again: unchanged
     assert store.items().sort("item_id").collect().equals(before)
     with pytest.raises(ValueError, match="imports table is not compacted"):
         store.compact("imports")
 
 
-def test_uncommitted_import_batch_is_invisible(tmp_path):
+def test_uncommitted_part_is_invisible_until_its_batch_commits(tmp_path):
     store = Store(tmp_path / "s")
     items = conform({"run_id": ["r"], "item_id": ["1"]}, "items")
-    store.write_part("items", items, name="imp-deadbeef.parquet")  # no commit part
-    assert store.items().collect().height == 0
+    # a part file no commit lists (a writer killed before its commit record): ignored, named
+    pq.write_table(items, tmp_path / "s" / "items" / "imp-deadbeef.parquet")
+    with pytest.warns(StrayPartWarning, match=r"imp-deadbeef\.parquet"):
+        assert store.items().collect().height == 0
     imports = conform({"content_hash": ["h"], "batch": ["deadbeef"]}, "imports")
-    store.commit_batch("deadbeef", {}, imports)
-    assert store.items().collect().height == 1 and store.imported_hashes() == {"h"}
+    store.commit_batch("deadbeef", {"items": items}, imports)
+    with pytest.warns(StrayPartWarning):
+        assert store.items().collect().height == 1 and store.imported_hashes() == {"h"}
+    with pytest.raises(ValueError, match="batch: expected an id"):
+        store.commit_batch("a.b", {}, imports)
 
 
 # ----------------------------------------------------------------------------- processes
@@ -364,51 +363,58 @@ def test_concurrent_writers(tmp_path):
     assert store.events().collect().height == 180 * 2
 
 
-def test_an_import_replacement_swaps_rows_atomically_with_its_commit(tmp_path):
+def test_an_import_replacement_swaps_rows_atomically_with_its_commit(tmp_path, monkeypatch):
+    import tumorboard.traj.store as store_mod
+
     store = Store(tmp_path / "s", fsync=False)
     store.write_items({"run_id": ["r"] * 3, "item_id": ["a", "b", "c"], "task": ["t"] * 3})
     (part,) = store.parts("items")
     kept = conform({"run_id": ["r", "r"], "item_id": ["a", "c"], "task": ["t", "t"]}, "items")
     fixed = conform({"run_id": ["r"], "item_id": ["b"], "task": ["fixed"]}, "items")
-    # a writer killed after its swap target, journal and new rows, before its commit
-    directory = tmp_path / "s" / "items"
-    store.write_part("items", kept, name="imp-b1.r0.parquet")
-    (directory / "_replace-b1-0.json").write_text(
-        json.dumps({"target": "imp-b1.r0.parquet", "sources": [part.name]})
-    )
-    store.write_part("items", fixed, name="imp-b1.parquet")
 
     def tasks():
         return dict(store.items().select("item_id", "task").sort("item_id").collect().rows())
 
-    assert tasks() == {"a": "t", "b": "t", "c": "t"}  # nothing visible changed
-    # the commit swaps the old row out and the new one in at once
-    imports = conform({"content_hash": ["h"], "batch": ["b1"]}, "imports")
-    store.write_part("imports", imports, name="imp-b1.parquet")
+    def imports(h):
+        return conform({"content_hash": [h], "batch": ["b"]}, "imports")
+
+    # an import that fails just before its commit record changes nothing and leaves nothing
+    def fail(step):
+        if step == "commit:numbered":
+            raise OSError("injected")
+
+    monkeypatch.setattr(store_mod, "_FAULT_HOOK", fail)
+    with pytest.raises(OSError, match="injected"):
+        store.commit_batch("b1", {"items": fixed}, imports("h1"), replace={"items": [(part, kept)]})
+    monkeypatch.setattr(store_mod, "_FAULT_HOOK", None)
+    assert tasks() == {"a": "t", "b": "t", "c": "t"} and store.imported_hashes() == set()
+    assert [p.name for p in (tmp_path / "s" / "items").glob("*.parquet")] == [part.name]
+
+    # the commit swaps the old row out and the new one in at once; the source is deleted after
+    def stop(step):
+        if step == "import:source-removed":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_mod, "_FAULT_HOOK", stop)
+    with pytest.raises(KeyboardInterrupt):  # interrupted after the commit, at the tidy-up
+        store.commit_batch("b1", {"items": fixed}, imports("h1"), replace={"items": [(part, kept)]})
+    monkeypatch.setattr(store_mod, "_FAULT_HOOK", None)
     assert tasks() == {"a": "t", "b": "fixed", "c": "t"} and store.count("items") == 3
-    # compaction finishes the swap left behind
-    store.compact(small_rows=1)
-    assert not part.exists() and not list(directory.glob("_replace-*"))
-    assert tasks() == {"a": "t", "b": "fixed", "c": "t"}
-    # commit_batch does it all; an uncommitted swap of a killed import is dropped by compaction
-    (src,) = [p for p in store.parts("items") if p.name == "imp-b1.parquet"]
-    again = conform({"run_id": ["r"], "item_id": ["b"], "task": ["again"]}, "items")
+    assert store.imported_hashes() == {"h1"} and not part.exists()
+    # a part to replace must be one the manifest lists
+    with pytest.raises(ValueError, match="is not a listed part of the items table"):
+        store.commit_batch("b2", {}, imports("h2"), replace={"items": [(part, kept)]})
+    (src,) = [
+        p for p in store.parts("items") if "b" in pq.read_table(p).column("item_id").to_pylist()
+    ]
     store.commit_batch(
         "b2",
-        {"items": again},
-        conform({"content_hash": ["h2"], "batch": ["b2"]}, "imports"),
+        {"items": conform({"run_id": ["r"], "item_id": ["b"], "task": ["again"]}, "items")},
+        imports("h2"),
         replace={"items": [(src, conform({"run_id": [], "item_id": []}, "items"))]},
     )
     assert tasks() == {"a": "t", "b": "again", "c": "t"} and not src.exists()
-    (src,) = [p for p in store.parts("items") if p.name == "imp-b2.parquet"]
-    store.write_part("items", kept, name="imp-b3.r0.parquet")
-    (directory / "_replace-b3-0.json").write_text(
-        json.dumps({"target": "imp-b3.r0.parquet", "sources": [src.name]})
-    )
-    assert tasks() == {"a": "t", "b": "again", "c": "t"}
-    store.compact(small_rows=1)
-    assert not (directory / "imp-b3.r0.parquet").exists()
-    assert not list(directory.glob("_replace-*")) and tasks()["b"] == "again"
+    assert store.count("items") == 3 and store.check().ok
 
 
 def test_items_with_runs_keep_the_stored_order(tmp_path):

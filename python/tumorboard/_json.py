@@ -1,7 +1,7 @@
 r"""JSON text of stored payloads: one serialiser for everything tumorboard writes as JSON.
 
 Trajectory rows (run configurations, event inputs and outputs), importer payloads, the store's
-manifest and compaction journals, HDF5 attributes, tissue GeoJSON and model-file metadata are
+manifest and commit log, HDF5 attributes, tissue GeoJSON and model-file metadata are
 all written with :func:`json_text`, so the same value always gives the same text: keys sorted
 (at every depth), non-ASCII characters kept as they are (the text is stored as UTF-8), the
 standard separators of ``json.dumps`` (``", "`` and ``": "``, no indentation), and values JSON

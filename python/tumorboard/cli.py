@@ -3,8 +3,9 @@
 The verbs: ``tumorboard --version``, ``tumorboard demo``, ``tumorboard bench``,
 ``tumorboard import`` (agent logs into a trajectory store) and ``tumorboard score`` (a store
 into a report with bootstrap CIs), ``tumorboard tile`` (tissue segmentation and TRIDENT coords
-.h5 for slides) and ``tumorboard embed`` (patch features with a foundation model, TRIDENT
-features .h5 + Parquet). Verbs are added as features land.
+.h5 for slides), ``tumorboard embed`` (patch features with a foundation model, TRIDENT
+features .h5 + Parquet) and ``tumorboard store check`` (a store against its manifest, with
+``--repair``). Verbs are added as features land.
 
 Errors. Every verb fails the same way: one line on standard error, ``tumorboard: error: ...``,
 naming the file, record or option and its value, and exit status 2, without a traceback. That
@@ -214,6 +215,26 @@ def _cmd_score(args: argparse.Namespace) -> int:
     report = get(benchmark)(frame, options=_bootstrap_options(args), cluster=cluster,
                             convention=args.convention)  # fmt: skip
     return _emit_report(args, report)
+
+
+def _cmd_store_check(args: argparse.Namespace) -> int:
+    """Run ``tumorboard store check``: print what is wrong (and repaired); 1 if any remains."""
+    from .traj import Store
+
+    store = Store(args.store, create=False)
+    result = store.check(repair=args.repair, read=not args.quick)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(result)
+    if not result.ok:
+        print(
+            f"tumorboard: warning: {len(result.remaining)} problem(s) remain in {args.store}"
+            + ("" if args.repair else "; rerun with --repair to repair them"),
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def _only_benchmark(store: Any, names: Sequence[str]) -> str:
@@ -457,6 +478,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.set_defaults(func=_cmd_score)
 
+    store = sub.add_parser(
+        "store",
+        help="look after a trajectory store (check and repair)",
+        description="Look after a trajectory store.",
+    )
+    store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
+    check = store_sub.add_parser(
+        "check",
+        help="check a store against its manifest; --repair repairs what can be repaired",
+        description="Check a trajectory store against its manifest: the commit log, every "
+        "listed part (present, its committed size and rows, readable), part files no commit "
+        "lists, leftovers of interrupted writers. With --repair: missing or damaged parts are "
+        "dropped from the manifest (damaged files and stray parts are moved to _quarantine/, "
+        "never deleted), a damaged log is rebuilt from the records left, leftovers are "
+        "deleted. Exit status 0 when no problem remains, 1 when some do.",
+    )
+    check.add_argument("store", help="the store directory")
+    check.add_argument("--repair", action="store_true", help="repair what can be repaired")
+    check.add_argument(
+        "--quick",
+        action="store_true",
+        help="check sizes, footers and row counts only, without decoding every part",
+    )
+    check.add_argument("--json", action="store_true", help="print the result as JSON")
+    check.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=_DEBUG_HELP)  # fmt: skip
+    check.set_defaults(func=_cmd_store_check)
+
     from .embed.cli import add_embed_parser
     from .slides.cli import add_tile_parser
 
@@ -525,8 +574,22 @@ def corrupt_part(store: str | os.PathLike[str]) -> FileFormatError | None:
     import pyarrow.parquet as pq
 
     root = Path(store)
-    parts = sorted(p for t in ("runs", "items", "events", "imports") if (root / t).is_dir()
-                   for p in (root / t).glob("*.parquet") if not p.name.startswith("."))  # fmt: skip
+    tables = ("runs", "items", "events", "imports")
+    try:  # the parts the manifest lists; a stray file in a table folder is not the store's
+        from .traj import Store
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            st = Store(root, create=False)
+            parts = [p for t in tables for p in st.parts(t)]
+    except (TumorboardError, OSError):
+        parts = sorted(
+            p
+            for t in tables
+            if (root / t).is_dir()
+            for p in (root / t).glob("*.parquet")
+            if not p.name.startswith(".")
+        )
     for full in (False, True):
         for part in parts:
             try:
@@ -537,8 +600,9 @@ def corrupt_part(store: str | os.PathLike[str]) -> FileFormatError | None:
             except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
                 return FileFormatError(
                     part,
-                    f"corrupt Parquet part ({type(exc).__name__}: {_line(exc)}); move it out of "
-                    "the store or restore it from a copy, then rerun",
+                    f"corrupt Parquet part ({type(exc).__name__}: {_line(exc)}); restore it "
+                    f"from a copy, or run `tumorboard store check {root} --repair` (which drops "
+                    "it from the store's manifest), then rerun",
                 )
     return None
 

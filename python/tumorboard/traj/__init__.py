@@ -24,19 +24,31 @@ from .fields import BENCHMARK_FIELDS
 from .importers import FORMATS, ImportReport, import_logs
 from .recorder import FlushInfo, ItemRecorder, Recorder
 from .schema import SCHEMA_VERSION, conform, schema_of
-from .store import CompactionResult, Store, StoreVersionError
+from .store import (
+    CompactionResult,
+    CorruptStoreError,
+    Store,
+    StoreCheck,
+    StoreProblem,
+    StoreVersionError,
+    StrayPartWarning,
+)
 
 __all__ = [
     "BENCHMARK_FIELDS",
     "FORMATS",
     "SCHEMA_VERSION",
     "CompactionResult",
+    "CorruptStoreError",
     "FlushInfo",
     "ImportReport",
     "ItemRecorder",
     "Recorder",
     "Store",
+    "StoreCheck",
+    "StoreProblem",
     "StoreVersionError",
+    "StrayPartWarning",
     "conform",
     "import_logs",
     "schema_of",

@@ -754,16 +754,13 @@ class Recorder:
                     "leave run_id out (it is filled in) or use Store.write_items"
                 )
         table = self._grade_bulk(table, items)
+        ev = None if events is None else conform(events, "events", defaults={"run_id": self.run_id})
+        n_events = 0 if ev is None else ev.num_rows
         with self._lock:
             self._flush_locked()
-            self._write_run()
-            items_part = self.store.write_part("items", table) if table.num_rows else None
-            events_part = None
-            n_events = 0
-            if events is not None:
-                ev = conform(events, "events", defaults={"run_id": self.run_id})
-                n_events = ev.num_rows
-                events_part = self.store.write_part("events", ev) if n_events else None
+            tables = {"items": table} if ev is None else {"items": table, "events": ev}
+            written = self._commit(tables)
+            items_part, events_part = written.get("items"), written.get("events")
             self.total_items += table.num_rows
             self.total_events += n_events
             if self.on_flush is not None:
@@ -869,11 +866,9 @@ class Recorder:
         with self._lock:
             return self._flush_locked()
 
-    def _write_run(self) -> None:
-        """Write the run's row, once."""
-        if self._run_written:
-            return
-        run = pa.Table.from_pylist(
+    def _run_table(self) -> pa.Table:
+        """Return the run's row as a runs table."""
+        return pa.Table.from_pylist(
             [
                 {
                     "run_id": self.run_id,
@@ -887,30 +882,44 @@ class Recorder:
             ],
             schema=RUNS,
         )
-        self.store.write_part("runs", run)
+
+    def _commit(self, tables: dict[str, pa.Table]) -> dict[str, Path]:
+        """Write ``tables`` (and the run's row, the first time) as one commit of the store.
+
+        The run row, items and events of a flush become visible together or, when the process
+        dies before the commit, not at all; a failed commit leaves the buffer and the run row
+        to the next flush.
+        """
+        if not self._run_written:
+            tables = {"runs": self._run_table(), **tables}
+        written = self.store.write_parts(tables, op=f"recorder {self.run_id}")
         self._run_written = True
+        return written
 
     def _flush_locked(self) -> FlushInfo | None:
-        """Write the buffer as one items part and one events part (the lock is held)."""
+        """Write the buffer as one commit: an items part and an events part (lock held)."""
         self._last_flush = time.monotonic()
         n_items = len(self._items)
         n_events = len(self._events)
         if n_items == 0 and n_events == 0:
             return None
-        self._write_run()
-        items_part = events_part = None
+        tables = {}
         if n_items:
-            table = _build(self._items, "items")
-            items_part = self.store.write_part("items", table)
-            self._items = []
+            tables["items"] = _build(self._items, "items")
         if n_events:
-            table = _build(self._events, "events")
-            events_part = self.store.write_part("events", table)
-            self._events = []
+            tables["events"] = _build(self._events, "events")
+        written = self._commit(tables)
+        self._items = []
+        self._events = []
         self.total_items += n_items
         self.total_events += n_events
         info = FlushInfo(
-            n_items, n_events, items_part, events_part, self.total_items, self.total_events
+            n_items,
+            n_events,
+            written.get("items"),
+            written.get("events"),
+            self.total_items,
+            self.total_events,
         )
         if self.on_flush is not None:
             self.on_flush(info)
@@ -922,7 +931,8 @@ class Recorder:
             return
         with self._lock:
             self._flush_locked()
-            self._write_run()
+            if not self._run_written:
+                self._commit({})
             self.closed = True
         _OPEN.discard(self)
 
