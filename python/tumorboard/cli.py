@@ -127,7 +127,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from ._progress import CountProgress
     from .traj import import_logs
 
-    printer = CountProgress("import", what="lines" if args.format == "jsonl" else "records")
+    what = {"jsonl": "lines", "inspect": "samples"}.get(args.format, "records")
+    printer = CountProgress("import", what=what)
+    extra: dict[str, Any] = {}
+    if args.format == "inspect":
+        extra = {"patient_key": args.patient_key, "reader": args.reader}
+    elif args.patient_key is not None or args.reader != "auto":
+        raise InvalidArgumentError(
+            f"--patient-key/--reader: only `tumorboard import inspect` has them, not "
+            f"{args.format!r}"
+        )
     with printer:
         report = import_logs(
             args.format,
@@ -141,6 +150,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             run_name=args.run_name,
             strict=args.strict,
             progress=lambda files, total, records, _bytes: printer.update(files, total, records),
+            **extra,
         )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -316,8 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
         "wins, keyed by run, patient and item id). Malformed files and lines are skipped and "
         "reported; fields the benchmark needs that the records leave empty are warned about.",
     )
-    imp.add_argument("format", choices=["mtbbench", "jsonl", "react"], help="log format")
-    imp.add_argument("src", help="a log file or a folder (searched recursively)")
+    imp.add_argument(
+        "format", choices=["mtbbench", "jsonl", "react", "inspect"],
+        help="log format (inspect: inspect_ai .eval/.json logs, needs tumorboard[inspect])",
+    )  # fmt: skip
+    imp.add_argument(
+        "src", nargs="+", help="log files or folders (searched recursively)"
+    )  # fmt: skip
     imp.add_argument("--store", required=True, help="the store directory (created if missing)")
     imp.add_argument(
         "--track", help="mtbbench: multimodal or longitudinal (default: detected per file)"
@@ -339,6 +354,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="jsonl: read FIELD from the record key KEY (dotted for nested objects)",
     )
     imp.add_argument("--run-name", help="suffix that keeps repeated runs of a model apart")
+    imp.add_argument(
+        "--patient-key",
+        metavar="KEY",
+        help="inspect: the sample metadata key of the patient id, for `score --cluster patient` "
+        "(default: patient_id)",
+    )
+    imp.add_argument(
+        "--reader",
+        choices=["auto", "direct", "inspect"],
+        default="auto",
+        help="inspect: read samples with inspect_ai's reader or the log members directly "
+        "(auto = direct; both give the same rows)",
+    )
     imp.add_argument("--json", action="store_true", help="print the import report as JSON")
     imp.add_argument(
         "--strict",
@@ -435,6 +463,7 @@ _EXTRA_MODULES = {
     "tifffile": ("tifffile", "slides"), "PIL": ("pillow", "slides"),
     "imagecodecs": ("imagecodecs", "slides"), "onnxruntime": ("onnxruntime", "gpu"),
     "onnx": ("onnx", "gpu"), "triton": ("triton", "gpu"), "ray": ("ray", "dist"),
+    "inspect_ai": ("inspect-ai", "inspect"), "mcp": ("mcp", "mcp"),
 }  # fmt: skip
 
 
