@@ -3,8 +3,9 @@
 The verbs: ``tumorboard --version``, ``tumorboard demo``, ``tumorboard bench``,
 ``tumorboard import`` (agent logs into a trajectory store) and ``tumorboard score`` (a store
 into a report with bootstrap CIs), ``tumorboard tile`` (tissue segmentation and TRIDENT coords
-.h5 for slides) and ``tumorboard embed`` (patch features with a foundation model, TRIDENT
-features .h5 + Parquet). Verbs are added as features land.
+.h5 for slides), ``tumorboard embed`` (patch features with a foundation model, TRIDENT
+features .h5 + Parquet) and ``tumorboard mcp`` (the agent tools as a Model Context Protocol
+server). Verbs are added as features land.
 
 Errors. Every verb fails the same way: one line on standard error, ``tumorboard: error: ...``,
 naming the file, record or option and its value, and exit status 2, without a traceback. That
@@ -440,10 +441,12 @@ def build_parser() -> argparse.ArgumentParser:
     score.set_defaults(func=_cmd_score)
 
     from .embed.cli import add_embed_parser
+    from .integrations._mcp_cli import add_mcp_parser
     from .slides.cli import add_tile_parser
 
     add_tile_parser(sub)
     add_embed_parser(sub)
+    add_mcp_parser(sub)
     for verb in sub.choices.values():  # --debug after the verb too; SUPPRESS keeps the top's
         verb.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help=_DEBUG_HELP)  # fmt: skip
