@@ -441,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.set_defaults(func=_cmd_score)
 
     from .embed.cli import add_embed_parser
-    from .integrations._mcp_cli import add_mcp_parser
+    from .integrations.cli import add_mcp_parser
     from .slides.cli import add_tile_parser
 
     add_tile_parser(sub)

@@ -722,6 +722,22 @@ def _write(
         changed = loose.filter(pl.col("_i").is_in(changed_rows.implode())).select(key).unique()
         n_replaced += changed.height
         hide_items = changed
+        # formats whose items are identified without the patient (inspect: eval, sample and
+        # epoch): a stored item of another patient id is the same item, replaced
+        by_item = [e.index for e in live if e.parsed.keyed_without_patient]
+        if by_item:
+            mine = loose.filter(pl.col("_file").is_in(by_item)).select(
+                "run_id", "item_id", pl.col("patient_id").alias("_new_patient")
+            )
+            moved = (
+                existing.join(mine, on=["run_id", "item_id"], how="inner")
+                .filter(pl.col("patient_id").ne_missing(pl.col("_new_patient")))
+                .select(key)
+                .unique()
+            )
+            if moved.height:
+                n_replaced += moved.height
+                hide_items = pl.concat([hide_items, moved]).unique()
     live = [e for e in live if e.status == "new"]
     keep_files = {e.index for e in live}
     mask = pl.col("_file").is_in(list(keep_files)) & ~pl.col("_i").is_in(list(drop_rows))

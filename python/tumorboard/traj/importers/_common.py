@@ -162,6 +162,10 @@ class Parsed:
     events_table : pyarrow.Table or None
         The events as a conforming Arrow table with an extra int32 ``_row`` column (the
         item's row) instead of ``events`` (the streaming inspect importer).
+    keyed_without_patient : bool
+        The items are identified by (run_id, item_id) alone (inspect: the patient id comes
+        from a metadata key the import chooses): a stored item with another patient id is
+        replaced.
     """
 
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -174,6 +178,7 @@ class Parsed:
     items_table: Any = None
     keys_frame: Any = None
     events_table: Any = None
+    keyed_without_patient: bool = False
 
     @property
     def n_items(self) -> int:

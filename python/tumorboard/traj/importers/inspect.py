@@ -659,7 +659,7 @@ def parse(
     run_id = run_key("inspect", ev.get("task"), model, eval_id, opts.run_name)
     rank = {str(s): i for i, s in enumerate((ev.get("dataset") or {}).get("sample_ids") or [])}
     source = str(path)
-    out = Parsed()
+    out = Parsed(keyed_without_patient=True)
     items: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     item_tables: list[pa.Table] = []

@@ -1,4 +1,4 @@
-"""The ``tumorboard mcp`` verb; imports the MCP SDK only when the verb runs."""
+"""The ``tumorboard mcp`` verb (the MCP SDK is imported only when the verb runs)."""
 
 from __future__ import annotations
 
