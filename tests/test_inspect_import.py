@@ -307,8 +307,8 @@ def test_cli_import_then_score(logs, tmp_path):
     # errors: a missing log, an inspect-only option on another format
     r = _cli("import", "inspect", tmp_path / "nope.eval", "--store", store)
     assert r.returncode == 2 and "nope.eval: no such file or directory" in r.stderr
-    r = _cli("import", "jsonl", logs["json"], "--store", store, "--patient-key", "x")
-    assert r.returncode == 2 and "only `tumorboard import inspect`" in r.stderr
+    with pytest.raises(ValueError, match="only the inspect format"):
+        import_logs("jsonl", logs["json"], store, patient_key="x")
 
 
 def test_not_an_inspect_log_is_skipped_with_the_reason(tmp_path):
