@@ -88,12 +88,18 @@ _ZSTD = 93  # the zip compression method of Zstandard (APPNOTE.TXT 4.4.5)
 _SCORE_NUMBERS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}  # inspect_ai value_to_float
 
 
+_MODULES: dict[str, Any] = {}
+
+
 def _need(module: str) -> Any:
     """Import ``module`` (an inspect_ai dependency) or raise MissingDependencyError."""
     import importlib
 
+    if module in _MODULES:
+        return _MODULES[module]
     try:
-        return importlib.import_module(module)
+        _MODULES[module] = importlib.import_module(module)
+        return _MODULES[module]
     except ImportError as exc:
         raise MissingDependencyError.for_extra(
             "tumorboard import inspect", package="inspect-ai", extra="inspect", cause=exc
@@ -149,9 +155,11 @@ def _member_bytes(zf: zipfile.ZipFile, fh: Any, info: zipfile.ZipInfo) -> bytes:
     skip = int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
     fh.seek(info.header_offset + 30 + skip)
     raw = fh.read(info.compress_size)
-    zstandard = _need("zstandard")
+    dctx = _MODULES.get("_dctx")
+    if dctx is None:
+        dctx = _MODULES["_dctx"] = _need("zstandard").ZstdDecompressor()
     # inspect_ai writes members over 200 MiB as several zstd frames: read across them
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True)
+    reader = dctx.stream_reader(io.BytesIO(raw), read_across_frames=True)
     out = reader.read()
     if zlib.crc32(out) != info.CRC:
         raise MalformedLog(f"zip member {info.filename}: CRC mismatch (corrupt log)")
@@ -319,8 +327,13 @@ def read_samples(
     return header, (_resolve(s) for s in it)
 
 
+#: Sample fields whose text inspect may move into ``attachments`` and that rows are made of
+#: (the events are read only for ids, usage and times, which are never attachments).
+_RESOLVED = ("input", "target", "messages", "output", "scores", "metadata", "error")
+
+
 def _resolve(sample: dict[str, Any]) -> dict[str, Any]:
-    """Replace ``attachment://<hash>`` strings by the sample's attachment text."""
+    """Replace ``attachment://<hash>`` strings of the fields rows are made of by their text."""
     att = sample.pop("attachments", None) or {}
     if not att:
         return sample
@@ -336,7 +349,10 @@ def _resolve(sample: dict[str, Any]) -> dict[str, Any]:
             return {k: walk(x) for k, x in v.items()}
         return v
 
-    return {k: walk(v) for k, v in sample.items()}
+    for key in _RESOLVED:
+        if key in sample:
+            sample[key] = walk(sample[key])
+    return sample
 
 
 # ----------------------------------------------------------------------------- rows
@@ -593,7 +609,9 @@ def _item(
         "source": source,
     }
     events, used = _events(sample, (run_id, patient_id, item_id))
-    item["digest"] = digest(fp, json_text(item).encode(), json_text(events).encode())
+    # the rows are dicts and lists of str, numbers, bools and None built in a fixed order:
+    # their repr is deterministic (and the same for both readers), and cheaper than JSON
+    item["digest"] = digest(fp, repr(item).encode(), repr(events).encode())
     return item, events, used
 
 
@@ -644,6 +662,7 @@ def parse(
     MalformedLog
         Not an inspect_ai log, or a log without any sample.
     """
+    import numpy as np
     import polars as pl
     import pyarrow as pa
 
@@ -672,8 +691,8 @@ def parse(
             item_tables.append(_rows_table(items, "items"))
         if events:
             t = _rows_table(events, "events")
-            event_tables.append(t.append_column("_row", pa.array(
-                [e["_row"] for e in events], type=pa.int32())))  # fmt: skip
+            rows = np.fromiter((e["_row"] for e in events), dtype=np.int32, count=len(events))
+            event_tables.append(t.append_column("_row", pa.array(rows)))
         items.clear()
         events.clear()
 
@@ -731,8 +750,9 @@ def parse(
     ]
     out.items_table = pa.concat_tables(item_tables)
     out.events_table = pa.concat_tables(event_tables) if event_tables else None
-    out.keys_frame = pl.from_arrow(
-        out.items_table.select(["run_id", "patient_id", "item_id", "digest", "source"])
+    keys = out.items_table.select(["run_id", "patient_id", "item_id", "digest", "source"])
+    out.keys_frame = pl.DataFrame(
+        [pl.Series(c, keys.column(c).to_pylist(), dtype=pl.String) for c in keys.column_names]
     )
     if header.get("status") not in (None, "success"):
         out.warnings.append(
