@@ -1,7 +1,7 @@
 """Benchmark ``tumorboard import inspect`` against inspect_ai's own dataframe reader.
 
 The log: a real inspect_ai eval (mock model with a tool call and an answer, two scorers) is run
-once; its samples are the templates of an N-sample ``.eval`` log (100,000; 5,000 with
+once; its samples are the templates of an N-sample ``.eval`` log (100,000; 2,000 with
 ``--quick``) written with inspect_ai's own log recorder (``EvalRecorder``: the writer
 ``inspect eval`` uses), sample ids and patient ids changed per sample. Every sample carries its
 conversation (user, tool call, tool result, answer), events, scores and usage, as ``inspect
@@ -51,11 +51,11 @@ except ImportError:  # run as a script
     from _timing import Result, format_markdown, positive_int, write_json  # type: ignore
 
 FULL_SAMPLES = 100_000
-QUICK_SAMPLES = 5_000
+QUICK_SAMPLES = 2_000
 ANCHORS = ("samples_df(full=True)", "samples_df()")
 #: Above this many samples the inspect-reader workload is not run: inspect_ai's
 #: read_eval_log_samples reopens the log for every sample, so it takes time quadratic in N.
-MAX_INSPECT_READER = 10_000
+MAX_INSPECT_READER = 2_000
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -128,10 +128,9 @@ def make_log(path: Path, n: int) -> Path:
         await rec.log_init(spec, str(path), clean=True)
         await rec.log_start(spec, tpl.plan)
         for i in range(n):
-            s = samples[i % len(samples)].model_copy(deep=True)
-            s.id = ids[i]
-            s.uuid = f"{s.uuid}-{i}"
-            s.metadata = {**s.metadata, "patient_id": f"P{i // 4}"}
+            t = samples[i % len(samples)]
+            meta = {**t.metadata, "patient_id": f"P{i // 4}"}
+            s = t.model_copy(update={"id": ids[i], "uuid": f"{t.uuid}-{i}", "metadata": meta})
             await rec.log_sample(spec, s)
             if (i + 1) % 1000 == 0:
                 await rec.flush(spec)
