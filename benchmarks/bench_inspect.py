@@ -272,8 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n### tumorboard import inspect benchmark ({n:,} samples, "
           f"{meta['log_bytes'] / 2**20:,.0f} MiB .eval log)\n")  # fmt: skip
     print(format_markdown(results, ANCHORS))
-    for r in results[:: len(ANCHORS)]:
-        print(f"- {r.workload}: {r.note}")
+    for r in results:
+        print(f"- {r.workload} vs {r.anchor}: {r.note}")
     print(f"\nratio = anchor time / tumorboard time (>1: tumorboard faster). Log written in "
           f"{meta['make_log_s']:.0f} s; total {meta['total_wall_s']:.0f} s.")  # fmt: skip
     if args.json:
