@@ -54,8 +54,9 @@ into rows from its ``model_dump``; ``reader="direct"`` reads the log's members i
 members of a ``.eval`` log one at a time (deflate or zstd, decoded with ``zlib`` or
 ``zstandard``), or the ``samples`` array of a ``.json`` log with ``ijson``, one sample at a
 time. Both give the same rows (tests/test_inspect_import.py checks it). ``"auto"`` (the
-default) is the direct reader: inspect's reader reopens the log for every sample, which
-``benchmarks/bench_inspect.py`` measures. Either way memory is bounded by one sample and the
+default) is the direct reader: inspect's reader opens a new zip reader (which reads the
+archive's directory of all samples) for every sample, so its time grows quadratically with the
+number of samples (``benchmarks/bench_inspect.py`` measures both). Either way memory is bounded by one sample and the
 Arrow columns of the rows built so far (built :data:`CHUNK_SAMPLES` samples at a time).
 """
 
