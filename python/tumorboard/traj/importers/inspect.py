@@ -56,8 +56,9 @@ members of a ``.eval`` log one at a time (deflate or zstd, decoded with ``zlib``
 time. Both give the same rows (tests/test_inspect_import.py checks it). ``"auto"`` (the
 default) is the direct reader: inspect's reader opens a new zip reader (which reads the
 archive's directory of all samples) for every sample, so its time grows quadratically with the
-number of samples (``benchmarks/bench_inspect.py`` measures both). Either way memory is bounded by one sample and the
-Arrow columns of the rows built so far (built :data:`CHUNK_SAMPLES` samples at a time).
+number of samples (``benchmarks/bench_inspect.py`` measures both). Either way memory is bounded
+by one sample and the Arrow columns of the rows built so far (built :data:`CHUNK_SAMPLES`
+samples at a time).
 """
 
 from __future__ import annotations
