@@ -323,3 +323,18 @@ def test_not_an_inspect_log_is_skipped_with_the_reason(tmp_path):
     assert report.n_items == 0
     with pytest.raises(ValueError, match="reader"):
         import_logs("inspect", tmp_path, tmp_path / "s", reader="fast")
+
+
+def test_cancelled_eval_imports_the_samples_it_holds_with_a_warning(logs, tmp_path):
+    doc = json.loads(logs["json"].read_text())
+    doc["status"] = "cancelled"
+    doc["samples"] = doc["samples"][:5]
+    cut = tmp_path / "cancelled.json"
+    cut.write_text(json.dumps(doc))
+    for reader in ("direct", "inspect"):
+        report = import_logs("inspect", cut, tmp_path / reader, reader=reader)
+        assert report.n_items == 5
+        assert any("log status 'cancelled'" in r for _, r in report.warnings)
+    assert _frames(tmp_path / "direct")["items"].equals(_frames(tmp_path / "inspect")["items"])
+    with pytest.raises(ValueError, match="--strict"):
+        import_logs("inspect", cut, tmp_path / "strict", strict=True)
