@@ -25,6 +25,8 @@ process's maximum resident set size, ``VmHWM``, imports included):
 Check: the store's items, and the frame's rows, number N, and the count of correct answers of
 the first scorer agrees between the store and ``samples_df``.
 
+Needs inspect-ai, and pandas for the ``samples_df`` anchors.
+
 Usage (from the repository root)::
 
     python benchmarks/bench_inspect.py [--quick] [--samples N] [--json PATH]

@@ -132,6 +132,7 @@ def test_image_root_confines_paths(ihc_png, tmp_path):
 def weights(tmp_path_factory):
     torch = pytest.importorskip("torch")
     models = pytest.importorskip("tumorboard.models")
+    pytest.importorskip("tokenizers")
     from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
     from tokenizers import models as tmodels
 

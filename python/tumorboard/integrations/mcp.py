@@ -282,7 +282,7 @@ class ToolServer:
             rgb, label = self._image(args)
             with self._lock:
                 result = tool.run(args, rgb, label)  # type: ignore[misc]
-        except (TumorboardError, OSError) as exc:
+        except (TumorboardError, OSError, ImportError) as exc:
             return _error(f"{name}: {exc}")
         except Exception as exc:  # a bug: report it, keep serving
             return _error(f"{name}: internal error {type(exc).__name__}: {exc}")
@@ -296,7 +296,12 @@ class ToolServer:
 
     def _image(self, args: Mapping[str, Any]) -> tuple[np.ndarray, str | None]:
         """Return the RGB array of ``image`` or ``image_base64`` and the name for the reply."""
-        from PIL import Image, UnidentifiedImageError
+        try:
+            from PIL import Image, UnidentifiedImageError
+        except ImportError as exc:
+            raise MissingDependencyError.for_extra(
+                "reading tool images", package="pillow", extra="slides", cause=exc
+            ) from None
 
         has_path, has_b64 = "image" in args, "image_base64" in args
         if has_path == has_b64:
