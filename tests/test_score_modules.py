@@ -24,7 +24,7 @@ from tumorboard.cli import _bootstrap_options, build_parser
 from tumorboard.score import _validate, mtbbench, summarize
 from tumorboard.stats import BootstrapOptions
 
-BENCHMARKS = ("lammi", "medbench", "medinsight", "mtbbench", "radabench")
+BENCHMARKS = ("inspect", "lammi", "medbench", "medinsight", "mtbbench", "radabench")
 FAST = BootstrapOptions(n_resamples=20, seed=1)
 CALL = pl.Struct({"name": pl.String, "input": pl.String, "success": pl.Boolean})
 
@@ -66,6 +66,10 @@ def _frames() -> dict[str, pl.DataFrame]:
         "medinsight": pl.DataFrame({
             "model": ["a", "a", "b"], "case_id": [1, 2, 1],
             "score_matrix": [[[1.0, 0.0]], [[0.8]], [[0.3, 0.6]]],
+        }),
+        "inspect": pl.DataFrame({
+            "model": ["m"] * 6, "task": ["t"] * 6, "scorer": ["match", "includes"] * 3,
+            "value": [1.0, 0.0, 0.0, 1.0, None, 1.0], "sample_id": ["a", "a", "b", "b", "c", "c"],
         }),
         "medbench": pl.DataFrame({
             "model": ["m"] * 6, "task": ["t1", "t1", "t2", "t2", "t3", "t3"],

@@ -543,7 +543,7 @@ def test_column_helpers():
 
 def test_registry():
     names = score.benchmarks()
-    assert names == ["lammi", "medbench", "medinsight", "mtbbench", "radabench"]
+    assert names == ["inspect", "lammi", "medbench", "medinsight", "mtbbench", "radabench"]
     assert score.get("mtbbench") is score.mtbbench.score
     with pytest.raises(ValueError, match="unknown scorer 'nope'"):
         score.get("nope")

@@ -4,8 +4,9 @@ The verbs: ``tumorboard --version``, ``tumorboard demo``, ``tumorboard bench``,
 ``tumorboard import`` (agent logs into a trajectory store) and ``tumorboard score`` (a store
 into a report with bootstrap CIs), ``tumorboard tile`` (tissue segmentation and TRIDENT coords
 .h5 for slides), ``tumorboard embed`` (patch features with a foundation model, TRIDENT
-features .h5 + Parquet) and ``tumorboard store check`` (a store against its manifest, with
-``--repair``). Verbs are added as features land.
+features .h5 + Parquet), ``tumorboard store check`` (a store against its manifest, with
+``--repair``) and ``tumorboard mcp`` (the agent tools as a Model Context Protocol server).
+Verbs are added as features land.
 
 Errors. Every verb fails the same way: one line on standard error, ``tumorboard: error: ...``,
 naming the file, record or option and its value, and exit status 2, without a traceback. That
@@ -132,7 +133,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from ._progress import CountProgress
     from .traj import import_logs
 
-    printer = CountProgress("import", what="lines" if args.format == "jsonl" else "records")
+    what = {"jsonl": "lines", "inspect": "samples"}.get(args.format, "records")
+    printer = CountProgress("import", what=what)
+    extra: dict[str, Any] = {}
+    if args.format == "inspect":
+        extra = {"patient_key": args.patient_key, "reader": args.reader}
+    elif args.patient_key is not None or args.reader != "auto":
+        raise InvalidArgumentError(
+            f"--patient-key/--reader: only `tumorboard import inspect` has them, not "
+            f"{args.format!r}"
+        )
     with printer:
         report = import_logs(
             args.format,
@@ -147,6 +157,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             strict=args.strict,
             cases=args.cases,
             progress=lambda files, total, records, _bytes: printer.update(files, total, records),
+            **extra,
         )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -366,9 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
         "about.",
     )
     imp.add_argument(
-        "format", choices=["mtbbench", "jsonl", "react", "radabench"], help="log format"
-    )
-    imp.add_argument("src", help="a log file or a folder (searched recursively)")
+        "format", choices=["mtbbench", "jsonl", "react", "radabench", "inspect"],
+        help="log format (inspect: inspect_ai .eval/.json logs, needs tumorboard[inspect])",
+    )  # fmt: skip
+    imp.add_argument(
+        "src", nargs="+", help="log files or folders (searched recursively)"
+    )  # fmt: skip
     imp.add_argument("--store", required=True, help="the store directory (created if missing)")
     imp.add_argument(
         "--track", help="mtbbench: multimodal or longitudinal (default: detected per file)"
@@ -395,6 +409,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="radabench: the pipelines' cases JSON (combined_cases*.json) with the reference "
         "answers of the text metrics",
+    )
+    imp.add_argument(
+        "--patient-key",
+        metavar="KEY",
+        help="inspect: the sample metadata key of the patient id, for `score --cluster patient` "
+        "(default: patient_id)",
+    )
+    imp.add_argument(
+        "--reader",
+        choices=["auto", "direct", "inspect"],
+        default="auto",
+        help="inspect: read samples with inspect_ai's reader or the log members directly "
+        "(auto = direct; both give the same rows)",
     )
     imp.add_argument("--json", action="store_true", help="print the import report as JSON")
     imp.add_argument(
@@ -507,10 +534,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=_cmd_store_check)
 
     from .embed.cli import add_embed_parser
+    from .integrations.cli import add_mcp_parser
     from .slides.cli import add_tile_parser
 
     add_tile_parser(sub)
     add_embed_parser(sub)
+    add_mcp_parser(sub)
     for verb in sub.choices.values():  # --debug after the verb too; SUPPRESS keeps the top's
         verb.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help=_DEBUG_HELP)  # fmt: skip
@@ -530,6 +559,7 @@ _EXTRA_MODULES = {
     "tifffile": ("tifffile", "slides"), "PIL": ("pillow", "slides"),
     "imagecodecs": ("imagecodecs", "slides"), "onnxruntime": ("onnxruntime", "gpu"),
     "onnx": ("onnx", "gpu"), "triton": ("triton", "gpu"), "ray": ("ray", "dist"),
+    "inspect_ai": ("inspect-ai", "inspect"), "mcp": ("mcp", "mcp"),
 }  # fmt: skip
 
 

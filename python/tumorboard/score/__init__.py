@@ -2,7 +2,8 @@
 
 Each benchmark has a scorer module, :mod:`~tumorboard.score.mtbbench`,
 :mod:`~tumorboard.score.radabench`, :mod:`~tumorboard.score.lammi`,
-:mod:`~tumorboard.score.medinsight` and :mod:`~tumorboard.score.medbench`, that defines
+:mod:`~tumorboard.score.medinsight`, :mod:`~tumorboard.score.medbench` and
+:mod:`~tumorboard.score.inspect` (any inspect_ai evaluation), that defines
 ``score(frame, *, options=None, ...)`` next to the benchmark's metric functions
 (``from tumorboard.score import mtbbench; mtbbench.score(df)``). A scorer takes a polars
 DataFrame/LazyFrame (or pyarrow Table) of per-item results with documented columns, or a
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import InvalidArgumentError
-from . import lammi, medbench, medinsight, mtbbench, radabench
+from . import inspect, lammi, medbench, medinsight, mtbbench, radabench
 from ._store import store_frame
 from ._summary import summarize
 from ._validate import DEFAULT_TRACK
@@ -37,6 +38,7 @@ __all__ = [
     "TABLE_COLUMNS",
     "benchmarks",
     "get",
+    "inspect",
     "lammi",
     "medbench",
     "medinsight",
@@ -49,7 +51,7 @@ __all__ = [
 
 _SCORERS: dict[str, Callable[..., Report]] = {
     module.__name__.rsplit(".", 1)[1]: module.score
-    for module in (lammi, medbench, medinsight, mtbbench, radabench)
+    for module in (inspect, lammi, medbench, medinsight, mtbbench, radabench)
 }
 
 

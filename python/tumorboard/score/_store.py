@@ -27,6 +27,9 @@ and ``tumorboard score STORE --benchmark NAME`` score what ``tumorboard import``
 * medbench: ``dimension``, ``metric`` and the metric's fields from ``extra``; ``correct`` from
   the item; ``item_id`` = ``extra.item_group`` (option-shuffled instances of one item), else
   the item id; ``prediction`` = response; ``reference`` = ``gold_text``, else ``gold``.
+* inspect: one row per (item, scorer) from ``extra.scorers`` and ``extra.score_values``
+  (``tumorboard import inspect`` writes them); ``sample_id`` from ``extra``; an item without
+  scores (an errored sample) gives a null value for each scorer of its run.
 """
 
 from __future__ import annotations
@@ -368,10 +371,39 @@ def _medbench(st: Store, lf: Any) -> pl.DataFrame:
     return frame.select(cols)
 
 
+def _inspect(st: Store, lf: Any) -> pl.DataFrame:
+    """Return the inspect scorer's input: one row per (item, scorer) with its value."""
+    del st
+    frame = _collect(
+        _extra(lf.select(*_COMMON, "run_id", "item_id", "extra"), "inspect"), "inspect"
+    )
+    _require(frame, "x_scorers", "inspect", "scorers")
+    base = frame.select(*_COMMON, "run_id", "item_id", pl.col("x_sample_id").alias("sample_id"),
+                        pl.col("x_scorers").alias("scorer"),
+                        pl.col("x_score_values").alias("value"))  # fmt: skip
+    bad = base.filter(pl.col("scorer").list.len() != pl.col("value").list.len())
+    if bad.height:
+        r = bad.row(0, named=True)
+        raise InvalidArgumentError(
+            f"inspect: item {r['item_id']!r} of run {r['run_id']!r} has "
+            f"{len(r['scorer'])} scorers but {len(r['value'])} score values"
+        )
+    scored = base.filter(pl.col("scorer").list.len() > 0).explode("scorer", "value")
+    empty = base.filter(pl.col("scorer").list.len() == 0).drop("scorer", "value")
+    if empty.height:
+        names = scored.select("run_id", "scorer").unique(maintain_order=True)
+        empty = empty.join(names, on="run_id", how="inner").with_columns(
+            pl.lit(None, pl.Float64).alias("value")
+        )
+        scored = pl.concat([scored, empty.select(scored.columns)], how="vertical")
+    return scored.with_columns(pl.col("sample_id").fill_null(pl.col("item_id"))).drop("item_id")
+
+
 _BUILDERS: dict[str, Callable[[Store, Any], pl.DataFrame]] = {
     "mtbbench": _mtbbench,
     "radabench": _radabench,
     "lammi": _lammi,
     "medinsight": _medinsight,
     "medbench": _medbench,
+    "inspect": _inspect,
 }

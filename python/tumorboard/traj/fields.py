@@ -97,6 +97,13 @@ BENCHMARK_FIELDS: dict[str, dict[str, str]] = {
         "judge_output": "str",
         "score": "number",
     },
+    "inspect": {
+        "sample_id": "str",
+        "epoch": "int",
+        "eval_id": "str",
+        "scorers": "str_list",
+        "score_values": "number_list",
+    },
 }
 
 #: Benchmark -> the fields every item needs to be scored (the import warns when records lack
@@ -108,6 +115,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "lammi": ("response",),
     "medinsight": ("gt_insights",),
     "medbench": ("dimension", "metric"),
+    "inspect": ("scorers", "score_values"),
 }
 
 

@@ -31,6 +31,8 @@ Formats:
 * ``react``: ReAct text traces, LAMMI-style (:mod:`.react`).
 * ``radabench``: RadA-BenchPlat evaluation-pipeline result folders,
   ``logouts/<case>/<chain>.txt`` with ``info/<case>/<chain>.json`` (:mod:`.radabench`).
+* ``inspect``: inspect_ai evaluation logs, ``*.eval`` and ``*.json`` (:mod:`.inspect`), read
+  sample by sample; needs ``tumorboard[inspect]``.
 """
 
 from __future__ import annotations
@@ -197,23 +199,37 @@ class ImportReport:
 
 def _formats() -> dict[str, tuple[Callable[..., Any], Callable[..., Parsed]]]:
     """Return the (discover, parse) functions of each format (imported on first use)."""
-    from . import jsonl, mtbbench, radabench, react
+    from . import inspect, jsonl, mtbbench, radabench, react
 
     return {
         "mtbbench": (mtbbench.discover, mtbbench.parse),
         "jsonl": (jsonl.discover, jsonl.parse),
         "react": (react.discover, react.parse),
         "radabench": (radabench.discover, radabench.parse),
+        "inspect": (inspect.discover, inspect.parse),
     }
 
 
-FORMATS = ("mtbbench", "jsonl", "react", "radabench")
+FORMATS = ("mtbbench", "jsonl", "react", "radabench", "inspect")
 _PATTERNS = {
     "mtbbench": "<model>/<patient>_chatlog_<unix_ts>.json",
     "jsonl": "*.jsonl or *.ndjson",
     "react": "*.txt, *.md, *.log or *.jsonl",
     "radabench": "logouts/<case>/<chain>.txt",
+    "inspect": "*.eval or *.json inspect_ai logs",
 }
+#: Formats whose parser reads the file itself (streaming) instead of its bytes.
+_STREAMING = ("inspect",)
+
+
+def _file_hash(path: Path) -> str:
+    """Return the SHA-256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
 
 #: Progress callback: ``progress(files_done, files_total, records, bytes_done)``.
 Progress = Callable[[int, int, int, int], None]
@@ -236,7 +252,7 @@ class _Entry:
 
 def import_logs(
     format: str,
-    src: str | os.PathLike[str],
+    src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     store: Store | str | os.PathLike[str],
     *,
     track: str | None = None,
@@ -245,6 +261,8 @@ def import_logs(
     benchmark: str | None = None,
     field_map: Mapping[str, str] | None = None,
     run_name: str | None = None,
+    patient_key: str | None = None,
+    reader: str = "auto",
     strict: bool = False,
     progress: Progress | None = None,
     cases: str | os.PathLike[str] | None = None,
@@ -253,10 +271,10 @@ def import_logs(
 
     Parameters
     ----------
-    format : {"mtbbench", "jsonl", "react", "radabench"}
+    format : {"mtbbench", "jsonl", "react", "radabench", "inspect"}
         The log format.
-    src : str or os.PathLike
-        A log file or a directory searched recursively.
+    src : str, os.PathLike or a sequence of them
+        A log file or a directory searched recursively, or several.
     store : Store, str or os.PathLike
         A Store or its path (created when missing).
     track : str, optional
@@ -276,6 +294,13 @@ def import_logs(
         jsonl only: schema field -> key (dotted path) in the records.
     run_name : str, optional
         Appended to derived run ids, to keep repeated runs of one model apart.
+    patient_key : str, optional
+        inspect only: the sample metadata key whose value is the item's ``patient_id``
+        (default "patient_id"), so that scores can be clustered by patient.
+    reader : {"auto", "direct", "inspect"}, default "auto"
+        inspect only: read the samples with inspect_ai's own reader ("inspect") or the log's
+        members directly ("direct"; "auto"); both give the same rows
+        (:mod:`tumorboard.traj.importers.inspect`).
     strict : bool, default False
         Fail (write nothing) when any file is skipped or any record is dropped, replaced by a
         later one, or leaves a needed field empty.
@@ -314,6 +339,20 @@ def import_logs(
                                    f"file, not {format!r}")  # fmt: skip
     if cases is not None and not Path(cases).is_file():
         raise MissingFileError(f"{cases}: no such cases file")
+    if format != "inspect" and (patient_key is not None or reader != "auto"):
+        raise InvalidArgumentError(
+            f"patient_key/reader (--patient-key/--reader): only the inspect format has them, "
+            f"not {format!r}"
+        )
+    if patient_key is not None and (not isinstance(patient_key, str) or not patient_key):
+        raise InvalidArgumentError(
+            f"patient_key: expected a sample metadata key, got {patient_key!r}"
+        )
+    if format == "inspect":
+        from .inspect import READERS
+
+        if reader not in READERS:
+            raise InvalidArgumentError(f"reader: expected one of {READERS}, got {reader!r}")
     opts = ImportOptions(
         track=track,
         model=model,
@@ -322,14 +361,20 @@ def import_logs(
         field_map=dict(field_map or {}),
         run_name=run_name,
         cases=None if cases is None else str(cases),
+        patient_key=patient_key,
+        reader=reader,
     )
     if format == "jsonl":
         from .jsonl import check_field_map
 
         check_field_map(opts.field_map, benchmark)
-    src_path = Path(src)
-    if not src_path.exists():
-        raise MissingFileError(f"{src_path}: no such file or directory")
+    srcs = [Path(src)] if isinstance(src, (str, os.PathLike)) else [Path(s) for s in src]
+    if not srcs:
+        raise InvalidArgumentError("src: expected a log file or folder, got none")
+    for s in srcs:
+        if not s.exists():
+            raise MissingFileError(f"{s}: no such file or directory")
+    src_path = srcs[0] if len(srcs) == 1 else Path(os.path.commonpath([str(s) for s in srcs]))
     st = store if isinstance(store, Store) else Store(store)
     if format == "mtbbench" and track is not None:
         from .mtbbench import TRACKS
@@ -338,10 +383,16 @@ def import_logs(
             raise InvalidArgumentError(f"track: expected one of {TRACKS}, got {track!r}")
     fp = opts.fingerprint(format)
     discover, parse = formats[format]
-    files, found_skipped = discover(src_path)
+    files = []
+    found_skipped = []
+    for s in srcs:
+        f, k = discover(s)
+        files += [p for p in f if p not in files]
+        found_skipped += k
     if not files and not found_skipped:
         pattern = _PATTERNS[format]
-        raise MissingFileError(f"{src_path}: no {format} logs found (expected {pattern} files)")
+        where = ", ".join(str(s) for s in srcs)
+        raise MissingFileError(f"{where}: no {format} logs found (expected {pattern} files)")
     skipped: list[tuple[str, str]] = list(found_skipped)
     failed: list[str] = []
     entries: list[_Entry] = []
@@ -353,7 +404,8 @@ def import_logs(
             failed.append(str(path))
             continue
         try:
-            raw = path.read_bytes()
+            raw = b"" if format in _STREAMING else path.read_bytes()
+            size = path.stat().st_size
         except OSError as exc:
             skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
             failed.append(str(path))
@@ -364,9 +416,17 @@ def import_logs(
             def tick(n: int, _k: int = k, _base: int = records, _b: int = done_bytes) -> None:
                 progress(_k, len(files), _base + n, _b)
 
-        content_hash = hashlib.sha256(raw).hexdigest()
         try:
-            if format == "jsonl":
+            content_hash = _file_hash(path) if format in _STREAMING else hashlib.sha256(
+                raw).hexdigest()  # fmt: skip
+        except OSError as exc:
+            skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
+            failed.append(str(path))
+            continue
+        try:
+            if format == "inspect":
+                result = parse(path, opts, fp, tick, reader=reader, patient_key=patient_key)
+            elif format == "jsonl":
                 result = parse(path, raw, opts, fp, tick)
             elif format == "mtbbench":
                 result = parse(path, raw, opts, fp, content_hash)
@@ -380,12 +440,16 @@ def import_logs(
             skipped.append((str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
             failed.append(str(path))
             continue
+        except OSError as exc:
+            skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
+            failed.append(str(path))
+            continue
         except Exception as exc:  # noqa: BLE001 - one bad file never costs the others
             skipped.append((str(path), f"cannot be read ({type(exc).__name__}: {exc})"[:300]))
             failed.append(str(path))
             continue
         records += result.n_records
-        done_bytes += len(raw)
+        done_bytes += size
         entries.append(_Entry(len(entries), path, content_hash, result))
         if progress is not None:
             progress(k + 1, len(files), records, done_bytes)
@@ -395,8 +459,8 @@ def import_logs(
     _resolve_in_import(entries, skipped)
     if strict:
         _check_strict(src_path, skipped, rejected + warnings)
-    report_kw: dict[str, Any] = dict(format=format, source=str(src_path), store=str(st.path),
-                                     n_records=records, failed=failed,
+    report_kw: dict[str, Any] = dict(format=format, source=", ".join(map(str, srcs)),
+                                     store=str(st.path), n_records=records, failed=failed,
                                      rejected=tuple(rejected))  # fmt: skip
     live = [e for e in entries if e.status == "new"]
     if not live:
@@ -784,6 +848,22 @@ def _write(
         changed = loose.filter(pl.col("_i").is_in(changed_rows.implode())).select(key).unique()
         n_replaced += changed.height
         hide_items = changed
+        # formats whose items are identified without the patient (inspect: eval, sample and
+        # epoch): a stored item of another patient id is the same item, replaced
+        by_item = [e.index for e in live if e.parsed.keyed_without_patient]
+        if by_item:
+            mine = loose.filter(pl.col("_file").is_in(by_item)).select(
+                "run_id", "item_id", pl.col("patient_id").alias("_new_patient")
+            )
+            moved = (
+                existing.join(mine, on=["run_id", "item_id"], how="inner")
+                .filter(pl.col("patient_id").ne_missing(pl.col("_new_patient")))
+                .select(key)
+                .unique()
+            )
+            if moved.height:
+                n_replaced += moved.height
+                hide_items = pl.concat([hide_items, moved]).unique()
     live = [e for e in live if e.status == "new"]
     keep_files = {e.index for e in live}
     mask = pl.col("_file").is_in(list(keep_files)) & ~pl.col("_i").is_in(list(drop_rows))
@@ -798,7 +878,11 @@ def _write(
     per_file = dict(kept.group_by("_file").len().rows())
     for e in live:
         e.n_written = per_file.get(e.index, 0)
-    with_events = [e.index for e in live if e.parsed.events and e.parsed.unit is None]
+    with_events = [
+        e.index
+        for e in live
+        if (e.parsed.events or e.parsed.events_table is not None) and e.parsed.unit is None
+    ]
     kept_pairs = set(kept.filter(pl.col("_file").is_in(with_events)).select("_file", "_row").rows())
     events_out, n_events_per = _events_of(live, kept_pairs)
     for e in live:
@@ -887,16 +971,29 @@ def _events_of(
 
     A unit's file (MTBBench) is kept or dropped whole, so all its events go with it.
     """
+    import pyarrow.compute as pc
+
     rows: list[dict[str, Any]] = []
+    tables: list[pa.Table] = []
     counts: dict[int, int] = {}
     for e in live:
         p = e.parsed
+        if p.events_table is not None:
+            mine = pa.array(sorted(r for f, r in kept_pairs if f == e.index), type=pa.int32())
+            t = p.events_table.filter(pc.is_in(p.events_table.column("_row"), value_set=mine))
+            tables.append(t.drop_columns(["_row"]))
+            counts[e.index] = t.num_rows
+            continue
         if p.unit is not None:
             kept = p.events
         else:
             kept = [ev for ev in p.events if (e.index, ev["_row"]) in kept_pairs]
         rows += kept
         counts[e.index] = len(kept)
+    if tables:
+        if rows:
+            tables.append(_rows_table(rows, "events"))
+        return pa.concat_tables(tables), counts
     return _rows_table(rows, "events"), counts
 
 

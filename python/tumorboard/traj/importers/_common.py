@@ -37,6 +37,10 @@ class ImportOptions:
     cases : str or None
         radabench only: the pipelines' cases JSON, for the reference answers (the items'
         digests include the answers read, so it is not part of :meth:`fingerprint`).
+    patient_key : str or None
+        inspect only: the sample metadata key of the patient id.
+    reader : str
+        inspect only: "auto", "direct" or "inspect" (which reader reads the samples).
     """
 
     track: str | None = None
@@ -46,6 +50,8 @@ class ImportOptions:
     field_map: Mapping[str, str] = field(default_factory=dict)
     run_name: str | None = None
     cases: str | None = None
+    patient_key: str | None = None
+    reader: str = "auto"
 
     def fingerprint(self, format: str) -> bytes:
         """Return the bytes every item digest of this import starts with.
@@ -73,6 +79,8 @@ class ImportOptions:
             "field_map": dict(self.field_map),
             "run_name": self.run_name,
         }
+        if self.patient_key is not None:  # only then: older digests stay valid
+            doc["patient_key"] = self.patient_key
         return hashlib.blake2b(json_text(doc).encode(), digest_size=16).digest()
 
 
@@ -158,6 +166,13 @@ class Parsed:
         The items as a conforming Arrow table instead of ``items`` (the bulk paths).
     keys_frame : polars.DataFrame or None
         With ``items_table``: its run_id, patient_id, item_id, digest and source columns.
+    events_table : pyarrow.Table or None
+        The events as a conforming Arrow table with an extra int32 ``_row`` column (the
+        item's row) instead of ``events`` (the streaming inspect importer).
+    keyed_without_patient : bool
+        The items are identified by (run_id, item_id) alone (inspect: the patient id comes
+        from a metadata key the import chooses): a stored item with another patient id is
+        replaced.
     """
 
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -170,6 +185,8 @@ class Parsed:
     n_records: int = 0
     items_table: Any = None
     keys_frame: Any = None
+    events_table: Any = None
+    keyed_without_patient: bool = False
 
     @property
     def n_items(self) -> int:
