@@ -291,17 +291,23 @@ def test_cli_import_then_score(logs, tmp_path):
     junk = tmp_path / "junk.eval"
     junk.write_bytes(b"not a zip")
     r = _cli("import", "inspect", logs["eval"], logs["json"], junk, "--store", store)
-    assert r.returncode == 0, r.stderr
+    # the good logs are imported; the bad one is named, and the exit status says one was left out
+    assert r.returncode == 1, r.stderr
     assert f"items: {2 * N_SAMPLES * EPOCHS} new" in r.stdout
     assert "2 run(s) of inspect" in r.stdout
     assert "junk.eval: not a zip archive" in r.stdout
     assert "1 file(s) skipped" in r.stderr
+    assert "1 log file(s) could not be imported: junk.eval" in r.stderr
     r = _cli("score", store, "--cluster", "patient", "--n-resamples", "200", "--format", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["benchmark"] == "inspect"
     metrics = {row["metric"] for row in doc["rows"]}
     assert metrics == {"match", "includes", "explained"}
+    assert doc["convention"].startswith("paper (inspect_ai's reduction")
+    # the one convention switch: inspect's reduction is the only one, another is refused clearly
+    r = _cli("score", store, "--convention", "tumorboard")
+    assert r.returncode == 2 and "inspect: convention must be one of 'paper'" in r.stderr
     r = _cli("import", "inspect", logs["eval"], "--store", store)
     assert r.returncode == 0 and "0 new" in r.stdout and "unchanged" in r.stdout
     # errors: a missing log, an inspect-only option on another format

@@ -81,6 +81,14 @@ def test_mean_metric_and_the_engine_agree():
     assert got == {"mean": 0.75, "se": ref.se, "ci_low": ref.ci_low, "ci_high": ref.ci_high}
 
 
+def test_no_scored_sample_gives_nan_not_a_quiet_zero():
+    ci = bootstrap_ci(cluster="patient_id")([])
+    mean = bootstrap_mean()([])
+    assert set(ci) == {"ci_low", "ci_high", "pm"} and all(np.isnan(v) for v in ci.values())
+    assert set(mean) == {"mean", "se", "ci_low", "ci_high"}
+    assert all(np.isnan(v) for v in mean.values())
+
+
 def test_bad_input_is_refused_clearly():
     with pytest.raises(InvalidArgumentError, match="level"):
         bootstrap_ci(level=1.5)

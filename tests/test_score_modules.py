@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import types
 
 import polars as pl
@@ -94,6 +95,16 @@ def test_scorer_validates_its_frame_once(name, monkeypatch):
     # several metrics were summarized, from a frame validated once
     assert report.table.height > 1 and report.table["metric"].n_unique() >= 1
     assert calls == [name]
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_every_scorer_takes_the_shared_keywords(name):
+    """``tumorboard score`` calls every scorer as f(frame, options=, cluster=, convention=)."""
+    params = inspect.signature(score.get(name)).parameters
+    for kw in ("options", "cluster", "convention"):
+        assert params[kw].kind is inspect.Parameter.KEYWORD_ONLY, (name, kw)
+    report = score.get(name)(_frames()[name], options=FAST, cluster=None, convention=None)
+    assert report.convention  # every report names the convention it used
 
 
 def test_public_summarize_validates_once(monkeypatch):

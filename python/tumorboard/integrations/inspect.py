@@ -26,6 +26,7 @@ Samples are what inspect hands to metrics: one score per sample, after its epoch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -134,7 +135,7 @@ def bootstrap_ci(
     -------
     inspect_ai.scorer.Metric
         A metric giving ``{"ci_low", "ci_high", "pm"}`` (pm = half the width), shown by
-        inspect as one group of three values.
+        inspect as one group of three values; NaN when no sample was scored.
 
     Raises
     ------
@@ -147,8 +148,8 @@ def bootstrap_ci(
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
         res = _compute(scores, cluster, opts, conv)
-        if res is None:
-            return {"ci_low": 0.0, "ci_high": 0.0, "pm": 0.0}
+        if res is None:  # no sample scored: no interval, never a quiet 0
+            return dict.fromkeys(("ci_low", "ci_high", "pm"), math.nan)
         lo, hi = float(res.ci_low), float(res.ci_high)
         return {"ci_low": lo, "ci_high": hi, "pm": (hi - lo) / 2}
 
@@ -175,7 +176,8 @@ def bootstrap_mean(
     -------
     inspect_ai.scorer.Metric
         A metric giving ``{"mean", "se", "ci_low", "ci_high"}``: the plain mean of the
-        values, the standard deviation of the bootstrap means, and the interval.
+        values, the standard deviation of the bootstrap means, and the interval; NaN when no
+        sample was scored.
 
     Raises
     ------
@@ -187,8 +189,8 @@ def bootstrap_mean(
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
         res = _compute(scores, cluster, opts, conv)
-        if res is None:
-            return {"mean": 0.0, "se": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+        if res is None:  # no sample scored: no mean, never a quiet 0
+            return dict.fromkeys(("mean", "se", "ci_low", "ci_high"), math.nan)
         return {"mean": float(res.estimate), "se": float(res.se),
                 "ci_low": float(res.ci_low), "ci_high": float(res.ci_high)}  # fmt: skip
 

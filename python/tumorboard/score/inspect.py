@@ -41,6 +41,7 @@ def score(
     *,
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
+    convention: str | None = None,
 ) -> Report:
     """Score inspect_ai evaluations: each scorer's mean per (track, model, tools, task) with CIs.
 
@@ -65,6 +66,10 @@ def score(
     cluster : str, optional
         None resamples samples; "patient_id" (alias "patient") resamples patients with all
         their samples; any other column name is used as given.
+    convention : {"paper"}, optional
+        inspect_ai's own reduction (a sample's epochs averaged, then the mean over samples, as
+        its ``accuracy()``/``mean()`` report); the only one, accepted for the one switch across
+        scorers (``tumorboard score --convention``).
 
     Returns
     -------
@@ -82,6 +87,7 @@ def score(
         A column has the wrong type.
     """
     where = "inspect"
+    _validate.convention(convention, allowed=("paper",), default="paper", where=where)
     opts = BootstrapOptions.resolve(options)
     df = _store.resolve(df, "inspect")
     cluster_col = _CLUSTER_ALIASES.get(cluster, cluster) if isinstance(cluster, str) else cluster
@@ -161,7 +167,9 @@ def score(
     if cluster_col is not None:
         notes.append(f"intervals resample whole clusters of column {cluster_col!r}.")
     return Report(table, benchmark="inspect", title="inspect_ai evaluation", notes=tuple(notes),
-                  percent=(), interval=interval_text(opts))  # fmt: skip
+                  percent=(), interval=interval_text(opts),
+                  convention="paper (inspect_ai's reduction: epochs averaged per sample, then "
+                  "the mean over samples)")  # fmt: skip
 
 
 def _validate_value(frame: pl.DataFrame, where: str) -> pl.Series:
