@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,7 +33,9 @@ from tumorboard.errors import (
 )
 
 Opts = stats.BootstrapOptions
-PYTHON_DIR = str(Path(__file__).resolve().parents[1] / "python")
+# the test process's own import path: the installed package under `make test`, a source
+# checkout with its built extension in development
+SUBPROCESS_PYTHONPATH = os.pathsep.join(p for p in sys.path if p)
 
 
 class _Hang(BaseException):
@@ -391,7 +392,7 @@ def test_ctrl_c_stops_a_long_bootstrap():
     The C++ loops poll the interpreter's signal handlers every 50 ms through the binding
     layer's cancellation token; before, SIGINT waited for the whole bootstrap.
     """
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env = dict(os.environ, PYTHONPATH=SUBPROCESS_PYTHONPATH)
     proc = subprocess.Popen([sys.executable, "-c", _LONG_BOOTSTRAP], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     try:

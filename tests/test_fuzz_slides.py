@@ -28,7 +28,9 @@ pytest.importorskip("tifffile")
 pytest.importorskip("imagecodecs")
 pytest.importorskip("h5py")
 
-PYTHON_DIR = str(Path(__file__).resolve().parents[1] / "python")
+# the test process's own import path: the installed package under `make test`, a source
+# checkout with its built extension in development
+SUBPROCESS_PYTHONPATH = os.pathsep.join(p for p in sys.path if p)
 
 
 def _write_with_resolution(path: Path, res: tuple[int, int]) -> None:
@@ -89,7 +91,7 @@ def batch(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 def test_tile_reports_every_damaged_slide_and_keeps_the_good_ones(batch, tmp_path):
     folder, kinds = batch
     out = tmp_path / "job"
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env = dict(os.environ, PYTHONPATH=SUBPROCESS_PYTHONPATH)
     proc = subprocess.run(
         [sys.executable, "-m", "tumorboard.cli", "tile", str(folder), "--out", str(out),
          "--preset", "bwh_biopsy", "--seg-mpp", "4", "--quiet"],

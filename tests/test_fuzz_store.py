@@ -52,7 +52,10 @@ from tumorboard.traj import (
     conform,
 )
 
-PYTHON_DIR = str(Path(__file__).resolve().parents[1] / "python")
+# the test process's own import path: the installed package under `make test`, a source
+# checkout with its built extension in development
+SUBPROCESS_PYTHONPATH = os.pathsep.join(p for p in sys.path if p)
+SYS_PATH = [p for p in sys.path if p]
 TABLES = ("runs", "items", "events", "imports")
 #: a process id above Linux's largest (``pid_max`` is at most 2**22): its writer is dead
 DEAD_PID = 2**22 + 7
@@ -411,7 +414,7 @@ def test_a_fault_raised_at_any_step_leaves_old_or_new_rows(tmp_path, monkeypatch
 KILLER = textwrap.dedent(
     """
     import os, signal, sys
-    sys.path.insert(0, {python!r})
+    sys.path[:0] = {python!r}
     import tumorboard.traj.store as store_mod
     from tumorboard.traj import Recorder, Store, conform
 
@@ -456,7 +459,7 @@ def test_sigkill_at_a_step(tmp_path, base, operation, step, occurrence, committe
         record(store, "r4", range(5), flush_every=2)
     before = store_rows(store)
     listed_before = {t: part_files(root, t) for t in TABLES}
-    code = KILLER.format(python=PYTHON_DIR, root=str(root), step=step, occurrence=occurrence,
+    code = KILLER.format(python=SYS_PATH, root=str(root), step=step, occurrence=occurrence,
                          operation=operation)  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
@@ -470,7 +473,7 @@ def test_sigkill_at_a_step(tmp_path, base, operation, step, occurrence, committe
         assert named and all(any(n in msg for msg in strays) for n in named)
     kind = "leftover" if committed else "stray"
     if operation == "flush":  # the command line reports, repairs, and then finds nothing
-        env = {**os.environ, "PYTHONPATH": PYTHON_DIR}
+        env = {**os.environ, "PYTHONPATH": SUBPROCESS_PYTHONPATH}
         cli = [sys.executable, "-m", "tumorboard.cli", "store", "check", str(root)]
         first = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120)
         assert first.returncode == 1 and "problem(s) remain" in first.stdout, first.stdout
@@ -656,7 +659,7 @@ def test_cli_reports_a_damaged_store_by_name(tmp_path, base):
     shutil.copytree(base, root)
     victim = Store(root).parts("items")[1]
     victim.write_bytes(b"")
-    env = {**os.environ, "PYTHONPATH": PYTHON_DIR}
+    env = {**os.environ, "PYTHONPATH": SUBPROCESS_PYTHONPATH}
     score = subprocess.run([sys.executable, "-m", "tumorboard.cli", "score", str(root)],
                            capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     lines = score.stderr.strip().splitlines()
@@ -738,7 +741,7 @@ def test_a_stray_part_of_a_live_writer_is_not_warned_about(tmp_path):
 CONCURRENT_WRITER = textwrap.dedent(
     """
     import sys
-    sys.path.insert(0, {python!r})
+    sys.path[:0] = {python!r}
     import tumorboard.traj.store as store_mod
     from tumorboard.traj import Recorder, Store
 
@@ -764,7 +767,7 @@ def test_commits_checkpoints_and_compaction_racing_with_readers(tmp_path):
             [
                 sys.executable,
                 "-c",
-                CONCURRENT_WRITER.format(python=PYTHON_DIR, root=str(root), name=f"w{k}", n=n),
+                CONCURRENT_WRITER.format(python=SYS_PATH, root=str(root), name=f"w{k}", n=n),
             ],
             stdout=subprocess.PIPE,
             text=True,

@@ -257,7 +257,7 @@ def test_bad_folders_are_skipped_and_reported(tmp_path: Path) -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     return subprocess.run([sys.executable, "-m", "tumorboard.cli", *args], capture_output=True,
                           text=True, env=env, timeout=300)  # fmt: skip
 

@@ -281,7 +281,7 @@ def _copy_info(info):
 
 
 def _cli(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     cmd = [sys.executable, "-m", "tumorboard.cli", *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 

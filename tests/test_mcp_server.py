@@ -205,7 +205,7 @@ def test_a_checkpoint_that_does_not_fit_fails_at_start(weights):
 
 
 def _env():
-    return {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
 def test_stdio_transport(ihc_png):
