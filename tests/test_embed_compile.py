@@ -253,6 +253,35 @@ def test_compiled_engine_equals_eager_and_compiles_once(two_slides, tmp_path):
                      backend="onnxruntime", progress=False)  # fmt: skip
 
 
+def test_compiled_engine_pads_to_batch_size_when_the_first_slide_is_short(two_slides, tmp_path):
+    # the first slide's only batch is shorter than batch_size: the static shape must still be
+    # batch_size, not that short batch (a later full batch was refused as "exceeding" it)
+    small = tmp_path / "small.tif"
+    with slides.open(two_slides[0]) as s:
+        img = s.read_level(0)
+    write_test_slide(small, np.ascontiguousarray(img[:, : img.shape[1] // 4]))
+    enc = PoolEncoder()
+    kw = dict(model=enc, threads=1, progress=False, segmentation=PARAMS, device=DEVICE,
+              dtype="fp32")  # fmt: skip
+    eager = embed_slides([small, two_slides[0]], out=tmp_path / "eager", batch_size=64, **kw)
+    n_small, n_big = (r.n_patches for r in eager.done)
+    assert 0 < n_small < n_big, (n_small, n_big)
+    batch = n_small + 1  # the small slide: one short batch; the big one: a full batch first
+    _backends._PREPARED.clear()
+    comp = embed_slides([small, two_slides[0]], out=tmp_path / "comp", batch_size=batch,
+                        compile=True, **kw)  # fmt: skip
+    assert comp.ok, [r.error for r in comp.failed]
+    for a, b in zip(eager.done, comp.done, strict=True):
+        fe, fc = read_features(a.features_path)[0], read_features(b.features_path)[0]
+        np.testing.assert_allclose(fc, fe, rtol=1e-4, atol=1e-4)
+    # the backend alone: batch_size= fixes the static shape of a compiled encoder
+    x = np.zeros((2, 3, 224, 224), np.float32)
+    be = TorchBackend(enc, device=DEVICE, dtype="fp32", compile=True, batch_size=batch)
+    assert be(x).shape == (2, 16) and be.static_batch == batch
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        TorchBackend(enc, device=DEVICE, compile=True, batch_size=0)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tumorboard.cli", *args],
