@@ -126,6 +126,28 @@ def test_fp8_linear_cosine_to_bf16(k, n):
     assert cosine_min(got, ref32) < 1 - 1e-6  # it really is quantised
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_scaled_mm_path_equals_the_emulation(bias):
+    """The ``torch._scaled_mm`` call that GPUs run agrees with the emulation to bf16 rounding.
+
+    torch 2.13 has a CPU kernel too, so the operand layout, scale shapes, bias and bfloat16
+    output of the native path are checked here, before a GPU ever runs it.
+    """
+    g = torch.Generator().manual_seed(5)
+    lin = torch.nn.Linear(48, 144, bias=bias)
+    x = torch.randn(2, 37, 48, generator=g) * 3  # [..., K] with a leading batch dim, as in a ViT
+    native, emulated = Fp8Linear(lin), Fp8Linear(lin, emulate=True)
+    with torch.no_grad():
+        got, want = native(x), emulated(x)
+    assert got.dtype == torch.bfloat16 and got.shape == want.shape == (2, 37, 144)
+    # float32 accumulation, then one or two roundings to bfloat16 (8 significant bits)
+    err = (got.float() - want).abs()
+    assert float(err.max()) <= 2**-7 * float(want.abs().max())
+    assert float(err.max()) > 0  # it really went through the bf16 output of _scaled_mm
+    with pytest.raises(InvalidArgumentError, match="multiples of 16"):
+        Fp8Linear(torch.nn.Linear(40, 144))
+
+
 def _tiny_vit() -> torch.nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
