@@ -213,6 +213,37 @@ def test_uint8_patches_normalised_by_torch_equal_the_cpu_path():
         TorchBackend(lin, device=DEVICE, dtype="fp32")(u8)
 
 
+def test_normalize_uint8_divides_by_device_tensors_only():
+    """No division by a Python number, which CUDA computes as a multiply by its reciprocal.
+
+    PyTorch's CUDA true-division kernel turns ``t / c`` with a CPU scalar ``c`` into
+    ``t * (1 / c)`` (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu): for ``c = 255`` that is
+    one ulp off ``u / 255`` for 126 of the 256 uint8 values (checked here in numpy), so the
+    GPU's batch would not equal the CPU path's. Every divisor must be a tensor on x's device.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    u = np.arange(256, dtype=np.float32)
+    assert int((u / np.float32(255) != u * (np.float32(1) / np.float32(255))).sum()) == 126
+    divisors = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in ("div", "div_", "true_divide", "__truediv__"):
+                divisors.append(args[1] if len(args) > 1 else kwargs.get("other"))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.from_numpy(np.arange(256, dtype=np.uint8).reshape(1, 1, 16, 16).repeat(3, 1))
+    m = torch.tensor([0.485, 0.456, 0.406], device=DEVICE)
+    sd = torch.tensor([0.229, 0.224, 0.225], device=DEVICE)
+    with Record():
+        got = normalize_uint8(x.to(DEVICE), m, sd)
+    assert len(divisors) == 2, divisors
+    assert all(isinstance(d, torch.Tensor) and d.device == got.device for d in divisors)
+    want = (u / np.float32(255) - np.float32(0.485)) / np.float32(0.229)  # C++ LUT, channel 0
+    np.testing.assert_array_equal(got[0, 0].cpu().numpy().ravel(), want)
+
+
 class PoolEncoder(torch.nn.Module):
     """A small encoder whose compile is quick on CPU (about 10 s of inductor codegen)."""
 

@@ -76,7 +76,10 @@ def normalize_uint8(x: Any, mean: Any, std: Any) -> Any:
 
     The same float32 operations, in the same order, as torchvision's ``ToTensor`` +
     ``Normalize`` and as the C++ preprocessing (``csrc/tiling/resample.cpp``), so the result
-    equals the CPU path's float32 batch bit for bit (IEEE division and subtraction).
+    equals the CPU path's float32 batch bit for bit (IEEE division and subtraction). The 255
+    is a tensor on ``x``'s device, not a Python number: PyTorch's CUDA kernel divides by a
+    CPU scalar as a multiply by its reciprocal (``aten/src/ATen/native/cuda/
+    BinaryDivTrueKernel.cu``), which rounds ``u / 255`` one ulp off for 126 of the 256 values.
 
     Parameters
     ----------
@@ -90,7 +93,8 @@ def normalize_uint8(x: Any, mean: Any, std: Any) -> Any:
     torch.Tensor
         [B, 3, H, W] float32.
     """
-    y = x.float().div_(255.0)
+    y = x.float()
+    y.div_(y.new_full((), 255.0))  # float32, on x's device
     return y.sub_(mean.view(1, 3, 1, 1)).div_(std.view(1, 3, 1, 1))
 
 
