@@ -132,19 +132,15 @@ def write_collections(root: Path, *, patches: int, workers: int) -> dict[str, li
     out: dict[str, list[Path]] = {"svs-like": [], "0.5um": []}
     n_slides = 2
     per_slide = max(1, patches // n_slides)
-    # SVS-like: a 20x 256 px patch is 512 px at level 0
-    side = max(1024, int(np.sqrt(per_slide)) * 512)
-    for i in range(n_slides):
-        p = root / "svs" / f"svs_{i}.tif"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        out["svs-like"].append(write_slide(p, side=side, mpp=0.25, step=4, levels=3, quality=80,
-                                           bank=bank, workers=workers))  # fmt: skip
-    side = max(1024, int(np.sqrt(per_slide)) * 256)
-    for i in range(n_slides):
-        p = root / "half" / f"half_{i}.tif"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        out["0.5um"].append(write_slide(p, side=side, mpp=0.5, step=2, levels=3, quality=90,
-                                        bank=bank, workers=workers))  # fmt: skip
+    # (collection, folder, level-0 px of a 20x 256 px patch, mpp, pyramid step, JPEG quality)
+    specs = (("svs-like", "svs", 512, 0.25, 4, 80), ("0.5um", "half", 256, 0.5, 2, 90))
+    for key, folder, read_px, mpp, step, quality in specs:
+        side = max(1024, int(np.sqrt(per_slide)) * read_px)
+        for i in range(n_slides):
+            p = root / folder / f"{folder}_{i}.tif"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            out[key].append(write_slide(p, side=side, mpp=mpp, step=step, levels=3,
+                                        quality=quality, bank=bank, workers=workers))  # fmt: skip
     return out
 
 

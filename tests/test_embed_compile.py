@@ -12,9 +12,6 @@ request is checked to be refused with a clear error.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -25,6 +22,7 @@ pytest.importorskip("h5py")
 pytest.importorskip("openslide")
 
 from conftest import CUDA  # noqa: E402
+from test_embed_jobs import cli as _cli  # noqa: E402
 from test_slides_pipeline import PARAMS  # noqa: E402
 from test_slides_readers import write_test_slide  # noqa: E402
 from tumorboard import models, slides  # noqa: E402
@@ -333,16 +331,6 @@ def test_compiled_engine_pads_to_batch_size_when_the_first_slide_is_short(two_sl
     assert be(x).shape == (2, 16) and be.static_batch == batch
     with pytest.raises(InvalidArgumentError, match="batch_size"):
         TorchBackend(enc, device=DEVICE, compile=True, batch_size=0)
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tumorboard.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
 
 
 def test_cli_fp8_and_compile_options(two_slides, tmp_path, monkeypatch):
