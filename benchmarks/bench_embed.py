@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--patches",
         type=positive_int,
         default=None,
-        help="--gpu: patches in the two collections together (default 100000 on a GPU, 64 on CPU)",
+        help="--gpu: patches in the two collections together (default 100000 on a GPU, 256 on CPU)",
     )
     args = parser.parse_args(argv)
     if args.repeat < 1:

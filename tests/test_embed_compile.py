@@ -12,9 +12,6 @@ request is checked to be refused with a clear error.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -25,6 +22,7 @@ pytest.importorskip("h5py")
 pytest.importorskip("openslide")
 
 from conftest import CUDA  # noqa: E402
+from test_embed_jobs import cli as _cli  # noqa: E402
 from test_slides_pipeline import PARAMS  # noqa: E402
 from test_slides_readers import write_test_slide  # noqa: E402
 from tumorboard import models, slides  # noqa: E402
@@ -126,6 +124,28 @@ def test_fp8_linear_cosine_to_bf16(k, n):
     assert cosine_min(got, ref32) < 1 - 1e-6  # it really is quantised
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_scaled_mm_path_equals_the_emulation(bias):
+    """The ``torch._scaled_mm`` call that GPUs run agrees with the emulation to bf16 rounding.
+
+    torch 2.13 has a CPU kernel too, so the operand layout, scale shapes, bias and bfloat16
+    output of the native path are checked here, before a GPU ever runs it.
+    """
+    g = torch.Generator().manual_seed(5)
+    lin = torch.nn.Linear(48, 144, bias=bias)
+    x = torch.randn(2, 37, 48, generator=g) * 3  # [..., K] with a leading batch dim, as in a ViT
+    native, emulated = Fp8Linear(lin), Fp8Linear(lin, emulate=True)
+    with torch.no_grad():
+        got, want = native(x), emulated(x)
+    assert got.dtype == torch.bfloat16 and got.shape == want.shape == (2, 37, 144)
+    # float32 accumulation, then one or two roundings to bfloat16 (8 significant bits)
+    err = (got.float() - want).abs()
+    assert float(err.max()) <= 2**-7 * float(want.abs().max())
+    assert float(err.max()) > 0  # it really went through the bf16 output of _scaled_mm
+    with pytest.raises(InvalidArgumentError, match="multiples of 16"):
+        Fp8Linear(torch.nn.Linear(40, 144))
+
+
 def _tiny_vit() -> torch.nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -191,6 +211,37 @@ def test_uint8_patches_normalised_by_torch_equal_the_cpu_path():
         TorchBackend(lin, device=DEVICE, dtype="fp32")(u8)
 
 
+def test_normalize_uint8_divides_by_device_tensors_only():
+    """No division by a Python number, which CUDA computes as a multiply by its reciprocal.
+
+    PyTorch's CUDA true-division kernel turns ``t / c`` with a CPU scalar ``c`` into
+    ``t * (1 / c)`` (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu): for ``c = 255`` that is
+    one ulp off ``u / 255`` for 126 of the 256 uint8 values (checked here in numpy), so the
+    GPU's batch would not equal the CPU path's. Every divisor must be a tensor on x's device.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    u = np.arange(256, dtype=np.float32)
+    assert int((u / np.float32(255) != u * (np.float32(1) / np.float32(255))).sum()) == 126
+    divisors = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in ("div", "div_", "true_divide", "__truediv__"):
+                divisors.append(args[1] if len(args) > 1 else kwargs.get("other"))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.from_numpy(np.arange(256, dtype=np.uint8).reshape(1, 1, 16, 16).repeat(3, 1))
+    m = torch.tensor([0.485, 0.456, 0.406], device=DEVICE)
+    sd = torch.tensor([0.229, 0.224, 0.225], device=DEVICE)
+    with Record():
+        got = normalize_uint8(x.to(DEVICE), m, sd)
+    assert len(divisors) == 2, divisors
+    assert all(isinstance(d, torch.Tensor) and d.device == got.device for d in divisors)
+    want = (u / np.float32(255) - np.float32(0.485)) / np.float32(0.229)  # C++ LUT, channel 0
+    np.testing.assert_array_equal(got[0, 0].cpu().numpy().ravel(), want)
+
+
 class PoolEncoder(torch.nn.Module):
     """A small encoder whose compile is quick on CPU (about 10 s of inductor codegen)."""
 
@@ -253,14 +304,33 @@ def test_compiled_engine_equals_eager_and_compiles_once(two_slides, tmp_path):
                      backend="onnxruntime", progress=False)  # fmt: skip
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tumorboard.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+def test_compiled_engine_pads_to_batch_size_when_the_first_slide_is_short(two_slides, tmp_path):
+    # the first slide's only batch is shorter than batch_size: the static shape must still be
+    # batch_size, not that short batch (a later full batch was refused as "exceeding" it)
+    small = tmp_path / "small.tif"
+    with slides.open(two_slides[0]) as s:
+        img = s.read_level(0)
+    write_test_slide(small, np.ascontiguousarray(img[:, : img.shape[1] // 4]))
+    enc = PoolEncoder()
+    kw = dict(model=enc, threads=1, progress=False, segmentation=PARAMS, device=DEVICE,
+              dtype="fp32")  # fmt: skip
+    eager = embed_slides([small, two_slides[0]], out=tmp_path / "eager", batch_size=64, **kw)
+    n_small, n_big = (r.n_patches for r in eager.done)
+    assert 0 < n_small < n_big, (n_small, n_big)
+    batch = n_small + 1  # the small slide: one short batch; the big one: a full batch first
+    _backends._PREPARED.clear()
+    comp = embed_slides([small, two_slides[0]], out=tmp_path / "comp", batch_size=batch,
+                        compile=True, **kw)  # fmt: skip
+    assert comp.ok, [r.error for r in comp.failed]
+    for a, b in zip(eager.done, comp.done, strict=True):
+        fe, fc = read_features(a.features_path)[0], read_features(b.features_path)[0]
+        np.testing.assert_allclose(fc, fe, rtol=1e-4, atol=1e-4)
+    # the backend alone: batch_size= fixes the static shape of a compiled encoder
+    x = np.zeros((2, 3, 224, 224), np.float32)
+    be = TorchBackend(enc, device=DEVICE, dtype="fp32", compile=True, batch_size=batch)
+    assert be(x).shape == (2, 16) and be.static_batch == batch
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        TorchBackend(enc, device=DEVICE, compile=True, batch_size=0)
 
 
 def test_cli_fp8_and_compile_options(two_slides, tmp_path, monkeypatch):

@@ -76,7 +76,10 @@ def normalize_uint8(x: Any, mean: Any, std: Any) -> Any:
 
     The same float32 operations, in the same order, as torchvision's ``ToTensor`` +
     ``Normalize`` and as the C++ preprocessing (``csrc/tiling/resample.cpp``), so the result
-    equals the CPU path's float32 batch bit for bit (IEEE division and subtraction).
+    equals the CPU path's float32 batch bit for bit (IEEE division and subtraction). The 255
+    is a tensor on ``x``'s device, not a Python number: PyTorch's CUDA kernel divides by a
+    CPU scalar as a multiply by its reciprocal (``aten/src/ATen/native/cuda/
+    BinaryDivTrueKernel.cu``), which rounds ``u / 255`` one ulp off for 126 of the 256 values.
 
     Parameters
     ----------
@@ -90,7 +93,8 @@ def normalize_uint8(x: Any, mean: Any, std: Any) -> Any:
     torch.Tensor
         [B, 3, H, W] float32.
     """
-    y = x.float().div_(255.0)
+    y = x.float()
+    y.div_(y.new_full((), 255.0))  # float32, on x's device
     return y.sub_(mean.view(1, 3, 1, 1)).div_(std.view(1, 3, 1, 1))
 
 
@@ -129,11 +133,16 @@ class TorchBackend:
     compile : bool or str, default False
         ``torch.compile`` the encoder (True: mode "default", or a mode of
         :data:`COMPILE_MODES`) with static shapes: every batch is padded to the first batch's
-        size, so a run compiles one graph per (model, batch size, dtype). The compiled encoder
+        size (``batch_size`` when given), so a run compiles one graph per (model, batch size,
+        dtype). The compiled encoder
         is reused by later backends with the same ``cache_key`` in this process (torch's
         inductor also caches the generated code on disk, across processes).
     mean, std : sequence of float or None, default None
         The encoder's normalisation, needed to take uint8 batches (:meth:`submit`).
+    batch_size : int or None, default None
+        The static batch size of a compiled encoder: every batch is padded to it (the engine
+        passes its ``batch_size``). None: the first batch's size, so a later, larger batch is
+        refused.
     cache_key : object or None, default None
         Identifies the module's weights (the engine passes the encoder name and weights
         fingerprint): a compiled or FP8 encoder prepared under the same key, device, dtype and
@@ -157,6 +166,7 @@ class TorchBackend:
         compile: bool | str = False,
         mean: Any = None,
         std: Any = None,
+        batch_size: int | None = None,
         cache_key: Any = None,
     ) -> None:
         import torch
@@ -178,6 +188,11 @@ class TorchBackend:
                 raise InvalidArgumentError(f"dtype='fp8': {why}; use dtype='bf16' there")
         self.dtype = dtype
         self.compile_mode = check_compile(compile)
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
+                batch_size, int) or batch_size <= 0):  # fmt: skip
+            raise InvalidArgumentError(
+                f"batch_size: expected a positive int or None, got {batch_size!r}"
+            )
         self.autocast = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16,
                          "fp8": torch.bfloat16}[dtype]  # fmt: skip
         self.embed_dim = getattr(module, "embed_dim", None)
@@ -201,7 +216,7 @@ class TorchBackend:
                 _PREPARED[key] = (self.module, self.forward_fn)
                 while len(_PREPARED) > _PREPARED_MAX:
                     _PREPARED.popitem(last=False)
-        self.static_batch: int | None = None
+        self.static_batch: int | None = batch_size
         self.mean = self.std = None
         if mean is not None and std is not None:
             self.mean = torch.tensor([float(v) for v in mean], dtype=torch.float32,
@@ -241,7 +256,7 @@ class TorchBackend:
         if n > self.static_batch:
             raise InvalidArgumentError(
                 f"compiled encoder: a batch of {n} patches exceeds the static batch size "
-                f"{self.static_batch} set by the first batch"
+                f"{self.static_batch} (TorchBackend(batch_size=) or the first batch's size)"
             )
         if n < self.static_batch:
             pad = self.torch.zeros((self.static_batch - n, *x.shape[1:]), dtype=x.dtype)

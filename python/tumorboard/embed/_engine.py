@@ -378,6 +378,7 @@ def _load_runner(
     *,
     compile: Any = False,
     fingerprint: str | None = None,
+    batch_size: int | None = None,
 ) -> tuple[Any, int, tuple[float, ...], tuple[float, ...], str]:
     """Return (backend runner, image size, mean, std, interpolation)."""
     from ._backends import cached_module, check_compile, prepared_key
@@ -405,8 +406,11 @@ def _load_runner(
         module = model
     size, mean, std, interpolation = encoder_meta(module)
     if backend == "torch":
+        # a compiled encoder pads every batch to batch_size: one static shape for all slides,
+        # whichever slide comes first (the first slide's only batch may be a short one)
         runner: Any = TorchBackend(module, device=device, dtype=dtype, compile=compile,
-                                   mean=mean, std=std, cache_key=cache_key)  # fmt: skip
+                                   mean=mean, std=std, batch_size=batch_size,
+                                   cache_key=cache_key)  # fmt: skip
     else:
         path = export_onnx(module, cache / f"{name}.onnx", image_size=size)
         runner = OnnxBackend(path, device=device)
@@ -925,7 +929,7 @@ def embed_slides(
         try:
             runner, size, mean, std, interpolation = _load_runner(
                 model, weights, backend, device, dtype, out_dir / ".onnx", encoder,
-                compile=compile, fingerprint=fingerprint,
+                compile=compile, fingerprint=fingerprint, batch_size=batch_size,
             )  # fmt: skip
         except BaseException:
             prog.close()
