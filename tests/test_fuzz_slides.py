@@ -163,3 +163,19 @@ def test_a_damaged_tiff_logs_one_warning_not_a_flood(batch, recwarn, caplog):
     readers = ("tifffile", "tiffslide", "asyncio", "fsspec", "zarr")
     leaked = [r for r in caplog.records if r.name.split(".")[0] in readers]
     assert not leaked, [(r.name, r.getMessage()[:80]) for r in leaked]  # ... in no log line
+
+
+def test_reader_log_records_of_child_loggers_are_counted_too(caplog):
+    """A logger's filter does not see its children's records: each child gets the filter."""
+    from tumorboard.slides import _readers
+
+    child = logging.getLogger("zarr.core.sync_tb_test")  # created after the module was imported
+    sink = _readers._ReaderProblems()
+    with caplog.at_level(logging.WARNING), _readers._collect_reader_logs(sink):
+        child.warning("damaged chunk 7")
+        logging.getLogger("fsspec.caching").warning("short read")
+    assert sink.count == 2 and sink.first == "damaged chunk 7"
+    assert not [r for r in caplog.records if r.name.startswith(("zarr", "fsspec"))]
+    child.warning("outside a read")  # not charged to any slide, shown as usual
+    assert sink.count == 2
+    assert [r.getMessage() for r in caplog.records] == ["outside a read"]

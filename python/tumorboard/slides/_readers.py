@@ -116,13 +116,34 @@ class _ReaderLogFilter(logging.Filter):
 
 
 _READER_FILTER = _ReaderLogFilter()
-for _name in _READER_LOGGERS:
-    logging.getLogger(_name).addFilter(_READER_FILTER)
+_FILTERED_LOGGERS = [0]  # how many loggers existed when the filter was last attached
+
+
+def _attach_reader_filter() -> None:
+    """Attach the filter to the readers' loggers and to every child logger they created.
+
+    A logger's filters do not apply to records of its children (``zarr.core.sync`` propagates
+    past ``zarr``'s filter), so each existing child gets the filter too; the walk runs only
+    when loggers were added since the last one (``addFilter`` ignores a filter it has).
+    """
+    registry = logging.root.manager.loggerDict
+    if len(registry) == _FILTERED_LOGGERS[0]:
+        return
+    for name in _READER_LOGGERS:
+        logging.getLogger(name).addFilter(_READER_FILTER)
+    for name, logger in list(registry.items()):
+        if isinstance(logger, logging.Logger) and name.split(".")[0] in _READER_LOGGERS:
+            logger.addFilter(_READER_FILTER)
+    _FILTERED_LOGGERS[0] = len(registry)
+
+
+_attach_reader_filter()
 
 
 @contextlib.contextmanager
 def _collect_reader_logs(sink: _ReaderProblems) -> Iterator[None]:
     """Count the reader log records of this thread (and of fsspec's loop) into ``sink``."""
+    _attach_reader_filter()
     previous = getattr(_LOG_LOCAL, "sink", None)
     _LOG_LOCAL.sink = sink
     key = id(sink)
