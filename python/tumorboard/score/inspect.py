@@ -177,7 +177,9 @@ def _validate_value(frame: pl.DataFrame, where: str) -> pl.Series:
     from ..errors import InvalidArgumentError, InvalidTypeError
 
     s = frame.get_column("value")
-    if s.dtype == pl.Boolean or s.dtype.is_numeric():
+    # all null (every epoch unscored) has polars' Null dtype: no type to refuse, and score()
+    # then says that no row has a value
+    if s.dtype == pl.Null or s.dtype == pl.Boolean or s.dtype.is_numeric():
         s = s.cast(pl.Float64)
     else:
         raise InvalidTypeError(f"{where}: column 'value' must be numeric, got {s.dtype}")
