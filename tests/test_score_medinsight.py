@@ -89,6 +89,25 @@ def test_medinsight_tasks_give_overall_rows() -> None:
     assert overall["estimate"][0] == pytest.approx((0.75 + 0.8) / 2)
 
 
+def test_medinsight_overall_f1_of_the_paper_pools_the_cases_and_says_so() -> None:
+    # task x: cases (R, P) = (1, 1) and (0, 0); task y: one case (1, 0.5)
+    df = pl.DataFrame({
+        "model": ["m"] * 3, "case_id": [1, 2, 3], "task": ["x", "x", "y"],
+        "score_matrix": [[[1.0]], [[0.0]], [[1.0, 0.0]]],
+    })  # fmt: skip
+    rep = medinsight.score(df, options=BootstrapOptions(n_resamples=B))
+    est = {(r["task"], r["metric"]): r["estimate"] for r in rep.table.iter_rows(named=True)}
+    # overall recall/precision rows: means of the task means
+    assert est[("overall", "insight_recall")] == pytest.approx((0.5 + 1.0) / 2)
+    assert est[("overall", "insight_precision")] == pytest.approx((0.5 + 0.5) / 2)
+    # overall F1: of the pooled means R = 2/3, P = 1.5/3, not of the rows above (0.75, 0.5)
+    r, p = 2 / 3, 1.5 / 3
+    assert est[("overall", "insight_f1")] == pytest.approx(2 * r * p / (r + p))
+    assert est[("overall", "insight_f1")] != pytest.approx(2 * 0.75 * 0.5 / 1.25)
+    assert any("overall row R̄ and P̄ are the means over all the group's cases pooled" in n
+               for n in rep.notes)  # fmt: skip
+
+
 def test_medinsight_rouge1_path_matches_rouge_score() -> None:
     text = pytest.importorskip("tumorboard.text", exc_type=ImportError)
     rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
