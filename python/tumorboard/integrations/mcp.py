@@ -325,6 +325,8 @@ class ToolServer:
         try:
             with Image.open(source) as im:
                 rgb = np.asarray(im.convert("RGB"))
+        except Image.DecompressionBombError as exc:  # a bad input, not an internal error
+            raise InvalidArgumentError(f"{where}: image too large to decode ({exc})") from None
         except (UnidentifiedImageError, OSError) as exc:
             raise InvalidArgumentError(f"{where}: not a readable image ({exc})") from None
         return rgb, label
