@@ -156,6 +156,15 @@ def test_decompression_bomb_is_a_bad_argument_not_an_internal_error(tmp_path):
         assert where in text and "internal error" not in text
 
 
+def test_numbers_beyond_the_float_range_are_bad_arguments(ihc_png):
+    # a 401-digit JSON integer reached the tool and failed there as "internal error TypeError"
+    ts = ToolServer()
+    for v in (10**400, float("nan"), float("inf")):
+        r = ts.call("dab_positive_fraction", {"image": str(ihc_png), "dab_threshold": v})
+        text = r.content[0].text
+        assert r.is_error and "argument 'dab_threshold': expected a finite number" in text, text
+
+
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory):
     torch = pytest.importorskip("torch")
