@@ -182,3 +182,19 @@ def test_paper_f1_is_f1_of_means_and_its_interval_bootstraps_the_sums() -> None:
     assert mean_f1 <= f1["estimate"] + 1e-12
     with pytest.raises(ValueError, match="convention"):
         medinsight.score(df, options=opts, convention="code")
+
+
+def test_f1_of_means_keeps_extra_group_columns() -> None:
+    # summarize_f1_of_means took group_cols "as in summarize_frame" but grouped on the four key
+    # columns only: an extra group column was silently pooled away
+    from tumorboard.score._summary import summarize_f1_of_means
+
+    df = pl.DataFrame({
+        "track": ["default"] * 3, "model": ["m"] * 3, "tools": [False] * 3,
+        "site": ["s1", "s1", "s2"], "r": [1.0, 0.0, 1.0], "p": [1.0, 0.0, 0.5],
+    })  # fmt: skip
+    t = summarize_f1_of_means(df, recall="r", precision="p", benchmark="x", metric="f1",
+                              group_cols=("track", "model", "tools", "site"), cluster=None,
+                              options=BootstrapOptions(n_resamples=B), overall=False)  # fmt: skip
+    est = dict(zip(t["site"].to_list(), t["estimate"].to_list(), strict=True))
+    assert est == {"s1": pytest.approx(0.5), "s2": pytest.approx(2 * 0.5 / 1.5)}
