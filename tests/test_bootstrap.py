@@ -180,6 +180,21 @@ def test_percentile_and_basic_are_mirror_images():
     assert b2.ci_high == 2 * p2.estimate - p2.ci_low
 
 
+def test_basic_interval_of_a_skewed_f1_may_leave_the_unit_interval():
+    # one TP among 20 items (F1 = 2/40 = 0.05): the resampled F1 is skewed right, so the basic
+    # interval 2*0.05 - q_hi is below 0. That is the method's answer (Davison & Hinkley 1997,
+    # §5.2.1), not an engine fault; it was refused with CoreError "ci_low outside [0, 1]".
+    rows = np.array([[1.0, 0.0, 0.0]] + [[0.0, 1.0, 1.0]] * 19)
+    pct = bootstrap_sufficient(rows, statistic="f1", options=BootstrapOptions(seed=4))
+    bas = bootstrap_sufficient(
+        rows, statistic="f1", options=BootstrapOptions(seed=4, method="basic")
+    )
+    assert pct.estimate == bas.estimate == pytest.approx(0.05)
+    assert bas.ci_low == 2 * pct.estimate - pct.ci_high < 0.0
+    assert bas.ci_high == 2 * pct.estimate - pct.ci_low
+    assert 0.0 <= bas.boot_mean <= 1.0
+
+
 def test_from_indices_validates_shape():
     x = np.arange(5.0)
     with pytest.raises(ValueError, match="indices"):

@@ -204,3 +204,31 @@ def test_cli_errors_and_import_options(store, tmp_path, capsys):
         == 2
     )
     assert "--map: expected FIELD=KEY" in capsys.readouterr().err
+
+
+def test_score_convention_from_the_command_line(store, capsys):
+    """``--convention paper`` gives MTBBench's printed cells and says so; bad choices exit 2."""
+    args = ["score", str(store), "--n-resamples", "300", "--format", "json"]
+    assert main([*args, "--convention", "paper"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["convention"].startswith("paper")
+    rows = [r for r in doc["rows"] if r["metric"] == "accuracy" and not r["tools"]]
+    tasks = sorted((r for r in rows if r["task"] != "overall"), key=lambda r: r["task"])
+    overall = next(r for r in rows if r["task"] == "overall")
+    means = [r["boot_mean"] for r in tasks]
+    assert [r["estimate"] for r in tasks] == means  # the paper's task "mean"
+    assert overall["estimate"] == pytest.approx(sum(means) / 3, abs=1e-12)
+    # three task means m0 <= m1 <= m2: np.percentile(m, 2.5) sits at position 0.05 (linear
+    # interpolation), m0 + 0.05 (m1 - m0); the paper's "±" is 0.475 (m2 - m0)
+    m0, m1, m2 = sorted(means)
+    assert overall["ci_low"] == pytest.approx(m0 + 0.05 * (m1 - m0), abs=1e-12)
+    assert overall["ci_high"] == pytest.approx(m2 - 0.05 * (m2 - m1), abs=1e-12)
+    assert overall["pm"] == pytest.approx(0.475 * (m2 - m0), abs=1e-12)
+    assert main([*args[:-2], "--convention", "paper"]) == 0
+    assert "Convention: paper" in capsys.readouterr().out
+    # mtbbench has no "code" convention; the distributed path has only tumorboard's
+    assert main([*args, "--convention", "code"]) == 2
+    err = capsys.readouterr().err
+    assert "tumorboard: error: mtbbench: convention must be one of" in err and "'code'" in err
+    assert main([*args, "--convention", "paper", "--shards", "2"]) == 2
+    assert "--convention paper: the distributed path" in capsys.readouterr().err

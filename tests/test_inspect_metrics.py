@@ -127,3 +127,11 @@ def test_example_task_reports_the_interval_and_two_commands_give_the_table(tmp_p
     assert row["estimate"] == pytest.approx(0.75)
     assert row["ci_low"] == pytest.approx(ref.ci_low, abs=1e-12)
     assert row["ci_high"] == pytest.approx(ref.ci_high, abs=1e-12)
+
+
+def test_a_non_finite_score_names_its_sample():
+    # the bootstrap's own message named "record 1", a position the user never sees in inspect
+    scores = _scores([1.0, float("nan"), 0.0], ["P0", "P0", "P1"])
+    for metric in (bootstrap_ci(), bootstrap_mean(cluster="patient_id")):
+        with pytest.raises(InvalidArgumentError, match="sample 's1' has the score value nan"):
+            metric(scores)

@@ -128,6 +128,43 @@ def test_image_root_confines_paths(ihc_png, tmp_path):
     assert not ts.call("dab_positive_fraction", {"image": "a.png"}).is_error
 
 
+def _png_header_only(width: int, height: int) -> bytes:
+    """Return a PNG whose header claims width x height RGB pixels (a few bytes of data)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+            + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b""))  # fmt: skip
+
+
+def test_decompression_bomb_is_a_bad_argument_not_an_internal_error(tmp_path):
+    # 900 million pixels claimed by a 70-byte file: Pillow refuses it at open
+    # (DecompressionBombError), which the server reported as "internal error"
+    png = _png_header_only(30000, 30000)
+    ts = ToolServer(McpOptions(image_root=tmp_path))
+    (tmp_path / "bomb.png").write_bytes(png)
+    for args, where in (({"image_base64": base64.b64encode(png).decode()}, "image_base64"),
+                        ({"image": "bomb.png"}, "image ")):  # fmt: skip
+        r = ts.call("dab_positive_fraction", args)
+        text = r.content[0].text
+        assert r.is_error and "image too large to decode" in text, text
+        assert where in text and "internal error" not in text
+
+
+def test_numbers_beyond_the_float_range_are_bad_arguments(ihc_png):
+    # a 401-digit JSON integer reached the tool and failed there as "internal error TypeError"
+    ts = ToolServer()
+    for v in (10**400, float("nan"), float("inf")):
+        r = ts.call("dab_positive_fraction", {"image": str(ihc_png), "dab_threshold": v})
+        text = r.content[0].text
+        assert r.is_error and "argument 'dab_threshold': expected a finite number" in text, text
+
+
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory):
     torch = pytest.importorskip("torch")

@@ -89,6 +89,25 @@ def test_medinsight_tasks_give_overall_rows() -> None:
     assert overall["estimate"][0] == pytest.approx((0.75 + 0.8) / 2)
 
 
+def test_medinsight_overall_f1_of_the_paper_pools_the_cases_and_says_so() -> None:
+    # task x: cases (R, P) = (1, 1) and (0, 0); task y: one case (1, 0.5)
+    df = pl.DataFrame({
+        "model": ["m"] * 3, "case_id": [1, 2, 3], "task": ["x", "x", "y"],
+        "score_matrix": [[[1.0]], [[0.0]], [[1.0, 0.0]]],
+    })  # fmt: skip
+    rep = medinsight.score(df, options=BootstrapOptions(n_resamples=B))
+    est = {(r["task"], r["metric"]): r["estimate"] for r in rep.table.iter_rows(named=True)}
+    # overall recall/precision rows: means of the task means
+    assert est[("overall", "insight_recall")] == pytest.approx((0.5 + 1.0) / 2)
+    assert est[("overall", "insight_precision")] == pytest.approx((0.5 + 0.5) / 2)
+    # overall F1: of the pooled means R = 2/3, P = 1.5/3, not of the rows above (0.75, 0.5)
+    r, p = 2 / 3, 1.5 / 3
+    assert est[("overall", "insight_f1")] == pytest.approx(2 * r * p / (r + p))
+    assert est[("overall", "insight_f1")] != pytest.approx(2 * 0.75 * 0.5 / 1.25)
+    assert any("overall row R̄ and P̄ are the means over all the group's cases pooled" in n
+               for n in rep.notes)  # fmt: skip
+
+
 def test_medinsight_rouge1_path_matches_rouge_score() -> None:
     text = pytest.importorskip("tumorboard.text", exc_type=ImportError)
     rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
@@ -163,3 +182,19 @@ def test_paper_f1_is_f1_of_means_and_its_interval_bootstraps_the_sums() -> None:
     assert mean_f1 <= f1["estimate"] + 1e-12
     with pytest.raises(ValueError, match="convention"):
         medinsight.score(df, options=opts, convention="code")
+
+
+def test_f1_of_means_keeps_extra_group_columns() -> None:
+    # summarize_f1_of_means took group_cols "as in summarize_frame" but grouped on the four key
+    # columns only: an extra group column was silently pooled away
+    from tumorboard.score._summary import summarize_f1_of_means
+
+    df = pl.DataFrame({
+        "track": ["default"] * 3, "model": ["m"] * 3, "tools": [False] * 3,
+        "site": ["s1", "s1", "s2"], "r": [1.0, 0.0, 1.0], "p": [1.0, 0.0, 0.5],
+    })  # fmt: skip
+    t = summarize_f1_of_means(df, recall="r", precision="p", benchmark="x", metric="f1",
+                              group_cols=("track", "model", "tools", "site"), cluster=None,
+                              options=BootstrapOptions(n_resamples=B), overall=False)  # fmt: skip
+    est = dict(zip(t["site"].to_list(), t["estimate"].to_list(), strict=True))
+    assert est == {"s1": pytest.approx(0.5), "s2": pytest.approx(2 * 0.5 / 1.5)}

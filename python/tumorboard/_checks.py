@@ -52,6 +52,10 @@ def choice(value: Any, allowed: Sequence[_T], *, name: str, note: str = "") -> _
 DEVICE_NAME = re.compile(r"auto|cpu|mps|cuda(?::[0-9]+)?")
 DEVICE_NAMES = "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
 
+#: Most worker threads a call into the C++ core may ask for (each is an OS thread the core
+#: starts); ``stats._validate.threads`` and ``text._validate.threads`` check against it.
+MAX_THREADS = 4096
+
 
 def as_array(data: Any, *, name: str, dtype: Any = None) -> Any:
     """Return ``numpy.asarray(data, dtype)``, refusing what NumPy cannot make an array of.

@@ -471,7 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["paper", "tumorboard", "code"],
         default=None,
         help="the scoring convention: paper = the numbers as the benchmark's paper prints them "
-        "(the default of medinsight, lammi, radabench and medbench; mtbbench: Overall ± as the "
+        "(the default of medinsight, lammi, radabench, medbench and inspect, inspect's only "
+        "one; mtbbench: Overall ± as the "
         "paper's task spread), tumorboard = tumorboard's (mtbbench's default: joint-resampling "
         "CI of Overall; medinsight: mean of per-case F1; lammi: TSS = valid * s/t), code = the "
         "official scripts' aggregates (radabench); the report states the one in use",

@@ -79,9 +79,22 @@ def cluster_labels(scores: Sequence[SampleScore], key: str) -> list[str]:
 
 
 def _values(scores: Sequence[SampleScore], to_float: Callable[[Any], float]) -> np.ndarray:
-    """Return the scores' values as floats (inspect's value_to_float by default)."""
-    return np.fromiter((to_float(s.score.value) for s in scores), dtype=np.float64,
-                       count=len(scores))  # fmt: skip
+    """Return the scores' values as floats (inspect's value_to_float by default).
+
+    A value that is NaN or infinite (a ``Score(value=nan)``, or a ``to_float`` that gives one)
+    is an :class:`~tumorboard.errors.InvalidArgumentError` naming the sample, not the position
+    the bootstrap would name.
+    """
+    out = np.fromiter((to_float(s.score.value) for s in scores), dtype=np.float64,
+                      count=len(scores))  # fmt: skip
+    bad = ~np.isfinite(out)
+    if bad.any():
+        s = scores[int(np.flatnonzero(bad)[0])]
+        raise InvalidArgumentError(
+            f"bootstrap_ci: sample {s.sample_id!r} has the score value {s.score.value!r}, "
+            f"{out[bad][0]} as a float; expected a finite number"
+        )
+    return out
 
 
 def _compute(

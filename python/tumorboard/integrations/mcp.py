@@ -36,7 +36,9 @@ import base64
 import binascii
 import copy
 import io
+import math
 import os
+import reprlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
@@ -325,6 +327,8 @@ class ToolServer:
         try:
             with Image.open(source) as im:
                 rgb = np.asarray(im.convert("RGB"))
+        except Image.DecompressionBombError as exc:  # a bad input, not an internal error
+            raise InvalidArgumentError(f"{where}: image too large to decode ({exc})") from None
         except (UnidentifiedImageError, OSError) as exc:
             raise InvalidArgumentError(f"{where}: not a readable image ({exc})") from None
         return rgb, label
@@ -391,6 +395,14 @@ def _check_value(name: str, spec: Mapping[str, Any], value: Any) -> None:
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InvalidArgumentError(f"argument {name!r}: expected a number, got {value!r}")
+        try:  # JSON allows 1e400-digit integers and, in Python's parser, NaN and Infinity
+            finite = math.isfinite(float(value))
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise InvalidArgumentError(
+                f"argument {name!r}: expected a finite number, got {reprlib.repr(value)}"
+            )
         if "minimum" in spec and value < spec["minimum"]:
             raise InvalidArgumentError(
                 f"argument {name!r}: expected a number >= {spec['minimum']}, got {value!r}"

@@ -140,12 +140,8 @@ def summarize_frame(
         As :func:`summarize`.
     """
     groups = list(group_cols)
-    for col, const in _UNGROUPED.items():
-        if col not in groups:
-            frame = frame.with_columns(pl.lit(const).alias(col))
+    frame, keys, extras = _keyed(frame, groups)
     values = frame.get_column(value).cast(pl.Float64).to_numpy()
-    extras = [c for c in groups if c not in KEY_COLUMNS]
-    keys = [*KEY_COLUMNS, *extras]
     clusters = frame.get_column(cluster) if cluster is not None else None
 
     res = stats.bootstrap(values, groups=frame.select(keys), clusters=clusters, options=options)
@@ -157,6 +153,19 @@ def summarize_frame(
         )
     out = pl.concat(parts, how="vertical")
     return sort_table(out, extra_keys=extras)
+
+
+def _keyed(frame: pl.DataFrame, groups: Sequence[str]) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """Return the frame with its ungrouped key columns set, the group keys and the extras.
+
+    A key column not in ``groups`` gets its constant (track "default", model "all", tools
+    False, task "all"); the keys are :data:`KEY_COLUMNS` followed by the extra group columns.
+    """
+    for col, const in _UNGROUPED.items():
+        if col not in groups:
+            frame = frame.with_columns(pl.lit(const).alias(col))
+    extras = [c for c in groups if c not in KEY_COLUMNS]
+    return frame, [*KEY_COLUMNS, *extras], extras
 
 
 def _check_group_cols(group_cols: Sequence[str], value: str, cluster: str | None) -> list[str]:
@@ -445,20 +454,17 @@ def summarize_f1_of_means(
         Report-table rows, sorted.
     """
     groups = list(group_cols)
-    for col, const in _UNGROUPED.items():
-        if col not in groups:
-            frame = frame.with_columns(pl.lit(const).alias(col))
+    frame, keys, extras = _keyed(frame, groups)
     rows = np.ascontiguousarray(frame.select(recall, precision).cast(pl.Float64).to_numpy())
     clusters = frame.get_column(cluster) if cluster is not None else None
-    keys = list(KEY_COLUMNS)
     res = stats.bootstrap_sufficient(rows, statistic="f1_of_means", groups=frame.select(keys),
                                      clusters=clusters, options=options)  # fmt: skip
     parts = [_rows(res.keys, res, benchmark, metric, keys)]
     if overall and "task" in groups:
-        okeys = keys[:-1]
         pooled = stats.bootstrap_sufficient(
-            rows, statistic="f1_of_means", groups=frame.select(okeys).with_columns(
-                pl.lit(OVERALL).alias("task")), clusters=clusters, options=options,
+            rows, statistic="f1_of_means",
+            groups=frame.select(keys).with_columns(pl.lit(OVERALL).alias("task")),
+            clusters=clusters, options=options,
         )  # fmt: skip
         parts.append(_rows(pooled.keys, pooled, benchmark, metric, keys))
-    return sort_table(pl.concat(parts, how="vertical"))
+    return sort_table(pl.concat(parts, how="vertical"), extra_keys=extras)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from .._typing import Frame
+from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from . import _store, _validate
 from ._summary import KEY_COLUMNS, summarize_frame
@@ -125,8 +126,6 @@ def score(
         )
     )
     if reduced.height == 0:
-        from ..errors import InvalidArgumentError
-
         raise InvalidArgumentError(
             f"{where}: none of the {n} rows has a score value (every sample unscored)"
         )
@@ -174,10 +173,10 @@ def score(
 
 def _validate_value(frame: pl.DataFrame, where: str) -> pl.Series:
     """Return the ``value`` column as Float64 (nulls kept), refusing other types and NaN."""
-    from ..errors import InvalidArgumentError, InvalidTypeError
-
     s = frame.get_column("value")
-    if s.dtype == pl.Boolean or s.dtype.is_numeric():
+    # all null (every epoch unscored) has polars' Null dtype: no type to refuse, and score()
+    # then says that no row has a value
+    if s.dtype == pl.Null or s.dtype == pl.Boolean or s.dtype.is_numeric():
         s = s.cast(pl.Float64)
     else:
         raise InvalidTypeError(f"{where}: column 'value' must be numeric, got {s.dtype}")

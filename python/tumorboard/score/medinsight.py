@@ -416,6 +416,12 @@ def score(
         if conv == "paper"
         else "insight_f1 = mean over cases of the per-case F1 = 2PR/(P+R)."
     )
+    if conv == "paper" and has_task:
+        f1_note += (
+            " On the overall row R̄ and P̄ are the means over all the group's cases pooled, "
+            "whereas the overall insight_recall and insight_precision rows are the means of the "
+            "task means: with tasks of unequal size its insight_f1 is not the F1 of those two rows."
+        )
     notes = [
         "Scores: recall = mean over ground-truth insights of the best score against any "
         "generated insight; precision = mean over generated insights of the best score against "

@@ -353,7 +353,12 @@ def check_numbers(
     The inputs were validated finite, so an infinite estimate, bound, standard error or
     resample means a result beyond the float64 range (a ``"sum"`` of values near 1e308); it is
     an error, never a number. NaN stays where it has a meaning: an undefined statistic (0/0)
-    and an undefined BCa interval. F1 must lie in [0, 1] and an interval must not be inverted.
+    and an undefined BCa interval. An F1 (its estimate, bootstrap mean and resamples) must lie
+    in [0, 1] and an interval must not be inverted. The interval bounds are not held to [0, 1]:
+    the basic interval ``(2θ - q_hi, 2θ - q_lo)`` reflects the quantiles about the estimate and
+    leaves the statistic's range whenever the distribution is skewed (Davison & Hinkley 1997,
+    *Bootstrap Methods and their Application*, §5.2.1), which is that method's answer, not a
+    fault.
 
     Parameters
     ----------
@@ -394,7 +399,7 @@ def check_numbers(
     if statistic == "f1":
         low = -1.0 if paired else 0.0
         for name, arr in arrays.items():
-            if name == "se":
+            if name in ("se", "ci_low", "ci_high"):
                 continue
             outside = (arr < low) | (arr > 1.0)
             if outside.any():

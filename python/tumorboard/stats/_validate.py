@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _core
-from .._checks import as_array, choice
+from .._checks import MAX_THREADS, as_array, choice
 from .._checks import flag as flag  # re-exported: one bool check for the package
 from .._keys import combine_hashes, factorize, hash_labels, label_columns
 from ..errors import InvalidArgumentError
@@ -30,8 +30,6 @@ SCHEMES = ("multinomial", "poisson")
 RESAMPLERS = ("auto", "index", "counts")
 #: Columns per record of the statistics that :func:`~tumorboard.stats.bootstrap` accepts.
 STATISTIC_COLUMNS = {"mean": 1, "sum": 1, "ratio": 2, "f1": 3}
-#: Most worker threads a call may ask for (each is an OS thread the engine starts).
-MAX_THREADS = 4096
 #: Largest rating count of an agreement table (integers above 2^53 are not exact in float64).
 MAX_COUNT = 2.0**53
 

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from .._checks import MAX_THREADS
 from .._checks import choice as choice  # re-exported: one choice check for the package
 from .._checks import flag as flag  # re-exported: one bool check for the package
 from ..errors import InvalidArgumentError, InvalidTypeError
@@ -47,9 +48,13 @@ def threads(value: Any) -> int:
     """
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= 4096:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        ok = False
+    else:
+        ok = 1 <= value <= MAX_THREADS
+    if not ok:
         raise InvalidArgumentError(
-            f"threads: expected None or an integer in [1, 4096], got {reprlib.repr(value)}"
+            f"threads: expected None or an integer in [1, {MAX_THREADS}], got {reprlib.repr(value)}"
         )
     return int(value)
 
