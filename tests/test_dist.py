@@ -103,7 +103,9 @@ def test_local_scoring_matches_whole_data_poisson_bootstrap(store):
     got = score_store(store, options=BootstrapOptions(n_resamples=B, seed=3))
     _same(got.result, ref)
     # hand check of the point estimates against a plain polars group mean
-    table = got.report().table
+    report = got.report()
+    table = report.table
+    assert report.convention.startswith("tumorboard (per-task accuracy")  # every report names it
     means = df.group_by("track", "model", "tools", "task").agg(
         pl.col("correct").cast(pl.Float64).mean().alias("acc"), pl.len().alias("cnt"),
         pl.col("correct").sum().alias("k"))  # fmt: skip

@@ -394,8 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--benchmark",
         help="the benchmark the runs belong to, which `tumorboard score --benchmark` picks: "
-        "mtbbench, radabench, lammi, medinsight, medbench (jsonl: also which benchmark fields "
-        "the records carry; default: the format's, or the records' 'benchmark')",
+        "mtbbench, radabench, lammi, medinsight, medbench, inspect (jsonl: also which benchmark "
+        "fields the records carry; default: the format's, or the records' 'benchmark')",
     )
     imp.add_argument(
         "--map",

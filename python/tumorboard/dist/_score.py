@@ -109,7 +109,8 @@ class StoreScore:
             f"computed from {self.n_shards} shard(s) with executor {self.executor!r}.",
         )
         return Report(sort_table(table), benchmark=self.benchmark, title=self.benchmark,
-                      notes=notes)  # fmt: skip
+                      notes=notes, convention="tumorboard (per-task accuracy with an exactly "
+                      "mergeable Poisson-bootstrap interval; no overall row)")  # fmt: skip
 
 
 def _items_schema() -> Any:
@@ -260,8 +261,8 @@ def score_store(
         interval method "percentile" or "basic", Philox seed, threads).
     executor : {"local", "ray"}, default "local"
         Where the shards are reduced: "local" (one after another in this process) or "ray"
-        (one Ray task per shard). Both merge the same partials in the same order, so results are bit-identical
-        to each other and to any other shard count.
+        (one Ray task per shard). Both merge the same partials in the same order, so results
+        are bit-identical to each other and to any other shard count.
     shards : int, optional
         Number of shards (contiguous runs of parts; at most the number of parts). Default: 1
         locally, one per part on Ray.
