@@ -39,6 +39,7 @@ import pytest
 from tumorboard.score import radabench as rscore
 from tumorboard.stats import BootstrapOptions
 from tumorboard.traj import Store, import_logs
+from tumorboard.traj.importers import radabench as radabench_importer
 from tumorboard.traj.importers.radabench import extract
 
 REPO = Path(__file__).resolve().parents[1]
@@ -327,3 +328,30 @@ def test_a_rerun_appended_to_a_log_is_read_as_one_run(tmp_path: Path) -> None:
     assert extra["called_tool_ids"] == ["TOOL1", "TOOL2"] and extra["completed"] is False
     assert items["response"][0] == "Second try."
     assert "runs_appended" in items["flags"][0]
+
+
+def test_linear_extractors_match_the_scripts_patterns() -> None:
+    """The linear-time extractors return what the scripts' regular expressions return.
+
+    The patterns are those of MAGIC-AI4Med/RadABench@acbcf87 ``EvalPlat/EvalMetrics``; on short
+    random strings (where backtracking costs nothing) old and new must agree exactly.
+    """
+    import random
+    import re
+
+    call = re.compile(r"Call Dict: ({[^}]+})")
+    plan = re.compile(r"Tool Chain: \[(.*?)\]")
+    decomposition = re.compile(r"<Decomposition>(.*?)</Decomposition>", re.DOTALL)
+    tool = re.compile(r"<Tool>\s*(.*?)\s*</Tool>")
+    pieces = [*" \n\t{}[]x*a\x0b\u2003", "Call Dict: {", "Call Dict: ", "Tool Chain: ["]
+    pieces += ["<Decomposition>", "</Decomposition>", "<Tool>", "</Tool>", "'Tool': 'TOOL3'"]
+    rng = random.Random(15)
+    for _ in range(20_000):
+        t = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 16)))
+        assert radabench_importer._call_dicts(t) == call.findall(t), t
+        m = plan.search(t)
+        assert radabench_importer._plan_text(t) == (m and m.group(1)), t
+        m = decomposition.search(t)
+        assert radabench_importer._decomposition(t) == (m and m.group(1)), t
+        tools = [x.strip() for x in tool.findall(t)]
+        assert radabench_importer._decomposition_tools(t) == tools, t
