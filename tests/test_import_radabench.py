@@ -257,6 +257,34 @@ def test_bad_folders_are_skipped_and_reported(tmp_path: Path) -> None:
         import_logs("jsonl", root, tmp_path / "s2", cases=root / "x.json")
 
 
+def test_hostile_info_and_cases_files_are_named_at_the_json_boundary(tmp_path: Path) -> None:
+    """Info and cases files go through load_json: a deep, surrogate or huge value names the file.
+
+    Before, ``json.loads`` let these through: the deep file raised a RecursionError and the lone
+    surrogate a UnicodeEncodeError at write time, neither naming the info file at fault.
+    """
+    root, cases = write_results(tmp_path / "results")
+    multi = root / "GPT4" / "multiGeneral"
+    deep = multi / "info" / "0" / "012.json"
+    deep.write_text('{"TOOLINFO": ' + "[" * 5000 + "]" * 5000 + "}")
+    surrogate = multi / "info" / "0" / "013.json"
+    surrogate.write_text('{"TOOLINFO": {"TOOL1": {"Category": "\\ud800"}}}')
+    rep = import_logs("radabench", root, tmp_path / "store")
+    skipped = dict(rep.skipped)
+    assert skipped[str(multi / "logouts" / "0" / "012.txt")] == (
+        f"{deep}: JSON nested deeper than 100 levels"
+    )
+    reason = skipped[str(multi / "logouts" / "0" / "013.txt")]
+    assert reason.startswith(f"{surrogate}: $.TOOLINFO.TOOL1.Category:") and "surrogate" in reason
+    assert rep.n_items == 3 and len(rep.failed) == 2
+    doc = json.loads(cases.read_text())
+    doc["case-b"]["QA"]["014"]["A"] = 10**30
+    cases.write_text(json.dumps(doc))
+    rep = import_logs("radabench", root, tmp_path / "store2", cases=cases)
+    reason = dict(rep.skipped)[str(multi / "logouts" / "1" / "014.txt")]
+    assert reason.startswith(f"cases file {cases}: $") and "64-bit range" in reason
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     return subprocess.run([sys.executable, "-m", "tumorboard.cli", *args], capture_output=True,

@@ -58,13 +58,13 @@ their ground-truth order, against the single-hop ``map_dict``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from ..._json import json_text
+from ..._json import json_text, load_json
+from ...errors import InvalidArgumentError
 from ._common import ImportOptions, MalformedLog, Parsed, digest, input_text, run_key
 
 __all__ = ["GT_CHAINS", "discover", "parse"]
@@ -282,9 +282,9 @@ def _tool_info(path: Path, case: str, chain: str) -> tuple[dict[str, Any], bytes
             "run's TOOLINFO, which maps the called tool ids to categories)"
         ) from None
     try:
-        doc = json.loads(raw)
-    except ValueError:
-        raise MalformedLog(f"{info}: not valid JSON") from None
+        doc = load_json(raw)
+    except InvalidArgumentError as exc:
+        raise MalformedLog(f"{info}: {exc}") from None
     toolinfo = doc.get("TOOLINFO") if isinstance(doc, dict) else None
     if not isinstance(toolinfo, dict):
         raise MalformedLog(f"{info}: expected an object with a 'TOOLINFO' object")
@@ -304,9 +304,11 @@ def _cases(path: str) -> list[Any]:
     if key not in _CASES_CACHE:
         try:
             with open(path, "rb") as f:
-                doc = json.loads(f.read())
-        except (OSError, ValueError) as exc:
-            raise MalformedLog(f"cases file {path}: not readable JSON ({exc})") from None
+                doc = load_json(f.read())
+        except OSError as exc:
+            raise MalformedLog(f"cases file {path}: unreadable ({exc.strerror or exc})") from None
+        except InvalidArgumentError as exc:
+            raise MalformedLog(f"cases file {path}: {exc}") from None
         if not isinstance(doc, dict):
             raise MalformedLog(f"cases file {path}: expected an object of cases")
         _CASES_CACHE.clear()
