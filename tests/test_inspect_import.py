@@ -344,3 +344,46 @@ def test_cancelled_eval_imports_the_samples_it_holds_with_a_warning(logs, tmp_pa
     assert _frames(tmp_path / "direct")["items"].equals(_frames(tmp_path / "inspect")["items"])
     with pytest.raises(ValueError, match="--strict"):
         import_logs("inspect", cut, tmp_path / "strict", strict=True)
+
+
+def test_a_hostile_sample_costs_only_itself(logs, tmp_path):
+    """A damaged sample member is rejected by name; the log's other samples are imported.
+
+    Before, one sample of a .eval log that was nested 3,000 deep, held a lone surrogate, an
+    integer past 64 bits, or text where a number belongs (or vice versa) made the whole log
+    "cannot be read" (RecursionError, or a write-time schema error naming no sample).
+    """
+    src = zipfile.ZipFile(logs["eval"])
+    names = sorted(n for n in src.namelist() if n.startswith("samples/"))
+    damage = {
+        names[0]: lambda raw: raw.replace(
+            b'"input":', b'"deep": ' + b"[" * 3000 + b"]" * 3000 + b', "input":', 1
+        ),  # fmt: skip
+        names[1]: lambda raw: raw.replace(b'"input":', b'"input": "bad \\ud800 text", "x":', 1),
+        names[2]: lambda raw: raw.replace(b'"epoch":', b'"big": ' + b"9" * 400 + b', "epoch":', 1),
+        names[3]: lambda raw: json.dumps({**json.loads(raw), "total_time": "slow"}).encode(),
+    }
+    bad = tmp_path / "hostile.eval"
+    with zipfile.ZipFile(bad, "w") as dst:
+        for info in src.infolist():
+            raw = _raw_member(logs["eval"], info)
+            raw = damage.get(info.filename, lambda r: r)(raw)
+            dst.writestr(_copy_info(info), raw, compress_type=zipfile.ZIP_STORED)
+    report = import_logs("inspect", bad, tmp_path / "s")
+    assert not report.skipped and not report.ok
+    assert report.n_items == N_SAMPLES * EPOCHS - 4
+    why = {where.split("#", 1)[1]: reason for where, reason in report.rejected}
+    ids = [n[len("samples/") : -len(".json")].replace("_epoch_", ":") for n in names[:4]]
+    assert set(why) == set(ids)
+    assert "nested too deeply" in why[ids[0]]
+    assert "$.input: the string holds a lone surrogate U+D800" in why[ids[1]]
+    assert "$.big: integer of 400 digits is outside the signed 64-bit range" in why[ids[2]]
+    assert why[ids[3]].startswith("skipped: items: importer produced a value that does not fit")
+    items = _frames(tmp_path / "s")["items"]
+    assert not set(items["item_id"]) & set(ids) and items.height == N_SAMPLES * EPOCHS - 4
+    # the events of the kept samples stay with them (the rows were renumbered around the gap)
+    events = _frames(tmp_path / "s")["events"]
+    assert set(events["item_id"]) <= set(items["item_id"])
+    import_logs("inspect", logs["eval"], tmp_path / "good")
+    kept = _frames(tmp_path / "good")["events"].filter(~pl.col("item_id").is_in(ids))
+    assert events.drop("run_id").equals(kept.drop("run_id"))
