@@ -181,20 +181,13 @@ class ImportReport:
         if self.skipped:
             lines.append("  skipped:")
             lines += [f"    {f}: {r}" for f, r in self.skipped]
-        if self.rejected:
-            lines.append(f"  rejected records ({len(self.rejected)}):")
-            lines += [f"    {f}: {r}" for f, r in self.rejected[:SHOWN_WARNINGS]]
-            if len(self.rejected) > SHOWN_WARNINGS:
-                lines.append(
-                    f"    ... and {len(self.rejected) - SHOWN_WARNINGS} more (--json lists all)"
-                )
-        if self.warnings:
-            lines.append(f"  warnings ({len(self.warnings)}):")
-            lines += [f"    {f}: {r}" for f, r in self.warnings[:SHOWN_WARNINGS]]
-            if len(self.warnings) > SHOWN_WARNINGS:
-                lines.append(
-                    f"    ... and {len(self.warnings) - SHOWN_WARNINGS} more (--json lists all)"
-                )
+        for title, listed in (("rejected records", self.rejected), ("warnings", self.warnings)):
+            if listed:
+                lines.append(f"  {title} ({len(listed)}):")
+                lines += [f"    {f}: {r}" for f, r in listed[:SHOWN_WARNINGS]]
+                if len(listed) > SHOWN_WARNINGS:
+                    more = len(listed) - SHOWN_WARNINGS
+                    lines.append(f"    ... and {more} more (--json lists all)")
         return "\n".join(lines)
 
 
