@@ -511,6 +511,14 @@ def _events(
     for m in messages:
         if isinstance(m, Mapping) and m.get("role") == "tool" and m.get("tool_call_id"):
             results[str(m["tool_call_id"])] = m
+    # the ids of the calls the assistant messages made: their results are reported with them
+    called = {
+        str(c.get("id"))
+        for m in messages
+        if isinstance(m, Mapping) and m.get("role") == "assistant"
+        for c in m.get("tool_calls") or ()
+        if isinstance(c, Mapping)
+    }
     rows: list[dict[str, Any]] = []
     used_tools = False
 
@@ -524,7 +532,7 @@ def _events(
         role = m.get("role")
         if role == "tool":
             cid = m.get("tool_call_id")
-            if cid and str(cid) in results:
+            if cid and str(cid) in called:
                 continue  # reported with its call
             err = m.get("error")
             add(role="tool", kind="observation", tool=m.get("function"),
@@ -791,8 +799,12 @@ def parse(
             continue
         try:
             item, evs, used = _item(sample, header, opts, patient_key, fp, run_id, rank, source)
-        except (MalformedLog, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
+        except MalformedLog as exc:
             reject(f"{sample.get('id')}:{sample.get('epoch')}", f"skipped: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - a sample of an unexpected shape costs itself
+            where = f"{sample.get('id')}:{sample.get('epoch')}"
+            reject(where, f"skipped: cannot be read ({type(exc).__name__}: {exc})")
             continue
         used_tools |= used
         pending.append((item, evs))
