@@ -161,6 +161,18 @@ ADVERSARIAL = {
         out = J.parse(Path("m.jsonl"), (json.dumps(rec) + "\\n").encode(), ImportOptions())
         assert out.n_items == 1 and out.items_table.column("parsed_answer")[0].as_py() is None
     """,
+    "radabench_log": """
+        from tumorboard.traj.importers import radabench as RA
+        info = {"TOOL3": {"Category": "Organ Segmentor"}}
+        got = RA.extract("Call Dict: {" * (N // 12) + "Tool Chain: [*x" * (N // 15), info, "012")
+        assert got["called_tool_ids"] == [] and got["plan_tools"] == []
+        assert RA.extract("<Decomposition>" * (N // 15), info, "012")["called_tools"] == []
+        log = "<Decomposition>" + "<Tool> TOOL3\\nx " * (N // 16) + "</Tool></Decomposition>"
+        assert RA.extract(log, info, "012")["called_tool_ids"] == []
+        log = "<Decomposition>" + "<Tool>" * (N // 6) + " TOOL3 </Tool></Decomposition>"
+        ids = RA.extract(log, info, "012")["called_tool_ids"]
+        assert ids == ["<Tool>" * (N // 6 - 1) + " TOOL3"]
+    """,
     "score_logs": """
         from tumorboard.score import radabench as RB, lammi as L
         log = "Error Type: x\\nError Message: " * (N // 29)

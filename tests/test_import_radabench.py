@@ -39,6 +39,7 @@ import pytest
 from tumorboard.score import radabench as rscore
 from tumorboard.stats import BootstrapOptions
 from tumorboard.traj import Store, import_logs
+from tumorboard.traj.importers import radabench as radabench_importer
 from tumorboard.traj.importers.radabench import extract
 
 REPO = Path(__file__).resolve().parents[1]
@@ -256,6 +257,34 @@ def test_bad_folders_are_skipped_and_reported(tmp_path: Path) -> None:
         import_logs("jsonl", root, tmp_path / "s2", cases=root / "x.json")
 
 
+def test_hostile_info_and_cases_files_are_named_at_the_json_boundary(tmp_path: Path) -> None:
+    """Info and cases files go through load_json: a deep, surrogate or huge value names the file.
+
+    Before, ``json.loads`` let these through: the deep file raised a RecursionError and the lone
+    surrogate a UnicodeEncodeError at write time, neither naming the info file at fault.
+    """
+    root, cases = write_results(tmp_path / "results")
+    multi = root / "GPT4" / "multiGeneral"
+    deep = multi / "info" / "0" / "012.json"
+    deep.write_text('{"TOOLINFO": ' + "[" * 5000 + "]" * 5000 + "}")
+    surrogate = multi / "info" / "0" / "013.json"
+    surrogate.write_text('{"TOOLINFO": {"TOOL1": {"Category": "\\ud800"}}}')
+    rep = import_logs("radabench", root, tmp_path / "store")
+    skipped = dict(rep.skipped)
+    assert skipped[str(multi / "logouts" / "0" / "012.txt")] == (
+        f"{deep}: JSON nested deeper than 100 levels"
+    )
+    reason = skipped[str(multi / "logouts" / "0" / "013.txt")]
+    assert reason.startswith(f"{surrogate}: $.TOOLINFO.TOOL1.Category:") and "surrogate" in reason
+    assert rep.n_items == 3 and len(rep.failed) == 2
+    doc = json.loads(cases.read_text())
+    doc["case-b"]["QA"]["014"]["A"] = 10**30
+    cases.write_text(json.dumps(doc))
+    rep = import_logs("radabench", root, tmp_path / "store2", cases=cases)
+    reason = dict(rep.skipped)[str(multi / "logouts" / "1" / "014.txt")]
+    assert reason.startswith(f"cases file {cases}: $") and "64-bit range" in reason
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     return subprocess.run([sys.executable, "-m", "tumorboard.cli", *args], capture_output=True,
@@ -327,3 +356,30 @@ def test_a_rerun_appended_to_a_log_is_read_as_one_run(tmp_path: Path) -> None:
     assert extra["called_tool_ids"] == ["TOOL1", "TOOL2"] and extra["completed"] is False
     assert items["response"][0] == "Second try."
     assert "runs_appended" in items["flags"][0]
+
+
+def test_linear_extractors_match_the_scripts_patterns() -> None:
+    """The linear-time extractors return what the scripts' regular expressions return.
+
+    The patterns are those of MAGIC-AI4Med/RadABench@acbcf87 ``EvalPlat/EvalMetrics``; on short
+    random strings (where backtracking costs nothing) old and new must agree exactly.
+    """
+    import random
+    import re
+
+    call = re.compile(r"Call Dict: ({[^}]+})")
+    plan = re.compile(r"Tool Chain: \[(.*?)\]")
+    decomposition = re.compile(r"<Decomposition>(.*?)</Decomposition>", re.DOTALL)
+    tool = re.compile(r"<Tool>\s*(.*?)\s*</Tool>")
+    pieces = [*" \n\t{}[]x*a\x0b\u2003", "Call Dict: {", "Call Dict: ", "Tool Chain: ["]
+    pieces += ["<Decomposition>", "</Decomposition>", "<Tool>", "</Tool>", "'Tool': 'TOOL3'"]
+    rng = random.Random(15)
+    for _ in range(20_000):
+        t = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 16)))
+        assert radabench_importer._call_dicts(t) == call.findall(t), t
+        m = plan.search(t)
+        assert radabench_importer._plan_text(t) == (m and m.group(1)), t
+        m = decomposition.search(t)
+        assert radabench_importer._decomposition(t) == (m and m.group(1)), t
+        tools = [x.strip() for x in tool.findall(t)]
+        assert radabench_importer._decomposition_tools(t) == tools, t

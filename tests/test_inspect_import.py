@@ -344,3 +344,86 @@ def test_cancelled_eval_imports_the_samples_it_holds_with_a_warning(logs, tmp_pa
     assert _frames(tmp_path / "direct")["items"].equals(_frames(tmp_path / "inspect")["items"])
     with pytest.raises(ValueError, match="--strict"):
         import_logs("inspect", cut, tmp_path / "strict", strict=True)
+
+
+def _calls_not_objects(raw: bytes) -> bytes:
+    """Return a sample member whose assistant tool calls are strings, not objects."""
+    doc = json.loads(raw)
+    for m in doc["messages"]:
+        if m.get("tool_calls"):
+            m["tool_calls"] = ["x"]
+    return json.dumps(doc).encode()
+
+
+def test_a_hostile_sample_costs_only_itself(logs, tmp_path):
+    """A damaged sample member is rejected by name; the log's other samples are imported.
+
+    Before, one sample of a .eval log that was nested 3,000 deep, held a lone surrogate, an
+    integer past 64 bits, text where a number belongs, or a tool call that is not an object
+    made the whole log "cannot be read" (RecursionError, AttributeError, or a write-time schema
+    error naming no sample).
+    """
+    src = zipfile.ZipFile(logs["eval"])
+    names = sorted(n for n in src.namelist() if n.startswith("samples/"))
+    damage = {
+        names[0]: lambda raw: raw.replace(
+            b'"input":', b'"deep": ' + b"[" * 3000 + b"]" * 3000 + b', "input":', 1
+        ),  # fmt: skip
+        names[1]: lambda raw: raw.replace(b'"input":', b'"input": "bad \\ud800 text", "x":', 1),
+        names[2]: lambda raw: raw.replace(b'"epoch":', b'"big": ' + b"9" * 400 + b', "epoch":', 1),
+        names[3]: lambda raw: json.dumps({**json.loads(raw), "total_time": "slow"}).encode(),
+        names[4]: _calls_not_objects,
+    }
+    bad = tmp_path / "hostile.eval"
+    with zipfile.ZipFile(bad, "w") as dst:
+        for info in src.infolist():
+            raw = _raw_member(logs["eval"], info)
+            raw = damage.get(info.filename, lambda r: r)(raw)
+            dst.writestr(_copy_info(info), raw, compress_type=zipfile.ZIP_STORED)
+    report = import_logs("inspect", bad, tmp_path / "s")
+    assert not report.skipped and not report.ok
+    assert report.n_items == N_SAMPLES * EPOCHS - 5
+    why = {where.split("#", 1)[1]: reason for where, reason in report.rejected}
+    ids = [n[len("samples/") : -len(".json")].replace("_epoch_", ":") for n in names[:5]]
+    assert set(why) == set(ids)
+    assert "nested too deeply" in why[ids[0]]
+    assert "$.input: the string holds a lone surrogate U+D800" in why[ids[1]]
+    assert "$.big: integer of 400 digits is outside the signed 64-bit range" in why[ids[2]]
+    assert why[ids[3]].startswith("skipped: items: importer produced a value that does not fit")
+    items = _frames(tmp_path / "s")["items"]
+    assert (
+        why[ids[4]]
+        == "skipped: cannot be read (AttributeError: 'str' object has no attribute 'get')"
+    )
+    assert not set(items["item_id"]) & set(ids) and items.height == N_SAMPLES * EPOCHS - 5
+    # the events of the kept samples stay with them (the rows were renumbered around the gap)
+    events = _frames(tmp_path / "s")["events"]
+    assert set(events["item_id"]) <= set(items["item_id"])
+    import_logs("inspect", logs["eval"], tmp_path / "good")
+    kept = _frames(tmp_path / "good")["events"].filter(~pl.col("item_id").is_in(ids))
+    assert events.drop("run_id").equals(kept.drop("run_id"))
+
+
+def test_a_tool_result_without_its_call_is_kept_as_an_observation():
+    """A tool message whose call no assistant message holds is an observation event.
+
+    Before, every tool message with a ``tool_call_id`` was left to be reported with its call, so
+    one whose call was not in the conversation was silently dropped.
+    """
+    from tumorboard.traj.importers.inspect import _events
+
+    messages = [
+        {"role": "user", "content": "size of P1?"},
+        {"role": "assistant", "id": "m1", "content": "",
+         "tool_calls": [{"id": "c1", "function": "tumour_size", "arguments": {"patient": "P1"}}]},
+        {"role": "tool", "tool_call_id": "c1", "function": "tumour_size", "content": "7 mm"},
+        {"role": "tool", "tool_call_id": "c0", "function": "tumour_size", "content": "9 mm",
+         "error": {"type": "timeout", "message": "slow"}},
+    ]  # fmt: skip
+    rows, used = _events({"messages": messages}, ("r", "P1", "s1:1"))
+    assert used
+    kinds = [(r["kind"], r.get("tool"), r.get("output")) for r in rows]
+    assert kinds == [("message", None, "size of P1?"), ("message", None, ""),
+                     ("tool_call", "tumour_size", "7 mm"),
+                     ("observation", "tumour_size", "9 mm")]  # fmt: skip
+    assert rows[3]["ok"] is False and rows[3]["error"] == "timeout: slow"

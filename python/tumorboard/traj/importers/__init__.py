@@ -7,8 +7,9 @@ file is skipped and listed in the :class:`ImportReport` with the reason; the res
 Batch isolation: nothing one file or one line holds can stop the others. Each file is read and
 parsed on its own; whatever it raises (bad JSON, JSON past the limits of
 :func:`tumorboard._json.load_json`, bytes that are not UTF-8, any failure of the parser on a
-hostile value) skips that file with the reason, and a file's bad records (lines of JSON lines)
-are rejected one by one as ``file:line`` while its good ones are imported. Should the rows of
+hostile value) skips that file with the reason, and a file's bad records (lines of JSON lines,
+samples of inspect logs) are rejected one by one as ``file:line`` (``file#sample``) while its
+good ones are imported. Should the rows of
 several files fail to form one table at write time, each file's rows are checked alone and only
 the failing files are skipped. Every parser that reads model output runs in linear time
 (:mod:`tumorboard.harness.parsing`), so no file can hang an import.
@@ -180,20 +181,13 @@ class ImportReport:
         if self.skipped:
             lines.append("  skipped:")
             lines += [f"    {f}: {r}" for f, r in self.skipped]
-        if self.rejected:
-            lines.append(f"  rejected records ({len(self.rejected)}):")
-            lines += [f"    {f}: {r}" for f, r in self.rejected[:SHOWN_WARNINGS]]
-            if len(self.rejected) > SHOWN_WARNINGS:
-                lines.append(
-                    f"    ... and {len(self.rejected) - SHOWN_WARNINGS} more (--json lists all)"
-                )
-        if self.warnings:
-            lines.append(f"  warnings ({len(self.warnings)}):")
-            lines += [f"    {f}: {r}" for f, r in self.warnings[:SHOWN_WARNINGS]]
-            if len(self.warnings) > SHOWN_WARNINGS:
-                lines.append(
-                    f"    ... and {len(self.warnings) - SHOWN_WARNINGS} more (--json lists all)"
-                )
+        for title, listed in (("rejected records", self.rejected), ("warnings", self.warnings)):
+            if listed:
+                lines.append(f"  {title} ({len(listed)}):")
+                lines += [f"    {f}: {r}" for f, r in listed[:SHOWN_WARNINGS]]
+                if len(listed) > SHOWN_WARNINGS:
+                    more = len(listed) - SHOWN_WARNINGS
+                    lines.append(f"    ... and {more} more (--json lists all)")
         return "\n".join(lines)
 
 

@@ -48,6 +48,13 @@ events                    one per message of the sample's final conversation, in
 Re-imports are idempotent by (eval id, sample id, epoch): the run id holds the eval id and the
 item id the sample id and epoch; the item digest covers the rows the sample gave.
 
+Bad samples. A sample that cannot become rows is rejected alone, as ``<log>#<id>:<epoch>``
+with the reason, and the log's other samples are imported: a ``.eval`` member that is not
+JSON, fails its CRC, is nested too deeply, or holds a lone surrogate or an integer past 64 bits
+(named by its JSONPath, :func:`tumorboard._json.load_json`), and any sample whose values do not
+fit their columns (text where a number belongs, ...). A ``.json`` log whose text breaks off
+keeps the samples read before the break and rejects the rest.
+
 Readers. ``reader="inspect"`` uses inspect_ai's own streaming reader
 (``inspect_ai.log.read_eval_log_samples``, one ``EvalSample`` at a time) and turns each sample
 into rows from its ``model_dump``; ``reader="direct"`` reads the log's members itself: the zip
@@ -69,11 +76,12 @@ import math
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..._json import json_text
+from ..._json import json_text, load_json, may_break_limits
 from ...errors import InvalidArgumentError, MissingDependencyError
 from ._common import ImportOptions, MalformedLog, Parsed, digest, run_key
 
@@ -168,6 +176,23 @@ def _member_bytes(zf: zipfile.ZipFile, fh: Any, info: zipfile.ZipInfo) -> bytes:
     return out
 
 
+def _load_member(raw: bytes) -> Any:
+    """Parse a member's JSON; raise InvalidArgumentError naming what breaks a limit.
+
+    ``json.loads`` first (``load_json``'s walk over the containers would cost as much again on
+    every sample); only text that may hold a lone surrogate escape or an out-of-range number
+    (``may_break_limits``, a cheap scan) is read again by ``load_json``, whose message names
+    the place.
+    """
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise InvalidArgumentError("JSON nested too deeply to read") from None
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise InvalidArgumentError(f"not valid JSON ({str(exc)[:100]})") from None
+    return load_json(raw) if may_break_limits(raw) else value
+
+
 def _split_member(name: str) -> tuple[str, int] | None:
     """Return (sample id, epoch) of a ``samples/<id>_epoch_<n>.json`` member name."""
     if not name.startswith("samples/") or not name.endswith(".json"):
@@ -193,10 +218,13 @@ def _direct_eval(path: Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
         fh.close()
         raise MalformedLog("no header.json or _journal/start.json (not an inspect_ai log)")
     try:
-        header = json.loads(_member_bytes(zf, fh, infos[head_name]))
-    except ValueError as exc:
+        header = _load_member(_member_bytes(zf, fh, infos[head_name]))
+    except (InvalidArgumentError, MalformedLog, zipfile.BadZipFile, zlib.error) as exc:
         fh.close()
-        raise MalformedLog(f"{head_name}: not JSON ({exc})") from None
+        raise MalformedLog(f"{head_name}: {exc}") from None
+    if not isinstance(header, dict):
+        fh.close()
+        raise MalformedLog(f"{head_name}: not a JSON object (not an inspect_ai log)")
     members: dict[tuple[str, int], zipfile.ZipInfo] = {}
     for name, info in infos.items():
         key = _split_member(name)
@@ -204,18 +232,28 @@ def _direct_eval(path: Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
             members[key] = info
     order = _sample_order(header, members)
 
-    def samples() -> Iterator[dict[str, Any]]:
+    def samples() -> Iterator[dict[str, Any] | _BadSample]:
         try:
             for key in order:
                 info = members[key]
                 try:
-                    yield json.loads(_member_bytes(zf, fh, info))
-                except ValueError as exc:
-                    raise MalformedLog(f"{info.filename}: not JSON ({exc})") from None
+                    yield _load_member(_member_bytes(zf, fh, info))
+                except (InvalidArgumentError, MalformedLog, zipfile.BadZipFile, zlib.error) as exc:
+                    # one damaged member costs its sample, not the samples after it
+                    reason = str(exc).removeprefix(f"zip member {info.filename}: ")
+                    yield _BadSample(f"{key[0]}:{key[1]}", f"{info.filename}: {reason}")
         finally:
             fh.close()
 
     return header, samples()
+
+
+@dataclass(frozen=True)
+class _BadSample:
+    """A sample the direct reader could not read: its ``<id>:<epoch>`` and the reason."""
+
+    item_id: str
+    reason: str
 
 
 def _sample_order(header: Mapping[str, Any], members: Mapping[tuple[str, int], Any]) -> list:
@@ -326,7 +364,7 @@ def read_samples(
         header, it = _direct_eval(path)
     else:
         header, it = _direct_json(path)
-    return header, (_resolve(s) for s in it)
+    return header, (_resolve(s) if isinstance(s, dict) else s for s in it)
 
 
 #: Sample fields whose text inspect may move into ``attachments`` and that rows are made of
@@ -473,6 +511,14 @@ def _events(
     for m in messages:
         if isinstance(m, Mapping) and m.get("role") == "tool" and m.get("tool_call_id"):
             results[str(m["tool_call_id"])] = m
+    # the ids of the calls the assistant messages made: their results are reported with them
+    called = {
+        str(c.get("id"))
+        for m in messages
+        if isinstance(m, Mapping) and m.get("role") == "assistant"
+        for c in m.get("tool_calls") or ()
+        if isinstance(c, Mapping)
+    }
     rows: list[dict[str, Any]] = []
     used_tools = False
 
@@ -486,7 +532,7 @@ def _events(
         role = m.get("role")
         if role == "tool":
             cid = m.get("tool_call_id")
-            if cid and str(cid) in results:
+            if cid and str(cid) in called:
                 continue  # reported with its call
             err = m.get("error")
             add(role="tool", kind="observation", tool=m.get("function"),
@@ -681,47 +727,98 @@ def parse(
     rank = {str(s): i for i, s in enumerate((ev.get("dataset") or {}).get("sample_ids") or [])}
     source = str(path)
     out = Parsed(keyed_without_patient=True)
-    items: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
+    pending: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     item_tables: list[pa.Table] = []
     event_tables: list[pa.Table] = []
     used_tools = False
-    n = 0
+    n_read = n_kept = 0
+
+    def reject(where: str, why: str) -> None:
+        out.rejected.append((f"{path}#{where}", why[:300]))
+
+    def tables(rows: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> tuple[Any, Any]:
+        """Return the items and events tables of ``rows`` (events with their item's row)."""
+        t_items = _rows_table([item for item, _ in rows], "items")
+        evs = [e for _, es in rows for e in es]
+        if not evs:
+            return t_items, None
+        t_events = _rows_table(evs, "events")
+        pos = np.fromiter((n_kept + k for k, (_, es) in enumerate(rows) for _ in es),
+                          dtype=np.int32, count=len(evs))  # fmt: skip
+        return t_items, t_events.append_column("_row", pa.array(pos))
 
     def flush() -> None:
-        if items:
-            item_tables.append(_rows_table(items, "items"))
-        if events:
-            t = _rows_table(events, "events")
-            rows = np.fromiter((e["_row"] for e in events), dtype=np.int32, count=len(events))
-            event_tables.append(t.append_column("_row", pa.array(rows)))
-        items.clear()
-        events.clear()
+        nonlocal n_kept
+        if not pending:
+            return
+        try:
+            t_items, t_events = tables(pending)
+        except InvalidArgumentError:
+            # a value that does not fit its column (a lone surrogate, a number where text
+            # belongs): find the samples that hold one and leave only them out
+            good = []
+            for item, evs in pending:
+                try:
+                    _rows_table([item], "items")
+                    if evs:
+                        _rows_table(evs, "events")
+                except InvalidArgumentError as exc:
+                    reject(item["item_id"], f"skipped: {exc}")
+                else:
+                    good.append((item, evs))
+            pending[:] = good
+            if not pending:
+                return
+            t_items, t_events = tables(pending)
+        item_tables.append(t_items)
+        if t_events is not None:
+            event_tables.append(t_events)
+        n_kept += len(pending)
+        pending.clear()
 
-    for sample in samples:
+    it = iter(samples)
+    while True:
+        try:
+            sample = next(it)
+        except StopIteration:
+            break
+        except MalformedLog as exc:
+            # the reader cannot go on (a truncated or damaged JSON log): keep what it read
+            if n_read == 0:
+                raise
+            reject(
+                f"samples {n_read + 1}..", f"skipped: the samples after the first {n_read}: {exc}"
+            )
+            break
+        n_read += 1
+        if isinstance(sample, _BadSample):
+            reject(sample.item_id, f"skipped: {sample.reason}")
+            continue
         if not isinstance(sample, Mapping):
-            out.warnings.append((f"{path}#{n}", "a sample that is not a JSON object; skipped"))
+            reject(str(n_read - 1), "skipped: a sample that is not a JSON object")
             continue
         try:
             item, evs, used = _item(sample, header, opts, patient_key, fp, run_id, rank, source)
-        except (MalformedLog, TypeError, ValueError) as exc:
-            out.warnings.append((f"{path}#{sample.get('id')}", f"skipped: {exc}"))
+        except MalformedLog as exc:
+            reject(f"{sample.get('id')}:{sample.get('epoch')}", f"skipped: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - a sample of an unexpected shape costs itself
+            where = f"{sample.get('id')}:{sample.get('epoch')}"
+            reject(where, f"skipped: cannot be read ({type(exc).__name__}: {exc})")
             continue
         used_tools |= used
-        row = n
-        for e in evs:
-            e["_row"] = row
-        items.append(item)
-        events.extend(evs)
-        n += 1
-        if n % CHUNK_SAMPLES == 0:
+        pending.append((item, evs))
+        if len(pending) == CHUNK_SAMPLES:
             flush()
             if tick is not None:
-                tick(n)
+                tick(n_read)
     flush()
-    out.n_records = n + len(out.warnings)
-    if n == 0:
+    out.n_records = n_read
+    if n_kept == 0:
         status = header.get("status")
+        if out.rejected:
+            where, why = out.rejected[0]
+            raise MalformedLog(f"none of its {n_read} samples could be read ({where}: {why})")
         raise MalformedLog(f"no samples in the log (status {status!r})")
     config = {
         "eval_id": eval_id,
@@ -758,7 +855,10 @@ def parse(
     )
     if header.get("status") not in (None, "success"):
         out.warnings.append(
-            (str(path), f"log status {header.get('status')!r}: imported the {n} samples it holds")
+            (
+                str(path),
+                f"log status {header.get('status')!r}: imported the {n_kept} samples it holds",
+            )
         )
     return out
 

@@ -58,13 +58,13 @@ their ground-truth order, against the single-hop ``map_dict``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from ..._json import json_text
+from ..._json import json_text, load_json
+from ...errors import InvalidArgumentError
 from ._common import ImportOptions, MalformedLog, Parsed, digest, input_text, run_key
 
 __all__ = ["GT_CHAINS", "discover", "parse"]
@@ -143,18 +143,102 @@ CANDIDATES = {
 
 _FAILURE = re.compile(r"Error Type: (\w+)\nError Message: (.+?)\nTraceback:")
 _ERROR_BLOCK = re.compile(r"\nError Type: \w+\nError Message: ")
-_CALL_DICT = re.compile(r"Call Dict: ({[^}]+})")
 _CALL_START = re.compile(r"(?<!Deny )Call Dict: \{")
 _TOOL_ID = re.compile(r"'Tool': 'TOOL(\d+)'")
-_PLAN = re.compile(r"Tool Chain: \[(.*?)\]")
 _PLAN_NAME = re.compile(r"\*(.*?)\*")
 _CONCLUSION = re.compile(r"Conclusion:(.*?)(?=\n\n|$)", re.DOTALL)
 _HEADER = re.compile(r"^Case (\d+), Question (\d+), (\w+): (.*)$", re.MULTILINE)
-_DECOMPOSITION = re.compile(r"<Decomposition>(.*?)</Decomposition>", re.DOTALL)
-_DECOMP_TOOL = re.compile(r"<Tool>\s*(.*?)\s*</Tool>")
 _PIPELINE_PREFIXES = ("multi", "single")
 
 _CASES_CACHE: dict[tuple[str, int], list[Any]] = {}
+
+
+# The scripts' patterns ``Call Dict: ({[^}]+})``, ``Tool Chain: \[(.*?)\]``,
+# ``<Decomposition>(.*?)</Decomposition>`` (DOTALL) and ``<Tool>\s*(.*?)\s*</Tool>`` take time
+# quadratic in the log under Python's backtracking ``re`` when an opener repeats without its
+# closer (a 128 KiB log of ``<Tool>`` ran 70 s). The functions below return exactly what the
+# patterns match (``re.findall`` / ``re.search`` semantics) in one pass over the text.
+
+
+def _call_dicts(text: str) -> list[str]:
+    """Return what ``re.findall(r"Call Dict: ({[^}]+})", text)`` returns, in linear time."""
+    out: list[str] = []
+    opener = "Call Dict: {"
+    pos = 0
+    while (i := text.find(opener, pos)) >= 0:
+        body = i + len(opener)
+        j = text.find("}", body)
+        if j < 0:
+            break  # no "}" left: no later opener can match either
+        if j == body:
+            pos = i + 1  # "{}": ``[^}]+`` needs a character; the search goes on
+            continue
+        out.append(text[body - 1 : j + 1])
+        pos = j + 1
+    return out
+
+
+def _plan_text(text: str) -> str | None:
+    r"""Return group 1 of ``re.search(r"Tool Chain: \[(.*?)\]", text)`` in linear time."""
+    opener = "Tool Chain: ["
+    pos = 0
+    while (i := text.find(opener, pos)) >= 0:
+        body = i + len(opener)
+        end = text.find("\n", body)
+        end = len(text) if end < 0 else end
+        j = text.find("]", body, end)
+        if j >= 0:
+            return text[body:j]
+        pos = end  # ``.`` stops at the line's end: no opener of this line can match
+    return None
+
+
+def _decomposition(text: str) -> str | None:
+    """Return group 1 of the ``<Decomposition>(.*?)</Decomposition>`` (DOTALL) search."""
+    i = text.find("<Decomposition>")
+    if i < 0:
+        return None
+    body = i + len("<Decomposition>")
+    j = text.find("</Decomposition>", body)
+    return None if j < 0 else text[body:j]
+
+
+def _decomposition_tools(block: str) -> list[str]:
+    r"""Return ``re.findall(r"<Tool>\s*(.*?)\s*</Tool>", block)``, stripped, in linear time.
+
+    From a ``<Tool>``, the pattern matches up to the first ``</Tool>`` whose text in between,
+    stripped of whitespace, holds no newline (``.`` does not cross one); when the first
+    ``</Tool>`` fails so do the later ones (the newline stays inside), and the search goes on
+    at the next ``<Tool>``.
+    """
+    out: list[str] = []
+    pos = 0
+    close = -1  # the first "</Tool>" at or after the current opener
+    last_nl = -1  # the last newline before the stripped end of the text up to ``close``
+    end = -1  # the stripped end of the text before ``close``
+    n = len(block)
+    while (i := block.find("<Tool>", pos)) >= 0:
+        body = i + len("<Tool>")
+        if close < body:
+            close = block.find("</Tool>", body)
+            if close < 0:
+                break
+            end = close
+            while end > body and block[end - 1].isspace():
+                end -= 1
+            last_nl = block.rfind("\n", body, end)
+        start = body
+        while start < end and block[start].isspace():
+            start += 1
+        if start >= end:
+            out.append("")
+        elif last_nl >= start:
+            pos = i + 1
+            continue
+        else:
+            out.append(block[start:end])
+        pos = min(close + len("</Tool>"), n)
+    return out
 
 
 def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
@@ -198,9 +282,9 @@ def _tool_info(path: Path, case: str, chain: str) -> tuple[dict[str, Any], bytes
             "run's TOOLINFO, which maps the called tool ids to categories)"
         ) from None
     try:
-        doc = json.loads(raw)
-    except ValueError:
-        raise MalformedLog(f"{info}: not valid JSON") from None
+        doc = load_json(raw)
+    except InvalidArgumentError as exc:
+        raise MalformedLog(f"{info}: {exc}") from None
     toolinfo = doc.get("TOOLINFO") if isinstance(doc, dict) else None
     if not isinstance(toolinfo, dict):
         raise MalformedLog(f"{info}: expected an object with a 'TOOLINFO' object")
@@ -220,9 +304,11 @@ def _cases(path: str) -> list[Any]:
     if key not in _CASES_CACHE:
         try:
             with open(path, "rb") as f:
-                doc = json.loads(f.read())
-        except (OSError, ValueError) as exc:
-            raise MalformedLog(f"cases file {path}: not readable JSON ({exc})") from None
+                doc = load_json(f.read())
+        except OSError as exc:
+            raise MalformedLog(f"cases file {path}: unreadable ({exc.strerror or exc})") from None
+        except InvalidArgumentError as exc:
+            raise MalformedLog(f"cases file {path}: {exc}") from None
         if not isinstance(doc, dict):
             raise MalformedLog(f"cases file {path}: expected an object of cases")
         _CASES_CACHE.clear()
@@ -282,8 +368,8 @@ def extract(text: str, toolinfo: dict[str, Any], chain: str) -> dict[str, Any]:
     unknown: list[str] = []
     if single_hop:
         gt = SINGLE_HOP_CHAINS[chain]
-        block = _DECOMPOSITION.search(text)
-        raw_ids = [t.strip() for t in _DECOMP_TOOL.findall(block.group(1))] if block else []
+        block = _decomposition(text)
+        raw_ids = _decomposition_tools(block) if block is not None else []
         for tid in raw_ids:
             ids.append(tid)
             entry = toolinfo.get(tid)
@@ -298,7 +384,7 @@ def extract(text: str, toolinfo: dict[str, Any], chain: str) -> dict[str, Any]:
         called = sorted(called, key=lambda c: order.get(c, len(gt)))
     else:
         gt = GT_CHAINS[chain]
-        for d in _CALL_DICT.findall(text):
+        for d in _call_dicts(text):
             m = _TOOL_ID.search(d)
             if m is None:
                 continue
@@ -314,9 +400,9 @@ def extract(text: str, toolinfo: dict[str, Any], chain: str) -> dict[str, Any]:
     if unknown:
         flags.append("unknown_tool_id")
     plan: list[str] = []
-    pm = _PLAN.search(text)
-    if pm:
-        plan = [PLAN_NAMES[n] for n in _PLAN_NAME.findall(pm.group(1)) if n in PLAN_NAMES]
+    pm = _plan_text(text)
+    if pm is not None:
+        plan = [PLAN_NAMES[n] for n in _PLAN_NAME.findall(pm) if n in PLAN_NAMES]
     cm = _CONCLUSION.search(text)
     return {
         "completed": completed,
@@ -446,12 +532,10 @@ def _is_deny1(path: Path) -> bool:
 def _calls(text: str, single_hop: bool) -> list[tuple[str, str]]:
     """Return (tool id, call text) of each call the scripts count, in order."""
     if single_hop:
-        block = _DECOMPOSITION.search(text)
-        return (
-            [(t.strip(), t.strip()) for t in _DECOMP_TOOL.findall(block.group(1))] if block else []
-        )
+        block = _decomposition(text)
+        return [(t, t) for t in _decomposition_tools(block)] if block is not None else []
     out = []
-    for d in _CALL_DICT.findall(text):
+    for d in _call_dicts(text):
         m = _TOOL_ID.search(d)
         if m is not None:
             out.append(("TOOL" + m.group(1), d))
