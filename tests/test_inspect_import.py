@@ -319,7 +319,8 @@ def test_cli_import_then_score(logs, tmp_path):
 
 def test_not_an_inspect_log_is_skipped_with_the_reason(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps({"hello": 1}))
-    (tmp_path / "b.json").write_text("[1, 2")
+    (tmp_path / "b.json").write_text('{"version": 2, "eval": {"task": "t", "model')  # cut off
+    (tmp_path / "c.json").write_text("[1, 2")
     with pytest.raises(FileNotFoundError):
         import_logs("inspect", tmp_path / "empty_dir_missing", tmp_path / "s")
     report = import_logs("inspect", tmp_path, tmp_path / "s")
@@ -327,8 +328,22 @@ def test_not_an_inspect_log_is_skipped_with_the_reason(tmp_path):
     assert "not an inspect_ai log" in reasons[str(tmp_path / "a.json")]
     assert "not" in reasons[str(tmp_path / "b.json")]
     assert report.n_items == 0
+    assert "not a JSON object" in reasons[str(tmp_path / "c.json")]
+    # a JSON file that is not an inspect log is skipped, not failed; a cut-off log is failed
+    assert report.failed == (str(tmp_path / "b.json"),)
     with pytest.raises(ValueError, match="reader"):
         import_logs("inspect", tmp_path, tmp_path / "s", reader="fast")
+
+
+def test_a_stray_json_beside_the_logs_does_not_fail_the_import(logs, tmp_path):
+    src = tmp_path / "logs"
+    src.mkdir()
+    (src / "run.json").write_bytes(logs["json"].read_bytes())
+    (src / "config.json").write_text(json.dumps({"model": "x", "temperature": 0}))
+    r = _cli("import", "inspect", src, "--store", tmp_path / "store")
+    assert r.returncode == 0, r.stderr
+    assert f"items: {N_SAMPLES * EPOCHS} new" in r.stdout
+    assert "config.json: " in r.stdout and "not an inspect_ai log" in r.stdout
 
 
 def test_cancelled_eval_imports_the_samples_it_holds_with_a_warning(logs, tmp_path):

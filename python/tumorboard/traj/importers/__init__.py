@@ -52,7 +52,7 @@ import pyarrow as pa
 from ...errors import InvalidArgumentError, MissingFileError
 from ..schema import CORRECT_SOURCES, EVENT_KINDS, conform, polars_schema, schema_of
 from ..store import Store
-from ._common import ImportOptions, MalformedLog, Parsed
+from ._common import ImportOptions, MalformedLog, NotOfFormat, Parsed
 
 __all__ = ["FORMATS", "ImportOptions", "ImportReport", "MalformedLog", "import_logs"]
 
@@ -426,6 +426,9 @@ def import_logs(
                 result = parse(path, raw, opts, fp, content_hash)
             else:
                 result = parse(path, raw, opts, fp)
+        except NotOfFormat as exc:  # not a log of the format at all: skipped, not failed
+            skipped.append((str(path), str(exc)))
+            continue
         except MalformedLog as exc:
             skipped.append((str(path), str(exc)))
             failed.append(str(path))

@@ -20,6 +20,14 @@ class MalformedLog(InvalidArgumentError):
     """A log file that cannot be imported; the message is the reason shown in the report."""
 
 
+class NotOfFormat(MalformedLog):
+    """A file found by its name that turns out not to be a log of the format at all.
+
+    It is skipped with the reason but does not count as failed (a stray ``config.json`` beside
+    inspect_ai's ``.json`` logs is not a damaged log).
+    """
+
+
 @dataclass(frozen=True)
 class ImportOptions:
     """Options of one import (see :func:`tumorboard.traj.import_logs`).

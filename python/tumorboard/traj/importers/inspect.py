@@ -83,7 +83,7 @@ from typing import Any
 
 from ..._json import json_text, load_json, may_break_limits
 from ...errors import InvalidArgumentError, MissingDependencyError
-from ._common import ImportOptions, MalformedLog, Parsed, digest, run_key
+from ._common import ImportOptions, MalformedLog, NotOfFormat, Parsed, digest, run_key
 
 __all__ = ["READERS", "discover", "parse", "read_samples"]
 
@@ -287,11 +287,11 @@ def _direct_json(path: Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
                 elif builder is not None:
                     builder.event(event, value)
                 elif prefix == "" and event != "start_map":
-                    raise MalformedLog("not a JSON object (not an inspect_ai log)")
+                    raise NotOfFormat("not a JSON object (not an inspect_ai log)")
         except ijson.JSONError as exc:
             raise MalformedLog(f"not JSON ({exc})") from None
     if not isinstance(header.get("eval"), dict):
-        raise MalformedLog("no 'eval' object before 'samples' (not an inspect_ai log)")
+        raise NotOfFormat("no 'eval' object before 'samples' (not an inspect_ai log)")
 
     def samples() -> Iterator[dict[str, Any]]:
         with open(path, "rb") as fh:
