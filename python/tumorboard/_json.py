@@ -63,7 +63,7 @@ def may_break_limits(data: bytes) -> bool:
         Whether a ``\ud800``-style escape, a run of 19 digits or an exponent of three digits
         (not negative) occurs.
     """
-    if _SURROGATE_ESCAPE.search(data):
+    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):  # memchr first: most text has none
         return True
     digits = data.translate(_DIGITS)
     return b"0" * 19 in digits or b"e000" in digits or b"e+000" in digits

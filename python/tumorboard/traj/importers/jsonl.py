@@ -474,9 +474,20 @@ def _suspect(raw: bytes, n_lines: int) -> bool:
 _NOT_OBJECT = re.compile(rb"^[ \t\r\x0b\x0c]*[^{ \t\r\n\x0b\x0c]", re.MULTILINE)
 
 
-def _brackets(line: bytes) -> int:
-    """Return the number of ``[`` and ``{`` in a line (an upper bound of its nesting depth)."""
-    return line.count(b"[") + line.count(b"{")
+def _max_brackets(raw: bytes) -> int:
+    """Return the most ``[`` and ``{`` on one line of ``raw`` (a bound of the lines' depth).
+
+    Vectorised (one pass of numpy over the bytes): two ``bytes.count`` calls per line cost
+    about 0.2 s per 200k lines, a tenth of a bulk import.
+    """
+    import numpy as np
+
+    data = np.frombuffer(raw, np.uint8)
+    at = np.flatnonzero((data == 0x5B) | (data == 0x7B))
+    if at.size == 0:
+        return 0
+    line = np.searchsorted(np.flatnonzero(data == 0x0A), at)
+    return int(np.bincount(line).max())
 
 
 _ID_NUMBER = re.compile(r"Column\((/[^)]*)\) changed from string to number")
@@ -539,8 +550,7 @@ def _read_bulk(
     if nested and re.search(f'"(?:{"|".join(map(re.escape, nested))})"'.encode(), raw):
         return None  # events, config, tool calls or matrices: the line reader
     if _suspect(raw, len(lines)) or (
-        raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
-        and max(map(_brackets, lines)) > MAX_JSON_DEPTH
+        raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _max_brackets(raw) > MAX_JSON_DEPTH
     ):
         return None  # what load_json checks (surrogates, huge numbers, depth): the line reader
     keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}
