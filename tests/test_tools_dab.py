@@ -91,8 +91,10 @@ def test_file_input_and_errors(tmp_path):
     with pytest.raises(ValueError, match="dab_threshold"):
         dab_positive_fraction(IHC, dab_threshold=-1)
     # an integer too large for a float is refused by name, not an OverflowError/TypeError
-    with pytest.raises(ValueError, match="dab_threshold must be .* an integer of 401 digits"):
+    with pytest.raises(ValueError, match=r"dab_threshold: expected a finite number, got 1000"):
         dab_positive_fraction(IHC, dab_threshold=10**400)
+    with pytest.raises(ValueError, match=r"tissue_threshold: expected a finite number, got nan"):
+        dab_positive_fraction(IHC, tissue_threshold=float("nan"))
     with pytest.raises(ValueError, match="RGB"):
         dab_positive_fraction(np.zeros((4, 4), np.uint8))
 

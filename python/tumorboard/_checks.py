@@ -6,6 +6,8 @@ everywhere has one home.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 import reprlib
 from collections.abc import Sequence
@@ -121,3 +123,36 @@ def flag(value: Any, *, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise InvalidArgumentError(f"{name}: expected True or False, got {reprlib.repr(value)}")
     return bool(value)
+
+
+def finite(value: Any, *, name: str) -> float:
+    """Return a finite real number as ``float``.
+
+    Parameters
+    ----------
+    value : float
+        The argument.
+    name : str
+        The argument's name, for the message.
+
+    Returns
+    -------
+    float
+        ``value``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``value`` is not a finite real number.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(f"{name}: expected a finite number, got {reprlib.repr(value)}")
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise InvalidArgumentError(
+            f"{name}: expected a finite number, got {reprlib.repr(value)}"
+        ) from None
+    if not math.isfinite(out):
+        raise InvalidArgumentError(f"{name}: expected a finite number, got {value!r}")
+    return out

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from .._checks import MAX_THREADS
 from .._checks import choice as choice  # re-exported: one choice check for the package
+from .._checks import finite as finite  # re-exported: one finite-number check
 from .._checks import flag as flag  # re-exported: one bool check for the package
 from ..errors import InvalidArgumentError, InvalidTypeError
 
@@ -57,39 +58,6 @@ def threads(value: Any) -> int:
             f"threads: expected None or an integer in [1, {MAX_THREADS}], got {reprlib.repr(value)}"
         )
     return int(value)
-
-
-def finite(value: Any, *, name: str) -> float:
-    """Return a finite real number as ``float``.
-
-    Parameters
-    ----------
-    value : float
-        The argument.
-    name : str
-        The argument's name, for the message.
-
-    Returns
-    -------
-    float
-        ``value``.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``value`` is not a finite real number.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidArgumentError(f"{name}: expected a finite number, got {reprlib.repr(value)}")
-    try:
-        out = float(value)
-    except OverflowError:  # an int beyond the float range
-        raise InvalidArgumentError(
-            f"{name}: expected a finite number, got {reprlib.repr(value)}"
-        ) from None
-    if not np.isfinite(out):
-        raise InvalidArgumentError(f"{name}: expected a finite number, got {value!r}")
-    return out
 
 
 def empty_value(value: Any, *, name: str = "empty") -> float:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._checks import finite
 from ..errors import InvalidArgumentError
 from ._image import image_name, load_rgb
 
@@ -87,14 +88,6 @@ class DabResult:
         return dict(self.__dict__)
 
 
-def _finite(v: float) -> bool:
-    """Whether ``v`` is a finite float (an int too large for a float is not)."""
-    try:
-        return bool(np.isfinite(float(v)))
-    except OverflowError:
-        return False
-
-
 def dab_positive_fraction(
     image: str | os.PathLike[str] | np.ndarray,
     *,
@@ -123,13 +116,8 @@ def dab_positive_fraction(
         The fraction, the counts behind it and a reply sentence.
     """
     for arg, v in (("dab_threshold", dab_threshold), ("tissue_threshold", tissue_threshold)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) or v < 0:
-            shown = (
-                repr(v)
-                if not isinstance(v, int) or abs(v) < 10**30
-                else f"an integer of {len(str(abs(v)))} digits"
-            )
-            raise InvalidArgumentError(f"{arg} must be a non-negative finite number, got {shown}")
+        if finite(v, name=arg) < 0:
+            raise InvalidArgumentError(f"{arg}: expected a non-negative number, got {v!r}")
     rgb = load_rgb(image)
     od = -np.log10(np.maximum(rgb.astype(np.float64) / 255.0, 1e-6))
     dab = np.maximum(od @ HED_FROM_RGB[:, 2], 0.0)
