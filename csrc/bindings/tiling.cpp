@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bindings/common.hpp"
+#include "bindings/tiling_choices.hpp"
 #include "tiling/grid.hpp"
 #include "tiling/resample.hpp"
 #include "tiling/tissue.hpp"
@@ -20,17 +21,9 @@ namespace {
 namespace tl = tb::tiling;
 using U8 = Array<std::uint8_t>;
 
-constexpr Choice<tl::Filter> kFilters[] = {{"bilinear", tl::Filter::kBilinear},
-                                           {"bicubic", tl::Filter::kBicubic}};
-
 constexpr Choice<tl::PixelFormat> kPixelFormats[] = {{"rgb", tl::PixelFormat::kRGB},
                                                      {"rgba", tl::PixelFormat::kRGBA},
                                                      {"argb32", tl::PixelFormat::kARGB32}};
-
-constexpr Choice<tl::OutType> kOutTypes[] = {{"float32", tl::OutType::kFloat32},
-                                             {"float16", tl::OutType::kFloat16},
-                                             {"bfloat16", tl::OutType::kBFloat16},
-                                             {"uint8", tl::OutType::kUInt8}};
 
 void check_image(const py::array& a, const char* name, bool allow_3d) {
   if (a.ndim() != 2 && !(allow_3d && a.ndim() == 3)) {
@@ -189,11 +182,8 @@ py::array_t<std::uint8_t> argb32_to_rgb(Array<std::uint32_t> argb, int threads) 
   return out;
 }
 
-// Bytes of one source pixel and of one output value.
+// Bytes of one source pixel.
 std::size_t pixel_bytes(tl::PixelFormat f) { return f == tl::PixelFormat::kRGB ? 3 : 4; }
-std::size_t value_bytes(tl::OutType t) {
-  return t == tl::OutType::kFloat32 ? 4 : t == tl::OutType::kUInt8 ? 1 : 2;
-}
 
 void preprocess(py::array src, const std::string& format,
                 std::optional<Array<std::int32_t>> crops, py::array out,

@@ -1,9 +1,14 @@
 """Patch loader: reads a slide's patches on a thread pool and yields preprocessed batches.
 
-Each worker reads the regions of one batch straight into a raw buffer (OpenSlide's premultiplied
-ARGB through its C API, which releases the GIL; RGB for tiffslide and plain images), then runs the
-fused crop/resize/normalise (C++, GIL released) into a fresh NCHW array. Up to
-``threads + prefetch`` batches are in flight; batches come out in grid order.
+Each worker loads one batch at a time. On tiled TIFF pyramids with JPEG or uncompressed tiles
+(:class:`~tumorboard.slides.TiffFileSlide`) the whole batch is one call into the compiled core
+(``_core.slides.TileReader``): ``pread`` of the tiles, libjpeg-turbo decoding, region assembly,
+the PIL-exact resize and the normalisation, straight into the batch buffer with the GIL released
+once per batch, so the loader scales with cores. Elsewhere the worker reads the regions into a
+raw buffer (OpenSlide's premultiplied ARGB through its C API; RGB for tiffslide, other TIFF
+codecs and plain images), then runs the same fused crop/resize/normalise (C++, GIL released)
+into a fresh NCHW array. Both give the same pixels. Up to ``threads + prefetch`` batches are in
+flight; batches come out in grid order.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 
 from .. import _core
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
-from ..errors import InvalidArgumentError
+from ..errors import CoreError, InvalidArgumentError
 from . import _validate
 from ._grid import PatchGrid
 from ._preprocess import (
@@ -79,6 +84,17 @@ class PatchLoader:
         Extra batches read ahead of the consumer.
     level, read_size : int or None, default None
         Override the grid's read level / region side.
+    native : bool or None, default None
+        Use the compiled batch reader: None uses it where it applies (tiled TIFF levels with
+        JPEG or uncompressed tiles and a usable libjpeg), True requires it (an error says why
+        it does not apply), False never uses it.
+
+    Attributes
+    ----------
+    native : bool
+        Whether batches are read by the compiled batch reader.
+    native_reason : str or None
+        Why they are not (None when they are).
     """
 
     def __init__(
@@ -96,6 +112,7 @@ class PatchLoader:
         prefetch: int = 2,
         level: int | None = None,
         read_size: int | None = None,
+        native: bool | None = None,
     ) -> None:
         if isinstance(grid, PatchGrid):
             coords = grid.coords
@@ -138,6 +155,22 @@ class PatchLoader:
         self.threads = n_threads or os.cpu_count() or 1
         self.prefetch = prefetch
         self._local = threading.local()
+        if native not in (None, True, False):
+            raise InvalidArgumentError(f"native must be None, True or False, got {native!r}")
+        self._reader, self.native_reason = self._native_reader(native)
+        self.native = self._reader is not None
+        if native and not self.native:
+            raise InvalidArgumentError(
+                f"{self.slide.path}: the native batch reader does not apply: {self.native_reason}"
+            )
+
+    def _native_reader(self, native: bool | None) -> tuple[object | None, str | None]:
+        if native is False:
+            return None, "native=False"
+        find = getattr(self.slide, "native_reader", None)
+        if find is None:
+            return None, f"the {self.slide.reader} reader has no native batch path"
+        return find(self.level)
 
     def __len__(self) -> int:
         return -(-self.coords.shape[0] // self.batch_size)
@@ -176,6 +209,8 @@ class PatchLoader:
             raise IndexError(f"batch {b} out of range (0..{len(self) - 1})")
         cs = self.coords[start:stop]
         n, rs = stop - start, self.read_size
+        if self._reader is not None:
+            return self._load_native(cs, start, stop)
         fmt = self.slide.raw_format
         raw = self._raw_buffer()[:n]
         for i in range(n):
@@ -185,6 +220,23 @@ class PatchLoader:
         _core.tiling.preprocess(
             raw, fmt, None, images, self.dtype, self.interpolation, self.mean, self.std, 1
         )
+        return PatchBatch(images=images, coords=cs.copy(), index=np.arange(start, stop))
+
+    def _load_native(self, cs: np.ndarray, start: int, stop: int) -> PatchBatch:
+        # level coordinates as the slide's own reads compute them: int(x / downsample)
+        ds = float(self.slide.level_downsamples[self.level])
+        xy = (cs / ds).astype(np.int64)
+        oh, ow = self.size
+        images = np.empty((stop - start, 3, oh, ow), _NP_DTYPE[self.dtype])
+        try:
+            self._reader.load_patches(  # type: ignore[attr-defined]
+                0, xy, self.read_size, self.read_size, images, self.dtype,
+                self.interpolation, self.mean, self.std, 1,
+            )  # fmt: skip
+        except CoreError as exc:  # a truncated or corrupt tile, named by the core
+            from ._readers import SlideError
+
+            raise SlideError(self.slide.path, str(exc)) from exc
         return PatchBatch(images=images, coords=cs.copy(), index=np.arange(start, stop))
 
     def __iter__(self) -> Iterator[PatchBatch]:

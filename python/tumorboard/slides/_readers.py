@@ -816,7 +816,39 @@ class TiffFileSlide(Slide):
             self._tf.close()
             raise SlideError(self.path, f"tifffile cannot read its levels ({exc!r})") from exc
         self._fd = os.open(self.path, os.O_RDONLY)
+        self._native: dict[int, Any] = {}
+        self._native_lock = threading.Lock()
         self._init_resolution()
+
+    def native_reader(self, level: int) -> tuple[Any, str | None]:
+        """Return the compiled batch reader of ``level``, or why it has none.
+
+        Parameters
+        ----------
+        level : int
+            The pyramid level.
+
+        Returns
+        -------
+        tuple
+            (``_core.slides.TileReader``, None) when the level's tiles are uncompressed or JPEG
+            (with a usable libjpeg), else (None, the reason). Built once per level.
+        """
+        self._check_level(level)
+        with self._native_lock:
+            if level not in self._native:
+                from ._native import level_spec
+
+                page = self._pages[level]
+                spec, why = level_spec(page, bool(page.is_jfif))
+                reader: Any = None
+                if spec is not None:
+                    try:
+                        reader = _core.slides.TileReader(str(self.path), [spec])
+                    except (ValueError, RuntimeError) as exc:
+                        why = f"its tile table cannot be used ({exc})"
+                self._native[level] = (reader, why)
+            return self._native[level]
 
     @staticmethod
     def _tiff_properties(page: Any) -> dict[str, Any]:
@@ -901,6 +933,8 @@ class TiffFileSlide(Slide):
         return out
 
     def close(self) -> None:
+        with self._native_lock:
+            self._native.clear()  # the compiled readers close their descriptors
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
