@@ -254,9 +254,9 @@ def test_closing_the_slide_releases_the_native_readers(pyramids):
 
 
 def _child(code: str, **env: str) -> subprocess.CompletedProcess:
-    path = os.pathsep.join(p for p in sys.path if p)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **env}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": path, **env})  # fmt: skip
+                          text=True, timeout=120, env=env)  # fmt: skip
 
 
 def test_libjpeg_candidates_that_do_not_fit_are_refused_with_a_reason(tmp_path):
@@ -265,7 +265,7 @@ def test_libjpeg_candidates_that_do_not_fit_are_refused_with_a_reason(tmp_path):
     code = f"""
         import ctypes.util
         from tumorboard import _core
-        print("missing:", _core.slides.jpeg_load({str(tmp_path / 'nope.so')!r}))
+        print("missing:", _core.slides.jpeg_load({str(tmp_path / "nope.so")!r}))
         print("garbage:", _core.slides.jpeg_load({str(not_a_lib)!r}))
         libz = ctypes.util.find_library("z")
         print("libz:", _core.slides.jpeg_load(libz) if libz else "lacks jpeg_skip")
