@@ -127,6 +127,7 @@ def test_outputs_match_oracle_and_layout(collection, reference):
         "precision": "fp32",
         "compiled": "no",
         "reader": "tifffile",
+        "patch_loader": "native",  # the compiled batch reader of JPEG-tiled TIFFs
     }
     np.testing.assert_allclose(feats, oracle_embeddings(path, coords), rtol=1e-4, atol=1e-4)
     with h5py.File(out / JOB / "features_tiny" / "case01.h5", "r") as f:

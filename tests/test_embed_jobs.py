@@ -281,6 +281,8 @@ def test_reader_option_reaches_the_slides(slide, tmp_path):
         assert rep.ok
         runs[reader] = read_features(rep.results[0].features_path)
         assert runs[reader][2]["reader"] == reader
+        # OpenSlide reads per patch in Python; the tifffile reader's JPEG tiles go native
+        assert runs[reader][2]["patch_loader"] == ("native" if reader == "tifffile" else "python")
     np.testing.assert_array_equal(runs["tifffile"][1], runs["openslide"][1])
     np.testing.assert_allclose(runs["tifffile"][0], runs["openslide"][0], atol=1e-5)
     tiled = cli("tile", str(slide), "--out", str(tmp_path / "t"), "--reader", "tifffile",

@@ -18,7 +18,8 @@ Outputs per slide follow TRIDENT's job layout exactly (mahmoodlab/TRIDENT
   with attributes ``name``, ``savetodir``, ``encoder`` (TRIDENT's) and ``weights_fingerprint``,
   ``backend``, ``dtype`` and ``precision`` (both the precision computed in: fp32, fp16, bf16 or
   fp8), ``compiled`` (the ``torch.compile`` mode, or "no"), ``reader`` (the slide reader
-  used); ``coords`` [N, 2] int64 with the coords file's attributes copied.
+  used), ``patch_loader`` ("native": the compiled batch reader, or "python": the Python tile
+  path; see :class:`~tumorboard.slides.PatchLoader`); ``coords`` [N, 2] int64 with the coords file's attributes copied.
 * ``{job}/embeddings_{encoder}/{name}.parquet``: columns ``slide`` (string), ``x``, ``y`` (int64,
   level-0 top-left), ``embedding`` (fixed_size_list<float32>[D]); the folder reads as one table
   (``polars.scan_parquet(dir / "*.parquet")``). The schema metadata holds ``encoder``,
@@ -439,6 +440,7 @@ class _SlideJob:
     n: int = 0
     error: str | None = None
     reader: str | None = None
+    loader: str | None = None
 
 
 def _produce(
@@ -492,12 +494,13 @@ def _produce(
                     if not put(("empty", job)):
                         return
                     continue
-                if not put(("start", job)):
-                    return
                 loader = slides.PatchLoader(slide, coords, level=level, read_size=read_size,
                                             batch_size=batch_size, size=size, mean=mean, std=std,
                                             threads=threads, interpolation=interpolation,
                                             dtype=patch_dtype)  # fmt: skip
+                job.loader = "native" if loader.native else "python"
+                if not put(("start", job)):
+                    return
                 for batch in loader:
                     if not put(("batch", job, batch)):
                         return
@@ -524,7 +527,7 @@ class _Writer:
 
         self.job = job
         # the features dataset's attributes beyond name and savetodir
-        self.attrs = {**attrs, "reader": job.reader}
+        self.attrs = {**attrs, "reader": job.reader, "patch_loader": job.loader}
         meta = {**(job.coords_attrs or {}), **attrs, "slide": job.name}
         self.metadata = {  # text as is, anything else as JSON (None -> null)
             k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
