@@ -19,7 +19,8 @@ Outputs per slide follow TRIDENT's job layout exactly (mahmoodlab/TRIDENT
   ``backend``, ``dtype`` and ``precision`` (both the precision computed in: fp32, fp16, bf16 or
   fp8), ``compiled`` (the ``torch.compile`` mode, or "no"), ``reader`` (the slide reader
   used), ``patch_loader`` ("native": the compiled batch reader, or "python": the Python tile
-  path; see :class:`~tumorboard.slides.PatchLoader`); ``coords`` [N, 2] int64 with the coords file's attributes copied.
+  path; see :class:`~tumorboard.slides.PatchLoader`); ``coords`` [N, 2] int64 with the coords
+  file's attributes copied.
 * ``{job}/embeddings_{encoder}/{name}.parquet``: columns ``slide`` (string), ``x``, ``y`` (int64,
   level-0 top-left), ``embedding`` (fixed_size_list<float32>[D]); the folder reads as one table
   (``polars.scan_parquet(dir / "*.parquet")``). The schema metadata holds ``encoder``,
