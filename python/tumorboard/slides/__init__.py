@@ -16,6 +16,9 @@ Typical use::
         for batch in slides.PatchLoader(slide, grid, batch_size=64, size=224):
             ...  # batch.images: (64, 3, 224, 224) float32, batch.coords: level-0 (x, y)
 
+The loader reads JPEG-tiled TIFF pyramids through the compiled core, a whole batch per GIL-free
+call (:func:`native_jpeg` says which libjpeg it opened).
+
 Readers: ``open(path, reader="auto")`` reads tiled generic TIFF pyramids and Aperio SVS tile by
 tile with tifffile and imagecodecs (:class:`TiffFileSlide`: the same pixels as OpenSlide, several
 times faster for patch loading), other slides with OpenSlide (SVS with JPEG 2000, NDPI, MRXS,
@@ -46,6 +49,7 @@ from ._h5 import (
 )
 from ._loader import PatchBatch, PatchLoader
 from ._names import CollectedSlides, PlannedSlide, collect_slides, plan_slide_names, slide_name
+from ._native import NativeJpeg, native_jpeg
 from ._preprocess import preprocess_patches, resize
 from ._readers import (
     IMAGE_EXTENSIONS,
@@ -90,6 +94,7 @@ __all__ = [
     "CoordsFile",
     "CoordsFileError",
     "ImageSlide",
+    "NativeJpeg",
     "OpenSlideSlide",
     "PatchBatch",
     "PatchGrid",
@@ -111,6 +116,7 @@ __all__ = [
     "direct_tiff_unsupported",
     "magnification_from_mpp",
     "mpp_from_properties",
+    "native_jpeg",
     "open",
     "patch_dir",
     "patch_grid",
