@@ -184,6 +184,20 @@ def test_corrupt_tile_is_a_slide_error_naming_tile_and_level(pyramids, tmp_path)
             list(slides.PatchLoader(s, COORDS[:1], level=0, read_size=64, native=False))
 
 
+def test_a_damaged_size_field_costs_no_gigabytes(pyramids, tmp_path):
+    src = pyramids["jpeg-rgb"]
+    data = bytearray(src.read_bytes())
+    off, n = _tile_span(src, 0, 0)
+    sof = data.index(b"\xff\xc0", off, off + n)  # baseline SOF: length, precision, height, width
+    data[sof + 5 : sof + 9] = b"\x7f\xff\x7f\xff"  # 32767 x 32767 pixels: 3 GiB of RGB
+    bad = tmp_path / "huge.tif"
+    bad.write_bytes(bytes(data))
+    with slides.open(bad) as s:
+        loader = slides.PatchLoader(s, COORDS[:1], level=0, read_size=64, native=True)
+        with pytest.raises(slides.SlideError, match="tile 0 of level 0.*claims 32767x32767"):
+            list(loader)
+
+
 @pytest.mark.filterwarnings("ignore:.*reported 1 problem")
 def test_truncated_file_is_a_slide_error(pyramids, tmp_path):
     src = pyramids["raw-rgb"]

@@ -141,8 +141,8 @@ const Api& api_or_throw() {
 // longjmp out of libjpeg skips no destructor. Returns false with err->message set on an error.
 bool decode(const Api& api, jpeg_decompress_struct* cinfo, ErrorManager* err,
             const std::uint8_t* tables, std::size_t n_tables, const std::uint8_t* data,
-            std::size_t n_data, JpegColor color, std::vector<std::uint8_t>* pixels,
-            int* width, int* height) {
+            std::size_t n_data, JpegColor color, std::size_t max_pixels,
+            std::vector<std::uint8_t>* pixels, int* width, int* height) {
   if (setjmp(err->jump)) {
     return false;
   }
@@ -152,6 +152,12 @@ bool decode(const Api& api, jpeg_decompress_struct* cinfo, ErrorManager* err,
   }
   api.mem_src(cinfo, const_cast<unsigned char*>(data), static_cast<unsigned long>(n_data));
   api.read_header(cinfo, TRUE);
+  if (static_cast<std::size_t>(cinfo->image_width) * cinfo->image_height > max_pixels) {
+    std::snprintf(err->message, sizeof(err->message), "its header claims %ux%u pixels",
+                  static_cast<unsigned>(cinfo->image_width),
+                  static_cast<unsigned>(cinfo->image_height));
+    return false;
+  }
   if (cinfo->num_components != 3) {
     std::snprintf(err->message, sizeof(err->message),
                   "expected 3 colour components, got %d", cinfo->num_components);
@@ -184,8 +190,8 @@ bool decode(const Api& api, jpeg_decompress_struct* cinfo, ErrorManager* err,
 }  // namespace
 
 void jpeg_decode_rgb(const std::uint8_t* tables, std::size_t n_tables, const std::uint8_t* data,
-                     std::size_t n_data, JpegColor color, std::vector<std::uint8_t>& pixels,
-                     int* width, int* height) {
+                     std::size_t n_data, JpegColor color, std::size_t max_pixels,
+                     std::vector<std::uint8_t>& pixels, int* width, int* height) {
   const Api& api = api_or_throw();
   if (data == nullptr || n_data == 0) throw jpeg_error("empty JPEG stream");
   jpeg_decompress_struct cinfo;
@@ -200,8 +206,8 @@ void jpeg_decode_rgb(const std::uint8_t* tables, std::size_t n_tables, const std
   api.create(&cinfo, JPEG_LIB_VERSION, sizeof(cinfo));
   bool ok = false;
   try {
-    ok = decode(api, &cinfo, &err, tables, n_tables, data, n_data, color, &pixels, width,
-                height);
+    ok = decode(api, &cinfo, &err, tables, n_tables, data, n_data, color, max_pixels, &pixels,
+                width, height);
   } catch (...) {
     api.destroy(&cinfo);
     throw;
@@ -226,7 +232,7 @@ std::string jpeg_load(const std::string&) {
 std::string jpeg_loaded_path() { return ""; }
 
 void jpeg_decode_rgb(const std::uint8_t*, std::size_t, const std::uint8_t*, std::size_t,
-                     JpegColor, std::vector<std::uint8_t>&, int*, int*) {
+                     JpegColor, std::size_t, std::vector<std::uint8_t>&, int*, int*) {
   throw jpeg_error("this build of tumorboard was compiled without jpeglib.h");
 }
 

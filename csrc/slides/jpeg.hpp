@@ -50,9 +50,10 @@ enum class JpegColor {
 
 // Decodes one JPEG stream (possibly abbreviated: its tables in `tables`, which may be null) into
 // packed 8-bit RGB, resizing `pixels` to width * height * 3. Throws jpeg_error with libjpeg's
-// message, or when no library is loaded or the image is not 3-component 8-bit.
+// message, when no library is loaded, when the image is not 3-component 8-bit, or when its
+// header claims more than `max_pixels` pixels (a damaged size field must not cost gigabytes).
 void jpeg_decode_rgb(const std::uint8_t* tables, std::size_t n_tables, const std::uint8_t* data,
-                     std::size_t n_data, JpegColor color, std::vector<std::uint8_t>& pixels,
-                     int* width, int* height);
+                     std::size_t n_data, JpegColor color, std::size_t max_pixels,
+                     std::vector<std::uint8_t>& pixels, int* width, int* height);
 
 }  // namespace tb::slides

@@ -80,8 +80,10 @@ void TileReader::read_tile(int level, std::int64_t index, std::vector<std::uint8
   }
   if (lv.codec == TileCodec::kJpeg) {
     try {
+      // a tile's stream decodes to the tile's size; allow generous slack, not gigabytes
+      const auto max_pixels = static_cast<std::size_t>(lv.tile_width * lv.tile_height) * 64;
       jpeg_decode_rgb(lv.tables.empty() ? nullptr : lv.tables.data(), lv.tables.size(),
-                      bytes.data(), bytes.size(), lv.color, pixels, width, height);
+                      bytes.data(), bytes.size(), lv.color, max_pixels, pixels, width, height);
     } catch (const jpeg_error& e) {
       throw std::runtime_error(tile_name(index, level) + " is corrupt (" + e.what() + ")");
     }
