@@ -4,9 +4,9 @@
 batch needs, reads their bytes with ``os.pread``, turns each into a complete JPEG interchange
 stream (:func:`jpeg_stream`), decodes them all in one nvImageCodec call (nvJPEG on the GPU),
 assembles the square regions on the device (white outside the level and for sparse tiles), and
-resizes and normalises them there with torch. CPU decoding (:class:`~tumorboard.slides.PatchLoader`'s
-compiled reader) stays the default; this path is for slides whose decoding would still starve
-the GPU.
+resizes and normalises them there with torch. CPU decoding (the compiled reader of
+:class:`~tumorboard.slides.PatchLoader`) stays the default; this path is for slides whose
+decoding would still starve the GPU.
 
 The pixels: nvJPEG's inverse DCT and colour conversion may differ from libjpeg-turbo's by a unit
 here and there, and the resize is torch's antialiased filter (the same PIL filters in float32
@@ -354,7 +354,7 @@ class GpuTileDecoder:
         else:
             images = self._decoder.decode(streams)
         out = {}
-        for t, img in zip(tiles, images):
+        for t, img in zip(tiles, images, strict=True):
             if img is None:
                 raise SlideError(
                     self.slide.path,
