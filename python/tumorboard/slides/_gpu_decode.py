@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from ._readers import Slide
 
-__all__ = ["GpuTileDecoder", "gpu_decode_unsupported", "jpeg_stream"]
+__all__ = ["GpuTileDecoder", "gpu_decode_unsupported", "jpeg_stream", "resolve_decode_device"]
 
 DecodeBackend = Literal["gpu", "cpu"]
 
@@ -202,6 +202,51 @@ def gpu_decode_unsupported(slide: Slide, level: int) -> str | None:
     if int(getattr(page, "fillorder", 1)) != 1:
         return "bit-reversed fill order"
     return None
+
+
+def resolve_decode_device(device: Any = "cuda") -> tuple[Any, DecodeBackend]:
+    """Check that GPU JPEG decoding can run on ``device``; return it and the backend.
+
+    Parameters
+    ----------
+    device : str or torch.device, default "cuda"
+        A CUDA device ("auto" picks CUDA when there is one).
+
+    Returns
+    -------
+    tuple
+        (``torch.device``, "gpu").
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``device`` is not a CUDA device, or this machine has none.
+    MissingDependencyError
+        torch or nvImageCodec is not installed.
+    """
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError.for_extra(
+            "GPU JPEG decoding (decode='gpu')", package="torch", extra="embed", cause=exc
+        ) from exc
+    from ..models import resolve_device
+
+    try:
+        dev = resolve_device(device)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"GPU JPEG decoding: {exc}") from exc
+    if dev.type == "cpu" and _CPU_BACKEND_FOR_TESTS:
+        backend: DecodeBackend = "cpu"
+    elif dev.type != "cuda":
+        raise InvalidArgumentError(
+            f"GPU JPEG decoding needs a CUDA device, got {str(dev)!r}; use the default CPU "
+            "decoding (decode='cpu', --decode cpu) there"
+        )
+    else:
+        backend = "gpu"
+    _import_nvimgcodec()
+    return dev, backend
 
 
 def _import_nvimgcodec() -> Any:
