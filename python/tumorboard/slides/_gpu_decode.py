@@ -250,8 +250,10 @@ def resolve_decode_device(device: Any = "cuda") -> tuple[Any, DecodeBackend]:
 
 
 def _import_nvimgcodec() -> Any:
+    import importlib
+
     try:
-        from nvidia import nvimgcodec
+        nvimgcodec = importlib.import_module("nvidia.nvimgcodec")
     except ImportError as exc:
         raise MissingDependencyError.for_extra(
             "GPU JPEG decoding (decode='gpu')", package=_PIP, extra="gpu", cause=exc
