@@ -64,7 +64,7 @@ def _header_segments(stream: bytes) -> list[tuple[int, int, int]]:
     pos, n = 2, len(stream)
     while pos + 4 <= n:
         if stream[pos] != 0xFF:
-            raise ValueError(f"no marker at byte {pos}")
+            raise InvalidArgumentError(f"no marker at byte {pos}")
         marker = stream[pos + 1]
         if marker == 0xFF:  # fill byte before a marker
             pos += 1
@@ -73,7 +73,7 @@ def _header_segments(stream: bytes) -> list[tuple[int, int, int]]:
             break
         (length,) = struct.unpack_from(">H", stream, pos + 2)
         if length < 2 or pos + 2 + length > n:
-            raise ValueError(f"segment 0x{marker:02X} at byte {pos} runs past the stream")
+            raise InvalidArgumentError(f"segment 0x{marker:02X} at byte {pos} runs past the stream")
         out.append((marker, pos, pos + 2 + length))
         if marker == _SOS:
             break
@@ -103,16 +103,16 @@ def merge_jpeg_tables(tile: bytes, tables: bytes | None) -> bytes:
 
     Raises
     ------
-    ValueError
+    InvalidArgumentError
         The tile or the tables do not start with SOI, or the tables do not end with EOI.
     """
     if tile[:2] != _SOI:
-        raise ValueError("the tile does not start with a JPEG SOI marker")
+        raise InvalidArgumentError("the tile does not start with a JPEG SOI marker")
     if not tables:
         return tile
     tables = bytes(tables)
     if tables[:2] != _SOI or tables[-2:] != _EOI:
-        raise ValueError("JPEGTables is not an SOI ... EOI stream")
+        raise InvalidArgumentError("JPEGTables is not an SOI ... EOI stream")
     return tables[:-2] + tile[2:]
 
 
@@ -137,11 +137,11 @@ def mark_rgb(stream: bytes) -> bytes:
 
     Raises
     ------
-    ValueError
+    InvalidArgumentError
         The stream is not a JPEG stream.
     """
     if stream[:2] != _SOI:
-        raise ValueError("the stream does not start with a JPEG SOI marker")
+        raise InvalidArgumentError("the stream does not start with a JPEG SOI marker")
     parts = [_SOI, _ADOBE_RGB]
     pos = 2
     for marker, start, end in _header_segments(stream):
@@ -384,7 +384,7 @@ class GpuTileDecoder:
                 raise SlideError(path, f"truncated: tile {t} of level {lv} is cut short")
             try:
                 out.append(jpeg_stream(data, self._tables, rgb=self._rgb))
-            except ValueError as exc:
+            except InvalidArgumentError as exc:
                 raise SlideError(path, f"tile {t} of level {lv} is corrupt ({exc})") from exc
         return out
 
