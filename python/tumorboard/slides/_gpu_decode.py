@@ -340,7 +340,8 @@ class GpuTileDecoder:
         # libjpeg's "fancy" chroma upsampling, as libjpeg-turbo (the CPU path) does by default
         options = ":fancy_upsampling=1"
         if backend == "gpu":
-            self._decoder = nvimgcodec.Decoder(device_id=dev.index or 0, options=options)
+            index = dev.index if dev.index is not None else torch.cuda.current_device()
+            self._decoder = nvimgcodec.Decoder(device_id=index, options=options)
             self._stream = torch.cuda.Stream(dev)
         else:
             self._decoder = nvimgcodec.Decoder(
@@ -408,6 +409,7 @@ class GpuTileDecoder:
                     f"tile {t} of level {self.level} is corrupt (nvImageCodec cannot decode it)",
                 )
             if self._stream is not None:
+                # DLPack with stream: torch's current stream (ours) waits for the decode
                 arr = torch.from_dlpack(img)
             else:
                 arr = torch.from_numpy(np.asarray(img.cpu()))
