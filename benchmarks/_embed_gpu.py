@@ -22,9 +22,11 @@ GPU figures are printed as pending):
    patch from the architecture: 371 GFLOP for UNI2-h at 224 px), and the cosine similarity of the
    features to bf16 eager (minimum over the batch).
 4. **End to end**: ``embed_slides`` over each collection (every grid patch, no segmentation) in
-   bf16 eager, bf16 compiled and FP8 (compiled variants timed after an untimed warm-up run on
-   one slide that compiles them), against the **TRIDENT-style loop** on the same slides and
-   coordinates, written here from TRIDENT's description (mahmoodlab/TRIDENT
+   bf16 eager, bf16 compiled, FP8, and bf16 eager with ``decode="gpu"`` (nvImageCodec JPEG
+   decoding on the GPU; skipped with the reason printed without CUDA or nvImageCodec); compiled
+   variants are timed after an untimed warm-up run on one slide that compiles them. Against the
+   **TRIDENT-style loop** on the same slides and coordinates, written here from TRIDENT's
+   description (mahmoodlab/TRIDENT
    ``trident/wsi_objects/WSI.py``, ``extract_patch_features``, and ``trident/patch_encoder_models``,
    @a91fa84): OpenSlide ``read_region`` per patch in a torch ``DataLoader`` with
    ``0.75 x cores`` workers, PIL resize to the encoder's input, ToTensor and Normalize, the same
@@ -57,6 +59,17 @@ BF16_PEAK_TFLOPS = {
     "L40S": 362.0,
     "L4": 121.0,
 }
+
+
+def gpu_decode_unavailable(cuda: bool) -> str | None:
+    """Say why the ``--decode gpu`` rows cannot run here (None when they can)."""
+    if not cuda:
+        return "no CUDA"
+    try:
+        from nvidia import nvimgcodec  # noqa: F401
+    except ImportError as exc:
+        return f"nvImageCodec is not installed ({exc}); pip install 'tumorboard[gpu]'"
+    return None
 
 
 def bf16_peak(name: str) -> float | None:
@@ -414,21 +427,29 @@ def run(*, patches: int | None, json_path: str | None) -> int:
         say("|---|---|---|---|---|")
         e2e: dict[str, Any] = {}
         workers = max(1, int(0.75 * cores))
+        decode_why = gpu_decode_unavailable(cuda)
+        if decode_why is not None:
+            print(f"(--decode gpu rows skipped: {decode_why})")
         for key in ("svs-like", "0.5um"):
             m_dev = module.to(device)
             secs, n = trident_loop(g[key], m_dev, device=device, batch=batch, workers=workers,
                                    size=size, mean=mean, std=std)  # fmt: skip
             module.cpu()
             peer = n / secs
-            for label, dt, comp in ((half, "bf16", False), (f"{half} compiled", "bf16", True),
-                                    ("fp8 compiled", "fp8", True)):  # fmt: skip
+            rows = ((half, "bf16", False, "cpu"), (f"{half} compiled", "bf16", True, "cpu"),
+                    ("fp8 compiled", "fp8", True, "cpu"),
+                    (f"{half} --decode gpu", "bf16", False, "gpu"))  # fmt: skip
+            for label, dt, comp, decode in rows:
                 if dt == "fp8" and fp8_why is not None:
                     say(f"| {label} | {key} | pending: no FP8 here | {peer:.0f} | |")
+                    continue
+                if decode == "gpu" and decode_why is not None:
+                    say(f"| {label} | {key} | pending: {decode_why} | {peer:.0f} | |")
                     continue
                 out = root / f"out-{key}-{label.replace(' ', '-')}"
                 run_kw = dict(model=module, batch_size=batch, segmentation=None, progress=False,
                               device=str(device), dtype=dt if cuda else "fp32", compile=comp,
-                              encoder_name=model_name)  # fmt: skip
+                              encoder_name=model_name, decode=decode)  # fmt: skip
                 warm = None
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

@@ -360,3 +360,59 @@ def test_onnx_fallback_export_for_a_plain_module(collection, tmp_path):
         runs[backend] = read_features(tmp_path / backend / JOB / "features_plain" / "case01.h5")[0]
     assert runs["torch"].shape[1] == 8
     np.testing.assert_allclose(runs["onnxruntime"], runs["torch"], rtol=1e-4, atol=1e-4)
+
+
+def _gpu_decode_bound(std: tuple[float, ...]) -> float:
+    """Return the largest change of TinyEncoder outputs when pixels move by one uint8 step.
+
+    A step moves a normalised value by at most 1 / (255 min(std)); average pooling keeps that
+    bound, and output i moves by at most ||W_i||_1 times it.
+    """
+    w = TinyEncoder().proj.weight.detach().abs().sum(1).max().item()  # noqa: F821
+    return w / (255 * min(std))
+
+
+@pytest.mark.parametrize("patch_size", [256, 300])  # read as is, and resized to 256
+def test_gpu_decode_features_match_cpu_decode(collection, tmp_path, monkeypatch, patch_size):
+    pytest.importorskip("nvidia.nvimgcodec")
+    from tumorboard.slides import _gpu_decode
+
+    # decode="gpu" on the CPU runs nvImageCodec's CPU backend (libjpeg-turbo): the whole
+    # engine path (loader tensors, backend normalisation, attributes) without a GPU
+    monkeypatch.setattr(_gpu_decode, "_CPU_BACKEND_FOR_TESTS", True)
+    kw = {"model": TinyEncoder(), "batch_size": 8, "threads": 1, "progress": False,  # noqa: F821
+          "segmentation": PARAMS, "device": "cpu", "patch_size": patch_size}  # fmt: skip
+    cpu = embed_slides(collection[:1], out=tmp_path / "cpu", **kw)
+    gpu = embed_slides(collection[:1], out=tmp_path / "gpu", decode="gpu", **kw)
+    assert cpu.ok and gpu.ok
+    want, wc, wattrs = read_features(cpu.done[0].features_path)
+    got, gc, attrs = read_features(gpu.done[0].features_path)
+    assert wattrs["patch_loader"] == "native" and attrs["patch_loader"] == "gpu"
+    np.testing.assert_array_equal(gc, wc)
+    diff = np.abs(got - want).max()
+    print(f"patch {patch_size}: max |features diff| {diff:.3g}, bound {_gpu_decode_bound(STD):.3g}")
+    if patch_size == 256:  # no resize: the same libjpeg-turbo pixels, the same normalisation
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=_gpu_decode_bound(STD))
+
+
+def test_gpu_decode_refusals(collection, tmp_path, capsys):
+    with pytest.raises(ValueError, match="decode"):
+        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="nvjpeg")  # noqa: F821
+    with pytest.raises(ValueError, match="backend"):
+        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="gpu",  # noqa: F821
+                     backend="onnxruntime")  # fmt: skip
+    if torch.cuda.is_available():
+        return
+    with pytest.raises(ValueError, match="CUDA"):
+        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="gpu")  # noqa: F821
+    parser = argparse.ArgumentParser(prog="tumorboard")
+    add_embed_parser(parser.add_subparsers(dest="cmd"))
+    args = parser.parse_args(["embed", str(collection[0]), "--random-weights", "--model",
+                              "uni2-tiny", "--out", str(tmp_path), "--decode", "gpu",
+                              "--device", "cpu", "--quiet"])  # fmt: skip
+    assert args.func(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tumorboard: error: ") and "CUDA" in err[0]
+    assert not list(tmp_path.iterdir())  # refused before any work

@@ -259,20 +259,26 @@ class TorchBackend:
                 f"{self.static_batch} (TorchBackend(batch_size=) or the first batch's size)"
             )
         if n < self.static_batch:
-            pad = self.torch.zeros((self.static_batch - n, *x.shape[1:]), dtype=x.dtype)
+            pad = self.torch.zeros((self.static_batch - n, *x.shape[1:]), dtype=x.dtype,
+                                   device=x.device)  # fmt: skip
             x = self.torch.cat([x, pad])
         return x, n
 
-    def submit(self, images: np.ndarray) -> None:
+    def submit(self, images: Any) -> None:
         """Start the forward of one batch (asynchronously on CUDA).
 
         Parameters
         ----------
-        images : numpy.ndarray
+        images : numpy.ndarray or torch.Tensor
             [B, 3, H, W] float32 normalised patches, or uint8 patches when the backend was given
-            ``mean`` and ``std`` (shipped as uint8 and normalised on the device).
+            ``mean`` and ``std`` (shipped as uint8 and normalised on the device). A torch tensor
+            already on the backend's device (GPU-decoded patches, ``decode="gpu"``) is used
+            where it is, with no copy.
         """
         torch = self.torch
+        if isinstance(images, torch.Tensor):
+            self._submit_tensor(images)
+            return
         if images.dtype == np.uint8:
             if self.mean is None:
                 raise InvalidArgumentError(
@@ -294,6 +300,32 @@ class TorchBackend:
         compute.wait_event(copied)
         xg.record_stream(compute)
         y = self._forward(xg)
+        host = torch.empty(y.shape, dtype=torch.float32, pin_memory=True)
+        host.copy_(y, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record(compute)
+        self._pending.append((host, done, x, n))
+
+    def _submit_tensor(self, x: Any) -> None:
+        torch = self.torch
+        if x.dtype == torch.uint8 and self.mean is None:
+            raise InvalidArgumentError(
+                "uint8 patches need the encoder's mean and std (TorchBackend(mean=, std=))"
+            )
+        if x.device != self.device:
+            raise InvalidArgumentError(
+                f"a batch on {x.device} for an encoder on {self.device}: GPU-decoded patches "
+                "must be decoded on the encoder's device"
+            )
+        if x.dtype != torch.uint8:
+            x = x.float()
+        x, n = self._pad(x)
+        if not self.cuda:
+            self._pending.append((self._forward(x)[:n].numpy(), None, None, n))
+            return
+        compute = torch.cuda.current_stream(self.device)
+        x.record_stream(compute)  # made on the decoder's stream, read on this one
+        y = self._forward(x)
         host = torch.empty(y.shape, dtype=torch.float32, pin_memory=True)
         host.copy_(y, non_blocking=True)
         done = torch.cuda.Event()

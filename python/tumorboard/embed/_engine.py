@@ -18,8 +18,9 @@ Outputs per slide follow TRIDENT's job layout exactly (mahmoodlab/TRIDENT
   with attributes ``name``, ``savetodir``, ``encoder`` (TRIDENT's) and ``weights_fingerprint``,
   ``backend``, ``dtype`` and ``precision`` (both the precision computed in: fp32, fp16, bf16 or
   fp8), ``compiled`` (the ``torch.compile`` mode, or "no"), ``reader`` (the slide reader
-  used), ``patch_loader`` ("native": the compiled batch reader, or "python": the Python tile
-  path; see :class:`~tumorboard.slides.PatchLoader`); ``coords`` [N, 2] int64 with the coords
+  used), ``patch_loader`` ("native": the compiled batch reader, "python": the Python tile
+  path, or "gpu": nvImageCodec decoding on the GPU, ``decode="gpu"``; see
+  :class:`~tumorboard.slides.PatchLoader`); ``coords`` [N, 2] int64 with the coords
   file's attributes copied.
 * ``{job}/embeddings_{encoder}/{name}.parquet``: columns ``slide`` (string), ``x``, ``y`` (int64,
   level-0 top-left), ``embedding`` (fixed_size_list<float32>[D]); the folder reads as one table
@@ -66,8 +67,10 @@ from ..slides import (
     DEFAULT_SEGMENTATION_MPP,
     TilingOptions,
     collect_slides,
+    gpu_decode_unsupported,
     plan_slide_names,
     read_plan,
+    resolve_decode_device,
     slide_name,
 )
 from ._backends import (
@@ -458,6 +461,7 @@ def _produce(
     interpolation: str,
     threads: int,
     patch_dtype: str = "float32",
+    decode_device: str | None = None,
 ) -> None:
     from .. import slides
 
@@ -495,11 +499,16 @@ def _produce(
                     if not put(("empty", job)):
                         return
                     continue
+                # decode="gpu": uint8 tensors on the model's device, normalised by the backend;
+                # slides the GPU decoder does not read keep the CPU loader
+                gpu = decode_device is not None and gpu_decode_unsupported(slide, level) is None
                 loader = slides.PatchLoader(slide, coords, level=level, read_size=read_size,
                                             batch_size=batch_size, size=size, mean=mean, std=std,
                                             threads=threads, interpolation=interpolation,
-                                            dtype=patch_dtype)  # fmt: skip
-                job.loader = "native" if loader.native else "python"
+                                            dtype="uint8" if gpu else patch_dtype,
+                                            decode="gpu" if gpu else "cpu",
+                                            device=decode_device)  # fmt: skip
+                job.loader = "gpu" if gpu else "native" if loader.native else "python"
                 if not put(("start", job)):
                     return
                 for batch in loader:
@@ -745,6 +754,7 @@ def embed_slides(
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
     compile: bool | str = False,
+    decode: Literal["cpu", "gpu"] = "cpu",
 ) -> EmbedReport:
     """Embed every patch of every slide of a collection with a patch encoder.
 
@@ -824,6 +834,16 @@ def embed_slides(
         ``batch_size``, so one graph is compiled per (model, batch size, dtype) and reused for
         every slide, and by later runs in this process with the same model and weights. The
         features record it (attribute ``compiled``: the mode, or "no").
+    decode : {"cpu", "gpu"}, default "cpu"
+        Where JPEG tiles are decoded. "cpu" (the default): the slides layer's threaded loader
+        (libjpeg-turbo). "gpu": nvImageCodec (nvJPEG) on the CUDA device the model runs on,
+        with each batch assembled, resized and normalised there
+        (:class:`~tumorboard.slides.GpuTileDecoder`), for slides whose CPU decoding would starve
+        the GPU; patches are within one uint8 step of the CPU path's. It applies to tiled TIFF
+        pyramids of JPEG tiles read by tifffile; other slides keep CPU decoding. The features
+        record which (attribute ``patch_loader``: "gpu", "native" or "python"). Needs
+        ``backend="torch"``, a CUDA device and ``pip install "tumorboard[gpu]"``
+        (nvImageCodec).
 
     Returns
     -------
@@ -853,6 +873,17 @@ def embed_slides(
     if executor not in ("local", "ray"):
         raise InvalidArgumentError(f"executor: expected 'local' or 'ray', got {executor!r}")
     mode = check_compile(compile)
+    if decode not in ("cpu", "gpu"):
+        raise InvalidArgumentError(f"decode: expected 'cpu' or 'gpu', got {decode!r}")
+    if decode == "gpu" and backend != "torch":
+        raise InvalidArgumentError(
+            f"decode='gpu' feeds decoded patches to a torch model on the GPU; backend={backend!r} "
+            "takes CPU batches (use decode='cpu')"
+        )
+    decode_device: str | None = None
+    if decode == "gpu" and executor == "local":
+        # no CUDA, or no nvImageCodec, is refused before anything runs
+        decode_device = str(resolve_decode_device(device)[0])
     if backend != "torch" and (mode is not None or dtype == "fp8"):
         raise InvalidArgumentError(
             f"backend={backend!r}: compile= and dtype='fp8' are options of backend='torch'"
@@ -888,7 +919,7 @@ def embed_slides(
             min_tissue=opts.min_tissue, segmentation=opts.segmentation, seg_mpp=opts.seg_mpp,
             mpp=opts.mpp, reader=opts.reader, threads=opts.threads, batch_size=batch_size,
             backend=backend, device=device, dtype=dtype, queue_size=queue_size,
-            encoder_name=encoder_name, force=force, compile=compile,
+            encoder_name=encoder_name, force=force, compile=compile, decode=decode,
         )  # fmt: skip
         ran = iter(rep.results)
         ordered = [missing[i] if i in missing else next(ran) for i in range(len(found.items))]
@@ -941,7 +972,7 @@ def embed_slides(
         n_total = _run(jobs, runner, prog, record, opts=opts, out=out_dir, identity=identity,
                        backend=backend, batch_size=batch_size, queue_size=queue_size,
                        size=size, mean=mean, std=std, interpolation=interpolation,
-                       features_dir=features_dir)  # fmt: skip
+                       features_dir=features_dir, decode_device=decode_device)  # fmt: skip
     else:
         prog.close()
     ordered = tuple(results[i] for i in sorted(results))
@@ -977,6 +1008,7 @@ def _run(
     std: tuple[float, ...],
     interpolation: str,
     features_dir: Path,
+    decode_device: str | None = None,
 ) -> int:
     """Embed the slides of ``jobs`` (producer thread + model on this thread); return the patches."""
     q: queue.Queue = queue.Queue(maxsize=queue_size)
@@ -996,6 +1028,7 @@ def _run(
             interpolation=interpolation,
             threads=opts.threads or os.cpu_count() or 1,
             patch_dtype="uint8" if gpu_normalise else "float32",
+            decode_device=decode_device,
         ),
         name="tb-embed-producer",
         daemon=True,

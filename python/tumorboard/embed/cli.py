@@ -86,6 +86,13 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="torch.compile mode for --compile (default: 'default')",
     )
     p.add_argument(
+        "--decode",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="where JPEG tiles are decoded: cpu (default, libjpeg-turbo) or gpu (nvImageCodec "
+        "on the CUDA --device, for tiled TIFF pyramids of JPEG tiles; needs tumorboard[gpu])",
+    )
+    p.add_argument(
         "--batch-size", type=positive_int, default=64, help="patches per forward (default 64)"
     )
     p.add_argument(
@@ -145,6 +152,7 @@ def run_embed(args: argparse.Namespace) -> int:
             executor=args.executor,
             ray_address=args.ray_address,
             compile=compile_arg,
+            decode=args.decode,
         )
     except (TumorboardError, ValueError, TypeError, ImportError, OSError) as exc:
         return usage_error(exc)

@@ -17,7 +17,9 @@ Typical use::
             ...  # batch.images: (64, 3, 224, 224) float32, batch.coords: level-0 (x, y)
 
 The loader reads JPEG-tiled TIFF pyramids through the compiled core, a whole batch per GIL-free
-call (:func:`native_jpeg` says which libjpeg it opened).
+call (:func:`native_jpeg` says which libjpeg it opened); ``PatchLoader(..., decode="gpu")``
+decodes them with nvImageCodec on a CUDA device instead (:class:`GpuTileDecoder`, ``pip install
+"tumorboard[gpu]"``), yielding torch tensors on the device.
 
 Readers: ``open(path, reader="auto")`` reads tiled generic TIFF pyramids and Aperio SVS tile by
 tile with tifffile and imagecodecs (:class:`TiffFileSlide`: the same pixels as OpenSlide, several
@@ -36,6 +38,7 @@ with ``pip install tumorboard[slides]``, h5py with ``[embed]``.
 from __future__ import annotations
 
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
+from ._gpu_decode import GpuTileDecoder, gpu_decode_unsupported, resolve_decode_device
 from ._grid import PatchGrid, patch_grid, read_plan
 from ._h5 import (
     CoordsFile,
@@ -93,6 +96,7 @@ __all__ = [
     "CollectedSlides",
     "CoordsFile",
     "CoordsFileError",
+    "GpuTileDecoder",
     "ImageSlide",
     "NativeJpeg",
     "OpenSlideSlide",
@@ -114,6 +118,7 @@ __all__ = [
     "coords_complete",
     "coords_path",
     "direct_tiff_unsupported",
+    "gpu_decode_unsupported",
     "magnification_from_mpp",
     "mpp_from_properties",
     "native_jpeg",
@@ -125,6 +130,7 @@ __all__ = [
     "read_complete_coords",
     "read_coords",
     "read_plan",
+    "resolve_decode_device",
     "resize",
     "segment_image",
     "segment_tissue",

@@ -9,6 +9,13 @@ raw buffer (OpenSlide's premultiplied ARGB through its C API; RGB for tiffslide,
 codecs and plain images), then runs the same fused crop/resize/normalise (C++, GIL released)
 into a fresh NCHW array. Both give the same pixels. Up to ``threads + prefetch`` batches are in
 flight; batches come out in grid order.
+
+``decode="gpu"`` reads JPEG-tiled TIFF levels with :class:`~tumorboard.slides.GpuTileDecoder`
+instead: nvImageCodec decodes each batch's tiles on the GPU and the batch is assembled, resized
+and normalised there, coming out as a torch tensor on the device (within one uint8 step of the
+CPU path's pixels). It lives here, not in the embedding engine, so that one class knows the
+region semantics (corners, white fill, resize, normalisation) whichever decoder runs, and any
+consumer of batches, not only ``embed_slides``, can use it.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -46,16 +53,17 @@ class PatchBatch:
 
     Attributes
     ----------
-    images : numpy.ndarray
+    images : numpy.ndarray or torch.Tensor
         (B, 3, h, w) float32 / float16, uint16 bfloat16 bit patterns, or uint8 resized pixels
-        (not normalised).
+        (not normalised). With ``decode="gpu"`` a torch tensor on the loader's device
+        (``torch.bfloat16`` for "bfloat16").
     coords : numpy.ndarray
         (B, 2) int64 level-0 top-left corners.
     index : numpy.ndarray
         (B,) their grid positions.
     """
 
-    images: np.ndarray
+    images: Any
     coords: np.ndarray
     index: np.ndarray
 
@@ -88,6 +96,13 @@ class PatchLoader:
         Use the compiled batch reader: None uses it where it applies (tiled TIFF levels with
         JPEG or uncompressed tiles and a usable libjpeg), True requires it (an error says why
         it does not apply), False never uses it.
+    decode : {"cpu", "gpu"}, default "cpu"
+        Where JPEG tiles are decoded. "gpu": nvImageCodec on ``device``
+        (:class:`~tumorboard.slides.GpuTileDecoder`; JPEG-tiled TIFF levels only, one reader
+        thread since the GPU decodes the whole batch at once; ``images`` are torch tensors on
+        the device). Needs ``pip install "tumorboard[gpu]"`` and CUDA.
+    device : str or None, default None
+        The CUDA device of ``decode="gpu"`` (default "cuda"); unused with "cpu".
 
     Attributes
     ----------
@@ -95,6 +110,8 @@ class PatchLoader:
         Whether batches are read by the compiled batch reader.
     native_reason : str or None
         Why they are not (None when they are).
+    decode : str
+        "cpu" or "gpu".
     """
 
     def __init__(
@@ -113,6 +130,8 @@ class PatchLoader:
         level: int | None = None,
         read_size: int | None = None,
         native: bool | None = None,
+        decode: Literal["cpu", "gpu"] = "cpu",
+        device: str | None = None,
     ) -> None:
         if isinstance(grid, PatchGrid):
             coords = grid.coords
@@ -157,6 +176,18 @@ class PatchLoader:
         self._local = threading.local()
         if native not in (None, True, False):
             raise InvalidArgumentError(f"native must be None, True or False, got {native!r}")
+        if decode not in ("cpu", "gpu"):
+            raise InvalidArgumentError(f"decode must be 'cpu' or 'gpu', got {decode!r}")
+        self.decode = decode
+        self._gpu: Any = None
+        if decode == "gpu":
+            if native:
+                raise InvalidArgumentError("native=True and decode='gpu' exclude each other")
+            from ._gpu_decode import GpuTileDecoder, resolve_decode_device
+
+            dev, backend = resolve_decode_device("cuda" if device is None else device)
+            self._gpu = GpuTileDecoder(slide, self.level, device=dev, backend=backend)
+            native = False
         self._reader, self.native_reason = self._native_reader(native)
         self.native = self._reader is not None
         if native and not self.native:
@@ -165,6 +196,8 @@ class PatchLoader:
             )
 
     def _native_reader(self, native: bool | None) -> tuple[object | None, str | None]:
+        if self._gpu is not None:
+            return None, "decode='gpu'"
         if native is False:
             return None, "native=False"
         find = getattr(self.slide, "native_reader", None)
@@ -209,6 +242,11 @@ class PatchLoader:
             raise IndexError(f"batch {b} out of range (0..{len(self) - 1})")
         cs = self.coords[start:stop]
         n, rs = stop - start, self.read_size
+        if self._gpu is not None:
+            images = self._gpu.load(cs, rs, size=self.size, mean=tuple(self.mean),
+                                    std=tuple(self.std), interpolation=self.interpolation,
+                                    dtype=self.dtype)  # fmt: skip
+            return PatchBatch(images=images, coords=cs.copy(), index=np.arange(start, stop))
         if self._reader is not None:
             return self._load_native(cs, start, stop)
         fmt = self.slide.raw_format
@@ -243,15 +281,17 @@ class PatchLoader:
         n_batches = len(self)
         if n_batches == 0:
             return
-        if self.threads == 1 and self.prefetch == 0:
+        # GPU decoding: one reader thread (the decoder works on a whole batch at once)
+        workers = 1 if self._gpu is not None else self.threads
+        if workers == 1 and self.prefetch == 0:
             for b in range(n_batches):
                 yield self.load_batch(b)
             return
-        pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="tb-patches")
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tb-patches")
         pending: deque[Future[PatchBatch]] = deque()
         nxt = 0
         try:
-            while nxt < n_batches and len(pending) < self.threads + self.prefetch:
+            while nxt < n_batches and len(pending) < workers + self.prefetch:
                 pending.append(pool.submit(self.load_batch, nxt))
                 nxt += 1
             while pending:
