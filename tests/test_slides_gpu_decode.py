@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import io
 import shutil
-import struct
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _scanner_tiffs import TILE, segments, write_tables_pyramid
 from tumorboard import slides
 from tumorboard.errors import InvalidArgumentError, MissingDependencyError
 from tumorboard.slides import SlideError
@@ -34,7 +34,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("nvidia.nvimgcodec")
 Image = pytest.importorskip("PIL.Image")
 
-TILE = 128
 CUDA = torch.cuda.is_available()
 # level-0 corners: aligned, across tile borders, past the right/bottom edge, outside the slide
 COORDS = np.array([[0, 0], [128, 256], [77, 190], [600, 500], [650, 470], [-40, -25],
@@ -47,69 +46,6 @@ def _image(h: int, w: int, seed: int) -> np.ndarray:
     base = np.stack([128 + 100 * np.sin(xx / 37.0), 128 + 90 * np.cos(yy / 23.0),
                      128 + 60 * np.sin((xx + yy) / 51.0)], axis=-1)  # fmt: skip
     return np.clip(base + g.normal(0, 20, base.shape), 0, 255).astype(np.uint8)
-
-
-def _segments(stream: bytes) -> list[tuple[int, bytes]]:
-    out, pos = [], 2
-    while True:
-        marker = stream[pos + 1]
-        (length,) = struct.unpack_from(">H", stream, pos + 2)
-        out.append((marker, stream[pos : pos + 2 + length]))
-        pos += 2 + length
-        if marker == 0xDA:
-            return out + [(-1, stream[pos:])]  # entropy-coded data and EOI
-
-
-def _aperio_ids(stream: bytes) -> bytes:
-    """Renumber components R, G, B (libjpeg's RGB hint) as 1, 2, 3, as Aperio's tiles are."""
-    parts = []
-    for marker, seg in _segments(stream):
-        b = bytearray(seg)
-        if marker == 0xC0:
-            for i in range(3):
-                b[10 + 3 * i] = i + 1
-        elif marker == 0xDA:
-            for i in range(3):
-                b[5 + 2 * i] = i + 1
-        parts.append(bytes(b))
-    return b"\xff\xd8" + b"".join(parts)
-
-
-def _abbreviate(stream: bytes) -> tuple[bytes, bytes]:
-    """Split a JPEG stream into JPEGTables (DQT, DHT) and a tile stream without tables or APPn."""
-    segs = _segments(stream)
-    tables = b"\xff\xd8" + b"".join(s for m, s in segs if m in (0xDB, 0xC4)) + b"\xff\xd9"
-    keep = b"".join(s for m, s in segs if m not in (0xDB, 0xC4) and not 0xE0 <= m <= 0xEF)
-    return tables, b"\xff\xd8" + keep
-
-
-def _write_tables_pyramid(path: Path, img: np.ndarray, kind: str, levels: int = 2) -> Path:
-    with tifffile.TiffWriter(path) as tif:
-        for i in range(levels):
-            lv = np.ascontiguousarray(img[:: 2**i, :: 2**i])
-            h, w = lv.shape[:2]
-            tiles, tables = [], None
-            for y in range(0, h, TILE):
-                for x in range(0, w, TILE):
-                    t = np.zeros((TILE, TILE, 3), np.uint8)
-                    part = lv[y : y + TILE, x : x + TILE]
-                    t[: part.shape[0], : part.shape[1]] = part
-                    if kind == "rgb":
-                        s = _aperio_ids(imagecodecs.jpeg8_encode(
-                            t, 85, colorspace="rgb", outcolorspace="rgb"))  # fmt: skip
-                    else:
-                        s = imagecodecs.jpeg8_encode(t, 85, subsampling=(2, 2))
-                    tb, tile = _abbreviate(s)
-                    assert tables in (None, tb)  # the same tables for every tile
-                    tables = tb
-                    tiles.append(tile)
-            res = 1e4 / (0.5 * 2**i)
-            tif.write(iter(tiles), shape=(h, w, 3), dtype=np.uint8, tile=(TILE, TILE),
-                      compression="jpeg", photometric=kind, jpegtables=tables,
-                      subsampling=(1, 1) if kind == "rgb" else (2, 2),
-                      compressionargs={"outcolorspace": kind}, subfiletype=1 if i else 0,
-                      resolution=(res, res), resolutionunit="CENTIMETER")  # fmt: skip
-    return path
 
 
 def _write_tifffile_pyramid(path: Path, img: np.ndarray, compression: str | None) -> Path:
@@ -132,8 +68,8 @@ def pyramids(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("gpu_decode")
     img = _image(610, 730, seed=3)
     return {
-        "aperio-rgb": _write_tables_pyramid(root / "rgb.tif", img, "rgb"),
-        "ycbcr-tables": _write_tables_pyramid(root / "ycbcr.tif", img, "ycbcr"),
+        "aperio-rgb": write_tables_pyramid(root / "rgb.tif", img, "rgb"),
+        "ycbcr-tables": write_tables_pyramid(root / "ycbcr.tif", img, "ycbcr"),
         "tifffile-jfif": _write_tifffile_pyramid(root / "jfif.tif", img, "jpeg"),
         "raw": _write_tifffile_pyramid(root / "raw.tif", img, None),
     }
@@ -180,10 +116,10 @@ def test_fixed_up_streams_decode_like_tifffile(pyramids, kind):
 def test_mark_rgb_replaces_an_adobe_marker_and_checks_its_input():
     img = _image(32, 32, seed=1)
     ycc = imagecodecs.jpeg8_encode(img, 90, colorspace="rgb", outcolorspace="rgb")
-    adobe = [s for m, s in _segments(ycc) if m == 0xEE]
+    adobe = [s for m, s in segments(ycc) if m == 0xEE]
     assert adobe and adobe[0][4:9] == b"Adobe"
     marked = gd.mark_rgb(ycc)
-    found = [s for m, s in _segments(marked) if m == 0xEE]
+    found = [s for m, s in segments(marked) if m == 0xEE]
     assert len(found) == 1 and found[0][-1] == 0  # transform 0: RGB components
     np.testing.assert_array_equal(imagecodecs.jpeg8_decode(marked), imagecodecs.jpeg8_decode(ycc))
     for bad in (b"", b"\x00\x01", b"\xff\xd8\x00\x00garbage"):
@@ -304,17 +240,6 @@ def test_missing_nvimgcodec_says_how_to_install(pyramids, monkeypatch):
         slides.PatchLoader(s, COORDS, level=0, read_size=64, decode="gpu", device="cpu")
 
 
-@pytest.mark.skipif(CUDA, reason="checks the refusal on a machine without CUDA")
-def test_gpu_decode_without_cuda_is_refused(pyramids):
-    with slides.open(pyramids["aperio-rgb"]) as s:
-        with pytest.raises(InvalidArgumentError, match="CUDA"):
-            slides.PatchLoader(s, COORDS, level=0, read_size=64, decode="gpu")
-        with pytest.raises(InvalidArgumentError, match="CUDA device"):
-            slides.PatchLoader(s, COORDS, level=0, read_size=64, decode="gpu", device="cpu")
-        with pytest.raises(InvalidArgumentError, match="CUDA device"):
-            slides.GpuTileDecoder(s, 0, device="cpu", backend="gpu")
-
-
 def test_levels_and_options_it_does_not_take(pyramids, cpu_backend):
     with slides.open(pyramids["raw"]) as s:
         assert "not JPEG" in slides.gpu_decode_unsupported(s, 0)
@@ -328,10 +253,18 @@ def test_levels_and_options_it_does_not_take(pyramids, cpu_backend):
             slides.PatchLoader(s, COORDS, level=0, read_size=64, decode="gpu", native=True)
 
 
-@pytest.mark.skipif(not CUDA, reason="needs CUDA (nvJPEG)")
 @pytest.mark.parametrize("kind", KINDS)
-def test_nvjpeg_on_the_gpu_is_close_to_libjpeg(pyramids, kind):
+def test_gpu_decode_where_it_runs(pyramids, kind):
+    """With CUDA, nvJPEG on the GPU is close to libjpeg; without, decode="gpu" is refused."""
     with slides.open(pyramids[kind]) as s:
+        if not CUDA:
+            with pytest.raises(InvalidArgumentError, match="CUDA"):
+                slides.PatchLoader(s, COORDS, level=0, read_size=64, decode="gpu")
+            with pytest.raises(InvalidArgumentError, match="CUDA device"):
+                slides.PatchLoader(s, COORDS, level=0, read_size=64, decode="gpu", device="cpu")
+            with pytest.raises(InvalidArgumentError, match="CUDA device"):
+                slides.GpuTileDecoder(s, 0, device="cpu", backend="gpu")
+            return
         cpu = np.concatenate([b.images for b in slides.PatchLoader(
             s, COORDS, level=0, read_size=200, size=96, dtype="uint8", native=False)])  # fmt: skip
         batches = list(slides.PatchLoader(s, COORDS, level=0, read_size=200, size=96,
