@@ -12,7 +12,8 @@ GPU figures are printed as pending):
 
    On a GPU the two hold >= 100k patches together (``--patches``).
 2. **Loader alone**: :class:`tumorboard.slides.PatchLoader` over the SVS-like collection (float32
-   NCHW batches, no model) at 1, 2, 4 and ``cores - 1`` threads; and the share of one core the
+   NCHW batches, no model; the path it takes, the native batch reader or the Python tile path,
+   is printed) at 1, 2, 4 and ``cores - 1`` threads; and the share of one core the
    loader's Python thread work holds the GIL for, per patch: a pure-Python counter thread's
    progress while the loader runs against its progress alone (GIL-held us/patch =
    ``(1 - rate_with / rate_alone) * seconds / patches``).
@@ -160,8 +161,12 @@ def grids(paths: list[Path]) -> list[tuple[Path, np.ndarray, int, int]]:
 
 
 def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
-                size: int, limit: int) -> float:  # fmt: skip
-    """Patches/s of PatchLoader alone (float32 batches) over at most ``limit`` patches."""
+                size: int, limit: int, native: bool | None = None) -> float:  # fmt: skip
+    """Patches/s of PatchLoader alone (float32 batches) over at most ``limit`` patches.
+
+    ``native`` is passed to :class:`~tumorboard.slides.PatchLoader` (None: the native batch
+    reader where it applies; False: the Python tile path).
+    """
     from tumorboard import slides
 
     n = 0
@@ -172,9 +177,20 @@ def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, 
             break
         with slides.open(path) as s:
             for b in slides.PatchLoader(s, take, level=level, read_size=rs, batch_size=batch,
-                                        size=size, threads=threads):  # fmt: skip
+                                        size=size, threads=threads, native=native):  # fmt: skip
                 n += len(b)
     return n / (time.perf_counter() - t0)
+
+
+def loader_path(grid: list[tuple[Path, np.ndarray, int, int]], *,
+                native: bool | None = None) -> str:  # fmt: skip
+    """Say which path PatchLoader takes on the first slide of ``grid``: native or python."""
+    from tumorboard import slides
+
+    path, coords, level, rs = grid[0]
+    with slides.open(path) as s:
+        ld = slides.PatchLoader(s, coords[:1], level=level, read_size=rs, native=native)
+        return "native" if ld.native else f"python ({ld.native_reason})"
 
 
 def _count_for(seconds: float, stop: threading.Event | None = None) -> int:
@@ -187,15 +203,19 @@ def _count_for(seconds: float, stop: threading.Event | None = None) -> int:
     return n
 
 
-def gil_held_us_per_patch(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int,
-                          batch: int, size: int, limit: int) -> tuple[float, float]:  # fmt: skip
-    """Return (GIL-held us per patch, loader patches/s) from a counter thread's slowdown.
+def gil_probe(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
+              size: int, limit: int, native: bool | None = None) -> dict[str, float]:  # fmt: skip
+    """Measure the loader beside a pure-Python counter thread, and each alone.
 
-    The counter runs alone for as long as the loader will, then beside it; the fraction of the
-    counter's progress lost is the fraction of the time another thread held the GIL.
+    The loader runs alone first (which also warms the page cache), then the counter alone for
+    as long, then both together. The fraction of the counter's progress lost is the fraction of
+    the time another thread held the GIL. Returns ``gil_us_per_patch``, ``rate_alone`` and
+    ``rate_with_counter`` (loader patches/s), ``kept`` (their ratio), ``counter_alone`` and
+    ``counter_with_loader`` (counts/s) and ``seconds`` (the loader's pass with the counter).
     """
+    kw = dict(threads=threads, batch=batch, size=size, limit=limit, native=native)
     t0 = time.perf_counter()
-    loader_rate(grid, threads=threads, batch=batch, size=size, limit=limit)  # warm caches
+    rate_alone = loader_rate(grid, **kw)  # type: ignore[arg-type]
     seconds = time.perf_counter() - t0
     alone = _count_for(seconds) / seconds
     result: dict[str, float] = {}
@@ -209,14 +229,29 @@ def gil_held_us_per_patch(grid: list[tuple[Path, np.ndarray, int, int]], *, thre
     th = threading.Thread(target=count)
     th.start()
     t1 = time.perf_counter()
-    rate = loader_rate(grid, threads=threads, batch=batch, size=size, limit=limit)
+    rate = loader_rate(grid, **kw)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - t1
     stop.set()
     th.join()
     with_loader = result["n"] / result["s"]
     n = rate * elapsed
     held = max(0.0, 1.0 - with_loader / alone) * elapsed
-    return held / n * 1e6, rate
+    return {"gil_us_per_patch": held / n * 1e6, "rate_alone": rate_alone,
+            "rate_with_counter": rate, "kept": rate / rate_alone, "counter_alone": alone,
+            "counter_with_loader": with_loader, "seconds": elapsed}  # fmt: skip
+
+
+def gil_held_us_per_patch(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int,
+                          batch: int, size: int, limit: int,
+                          native: bool | None = None) -> tuple[float, float]:  # fmt: skip
+    """Return (GIL-held us per patch, loader patches/s) from a counter thread's slowdown.
+
+    The counter runs alone for as long as the loader will, then beside it; the fraction of the
+    counter's progress lost is the fraction of the time another thread held the GIL (see
+    :func:`gil_probe`).
+    """
+    r = gil_probe(grid, threads=threads, batch=batch, size=size, limit=limit, native=native)
+    return r["gil_us_per_patch"], r["rate_with_counter"]
 
 
 # ---- TRIDENT-style peer loop -------------------------------------------------------------
@@ -365,6 +400,8 @@ def run(*, patches: int | None, json_path: str | None) -> int:
             f"{time.perf_counter() - t0:.0f} s\n")  # fmt: skip
 
         # loader alone, and its GIL-held time
+        path = loader_path(g["svs-like"])
+        say(f"loader path: {path}\n")
         say("| loader (SVS-like, float32 batches of 64) | patches/s |\n|---|---|")
         limit = min(counts["svs-like"], 4096 if cuda else 256)
         rates = {}
@@ -380,7 +417,7 @@ def run(*, patches: int | None, json_path: str | None) -> int:
                                            limit=limit)  # fmt: skip
         say(f"GIL held per patch (counter-thread probe, 1 loader thread): {held:.1f} us "
             f"(loader {rate:.0f} patches/s during the probe)\n")  # fmt: skip
-        record["loader"] = {"rates": rates, "gil_us_per_patch": held}
+        record["loader"] = {"path": path, "rates": rates, "gil_us_per_patch": held}
 
         # bare forward
         ref = "bf16" if cuda else "fp32"
