@@ -203,13 +203,43 @@ def _count_for(seconds: float, stop: threading.Event | None = None) -> int:
     return n
 
 
+def _runq_s() -> float:
+    """Seconds the calling thread has waited on a run queue (Linux schedstat), or nan.
+
+    A thread waiting for the GIL sleeps, so that wait is not in it; a thread kept off the cores
+    by other processes is on the run queue.
+    """
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def _counted(seconds: float, stop: threading.Event | None = None) -> dict[str, float]:
+    """Run :func:`_count_for`; return its count, wall, on-core and run-queue seconds.
+
+    ``sleep`` = wall - on-core - run-queue: for the counter, which never blocks on anything
+    else, the time it waited for the GIL (nan where schedstat is unreadable).
+    """
+    q0, c0, t0 = _runq_s(), time.thread_time(), time.perf_counter()
+    n = _count_for(seconds, stop)
+    wall, run, runq = time.perf_counter() - t0, time.thread_time() - c0, _runq_s() - q0
+    return {"n": n, "wall": wall, "run": run, "runq": runq, "sleep": wall - run - runq}
+
+
 def gil_probe(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
               size: int, limit: int, native: bool | None = None) -> dict[str, float]:  # fmt: skip
     """Measure the loader beside a pure-Python counter thread, and each alone.
 
-    The loader runs alone first (which also warms the page cache), then the counter alone for
-    as long, then both together. The fraction of the counter's progress lost is the fraction of
-    the time another thread held the GIL. Returns ``gil_us_per_patch``, ``rate_alone`` and
+    The loader runs alone first (which also warms the page cache), then the counter alone (on
+    its own thread) for as long, then both together. The fraction of the counter's progress
+    lost is the fraction of the time another thread held the GIL: ``gil_us_per_patch``. The
+    same read off the counter thread's schedstat: its sleeping time beside the loader (it sleeps
+    only while waiting for the GIL), less its sleeping time alone, per patch:
+    ``gil_wait_us_per_patch`` (nan without schedstat), which neither the counter's own speed
+    noise nor other processes taking the cores (``runq_alone`` and ``runq_with``: the share
+    of the counter's time it waited for a core) move. Also ``rate_alone`` and
     ``rate_with_counter`` (loader patches/s), ``kept`` (their ratio), ``counter_alone`` and
     ``counter_with_loader`` (counts/s) and ``seconds`` (the loader's pass with the counter).
     """
@@ -217,28 +247,33 @@ def gil_probe(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, ba
     t0 = time.perf_counter()
     rate_alone = loader_rate(grid, **kw)  # type: ignore[arg-type]
     seconds = time.perf_counter() - t0
-    alone = _count_for(seconds) / seconds
-    result: dict[str, float] = {}
+    result: dict[str, dict[str, float]] = {}
     stop = threading.Event()
 
-    def count() -> None:
-        t = time.perf_counter()
-        result["n"] = _count_for(3600.0, stop)
-        result["s"] = time.perf_counter() - t
+    def count(key: str, seconds: float) -> None:
+        result[key] = _counted(seconds, stop)
 
-    th = threading.Thread(target=count)
+    th = threading.Thread(target=count, args=("alone", seconds))
+    th.start()
+    th.join()
+    th = threading.Thread(target=count, args=("with", 3600.0))
     th.start()
     t1 = time.perf_counter()
     rate = loader_rate(grid, **kw)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - t1
     stop.set()
     th.join()
-    with_loader = result["n"] / result["s"]
+    c0, c1 = result["alone"], result["with"]
+    alone, with_loader = c0["n"] / c0["wall"], c1["n"] / c1["wall"]
     n = rate * elapsed
     held = max(0.0, 1.0 - with_loader / alone) * elapsed
-    return {"gil_us_per_patch": held / n * 1e6, "rate_alone": rate_alone,
-            "rate_with_counter": rate, "kept": rate / rate_alone, "counter_alone": alone,
-            "counter_with_loader": with_loader, "seconds": elapsed}  # fmt: skip
+    wait = c1["sleep"] - c0["sleep"] * c1["wall"] / c0["wall"]
+    wait = wait if np.isnan(wait) else max(0.0, wait)  # below 0: clock-granularity noise
+    return {"gil_us_per_patch": held / n * 1e6, "gil_wait_us_per_patch": wait / n * 1e6,
+            "rate_alone": rate_alone, "rate_with_counter": rate, "kept": rate / rate_alone,
+            "counter_alone": alone, "counter_with_loader": with_loader, "seconds": elapsed,
+            "runq_alone": c0["runq"] / c0["wall"],
+            "runq_with": c1["runq"] / c1["wall"]}  # fmt: skip
 
 
 def gil_held_us_per_patch(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int,
