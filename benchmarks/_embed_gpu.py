@@ -161,11 +161,13 @@ def grids(paths: list[Path]) -> list[tuple[Path, np.ndarray, int, int]]:
 
 
 def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
-                size: int, limit: int, native: bool | None = None) -> float:  # fmt: skip
+                size: int, limit: int, native: bool | None = None,
+                max_seconds: float | None = None) -> float:  # fmt: skip
     """Patches/s of PatchLoader alone (float32 batches) over at most ``limit`` patches.
 
     ``native`` is passed to :class:`~tumorboard.slides.PatchLoader` (None: the native batch
-    reader where it applies; False: the Python tile path).
+    reader where it applies; False: the Python tile path). ``max_seconds`` stops the pass at
+    the first batch after that many seconds.
     """
     from tumorboard import slides
 
@@ -179,6 +181,8 @@ def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, 
             for b in slides.PatchLoader(s, take, level=level, read_size=rs, batch_size=batch,
                                         size=size, threads=threads, native=native):  # fmt: skip
                 n += len(b)
+                if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                    return n / (time.perf_counter() - t0)
     return n / (time.perf_counter() - t0)
 
 
@@ -229,7 +233,8 @@ def _counted(seconds: float, stop: threading.Event | None = None) -> dict[str, f
 
 
 def gil_probe(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
-              size: int, limit: int, native: bool | None = None) -> dict[str, float]:  # fmt: skip
+              size: int, limit: int, native: bool | None = None,
+              max_seconds: float | None = None) -> dict[str, float]:  # fmt: skip
     """Measure the loader beside a pure-Python counter thread, and each alone.
 
     The loader runs alone first (which also warms the page cache), then the counter alone (on
@@ -241,7 +246,9 @@ def gil_probe(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, ba
     noise nor other processes taking the cores (``runq_alone`` and ``runq_with``: the share
     of the counter's time it waited for a core) move. Also ``rate_alone`` and
     ``rate_with_counter`` (loader patches/s), ``kept`` (their ratio), ``counter_alone`` and
-    ``counter_with_loader`` (counts/s) and ``seconds`` (the loader's pass with the counter).
+    ``counter_with_loader`` (counts/s) and ``seconds`` (the loader's pass with the counter,
+    cut at the first batch after ``max_seconds`` when given: a loader starved of the GIL can
+    crawl).
     """
     kw = dict(threads=threads, batch=batch, size=size, limit=limit, native=native)
     t0 = time.perf_counter()
@@ -259,7 +266,7 @@ def gil_probe(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, ba
     th = threading.Thread(target=count, args=("with", 3600.0))
     th.start()
     t1 = time.perf_counter()
-    rate = loader_rate(grid, **kw)  # type: ignore[arg-type]
+    rate = loader_rate(grid, max_seconds=max_seconds, **kw)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - t1
     stop.set()
     th.join()
