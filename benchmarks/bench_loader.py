@@ -147,10 +147,10 @@ def identical(grid: Grid, *, n: int, seed: int = 0) -> tuple[bool, str]:
 
 
 def _over(a: float, b: float) -> float | None:
-    """Return a / b: inf when b is 0, None when either is unknown (nan)."""
-    if math.isnan(a) or math.isnan(b):
+    """Return a / b; None when b is 0 (a figure clamped at 0) or either is unknown (nan)."""
+    if math.isnan(a) or math.isnan(b) or b <= 0:
         return None
-    return a / b if b > 0 else math.inf
+    return a / b
 
 
 def _disturbance(probe: dict[str, float]) -> float:
