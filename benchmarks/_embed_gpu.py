@@ -12,7 +12,8 @@ GPU figures are printed as pending):
 
    On a GPU the two hold >= 100k patches together (``--patches``).
 2. **Loader alone**: :class:`tumorboard.slides.PatchLoader` over the SVS-like collection (float32
-   NCHW batches, no model) at 1, 2, 4 and ``cores - 1`` threads; and the share of one core the
+   NCHW batches, no model; the path it takes, the native batch reader or the Python tile path,
+   is printed) at 1, 2, 4 and ``cores - 1`` threads; and the share of one core the
    loader's Python thread work holds the GIL for, per patch: a pure-Python counter thread's
    progress while the loader runs against its progress alone (GIL-held us/patch =
    ``(1 - rate_with / rate_alone) * seconds / patches``).
@@ -173,8 +174,14 @@ def grids(paths: list[Path]) -> list[tuple[Path, np.ndarray, int, int]]:
 
 
 def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
-                size: int, limit: int) -> float:  # fmt: skip
-    """Patches/s of PatchLoader alone (float32 batches) over at most ``limit`` patches."""
+                size: int, limit: int, native: bool | None = None,
+                max_seconds: float | None = None) -> float:  # fmt: skip
+    """Patches/s of PatchLoader alone (float32 batches) over at most ``limit`` patches.
+
+    ``native`` is passed to :class:`~tumorboard.slides.PatchLoader` (None: the native batch
+    reader where it applies; False: the Python tile path). ``max_seconds`` stops the pass at
+    the first batch after that many seconds.
+    """
     from tumorboard import slides
 
     n = 0
@@ -185,9 +192,22 @@ def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, 
             break
         with slides.open(path) as s:
             for b in slides.PatchLoader(s, take, level=level, read_size=rs, batch_size=batch,
-                                        size=size, threads=threads):  # fmt: skip
+                                        size=size, threads=threads, native=native):  # fmt: skip
                 n += len(b)
+                if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                    return n / (time.perf_counter() - t0)
     return n / (time.perf_counter() - t0)
+
+
+def loader_path(grid: list[tuple[Path, np.ndarray, int, int]], *,
+                native: bool | None = None) -> str:  # fmt: skip
+    """Say which path PatchLoader takes on the first slide of ``grid``: native or python."""
+    from tumorboard import slides
+
+    path, coords, level, rs = grid[0]
+    with slides.open(path) as s:
+        ld = slides.PatchLoader(s, coords[:1], level=level, read_size=rs, native=native)
+        return "native" if ld.native else f"python ({ld.native_reason})"
 
 
 def _count_for(seconds: float, stop: threading.Event | None = None) -> int:
@@ -200,36 +220,93 @@ def _count_for(seconds: float, stop: threading.Event | None = None) -> int:
     return n
 
 
-def gil_held_us_per_patch(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int,
-                          batch: int, size: int, limit: int) -> tuple[float, float]:  # fmt: skip
-    """Return (GIL-held us per patch, loader patches/s) from a counter thread's slowdown.
+def _runq_s() -> float:
+    """Seconds the calling thread has waited on a run queue (Linux schedstat), or nan.
 
-    The counter runs alone for as long as the loader will, then beside it; the fraction of the
-    counter's progress lost is the fraction of the time another thread held the GIL.
+    A thread waiting for the GIL sleeps, so that wait is not in it; a thread kept off the cores
+    by other processes is on the run queue.
     """
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def _counted(seconds: float, stop: threading.Event | None = None) -> dict[str, float]:
+    """Run :func:`_count_for`; return its count, wall, on-core and run-queue seconds.
+
+    ``sleep`` = wall - on-core - run-queue: for the counter, which never blocks on anything
+    else, the time it waited for the GIL (nan where schedstat is unreadable).
+    """
+    q0, c0, t0 = _runq_s(), time.thread_time(), time.perf_counter()
+    n = _count_for(seconds, stop)
+    wall, run, runq = time.perf_counter() - t0, time.thread_time() - c0, _runq_s() - q0
+    return {"n": n, "wall": wall, "run": run, "runq": runq, "sleep": wall - run - runq}
+
+
+def gil_probe(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
+              size: int, limit: int, native: bool | None = None,
+              max_seconds: float | None = None) -> dict[str, float]:  # fmt: skip
+    """Measure the loader beside a pure-Python counter thread, and each alone.
+
+    The loader runs alone first (which also warms the page cache), then the counter alone (on
+    its own thread) for as long, then both together. The fraction of the counter's progress
+    lost is the fraction of the time another thread held the GIL: ``gil_us_per_patch``. The
+    same read off the counter thread's schedstat: its sleeping time beside the loader (it sleeps
+    only while waiting for the GIL), less its sleeping time alone, per patch:
+    ``gil_wait_us_per_patch`` (nan without schedstat), which neither the counter's own speed
+    noise nor other processes taking the cores (``runq_alone`` and ``runq_with``: the share
+    of the counter's time it waited for a core) move. Also ``rate_alone`` and
+    ``rate_with_counter`` (loader patches/s), ``kept`` (their ratio), ``counter_alone`` and
+    ``counter_with_loader`` (counts/s) and ``seconds`` (the loader's pass with the counter,
+    cut at the first batch after ``max_seconds`` when given: a loader starved of the GIL can
+    crawl).
+    """
+    kw = dict(threads=threads, batch=batch, size=size, limit=limit, native=native)
     t0 = time.perf_counter()
-    loader_rate(grid, threads=threads, batch=batch, size=size, limit=limit)  # warm caches
+    rate_alone = loader_rate(grid, **kw)  # type: ignore[arg-type]
     seconds = time.perf_counter() - t0
-    alone = _count_for(seconds) / seconds
-    result: dict[str, float] = {}
+    result: dict[str, dict[str, float]] = {}
     stop = threading.Event()
 
-    def count() -> None:
-        t = time.perf_counter()
-        result["n"] = _count_for(3600.0, stop)
-        result["s"] = time.perf_counter() - t
+    def count(key: str, seconds: float) -> None:
+        result[key] = _counted(seconds, stop)
 
-    th = threading.Thread(target=count)
+    th = threading.Thread(target=count, args=("alone", seconds))
+    th.start()
+    th.join()
+    th = threading.Thread(target=count, args=("with", 3600.0))
     th.start()
     t1 = time.perf_counter()
-    rate = loader_rate(grid, threads=threads, batch=batch, size=size, limit=limit)
+    rate = loader_rate(grid, max_seconds=max_seconds, **kw)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - t1
     stop.set()
     th.join()
-    with_loader = result["n"] / result["s"]
+    c0, c1 = result["alone"], result["with"]
+    alone, with_loader = c0["n"] / c0["wall"], c1["n"] / c1["wall"]
     n = rate * elapsed
     held = max(0.0, 1.0 - with_loader / alone) * elapsed
-    return held / n * 1e6, rate
+    wait = c1["sleep"] - c0["sleep"] * c1["wall"] / c0["wall"]
+    wait = wait if np.isnan(wait) else max(0.0, wait)  # below 0: clock-granularity noise
+    return {"gil_us_per_patch": held / n * 1e6, "gil_wait_us_per_patch": wait / n * 1e6,
+            "rate_alone": rate_alone, "rate_with_counter": rate, "kept": rate / rate_alone,
+            "counter_alone": alone, "counter_with_loader": with_loader, "seconds": elapsed,
+            "runq_alone": c0["runq"] / c0["wall"],
+            "runq_with": c1["runq"] / c1["wall"]}  # fmt: skip
+
+
+def gil_held_us_per_patch(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int,
+                          batch: int, size: int, limit: int,
+                          native: bool | None = None) -> tuple[float, float]:  # fmt: skip
+    """Return (GIL-held us per patch, loader patches/s) from a counter thread's slowdown.
+
+    The counter runs alone for as long as the loader will, then beside it; the fraction of the
+    counter's progress lost is the fraction of the time another thread held the GIL (see
+    :func:`gil_probe`).
+    """
+    r = gil_probe(grid, threads=threads, batch=batch, size=size, limit=limit, native=native)
+    return r["gil_us_per_patch"], r["rate_with_counter"]
 
 
 # ---- TRIDENT-style peer loop -------------------------------------------------------------
@@ -378,6 +455,8 @@ def run(*, patches: int | None, json_path: str | None) -> int:
             f"{time.perf_counter() - t0:.0f} s\n")  # fmt: skip
 
         # loader alone, and its GIL-held time
+        path = loader_path(g["svs-like"])
+        say(f"loader path: {path}\n")
         say("| loader (SVS-like, float32 batches of 64) | patches/s |\n|---|---|")
         limit = min(counts["svs-like"], 4096 if cuda else 256)
         rates = {}
@@ -393,7 +472,7 @@ def run(*, patches: int | None, json_path: str | None) -> int:
                                            limit=limit)  # fmt: skip
         say(f"GIL held per patch (counter-thread probe, 1 loader thread): {held:.1f} us "
             f"(loader {rate:.0f} patches/s during the probe)\n")  # fmt: skip
-        record["loader"] = {"rates": rates, "gil_us_per_patch": held}
+        record["loader"] = {"path": path, "rates": rates, "gil_us_per_patch": held}
 
         # bare forward
         ref = "bf16" if cuda else "fp32"
