@@ -278,7 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--patches", type=positive_int, default=None, help="patches (default 1600; quick 400)"
     )
+    parser.add_argument(
+        "--batch", type=positive_int, default=BATCH, help=f"patches per batch (default {BATCH})"
+    )
     args = parser.parse_args(argv)
+    globals()["BATCH"] = args.batch  # read by every workload of this run
     patches = args.patches or (400 if args.quick else 1600)
     repeat = args.repeat or (1 if args.quick else 3)
     try:
