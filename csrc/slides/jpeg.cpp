@@ -66,15 +66,21 @@ bool resolve(void* handle, const char* name, F& slot, std::string* missing) {
   return true;
 }
 
+// Points cinfo's error handling at `err` (errors jump back to the caller's setjmp, warnings are
+// dropped).
+void attach_errors(const Api& api, jpeg_decompress_struct* cinfo, ErrorManager* err) {
+  cinfo->err = api.std_error(&err->pub);
+  err->pub.error_exit = on_error;
+  err->pub.output_message = on_message;
+  err->message[0] = '\0';
+}
+
 // Checks that `api` accepts this build's decompress struct (version and size); returns "" or
 // libjpeg's refusal.
 std::string check_abi(const Api& api) {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
-  cinfo.err = api.std_error(&err.pub);
-  err.pub.error_exit = on_error;
-  err.pub.output_message = on_message;
-  err.message[0] = '\0';
+  attach_errors(api, &cinfo, &err);
   if (setjmp(err.jump)) {
     return std::string(err.message);
   }
@@ -196,10 +202,7 @@ void jpeg_decode_rgb(const std::uint8_t* tables, std::size_t n_tables, const std
   if (data == nullptr || n_data == 0) throw jpeg_error("empty JPEG stream");
   jpeg_decompress_struct cinfo;
   ErrorManager err;
-  cinfo.err = api.std_error(&err.pub);
-  err.pub.error_exit = on_error;
-  err.pub.output_message = on_message;
-  err.message[0] = '\0';
+  attach_errors(api, &cinfo, &err);
   if (setjmp(err.jump)) {
     throw jpeg_error(err.message);  // jpeg_CreateDecompress refused (cannot happen after load)
   }

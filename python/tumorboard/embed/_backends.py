@@ -299,12 +299,20 @@ class TorchBackend:
         compute = torch.cuda.current_stream(self.device)
         compute.wait_event(copied)
         xg.record_stream(compute)
+        self._launch(xg, compute, x, n)
+
+    def _launch(self, xg: Any, compute: Any, keep: Any, n: int) -> None:
+        """Run the forward on ``compute`` and queue its copy to pinned host memory.
+
+        ``keep`` (the batch the caller must not free before the copy lands) is held with it.
+        """
+        torch = self.torch
         y = self._forward(xg)
         host = torch.empty(y.shape, dtype=torch.float32, pin_memory=True)
         host.copy_(y, non_blocking=True)
         done = torch.cuda.Event()
         done.record(compute)
-        self._pending.append((host, done, x, n))
+        self._pending.append((host, done, keep, n))
 
     def _submit_tensor(self, x: Any) -> None:
         torch = self.torch
@@ -325,12 +333,7 @@ class TorchBackend:
             return
         compute = torch.cuda.current_stream(self.device)
         x.record_stream(compute)  # made on the decoder's stream, read on this one
-        y = self._forward(x)
-        host = torch.empty(y.shape, dtype=torch.float32, pin_memory=True)
-        host.copy_(y, non_blocking=True)
-        done = torch.cuda.Event()
-        done.record(compute)
-        self._pending.append((host, done, x, n))
+        self._launch(x, compute, x, n)
 
     def collect(self) -> np.ndarray:
         """Return the embeddings of the oldest submitted batch (waits for it)."""
