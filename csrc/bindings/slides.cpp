@@ -87,12 +87,7 @@ void load_patches(const sl::TileReader& r, int level, Array<std::int64_t> xy,
   p.type = parse_choice("out_type", out_type, kOutTypes);
   p.filter = parse_choice("interpolation", interpolation, kFilters);
   const py::ssize_t n = xy.shape(0);
-  if (out.ndim() != 4 || out.shape(0) != n || out.shape(1) != 3 ||
-      static_cast<std::size_t>(out.itemsize()) != value_bytes(p.type) ||
-      !(out.flags() & py::array::c_style) || !out.writeable()) {
-    throw std::invalid_argument("out: expected a writeable C-contiguous (" + std::to_string(n) +
-                                ", 3, h, w) buffer of " + out_type);
-  }
+  check_batch_out(out, n, p.type, out_type);
   if (mean.size() != 3 || std_.size() != 3) {
     throw std::invalid_argument("mean, std: expected 3 values each");
   }

@@ -207,12 +207,7 @@ void preprocess(py::array src, const std::string& format,
                    ") uint8 array for format '" + format + "'");
   }
   const py::ssize_t n = src.shape(0);
-  if (out.ndim() != 4 || out.shape(0) != n || out.shape(1) != 3 ||
-      static_cast<std::size_t>(out.itemsize()) != value_bytes(p.type) ||
-      !(out.flags() & py::array::c_style) || !out.writeable()) {
-    throw std::invalid_argument("out: expected a writeable C-contiguous (" + std::to_string(n) +
-                                ", 3, h, w) buffer of " + out_type);
-  }
+  check_batch_out(out, n, p.type, out_type);
   if (crops && (crops->ndim() != 2 || crops->shape(0) != n || crops->shape(1) != 4)) {
     throw std::invalid_argument("crops: expected an (" + std::to_string(n) + ", 4) int32 array");
   }
