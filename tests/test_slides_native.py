@@ -208,6 +208,31 @@ def test_a_damaged_size_field_costs_no_gigabytes(pyramids, tmp_path):
             list(loader)
 
 
+def test_prefetcher_delivers_good_batches_before_a_bad_one_and_stops_early(pyramids, tmp_path):
+    src = pyramids["jpeg-rgb"]  # 128 px tiles, 6 per row
+    data = bytearray(src.read_bytes())
+    off, n = _tile_span(src, 0, 14)  # tile (row 2, col 2)
+    data[off : off + n] = b"\x00" * n
+    bad = tmp_path / "late.tif"
+    bad.write_bytes(bytes(data))
+    corners = np.array([[0, 0], [0, 128], [256, 256], [0, 0]], np.int64)  # batch 2 reads tile 14
+    with slides.open(bad) as s:
+        for threads in (1, 3):
+            loader = slides.PatchLoader(s, corners, level=0, read_size=64, batch_size=1,
+                                        native=True, threads=threads)  # fmt: skip
+            it = iter(loader)
+            assert [next(it).index.tolist() for _ in range(2)] == [[0], [1]]
+            with pytest.raises(slides.SlideError, match="tile 14 of level 0 is corrupt"):
+                next(it)
+    with slides.open(pyramids["raw-rgb"]) as s:
+        loader = slides.PatchLoader(s, np.zeros((600, 2), np.int64), level=0, read_size=64,
+                                    batch_size=2, native=True, threads=2, prefetch=4)  # fmt: skip
+        it = iter(loader)
+        assert [len(next(it)) for _ in range(2)] == [2, 2]
+        it.close()  # leaving early stops and joins the C++ workers (this would hang otherwise)
+        assert [len(b) for b in loader][-1] == 2  # and a new iteration starts afresh
+
+
 @pytest.mark.filterwarnings("ignore:.*reported 1 problem")
 def test_truncated_file_is_a_slide_error(pyramids, tmp_path):
     src = pyramids["raw-rgb"]

@@ -10,6 +10,7 @@
 #include "bindings/common.hpp"
 #include "bindings/tiling_choices.hpp"
 #include "slides/jpeg.hpp"
+#include "slides/prefetcher.hpp"
 #include "slides/tile_reader.hpp"
 
 namespace tb::bindings {
@@ -99,6 +100,84 @@ void load_patches(const sl::TileReader& r, int level, Array<std::int64_t> xy,
   run_interruptible([&]() { r.load_patches(level, c, n, read_w, read_h, p, o, threads); });
 }
 
+tl::PreprocessParams preprocess_params(std::int64_t out_h, std::int64_t out_w,
+                                       const std::string& out_type,
+                                       const std::string& interpolation,
+                                       const std::vector<float>& mean,
+                                       const std::vector<float>& std_) {
+  tl::PreprocessParams p;
+  p.format = tl::PixelFormat::kRGB;
+  p.type = parse_choice("out_type", out_type, kOutTypes);
+  p.filter = parse_choice("interpolation", interpolation, kFilters);
+  if (mean.size() != 3 || std_.size() != 3) {
+    throw std::invalid_argument("mean, std: expected 3 values each");
+  }
+  if (out_h <= 0 || out_w <= 0) throw std::invalid_argument("out_h, out_w: must be positive");
+  for (int c = 0; c < 3; ++c) p.mean[c] = mean[c], p.std[c] = std_[c];
+  p.out_h = out_h;
+  p.out_w = out_w;
+  return p;
+}
+
+// numpy dtype of an output type (bfloat16 as its uint16 bit patterns).
+py::dtype out_dtype(tl::OutType t) {
+  switch (t) {
+    case tl::OutType::kFloat32: return py::dtype("float32");
+    case tl::OutType::kFloat16: return py::dtype("float16");
+    case tl::OutType::kBFloat16: return py::dtype("uint16");
+    default: return py::dtype("uint8");
+  }
+}
+
+struct PyPrefetcher {
+  std::unique_ptr<sl::Prefetcher> impl;
+  tl::PreprocessParams params;
+};
+
+std::unique_ptr<PyPrefetcher> make_prefetcher(const sl::TileReader& r, int level,
+                                              Array<std::int64_t> xy, std::int64_t read_w,
+                                              std::int64_t read_h, std::int64_t batch,
+                                              std::int64_t out_h, std::int64_t out_w,
+                                              const std::string& out_type,
+                                              const std::string& interpolation,
+                                              std::vector<float> mean, std::vector<float> std_,
+                                              int workers, int depth) {
+  if (xy.ndim() != 2 || xy.shape(1) != 2) {
+    throw std::invalid_argument("xy: expected an (n, 2) int64 array");
+  }
+  auto out = std::make_unique<PyPrefetcher>();
+  out->params = preprocess_params(out_h, out_w, out_type, interpolation, mean, std_);
+  out->impl = std::make_unique<sl::Prefetcher>(r, level, xy.data(), xy.shape(0), read_w, read_h,
+                                               batch, out->params, workers, depth);
+  return out;
+}
+
+// The next batch in order as (index, (count, 3, out_h, out_w) array), or None when all were
+// taken. Waits with the GIL released; Ctrl-C (any signal handler that raises) ends the wait.
+py::object prefetcher_next(PyPrefetcher& self) {
+  if (!self.impl) throw std::invalid_argument("the prefetcher is closed");
+  auto buffer = std::make_unique<std::vector<std::uint8_t>>();
+  std::int64_t index = -1;
+  try {
+    py::gil_scoped_release release;
+    index = self.impl->next(*buffer, [] {
+      py::gil_scoped_acquire gil;
+      return PyErr_CheckSignals() != 0;
+    });
+  } catch (const cancelled&) {
+    throw py::error_already_set();
+  }
+  if (index < 0) return py::none();
+  const std::int64_t count = self.impl->batch_size(index);
+  std::uint8_t* data = buffer->data();
+  py::capsule owner(buffer.release(), [](void* v) {
+    delete static_cast<std::vector<std::uint8_t>*>(v);
+  });
+  py::array images(out_dtype(self.params.type),
+                   {count, std::int64_t{3}, self.params.out_h, self.params.out_w}, data, owner);
+  return py::make_tuple(index, images);
+}
+
 }  // namespace
 
 void bind_slides(py::module_& m) {
@@ -118,6 +197,29 @@ void bind_slides(py::module_& m) {
            py::arg("read_h"), py::arg("out"), py::arg("out_type"), py::arg("interpolation"),
            py::arg("mean"), py::arg("std"), py::arg("threads"),
            "Read, decode, resize and normalise a batch of regions into out (GIL released).");
+  py::class_<PyPrefetcher>(m, "Prefetcher",
+                           "Batches of a TileReader produced ahead by C++ threads, in order.")
+      .def(py::init(&make_prefetcher), py::keep_alive<1, 2>(), py::arg("reader"),
+           py::arg("level"), py::arg("xy"), py::arg("read_w"), py::arg("read_h"),
+           py::arg("batch"), py::arg("out_h"), py::arg("out_w"), py::arg("out_type"),
+           py::arg("interpolation"), py::arg("mean"), py::arg("std"), py::arg("workers"),
+           py::arg("depth"))
+      .def_property_readonly("batch_count",
+                             [](const PyPrefetcher& p) {
+                               return p.impl ? p.impl->batch_count() : std::int64_t{0};
+                             })
+      .def("next", &prefetcher_next, "(index, images) of the next batch, or None at the end.")
+      .def(
+          "close",
+          [](PyPrefetcher& p) {
+            if (!p.impl) return;
+            {
+              py::gil_scoped_release release;
+              p.impl->close();
+            }
+            p.impl.reset();
+          },
+          "Stop and join the workers.");
 }
 
 }  // namespace tb::bindings

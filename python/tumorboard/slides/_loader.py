@@ -4,7 +4,9 @@ Each worker loads one batch at a time. On tiled TIFF pyramids with JPEG or uncom
 (:class:`~tumorboard.slides.TiffFileSlide`) the whole batch is one call into the compiled core
 (``_core.slides.TileReader``): ``pread`` of the tiles, libjpeg-turbo decoding, region assembly,
 the PIL-exact resize and the normalisation, straight into the batch buffer with the GIL released
-once per batch, so the loader scales with cores. Elsewhere the worker reads the regions into a
+once per batch, so the loader scales with cores; when iterating, C++ worker threads
+(``_core.slides.Prefetcher``) produce the batches ahead of the consumer without ever taking the
+GIL, so a busy Python thread beside the loader does not stall it. Elsewhere the worker reads the regions into a
 raw buffer (OpenSlide's premultiplied ARGB through its C API; RGB for tiffslide, other TIFF
 codecs and plain images), then runs the same fused crop/resize/normalise (C++, GIL released)
 into a fresh NCHW array. Both give the same pixels. Up to ``threads + prefetch`` batches are in
@@ -277,9 +279,41 @@ class PatchLoader:
             raise SlideError(self.slide.path, str(exc)) from exc
         return PatchBatch(images=images, coords=cs.copy(), index=np.arange(start, stop))
 
+    def _iter_native(self) -> Iterator[PatchBatch]:
+        # C++ workers produce batches ahead without ever taking the GIL (prefetcher.hpp); only
+        # taking a finished batch does, so a busy Python thread cannot stall production
+        ds = float(self.slide.level_downsamples[self.level])
+        xy = (self.coords / ds).astype(np.int64)
+        oh, ow = self.size
+        pf = _core.slides.Prefetcher(
+            self._reader, 0, xy, self.read_size, self.read_size, self.batch_size, oh, ow,
+            self.dtype, self.interpolation, self.mean, self.std, self.threads,
+            self.threads + self.prefetch,
+        )  # fmt: skip
+        try:
+            while True:
+                try:
+                    got = pf.next()
+                except CoreError as exc:  # a truncated or corrupt tile, named by the core
+                    from ._readers import SlideError
+
+                    raise SlideError(self.slide.path, str(exc)) from exc
+                if got is None:
+                    return
+                b, images = got
+                start = b * self.batch_size
+                stop = start + len(images)
+                yield PatchBatch(images=images, coords=self.coords[start:stop].copy(),
+                                 index=np.arange(start, stop))  # fmt: skip
+        finally:
+            pf.close()
+
     def __iter__(self) -> Iterator[PatchBatch]:
         n_batches = len(self)
         if n_batches == 0:
+            return
+        if self._reader is not None:
+            yield from self._iter_native()
             return
         # GPU decoding: one reader thread (the decoder works on a whole batch at once)
         workers = 1 if self._gpu is not None else self.threads
