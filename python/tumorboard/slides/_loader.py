@@ -6,10 +6,10 @@ Each worker loads one batch at a time. On tiled TIFF pyramids with JPEG or uncom
 the PIL-exact resize and the normalisation, straight into the batch buffer with the GIL released
 once per batch, so the loader scales with cores; when iterating, C++ worker threads
 (``_core.slides.Prefetcher``) produce the batches ahead of the consumer without ever taking the
-GIL, so a busy Python thread beside the loader does not stall it. Elsewhere the worker reads the regions into a
-raw buffer (OpenSlide's premultiplied ARGB through its C API; RGB for tiffslide, other TIFF
-codecs and plain images), then runs the same fused crop/resize/normalise (C++, GIL released)
-into a fresh NCHW array. Both give the same pixels. Up to ``threads + prefetch`` batches are in
+GIL, so a busy Python thread beside the loader does not stall it. Elsewhere the worker reads
+the regions into a raw buffer (OpenSlide's premultiplied ARGB through its C API; RGB for
+tiffslide, other TIFF codecs and plain images), then runs the same fused
+crop/resize/normalise (C++, GIL released) into a fresh NCHW array. Both give the same pixels. Up to ``threads + prefetch`` batches are in
 flight; batches come out in grid order.
 
 ``decode="gpu"`` reads JPEG-tiled TIFF levels with :class:`~tumorboard.slides.GpuTileDecoder`
