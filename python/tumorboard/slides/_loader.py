@@ -9,8 +9,8 @@ once per batch, so the loader scales with cores; when iterating, C++ worker thre
 GIL, so a busy Python thread beside the loader does not stall it. Elsewhere the worker reads
 the regions into a raw buffer (OpenSlide's premultiplied ARGB through its C API; RGB for
 tiffslide, other TIFF codecs and plain images), then runs the same fused
-crop/resize/normalise (C++, GIL released) into a fresh NCHW array. Both give the same pixels. Up to ``threads + prefetch`` batches are in
-flight; batches come out in grid order.
+crop/resize/normalise (C++, GIL released) into a fresh NCHW array. Both give the same pixels.
+Up to ``threads + prefetch`` batches are in flight; batches come out in grid order.
 
 ``decode="gpu"`` reads JPEG-tiled TIFF levels with :class:`~tumorboard.slides.GpuTileDecoder`
 instead: nvImageCodec decodes each batch's tiles on the GPU and the batch is assembled, resized
