@@ -19,10 +19,7 @@ inline constexpr Choice<tiling::OutType> kOutTypes[] = {{"float32", tiling::OutT
                                                         {"bfloat16", tiling::OutType::kBFloat16},
                                                         {"uint8", tiling::OutType::kUInt8}};
 
-// Bytes of one output value of `t`.
-inline std::size_t value_bytes(tiling::OutType t) {
-  return t == tiling::OutType::kFloat32 ? 4 : t == tiling::OutType::kUInt8 ? 1 : 2;
-}
+using tiling::value_bytes;
 
 // Checks that `out` is the writeable C-contiguous (n, 3, h, w) batch buffer of `type` (named
 // `type_name` in the message) that the fused preprocessing writes into.

@@ -6,16 +6,6 @@
 
 namespace tb::slides {
 
-namespace {
-
-std::size_t value_bytes(tiling::OutType t) {
-  if (t == tiling::OutType::kFloat32) return 4;
-  if (t == tiling::OutType::kUInt8) return 1;
-  return 2;
-}
-
-}  // namespace
-
 Prefetcher::Prefetcher(const TileReader& reader, int level, const std::int64_t* xy,
                        std::int64_t n, std::int64_t read_w, std::int64_t read_h,
                        std::int64_t batch, const tiling::PreprocessParams& params, int workers,
@@ -30,7 +20,7 @@ Prefetcher::Prefetcher(const TileReader& reader, int level, const std::int64_t* 
       n_batches_(0),
       params_(params),
       patch_bytes_(static_cast<std::size_t>(3 * params.out_h * params.out_w) *
-                   value_bytes(params.type)),
+                   tiling::value_bytes(params.type)),
       depth_(depth) {
   if (batch <= 0 || depth <= 0 || workers <= 0) {
     throw std::invalid_argument("batch, depth and workers must be positive");

@@ -159,12 +159,8 @@ void TileReader::load_patches(int level, const std::int64_t* xy, std::int64_t n,
                               int threads) const {
   if (n <= 0) return;
   if (read_w <= 0 || read_h <= 0) throw std::invalid_argument("read sizes must be positive");
-  std::size_t item = 4;
-  if (params.type == tiling::OutType::kUInt8) item = 1;
-  if (params.type == tiling::OutType::kFloat16 || params.type == tiling::OutType::kBFloat16) {
-    item = 2;
-  }
-  const std::size_t slot = static_cast<std::size_t>(3 * params.out_h * params.out_w) * item;
+  const std::size_t slot =
+      static_cast<std::size_t>(3 * params.out_h * params.out_w) * tiling::value_bytes(params.type);
   parallel_for(static_cast<std::size_t>(n), threads, [&](std::size_t i) {
     thread_local std::vector<std::uint8_t> region;
     region.resize(static_cast<std::size_t>(read_w * read_h) * 3);

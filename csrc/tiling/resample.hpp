@@ -10,6 +10,7 @@
 // Keys' kernel with a = -0.5.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -39,6 +40,11 @@ void resize_image(const std::uint8_t* src, std::int64_t h, std::int64_t w, int c
 //           outside the slide (alpha 0) become white.
 enum class PixelFormat { kRGB = 0, kRGBA = 1, kARGB32 = 2 };
 enum class OutType { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kUInt8 = 3 };
+
+// Bytes of one output value of type t.
+inline std::size_t value_bytes(OutType t) {
+  return t == OutType::kFloat32 ? 4 : t == OutType::kUInt8 ? 1 : 2;
+}
 
 struct PreprocessParams {
   PixelFormat format = PixelFormat::kRGB;
