@@ -181,17 +181,26 @@ class ToolServer:
             ) from None
         return models
 
+    def _unavailable(self, name: str, given: tuple[tuple[str, Any], ...], what: str) -> bool:
+        """List tool ``name`` as unavailable when a flag of ``given`` was not passed.
+
+        ``given`` holds (flag, value) pairs and ``what`` says what the flags load. Returns True
+        when the tool was listed so.
+        """
+        missing = [f for f, v in given if v is None]
+        if missing:
+            self.tools[name] = _Tool(
+                name, TOOL_SCHEMAS[name],
+                f"the server was started without {' and '.join(missing)} ({what}); it does not "
+                "answer from random weights",
+            )  # fmt: skip
+        return bool(missing)
+
     def _add_conch(self) -> None:
         o = self.options
         schema = TOOL_SCHEMAS["conch_zero_shot"]
         given = (("--conch-weights", o.conch_weights), ("--conch-tokenizer", o.conch_tokenizer))
-        missing = [f for f, v in given if v is None]
-        if missing:
-            self.tools["conch_zero_shot"] = _Tool(
-                "conch_zero_shot", schema,
-                f"the server was started without {' and '.join(missing)} (the CONCH checkpoint "
-                "and its tokenizer); it does not answer from random weights",
-            )  # fmt: skip
+        if self._unavailable("conch_zero_shot", given, "the CONCH checkpoint and its tokenizer"):
             return
         model = self._models().load_conch(
             o.conch_model, weights=o.conch_weights, tokenizer=o.conch_tokenizer, device=o.device,
@@ -208,13 +217,8 @@ class ToolServer:
         o = self.options
         schema = TOOL_SCHEMAS["ihc_positive_percentage"]
         given = (("--uni2-weights", o.uni2_weights), ("--ihc-weights", o.ihc_weights))
-        missing = [f for f, v in given if v is None]
-        if missing:
-            self.tools["ihc_positive_percentage"] = _Tool(
-                "ihc_positive_percentage", schema,
-                f"the server was started without {' and '.join(missing)} (the UNI2-h encoder "
-                "and MTBBench's ABMIL regressor); it does not answer from random weights",
-            )  # fmt: skip
+        what = "the UNI2-h encoder and MTBBench's ABMIL regressor"
+        if self._unavailable("ihc_positive_percentage", given, what):
             return
         models = self._models()
         encoder = models.load(o.uni2_model, weights=o.uni2_weights, device=o.device)

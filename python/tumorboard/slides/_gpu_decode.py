@@ -28,7 +28,6 @@ References
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ..errors import InvalidArgumentError, MissingDependencyError
+from ._native import jpeg_rgb_components, jpeg_tiles_unsupported
 from ._preprocess import OutDtype, _check_interpolation, _size_pair
 
 if TYPE_CHECKING:
@@ -195,13 +195,7 @@ def gpu_decode_unsupported(slide: Slide, level: int) -> str | None:
     page = pages[level]
     if int(page.compression) != 7:
         return f"{page.compression.name} tiles are not JPEG"
-    if int(page.samplesperpixel) != 3 or page.extrasamples:
-        return "JPEG tiles with an alpha channel"
-    if int(page.photometric) not in (2, 6):
-        return f"JPEG tiles of photometric {page.photometric.name}"
-    if int(getattr(page, "fillorder", 1)) != 1:
-        return "bit-reversed fill order"
-    return None
+    return jpeg_tiles_unsupported(page)
 
 
 def resolve_decode_device(device: Any = "cuda") -> tuple[Any, DecodeBackend]:
@@ -328,11 +322,9 @@ class GpuTileDecoder:
         self.device = dev
         self.backend = backend
         page = slide._pages[level]  # type: ignore[attr-defined]
-        self._offsets = np.asarray(page.dataoffsets, dtype=np.int64)
         self._counts = np.asarray(page.databytecounts, dtype=np.int64)
         self._tables = bytes(page.jpegtables) if page.jpegtables else None
-        # tifffile's jpeg_decode_colorspace: RGB photometric without JFIF holds RGB components
-        self._rgb = int(page.photometric) == 2 and not bool(page.is_jfif)
+        self._rgb = jpeg_rgb_components(page, bool(page.is_jfif))
         self.tile_width, self.tile_height = int(page.tilewidth), int(page.tilelength)
         self.width, self.height = (int(v) for v in slide.level_dimensions[level])
         self._tiles_x = -(-self.width // self.tile_width)
@@ -376,13 +368,10 @@ class GpuTileDecoder:
     def _streams(self, tiles: list[int]) -> list[bytes]:
         from ._readers import SlideError
 
-        fd, path, lv = self.slide._fd, self.slide.path, self.level  # type: ignore[attr-defined]
+        path, lv = self.slide.path, self.level
         out = []
         for t in tiles:
-            count, offset = int(self._counts[t]), int(self._offsets[t])
-            data = os.pread(fd, count, offset)
-            if len(data) != count:
-                raise SlideError(path, f"truncated: tile {t} of level {lv} is cut short")
+            data = self.slide._tile_bytes(lv, t)  # type: ignore[attr-defined]
             try:
                 out.append(jpeg_stream(data, self._tables, rgb=self._rgb))
             except InvalidArgumentError as exc:

@@ -22,6 +22,7 @@ consumer of batches, not only ``embed_slides``, can use it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
@@ -262,42 +263,43 @@ class PatchLoader:
         )
         return PatchBatch(images=images, coords=cs.copy(), index=np.arange(start, stop))
 
-    def _load_native(self, cs: np.ndarray, start: int, stop: int) -> PatchBatch:
-        # level coordinates as the slide's own reads compute them: int(x / downsample)
-        ds = float(self.slide.level_downsamples[self.level])
-        xy = (cs / ds).astype(np.int64)
-        oh, ow = self.size
-        images = np.empty((stop - start, 3, oh, ow), _NP_DTYPE[self.dtype])
+    def _level_xy(self, cs: np.ndarray) -> np.ndarray:
+        """Level coordinates of level-0 corners, as the slide's own reads compute them."""
+        return (cs / float(self.slide.level_downsamples[self.level])).astype(np.int64)
+
+    @contextlib.contextmanager
+    def _tile_errors(self) -> Iterator[None]:
+        """Raise the core's truncated- or corrupt-tile errors as a SlideError naming the file."""
         try:
-            self._reader.load_patches(  # type: ignore[attr-defined]
-                0, xy, self.read_size, self.read_size, images, self.dtype,
-                self.interpolation, self.mean, self.std, 1,
-            )  # fmt: skip
-        except CoreError as exc:  # a truncated or corrupt tile, named by the core
+            yield
+        except CoreError as exc:
             from ._readers import SlideError
 
             raise SlideError(self.slide.path, str(exc)) from exc
+
+    def _load_native(self, cs: np.ndarray, start: int, stop: int) -> PatchBatch:
+        oh, ow = self.size
+        images = np.empty((stop - start, 3, oh, ow), _NP_DTYPE[self.dtype])
+        with self._tile_errors():
+            self._reader.load_patches(  # type: ignore[attr-defined]
+                0, self._level_xy(cs), self.read_size, self.read_size, images, self.dtype,
+                self.interpolation, self.mean, self.std, 1,
+            )  # fmt: skip
         return PatchBatch(images=images, coords=cs.copy(), index=np.arange(start, stop))
 
     def _iter_native(self) -> Iterator[PatchBatch]:
         # C++ workers produce batches ahead without ever taking the GIL (prefetcher.hpp); only
         # taking a finished batch does, so a busy Python thread cannot stall production
-        ds = float(self.slide.level_downsamples[self.level])
-        xy = (self.coords / ds).astype(np.int64)
         oh, ow = self.size
         pf = _core.slides.Prefetcher(
-            self._reader, 0, xy, self.read_size, self.read_size, self.batch_size, oh, ow,
-            self.dtype, self.interpolation, self.mean, self.std, self.threads,
-            self.threads + self.prefetch,
+            self._reader, 0, self._level_xy(self.coords), self.read_size, self.read_size,
+            self.batch_size, oh, ow, self.dtype, self.interpolation, self.mean, self.std,
+            self.threads, self.threads + self.prefetch,
         )  # fmt: skip
         try:
             while True:
-                try:
+                with self._tile_errors():
                     got = pf.next()
-                except CoreError as exc:  # a truncated or corrupt tile, named by the core
-                    from ._readers import SlideError
-
-                    raise SlideError(self.slide.path, str(exc)) from exc
                 if got is None:
                     return
                 b, images = got

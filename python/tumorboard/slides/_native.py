@@ -112,6 +112,29 @@ def native_jpeg() -> NativeJpeg:
     return NativeJpeg(False, None, abi, reason)
 
 
+def jpeg_tiles_unsupported(page: Any) -> str | None:
+    """Say why a page's JPEG tiles are not 3-component RGB or YCbCr streams, or return None.
+
+    The rule both JPEG decoders of patches share (this module's and ``_gpu_decode``'s).
+    """
+    if int(getattr(page, "fillorder", 1)) != 1:
+        return "bit-reversed fill order"
+    if int(page.samplesperpixel) != 3 or page.extrasamples:
+        return "JPEG tiles with an alpha channel"
+    if int(page.photometric) not in (2, 6):
+        return f"JPEG tiles of photometric {page.photometric.name}"
+    return None
+
+
+def jpeg_rgb_components(page: Any, is_jfif: bool) -> bool:
+    """Whether a page's JPEG tiles hold RGB components rather than YCbCr.
+
+    tifffile's ``jpeg_decode_colorspace``: photometric RGB without a JFIF marker (Aperio SVS)
+    is decoded as RGB components; YCbCr and JFIF streams as libjpeg detects them.
+    """
+    return int(page.photometric) == 2 and not is_jfif
+
+
 def level_spec(page: Any, tf_page_is_jfif: bool) -> tuple[dict[str, Any] | None, str | None]:
     """Describe a tifffile page for ``_core.slides.TileReader``, or say why it cannot.
 
@@ -133,20 +156,16 @@ def level_spec(page: Any, tf_page_is_jfif: bool) -> tuple[dict[str, Any] | None,
         return None, f"{page.compression.name} tiles are read by the Python tile path"
     if int(getattr(page, "fillorder", 1)) != 1:
         return None, "bit-reversed fill order"
-    samples = int(page.samplesperpixel)
-    photometric = int(page.photometric)
     if codec == "jpeg":
-        if samples != 3 or page.extrasamples:
-            return None, "JPEG tiles with an alpha channel"
-        if photometric not in (2, 6):
-            return None, f"JPEG tiles of photometric {page.photometric.name}"
-        if not native_jpeg().available:
-            return None, f"no usable libjpeg ({native_jpeg().reason})"
-    elif photometric != 2:
+        if (why := jpeg_tiles_unsupported(page)) is not None:
+            return None, why
+        jpeg = native_jpeg()
+        if not jpeg.available:
+            return None, f"no usable libjpeg ({jpeg.reason})"
+    elif int(page.photometric) != 2:
         return None, f"uncompressed tiles of photometric {page.photometric.name}"
-    # tifffile's jpeg_decode_colorspace: RGB photometric without JFIF is decoded as RGB
-    # components (Aperio SVS); YCbCr and JFIF streams as libjpeg detects them.
-    color = "rgb" if codec == "jpeg" and photometric == 2 and not tf_page_is_jfif else "detect"
+    rgb = codec == "jpeg" and jpeg_rgb_components(page, tf_page_is_jfif)
+    color = "rgb" if rgb else "detect"
     spec = {
         "width": int(page.imagewidth),
         "height": int(page.imagelength),
@@ -154,7 +173,7 @@ def level_spec(page: Any, tf_page_is_jfif: bool) -> tuple[dict[str, Any] | None,
         "tile_height": int(page.tilelength),
         "codec": codec,
         "color": color,
-        "samples": samples,
+        "samples": int(page.samplesperpixel),
         "offsets": np.asarray(page.dataoffsets, dtype=np.uint64),
         "counts": np.asarray(page.databytecounts, dtype=np.uint64),
         "tables": bytes(page.jpegtables) if codec == "jpeg" and page.jpegtables else None,

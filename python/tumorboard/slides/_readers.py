@@ -873,14 +873,20 @@ class TiffFileSlide(Slide):
                 props["aperio.AppMag"] = m.group(1)
         return props
 
-    def _tile(self, level: int, index: int) -> np.ndarray | None:
+    def _tile_bytes(self, level: int, index: int) -> bytes:
+        """Return the stored bytes of tile ``index`` of ``level`` (empty for a sparse tile)."""
         page = self._pages[level]
         offset, count = page.dataoffsets[index], page.databytecounts[index]
-        if not count:
-            return None  # sparse tile: background
-        data = os.pread(self._fd, count, offset)
+        data = os.pread(self._fd, count, offset) if count else b""
         if len(data) != count:
             raise SlideError(self.path, f"truncated: tile {index} of level {level} is cut short")
+        return data
+
+    def _tile(self, level: int, index: int) -> np.ndarray | None:
+        page = self._pages[level]
+        data = self._tile_bytes(level, index)
+        if not data:
+            return None  # sparse tile: background
         try:
             arr = self._decoders[level](data, index, jpegtables=page.jpegtables)[0]
         except Exception as exc:
