@@ -1,11 +1,11 @@
-# make demo | make test | make bench   (each creates and uses .venv itself)
+# make demo | make test | make bench   (each creates and uses .venv itself) | make gpu-check
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install lint clean
+.PHONY: demo test bench install lint clean gpu-check gpu-readme
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,17 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/tumorboard bench
+
+# Every GPU figure in one bounded run (benchmarks/gpu_check.py): on a CUDA machine it builds the
+# wheel if needed, runs the CUDA tests and the GPU benchmarks and writes benchmarks/results/.
+# It uses the interpreter that has torch with CUDA: .venv's when it exists, else python3.
+GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check:
+	$(GPU_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
+# The README's GPU section, regenerated from the latest benchmarks/results/ file.
+gpu-readme:
+	$(GPU_PY) benchmarks/gpu_check.py readme
 
 lint: $(PY)
 	$(PIP) install --quiet ruff

@@ -397,27 +397,255 @@ def bare_forward(module: Any, *, device: Any, dtype: str, compile: Any, batch: i
     return batch * iters / (time.perf_counter() - t0), feats
 
 
+def _np_min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Smallest row-wise cosine similarity of two feature matrices of one shape (float64)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    num = (a * b).sum(1)
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return float((num / np.maximum(den, 1e-300)).min())
+
+
 def _cos(a: Any, b: Any) -> float:
     import torch
 
     return float(torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1).min())
 
 
+# ---- GPU decode, GPU idle between slides, the encoder table ---------------------------------
+
+
+def gpu_decode_loader(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
+                      size: int, limit: int, device: str) -> dict[str, float]:  # fmt: skip
+    """Patches/s of ``PatchLoader(decode="gpu")`` alone, and its largest uint8 difference.
+
+    The rate is over at most ``limit`` patches (float32 batches left on the GPU, synchronised at
+    the end). ``max_uint8_diff`` compares the first ``batch`` patches of the first slide decoded
+    on the GPU and on the CPU (both resized, uint8, not normalised): nvJPEG's IDCT and chroma
+    upsampling may differ from libjpeg-turbo's by a few levels.
+    """
+    import torch
+    from tumorboard import slides
+
+    n = 0
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for path, coords, level, rs in grid:
+        take = coords[: max(0, limit - n)]
+        if not len(take):
+            break
+        with slides.open(path) as s:
+            for b in slides.PatchLoader(s, take, level=level, read_size=rs, batch_size=batch,
+                                        size=size, threads=threads, decode="gpu",
+                                        device=device):  # fmt: skip
+                n += len(b)
+    torch.cuda.synchronize()
+    rate = n / (time.perf_counter() - t0)
+    path, coords, level, rs = grid[0]
+    out = {}
+    with slides.open(path) as s:
+        for decode in ("cpu", "gpu"):
+            kw = {"device": device} if decode == "gpu" else {}
+            ld = slides.PatchLoader(s, coords[:batch], level=level, read_size=rs, size=size,
+                                    batch_size=batch, dtype="uint8", decode=decode,
+                                    **kw)  # fmt: skip
+            imgs = next(iter(ld)).images
+            out[decode] = imgs.cpu().numpy() if hasattr(imgs, "cpu") else np.asarray(imgs)
+    diff = np.abs(out["gpu"].astype(np.int16) - out["cpu"].astype(np.int16))
+    return {"patches_per_s": rate, "max_uint8_diff": int(diff.max()),
+            "mean_uint8_diff": float(diff.mean())}  # fmt: skip
+
+
+def forward_timeline(run: Any) -> tuple[Any, list[tuple[float, float]]]:
+    """Call ``run()`` while CUDA events bracket every encoder forward of the embedding engine.
+
+    Returns ``run()``'s value and the (start, end) milliseconds of each forward on the GPU's
+    timeline, relative to an event recorded before ``run()``. The events are recorded on the
+    forward's own stream and never synchronised until the end, so the run is not slowed.
+    """
+    import torch
+    from tumorboard.embed import TorchBackend
+
+    pairs: list[tuple[Any, Any]] = []
+    original = TorchBackend._forward
+
+    def timed(self: Any, x: Any) -> Any:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        y = original(self, x)
+        end.record()
+        pairs.append((start, end))
+        return y
+
+    ref = torch.cuda.Event(enable_timing=True)
+    ref.record()
+    TorchBackend._forward = timed  # type: ignore[method-assign]
+    try:
+        value = run()
+    finally:
+        TorchBackend._forward = original  # type: ignore[method-assign]
+    torch.cuda.synchronize()
+    return value, [(ref.elapsed_time(s), ref.elapsed_time(e)) for s, e in pairs]
+
+
+def idle_shares(spans: list[tuple[float, float]], batches_per_slide: list[int]) -> dict[str, float]:
+    """GPU idle time of a forward timeline, overall and at the slide boundaries.
+
+    ``spans`` are the forwards' (start, end) in ms, in launch order; ``batches_per_slide`` how
+    many of them each slide had, in order. The window runs from the first start to the last
+    end. ``idle_share`` = window time no forward covers / window; ``between_slides_share`` =
+    the gaps from each slide's last forward to the next slide's first / window.
+    """
+    if not spans:
+        return {"window_s": 0.0, "idle_share": float("nan"), "between_slides_share": float("nan")}
+    lo, hi = spans[0][0], max(e for _, e in spans)
+    busy, cur_s, cur_e = 0.0, spans[0][0], spans[0][1]
+    for s, e in sorted(spans)[1:]:
+        if s > cur_e:
+            busy += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    busy += cur_e - cur_s
+    window = hi - lo
+    between, k = 0.0, 0
+    for nb in batches_per_slide[:-1]:
+        k += nb
+        if 0 < k < len(spans):
+            between += max(0.0, spans[k][0] - spans[k - 1][1])
+    return {"window_s": window / 1e3, "idle_share": (window - busy) / window,
+            "between_slides_share": between / window,
+            "slides": len(batches_per_slide)}  # fmt: skip
+
+
+def model_flops(module: Any, size: int, device: Any) -> float:
+    """FLOPs of one patch: the ViT formula where the module has a ViT config, else counted.
+
+    The count runs one patch through :class:`torch.utils.flop_counter.FlopCounterMode`
+    (matrix products and attention; 2 FLOPs per multiply-add).
+    """
+    cfg = getattr(module, "config", None)
+    if cfg is not None and all(
+        hasattr(cfg, a)
+        for a in ("embed_dim", "patch_size", "depth", "mlp_hidden", "reg_tokens", "mlp")
+    ):
+        return vit_flops_per_patch(cfg, size)  # fmt: skip
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.zeros(1, 3, size, size, device=device, dtype=next(module.parameters()).dtype)
+    with torch.inference_mode(), FlopCounterMode(display=False) as fc:
+        module(x)
+    return float(fc.get_total_flops())
+
+
+def encoder_table(*, device: Any, batch: int, iters: int, peak: float | None,
+                  deadline: float | None, say: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """Bare-forward patches/s, MFU and cosine of every patch encoder in the registry.
+
+    Each full-size encoder (random weights: the figures are throughput, not features) in bf16
+    eager and bf16 compiled on a random batch of ``batch`` at its native input size.
+    """
+    import torch
+    from tumorboard import models
+    from tumorboard.embed._backends import encoder_meta
+
+    rows: list[dict[str, Any]] = []
+    say("| encoder (TRIDENT name) | input | dims | GFLOP/patch | bf16 eager patches/s | MFU | "
+        "bf16 compiled patches/s | MFU |")  # fmt: skip
+    say("|---|---|---|---|---|---|---|---|")
+    for name in models.available():
+        info = models.info(name)
+        if info.kind != "encoder" or "tiny" in name:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = models.load(name, device="cpu", dtype="fp32").eval()
+        size = encoder_meta(module)[0]
+        row: dict[str, Any] = {"name": name, "trident_name": info.trident_name, "size": size,
+                               "dims": info.embed_dim}  # fmt: skip
+        row["gflop_per_patch"] = model_flops(module, size, "cpu") / 1e9
+        cells = []
+        for label, comp in (("eager", False), ("compiled", True)):
+            if deadline is not None and time.monotonic() > deadline:
+                row[label] = "skipped: time budget"
+                cells += ["skipped (time budget)", ""]
+                continue
+            try:
+                r, _ = bare_forward(module, device=device, dtype="bf16", compile=comp,
+                                    batch=batch, size=size, iters=iters)  # fmt: skip
+            except Exception as exc:  # report and go on with the next encoder
+                row[label] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                cells += [f"failed: {row[label]['error'][:80]}", ""]
+                continue
+            mfu = r * row["gflop_per_patch"] * 1e9 / (peak * 1e12) if peak else None
+            row[label] = {"patches_per_s": r, "mfu": mfu}
+            cells += [f"{r:.0f}", f"{100 * mfu:.0f}%" if mfu is not None else "n/a"]
+        module.cpu()
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+        rows.append(row)
+        say(f"| {name} ({info.trident_name}) | {size} px | {info.embed_dim} | "
+            f"{row['gflop_per_patch']:.0f} | {' | '.join(cells)} |")  # fmt: skip
+    return rows
+
+
 # ---- the run -------------------------------------------------------------------------------
 
 
-def run(*, patches: int | None, json_path: str | None) -> int:
-    """Run every measurement and print the tables; return an exit status."""
+def _dump(record: dict[str, Any], json_path: str | None) -> None:
+    """Write ``record`` as JSON atomically (after every section: a cut-off run keeps it)."""
+    if not json_path:
+        return
+    import json
+
+    p = Path(json_path)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=str))
+    os.replace(tmp, p)
+
+
+def run(*, patches: int | None, json_path: str | None, budget: float | None = None,
+        encoders: bool = False, idle_slides: int = 20) -> int:  # fmt: skip
+    """Run every measurement and print the tables; return an exit status.
+
+    ``budget`` (seconds) bounds the run: a section or variant that would start after it is
+    recorded as ``skipped: time budget``. ``encoders`` runs the encoder table only.
+    ``idle_slides`` is the number of slides of the GPU-idle run (0: none).
+    """
     import torch
     from tumorboard import models
-    from tumorboard.embed import embed_slides
+    from tumorboard.embed import embed_slides, read_features
     from tumorboard.embed._backends import encoder_meta
     from tumorboard.models.fp8 import fp8_available
+
+    deadline = None if budget is None else time.monotonic() + budget
+
+    def left() -> float:
+        return float("inf") if deadline is None else deadline - time.monotonic()
 
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     cores = os.cpu_count() or 1
     gpu = torch.cuda.get_device_name(0) if cuda else None
+    peak = bf16_peak(gpu) if gpu else None
+    lines: list[str] = []
+
+    def say(s: str = "") -> None:
+        print(s, flush=True)
+        lines.append(s)
+
+    if encoders:
+        say(f"### Patch encoders, bare forward on {gpu or 'CPU'} (random weights, batch "
+            f"{256 if cuda else 2})\n")  # fmt: skip
+        if not cuda:
+            say("GPU figures pending: no CUDA device here.")
+            _dump({"device": "cpu", "encoders": [], "skipped": "no CUDA device"}, json_path)
+            return 0
+        rows = encoder_table(device=device, batch=256, iters=10, peak=peak, deadline=deadline,
+                             say=say)  # fmt: skip
+        _dump({"device": gpu, "cores": cores, "batch": 256, "encoders": rows,
+               "bf16_peak_tflops": peak, "lines": lines}, json_path)  # fmt: skip
+        return 0
+
     if patches is None:
         patches = 100_000 if cuda else 256
     model_name, batch = ("uni2-h", 256) if cuda else ("uni2-tiny", 16)
@@ -426,16 +654,12 @@ def run(*, patches: int | None, json_path: str | None) -> int:
         module = models.load(model_name, device="cpu", dtype="fp32").eval()
     size, mean, std, _ = encoder_meta(module)
     flops = vit_flops_per_patch(module.config, size)
-    peak = bf16_peak(gpu) if gpu else None
     fp8_why = fp8_available(device)
-    lines: list[str] = []
+    half = "bf16" if cuda else "fp32"  # the CPU run computes in fp32
     record: dict[str, Any] = {"device": gpu or "cpu", "cores": cores, "model": model_name,
                               "batch": batch, "patches_requested": patches,
-                              "gflop_per_patch": flops / 1e9}  # fmt: skip
-
-    def say(s: str = "") -> None:
-        print(s, flush=True)
-        lines.append(s)
+                              "gflop_per_patch": flops / 1e9, "bf16_peak_tflops": peak,
+                              "budget_s": budget, "lines": lines}  # fmt: skip
 
     say(f"### Embedding peer benchmark on {gpu or 'CPU (tiny sizes)'}, {cores} cores, "
         f"{model_name} (random weights), batch {batch}\n")  # fmt: skip
@@ -459,71 +683,75 @@ def run(*, patches: int | None, json_path: str | None) -> int:
         say(f"loader path: {path}\n")
         say("| loader (SVS-like, float32 batches of 64) | patches/s |\n|---|---|")
         limit = min(counts["svs-like"], 4096 if cuda else 256)
-        rates = {}
+        rates: dict[int, float] = {}
         for th in sorted({1, 2, 4, max(1, cores - 1)}):
             if th > cores:
                 continue
-            rates[th] = loader_rate(g["svs-like"], threads=th, batch=64, size=size, limit=limit)
+            lim = limit if th > 2 else min(limit, 2048)  # a few seconds at each count
+            rates[th] = loader_rate(g["svs-like"], threads=th, batch=64, size=size, limit=lim)
             say(f"| {th} thread(s) | {rates[th]:.0f} |")
         if 2 in rates:
             say(f"\n1 -> 2 threads: {rates[2] / rates[1]:.2f}x")
         # one loader thread, so that the counter has a core of its own on a 2-core machine
         held, rate = gil_held_us_per_patch(g["svs-like"], threads=1, batch=64, size=size,
-                                           limit=limit)  # fmt: skip
+                                           limit=min(limit, 512))  # fmt: skip
         say(f"GIL held per patch (counter-thread probe, 1 loader thread): {held:.1f} us "
             f"(loader {rate:.0f} patches/s during the probe)\n")  # fmt: skip
         record["loader"] = {"path": path, "rates": rates, "gil_us_per_patch": held}
-
-        # bare forward
-        ref = "bf16" if cuda else "fp32"
-        say(f"| bare forward | patches/s | MFU (bf16 peak) | min cosine to {ref} eager |")
-        say("|---|---|---|---|")
-        half = "bf16" if cuda else "fp32"  # the CPU run computes in fp32
-        variants = [(f"{half} eager", "bf16", False), (f"{half} compiled", "bf16", True)]
-        if cuda:
-            variants.append(("bf16 compiled max-autotune", "bf16", "max-autotune"))
-        variants.append(("fp8 compiled", "fp8", True))
-        base = None
-        bare: dict[str, Any] = {}
-        iters = 10 if cuda else 2
-        for label, dt, comp in variants:
-            if dt == "fp8" and fp8_why is not None:
-                say(f"| {label} | pending: {fp8_why} | | |")
-                continue
-            dt_run = dt if cuda else ("fp32" if dt == "bf16" else dt)
-            r, feats = bare_forward(module, device=device, dtype=dt_run, compile=comp,
-                                    batch=batch, size=size, iters=iters)  # fmt: skip
-            base = feats if base is None else base
-            mfu = f"{100 * r * flops / (peak * 1e12):.0f}%" if peak else "pending (no GPU peak)"
-            cos = _cos(feats, base)
-            bare[label] = {"patches_per_s": r, "cosine": cos}
-            say(f"| {label} | {r:.0f} | {mfu} | {cos:.4f} |")
-        record["bare"] = bare
-        say("")
-
-        # end to end against the TRIDENT-style loop
-        say("| end to end | collection | patches/s | TRIDENT-style patches/s | ratio |")
-        say("|---|---|---|---|---|")
-        e2e: dict[str, Any] = {}
-        workers = max(1, int(0.75 * cores))
         decode_why = gpu_decode_unavailable(cuda)
-        if decode_why is not None:
-            print(f"(--decode gpu rows skipped: {decode_why})")
+        if decode_why is None:
+            try:
+                gd = gpu_decode_loader(g["svs-like"], threads=max(1, cores - 1), batch=64,
+                                       size=size, limit=limit, device="cuda")  # fmt: skip
+                record["loader"]["gpu_decode"] = gd
+                say(
+                    f"loader with --decode gpu, {max(1, cores - 1)} threads: "
+                    f"{gd['patches_per_s']:.0f} patches/s; largest difference to CPU decode "
+                    f"{gd['max_uint8_diff']} uint8 levels (mean {gd['mean_uint8_diff']:.3f})\n"
+                )
+            except Exception as exc:  # report and go on: the other figures still count
+                decode_why = f"{type(exc).__name__}: {exc}"[:300]
+                record["loader"]["gpu_decode"] = {"error": decode_why}
+                say(f"loader with --decode gpu failed: {decode_why}\n")
+        else:
+            record["loader"]["gpu_decode"] = {"skipped": decode_why}
+            say(f"loader with --decode gpu: skipped ({decode_why})\n")
+        _dump(record, json_path)
+
+        # end to end against the TRIDENT-style loop: every row over both collections, one
+        # compilation per row (the engine keeps two prepared encoders)
+        say(f"| end to end | collection | patches/s | TRIDENT-style patches/s | ratio | "
+            f"min cosine to {half} eager (first slide) |")  # fmt: skip
+        say("|---|---|---|---|---|---|")
+        ref_feats: dict[str, np.ndarray] = {}
+        e2e: dict[str, Any] = {}
+        record["end_to_end"] = e2e
+        workers = max(1, int(0.75 * cores))
+        peers: dict[str, float] = {}
         for key in ("svs-like", "0.5um"):
             m_dev = module.to(device)
             secs, n = trident_loop(g[key], m_dev, device=device, batch=batch, workers=workers,
                                    size=size, mean=mean, std=std)  # fmt: skip
             module.cpu()
-            peer = n / secs
-            rows = ((half, "bf16", False, "cpu"), (f"{half} compiled", "bf16", True, "cpu"),
-                    ("fp8 compiled", "fp8", True, "cpu"),
-                    (f"{half} --decode gpu", "bf16", False, "gpu"))  # fmt: skip
-            for label, dt, comp, decode in rows:
+            peers[key] = n / secs
+        record["trident_style"] = peers
+        # the headline rows first; this order leaves the compiled bf16 encoder prepared for the
+        # GPU-idle run (the engine keeps the last two prepared encoders; eager ones are not kept)
+        rows = ((half, "bf16", False, "cpu"), (f"{half} compiled", "bf16", True, "cpu"),
+                ("fp8 compiled", "fp8", True, "cpu"),
+                (f"{half} --decode gpu", "bf16", False, "gpu"))  # fmt: skip
+        for label, dt, comp, decode in rows:
+            for key in ("svs-like", "0.5um"):
+                peer = peers[key]
                 if dt == "fp8" and fp8_why is not None:
-                    say(f"| {label} | {key} | pending: no FP8 here | {peer:.0f} | |")
+                    say(f"| {label} | {key} | pending: no FP8 here | {peer:.0f} | | |")
                     continue
                 if decode == "gpu" and decode_why is not None:
-                    say(f"| {label} | {key} | pending: {decode_why} | {peer:.0f} | |")
+                    say(f"| {label} | {key} | pending: {decode_why} | {peer:.0f} | | |")
+                    continue
+                if left() < (90 if comp else 20):
+                    e2e[f"{label} {key}"] = {"skipped": "time budget", "peer": peer}
+                    say(f"| {label} | {key} | skipped: time budget | {peer:.0f} | | |")
                     continue
                 out = root / f"out-{key}-{label.replace(' ', '-')}"
                 run_kw = dict(model=module, batch_size=batch, segmentation=None, progress=False,
@@ -542,21 +770,117 @@ def run(*, patches: int | None, json_path: str | None) -> int:
                         warm = time.perf_counter() - t0
                     rep = embed_slides(coll[key], out=out, **run_kw)
                 if not rep.ok:
-                    say(f"| {label} | {key} | failed: {rep.summary()[:200]} | | |")
+                    e2e[f"{label} {key}"] = {"failed": rep.summary()[:300], "peer": peer}
+                    say(f"| {label} | {key} | failed: {rep.summary()[:200]} | | | |")
                     continue
                 secs = sum(r.seconds for r in rep.results)
                 tb = rep.n_patches / secs
+                feats = read_features(rep.results[0].features_path)[0]
+                if label == half:
+                    ref_feats[key] = feats
+                cos = _np_min_cosine(feats, ref_feats[key]) if key in ref_feats else None
                 e2e[f"{label} {key}"] = {"patches_per_s": tb, "peer": peer, "ratio": tb / peer,
-                                         "warmup_s": warm}  # fmt: skip
+                                         "warmup_s": warm, "cosine_to_eager": cos}  # fmt: skip
                 note = f" (compile + first slide before: {warm:.1f} s)" if warm is not None else ""
-                say(f"| {label} | {key} | {tb:.0f}{note} | {peer:.0f} | {tb / peer:.2f}x |")
-        record["end_to_end"] = e2e
+                c_s = f"{cos:.4f}" if cos is not None else "n/a"
+                say(f"| {label} | {key} | {tb:.0f}{note} | {peer:.0f} | {tb / peer:.2f}x | "
+                    f"{c_s} |")  # fmt: skip
+                _dump(record, json_path)
+        say("")
+
+        # GPU idle between slides: a run of many small SVS-like slides, compiled bf16
+        if idle_slides and cuda and left() > 60:
+            try:
+                per = max(256, min(2048, patches // (4 * idle_slides)))
+                bank = _tile_bank(8, seed=1)
+                side = max(1024, int(np.sqrt(per)) * 512)
+                paths = [write_slide(root / "idle" / f"idle_{i:02d}.tif", side=side, mpp=0.25,
+                                     step=4, levels=3, quality=80, bank=bank, workers=cores)
+                         for i in range(idle_slides)]  # fmt: skip
+                run_kw = dict(model=module, batch_size=batch, segmentation=None, progress=False,
+                              device="cuda", dtype="bf16", compile=True,
+                              encoder_name=model_name)  # fmt: skip
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    embed_slides(paths[:1], out=root / "idle-warmup", **run_kw)
+                    t0 = time.perf_counter()
+                    rep, spans = forward_timeline(
+                        lambda: embed_slides(paths, out=root / "idle-out", **run_kw)
+                    )
+                    wall = time.perf_counter() - t0
+                per_slide = [-(-r.n_patches // batch) for r in rep.results]
+                shares = idle_shares(spans, per_slide)
+                shares.update({"wall_s": wall, "patches": rep.n_patches,
+                               "patches_per_s": rep.n_patches / wall})  # fmt: skip
+                record["idle"] = shares
+                say(f"GPU idle, {idle_slides} SVS-like slides of {rep.n_patches // idle_slides} "
+                    f"patches, compiled bf16: {100 * shares['between_slides_share']:.2f}% of the "
+                    f"forward window between slides, {100 * shares['idle_share']:.2f}% idle in all "
+                    f"({rep.n_patches / wall:.0f} patches/s over {wall:.1f} s wall)\n")  # fmt: skip
+                _dump(record, json_path)
+            except Exception as exc:  # report and go on: the other figures still count
+                record["idle"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                say(f"GPU idle between slides failed: {record['idle']['error']}\n")
+        elif idle_slides:
+            why = "no CUDA" if not cuda else "time budget"
+            record["idle"] = {"skipped": why}
+            say(f"GPU idle between slides: skipped ({why})\n")
+
+        # bare forward
+        ref = "bf16" if cuda else "fp32"
+        say(f"| bare forward | patches/s | MFU (bf16 peak) | min cosine to {ref} eager |")
+        say("|---|---|---|---|")
+        variants: list[tuple[str, str, Any]] = [(f"{half} eager", "bf16", False),
+                                                (f"{half} compiled", "bf16", True),
+                                                ("fp8 compiled", "fp8", True)]  # fmt: skip
+        base = None
+        bare: dict[str, Any] = {}
+        record["bare"] = bare
+        iters = 10 if cuda else 2
+
+        def bare_row(label: str, dt: str, comp: Any) -> None:
+            nonlocal base
+            if dt == "fp8" and fp8_why is not None:
+                bare[label] = {"skipped": fp8_why}
+                say(f"| {label} | pending: {fp8_why} | | |")
+                return
+            dt_run = dt if cuda else ("fp32" if dt == "bf16" else dt)
+            r, feats = bare_forward(module, device=device, dtype=dt_run, compile=comp,
+                                    batch=batch, size=size, iters=iters)  # fmt: skip
+            base = feats if base is None else base
+            mfu = r * flops / (peak * 1e12) if peak else None
+            cos = _cos(feats, base)
+            bare[label] = {"patches_per_s": r, "cosine": cos, "mfu": mfu}
+            mfu_s = f"{100 * mfu:.0f}%" if mfu is not None else "pending (no GPU peak)"
+            say(f"| {label} | {r:.0f} | {mfu_s} | {cos:.4f} |")
+
+        for label, dt, comp in variants:
+            if left() < 60:
+                bare[label] = {"skipped": "time budget"}
+                say(f"| {label} | skipped: time budget | | |")
+                continue
+            bare_row(label, dt, comp)
+        say("")
+        _dump(record, json_path)
+
+        # max-autotune last: its autotuning takes minutes, the other figures come first
+        label = "bf16 compiled max-autotune"
+        if not cuda:
+            pass
+        elif left() > 240:
+            try:
+                bare_row(label, "bf16", "max-autotune")
+            except Exception as exc:  # report and go on
+                bare[label] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                say(f"bare forward {label} failed: {bare[label]['error']}")
+        else:
+            bare[label] = {"skipped": "time budget"}
+            say(f"bare forward {label}: skipped (time budget)")
+    _dump(record, json_path)
     if not cuda:
         say("\nGPU figures pending (CPU run at tiny size: the numbers above only show the "
             "benchmark runs).")  # fmt: skip
     if json_path:
-        import json
-
-        Path(json_path).write_text(json.dumps(record, indent=1, default=str))
+        _dump(record, json_path)
         print(f"wrote {json_path}")
     return 0

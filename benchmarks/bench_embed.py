@@ -26,7 +26,8 @@ CPU it runs the same at tiny size and prints that the GPU figures are pending.
 Usage (from the repository root)::
 
     python benchmarks/bench_embed.py [--quick] [--json PATH] [--repeat N]
-    python benchmarks/bench_embed.py --gpu [--patches N] [--json PATH]
+    python benchmarks/bench_embed.py --gpu [--patches N] [--json PATH] [--budget S]
+    python benchmarks/bench_embed.py --gpu --encoders [--json PATH]
 """
 
 from __future__ import annotations
@@ -166,6 +167,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="--gpu: patches in the two collections together (default 100000 on a GPU, 256 on CPU)",
     )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="--gpu: stop starting new variants after this many seconds (recorded as skipped)",
+    )
+    parser.add_argument(
+        "--encoders",
+        action="store_true",
+        help="--gpu: only the table of every patch encoder's bare forward (bf16 eager/compiled)",
+    )
+    parser.add_argument(
+        "--idle-slides",
+        type=int,
+        default=20,
+        metavar="N",
+        help="--gpu: slides in the GPU-idle-between-slides run (0: skip it)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
@@ -175,7 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError:
             from _embed_gpu import run as run_gpu
         try:
-            return run_gpu(patches=args.patches, json_path=args.json)
+            return run_gpu(
+                patches=args.patches,
+                json_path=args.json,
+                budget=args.budget,
+                encoders=args.encoders,
+                idle_slides=args.idle_slides,
+            )
         except ImportError as exc:
             print(f"error: {exc} (pip install 'tumorboard[embed,slides]')", file=sys.stderr)
             return 2

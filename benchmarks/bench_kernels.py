@@ -58,6 +58,10 @@ ANCHOR_EAGER = "torch eager"
 ANCHOR_GEMM = "plain GEMM"
 ANCHORS = (ANCHOR_PADDED, ANCHOR_LOOP, ANCHOR_COMPILE, ANCHOR_EAGER, ANCHOR_GEMM)
 
+#: Derived figures of the last run (bandwidth shares, dispatcher choice), written to the JSON
+#: meta as ``figures`` for the targets that are not a time ratio.
+FIGURES: dict[str, Any] = {}
+
 
 def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
     """Median seconds per call of ``fn`` over ``repeat`` samples (CUDA events on a GPU)."""
@@ -230,6 +234,17 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
     bw_fwd = 2 * elem / t_fwd
     bw_fb = 5 * elem / t_fb
     tag = f"T={tokens} D={dim} ({str(dtype).removeprefix('torch.')})"
+    FIGURES["segment_scale"] = {
+        "tokens": tokens,
+        "dim": dim,
+        "fwd_tb_s": bw_fwd / 1e12,
+        "fwd_bwd_tb_s": bw_fb / 1e12,
+        "copy_tb_s": bw_copy / 1e12,
+        "fwd_share_of_peak": bw_fwd / PEAK_HBM_BYTES,
+        "fwd_bwd_share_of_peak": bw_fb / PEAK_HBM_BYTES,
+        "fwd_share_of_copy": bw_fwd / bw_copy,
+        "fwd_bwd_share_of_copy": bw_fb / bw_copy,
+    }
 
     def note(bw: float) -> str:
         return (
@@ -274,6 +289,13 @@ def bench_down_proj(*, device: str, repeat: int, tokens: int, inner: int, dim: i
     tflops = 2.0 * tokens * inner * dim / t_fused / 1e12
     choice = _dispatch.choices("fused_down_proj_segment_scale")[-1]
     paths = ", ".join(f"{p} {1e3 * t:.3f} ms" for p, t in sorted(choice.seconds.items()))
+    FIGURES["down_proj"] = {
+        "fused_s": t_fused,
+        "gemm_s": t_gemm,
+        "ratio_vs_gemm": t_gemm / t_fused,
+        "dispatcher_path": choice.path,
+        "dispatcher_seconds": dict(choice.seconds),
+    }
     name = (
         f"fused down_proj T={tokens} {inner}->{dim} ({str(dtype).removeprefix('torch.')}) "
         f"[path: {choice.path}]"
@@ -318,6 +340,7 @@ def run_results(
         "peak_bf16_flops": PEAK_BF16_FLOPS,
         "peak_hbm_bytes_per_s": PEAK_HBM_BYTES,
         "total_wall_s": time.perf_counter() - t_start,
+        "figures": dict(FIGURES),
     }
     return results, meta
 
