@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,7 @@ def write_slide(path: Path, *, side: int, mpp: float, step: int, levels: int, qu
     """Write a ``side`` x ``side`` pyramidal JPEG-tiled TIFF (tiles cycled from ``bank``)."""
     import tifffile
 
+    path.parent.mkdir(parents=True, exist_ok=True)
     with tifffile.TiffWriter(path, bigtiff=True) as tif:
         for lv in range(levels):
             s = max(256, side // step**lv)
@@ -533,7 +535,10 @@ def model_flops(module: Any, size: int, device: Any) -> float:
     from torch.utils.flop_counter import FlopCounterMode
 
     x = torch.zeros(1, 3, size, size, device=device, dtype=next(module.parameters()).dtype)
-    with torch.inference_mode(), FlopCounterMode(display=False) as fc:
+    # parameters that need no gradient: FlopCounterMode's module tracker otherwise hooks the
+    # autograd graph of every parameter a forward touches (CONCH's attention-pool query)
+    module.requires_grad_(False)
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
         module(x)
     return float(fc.get_total_flops())
 
@@ -603,13 +608,21 @@ def _dump(record: dict[str, Any], json_path: str | None) -> None:
     os.replace(tmp, p)
 
 
+#: The sections of the run ``sections`` chooses from: the loader alone (CPU decode), GPU decode
+#: (loader alone and end to end), end to end against the TRIDENT-style loop, GPU idle between
+#: slides, and the bare forward.
+SECTIONS = ("loader", "decode", "e2e", "idle", "bare")
+
+
 def run(*, patches: int | None, json_path: str | None, budget: float | None = None,
-        encoders: bool = False, idle_slides: int = 20) -> int:  # fmt: skip
-    """Run every measurement and print the tables; return an exit status.
+        encoders: bool = False, idle_slides: int = 20,
+        sections: Collection[str] = SECTIONS) -> int:  # fmt: skip
+    """Run the measurements of ``sections`` and print the tables; return an exit status.
 
     ``budget`` (seconds) bounds the run: a section or variant that would start after it is
     recorded as ``skipped: time budget``. ``encoders`` runs the encoder table only.
-    ``idle_slides`` is the number of slides of the GPU-idle run (0: none).
+    ``idle_slides`` is the number of slides of the GPU-idle run (0: none); ``sections`` a subset
+    of :data:`SECTIONS`.
     """
     import torch
     from tumorboard import models
@@ -618,6 +631,10 @@ def run(*, patches: int | None, json_path: str | None, budget: float | None = No
     from tumorboard.models.fp8 import fp8_available
 
     deadline = None if budget is None else time.monotonic() + budget
+    sections = set(sections)
+    unknown = sections - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"sections: unknown {sorted(unknown)}; expected among {SECTIONS}")
 
     def left() -> float:
         return float("inf") if deadline is None else deadline - time.monotonic()
@@ -659,7 +676,8 @@ def run(*, patches: int | None, json_path: str | None, budget: float | None = No
     record: dict[str, Any] = {"device": gpu or "cpu", "cores": cores, "model": model_name,
                               "batch": batch, "patches_requested": patches,
                               "gflop_per_patch": flops / 1e9, "bf16_peak_tflops": peak,
-                              "budget_s": budget, "lines": lines}  # fmt: skip
+                              "budget_s": budget, "sections": sorted(sections),
+                              "lines": lines}  # fmt: skip
 
     say(f"### Embedding peer benchmark on {gpu or 'CPU (tiny sizes)'}, {cores} cores, "
         f"{model_name} (random weights), batch {batch}\n")  # fmt: skip
@@ -678,204 +696,217 @@ def run(*, patches: int | None, json_path: str | None, budget: float | None = No
             f"0.5 um/px {counts['0.5um']} patches (256 px reads); written in "
             f"{time.perf_counter() - t0:.0f} s\n")  # fmt: skip
 
-        # loader alone, and its GIL-held time
-        path = loader_path(g["svs-like"])
-        say(f"loader path: {path}\n")
-        say("| loader (SVS-like, float32 batches of 64) | patches/s |\n|---|---|")
+        record["loader"] = {}
         limit = min(counts["svs-like"], 4096 if cuda else 256)
-        rates: dict[int, float] = {}
-        for th in sorted({1, 2, 4, max(1, cores - 1)}):
-            if th > cores:
-                continue
-            lim = limit if th > 2 else min(limit, 2048)  # a few seconds at each count
-            rates[th] = loader_rate(g["svs-like"], threads=th, batch=64, size=size, limit=lim)
-            say(f"| {th} thread(s) | {rates[th]:.0f} |")
-        if 2 in rates:
-            say(f"\n1 -> 2 threads: {rates[2] / rates[1]:.2f}x")
-        # one loader thread, so that the counter has a core of its own on a 2-core machine
-        held, rate = gil_held_us_per_patch(g["svs-like"], threads=1, batch=64, size=size,
-                                           limit=min(limit, 512))  # fmt: skip
-        say(f"GIL held per patch (counter-thread probe, 1 loader thread): {held:.1f} us "
-            f"(loader {rate:.0f} patches/s during the probe)\n")  # fmt: skip
-        record["loader"] = {"path": path, "rates": rates, "gil_us_per_patch": held}
-        decode_why = gpu_decode_unavailable(cuda)
-        if decode_why is None:
-            try:
-                gd = gpu_decode_loader(g["svs-like"], threads=max(1, cores - 1), batch=64,
-                                       size=size, limit=limit, device="cuda")  # fmt: skip
-                record["loader"]["gpu_decode"] = gd
-                say(
-                    f"loader with --decode gpu, {max(1, cores - 1)} threads: "
-                    f"{gd['patches_per_s']:.0f} patches/s; largest difference to CPU decode "
-                    f"{gd['max_uint8_diff']} uint8 levels (mean {gd['mean_uint8_diff']:.3f})\n"
-                )
-            except Exception as exc:  # report and go on: the other figures still count
-                decode_why = f"{type(exc).__name__}: {exc}"[:300]
-                record["loader"]["gpu_decode"] = {"error": decode_why}
-                say(f"loader with --decode gpu failed: {decode_why}\n")
-        else:
-            record["loader"]["gpu_decode"] = {"skipped": decode_why}
-            say(f"loader with --decode gpu: skipped ({decode_why})\n")
-        _dump(record, json_path)
-
-        # end to end against the TRIDENT-style loop: every row over both collections, one
-        # compilation per row (the engine keeps two prepared encoders)
-        say(f"| end to end | collection | patches/s | TRIDENT-style patches/s | ratio | "
-            f"min cosine to {half} eager (first slide) |")  # fmt: skip
-        say("|---|---|---|---|---|---|")
-        ref_feats: dict[str, np.ndarray] = {}
-        e2e: dict[str, Any] = {}
-        record["end_to_end"] = e2e
-        workers = max(1, int(0.75 * cores))
-        peers: dict[str, float] = {}
-        for key in ("svs-like", "0.5um"):
-            m_dev = module.to(device)
-            secs, n = trident_loop(g[key], m_dev, device=device, batch=batch, workers=workers,
-                                   size=size, mean=mean, std=std)  # fmt: skip
-            module.cpu()
-            peers[key] = n / secs
-        record["trident_style"] = peers
-        # the headline rows first; this order leaves the compiled bf16 encoder prepared for the
-        # GPU-idle run (the engine keeps the last two prepared encoders; eager ones are not kept)
-        rows = ((half, "bf16", False, "cpu"), (f"{half} compiled", "bf16", True, "cpu"),
-                ("fp8 compiled", "fp8", True, "cpu"),
-                (f"{half} --decode gpu", "bf16", False, "gpu"))  # fmt: skip
-        for label, dt, comp, decode in rows:
-            for key in ("svs-like", "0.5um"):
-                peer = peers[key]
-                if dt == "fp8" and fp8_why is not None:
-                    say(f"| {label} | {key} | pending: no FP8 here | {peer:.0f} | | |")
+        if "loader" in sections:
+            # loader alone, and its GIL-held time
+            path = loader_path(g["svs-like"])
+            say(f"loader path: {path}\n")
+            say("| loader (SVS-like, float32 batches of 64) | patches/s |\n|---|---|")
+            rates: dict[int, float] = {}
+            for th in sorted({1, 2, 4, max(1, cores - 1)}):
+                if th > cores:
                     continue
-                if decode == "gpu" and decode_why is not None:
-                    say(f"| {label} | {key} | pending: {decode_why} | {peer:.0f} | | |")
-                    continue
-                if left() < (90 if comp else 20):
-                    e2e[f"{label} {key}"] = {"skipped": "time budget", "peer": peer}
-                    say(f"| {label} | {key} | skipped: time budget | {peer:.0f} | | |")
-                    continue
-                out = root / f"out-{key}-{label.replace(' ', '-')}"
-                run_kw = dict(model=module, batch_size=batch, segmentation=None, progress=False,
-                              device=str(device), dtype=dt if cuda else "fp32", compile=comp,
-                              encoder_name=model_name, decode=decode)  # fmt: skip
-                warm = None
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    if comp:
-                        # compile (and quantise) on one slide first, untimed: the engine keeps
-                        # the prepared encoder for the timed run (same model, weights, dtype,
-                        # mode), whose per-slide seconds would otherwise include the compile
-                        t0 = time.perf_counter()
-                        embed_slides(coll[key][:1], out=out.with_name(out.name + "-warmup"),
-                                     **run_kw)  # fmt: skip
-                        warm = time.perf_counter() - t0
-                    rep = embed_slides(coll[key], out=out, **run_kw)
-                if not rep.ok:
-                    e2e[f"{label} {key}"] = {"failed": rep.summary()[:300], "peer": peer}
-                    say(f"| {label} | {key} | failed: {rep.summary()[:200]} | | | |")
-                    continue
-                secs = sum(r.seconds for r in rep.results)
-                tb = rep.n_patches / secs
-                feats = read_features(rep.results[0].features_path)[0]
-                if label == half:
-                    ref_feats[key] = feats
-                cos = _np_min_cosine(feats, ref_feats[key]) if key in ref_feats else None
-                e2e[f"{label} {key}"] = {"patches_per_s": tb, "peer": peer, "ratio": tb / peer,
-                                         "warmup_s": warm, "cosine_to_eager": cos}  # fmt: skip
-                note = f" (compile + first slide before: {warm:.1f} s)" if warm is not None else ""
-                c_s = f"{cos:.4f}" if cos is not None else "n/a"
-                say(f"| {label} | {key} | {tb:.0f}{note} | {peer:.0f} | {tb / peer:.2f}x | "
-                    f"{c_s} |")  # fmt: skip
-                _dump(record, json_path)
-        say("")
-
-        # GPU idle between slides: a run of many small SVS-like slides, compiled bf16
-        if idle_slides and cuda and left() > 60:
-            try:
-                per = max(256, min(2048, patches // (4 * idle_slides)))
-                bank = _tile_bank(8, seed=1)
-                side = max(1024, int(np.sqrt(per)) * 512)
-                paths = [write_slide(root / "idle" / f"idle_{i:02d}.tif", side=side, mpp=0.25,
-                                     step=4, levels=3, quality=80, bank=bank, workers=cores)
-                         for i in range(idle_slides)]  # fmt: skip
-                run_kw = dict(model=module, batch_size=batch, segmentation=None, progress=False,
-                              device="cuda", dtype="bf16", compile=True,
-                              encoder_name=model_name)  # fmt: skip
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    embed_slides(paths[:1], out=root / "idle-warmup", **run_kw)
-                    t0 = time.perf_counter()
-                    rep, spans = forward_timeline(
-                        lambda: embed_slides(paths, out=root / "idle-out", **run_kw)
+                lim = limit if th > 2 else min(limit, 2048)  # a few seconds at each count
+                rates[th] = loader_rate(g["svs-like"], threads=th, batch=64, size=size, limit=lim)
+                say(f"| {th} thread(s) | {rates[th]:.0f} |")
+            if 2 in rates:
+                say(f"\n1 -> 2 threads: {rates[2] / rates[1]:.2f}x")
+            # one loader thread, so that the counter has a core of its own on a 2-core machine
+            held, rate = gil_held_us_per_patch(g["svs-like"], threads=1, batch=64, size=size,
+                                               limit=min(limit, 512))  # fmt: skip
+            say(f"GIL held per patch (counter-thread probe, 1 loader thread): {held:.1f} us "
+                f"(loader {rate:.0f} patches/s during the probe)\n")  # fmt: skip
+            record["loader"] = {"path": path, "rates": rates, "gil_us_per_patch": held}
+        decode_why = gpu_decode_unavailable(cuda) if "decode" in sections else "not asked for"
+        if "decode" in sections:
+            if decode_why is None:
+                try:
+                    gd = gpu_decode_loader(g["svs-like"], threads=max(1, cores - 1), batch=64,
+                                           size=size, limit=limit, device="cuda")  # fmt: skip
+                    record["loader"]["gpu_decode"] = gd
+                    say(
+                        f"loader with --decode gpu, {max(1, cores - 1)} threads: "
+                        f"{gd['patches_per_s']:.0f} patches/s; largest difference to CPU decode "
+                        f"{gd['max_uint8_diff']} uint8 levels (mean {gd['mean_uint8_diff']:.3f})\n"
                     )
-                    wall = time.perf_counter() - t0
-                per_slide = [-(-r.n_patches // batch) for r in rep.results]
-                shares = idle_shares(spans, per_slide)
-                shares.update({"wall_s": wall, "patches": rep.n_patches,
-                               "patches_per_s": rep.n_patches / wall})  # fmt: skip
-                record["idle"] = shares
-                say(f"GPU idle, {idle_slides} SVS-like slides of {rep.n_patches // idle_slides} "
-                    f"patches, compiled bf16: {100 * shares['between_slides_share']:.2f}% of the "
-                    f"forward window between slides, {100 * shares['idle_share']:.2f}% idle in all "
-                    f"({rep.n_patches / wall:.0f} patches/s over {wall:.1f} s wall)\n")  # fmt: skip
-                _dump(record, json_path)
-            except Exception as exc:  # report and go on: the other figures still count
-                record["idle"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-                say(f"GPU idle between slides failed: {record['idle']['error']}\n")
-        elif idle_slides:
-            why = "no CUDA" if not cuda else "time budget"
-            record["idle"] = {"skipped": why}
-            say(f"GPU idle between slides: skipped ({why})\n")
-
-        # bare forward
-        ref = "bf16" if cuda else "fp32"
-        say(f"| bare forward | patches/s | MFU (bf16 peak) | min cosine to {ref} eager |")
-        say("|---|---|---|---|")
-        variants: list[tuple[str, str, Any]] = [(f"{half} eager", "bf16", False),
-                                                (f"{half} compiled", "bf16", True),
-                                                ("fp8 compiled", "fp8", True)]  # fmt: skip
-        base = None
-        bare: dict[str, Any] = {}
-        record["bare"] = bare
-        iters = 10 if cuda else 2
-
-        def bare_row(label: str, dt: str, comp: Any) -> None:
-            nonlocal base
-            if dt == "fp8" and fp8_why is not None:
-                bare[label] = {"skipped": fp8_why}
-                say(f"| {label} | pending: {fp8_why} | | |")
-                return
-            dt_run = dt if cuda else ("fp32" if dt == "bf16" else dt)
-            r, feats = bare_forward(module, device=device, dtype=dt_run, compile=comp,
-                                    batch=batch, size=size, iters=iters)  # fmt: skip
-            base = feats if base is None else base
-            mfu = r * flops / (peak * 1e12) if peak else None
-            cos = _cos(feats, base)
-            bare[label] = {"patches_per_s": r, "cosine": cos, "mfu": mfu}
-            mfu_s = f"{100 * mfu:.0f}%" if mfu is not None else "pending (no GPU peak)"
-            say(f"| {label} | {r:.0f} | {mfu_s} | {cos:.4f} |")
-
-        for label, dt, comp in variants:
-            if left() < 60:
-                bare[label] = {"skipped": "time budget"}
-                say(f"| {label} | skipped: time budget | | |")
-                continue
-            bare_row(label, dt, comp)
-        say("")
+                except Exception as exc:  # report and go on: the other figures still count
+                    decode_why = f"{type(exc).__name__}: {exc}"[:300]
+                    record["loader"]["gpu_decode"] = {"error": decode_why}
+                    say(f"loader with --decode gpu failed: {decode_why}\n")
+            else:
+                record["loader"]["gpu_decode"] = {"skipped": decode_why}
+                say(f"loader with --decode gpu: skipped ({decode_why})\n")
         _dump(record, json_path)
 
-        # max-autotune last: its autotuning takes minutes, the other figures come first
-        label = "bf16 compiled max-autotune"
-        if not cuda:
-            pass
-        elif left() > 240:
-            try:
-                bare_row(label, "bf16", "max-autotune")
-            except Exception as exc:  # report and go on
-                bare[label] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-                say(f"bare forward {label} failed: {bare[label]['error']}")
-        else:
-            bare[label] = {"skipped": "time budget"}
-            say(f"bare forward {label}: skipped (time budget)")
+        if sections & {"e2e", "decode"}:
+            # end to end against the TRIDENT-style loop: every row over both collections, one
+            # compilation per row (the engine keeps two prepared encoders)
+            say(f"| end to end | collection | patches/s | TRIDENT-style patches/s | ratio | "
+                f"min cosine to {half} eager (first slide) |")  # fmt: skip
+            say("|---|---|---|---|---|---|")
+            ref_feats: dict[str, np.ndarray] = {}
+            e2e: dict[str, Any] = {}
+            record["end_to_end"] = e2e
+            workers = max(1, int(0.75 * cores))
+            peers: dict[str, float] = {}
+            for key in ("svs-like", "0.5um"):
+                m_dev = module.to(device)
+                secs, n = trident_loop(g[key], m_dev, device=device, batch=batch, workers=workers,
+                                       size=size, mean=mean, std=std)  # fmt: skip
+                module.cpu()
+                peers[key] = n / secs
+            record["trident_style"] = peers
+            # the headline rows first; this order leaves the compiled bf16 encoder prepared for
+            # the GPU-idle run (the engine keeps the last two prepared encoders, not eager ones)
+            rows = ((half, "bf16", False, "cpu"), (f"{half} compiled", "bf16", True, "cpu"),
+                    ("fp8 compiled", "fp8", True, "cpu"),
+                    (f"{half} --decode gpu", "bf16", False, "gpu"))  # fmt: skip
+            for label, dt, comp, decode in rows:
+                if ("decode" if decode == "gpu" else "e2e") not in sections:
+                    continue
+                for key in ("svs-like", "0.5um"):
+                    peer = peers[key]
+                    if dt == "fp8" and fp8_why is not None:
+                        say(f"| {label} | {key} | pending: no FP8 here | {peer:.0f} | | |")
+                        continue
+                    if decode == "gpu" and decode_why is not None:
+                        say(f"| {label} | {key} | pending: {decode_why} | {peer:.0f} | | |")
+                        continue
+                    if left() < (90 if comp else 20):
+                        e2e[f"{label} {key}"] = {"skipped": "time budget", "peer": peer}
+                        say(f"| {label} | {key} | skipped: time budget | {peer:.0f} | | |")
+                        continue
+                    out = root / f"out-{key}-{label.replace(' ', '-')}"
+                    run_kw = dict(model=module, batch_size=batch, segmentation=None, progress=False,
+                                  device=str(device), dtype=dt if cuda else "fp32", compile=comp,
+                                  encoder_name=model_name, decode=decode)  # fmt: skip
+                    warm = None
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        if comp:
+                            # compile (and quantise) on one slide first, untimed: the engine keeps
+                            # the prepared encoder for the timed run (same model, weights, dtype,
+                            # mode), whose per-slide seconds would otherwise include the compile
+                            t0 = time.perf_counter()
+                            embed_slides(coll[key][:1], out=out.with_name(out.name + "-warmup"),
+                                         **run_kw)  # fmt: skip
+                            warm = time.perf_counter() - t0
+                        rep = embed_slides(coll[key], out=out, **run_kw)
+                    if not rep.ok:
+                        why = f"{rep.failed[0].error}"[:300] if rep.failed else rep.summary()[:300]
+                        e2e[f"{label} {key}"] = {"failed": why, "peer": peer}
+                        say(f"| {label} | {key} | failed: {why[:200]} | | | |")
+                        continue
+                    secs = sum(r.seconds for r in rep.results)
+                    tb = rep.n_patches / secs
+                    feats = read_features(rep.results[0].features_path)[0]
+                    if label == half:
+                        ref_feats[key] = feats
+                    cos = _np_min_cosine(feats, ref_feats[key]) if key in ref_feats else None
+                    e2e[f"{label} {key}"] = {"patches_per_s": tb, "peer": peer, "ratio": tb / peer,
+                                             "warmup_s": warm, "cosine_to_eager": cos}  # fmt: skip
+                    note = (
+                        f" (compile + first slide before: {warm:.1f} s)" if warm is not None else ""
+                    )
+                    c_s = f"{cos:.4f}" if cos is not None else "n/a"
+                    say(f"| {label} | {key} | {tb:.0f}{note} | {peer:.0f} | {tb / peer:.2f}x | "
+                        f"{c_s} |")  # fmt: skip
+                    _dump(record, json_path)
+            say("")
+
+        if "idle" in sections:
+            # GPU idle between slides: a run of many small SVS-like slides, compiled bf16
+            if idle_slides and cuda and left() > 60:
+                try:
+                    per = max(1024, min(2048, patches // (4 * idle_slides)))  # 4-8 batches
+                    bank = _tile_bank(8, seed=1)
+                    side = max(1024, int(np.sqrt(per)) * 512)
+                    paths = [write_slide(root / "idle" / f"idle_{i:02d}.tif", side=side, mpp=0.25,
+                                         step=4, levels=3, quality=80, bank=bank, workers=cores)
+                             for i in range(idle_slides)]  # fmt: skip
+                    run_kw = dict(model=module, batch_size=batch, segmentation=None, progress=False,
+                                  device="cuda", dtype="bf16", compile=True,
+                                  encoder_name=model_name)  # fmt: skip
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        embed_slides(paths[:1], out=root / "idle-warmup", **run_kw)
+                        t0 = time.perf_counter()
+                        rep, spans = forward_timeline(
+                            lambda: embed_slides(paths, out=root / "idle-out", **run_kw)
+                        )
+                        wall = time.perf_counter() - t0
+                    per_slide = [-(-r.n_patches // batch) for r in rep.results]
+                    shares = idle_shares(spans, per_slide)
+                    shares.update({"wall_s": wall, "patches": rep.n_patches,
+                                   "patches_per_s": rep.n_patches / wall})  # fmt: skip
+                    record["idle"] = shares
+                    between, idle = shares["between_slides_share"], shares["idle_share"]
+                    say(f"GPU idle, {idle_slides} SVS-like slides of "
+                        f"{rep.n_patches // idle_slides} patches, compiled bf16: "
+                        f"{100 * between:.2f}% of the forward window between slides, "
+                        f"{100 * idle:.2f}% idle in all ({rep.n_patches / wall:.0f} patches/s "
+                        f"over {wall:.1f} s wall)\n")  # fmt: skip
+                    _dump(record, json_path)
+                except Exception as exc:  # report and go on: the other figures still count
+                    record["idle"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                    say(f"GPU idle between slides failed: {record['idle']['error']}\n")
+            elif idle_slides:
+                why = "no CUDA" if not cuda else "time budget"
+                record["idle"] = {"skipped": why}
+                say(f"GPU idle between slides: skipped ({why})\n")
+
+        if "bare" in sections:
+            # bare forward
+            ref = "bf16" if cuda else "fp32"
+            say(f"| bare forward | patches/s | MFU (bf16 peak) | min cosine to {ref} eager |")
+            say("|---|---|---|---|")
+            variants: list[tuple[str, str, Any]] = [(f"{half} eager", "bf16", False),
+                                                    (f"{half} compiled", "bf16", True),
+                                                    ("fp8 compiled", "fp8", True)]  # fmt: skip
+            base = None
+            bare: dict[str, Any] = {}
+            record["bare"] = bare
+            iters = 10 if cuda else 2
+
+            def bare_row(label: str, dt: str, comp: Any) -> None:
+                nonlocal base
+                if dt == "fp8" and fp8_why is not None:
+                    bare[label] = {"skipped": fp8_why}
+                    say(f"| {label} | pending: {fp8_why} | | |")
+                    return
+                dt_run = dt if cuda else ("fp32" if dt == "bf16" else dt)
+                r, feats = bare_forward(module, device=device, dtype=dt_run, compile=comp,
+                                        batch=batch, size=size, iters=iters)  # fmt: skip
+                base = feats if base is None else base
+                mfu = r * flops / (peak * 1e12) if peak else None
+                cos = _cos(feats, base)
+                bare[label] = {"patches_per_s": r, "cosine": cos, "mfu": mfu}
+                mfu_s = f"{100 * mfu:.0f}%" if mfu is not None else "pending (no GPU peak)"
+                say(f"| {label} | {r:.0f} | {mfu_s} | {cos:.4f} |")
+
+            for label, dt, comp in variants:
+                if left() < 60:
+                    bare[label] = {"skipped": "time budget"}
+                    say(f"| {label} | skipped: time budget | | |")
+                    continue
+                bare_row(label, dt, comp)
+            say("")
+            _dump(record, json_path)
+
+            # max-autotune last: its autotuning takes minutes, the other figures come first
+            label = "bf16 compiled max-autotune"
+            if not cuda:
+                pass
+            elif left() > 240:
+                try:
+                    bare_row(label, "bf16", "max-autotune")
+                except Exception as exc:  # report and go on
+                    bare[label] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                    say(f"bare forward {label} failed: {bare[label]['error']}")
+            else:
+                bare[label] = {"skipped": "time budget"}
+                say(f"bare forward {label}: skipped (time budget)")
     _dump(record, json_path)
     if not cuda:
         say("\nGPU figures pending (CPU run at tiny size: the numbers above only show the "

@@ -186,6 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="--gpu: slides in the GPU-idle-between-slides run (0: skip it)",
     )
+    parser.add_argument(
+        "--sections",
+        default=None,
+        help="--gpu: comma-separated subset of loader,decode,e2e,idle,bare (default all)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
@@ -201,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 budget=args.budget,
                 encoders=args.encoders,
                 idle_slides=args.idle_slides,
+                **({"sections": args.sections.split(",")} if args.sections else {}),
             )
         except ImportError as exc:
             print(f"error: {exc} (pip install 'tumorboard[embed,slides]')", file=sys.stderr)

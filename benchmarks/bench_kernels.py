@@ -310,10 +310,19 @@ def bench_down_proj(*, device: str, repeat: int, tokens: int, inner: int, dim: i
     ]
 
 
+#: The workload groups ``--only`` chooses from.
+GROUPS = ("abmil", "segment_scale", "down_proj")
+
+
 def run_results(
-    *, quick: bool, repeat: int, device: str = "cuda", tiny: bool = False
+    *,
+    quick: bool,
+    repeat: int,
+    device: str = "cuda",
+    tiny: bool = False,
+    only: Sequence[str] = GROUPS,
 ) -> tuple[list[Result], dict[str, Any]]:
-    """All workloads; ``tiny`` shrinks them to a smoke test (e.g. the Triton interpreter)."""
+    """Run the workloads of ``only``; ``tiny`` shrinks them to a smoke test (interpreter)."""
     t_start = time.perf_counter()
     if tiny:
         abmil = {"n_bags": 3, "lo": 5, "hi": 40, "dim": 32, "hidden": 16}
@@ -327,9 +336,13 @@ def run_results(
         abmil = {"n_bags": 64, "lo": 1000, "hi": 20000, "dim": 1536, "hidden": 512}
         scale = {"tokens": 32768, "dim": 4096}
         proj = {"tokens": 16384, "inner": 11008, "dim": 4096}
-    results = bench_abmil(device=device, repeat=repeat, **abmil)
-    results += bench_segment_scale(device=device, repeat=repeat, **scale)
-    results += bench_down_proj(device=device, repeat=repeat, **proj)
+    results: list[Result] = []
+    if "abmil" in only:
+        results += bench_abmil(device=device, repeat=repeat, **abmil)
+    if "segment_scale" in only:
+        results += bench_segment_scale(device=device, repeat=repeat, **scale)
+    if "down_proj" in only:
+        results += bench_down_proj(device=device, repeat=repeat, **proj)
     import torch
 
     meta = {
@@ -341,6 +354,7 @@ def run_results(
         "peak_hbm_bytes_per_s": PEAK_HBM_BYTES,
         "total_wall_s": time.perf_counter() - t_start,
         "figures": dict(FIGURES),
+        "only": list(only),
     }
     return results, meta
 
@@ -370,9 +384,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller workloads (< 60 s)")
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
     parser.add_argument("--repeat", type=int, default=5, help="timed samples (median)")
+    parser.add_argument(
+        "--only",
+        default=",".join(GROUPS),
+        help=f"comma-separated workload groups among {','.join(GROUPS)} (default all)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
+    only = [g.strip() for g in args.only.split(",") if g.strip()]
+    bad = sorted(set(only) - set(GROUPS))
+    if bad or not only:
+        parser.error(f"--only: expected some of {','.join(GROUPS)}, got {args.only!r}")
     reason = _gpu_ready()
     if reason is not None:
         print(f"bench_kernels: skipped, the GPU benchmarks need a CUDA device ({reason}).")
@@ -380,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_json([], args.json, {"quick": args.quick, "skipped": reason})
             print(f"wrote {args.json}")
         return 0
-    results, meta = run_results(quick=args.quick, repeat=args.repeat)
+    results, meta = run_results(quick=args.quick, repeat=args.repeat, only=only)
     mode = "quick" if args.quick else "full"
     print(f"\n### tumorboard Triton kernel benchmark ({mode} mode, {meta['device']})\n")
     present = [a for a in ANCHORS if any(r.anchor == a for r in results)]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import math
 import os
@@ -388,6 +389,14 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"{env.get('triton', 'n/a')}, {env.get('host_cores', '?')} host cores; "
         f"`{results.get('command', 'make gpu-check')}`."
     )
+    runs = results.get("runs", [])
+    if len(runs) > 1:
+        out += ["", "Runs merged into this file (`gpu_check.py --update`):", ""]
+        out += [
+            f"- `{str(r.get('commit'))[:12]}` at {r.get('date_utc')} UTC: "
+            f"{', '.join(r.get('steps', []))} (`{r.get('command')}`)"
+            for r in runs
+        ]
     out += ["", "| step | status | seconds | note |", "|---|---|---|---|"]
     for name in STEPS:
         s = steps.get(name)
@@ -464,6 +473,58 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def _deep_merge(old: Any, new: Any) -> Any:
+    """Merge ``new`` into ``old``: dicts key by key (recursively), anything else replaced."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = dict(old)
+        for k, v in new.items():
+            out[k] = _deep_merge(old.get(k), v)
+        return out
+    return new
+
+
+def merge_step(name: str, old: dict[str, Any] | None, new: dict[str, Any],
+               run: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Merge a partial re-run of a step into the record of an earlier run (``--update``).
+
+    Tests, build and the encoder table are replaced whole. Kernel rows are replaced by workload
+    (without its ``[path: ...]`` tag) and anchor, and their derived figures by key; embedding
+    figures are merged key by key, and the re-run's printed tables are appended under a line
+    naming its commit. A step that failed or was cut off now keeps the earlier figures.
+    """
+    if old is None or name not in ("kernels", "embed") or not isinstance(old.get("data"), dict):
+        return new
+    if not isinstance(new.get("data"), dict):
+        return {**old, "rerun": {k: v for k, v in new.items() if k != "data"}}
+    od, nd = old["data"], new["data"]
+    if name == "kernels":
+
+        def key(r: dict[str, Any]) -> tuple[str, str]:
+            return (str(r.get("workload", "")).split(" [path:")[0], str(r.get("anchor")))
+
+        fresh = {key(r) for r in nd.get("results", [])}
+        rows = [r for r in od.get("results", []) if key(r) not in fresh]
+        data = {**od, "results": rows + list(nd.get("results", []))}
+        data["meta"] = _deep_merge(od.get("meta", {}), nd.get("meta", {}))
+    else:
+        data = _deep_merge({k: v for k, v in od.items() if k != "lines"},
+                           {k: v for k, v in nd.items() if k != "lines"})  # fmt: skip
+        head = (
+            f"Re-measured at commit `{str(run.get('commit'))[:12]}` "
+            f"({run.get('date_utc')} UTC), sections {', '.join(nd.get('sections', []))}:"
+        )
+        data["lines"] = [
+            *od.get("lines", []),
+            "",
+            head,
+            "",
+            *(ln for ln in nd.get("lines", []) if not ln.startswith("### ")),
+        ]
+    merged = {**new, "data": data}
+    merged["seconds"] = round(float(old.get("seconds", 0)) + float(new.get("seconds", 0)), 1)
+    return merged
 
 
 # ---- the run -------------------------------------------------------------------------------
@@ -554,6 +615,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="where the results files go (default benchmarks/results)",
     )
+    parser.add_argument(
+        "--kernels-only",
+        default=None,
+        metavar="GROUPS",
+        help="kernels step: only these workload groups (bench_kernels.py --only)",
+    )
+    parser.add_argument(
+        "--embed-sections",
+        default=None,
+        metavar="SECTIONS",
+        help="embed step: only these sections (bench_embed.py --sections)",
+    )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="merge this run's steps into today's results file for this GPU instead of "
+        "replacing it (a partial re-run after a fix keeps the other figures, each run's "
+        "commit recorded)",
+    )
     args = parser.parse_args(argv)
     if args.action == "readme":
         changed = update_readme()
@@ -577,16 +657,30 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{env_info.get('torch') or 'not installed'}): the GPU figures are pending. "
               "Run `make gpu-check` on a CUDA machine; nothing was written.")  # fmt: skip
         return 0
+    given = list(sys.argv[1:] if argv is None else argv)
     results: dict[str, Any] = {"schema": 1, "env": env_info,
-                               "command": "make gpu-check" + (f" GPU_CHECK_ARGS='{' '.join(argv)}'"
-                                                              if argv else ""),
+                               "command": "make gpu-check" + (f" GPU_CHECK_ARGS='{' '.join(given)}'"
+                                                              if given else ""),
                                "budget_s": args.budget, "steps": {}}  # fmt: skip
     out_dir = Path(args.results_dir) if args.results_dir else (RESULTS if cuda else None)
     stem = f"{gpu_slug(env_info.get('gpu'))}-{env_info['date_utc'][:10]}"
     if out_dir is None:
         out_dir = WORK / "results"
     json_path, md_path = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
+    this_run = {"commit": env_info.get("commit"), "date_utc": env_info["date_utc"],
+                "command": results["command"], "steps": steps}  # fmt: skip
+    base = _load_json(json_path) if args.update else None
+    if base is not None:
+        base.setdefault("runs", [{"commit": base["env"].get("commit"),
+                                  "date_utc": base["env"].get("date_utc"),
+                                  "command": base.get("command"),
+                                  "steps": list(base.get("steps", {}))}])  # fmt: skip
+        base["runs"].append(this_run)
+        results = base
+    else:
+        results["runs"] = [this_run]
     steps_out: dict[str, Any] = results["steps"]
+    merged_from = dict(steps_out)  # the earlier runs' records of the steps re-run now
 
     def save() -> None:
         results["targets"] = evaluate_targets(steps_out)
@@ -606,6 +700,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     site: Path | None = None
     env = _pythonpath_env(None)
     why = _core_imports(env)
+    if why is not None and (SITE / "tumorboard").is_dir():  # built by an earlier gpu-check
+        env_site = _pythonpath_env(SITE)
+        if _core_imports(env_site) is None and args.build != "always":
+            env, why, site = env_site, None, SITE
     if "build" in steps and (args.build == "always" or (args.build == "auto" and why)):
         res, site = build_step(min(STEP_CAPS["build"], max(1.0, left())))
         steps_out["build"] = res
@@ -636,17 +734,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan: list[tuple[str, list[str], Path | None]] = []
     if "tests" in steps:
         x_path = WORK / "junit.xml"
-        plan.append(("tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               f"--junitxml={x_path}", *CUDA_TESTS], x_path))  # fmt: skip
+        # one test past 60 s fails with its stack (pytest-timeout, where installed) instead of
+        # eating the step's whole time
+        per_test = ["--timeout=60"] if importlib.util.find_spec("pytest_timeout") else []
+        plan.append(("tests", [py, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+                               "--durations=15", f"--junitxml={x_path}", *per_test,
+                               *CUDA_TESTS], x_path))  # fmt: skip
     if "kernels" in steps:
         k_json = WORK / "kernels.json"
-        plan.append(("kernels", [py, str(bench / "bench_kernels.py"), "--json", str(k_json)],
-                     k_json))  # fmt: skip
+        only = ["--only", args.kernels_only] if args.kernels_only else []
+        plan.append(("kernels", [py, str(bench / "bench_kernels.py"), "--json", str(k_json),
+                                 *only], k_json))  # fmt: skip
     if "embed" in steps:
         e_json = WORK / "embed.json"
         patches = args.patches if cuda else 256
+        sec = ["--sections", args.embed_sections] if args.embed_sections else []
         plan.append(("embed", [py, str(bench / "bench_embed.py"), "--gpu", "--patches",
-                               str(patches), "--json", str(e_json)], e_json))  # fmt: skip
+                               str(patches), "--json", str(e_json), *sec], e_json))  # fmt: skip
     if "encoders" in steps:
         n_json = WORK / "encoders.json"
         plan.append(("encoders", [py, str(bench / "bench_embed.py"), "--gpu", "--encoders",
@@ -660,14 +764,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if data_path is not None and data_path.exists():
             data_path.unlink()
         if name in ("embed", "encoders"):
-            cmd = [*cmd, "--budget", f"{max(10.0, budget - 40):.0f}"]
+            cmd = [*cmd, "--budget", f"{max(10.0, budget - 15):.0f}"]
         res = run_step(name, cmd, timeout=budget, env=env,
                        cwd=ROOT / "tests" if name == "tests" else ROOT)  # fmt: skip
         if name == "tests":
             res["counts"] = junit_counts(data_path) if data_path else None
         elif data_path is not None:
             res["data"] = _load_json(data_path)
-        steps_out[name] = res
+        res["commit"] = env_info.get("commit")
+        steps_out[name] = merge_step(name, merged_from.get(name), res, this_run)
         save()
     save()
     print(f"\ngpu-check: wrote {json_path} and {md_path} in {time.monotonic() - start:.0f} s\n")

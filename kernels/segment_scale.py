@@ -177,7 +177,10 @@ if triton is not None:
             tl.float32
         )
 
-    @triton.autotune(configs=_ew_configs(), key=["D", "HAS_RES"])
+    # restore_value: the library down_proj path runs this kernel in place (y is h); without
+    # it every autotuning trial would scale the already-scaled output again (inf after a few
+    # dozen trials, seen on an H100: the first call per shape returned inf)
+    @triton.autotune(configs=_ew_configs(), key=["D", "HAS_RES"], restore_value=["y_ptr"])
     @triton.jit
     def _fwd_kernel(
         h_ptr, seg_ptr, gamma_ptr, res_ptr, y_ptr, T, D, stride_h, stride_r, stride_y,

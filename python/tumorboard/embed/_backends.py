@@ -115,6 +115,22 @@ def cached_module(key: tuple[Any, ...]) -> Any:
     return None if hit is None else hit[0]
 
 
+def _same_device(a: Any, b: Any) -> bool:
+    """Whether two torch devices are the same device (a bare "cuda" is the current CUDA one).
+
+    ``torch.device("cuda") != torch.device("cuda:0")``, but a tensor made on the current CUDA
+    device always carries its index: compare the resolved indices.
+    """
+    if a.type != b.type:
+        return False
+    if a.type != "cuda" or (a.index is not None and b.index is not None):
+        return a == b
+    import torch
+
+    current = torch.cuda.current_device()
+    return (current if a.index is None else a.index) == (current if b.index is None else b.index)
+
+
 class TorchBackend:
     """A torch encoder run on CPU or CUDA, eager or compiled, in fp32, fp16, bf16 or FP8.
 
@@ -320,7 +336,7 @@ class TorchBackend:
             raise InvalidArgumentError(
                 "uint8 patches need the encoder's mean and std (TorchBackend(mean=, std=))"
             )
-        if x.device != self.device:
+        if not _same_device(x.device, self.device):
             raise InvalidArgumentError(
                 f"a batch on {x.device} for an encoder on {self.device}: GPU-decoded patches "
                 "must be decoded on the encoder's device"
