@@ -73,8 +73,10 @@ CUDA_TESTS = (
     "test_embed_compile.py",
 )
 
-#: Seconds each step may take at most (the overall budget cuts them further).
-STEP_CAPS = {"build": 180.0, "tests": 90.0, "kernels": 90.0, "embed": 360.0, "encoders": 120.0}
+#: Seconds each step may take at most (the overall budget cuts them further). On a lease that
+#: allows one 10-minute command, split the run: ``--steps build,kernels,embed`` first, then
+#: ``--update --steps tests,encoders``.
+STEP_CAPS = {"build": 180.0, "tests": 240.0, "kernels": 120.0, "embed": 420.0, "encoders": 150.0}
 
 
 # ---- environment ---------------------------------------------------------------------------
@@ -419,6 +421,9 @@ def render_markdown(results: dict[str, Any]) -> str:
              {True: "met", False: "**not met**", None: "not measured"}[t["met"]]]
             for t in results.get("targets", [])]  # fmt: skip
     out += _md_table(["workload", "target", "measured", ""], rows)
+    if results.get("findings"):
+        out += ["", "#### Findings (what limits each target, what broke)", ""]
+        out += [f"- {f}" for f in results["findings"]]
     embed = _get(steps, "embed", "data")
     if embed and embed.get("lines"):
         out += ["", "#### Embedding (`bench_embed.py --gpu`)", ""]
@@ -475,14 +480,9 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _deep_merge(old: Any, new: Any) -> Any:
-    """Merge ``new`` into ``old``: dicts key by key (recursively), anything else replaced."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = dict(old)
-        for k, v in new.items():
-            out[k] = _deep_merge(old.get(k), v)
-        return out
-    return new
+def _measured(record: Any) -> bool:
+    """Whether a figure record holds a measurement or an error (not only a skip)."""
+    return not (isinstance(record, dict) and "skipped" in record and "patches_per_s" not in record)
 
 
 def merge_step(name: str, old: dict[str, Any] | None, new: dict[str, Any],
@@ -490,9 +490,12 @@ def merge_step(name: str, old: dict[str, Any] | None, new: dict[str, Any],
     """Merge a partial re-run of a step into the record of an earlier run (``--update``).
 
     Tests, build and the encoder table are replaced whole. Kernel rows are replaced by workload
-    (without its ``[path: ...]`` tag) and anchor, and their derived figures by key; embedding
-    figures are merged key by key, and the re-run's printed tables are appended under a line
-    naming its commit. A step that failed or was cut off now keeps the earlier figures.
+    (without its ``[path: ...]`` tag) and anchor, and their derived figures by name. Embedding
+    figure records (an end-to-end row, a bare-forward row, the GPU-decode loader, the idle run)
+    are replaced one by one where the re-run measured them (a skip keeps the earlier figure);
+    the re-run's own context (collection sizes, the TRIDENT-style rates of its collections,
+    its printed tables) goes to ``reruns``. A step that failed or was cut off keeps the earlier
+    figures, its own outcome under ``rerun``.
     """
     if old is None or name not in ("kernels", "embed") or not isinstance(old.get("data"), dict):
         return new
@@ -506,21 +509,27 @@ def merge_step(name: str, old: dict[str, Any] | None, new: dict[str, Any],
 
         fresh = {key(r) for r in nd.get("results", [])}
         rows = [r for r in od.get("results", []) if key(r) not in fresh]
-        data = {**od, "results": rows + list(nd.get("results", []))}
-        data["meta"] = _deep_merge(od.get("meta", {}), nd.get("meta", {}))
+        meta = dict(od.get("meta", {}))
+        meta["figures"] = {**meta.get("figures", {}), **nd.get("meta", {}).get("figures", {})}
+        data = {**od, "results": rows + list(nd.get("results", [])), "meta": meta}
     else:
-        data = _deep_merge({k: v for k, v in od.items() if k != "lines"},
-                           {k: v for k, v in nd.items() if k != "lines"})  # fmt: skip
+        data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in od.items()}
+        for part in ("end_to_end", "bare", "loader"):
+            for k, rec in (nd.get(part) or {}).items():
+                if _measured(rec):
+                    data.setdefault(part, {})[k] = rec
+        if _measured(nd.get("idle")) and nd.get("idle") is not None:
+            data["idle"] = nd["idle"]
         head = (
             f"Re-measured at commit `{str(run.get('commit'))[:12]}` "
             f"({run.get('date_utc')} UTC), sections {', '.join(nd.get('sections', []))}:"
         )
-        data["lines"] = [
-            *od.get("lines", []),
-            "",
-            head,
-            "",
-            *(ln for ln in nd.get("lines", []) if not ln.startswith("### ")),
+        new_lines = [ln for ln in nd.get("lines", []) if not ln.startswith("### ")]
+        data["lines"] = [*od.get("lines", []), "", head, "", *new_lines]
+        context = {k: nd.get(k) for k in ("sections", "patches", "trident_style", "budget_s")}
+        data["reruns"] = [
+            *od.get("reruns", []),
+            {"commit": run.get("commit"), "date_utc": run.get("date_utc"), **context},
         ]
     merged = {**new, "data": data}
     merged["seconds"] = round(float(old.get("seconds", 0)) + float(new.get("seconds", 0)), 1)
@@ -765,7 +774,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             data_path.unlink()
         if name in ("embed", "encoders"):
             cmd = [*cmd, "--budget", f"{max(10.0, budget - 15):.0f}"]
-        res = run_step(name, cmd, timeout=budget, env=env,
+        step_env = env
+        if name == "tests":  # the log tells a kernel still autotuning from a hung one
+            step_env = {**env, "TRITON_PRINT_AUTOTUNING": "1"}
+        res = run_step(name, cmd, timeout=budget, env=step_env,
                        cwd=ROOT / "tests" if name == "tests" else ROOT)  # fmt: skip
         if name == "tests":
             res["counts"] = junit_counts(data_path) if data_path else None

@@ -220,3 +220,77 @@ def test_idle_shares_hand_worked():
     assert r["window_s"] == pytest.approx(0.040)
     assert r["idle_share"] == pytest.approx(7 / 40)
     assert r["between_slides_share"] == pytest.approx(5 / 40)
+
+
+def test_update_merges_a_partial_rerun_record_by_record():
+    old = {
+        "status": "ok",
+        "seconds": 100.0,
+        "data": {
+            "end_to_end": {
+                "bf16 compiled svs-like": {"patches_per_s": 1000.0, "peer": 350.0},
+                "bf16 --decode gpu svs-like": {"failed": "a batch on cuda:0", "peer": 350.0},
+            },
+            "loader": {"rates": {"15": 2800.0}, "gpu_decode": {"patches_per_s": 900.0}},
+            "idle": {"error": "FileNotFoundError"},
+            "trident_style": {"svs-like": 350.0},
+            "lines": ["run 1 table"],
+        },
+    }
+    new = {
+        "status": "ok",
+        "seconds": 50.0,
+        "data": {
+            "sections": ["decode", "idle"],
+            "end_to_end": {
+                "bf16 --decode gpu svs-like": {"patches_per_s": 370.0, "peer": 110.0},
+                "bf16 compiled svs-like": {"skipped": "time budget", "peer": 110.0},
+            },
+            "loader": {"gpu_decode": {"patches_per_s": 550.0}},
+            "idle": {"skipped": "time budget"},
+            "trident_style": {"svs-like": 110.0},
+            "lines": ["### header", "run 2 table"],
+        },
+    }
+    m = gc.merge_step("embed", old, new, {"commit": "abc123", "date_utc": "2026-11-27 05:01"})
+    e2e = m["data"]["end_to_end"]
+    assert e2e["bf16 --decode gpu svs-like"] == {"patches_per_s": 370.0, "peer": 110.0}
+    assert e2e["bf16 compiled svs-like"]["patches_per_s"] == 1000.0  # a skip is no measurement
+    assert m["data"]["loader"] == {"rates": {"15": 2800.0}, "gpu_decode": {"patches_per_s": 550.0}}
+    assert m["data"]["idle"] == {"error": "FileNotFoundError"}
+    assert m["data"]["trident_style"] == {"svs-like": 350.0}  # the re-run's own goes to reruns
+    assert m["data"]["reruns"][0]["trident_style"] == {"svs-like": 110.0}
+    assert m["data"]["lines"][0] == "run 1 table" and m["data"]["lines"][-1] == "run 2 table"
+    assert any("abc123" in ln for ln in m["data"]["lines"])
+    assert m["seconds"] == 150.0
+
+
+def test_update_replaces_kernel_rows_by_workload_and_anchor():
+    row = {"workload": "fused down_proj T=16 [path: fused]", "anchor": "plain GEMM", "ratio": 0.9}
+    keep = {"workload": "ABMIL fwd 64 bags [path: persistent TMA]", "anchor": "eager padded"}
+    old = {"data": {"results": [keep, row], "meta": {"figures": {"down_proj": {"a": 1}, "s": 2}}}}
+    new_row = {**row, "workload": "fused down_proj T=16 [path: cublas]", "ratio": 0.95}
+    new = {"status": "ok", "data": {"results": [new_row], "meta": {"figures": {"down_proj": {}}}}}
+    m = gc.merge_step("kernels", old, new, {"commit": "c"})
+    assert m["data"]["results"] == [keep, new_row]
+    assert m["data"]["meta"]["figures"] == {"down_proj": {}, "s": 2}
+    failed = gc.merge_step("kernels", old, {"status": "timeout", "data": None}, {"commit": "c"})
+    assert failed["data"] == old["data"] and failed["rerun"]["status"] == "timeout"
+
+
+def test_library_down_proj_scale_pass_restores_its_output_between_autotuning_trials():
+    # run 1 on an H100: the in-place pass without restore_value returned inf on the first call
+    pytest.importorskip("triton")
+    from tumorboard.kernels import segment_scale
+
+    assert "y_ptr" in (segment_scale._fwd_kernel.restore_value or [])
+
+
+def test_backend_accepts_batches_on_the_indexed_form_of_its_device():
+    torch = pytest.importorskip("torch")
+    from tumorboard.embed._backends import _same_device
+
+    assert _same_device(torch.device("cpu"), torch.device("cpu"))
+    assert not _same_device(torch.device("cpu"), torch.device("cuda", 0))
+    assert _same_device(torch.device("cuda", 1), torch.device("cuda", 1))
+    assert not _same_device(torch.device("cuda", 0), torch.device("cuda", 1))
