@@ -9,6 +9,7 @@ a trailing ``{"conversation": [...]}``) and the task rules of the two tracks.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -392,12 +393,12 @@ def test_jsonl_import_with_field_map(tmp_path):
                 }
             ],
         },
-        {"meta": {"model": "m1"}, "task": "t1", "correct": False, "expected": "A"},
+        {"meta": {"model": "m1"}, "item_id": "i2", "task": "t1", "correct": False, "expected": "A"},
         "not json",
         {"meta": {"model": "m1"}, "latency_s": "slow"},
         [],
         {"task": "t2"},
-        {"meta": {"model": "m1"}, "task": "t2", "response": "A"},
+        {"meta": {"model": "m1"}, "item_id": "i7", "task": "t2", "response": "A"},
     ]
     text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
     write(tmp_path / "logs" / "run1.jsonl", text + "\n")
@@ -430,8 +431,9 @@ def test_jsonl_import_with_field_map(tmp_path):
     assert warn["5"] == "expected a JSON object" and warn["6"].startswith("no model")
     assert [Path(f).name for f, _ in report.skipped] == ["bad.jsonl"]
     store = Store(tmp_path / "s")
-    items = store.items(with_runs=True).sort("item_id").collect()
-    assert items.get_column("item_id").to_list() == ["L1", "L2", "L7"]
+    items = store.items(with_runs=True).sort("source").collect()
+    ids = items.get_column("item_id").to_list()
+    assert ids[1:] == ["i2", "i7"] and re.fullmatch(r"q[0-9a-f]{16}", ids[0])
     first = items.row(0, named=True)
     assert (first["patient_id"], first["gold"], first["gold_text"]) == ("5", "B", "B) y")
     assert first["options"] == ["A) x", "B) y"] and first["parsed_answer"] == "B"
@@ -446,7 +448,7 @@ def test_jsonl_import_with_field_map(tmp_path):
     )
     ev = store.events().collect()
     assert ev.height == 1 and json.loads(ev.item(0, "input")) == {"q": 1}
-    assert ev.item(0, "item_id") == "L1" and ev.item(0, "patient_id") == "5"
+    assert ev.item(0, "item_id") == ids[0] and ev.item(0, "patient_id") == "5"
     with pytest.raises(ValueError, match="field_map: unknown field 'answer'"):
         import_logs(
             "jsonl", tmp_path / "logs" / "run1.jsonl", tmp_path / "t", field_map={"answer": "x"}

@@ -136,6 +136,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
     what = {"jsonl": "lines", "inspect": "samples"}.get(args.format, "records")
     printer = CountProgress("import", what=what)
     extra: dict[str, Any] = {}
+    if args.format == "jsonl":
+        extra = {"item_key": args.item_key}
+    elif args.item_key is not None:
+        raise InvalidArgumentError(
+            f"--item-key: only `tumorboard import jsonl` keys items by content, not "
+            f"{args.format!r}"
+        )
     if args.format == "inspect":
         extra = {"patient_key": args.patient_key, "reader": args.reader}
     elif args.patient_key is not None or args.reader != "auto":
@@ -155,6 +162,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             field_map=_field_map(args.map),
             run_name=args.run_name,
             strict=args.strict,
+            replace=args.replace,
             cases=args.cases,
             progress=lambda files, total, records, _bytes: printer.update(files, total, records),
             **extra,
@@ -404,6 +412,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="jsonl: read FIELD from the record key KEY (dotted for nested objects)",
     )
     imp.add_argument("--run-name", help="suffix that keeps repeated runs of a model apart")
+    imp.add_argument(
+        "--item-key",
+        metavar="KEY[,KEY...]",
+        help="jsonl: the record keys whose values identify an item without an item_id "
+        "(default: task, patient_id and question); the item id is a digest of them",
+    )
+    imp.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace stored items whose key a record reuses with another question (without "
+        "it such an import is refused, nothing written)",
+    )
     imp.add_argument(
         "--cases",
         metavar="FILE",

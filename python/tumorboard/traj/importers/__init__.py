@@ -52,9 +52,16 @@ import pyarrow as pa
 from ...errors import InvalidArgumentError, MissingFileError
 from ..schema import CORRECT_SOURCES, EVENT_KINDS, conform, polars_schema, schema_of
 from ..store import Store
-from ._common import ImportOptions, MalformedLog, NotOfFormat, Parsed
+from ._common import ImportOptions, ItemConflictError, MalformedLog, NotOfFormat, Parsed
 
-__all__ = ["FORMATS", "ImportOptions", "ImportReport", "MalformedLog", "import_logs"]
+__all__ = [
+    "FORMATS",
+    "ImportOptions",
+    "ImportReport",
+    "ItemConflictError",
+    "MalformedLog",
+    "import_logs",
+]
 
 #: Lines of warnings ``str(report)`` shows (the JSON report has them all).
 SHOWN_WARNINGS = 20
@@ -260,6 +267,8 @@ def import_logs(
     strict: bool = False,
     progress: Progress | None = None,
     cases: str | os.PathLike[str] | None = None,
+    item_key: str | Sequence[str] | None = None,
+    replace: bool = False,
 ) -> ImportReport:
     """Import the logs under ``src`` into ``store``.
 
@@ -295,6 +304,15 @@ def import_logs(
         inspect only: read the samples with inspect_ai's own reader ("inspect") or the log's
         members directly ("direct"; "auto"); both give the same rows
         (:mod:`tumorboard.traj.importers.inspect`).
+    item_key : str or sequence of str, optional
+        jsonl only: the record keys (dotted paths; a comma-separated string or a list) whose
+        values identify an item that has no ``item_id``. Default: the item's task, patient id
+        and question. Either way a record without an id gets ``q`` and a digest of those
+        values (``.1``, ``.2``... for repeats in one run), so that the same records in another
+        order, or split over other files, are the same items.
+    replace : bool, default False
+        Replace stored items whose key a record reuses with another question; without it such
+        an import is refused (:class:`ItemConflictError`) before anything is written.
     strict : bool, default False
         Fail (write nothing) when any file is skipped or any record is dropped, replaced by a
         later one, or leaves a needed field empty.
@@ -357,6 +375,8 @@ def import_logs(
         cases=None if cases is None else str(cases),
         patient_key=patient_key,
         reader=reader,
+        item_key=_item_key(item_key, format),
+        replace=bool(replace),
     )
     if format == "jsonl":
         from .jsonl import check_field_map
@@ -463,7 +483,8 @@ def import_logs(
     if not live:
         return _report(report_kw, entries, skipped, warnings, t0)
     with st.write_lock():
-        result = _write_isolated(st, format, fp, entries, skipped, warnings, failed)
+        result = _write_isolated(st, format, fp, entries, skipped, warnings, failed,
+                                 replace=opts.replace)  # fmt: skip
     return _report(report_kw, entries, skipped, warnings, t0, **result)
 
 
@@ -475,6 +496,8 @@ def _write_isolated(
     skipped: list[tuple[str, str]],
     warnings: list[tuple[str, str]],
     failed: list[str],
+    *,
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Run :func:`_write`; if the rows of the files do not form tables, skip the bad files.
 
@@ -484,7 +507,9 @@ def _write_isolated(
     statuses = [e.status for e in entries]
     n_skipped, n_warnings = len(skipped), len(warnings)
     try:
-        return _write(st, format, fp, entries, skipped, warnings)
+        return _write(st, format, fp, entries, skipped, warnings, replace=replace)
+    except ItemConflictError:
+        raise
     except InvalidArgumentError:
         bad = [(e, why) for e in entries if e.status == "new" and (why := _unfit(e)) is not None]
         if not bad:
@@ -498,7 +523,7 @@ def _write_isolated(
         failed.append(str(e.path))
     if not any(e.status == "new" for e in entries):
         return {}
-    return _write(st, format, fp, entries, skipped, warnings)
+    return _write(st, format, fp, entries, skipped, warnings, replace=replace)
 
 
 def _unfit(e: _Entry) -> str | None:
@@ -603,7 +628,7 @@ def _items_of(entries: Sequence[_Entry]) -> tuple[pa.Table, Any]:
     import polars as pl
 
     key_schema = {"run_id": pl.String, "patient_id": pl.String, "item_id": pl.String,
-                  "digest": pl.String, "source": pl.String}  # fmt: skip
+                  "digest": pl.String, "source": pl.String, "question": pl.String}  # fmt: skip
     tables = []
     frames = []
     dict_rows: list[dict[str, Any]] = []
@@ -614,8 +639,11 @@ def _items_of(entries: Sequence[_Entry]) -> tuple[pa.Table, Any]:
         if p.items_table is not None:
             n = p.items_table.num_rows
             tables.append(p.items_table)
+            kf = p.keys_frame
+            if "question" not in kf.columns:
+                kf = kf.with_columns(pl.lit(None, dtype=pl.String).alias("question"))
             frames.append(
-                p.keys_frame.select(list(key_schema)).with_columns(
+                kf.select(list(key_schema)).with_columns(
                     pl.lit(e.index, pl.Int32).alias("_file"),
                     pl.int_range(n, dtype=pl.Int32).alias("_row"),
                 )
@@ -729,6 +757,8 @@ def _write(
     entries: list[_Entry],
     skipped: list[tuple[str, str]],
     warnings: list[tuple[str, str]],
+    *,
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Compare the live entries with the store, then write one batch (the write lock is held)."""
     import polars as pl
@@ -778,7 +808,7 @@ def _write(
     existing = (
         st._scan_paths("items", st.parts("items"), part_column=True)
         .filter(pl.col("run_id").is_in(run_ids))
-        .select(*key, "digest", "source", "__part")
+        .select(*key, "digest", "source", "question", "__part")
         .collect()
     )
     hide_items = pl.DataFrame(schema={k: pl.String for k in key})
@@ -826,11 +856,12 @@ def _write(
             ~pl.col("_file").is_in(list(unit_files)) & ~pl.col("_i").is_in(list(drop_rows))
         )
         joined = loose.join(
-            existing.select(*key, pl.col("digest").alias("_old")),
+            existing.select(*key, pl.col("digest").alias("_old"), pl.col("question").alias("_q")),
             on=key,
             how="inner",
             nulls_equal=True,
         )
+        _check_questions(joined, replace=replace, warnings=warnings)
         # unchanged: the key's one stored row has the same digest; anything else (another
         # digest, a Recorder's row without one, several rows) is replaced, every stored row
         per_key = joined.group_by("_i").agg(
@@ -861,6 +892,27 @@ def _write(
             if moved.height:
                 n_replaced += moved.height
                 hide_items = pl.concat([hide_items, moved]).unique()
+        # items an earlier tumorboard keyed by line number (L<line>) from the same files
+        prefixes = [p for e in live for p in e.parsed.legacy_sources]
+        if prefixes:
+            legacy = (
+                existing.filter(
+                    pl.col("item_id").str.contains(r"^L\d+$")
+                    & pl.any_horizontal([pl.col("source").str.starts_with(p) for p in prefixes])
+                )
+                .select(key)
+                .unique()
+            )
+            if legacy.height:
+                n_replaced += legacy.height
+                hide_items = pl.concat([hide_items, legacy]).unique()
+                warnings.append(
+                    (
+                        prefixes[0][:-1] if len(prefixes) == 1 else "(this import)",
+                        f"{legacy.height:,} items an earlier tumorboard keyed by line number "
+                        "(L<line>) replaced by the same records keyed by their content",
+                    )
+                )
     live = [e for e in live if e.status == "new"]
     keep_files = {e.index for e in live}
     mask = pl.col("_file").is_in(list(keep_files)) & ~pl.col("_i").is_in(list(drop_rows))
@@ -942,6 +994,67 @@ def _write(
         "benchmarks": tuple(sorted(b for b in bench if b is not None)),
         "batch": batch,
     }
+
+
+def _item_key(item_key: str | Sequence[str] | None, format: str) -> tuple[str, ...]:
+    """Check ``item_key`` (``--item-key``) and return it as a tuple of record keys."""
+    if item_key is None:
+        return ()
+    keys = item_key.split(",") if isinstance(item_key, str) else list(item_key)
+    keys = [k.strip() if isinstance(k, str) else k for k in keys]
+    if not keys or any(not isinstance(k, str) or not k or any(not p for p in k.split("."))
+                       for k in keys):  # fmt: skip
+        raise InvalidArgumentError(
+            f"item_key (--item-key): expected record keys such as 'question' or "
+            f"'meta.case,question', got {item_key!r}"
+        )
+    if format != "jsonl":
+        raise InvalidArgumentError(
+            f"item_key (--item-key): only the jsonl format keys items by content, not {format!r}"
+        )
+    return tuple(keys)
+
+
+def _check_questions(joined: Any, *, replace: bool, warnings: list[tuple[str, str]]) -> None:
+    """Refuse (or, with ``replace``, list) records that reuse a stored key for another question.
+
+    ``joined`` holds the new records' keys and ``question`` beside the stored ``_q``.
+    """
+    import polars as pl
+
+    if "question" not in joined.columns:
+        return
+    clash = joined.filter(
+        pl.col("question").is_not_null()
+        & pl.col("_q").is_not_null()
+        & (pl.col("question") != pl.col("_q"))
+    ).unique(subset=["run_id", "patient_id", "item_id"], maintain_order=True)
+    if not clash.height:
+        return
+
+    def short(text: str) -> str:
+        one = " ".join(text.split())
+        return one if len(one) <= 60 else one[:57] + "..."
+
+    lines = [
+        f"{r['source']}: run {r['run_id']!r}, item {r['item_id']!r}: stored question "
+        f"{short(r['_q'])!r}, this record's {short(r['question'])!r}"
+        for r in clash.head(SHOWN_WARNINGS).rows(named=True)
+    ]
+    more = clash.height - len(lines)
+    if replace:
+        warnings += [(ln.split(": run ", 1)[0], "replaced an item of another question: "
+                      + ln.split(": ", 1)[1]) for ln in lines]  # fmt: skip
+        if more:
+            warnings.append(("(this import)", f"{more:,} more items of another question replaced"))
+        return
+    raise ItemConflictError(
+        f"{clash.height:,} record(s) would replace stored items that hold another question "
+        "(same run and item id); nothing was written. Give the records their own item ids, "
+        "name what identifies an item with --item-key, or pass --replace to replace them:\n  "
+        + "\n  ".join(lines)
+        + (f"\n  ... and {more:,} more" if more else "")
+    )
 
 
 def _newest_source(sources: Sequence[str | None]) -> tuple[float, str] | None:

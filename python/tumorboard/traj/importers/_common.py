@@ -16,6 +16,14 @@ from ...errors import InvalidArgumentError
 IMPORTER_VERSION = 3
 
 
+class ItemConflictError(InvalidArgumentError):
+    """A re-import would replace stored items with records of another question.
+
+    Raised before anything is written; ``replace=True`` (``--replace``) replaces them and lists
+    them in the report's warnings.
+    """
+
+
 class MalformedLog(InvalidArgumentError):
     """A log file that cannot be imported; the message is the reason shown in the report."""
 
@@ -49,6 +57,12 @@ class ImportOptions:
         inspect only: the sample metadata key of the patient id.
     reader : str
         inspect only: "auto", "direct" or "inspect" (which reader reads the samples).
+    item_key : tuple of str
+        jsonl only: the record keys (dotted paths) whose values identify an item without an
+        item id (default: its task, patient id and question).
+    replace : bool
+        Replace stored items by records with the same key but another question (else the
+        import is refused with :class:`ItemConflictError`).
     """
 
     track: str | None = None
@@ -60,6 +74,8 @@ class ImportOptions:
     cases: str | None = None
     patient_key: str | None = None
     reader: str = "auto"
+    item_key: tuple[str, ...] = ()
+    replace: bool = False
 
     def fingerprint(self, format: str) -> bytes:
         """Return the bytes every item digest of this import starts with.
@@ -89,6 +105,8 @@ class ImportOptions:
         }
         if self.patient_key is not None:  # only then: older digests stay valid
             doc["patient_key"] = self.patient_key
+        if self.item_key:
+            doc["item_key"] = list(self.item_key)
         return hashlib.blake2b(json_text(doc).encode(), digest_size=16).digest()
 
 
@@ -181,6 +199,10 @@ class Parsed:
         The items are identified by (run_id, item_id) alone (inspect: the patient id comes
         from a metadata key the import chooses): a stored item with another patient id is
         replaced.
+    legacy_sources : tuple of str
+        Source prefixes (``"path:"``) of items that earlier tumorboard versions keyed by line
+        number (``L<line>``): stored items of the file's runs with such ids and sources are
+        replaced by this file's items.
     """
 
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -195,6 +217,7 @@ class Parsed:
     keys_frame: Any = None
     events_table: Any = None
     keyed_without_patient: bool = False
+    legacy_sources: tuple[str, ...] = ()
 
     @property
     def n_items(self) -> int:

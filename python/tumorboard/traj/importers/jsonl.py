@@ -55,6 +55,7 @@ built in bulk (polars) from the columns.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -180,7 +181,9 @@ class _Bad(InvalidArgumentError):
 
 
 def _kind_of(name: str) -> str:
-    """Return the kind of a field (common or benchmark field)."""
+    """Return the kind of a field (common or benchmark field, or an ``--item-key`` key)."""
+    if name.startswith("_key:"):
+        return "json"
     return _KIND.get(name) or _ALL_EXTRA[name]
 
 
@@ -225,7 +228,8 @@ def _fields(opts: ImportOptions) -> list[str]:
     """Return the fields read from the records (the import's forced fields are not read)."""
     forced = {"model": opts.model, "benchmark": opts.benchmark, "track": opts.track}
     extra = _ALL_EXTRA if opts.benchmark is None else extra_fields(opts.benchmark)
-    return [f for f in (*FIELDS, *extra) if not forced.get(f)]
+    keyed = [_key_field(k) for k in opts.item_key]
+    return [f for f in (*FIELDS, *extra) if not forced.get(f)] + keyed
 
 
 #: Lines read and turned into rows at a time (progress is reported after each chunk).
@@ -273,7 +277,7 @@ def parse(
         raw = raw[3:]
     linenos_all, lines_all = _numbered_lines(raw)
     fields = _fields(opts)
-    keys = {f: opts.field_map.get(f, f) for f in fields}
+    keys = {f: opts.field_map.get(f, f) if not f.startswith("_key:") else f[5:] for f in fields}
     out = Parsed(n_records=len(lines_all))
     state = _State()
     for start in range(0, len(lines_all), CHUNK_LINES):
@@ -302,6 +306,7 @@ def parse(
             )
         raise MalformedLog(reason)
     _finish(out, state, path, opts, keys)
+    out.legacy_sources = (f"{path}:",)
     return out
 
 
@@ -332,6 +337,9 @@ class _State:
     benchmarks: set[str] = field(default_factory=set)
     items: list[Any] = field(default_factory=list)
     keys: list[Any] = field(default_factory=list)
+    # (run_id, identifying text) -> records given a content id so far (the next occurrence)
+    occurrences: dict[tuple[str, str], int] = field(default_factory=dict)
+    n_shared: int = 0  # records whose identifying text another record of their run shares
 
 
 def _finish(
@@ -342,6 +350,17 @@ def _finish(
     import pyarrow as pa
 
     out.runs = list(state.runs.values())
+    if state.n_shared:
+        which = ", ".join(opts.item_key) if opts.item_key else "task, patient and question"
+        out.warnings.append(
+            (
+                str(path),
+                f"{state.n_shared:,} records without an item id share their {which} with "
+                "another record of their run; they are told apart by an occurrence index "
+                "(.1, .2, ...). Give them item ids (--map item_id=KEY) or name what "
+                "identifies an item (--item-key KEY[,KEY...])",
+            )
+        )
     out.items_table = pa.concat_tables(state.items)
     out.keys_frame = pl.concat(state.keys)
     m = state.m
@@ -672,6 +691,15 @@ def _build(
         )
     if bad:
         df = df.filter(~no_model)
+    df, unidentified = _identities(df, objects, opts)
+    why = (
+        f"no item id and none of the --item-key keys ({', '.join(opts.item_key)}) has a value"
+        if opts.item_key
+        else _NO_IDENTITY
+    )
+    for lineno in unidentified:
+        out.rejected.append((f"{path}:{lineno}", why))
+    bad = bad or unidentified
     m = df.height
     if m == 0:
         return
@@ -702,16 +730,14 @@ def _build(
         separator=":",
     )
     run_id = col("run_id", pl.String)
-    item_id = col("item_id", pl.String)
     df = df.with_columns(
         pl.when(run_id.is_null() | (run_id == "")).then(derived_run).otherwise(run_id)
         .alias("run_id"),
         col("patient_id", pl.String).alias("patient_id"),
-        pl.when(item_id.is_null() | (item_id == ""))
-        .then(pl.format("L{}", pl.col("_line")))
-        .otherwise(item_id)
-        .alias("item_id"),
+        col("position", pl.Int64).is_not_null().alias("_pos_given"),
     )  # fmt: skip
+    kept_texts = texts if isinstance(keep, range) else [texts[i] for i in keep]
+    df = _content_item_ids(df, kept_texts, state)
     df = _positions(df, state)
     # options: given, else parsed from the question (once per distinct question)
     df = df.with_columns(col("question", pl.String).alias("question"))
@@ -816,8 +842,13 @@ def _build(
     # benchmark fields, as JSON text per item (only those of the item's benchmark)
     extra = _extra_column(df, objects, keep, state)
     ids = df.get_column("item_id").to_list()
-    positions = df.get_column("position").to_list()
-    kept_texts = texts if isinstance(keep, range) else [texts[i] for i in keep]
+    # a position derived from the record's place in the file is left out of the digest: the
+    # same records in another order are the same items, unchanged
+    positions = (
+        df.select(pl.when(pl.col("_pos_given")).then(pl.col("position")).otherwise(-1))
+        .to_series()
+        .to_list()
+    )
     digests = line_digests(fp, ids, positions, kept_texts)
     df = df.with_columns(
         pl.Series("extra", extra, dtype=pl.String),
@@ -848,7 +879,7 @@ def _build(
         [pl.col(c) if c in df.columns else pl.lit(None) for c in schema_of("items").names]
     )
     state.items.append(_arrow(items, "items"))
-    state.keys.append(df.select("run_id", "patient_id", "item_id", "digest", "source"))
+    state.keys.append(df.select("run_id", "patient_id", "item_id", "digest", "source", "question"))
     if events is not None and any(events):
         rows = df.select("run_id", "patient_id", "item_id").rows()
         for row, (i, key) in enumerate(zip(keep, rows, strict=True)):
@@ -862,6 +893,129 @@ def _build(
                         "_row": row0 + row,
                     }
                 )
+
+
+_NO_IDENTITY = (
+    "nothing identifies the item: no item id and no question (map the id with --map "
+    "item_id=KEY, or name the keys that identify an item with --item-key KEY[,KEY...])"
+)
+#: The prefix of item ids made from content (a record without an item id).
+CONTENT_ID_PREFIX = "q"
+
+
+def _identities(df: Any, objects: Mapping[str, list[Any]], opts: ImportOptions) -> Any:
+    """Add ``_ident``, the text that identifies each row without an item id; drop the others.
+
+    With ``opts.item_key`` it is the JSON text of those record keys' values; else the task,
+    the patient id and the question (a record of neither kind is dropped). Returns the frame
+    and the line numbers of the rows dropped.
+    """
+    import polars as pl
+
+    def col(name: str) -> pl.Expr:
+        return pl.col(name) if name in df.columns else pl.lit(None, dtype=pl.String)
+
+    item_id = col("item_id")
+    need = item_id.is_null() | (item_id == "")
+    if opts.item_key:
+        index = df.get_column("_i").to_list()
+        values = [objects.get(_key_field(k)) or [None] * (max(index, default=-1) + 1)
+                  for k in opts.item_key]  # fmt: skip
+        idents = []
+        for i in index:
+            parts = [v[i] for v in values]
+            idents.append(
+                None if all(p is None for p in parts) else "\x1f".join(json_text(p) for p in parts)
+            )
+        ident = pl.Series("_ident", idents, dtype=pl.String)
+        df = df.with_columns(ident)
+    else:
+        question = col("question")
+        df = df.with_columns(
+            pl.when(question.is_null() | (question == ""))
+            .then(pl.lit(None, dtype=pl.String))
+            .otherwise(
+                pl.concat_str(
+                    [col("task").fill_null("default"), col("patient_id").fill_null(""), question],
+                    separator="\x1f",
+                )
+            )
+            .alias("_ident")
+        )  # fmt: skip
+    df = df.with_columns(pl.when(need).then(pl.col("_ident")).alias("_ident"))
+    lost = need & pl.col("_ident").is_null()
+    dropped = df.filter(lost).get_column("_line").to_list()
+    return (df.filter(~lost) if dropped else df), dropped
+
+
+def _content_item_ids(df: Any, texts: Sequence[bytes], state: _State) -> Any:
+    """Give each row without an item id one made from its content (``_ident``).
+
+    The id is ``q`` and 16 hex digits of a BLAKE2b digest of the identifying text; records of
+    one run with the same identifying text get ``.1``, ``.2``, ... in the order of their
+    lines' digests, so that the same records in another order get the same ids.
+    """
+    import polars as pl
+
+    need = pl.col("_ident").is_not_null()
+    if not df.select(need.any()).item():
+        return (
+            df.with_columns(pl.col("item_id").cast(pl.String))
+            if "item_id" in df.columns
+            else df.with_columns(pl.lit(None, dtype=pl.String).alias("item_id"))
+        )
+    idents = df.get_column("_ident")
+    uniq = idents.drop_nulls().unique().to_list()
+    table = pl.DataFrame(
+        {"_ident": uniq, "_hex": [_ident_hex(u) for u in uniq]},
+        schema={"_ident": pl.String, "_hex": pl.String},
+    )
+    df = df.join(table, on="_ident", how="left", maintain_order="left")
+    key = ["run_id", "_ident"]
+    dup = df.filter(need).group_by(key).len().filter(pl.col("len") > 1)
+    seen = state.occurrences
+    if dup.height or seen:
+        order = df.with_row_index("_r").filter(need).select("_r", *key)
+        rows = order.rows()
+        groups: dict[tuple[str, str], list[int]] = {}
+        for r, run, ident in rows:
+            groups.setdefault((run, ident), []).append(r)
+        occ = [0] * df.height
+        for k, members in groups.items():
+            start = seen.get(k, 0)
+            if len(members) > 1:
+                members = sorted(
+                    members, key=lambda r: hashlib.blake2b(texts[r], digest_size=8).digest()
+                )
+            for j, r in enumerate(members):
+                occ[r] = start + j
+            seen[k] = start + len(members)
+        df = df.with_columns(pl.Series("_occ", occ, dtype=pl.Int64))
+        state.n_shared += sum(len(v) for v in groups.values() if len(v) > 1)
+    else:
+        state.occurrences.update({(r, i): 1 for r, i in df.filter(need).select(key).rows()})
+        df = df.with_columns(pl.lit(0, dtype=pl.Int64).alias("_occ"))
+    content = pl.concat_str(
+        [
+            pl.lit(CONTENT_ID_PREFIX),
+            pl.col("_hex"),
+            pl.when(pl.col("_occ") > 0)
+            .then(pl.format(".{}", pl.col("_occ")))
+            .otherwise(pl.lit("")),
+        ]
+    )
+    old = pl.col("item_id").cast(pl.String) if "item_id" in df.columns else pl.lit(None, pl.String)
+    return df.with_columns(pl.when(need).then(content).otherwise(old).alias("item_id"))
+
+
+def _ident_hex(text: str) -> str:
+    """Return 16 hex digits of the BLAKE2b digest of an item's identifying text."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _key_field(key: str) -> str:
+    """Return the internal field name under which ``--item-key`` KEY is read."""
+    return f"_key:{key}"
 
 
 def _positions(df: Any, state: _State) -> Any:
