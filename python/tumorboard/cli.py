@@ -140,8 +140,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         extra = {"item_key": args.item_key}
     elif args.item_key is not None:
         raise InvalidArgumentError(
-            f"--item-key: only `tumorboard import jsonl` keys items by content, not "
-            f"{args.format!r}"
+            f"--item-key: only `tumorboard import jsonl` keys items by content, not {args.format!r}"
         )
     if args.format == "inspect":
         extra = {"patient_key": args.patient_key, "reader": args.reader}
