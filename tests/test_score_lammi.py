@@ -240,7 +240,7 @@ def test_tss_reproduces_table4_no_call_planner(with_calls: int, tss: float) -> N
     rep = lammi.score(df, options=BootstrapOptions(n_resamples=50))
     est = {r["metric"]: r["estimate"] for r in rep.table.iter_rows(named=True)}
     assert est["trajectory_success_score"] == pytest.approx(tss, abs=1e-12)
-    assert est.get("tool_redundancy_rate", 0.0) == 0.0  # TRR 0.000
+    assert est["tool_redundancy_rate"] == 0.0  # TRR 0.000, a row even without any call
     assert est["trajectory_success_rate"] == pytest.approx(with_calls / n)
     assert rep.convention is not None and rep.convention.startswith("paper")
     old = lammi.score(df, options=BootstrapOptions(n_resamples=50), convention="tumorboard")
@@ -248,3 +248,36 @@ def test_tss_reproduces_table4_no_call_planner(with_calls: int, tss: float) -> N
     explicit = lammi.score(df, options=BootstrapOptions(n_resamples=50), no_call_ratio=1.0)
     got = explicit.table.filter(pl.col("metric") == "trajectory_success_score")["estimate"][0]
     assert got == pytest.approx(1.0)
+
+
+def test_a_group_without_tool_calls_reports_trr_zero() -> None:
+    # LAMMI-Pathology (arXiv 2602.18773) Table 4 prints TRR 0.000 (TSS 0.500) for the PE
+    # InternVL3.5 8B planner, which calls no tool: the group gets a row with TRR 0 over all its
+    # samples, not a missing row. A group with calls still averages over its samples with calls
+    # (here "tool": 1 redundant of 2 calls in one trajectory, a trajectory without calls left
+    # out); "mixed" has a task without calls (0 over its 2 samples) and one with calls.
+    calls = [[], None, [], [call("zoom", "a b"), call("zoom", "b a")], [], [], [],
+             [call("zoom", "a")]]  # fmt: skip
+    df = pl.DataFrame(
+        {
+            "model": ["none", "none", "none", "tool", "tool", "mixed", "mixed", "mixed"],
+            "task": ["t", "t", "t", "t", "t", "u", "u", "v"],
+            "tool_calls": calls,
+            "output_valid": [True] * 8,
+        },
+        schema_overrides={"tool_calls": pl.List(CALL)},
+    )
+    rep = lammi.score(df, options=BootstrapOptions(n_resamples=50))
+    trr = rep.table.filter(pl.col("metric") == "tool_redundancy_rate")
+    got = {(r["model"], r["task"]): r for r in trr.iter_rows(named=True)}
+    for key in (("none", "t"), ("none", "overall"), ("mixed", "u")):
+        row = got[key]
+        assert (row["estimate"], row["ci_low"], row["ci_high"]) == (0.0, 0.0, 0.0)
+    assert got[("none", "t")]["n"] == 3 and got[("mixed", "u")]["n"] == 2
+    assert (got[("tool", "t")]["estimate"], got[("tool", "t")]["n"]) == (0.5, 1)
+    assert (got[("mixed", "v")]["estimate"], got[("mixed", "v")]["n"]) == (0.0, 1)
+    assert got[("mixed", "overall")]["estimate"] == 0.0 and got[("mixed", "overall")]["n"] == 3
+    assert any("2 group(s) without any tool call report 0" in n for n in rep.notes)
+    calls_only = lammi.score(df.filter(pl.col("model") == "tool"),
+                             options=BootstrapOptions(n_resamples=50))  # fmt: skip
+    assert not any("without any tool call" in n for n in calls_only.notes)
