@@ -340,6 +340,34 @@ def test_deny_level1_runs_give_the_unsolvability_rates(tmp_path: Path) -> None:
     assert est["unsolvability_grounding_rate"] == (pytest.approx(1 / 3), 3)
 
 
+def test_the_llama_deny_folder_misspelled_multiIDenyl1_is_the_deny_track(tmp_path: Path) -> None:
+    # EvalPipeline_multihop_denyl1.py line 84 (RadABench@acbcf87) saves the LLAMA runs under
+    # "LLAMA/multiIDenyl1" (the other models under "multiDenyl1"): the same track, with the
+    # missing category of each chain and the deny1 rates.
+    deny = tmp_path / "LLAMA" / "multiIDenyl1"
+    denied = str({"Purpose": "p", "Category": AC, "Anatomy": "chest", "Modality": "CT",
+                  "Ability": "InsufficientCapability"})  # fmt: skip
+    log = pipeline_log(0, 0, "012", [PLAN[AC]], [], conclusion="No tool can do this.")
+    save(deny, 0, "012", log.replace("Final combination",
+                                     f"\nDeny Call Dict: {denied}Final combination"))  # fmt: skip
+    save(deny, 1, "013", pipeline_log(1, 0, "013", [PLAN[AC]], [call_dict("TOOL1")],
+                                      conclusion="Chest."))  # fmt: skip
+    store = tmp_path / "store"
+    import_logs("radabench", tmp_path, store)
+    items = Store(store, create=False).items().collect().sort("patient_id")
+    runs = Store(store, create=False).runs().collect()
+    assert runs["track"].to_list() == ["multiDenyl1"] and runs["model"].to_list() == ["LLAMA"]
+    extras = [json.loads(e) for e in items["extra"]]
+    assert [e["missing_category"] for e in extras] == [AC, MC]
+    t = rscore.score(Store(store, create=False), options=BootstrapOptions(n_resamples=20),
+                     convention="code").table  # fmt: skip
+    est = {r["metric"]: (r["track"], r["estimate"], r["n"]) for r in t.iter_rows(named=True)}
+    assert est["unsolvability_awareness_rate"] == ("multiDenyl1", pytest.approx(1 / 2), 2)
+    assert est["unsolvability_grounding_rate"] == ("multiDenyl1", pytest.approx(1 / 2), 2)
+    assert radabench_importer.pipeline_name("multiIDenyl2") == "multiDenyl2"
+    assert radabench_importer.pipeline_name("GPT4") is None
+
+
 def test_a_rerun_appended_to_a_log_is_read_as_one_run(tmp_path: Path) -> None:
     # log_to_file opens the log with mode 'a': a second pipeline run over the same folder
     # appends to it. The scripts read the file as one run: the calls of both runs, the error of

@@ -317,3 +317,35 @@ def test_paper_overall_cell_hand_worked():
     assert overall["pm"] == pytest.approx(0.121125)
     assert overall["ci_low"] == pytest.approx(0.453 + 0.05 * (0.612 - 0.453))
     assert overall["ci_high"] == pytest.approx(0.612 + 0.95 * (0.708 - 0.612))
+
+
+def test_paper_convention_caption_describes_the_files_accessed_estimate_shown():
+    # Under convention="paper" only accuracy takes the paper's cells (bootstrap means, spread of
+    # the task means); files_accessed keeps the raw mean per question with ± = half its
+    # bootstrap interval's width and no overall row, and its caption says exactly that.
+    opts = BootstrapOptions(n_resamples=200, level=0.9, seed=0)
+    rep = mtbbench.score(FRAME, options=opts, convention="paper")
+    tables = rep.paper_tables()
+    [(files, files_table)] = [(c, t) for c, t in tables if "MTBBench: files_accessed." in c]
+    assert "Cells: estimate ± half the width of the 90% percentile bootstrap interval" in files
+    assert "accuracy: task estimate = mean of the bootstrap accuracies" in files
+    assert "overall ± = half the 5-95 percentile spread of the task means" in files
+    assert ("files_accessed and hallucinated_file_rate: estimate = the raw mean per question, "
+            "not a bootstrap mean, ± = half the width of its bootstrap interval, no overall"
+            ) in files  # fmt: skip
+    assert "overall" not in files_table.columns
+    rows = rep.table.filter(pl.col("metric") == "files_accessed")
+    # gpt diag: distinct files per question {a,b}, {a}, {}, null -> (2 + 1 + 0 + 0) / 4
+    assert get(rows, "estimate", model="gpt", task="diag") == 0.75
+    assert get(rows, "estimate", model="gpt", task="diag") != get(
+        rows, "boot_mean", model="gpt", task="diag"
+    )
+    assert any(n.startswith("files_accessed:") and "the raw mean" in n for n in rep.notes)
+    plain = mtbbench.score(FRAME.drop("files_hallucinated"), options=opts, convention="paper")
+    assert plain.convention is not None and plain.convention.endswith(
+        "; files_accessed: estimate = the raw mean per question, not a bootstrap mean, ± = half "
+        "the width of its bootstrap interval, no overall)"
+    )
+    default = mtbbench.score(FRAME, options=opts)
+    assert "bootstrap mean" not in (default.convention or "")
+    assert not any("the raw mean" in n for n in default.notes)

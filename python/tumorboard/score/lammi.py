@@ -35,7 +35,10 @@ Definitions (per sample i, i.e. one trajectory answering one question):
   Unicode word characters (regex ``\w+``) of the input text, as a set; two inputs without any
   token have Jaccard 1. ``tool_redundancy_rate`` = mean of ``TRR_i`` over the samples with at
   least one tool call (``TRR`` is 0/0 otherwise and those samples are left out; n counts the
-  samples used).
+  samples used). A group (track, model, tools[, task]) in which no sample calls a tool reports
+  TRR 0 over all its samples (no call, no redundant call; n = its samples, interval [0, 0]),
+  as the paper's Table 4 prints 0.000 for the planner that calls no tool (TSS 0.500), rather
+  than leaving the group's row out.
 * Tool consistency F1: with E_i the set of expected tools and U_i the set of tool names used,
   ``P = |E ∩ U| / |U|``, ``R = |E ∩ U| / |E|``, ``F1_i = 2PR / (P + R) = 2|E ∩ U| / (|E| + |U|)``;
   ``F1_i = 1`` when both sets are empty and 0 when only one is. ``tool_consistency_f1`` = mean
@@ -433,6 +436,19 @@ def _per_sample(frame: pl.DataFrame, *, threshold: float, redundancy: float, con
     return out.sort("_row")
 
 
+def _redundancy_subset(per: pl.DataFrame, *, has_task: bool) -> tuple[pl.DataFrame, pl.Expr, int]:
+    """Return the frame with TRR 0 where a sample has no call, the TRR subset, no-call groups.
+
+    The subset holds the samples with calls, and every sample of a group (track, model, tools[,
+    task]) in which no sample calls a tool; that group's TRR is then 0 (module notes).
+    """
+    keys = ["track", "model", "tools", *(["task"] if has_task else [])]
+    no_call_group = pl.col("_t").max().over(keys) == 0
+    n_groups = per.filter(no_call_group).select(pl.struct(keys).n_unique()).item()
+    per = per.with_columns(pl.col("_trr").fill_null(0.0))
+    return per, (pl.col("_t") > 0) | no_call_group, int(n_groups)
+
+
 def score(
     df: Frame | Store | str | os.PathLike[str],
     *,
@@ -482,6 +498,8 @@ def score(
         A trajectory succeeds when its TSS is at least this.
     redundancy_threshold : float, default 0.7
         Input-token Jaccard at or above which a same-tool call repeats an earlier one.
+        The redundancy rate is averaged over the samples with calls; a group without any call
+        reports 0 over all its samples (module docstring).
     convention : {"paper", "tumorboard"}, optional
         The reading of the trajectory success score (module docstring); None is "paper":
         ``TSS = (valid + s/t) / 2``. "tumorboard" is ``valid * s/t``. The report names it
@@ -524,10 +542,11 @@ def score(
     per = _per_sample(frame, threshold=float(threshold), redundancy=float(redundancy_threshold),
                       convention=conv, no_call_ratio=empty)  # fmt: skip
 
+    per, trr_subset, no_call_groups = _redundancy_subset(per, has_task=has_task)
     specs: list[tuple[str, str, pl.Expr | None]] = [
         ("trajectory_success_score", "_tss", None),
         ("trajectory_success_rate", "_success", None),
-        ("tool_redundancy_rate", "_trr", pl.col("_t") > 0),
+        ("tool_redundancy_rate", "_trr", trr_subset),
     ]
     ungraded: dict[str, str] = {}
     if "expected_tools" in per.columns:
@@ -596,6 +615,12 @@ def score(
         f">= {redundancy_threshold}; averaged over samples with at least one call.",
         "Tool consistency F1 = 2|E∩U|/(|E|+|U|) per sample; mc_f1 = micro-F1 = accuracy.",
     ]
+    if no_call_groups:
+        notes.append(
+            f"tool_redundancy_rate: {no_call_groups} group(s) without any tool call report 0 "
+            "over all their samples (LAMMI-Pathology Table 4 prints TRR 0.000 for a planner that "
+            "calls no tool)."
+        )
     for metric, flag in ungraded.items():
         k = int(per.get_column(flag).sum())
         if k:

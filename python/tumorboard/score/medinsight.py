@@ -21,9 +21,10 @@ Aggregation over cases (``convention=``):
 * ``"paper"`` (default): ``insight_recall`` and ``insight_precision`` are the means of the
   per-case R and P, and ``insight_f1 = 2 R̄ P̄ / (R̄ + P̄)`` is the F1 of those two means, which
   is how MedInsightBench prints it (Zhu et al., "MedInsightBench", arXiv 2512.13297, Tables 3, 4
-  and 8: in 22 of the 24 (recall, precision, F1) triples the printed F1 equals 2·R̄·P̄/(R̄+P̄) of
-  the printed means within 0.00125). Its bootstrap recomputes (ΣR, ΣP, n) on every resample
-  (engine statistic ``"f1_of_means"``).
+  and 8: every printed F1 but one equals 2·R̄·P̄/(R̄+P̄) of its row's printed means to the
+  printed rounding; the exception, MedInsightAgent (GPT-4o)'s G-Eval triple, repeated in all
+  three tables, prints 0.384 where R̄ = 0.361 and P̄ = 0.413 give 0.38525). Its bootstrap
+  recomputes (ΣR, ΣP, n) on every resample (engine statistic ``"f1_of_means"``).
 * ``"tumorboard"``: ``insight_f1`` is the mean of the per-case F1 values (never above the
   paper's figure, by the arithmetic-harmonic mean inequality per case); its interval resamples
   the per-case F1 values.

@@ -28,6 +28,7 @@ accessed per question and the hallucinated-file rate.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -218,25 +219,72 @@ def score(
         )
     if cluster_col is not None:
         notes.append(f"intervals resample whole clusters of column {cluster_col!r}.")
+    raw = " (the raw mean; the paper convention changes accuracy only)" if conv == "paper" else ""
     if "__files" in base.columns:
-        notes.append("files_accessed: mean number of distinct files accessed per question.")
+        notes.append(f"files_accessed: mean number of distinct files accessed per question{raw}.")
     if "__halluc" in base.columns:
         notes.append(
             "hallucinated_file_rate: share of questions that requested at least one file "
-            "that was not available."
+            f"that was not available{raw}."
         )
+    agentic = [m for m, c in _AGENTIC.items() if c in base.columns]
     return Report(table, benchmark="mtbbench", title="MTBBench", notes=tuple(notes),
-                  percent=("accuracy", "hallucinated_file_rate"),
-                  interval=interval_text(opts), convention=_CONVENTIONS[conv])  # fmt: skip
+                  percent=("accuracy", "hallucinated_file_rate"), interval=interval_text(opts),
+                  convention=convention_text(conv, level=opts.level,
+                                             agentic=agentic))  # fmt: skip
 
 
-_CONVENTIONS = {
-    "tumorboard": "tumorboard (task estimate = raw accuracy; overall = mean of the task "
-    "accuracies with a joint-resampling confidence interval)",
-    "paper": "paper (task estimate = mean of the bootstrap accuracies; overall ± = half the "
-    "2.5-97.5 percentile spread of the task means, as the MTBBench paper prints it, not a "
-    "confidence interval)",
-}
+#: The agentic metrics of Fig. 2 and their value columns in the scorer's frame.
+_AGENTIC = {"files_accessed": "__files", "hallucinated_file_rate": "__halluc"}
+
+
+def convention_text(convention: str, *, level: float = 0.95, agentic: Sequence[str] = ()) -> str:
+    """Describe the estimates a report of this convention shows, for ``Report.convention``.
+
+    ``Report.convention`` is stated in the caption of every paper-style table, so the text says
+    what each table's estimate is: under "paper" the accuracy cells are the paper's (task
+    estimate = mean of the bootstrap accuracies; overall ± = half the spread of the task means
+    between the percentiles of ``level``), while the agentic metrics of Fig. 2 (``agentic``)
+    keep the raw per-question mean with ± = half the width of its bootstrap interval and no
+    overall row.
+
+    Parameters
+    ----------
+    convention : {"tumorboard", "paper"}
+        The convention of the report.
+    level : float, default 0.95
+        The confidence level, whose percentiles give the paper's overall "±".
+    agentic : sequence of str, default ()
+        The agentic metrics the report holds (``files_accessed``, ``hallucinated_file_rate``).
+
+    Returns
+    -------
+    str
+        The convention name followed by what it means, in parentheses.
+
+    Examples
+    --------
+    >>> convention_text("paper", agentic=["files_accessed"])[:58]
+    'paper (accuracy: task estimate = mean of the bootstrap acc'
+    """
+    if convention == "tumorboard":
+        return (
+            "tumorboard (task estimate = raw accuracy; overall = mean of the task accuracies "
+            "with a joint-resampling confidence interval)"
+        )
+    lo, hi = 100.0 * (1.0 - level) / 2.0, 100.0 * (1.0 + level) / 2.0
+    text = (
+        "paper (accuracy: task estimate = mean of the bootstrap accuracies; overall ± = half "
+        f"the {lo:g}-{hi:g} percentile spread of the task means, as the MTBBench paper prints "
+        "it, not a confidence interval"
+    )
+    if agentic:
+        names = " and ".join(agentic)
+        text += (
+            f"; {names}: estimate = the raw mean per question, not a bootstrap mean, ± = half "
+            "the width of its bootstrap interval, no overall"
+        )
+    return text + ")"
 
 
 def paper_cells(table: pl.DataFrame, *, level: float = 0.95) -> pl.DataFrame:

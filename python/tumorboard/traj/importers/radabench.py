@@ -36,7 +36,9 @@ way they extract it, quirks included, so that ``tumorboard score --benchmark rad
   stripped; ``log``: the whole text (the performance script leaves out of its text metrics every
   log holding ``Error`` or ``error`` anywhere).
 * ``missing_category`` (runs of the ``multiDenyl1`` pipeline, where a category of the chain has
-  no tool): ``multihop_deny1.py``'s ``deny_map[chain]``; the scorer's unsolvability awareness
+  no tool; its LLAMA runs are saved under ``multiIDenyl1``, a misspelling of
+  ``EvalPipeline_multihop_denyl1.py`` line 84, imported as track ``multiDenyl1``):
+  ``multihop_deny1.py``'s ``deny_map[chain]``; the scorer's unsolvability awareness
   (``Deny Call Dict:`` in the log) and grounding (the first ``'Category'`` value names it) then
   follow that script. The ``multiDenyl2``/``multiDenyl3`` pipelines grade grounding by other
   rules (anatomy/modality match; ``<INVALID>`` text) that the scorer does not implement.
@@ -67,7 +69,7 @@ from ..._json import json_text, load_json
 from ...errors import InvalidArgumentError
 from ._common import ImportOptions, MalformedLog, Parsed, digest, input_text, run_key
 
-__all__ = ["GT_CHAINS", "discover", "parse"]
+__all__ = ["GT_CHAINS", "PIPELINE_ALIASES", "discover", "parse", "pipeline_name"]
 
 LOG_DIR = "logouts"
 INFO_DIR = "info"
@@ -149,6 +151,11 @@ _PLAN_NAME = re.compile(r"\*(.*?)\*")
 _CONCLUSION = re.compile(r"Conclusion:(.*?)(?=\n\n|$)", re.DOTALL)
 _HEADER = re.compile(r"^Case (\d+), Question (\d+), (\w+): (.*)$", re.MULTILINE)
 _PIPELINE_PREFIXES = ("multi", "single")
+#: Result folders the official pipelines misspell, read as the track they run: the LLAMA branch
+#: of ``EvalPipeline_multihop_denyl1.py`` (line 84) writes ``LLAMA/multiIDenyl1``, and the LLAMA,
+#: Mixtral and Qwen branches of ``EvalPipeline_multihop_denyl2.py`` (lines 84, 91, 103) write
+#: ``multiIDenyl2`` (MAGIC-AI4Med/RadABench@acbcf87).
+PIPELINE_ALIASES = {"multiIDenyl1": "multiDenyl1", "multiIDenyl2": "multiDenyl2"}
 
 _CASES_CACHE: dict[tuple[str, int], list[Any]] = {}
 
@@ -328,10 +335,36 @@ def _reference(cases_path: str, case: str, chain: str) -> str | None:
     return answer if isinstance(answer, str) else str(answer)
 
 
+def pipeline_name(folder: str) -> str | None:
+    """Return the pipeline (track) a result folder name stands for, or None when it names none.
+
+    A folder starting with ``multi`` or ``single`` names a pipeline; the misspellings of the
+    official pipelines (:data:`PIPELINE_ALIASES`) give the pipeline they run.
+
+    Parameters
+    ----------
+    folder : str
+        The name of the folder above ``logouts``.
+
+    Returns
+    -------
+    str or None
+        The pipeline name, e.g. ``"multiDenyl1"`` for ``"multiIDenyl1"``.
+
+    Examples
+    --------
+    >>> pipeline_name("multiIDenyl1"), pipeline_name("multiGeneral"), pipeline_name("GPT4")
+    ('multiDenyl1', 'multiGeneral', None)
+    """
+    if not folder.startswith(_PIPELINE_PREFIXES):
+        return None
+    return PIPELINE_ALIASES.get(folder, folder)
+
+
 def _run_names(path: Path, opts: ImportOptions) -> tuple[str, str]:
     """Return (model, track): the folders above ``logouts`` (``<model>/<pipeline>/logouts``)."""
     base = path.parent.parent.parent
-    pipeline = base.name if base.name.startswith(_PIPELINE_PREFIXES) else None
+    pipeline = pipeline_name(base.name)
     folder = base.parent.name if pipeline else base.name
     model = opts.model or opts.model_map.get(folder, folder) or "unknown"
     track = opts.track or pipeline or "default"
@@ -525,8 +558,12 @@ def parse(path: Path, raw: bytes, opts: ImportOptions, fp: bytes = b"") -> Parse
 
 
 def _is_deny1(path: Path) -> bool:
-    """Tell whether the log belongs to a ``multiDenyl1`` (unsolvable, level 1) result folder."""
-    return path.parent.parent.parent.name.lower().startswith("multidenyl1")
+    """Tell whether the log belongs to a ``multiDenyl1`` (unsolvable, level 1) result folder.
+
+    The LLAMA runs' ``multiIDenyl1`` folder (:data:`PIPELINE_ALIASES`) is one.
+    """
+    name = path.parent.parent.parent.name
+    return (pipeline_name(name) or name).lower().startswith("multidenyl1")
 
 
 def _calls(text: str, single_hop: bool) -> list[tuple[str, str]]:
