@@ -11,7 +11,7 @@ run fields                ``run_id`` (default: derived), ``benchmark`` (default:
                           ``benchmark`` or "jsonl"), ``track`` ("default"), ``model``
                           (required, or the import's ``model``), ``tools`` (False),
                           ``config`` (any JSON, stored as text)
-item fields               ``patient_id``, ``item_id`` (default ``L<line>``), ``position``
+item fields               ``patient_id``, ``item_id`` (default: from content, below), ``position``
                           (default: order of the patient's records in the run), ``task``
                           ("default"), ``question``, ``options`` (list of strings; default:
                           parsed from the question), ``gold`` (a letter, ``"C) text"`` or
@@ -28,6 +28,12 @@ events                    ``events``: a list of objects with the events columns 
                           ``output``, ``ok``, ``error``, ``latency_s``, ``step`` (default:
                           list order)
 ========================  ====================================================================
+
+A record without an ``item_id`` is identified by its content, never by its place in the file:
+its id is ``q`` and 16 hex digits of a BLAKE2b digest of its task, patient id and question (or
+of the values of ``ImportOptions.item_key``, ``--item-key``), with ``.1``, ``.2``, ... for
+records of one run that share them, ordered by their lines' digests. A derived ``position`` is
+left out of the item digest. A record with nothing that identifies it is rejected.
 
 Where ``correct`` is absent it is graded: the answer parsed from ``response`` (or
 ``parsed_answer``) against the gold letter (``correct_source="graded"``, else "missing" with
