@@ -232,7 +232,41 @@ def _cmd_score(args: argparse.Namespace) -> int:
     cluster = {"patient": "patient_id"}.get(args.cluster, args.cluster)
     report = get(benchmark)(frame, options=_bootstrap_options(args), cluster=cluster,
                             convention=args.convention)  # fmt: skip
-    return _emit_report(args, report)
+    status = _emit_report(args, report)
+    return _coverage_status(report, strict=args.strict) or status
+
+
+def _coverage_status(report: Any, *, strict: bool) -> int:
+    """Print the report's coverage to standard error; return 1 under ``strict`` if incomplete.
+
+    Coverage: the answers without a grade (the report's ``n_ungraded`` column, over the rows
+    of single tasks) and the metrics the scorer left out for lack of inputs (its notes).
+    """
+    import polars as pl
+
+    table = report.table
+    ungraded = 0
+    if "n_ungraded" in table.columns:
+        per_task = table.filter(pl.col("task") != "overall").unique(
+            subset=["track", "model", "tools", "task"]
+        )
+        ungraded = int(per_task.get_column("n_ungraded").fill_null(0).sum())
+    left_out = [n for n in report.notes if ": left out," in n]
+    if ungraded:
+        print(
+            f"tumorboard: warning: {ungraded:,} answer(s) have no grade (no readable answer or "
+            "no reference); the n_ungraded column counts them per row and the report's notes "
+            "say how they count",
+            file=sys.stderr,
+        )
+    for note in left_out:
+        print(f"tumorboard: note: {note}", file=sys.stderr)
+    if strict and ungraded:
+        print(
+            "tumorboard: error: --strict: some answers have no grade (see above)", file=sys.stderr
+        )
+        return 1
+    return 0
 
 
 def _cmd_store_check(args: argparse.Namespace) -> int:
@@ -485,6 +519,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster", help="resample whole clusters, e.g. patient (= patient_id)", default=None
     )
     score.add_argument("--track", nargs="+", help="only these tracks")
+    score.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any answer has no grade (the report is still printed; without it a "
+        "warning names the count)",
+    )
     score.add_argument(
         "--convention",
         choices=["paper", "tumorboard", "code"],

@@ -170,11 +170,16 @@ def score(
     ]
     if cluster_col is not None:
         cols.append(frame.get_column(cluster_col).alias("__cluster"))
-    if "files_accessed" in frame.columns:
+    absent = []  # agentic metrics whose inputs no item has: left out, never reported as 0
+    if _measured(frame, "files_accessed"):
         cols.append(count_column(frame, "files_accessed", where=where).alias("__files"))
-    if "files_hallucinated" in frame.columns:
+    elif "files_accessed" in frame.columns:
+        absent.append("files_accessed")
+    if _measured(frame, "files_hallucinated"):
         halluc = count_column(frame, "files_hallucinated", where=where) > 0
         cols.append(halluc.alias("__halluc"))
+    elif "files_hallucinated" in frame.columns:
+        absent.append("hallucinated_file_rate")
     base = pl.DataFrame(cols)
     common = dict(
         benchmark="mtbbench",
@@ -227,11 +232,21 @@ def score(
             "hallucinated_file_rate: share of questions that requested at least one file "
             f"that was not available{raw}."
         )
+    if absent:
+        notes.append(
+            f"{' and '.join(absent)}: left out, no item records which files it accessed "
+            "(the column is empty in every row), so there is nothing to measure."
+        )
     agentic = [m for m, c in _AGENTIC.items() if c in base.columns]
     return Report(table, benchmark="mtbbench", title="MTBBench", notes=tuple(notes),
                   percent=("accuracy", "hallucinated_file_rate"), interval=interval_text(opts),
                   convention=convention_text(conv, level=opts.level,
                                              agentic=agentic))  # fmt: skip
+
+
+def _measured(frame: pl.DataFrame, column: str) -> bool:
+    """Whether ``column`` is present and at least one item has a value in it (not null)."""
+    return column in frame.columns and frame.get_column(column).null_count() < frame.height
 
 
 #: The agentic metrics of Fig. 2 and their value columns in the scorer's frame.

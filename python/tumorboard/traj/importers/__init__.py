@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +53,15 @@ import pyarrow as pa
 from ...errors import InvalidArgumentError, MissingFileError
 from ..schema import CORRECT_SOURCES, EVENT_KINDS, conform, polars_schema, schema_of
 from ..store import Store
-from ._common import ImportOptions, ItemConflictError, MalformedLog, NotOfFormat, Parsed
+from ._common import (
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_LINE_BYTES,
+    ImportOptions,
+    ItemConflictError,
+    MalformedLog,
+    NotOfFormat,
+    Parsed,
+)
 
 __all__ = [
     "FORMATS",
@@ -111,6 +120,9 @@ class ImportReport:
         The import batch id (None when nothing was written).
     seconds : float
         Wall time of the import.
+    passed_over : tuple of (str, str)
+        (file, reason) for the files under the source folders that are not logs of the
+        format by their names (``README.md`` beside ``.jsonl`` logs), so none goes unnoticed.
     """
 
     format: str
@@ -132,6 +144,7 @@ class ImportReport:
     benchmarks: tuple[str, ...] = ()
     batch: str | None = None
     seconds: float = 0.0
+    passed_over: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -172,6 +185,7 @@ class ImportReport:
             "benchmarks": list(self.benchmarks),
             "batch": self.batch,
             "seconds": round(self.seconds, 3),
+            "passed_over": [{"file": f, "reason": r} for f, r in self.passed_over],
         }
 
     def __str__(self) -> str:
@@ -188,6 +202,12 @@ class ImportReport:
         if self.skipped:
             lines.append("  skipped:")
             lines += [f"    {f}: {r}" for f, r in self.skipped]
+        if self.passed_over:
+            lines.append(f"  passed over ({len(self.passed_over)}, not logs of this format):")
+            lines += [f"    {f}" for f, _ in self.passed_over[:SHOWN_WARNINGS]]
+            if len(self.passed_over) > SHOWN_WARNINGS:
+                more = len(self.passed_over) - SHOWN_WARNINGS
+                lines.append(f"    ... and {more} more (--json lists all)")
         for title, listed in (("rejected records", self.rejected), ("warnings", self.warnings)):
             if listed:
                 lines.append(f"  {title} ({len(listed)}):")
@@ -269,6 +289,8 @@ def import_logs(
     cases: str | os.PathLike[str] | None = None,
     item_key: str | Sequence[str] | None = None,
     replace: bool = False,
+    max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> ImportReport:
     """Import the logs under ``src`` into ``store``.
 
@@ -313,6 +335,11 @@ def import_logs(
     replace : bool, default False
         Replace stored items whose key a record reuses with another question; without it such
         an import is refused (:class:`ItemConflictError`) before anything is written.
+    max_line_bytes : int or None, default 64 MiB
+        jsonl: a longer line is rejected alone, before it is parsed (None: no limit).
+    max_file_bytes : int or None, default 8 GiB
+        A larger log file is skipped before it is read (None: no limit). Special files (FIFOs,
+        devices, links to them) are always skipped with the reason.
     strict : bool, default False
         Fail (write nothing) when any file is skipped or any record is dropped, replaced by a
         later one, or leaves a needed field empty.
@@ -377,6 +404,8 @@ def import_logs(
         reader=reader,
         item_key=_item_key(item_key, format),
         replace=bool(replace),
+        max_line_bytes=_limit(max_line_bytes, "max_line_bytes"),
+        max_file_bytes=_limit(max_file_bytes, "max_file_bytes"),
     )
     if format == "jsonl":
         from .jsonl import check_field_map
@@ -388,6 +417,8 @@ def import_logs(
     for s in srcs:
         if not s.exists():
             raise MissingFileError(f"{s}: no such file or directory")
+    special = [(str(s), why) for s in srcs if (why := _not_regular(s)) is not None]
+    srcs_read = [s for s in srcs if _not_regular(s) is None]
     src_path = srcs[0] if len(srcs) == 1 else Path(os.path.commonpath([str(s) for s in srcs]))
     st = store if isinstance(store, Store) else Store(store)
     if format == "mtbbench" and track is not None:
@@ -399,22 +430,34 @@ def import_logs(
     discover, parse = formats[format]
     files = []
     found_skipped = []
-    for s in srcs:
+    for s in srcs_read:
         f, k = discover(s)
         files += [p for p in f if p not in files]
         found_skipped += k
+    found_skipped += special
+    passed_over = _passed_over(srcs_read, files, found_skipped, _PATTERNS[format])
     if not files and not found_skipped:
         pattern = _PATTERNS[format]
         where = ", ".join(str(s) for s in srcs)
         raise MissingFileError(f"{where}: no {format} logs found (expected {pattern} files)")
     skipped: list[tuple[str, str]] = list(found_skipped)
-    failed: list[str] = []
+    failed: list[str] = [f for f, _ in special]
     entries: list[_Entry] = []
     records = done_bytes = 0
     for k, path in enumerate(files):
         if not str(path).isascii() and not _utf8(str(path)):
             # the store keeps every item's source path as UTF-8 text
             skipped.append((str(path), "file name is not UTF-8 text (rename the file)"))
+            failed.append(str(path))
+            continue
+        why = _not_regular(path)
+        if why is None and opts.max_file_bytes is not None:
+            big = path.stat().st_size
+            if big > opts.max_file_bytes:
+                why = (f"file of {big:,} bytes is over the limit of {opts.max_file_bytes:,} "
+                       "bytes (--max-file-mb / max_file_bytes raises it)")  # fmt: skip
+        if why is not None:
+            skipped.append((str(path), why))
             failed.append(str(path))
             continue
         try:
@@ -461,7 +504,10 @@ def import_logs(
             skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
             failed.append(str(path))
             continue
-        except Exception as exc:  # noqa: BLE001 - one bad file never costs the others
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - one bad file never costs the others
+            # BaseException: a Rust panic inside polars/pyarrow (pyo3's PanicException) too
             skipped.append((str(path), f"cannot be read ({type(exc).__name__}: {exc})"[:300]))
             failed.append(str(path))
             continue
@@ -477,6 +523,7 @@ def import_logs(
     if strict:
         _check_strict(src_path, skipped, rejected + warnings)
     report_kw: dict[str, Any] = dict(format=format, source=", ".join(map(str, srcs)),
+                                     passed_over=tuple(passed_over),
                                      store=str(st.path), n_records=records, failed=failed,
                                      rejected=tuple(rejected))  # fmt: skip
     live = [e for e in entries if e.status == "new"]
@@ -994,6 +1041,54 @@ def _write(
         "benchmarks": tuple(sorted(b for b in bench if b is not None)),
         "batch": batch,
     }
+
+
+def _limit(value: Any, name: str) -> int | None:
+    """Check an input bound: a positive int or None (no limit)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgumentError(f"{name}: expected a positive number of bytes or None, "
+                                   f"got {value!r}")  # fmt: skip
+    return value
+
+
+def _not_regular(path: Path) -> str | None:
+    """Say why ``path`` is not read as a log (a FIFO, a device, a link to one), else None.
+
+    Folders and regular files are read; anything else could block the import (a FIFO) or never
+    end (``/dev/zero``).
+    """
+    try:
+        mode = path.stat().st_mode  # follows links: a link to /dev/zero is a device
+    except OSError:
+        return None  # the read reports it
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device"
+            if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "not a regular file")  # fmt: skip
+    via = " (through a symbolic link)" if path.is_symlink() else ""
+    return f"not a regular file: {kind}{via}; skipped"
+
+
+def _passed_over(
+    srcs: Sequence[Path], files: Sequence[Path], skipped: Sequence[tuple[str, str]], pattern: str
+) -> list[tuple[str, str]]:
+    """List the files under the source folders that the import neither read nor skipped."""
+    known = {str(p) for p in files} | {f for f, _ in skipped}
+    out = []
+    for s in srcs:
+        if not s.is_dir():
+            continue
+        for p in sorted(s.rglob("*")):
+            rel = p.relative_to(s).parts
+            if p.is_dir() or str(p) in known:
+                continue
+            if any(part.startswith(".") for part in rel):
+                continue
+            out.append((str(p), f"not a log of this format (expected {pattern})"))
+    return out
 
 
 def _item_key(item_key: str | Sequence[str] | None, format: str) -> tuple[str, ...]:

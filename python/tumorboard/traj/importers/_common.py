@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..._json import json_text
@@ -36,6 +37,12 @@ class NotOfFormat(MalformedLog):
     """
 
 
+#: Default input bounds: far above any real log (MTBBench's longest chat log is 1.4 MB), low
+#: enough that one runaway input cannot take the machine's memory.
+DEFAULT_MAX_LINE_BYTES = 64 * 2**20
+DEFAULT_MAX_FILE_BYTES = 8 * 2**30
+
+
 @dataclass(frozen=True)
 class ImportOptions:
     """Options of one import (see :func:`tumorboard.traj.import_logs`).
@@ -63,6 +70,9 @@ class ImportOptions:
     replace : bool
         Replace stored items by records with the same key but another question (else the
         import is refused with :class:`ItemConflictError`).
+    max_line_bytes, max_file_bytes : int or None
+        The largest JSON line (jsonl) and log file read (None: no limit). A longer line is
+        rejected alone before it is parsed; a larger file is skipped before it is read.
     """
 
     track: str | None = None
@@ -76,6 +86,8 @@ class ImportOptions:
     reader: str = "auto"
     item_key: tuple[str, ...] = ()
     replace: bool = False
+    max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES
 
     def fingerprint(self, format: str) -> bytes:
         """Return the bytes every item digest of this import starts with.
@@ -108,6 +120,33 @@ class ImportOptions:
         if self.item_key:
             doc["item_key"] = list(self.item_key)
         return hashlib.blake2b(json_text(doc).encode(), digest_size=16).digest()
+
+
+def files_with_suffix(src: Path, suffixes: Sequence[str]) -> list[Path]:
+    """Return the files under ``src`` whose suffix is one of ``suffixes``, in any letter case.
+
+    Hidden files and folders (a name starting with ".") are left out; the result is sorted.
+
+    Parameters
+    ----------
+    src : pathlib.Path
+        A folder, searched recursively.
+    suffixes : sequence of str
+        Lower-case suffixes with the dot, e.g. ``(".jsonl", ".ndjson")``.
+
+    Returns
+    -------
+    list of pathlib.Path
+        ``LOG.JSONL`` matches ``.jsonl`` as ``log.jsonl`` does.
+    """
+    wanted = tuple(suffixes)
+    return sorted(
+        p
+        for p in src.rglob("*")
+        if p.suffix.lower() in wanted
+        and not any(part.startswith(".") for part in p.relative_to(src).parts)
+        and not p.is_dir()
+    )
 
 
 def digest(*parts: bytes) -> str:

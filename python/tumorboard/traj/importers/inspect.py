@@ -83,7 +83,15 @@ from typing import Any
 
 from ..._json import json_text, load_json, may_break_limits
 from ...errors import InvalidArgumentError, MissingDependencyError
-from ._common import ImportOptions, MalformedLog, NotOfFormat, Parsed, digest, run_key
+from ._common import (
+    ImportOptions,
+    MalformedLog,
+    NotOfFormat,
+    Parsed,
+    digest,
+    files_with_suffix,
+    run_key,
+)
 
 __all__ = ["READERS", "discover", "parse", "read_samples"]
 
@@ -135,13 +143,7 @@ def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     """
     if src.is_file():
         return [src], []
-    files = sorted(
-        p
-        for ext in ("*.eval", "*.json")
-        for p in src.rglob(ext)
-        if p.name != "logs.json"
-        and not any(part.startswith(".") for part in p.relative_to(src).parts)
-    )
+    files = [p for p in files_with_suffix(src, (".eval", ".json")) if p.name != "logs.json"]
     return files, []
 
 

@@ -75,7 +75,14 @@ from ...errors import InvalidArgumentError
 from ...harness.parsing import answer_letter, parse_answers, parse_options
 from ..fields import BENCHMARK_FIELDS, REQUIRED_FIELDS, check_value, extra_fields
 from ..schema import EVENT_KINDS, output_text, schema_of
-from ._common import ImportOptions, MalformedLog, Parsed, input_text, line_digests
+from ._common import (
+    ImportOptions,
+    MalformedLog,
+    Parsed,
+    files_with_suffix,
+    input_text,
+    line_digests,
+)
 
 RUN_FIELDS = ("run_id", "benchmark", "track", "model", "tools", "config")
 ITEM_FIELDS = (
@@ -97,6 +104,22 @@ ITEM_FIELDS = (
 )
 FIELDS = RUN_FIELDS + ITEM_FIELDS + ("events",)
 _ALL_EXTRA = {f: k for fields in BENCHMARK_FIELDS.values() for f, k in fields.items()}
+
+#: Other names harnesses give the fields, tried in this order when a file's records lack the
+#: field's own key and ``--map`` does not map it: the first alias the sampled records carry is
+#: read as the field, and the import says so (warning naming both keys). Names that are as
+#: often something else (``id``, ``label`` of a class, ``answer`` as free text) are not here.
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "correct": ("is_correct", "correctness", "is_right", "score_correct"),
+    "gold": ("target", "ground_truth", "gt_answer", "answer_key", "expected", "reference",
+             "gold_answer", "correct_answer", "label"),
+    "response": ("output", "prediction", "pred", "completion", "model_output",
+                 "model_response", "generation"),
+    "parsed_answer": ("predicted_answer", "pred_answer", "extracted_answer"),
+    "question": ("prompt", "query", "input_text"),
+    "item_id": ("question_id", "qid", "sample_id"),
+    "patient_id": ("case_id", "patient"),
+}  # fmt: skip
 _MISSING = object()
 _KEYS_SAMPLE = 1000
 _IDS = ("run_id", "patient_id", "item_id")
@@ -117,20 +140,16 @@ _EXPECT = {
 
 
 def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Return the files to import: ``src`` itself, or every ``*.jsonl`` / ``*.ndjson`` under it.
+    """Return the files to import: ``src`` itself, or every ``.jsonl`` / ``.ndjson`` under it.
+
+    Suffixes match in any letter case (``LOG.JSONL``).
 
     Hidden files and folders are left out. The second element (files skipped while
     discovering) is always empty for this format.
     """
     if src.is_file():
         return [src], []
-    files = sorted(
-        p
-        for ext in ("*.jsonl", "*.ndjson")
-        for p in src.rglob(ext)
-        if not any(part.startswith(".") for part in p.relative_to(src).parts)
-    )
-    return files, []
+    return files_with_suffix(src, (".jsonl", ".ndjson")), []
 
 
 def known_fields(benchmark: str | None) -> tuple[str, ...]:
@@ -282,9 +301,15 @@ def parse(
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     linenos_all, lines_all = _numbered_lines(raw)
+    out_rejected: list[tuple[str, str]] = []
+    if opts.max_line_bytes is not None and any(len(x) > opts.max_line_bytes for x in lines_all):
+        linenos_all, lines_all, out_rejected = _drop_long_lines(
+            path, linenos_all, lines_all, opts.max_line_bytes
+        )
     fields = _fields(opts)
     keys = {f: opts.field_map.get(f, f) if not f.startswith("_key:") else f[5:] for f in fields}
-    out = Parsed(n_records=len(lines_all))
+    out = Parsed(n_records=len(lines_all) + len(out_rejected), rejected=out_rejected)
+    _apply_aliases(keys, lines_all, opts, path, out)
     state = _State()
     for start in range(0, len(lines_all), CHUNK_LINES):
         lines = lines_all[start : start + CHUNK_LINES]
@@ -314,6 +339,28 @@ def parse(
     _finish(out, state, path, opts, keys)
     out.legacy_sources = (f"{path}:",)
     return out
+
+
+def _drop_long_lines(
+    path: Path, numbers: Sequence[int], lines: list[bytes], limit: int
+) -> tuple[list[int], list[bytes], list[tuple[str, str]]]:
+    """Reject the lines longer than ``limit`` bytes (before any parsing: bounded memory)."""
+    keep_n: list[int] = []
+    keep: list[bytes] = []
+    rejected: list[tuple[str, str]] = []
+    for n, line in zip(numbers, lines, strict=True):
+        if len(line) > limit:
+            rejected.append(
+                (
+                    f"{path}:{n}",
+                    f"line of {len(line):,} bytes is over the limit of {limit:,} bytes "
+                    "(--max-line-mb / ImportOptions.max_line_bytes raises it)",
+                )
+            )
+        else:
+            keep_n.append(n)
+            keep.append(line)
+    return keep_n, keep, rejected
 
 
 _SPACE = frozenset(b" \t\r\n\x0b\x0c")
@@ -383,7 +430,8 @@ def _finish(
             reason = (
                 f"{n:,} of {m:,} lines have no grade (no {keys.get('correct', 'correct')!r}, "
                 f"and no {keys.get('gold', 'gold')!r} with a "
-                f"{keys.get('response', 'response')!r}); they count as wrong when scored"
+                f"{keys.get('response', 'response')!r} whose answer can be read); they are "
+                "ungraded (flag 'ungraded'; `score` counts them in n_ungraded)"
             )
         else:
             mapped = f" (--map {f}={opts.field_map[f]})" if f in opts.field_map else ""
@@ -467,6 +515,42 @@ def _events(raw_events: Any) -> list[dict[str, Any]] | None:
     return out
 
 
+def _apply_aliases(
+    keys: dict[str, str], lines: Sequence[bytes], opts: ImportOptions, path: Path, out: Parsed
+) -> None:
+    """Read a field under an alias (:data:`FIELD_ALIASES`) when its own key is never there.
+
+    The first :data:`_KEYS_SAMPLE` records decide; each alias used is reported once.
+    """
+    sample: list[dict[str, Any]] = []
+    for line in lines[:_KEYS_SAMPLE]:
+        try:
+            record = load_json(line)
+        except InvalidArgumentError:
+            continue
+        if isinstance(record, dict):
+            sample.append(record)
+    if not sample:
+        return
+    seen = set(_keys_seen(sample))
+    taken = set(keys.values())
+    for f, aliases in FIELD_ALIASES.items():
+        if f not in keys or f in opts.field_map or keys[f] in seen:
+            continue
+        alias = next((a for a in aliases if a in seen and a not in taken), None)
+        if alias is None:
+            continue
+        keys[f] = alias
+        taken.add(alias)
+        out.warnings.append(
+            (
+                str(path),
+                f"read {alias!r} as the field {f!r} (no {f!r} key in the records; "
+                f"--map {f}={alias} says so explicitly, --map {f}=KEY reads another key)",
+            )
+        )
+
+
 def _keys_seen(sample: Sequence[Mapping[str, Any]]) -> list[str]:
     """Return the keys of the sampled records, in first-seen order (nested keys dotted)."""
     seen: dict[str, None] = {}
@@ -491,7 +575,13 @@ def _suspect(raw: bytes, n_lines: int) -> bool:
     # every line an object: the body starts with "{" and so does every line after a newline
     if (raw[:1] != b"{" or raw.count(b"\n{") != n_lines - 1) and _NOT_OBJECT.search(raw):
         return True
-    return may_break_limits(raw)
+    if may_break_limits(raw):
+        return True
+    try:  # bytes that are not UTF-8 (an encoded lone surrogate: ED A0 80): the line reader
+        raw.decode("utf-8")  # rejects their line alone; Arrow would pass them to polars
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 # A line whose first non-blank byte is not "{": Arrow reads "null" as a row of nulls; the line
@@ -793,9 +883,8 @@ def _build(
             todo.arg_true(), pl.Series(found, dtype=pl.String)
         )
         df = df.with_columns(pl.coalesce("parsed_answer", filled).alias("parsed_answer"))
-    gradable = pl.col("gold").is_not_null() & (
-        pl.col("parsed_answer").is_not_null() | pl.col("response").is_not_null()
-    )
+    # a response whose answer cannot be read is ungraded, not wrong
+    gradable = pl.col("gold").is_not_null() & pl.col("parsed_answer").is_not_null()
     graded = pl.col("parsed_answer").is_not_null() & (pl.col("parsed_answer") == pl.col("gold"))
     df = df.with_columns(
         pl.when(pl.col("correct").is_not_null())

@@ -58,7 +58,7 @@ from ...harness.parsing import (
     parse_requests,
     split_requests,
 )
-from ._common import ImportOptions, MalformedLog, Parsed, dedupe, digest, run_key
+from ._common import ImportOptions, MalformedLog, Parsed, dedupe, digest, files_with_suffix, run_key
 
 BENCHMARK = "mtbbench"
 TRACKS = ("multimodal", "longitudinal")
@@ -165,10 +165,7 @@ def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
         return [src], []
     files: list[Path] = []
     skipped: list[tuple[str, str]] = []
-    for path in sorted(src.rglob("*.json")):
-        rel = path.relative_to(src)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
+    for path in files_with_suffix(src, (".json",)):  # any letter case: ..._chatlog_....JSON
         if _CHATLOG in path.name:
             files.append(path)
         else:

@@ -67,7 +67,15 @@ from typing import Any
 
 from ..._json import json_text, load_json
 from ...errors import InvalidArgumentError
-from ._common import ImportOptions, MalformedLog, Parsed, digest, input_text, run_key
+from ._common import (
+    ImportOptions,
+    MalformedLog,
+    Parsed,
+    digest,
+    files_with_suffix,
+    input_text,
+    run_key,
+)
 
 __all__ = ["GT_CHAINS", "PIPELINE_ALIASES", "discover", "parse", "pipeline_name"]
 
@@ -260,10 +268,7 @@ def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     if src.is_file():
         return [src], []
     files, odd = [], []
-    for p in src.rglob("*.txt"):
-        rel = p.relative_to(src).parts
-        if any(part.startswith(".") for part in rel) or not p.is_file():
-            continue
+    for p in files_with_suffix(src, (".txt",)):
         if p.parent.parent.name == LOG_DIR:
             files.append(p)
         elif LOG_DIR in p.parts[:-1]:
