@@ -124,6 +124,24 @@ def _field_map(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+def _mib(value: float | None) -> int | None:
+    """Turn a ``--max-*-mb`` value (MiB; 0 = no limit) into bytes (None = no limit)."""
+    if value is None:
+        return None
+    return None if value == 0 else int(value * 2**20)
+
+
+def _nonnegative_mb(text: str) -> float:
+    """Parse a ``--max-*-mb`` value: a number of MiB >= 0 (0: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of MiB, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of MiB >= 0, got {text!r}")
+    return value
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     """Run ``tumorboard import``: print the report; warnings also go to standard error.
 
@@ -162,6 +180,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
             run_name=args.run_name,
             strict=args.strict,
             replace=args.replace,
+            max_line_bytes=_mib(args.max_line_mb),
+            max_file_bytes=_mib(args.max_file_mb),
             cases=args.cases,
             progress=lambda files, total, records, _bytes: printer.update(files, total, records),
             **extra,
@@ -450,6 +470,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY[,KEY...]",
         help="jsonl: the record keys whose values identify an item without an item_id "
         "(default: task, patient_id and question); the item id is a digest of them",
+    )
+    imp.add_argument(
+        "--max-line-mb",
+        type=_nonnegative_mb,
+        default=64,
+        metavar="MB",
+        help="jsonl: reject a line longer than this many MiB before parsing it (default 64; "
+        "0: no limit)",
+    )
+    imp.add_argument(
+        "--max-file-mb",
+        type=_nonnegative_mb,
+        default=8192,
+        metavar="MB",
+        help="skip a log file larger than this many MiB before reading it (default 8192; "
+        "0: no limit)",
     )
     imp.add_argument(
         "--replace",
