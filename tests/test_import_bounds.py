@@ -79,3 +79,25 @@ def test_upper_case_suffixes_are_found_and_other_files_listed(tmp_path):
     out = cli("import", "jsonl", str(tmp_path / "j"), "--store", str(tmp_path / "t"))
     assert out.returncode == 0 and "1 new" in out.stdout
     assert "passed over (1, not logs of this format)" in out.stdout and "README.txt" in out.stdout
+
+
+def test_a_refused_or_empty_import_leaves_no_store_folder(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps(GOOD) + "\nnot json\n")
+    out = cli("import", "jsonl", str(log), "--store", str(tmp_path / "new"), "--strict")
+    assert out.returncode == 2 and "log.jsonl:2" in out.stderr
+    assert not (tmp_path / "new").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("nope\n")
+    out = cli("import", "jsonl", str(bad), "--store", str(tmp_path / "new"))
+    assert out.returncode == 1 and not (tmp_path / "new").exists()
+
+
+def test_a_missing_input_is_named_and_the_others_imported(tmp_path):
+    log = write_jsonl(tmp_path / "log.jsonl", [GOOD])
+    gone = tmp_path / "typo.jsonl"
+    out = cli("import", "jsonl", str(log), str(gone), "--store", str(tmp_path / "s"))
+    assert out.returncode == 1
+    assert f"{gone}: no such file or directory" in out.stdout and "1 new" in out.stdout
+    out = cli("import", "jsonl", str(gone), "--store", str(tmp_path / "t"))
+    assert out.returncode == 2 and "typo.jsonl: no such file or directory" in out.stderr

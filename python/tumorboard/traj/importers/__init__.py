@@ -414,13 +414,19 @@ def import_logs(
     srcs = [Path(src)] if isinstance(src, (str, os.PathLike)) else [Path(s) for s in src]
     if not srcs:
         raise InvalidArgumentError("src: expected a log file or folder, got none")
-    for s in srcs:
-        if not s.exists():
-            raise MissingFileError(f"{s}: no such file or directory")
+    missing = [s for s in srcs if not s.exists()]
+    if len(missing) == len(srcs):
+        raise MissingFileError(f"{missing[0]}: no such file or directory")
+    srcs = [s for s in srcs if s.exists()]  # the others are imported; the missing listed
     special = [(str(s), why) for s in srcs if (why := _not_regular(s)) is not None]
     srcs_read = [s for s in srcs if _not_regular(s) is None]
     src_path = srcs[0] if len(srcs) == 1 else Path(os.path.commonpath([str(s) for s in srcs]))
-    st = store if isinstance(store, Store) else Store(store)
+    # an existing store is opened now (a folder that is not a store fails before any work); a
+    # new one is made only when there is something to write, so that a refused or empty
+    # import leaves no empty store folder behind
+    store_path = store.path if isinstance(store, Store) else Path(store)
+    st: Store | None = store if isinstance(store, Store) else (
+        Store(store_path) if store_path.exists() else None)  # fmt: skip
     if format == "mtbbench" and track is not None:
         from .mtbbench import TRACKS
 
@@ -434,14 +440,14 @@ def import_logs(
         f, k = discover(s)
         files += [p for p in f if p not in files]
         found_skipped += k
-    found_skipped += special
+    found_skipped += special + [(str(m), "no such file or directory") for m in missing]
     passed_over = _passed_over(srcs_read, files, found_skipped, _PATTERNS[format])
     if not files and not found_skipped:
         pattern = _PATTERNS[format]
         where = ", ".join(str(s) for s in srcs)
         raise MissingFileError(f"{where}: no {format} logs found (expected {pattern} files)")
     skipped: list[tuple[str, str]] = list(found_skipped)
-    failed: list[str] = [f for f, _ in special]
+    failed: list[str] = [f for f, _ in special] + [str(m) for m in missing]
     entries: list[_Entry] = []
     records = done_bytes = 0
     for k, path in enumerate(files):
@@ -524,15 +530,33 @@ def import_logs(
         _check_strict(src_path, skipped, rejected + warnings)
     report_kw: dict[str, Any] = dict(format=format, source=", ".join(map(str, srcs)),
                                      passed_over=tuple(passed_over),
-                                     store=str(st.path), n_records=records, failed=failed,
+                                     store=str(store_path), n_records=records, failed=failed,
                                      rejected=tuple(rejected))  # fmt: skip
     live = [e for e in entries if e.status == "new"]
     if not live:
         return _report(report_kw, entries, skipped, warnings, t0)
-    with st.write_lock():
-        result = _write_isolated(st, format, fp, entries, skipped, warnings, failed,
-                                 replace=opts.replace)  # fmt: skip
+    created = st is None
+    st = st if st is not None else Store(store_path)
+    try:
+        with st.write_lock():
+            result = _write_isolated(st, format, fp, entries, skipped, warnings, failed,
+                                     replace=opts.replace)  # fmt: skip
+    except BaseException:
+        if created:
+            _remove_new_empty_store(st)
+        raise
     return _report(report_kw, entries, skipped, warnings, t0, **result)
+
+
+def _remove_new_empty_store(st: Store) -> None:
+    """Remove a store this import created when nothing was committed to it (refused import)."""
+    import shutil
+
+    try:
+        if all(not st.parts(t) for t in ("runs", "items", "events", "imports")):
+            shutil.rmtree(st.path, ignore_errors=True)
+    except Exception:  # noqa: BLE001 - the error being raised matters, not this clean-up
+        pass
 
 
 def _write_isolated(
