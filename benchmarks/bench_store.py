@@ -67,7 +67,8 @@ except ImportError:  # run as a script: ``python benchmarks/bench_store.py``
 ANCHOR_JSON = "JSON lines"
 ANCHOR_ARROW = "raw pyarrow"
 ANCHOR_REF = "json.load + numpy (reference-style scorer)"
-ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF)
+ANCHOR_IDS = "the same lines keyed by their ids"
+ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS)
 N_MODELS, N_TASKS = 20, 10
 N_RESAMPLES = 1000
 SEED = 0
@@ -792,6 +793,37 @@ def _import_jsonl(ctx: _Ctx, n: int, *, short: bool = False) -> list[Result]:
     ]  # fmt: skip
 
 
+def _content_keys(ctx: _Ctx, n: int) -> list[Result]:
+    """Import time of lines keyed by content (no item id) against the same lines with ids.
+
+    The cost of item identity from content (a digest of task, patient and question per line,
+    occurrence indices for repeats) as a ratio in the same run; the target is <= 10% of the
+    import time (ratio >= 0.91).
+    """
+    from tumorboard.traj import Store, import_logs
+
+    path = ctx.tmp / "keys.jsonl"
+    path.write_text("\n".join(_jsonl_lines(n, SEED + 1, short=True)) + "\n", encoding="utf-8")
+    name = f"import {_count(n)} JSON lines, items keyed by content (no item ids)"
+    ctx.log(name)
+    runs = iter(range(10**6))
+
+    def run(field_map: dict[str, str]) -> Any:
+        store = Store(_fresh(ctx, f"keys-store-{next(runs)}"), fsync=False)
+        return import_logs("jsonl", path, store, benchmark="mtbbench", field_map=field_map)
+
+    ids_s, with_ids = ctx.time("keyed by ids", lambda: run({"item_id": "id"}), max_time=10.0)
+    tb_s, by_content = ctx.time("keyed by content", lambda: run({}), max_time=10.0)
+    ok = by_content.n_items == with_ids.n_items == n
+    cost = 100 * (tb_s / ids_s - 1)
+    ctx.workloads[name] = {"n": n, "content_s": tb_s, "ids_s": ids_s, "cost_percent": cost}
+    return [
+        Result.make(name, tb_s, ANCHOR_IDS, ids_s,
+                    check="ok (every line a distinct item)" if ok else "WARN: items merged",
+                    note=f"content keys cost {cost:+.1f}% of the import (target <= 10%)"),
+    ]  # fmt: skip
+
+
 def run_results(
     quick: bool = False,
     repeat: int = 3,
@@ -824,6 +856,7 @@ def run_results(
         results += _score(ctx, path, loaded, js_read_s, n)
         results += _import_jsonl(ctx, 50_000 if quick else 200_000, short=True)
         results += _import_jsonl(ctx, 50_000 if quick else 200_000)
+        results += _content_keys(ctx, 50_000 if quick else 200_000)
         results += _import_and_score(ctx)
     meta = {
         "quick": quick,
