@@ -102,7 +102,7 @@ def test_import_then_score_json_matches_hand_computation(store, capsys):
     assert code == 0
     text = capsys.readouterr().out
     doc = json.loads(text)
-    assert doc["columns"] == [*TABLE_COLUMNS, "n_correct", "n_ungraded"]
+    assert doc["columns"] == [*TABLE_COLUMNS, "n_correct", "n_graded", "n_ungraded", "n_missing"]
     rows = [r for r in doc["rows"] if r["metric"] == "accuracy"]
     for r in rows:
         r["accuracy"] = r["estimate"]

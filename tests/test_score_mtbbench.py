@@ -108,7 +108,7 @@ def test_file_metrics_hand_worked(report):
 def test_table_schema_and_order(report):
     t = report.table
     assert report.benchmark == "mtbbench"
-    assert t.columns == [*TABLE_COLUMNS, "n_correct", "n_ungraded"]
+    assert t.columns == [*TABLE_COLUMNS, "n_correct", "n_graded", "n_ungraded", "n_missing"]
     assert t.schema["n_correct"] == pl.Int64 and t.schema["n"] == pl.Int64
     assert set(t["benchmark"]) == {"mtbbench"}
     keys = t.select("track", "model", "tools", "metric", "task").rows()
@@ -191,14 +191,17 @@ def test_minimal_frame_and_input_kinds():
     assert r.table.equals(
         mtbbench.score(df.to_arrow(), options=BootstrapOptions(n_resamples=200)).table
     )
-    # all-null optional columns take the defaults; an all-null file column counts 0 files
+    # all-null optional columns take the defaults; an all-null file column is no measurement:
+    # the metric is left out with a note, never reported as 0 files
     nulls = df.with_columns(
         pl.lit(None).alias("track"), pl.lit(None).alias("tools"),
         pl.lit(None).alias("files_accessed"),
     )  # fmt: skip
-    t = mtbbench.score(nulls, options=BootstrapOptions(n_resamples=200)).table
+    rep = mtbbench.score(nulls, options=BootstrapOptions(n_resamples=200))
+    t = rep.table
     assert t.filter(pl.col("metric") == "accuracy").equals(r.table)
-    assert t.filter(pl.col("metric") == "files_accessed")["estimate"].to_list() == [0.0] * 5
+    assert t.filter(pl.col("metric") == "files_accessed").height == 0
+    assert any(n.startswith("files_accessed: left out") for n in rep.notes)
     # 0/1 integers are accepted for `correct`
     ints = df.with_columns(pl.col("correct").cast(pl.Int8))
     assert r.table.equals(mtbbench.score(ints, options=BootstrapOptions(n_resamples=200)).table)
@@ -248,7 +251,7 @@ def test_renderings(report):
     )
     rows = json.loads(report.to_json())["rows"]
     first = rows[0]
-    assert list(first) == [*TABLE_COLUMNS, "n_correct", "n_ungraded"]
+    assert list(first) == [*TABLE_COLUMNS, "n_correct", "n_graded", "n_ungraded", "n_missing"]
     assert first["n_correct"] == 1 and first["task"] == "diag" and first["model"] == "llama"
     md = report.to_markdown().splitlines()
     assert md[0] == "## MTBBench"

@@ -8,7 +8,8 @@ and ``tumorboard score STORE --benchmark NAME`` score what ``tumorboard import``
 
 * every benchmark: ``model``, ``track``, ``tools`` from the run; ``task`` and ``patient_id``
   from the item.
-* mtbbench: ``correct``, ``files_accessed``, ``files_hallucinated`` (items columns).
+* mtbbench: ``correct``, ``files_accessed``, ``files_hallucinated``, ``response`` (items
+  columns).
 * radabench: ``gt_tools`` and the optional fields (``plan_tools``, ``milestone``, ...) from
   ``extra``; ``called_tools`` from ``extra``, else the ``tool`` of the item's ``tool_call`` and
   ``action`` events in step order; ``completed`` from ``extra``, else, for runs that recorded
@@ -212,7 +213,9 @@ def _require(frame: pl.DataFrame, column: str, benchmark: str, field: str) -> No
 def _mtbbench(st: Store, lf: Any) -> pl.DataFrame:
     """Return MTBBench's scorer input: the items' correctness and file lists."""
     del st
-    return lf.select(*_COMMON, "correct", "files_accessed", "files_hallucinated").collect()
+    return lf.select(
+        *_COMMON, "correct", "files_accessed", "files_hallucinated", "response"
+    ).collect()
 
 
 def _radabench(st: Store, lf: Any) -> pl.DataFrame:

@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..traj import Store
 
 REQUIRED = ("model", "task", "correct")
-OPTIONAL = ("track", "tools", "patient_id", "files_accessed", "files_hallucinated")
+OPTIONAL = ("track", "tools", "patient_id", "files_accessed", "files_hallucinated", "response")
 _CLUSTER_ALIASES = {"patient": "patient_id"}
 
 
@@ -112,9 +112,11 @@ def score(
     Returns
     -------
     Report
-        Benchmark "mtbbench"; the table has the standard columns plus ``n_correct`` and
-        ``n_ungraded`` (int64: correct answers, and answers without a grade, a null
-        ``correct``, which count as wrong; null for non-accuracy metrics). Metrics:
+        Benchmark "mtbbench"; the table has the standard columns plus the coverage of each
+        accuracy row (int64, null for non-accuracy metrics): ``n_correct``, ``n_graded``
+        (answers with a grade), ``n_ungraded`` (answers without one, a null ``correct``,
+        which count as wrong; ``n_graded + n_ungraded = n``) and ``n_missing`` (of those, the
+        questions never answered: no response; null without a ``response`` column). Metrics:
 
         * ``accuracy``: share of correct answers per (track, model, tools, task), and a row
           with task "overall" per (track, model, tools): estimate = plain mean of the task
@@ -168,6 +170,8 @@ def score(
         bool_column(frame, "correct", where=where, null_as=False),
         frame.get_column("correct").is_null().alias("__ungraded"),
     ]
+    if "response" in frame.columns:  # answers never given (no response at all)
+        cols.append(frame.get_column("response").is_null().alias("__missing"))
     if cluster_col is not None:
         cols.append(frame.get_column(cluster_col).alias("__cluster"))
     absent = []  # agentic metrics whose inputs no item has: left out, never reported as 0
@@ -348,23 +352,43 @@ def paper_cells(table: pl.DataFrame, *, level: float = 0.95) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=out.schema)
 
 
+#: The coverage columns of the accuracy rows (null on the other metrics' rows).
+COUNTS = ("n_correct", "n_graded", "n_ungraded", "n_missing")
+
+
 def _no_counts() -> list[pl.Expr]:
-    """Return the null ``n_correct`` and ``n_ungraded`` columns of non-accuracy rows."""
-    return [pl.lit(None, dtype=pl.Int64).alias(c) for c in ("n_correct", "n_ungraded")]
+    """Return the null coverage columns (:data:`COUNTS`) of non-accuracy rows."""
+    return [pl.lit(None, dtype=pl.Int64).alias(c) for c in COUNTS]
 
 
 def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
-    """Add ``n_correct`` and ``n_ungraded`` per task, and their sums on the overall rows."""
+    """Add the coverage columns per task, and their sums on the overall rows.
+
+    ``n_graded`` + ``n_ungraded`` = ``n``; ``n_missing`` (answers never given: no response) is
+    part of ``n_ungraded``, and null when the input has no ``response`` column.
+    """
     keys = list(KEY_COLUMNS)
+    missing = (
+        pl.col("__missing").sum().cast(pl.Int64)
+        if "__missing" in base.columns
+        else pl.lit(None, dtype=pl.Int64)
+    )
     per_task = base.group_by(keys).agg(
         pl.col("correct").sum().cast(pl.Int64).alias("n_correct"),
+        (~pl.col("__ungraded")).sum().cast(pl.Int64).alias("n_graded"),
         pl.col("__ungraded").sum().cast(pl.Int64).alias("n_ungraded"),
+        missing.alias("n_missing"),
     )
     overall = (
         per_task.group_by(keys[:-1])
-        .agg(pl.col("n_correct").sum(), pl.col("n_ungraded").sum())
+        .agg(
+            pl.col(c).sum()
+            if c != "n_missing" or "__missing" in base.columns
+            else pl.lit(None, dtype=pl.Int64).alias(c)
+            for c in COUNTS
+        )  # fmt: skip
         .with_columns(pl.lit(OVERALL).alias("task"))
-        .select(keys + ["n_correct", "n_ungraded"])
+        .select(keys + list(COUNTS))
     )
     counts = pl.concat([per_task, overall], how="vertical")
     return acc.join(counts, on=keys, how="left", maintain_order="left")
