@@ -402,3 +402,23 @@ def test_another_precision_is_not_reused_as_complete(tmp_path):
     assert read_features(path)[2]["precision"] == "fp32"
     auto = cli(*common)  # --dtype auto on the CPU computes in fp32: the same precision
     assert auto.returncode == 0 and "skipped 1 complete" in auto.stdout, auto.stdout
+
+
+def test_cli_messages_name_flags_not_keywords(tmp_path):
+    image = png(tmp_path / "roi.png")
+    # a per-slide failure: a plain image without --mpp
+    tiled = cli("tile", str(image), "--out", str(tmp_path / "t"), "--quiet")
+    assert tiled.returncode == 1, tiled.stderr
+    line = next(ln for ln in tiled.stdout.splitlines() if "FAILED" in ln)
+    assert "pass --mpp (microns per pixel" in line and "mpp=" not in line
+    # refusals before any work, printed as the one error line
+    common = ["embed", str(image), "--mpp", "0.5", "--model", "uni2-tiny", "--out",
+              str(tmp_path / "e"), "--quiet"]  # fmt: skip
+    onnx = one_line_error(cli(*common, "--backend", "onnxruntime", "--dtype", "fp8"))
+    assert "--backend onnxruntime: --compile and --dtype fp8 are options of --backend torch" in onnx
+    assert "=" not in onnx
+    gpu = one_line_error(cli(*common, "--backend", "onnxruntime", "--decode", "gpu"))
+    assert "--decode gpu feeds decoded patches" in gpu and "(use --decode cpu)" in gpu
+    both = one_line_error(cli(*common[:-5], "--model", "uni", "--random-weights", "--weights",
+                              str(tmp_path / "w.pt"), "--out", str(tmp_path / "e")))  # fmt: skip
+    assert "--random-weights, not both" in both and "random_weights=" not in both
