@@ -586,3 +586,26 @@ def test_agreement_result_is_a_one_row_table():
     df = r.to_polars()
     assert df.height == 1 and df.columns[:5] == ["statistic", "estimate", "se", "ci_low", "ci_high"]
     assert df.row(0, named=True)["estimate"] == r.estimate and r.interval() == (r.ci_low, r.ci_high)
+
+
+def test_krippendorff_alpha_values_that_overflow_are_refused():
+    from tumorboard.errors import NumericOverflowError
+
+    small = np.array([[1.0, -1.0, 0.5, 0.25], [1.0, 0.5, 0.75, 0.25]])
+    want = krippendorff.alpha(reliability_data=small, level_of_measurement="interval")
+    for scale in (1e150, 1e200, 1e308):  # (2 * scale)^2 * n^2 overflows from ~1e153 on
+        huge = small * scale
+        if scale == 1e150:  # still inside float64: the same alpha (alpha is scale-free)
+            got = krippendorff_alpha(huge, level_of_measurement="interval").estimate
+            assert got == pytest.approx(want, abs=TOL)
+            continue
+        with pytest.raises(NumericOverflowError, match="interval metric.*overflows") as info:
+            krippendorff_alpha(huge, level_of_measurement="interval")
+        assert isinstance(info.value, OverflowError) and "rescale" in str(info.value)
+    with pytest.raises(NumericOverflowError, match="ratio metric"):
+        krippendorff_alpha(np.abs(small) * 1e308, level_of_measurement="ratio")
+    # nominal and ordinal alpha never compute with the values themselves
+    nominal = krippendorff_alpha(small * 1e308, level_of_measurement="nominal").estimate
+    assert nominal == pytest.approx(
+        krippendorff.alpha(reliability_data=small, level_of_measurement="nominal"), abs=TOL
+    )

@@ -175,11 +175,17 @@ def test_random_weights_run_a_real_model_and_are_recorded_as_random(tmp_path):
     proc = cli("embed", str(image), "--mpp", "0.5", "--no-seg", "--model", "uni",
                "--random-weights", "--out", str(out), "--quiet")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    feats, coords, attrs = read_features(out / JOB20 / "features_uni_v1" / "roi.h5")
+    # never TRIDENT's folder of the real model (features_uni_v1): the name says random weights
+    assert not (out / JOB20 / "features_uni_v1").exists()
+    assert "features_uni_v1-random-weights" in proc.stdout
+    feats, coords, attrs = read_features(out / JOB20 / "features_uni_v1-random-weights" / "roi.h5")
     assert feats.shape == (1, 1024) and coords.tolist() == [[0, 0]]
-    assert attrs["weights_fingerprint"] == "random" and attrs["encoder"] == "uni_v1"
-    meta = pq.read_schema(out / JOB20 / "embeddings_uni_v1" / "roi.parquet").metadata
+    assert attrs["weights_fingerprint"] == "random"
+    assert attrs["encoder"] == "uni_v1-random-weights"
+    parquet = out / JOB20 / "embeddings_uni_v1-random-weights" / "roi.parquet"
+    meta = pq.read_schema(parquet).metadata
     assert meta[b"weights_fingerprint"] == b"random"
+    assert (out / JOB20 / "embed_report_uni_v1-random-weights.json").is_file()
     both = cli("embed", str(image), "--mpp", "0.5", "--model", "uni", "--random-weights",
                "--weights", str(tmp_path / "w.pt"), "--out", str(out))  # fmt: skip
     assert "not both" in one_line_error(both)
@@ -370,3 +376,49 @@ def test_embedding_vocabulary(tmp_path):
         embed_slides([image], model="uni2-tiny", out=tmp_path / "x", mpp=0.5, backend="ray")
     with pytest.raises(ValueError, match="threads: expected an integer >= 1, got -3"):
         embed_slides([image], model="uni2-tiny", out=tmp_path / "x", mpp=0.5, threads=-3)
+
+
+def test_another_precision_is_not_reused_as_complete(tmp_path):
+    image = png(tmp_path / "roi.png", 512, 256)
+    out = tmp_path / "job"
+    common = ["embed", str(image), "--mpp", "0.5", "--no-seg", "--model", "uni2-tiny",
+              "--device", "cpu", "--out", str(out), "--quiet"]  # fmt: skip
+    first = cli(*common, "--dtype", "bf16")
+    assert first.returncode == 0, first.stderr
+    path = out / JOB20 / "features_uni2-tiny" / "roi.h5"
+    feats, _, attrs = read_features(path)
+    assert attrs["precision"] == "bf16" and feats.shape[0] == 2
+    assert "skipped 1 complete" in cli(*common, "--dtype", "bf16").stdout  # same precision
+
+    fp32 = cli(*common, "--dtype", "fp32")
+    assert fp32.returncode == 1, fp32.stdout + fp32.stderr
+    assert "skipped 0 complete" in fp32.stdout and "failed 1" in fp32.stdout
+    assert "precision 'bf16' (stored) vs 'fp32' (this run)" in fp32.stdout
+    assert "--force" in fp32.stdout
+    np.testing.assert_array_equal(read_features(path)[0], feats)  # the bf16 features stay
+
+    redo = cli(*common, "--dtype", "fp32", "--force")
+    assert redo.returncode == 0 and "embedded 1 slide(s)" in redo.stdout, redo.stdout
+    assert read_features(path)[2]["precision"] == "fp32"
+    auto = cli(*common)  # --dtype auto on the CPU computes in fp32: the same precision
+    assert auto.returncode == 0 and "skipped 1 complete" in auto.stdout, auto.stdout
+
+
+def test_cli_messages_name_flags_not_keywords(tmp_path):
+    image = png(tmp_path / "roi.png")
+    # a per-slide failure: a plain image without --mpp
+    tiled = cli("tile", str(image), "--out", str(tmp_path / "t"), "--quiet")
+    assert tiled.returncode == 1, tiled.stderr
+    line = next(ln for ln in tiled.stdout.splitlines() if "FAILED" in ln)
+    assert "pass --mpp (microns per pixel" in line and "mpp=" not in line
+    # refusals before any work, printed as the one error line
+    common = ["embed", str(image), "--mpp", "0.5", "--model", "uni2-tiny", "--out",
+              str(tmp_path / "e"), "--quiet"]  # fmt: skip
+    onnx = one_line_error(cli(*common, "--backend", "onnxruntime", "--dtype", "fp8"))
+    assert "--backend onnxruntime: --compile and --dtype fp8 are options of --backend torch" in onnx
+    assert "=" not in onnx
+    gpu = one_line_error(cli(*common, "--backend", "onnxruntime", "--decode", "gpu"))
+    assert "--decode gpu feeds decoded patches" in gpu and "(use --decode cpu)" in gpu
+    both = one_line_error(cli(*common[:-5], "--model", "uni", "--random-weights", "--weights",
+                              str(tmp_path / "w.pt"), "--out", str(tmp_path / "e")))  # fmt: skip
+    assert "--random-weights, not both" in both and "random_weights=" not in both

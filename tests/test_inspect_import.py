@@ -442,3 +442,20 @@ def test_a_tool_result_without_its_call_is_kept_as_an_observation():
                      ("tool_call", "tumour_size", "7 mm"),
                      ("observation", "tumour_size", "9 mm")]  # fmt: skip
     assert rows[3]["ok"] is False and rows[3]["error"] == "timeout: slow"
+
+
+def test_a_log_where_every_sample_errored_says_so(logs, tmp_path):
+    doc = json.loads(logs["json"].read_text())
+    doc["samples"] = [s for s in doc["samples"] if s.get("error")]
+    assert doc["samples"] and all("slide server down" in s["error"]["message"]
+                                  for s in doc["samples"])  # fmt: skip
+    failed = tmp_path / "all_errored.json"
+    failed.write_text(json.dumps(doc))
+    store = tmp_path / "store"
+    r = _cli("import", "inspect", failed, "--store", store)
+    n = len(doc["samples"])
+    said = f"every one of its {n} samples ended in an error"
+    assert said in r.stdout + r.stderr and "slide server down" in r.stdout + r.stderr, r
+    s = _cli("score", store, "--benchmark", "inspect")
+    assert s.returncode == 2, s
+    assert f"none of the {n} stored samples has a score: every one ended in an error" in s.stderr

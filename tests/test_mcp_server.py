@@ -294,3 +294,21 @@ def test_cli_refuses_missing_weights_and_bad_port(tmp_path):
                        stdin=subprocess.DEVNULL)  # fmt: skip
     assert r.returncode == 2 and "nope.pt" in r.stderr and "tumorboard: error:" in r.stderr
     assert main(["mcp", "--http", "70000"]) == 2  # refused by argparse, before any work
+
+
+@pytest.mark.parametrize("flag", ["--uni2-weights", "--conch-tokenizer"])
+def test_a_missing_path_fails_at_start_even_without_its_partner(tmp_path, flag):
+    missing = tmp_path / "missing" / "weights.pt"
+    cmd = [sys.executable, "-m", "tumorboard.cli", "mcp", flag, str(missing)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=TIMEOUT,
+                       stdin=subprocess.DEVNULL)  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tumorboard: error: "), r.stderr
+    assert flag in lines[0] and str(missing) in lines[0] and "no such file" in lines[0]
+    assert "serving" not in r.stderr and r.stdout == ""
+    from tumorboard.errors import MissingFileError
+    from tumorboard.integrations.mcp import McpOptions, ToolServer
+
+    with pytest.raises(MissingFileError, match="is a folder"):
+        ToolServer(McpOptions(ihc_weights=tmp_path))

@@ -185,3 +185,25 @@ def test_weights_fingerprints(tmp_path):
     half = {k: v.to(torch.bfloat16) for k, v in m.state_dict().items()}  # bf16 hashes too
     assert state_dict_fingerprint(half).startswith("state-sha256:")
     assert state_dict_fingerprint(half) != fp
+
+
+def test_zip_checkpoint_with_a_flipped_tensor_byte_is_refused(tmp_path):
+    import struct
+    import zipfile
+
+    path = tmp_path / "weights.pt"
+    torch.save({"w": torch.arange(64, dtype=torch.float32)}, path)
+    with zipfile.ZipFile(path) as zf:
+        member = next(i for i in zf.infolist() if i.filename.endswith("/data/0"))
+    data = bytearray(path.read_bytes())
+    # the local header: 30 bytes, then the name and the extra field, then the stored bytes
+    name_len, extra_len = struct.unpack("<HH", data[member.header_offset + 26 :][:4])
+    start = member.header_offset + 30 + name_len + extra_len
+    data[start + 17] ^= 0x40  # one bit of one float of the stored tensor
+    path.write_bytes(bytes(data))
+    loaded = torch.load(path, weights_only=True)  # torch alone reads the changed value
+    assert not torch.equal(loaded["w"], torch.arange(64, dtype=torch.float32))
+    with pytest.raises(WeightsError) as info:
+        read_state_dict(path)
+    assert str(path) in str(info.value) and member.filename in str(info.value)
+    assert "CRC-32" in str(info.value)

@@ -174,7 +174,8 @@ def test_default_finds_a_small_fragment_at_every_scan_resolution(mpp):
     area = np.pi * 80.0**2
     assert fleck.largest_region_um2 == pytest.approx(area, rel=0.1)  # 0.0201 mm2
     assert f"largest region {fleck.largest_region_um2 / 1e6:.3g} mm2" in fleck.empty_reason
-    assert "minimum 0.05 mm2" in fleck.empty_reason and "--min-tissue-area" in fleck.empty_reason
+    assert "minimum 0.05 mm2" in fleck.empty_reason and "min_tissue_area" in fleck.empty_reason
+    assert "--preset bwh_biopsy: 0.0164 mm2" in fleck.empty_reason
 
 
 def test_blank_slide_is_no_tissue_with_a_hint():
@@ -331,3 +332,40 @@ def test_bad_seg_mpp_and_threads_are_refused_before_work(demo_slide):
                 slides.resize(np.zeros((8, 8, 3), np.uint8), 4, threads=bad)
             with pytest.raises(InvalidArgumentError, match="threads must be a positive int"):
                 s.read_level(2, threads=bad)
+
+
+def _verb_flags(verb: str) -> set[str]:
+    """Return the option strings of a ``tumorboard`` verb, from the CLI's own parser."""
+    import argparse
+
+    from tumorboard.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {s for a in sub.choices[verb]._actions for s in a.option_strings}
+
+
+def test_no_tissue_hints_name_only_flags_the_parser_has(tmp_path):
+    import re
+
+    from PIL import Image
+
+    mpp = 1.0
+    fleck = paint(np.full((1400, 1400, 3), GLASS, np.uint8), [(700, 700, 80.0, 80.0)])
+    Image.fromarray(fleck).save(tmp_path / "fleck.png")
+    Image.fromarray(np.full((600, 800, 3), 243, np.uint8)).save(tmp_path / "blank.png")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tumorboard.cli", "tile", str(tmp_path / "fleck.png"),
+         str(tmp_path / "blank.png"), "--mpp", str(mpp), "--magnification", "10",
+         "--out", str(tmp_path / "out"), "--quiet"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    hints = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("NO TISSUE")]
+    assert len(hints) == 2 and "largest region" in hints[0] and "looks blank" in hints[1]
+    named = set(re.findall(r"--[a-z][a-z0-9-]*", " ".join(hints)))
+    assert {"--preset", "--seg-mpp", "--no-seg"} <= named
+    for verb in ("tile", "embed"):
+        assert named <= _verb_flags(verb), named - _verb_flags(verb)
+    assert "--preset bwh_biopsy" in hints[0] and "--preset otsu" in hints[1]
+    assert set(slides.PRESETS) >= {"bwh_biopsy", "otsu"}

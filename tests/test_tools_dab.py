@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 from tumorboard import tools
+from tumorboard.errors import InvalidArgumentError
 from tumorboard.tools import (
     TOOL_SCHEMAS,
     anthropic_tool,
@@ -33,10 +34,11 @@ def test_deconvolution_matches_skimage():
 
 def test_ihc_image_end_to_end_against_skimage():
     res = dab_positive_fraction(IHC)
-    dab = rgb2hed(IHC)[..., 2] * 6.0  # skimage -> OD units
+    hed = rgb2hed(IHC) * 6.0  # skimage -> OD units
+    dab = hed[..., 2]
     od_total = (-np.log(np.maximum(IHC / 255.0, 1e-6)) / np.log(10.0)).sum(-1)
     tissue = od_total >= 0.15
-    positive = tissue & (dab >= 0.15)
+    positive = tissue & (dab >= 0.15) & (dab >= 3 * hed[..., 1])  # not eosin leaking into DAB
     assert res.n_tissue_pixels == int(tissue.sum())
     assert res.n_positive_pixels == int(positive.sum())
     assert res.fraction == pytest.approx(positive.sum() / tissue.sum(), abs=1e-12)
@@ -47,7 +49,9 @@ def test_ihc_image_end_to_end_against_skimage():
         "tissue area in the image is positively stained."
     )
     stricter = dab_positive_fraction(IHC, dab_threshold=0.5)
-    assert stricter.n_positive_pixels == int((tissue & (dab >= 0.5)).sum())
+    not_eosin = dab >= 3 * hed[..., 1]
+    assert stricter.n_positive_pixels == int((tissue & (dab >= 0.5) & not_eosin).sum())
+    assert res.dab_found and stricter.dab_found
     assert stricter.fraction < res.fraction
 
 
@@ -122,3 +126,40 @@ def test_schemas_validate_tool_calls():
     assert not d.is_valid({"image": "x.png", "model": "uni"})
     with pytest.raises(ValueError, match="unknown tool"):
         openai_tool("nope")
+
+
+def _textured(colours, weights, seed=0, shape=(128, 128)):
+    """Return an RGB patch of the given colours (with +-12 noise) in the given proportions."""
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(colours), size=shape, p=weights)
+    rgb = np.asarray(colours, np.int64)[pick] + rng.integers(-12, 13, (*shape, 3))
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+def test_an_he_patch_shows_no_dab_staining():
+    # H&E: pink eosin stroma and purple haematoxylin nuclei, no brown
+    he = _textured([(230, 150, 190), (222, 150, 196), (120, 70, 160), (245, 245, 245)],
+                   [0.45, 0.25, 0.2, 0.1])  # fmt: skip
+    res = dab_positive_fraction(he, name="the H&E patch")
+    assert res.n_tissue_pixels > 0.85 * he.shape[0] * he.shape[1]
+    assert not res.dab_found and res.fraction < 0.01
+    assert res.reply.startswith("No DAB (brown) staining was found in the H&E patch")
+    assert "%" not in res.reply.replace("1%", "")  # no positive percentage is given
+    # without the eosin condition the DAB channel alone calls a fifth of this tissue positive
+    hed = color_deconvolution(he)
+    tissue = (-np.log10(np.maximum(he / 255.0, 1e-6))).sum(-1) >= 0.15
+    assert ((hed[..., 2] >= 0.15) & tissue).sum() > 0.2 * tissue.sum()
+
+
+def test_a_dab_brown_patch_is_measured():
+    # brown DAB over a blue haematoxylin counterstain: a third of the tissue is brown
+    ihc = _textured([(150, 100, 60), (110, 70, 40), (130, 140, 190), (245, 245, 245)],
+                    [0.2, 0.1, 0.6, 0.1], seed=1)  # fmt: skip
+    res = dab_positive_fraction(ihc, name="case 9")
+    assert res.dab_found
+    assert 0.30 < res.fraction < 0.37  # 0.3 of 0.9 tissue, give or take the noise
+    assert f"around {res.percentage:.1f}% of the tissue area in case 9" in res.reply
+    # the minimum is a documented option: above the brown share, the reply says none was found
+    assert not dab_positive_fraction(ihc, min_dab_fraction=0.5).dab_found
+    with pytest.raises(InvalidArgumentError, match="min_dab_fraction"):
+        dab_positive_fraction(ihc, min_dab_fraction=1.5)

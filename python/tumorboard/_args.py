@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import NoReturn
 
 from ._checks import DEVICE_NAME, DEVICE_NAMES
 from .errors import InvalidArgumentError
 
 __all__ = [
+    "KEYWORD_FLAGS",
     "ArgumentParser",
     "UsageError",
+    "cli_message",
     "device_name",
     "fraction",
     "level",
@@ -249,3 +252,68 @@ def device_name(text: str) -> str:
     if DEVICE_NAME.fullmatch(name) is None:
         raise argparse.ArgumentTypeError(f"unknown device {text!r}; expected {DEVICE_NAMES}")
     return name
+
+
+#: Keyword names of the library functions behind ``tile`` and ``embed`` -> their command-line
+#: flags. Library messages name keywords (``pass mpp=``, ``dtype='fp8'``); the command line
+#: shows them as flags (``pass --mpp``, ``--dtype fp8``) through :func:`cli_message`.
+KEYWORD_FLAGS = {
+    "magnification": "--magnification",
+    "patch_size": "--patch-size",
+    "overlap": "--overlap",
+    "min_tissue": "--min-tissue",
+    "segmentation": "--preset",
+    "seg_mpp": "--seg-mpp",
+    "mpp": "--mpp",
+    "reader": "--reader",
+    "threads": "--threads",
+    "model": "--model",
+    "weights": "--weights",
+    "random_weights": "--random-weights",
+    "batch_size": "--batch-size",
+    "backend": "--backend",
+    "device": "--device",
+    "dtype": "--dtype",
+    "decode": "--decode",
+    "compile": "--compile",
+    "executor": "--executor",
+    "force": "--force",
+}
+
+_KEYWORD = re.compile(
+    r"(?<![\w.-])(" + "|".join(sorted(KEYWORD_FLAGS, key=len, reverse=True)) + r")="
+    r"(?:'([^']*)'|\"([^\"]*)\"|(True)\b|([\w./:-]+))?(?:\s*\((--[\w-]+)\))?"
+)
+_LEADING = re.compile(r"^(" + "|".join(KEYWORD_FLAGS) + r"):")
+
+
+def _flag_of(match: re.Match[str]) -> str:
+    """Return the flag text of one ``keyword=value`` match of :data:`_KEYWORD`."""
+    keyword, quoted, dquoted, true, bare, named = match.groups()
+    flag = named or KEYWORD_FLAGS[keyword]
+    value = quoted if quoted is not None else dquoted if dquoted is not None else bare
+    if true or value is None:
+        return flag
+    return f"{flag} {value}"
+
+
+def cli_message(message: object) -> str:
+    """Rewrite the keyword names of a library message as command-line flags.
+
+    ``pass mpp= (microns per pixel)`` becomes ``pass --mpp (microns per pixel)``,
+    ``dtype='fp8'`` becomes ``--dtype fp8``, ``random_weights=True (--random-weights)`` becomes
+    ``--random-weights``, and a leading ``threads:`` becomes ``--threads:``; only the keywords
+    of :data:`KEYWORD_FLAGS` are rewritten.
+
+    Parameters
+    ----------
+    message : object
+        The message (an exception or a string).
+
+    Returns
+    -------
+    str
+        The message as the command line shows it.
+    """
+    text = _KEYWORD.sub(_flag_of, str(message))
+    return _LEADING.sub(lambda m: f"{KEYWORD_FLAGS[m.group(1)]}:", text)

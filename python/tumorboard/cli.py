@@ -33,7 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from . import __version__
-from ._args import ArgumentParser, UsageError, level, positive_int, seed
+from ._args import ArgumentParser, UsageError, cli_message, level, positive_int, seed
 from .errors import (
     FileFormatError,
     InvalidArgumentError,
@@ -801,7 +801,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TumorboardError, OSError) as exc:
         if debug:
             raise
-        _error(exc)
+        # tile and embed run library functions whose messages name keywords: show flags
+        _error(cli_message(exc) if args.command in ("tile", "embed") else exc)
         return 2
     except Exception as exc:
         known = _diagnose(args, exc)

@@ -28,6 +28,10 @@ Outputs per slide follow TRIDENT's job layout exactly (mahmoodlab/TRIDENT
   ``weights_fingerprint``, ``slide``, ``source_path`` and the tiling settings.
 * ``{out}/contours_geojson/{name}.geojson``: the tissue contours (TRIDENT's folder).
 
+A real model run with ``random_weights=True`` writes ``features_{encoder}-random-weights`` and
+``embeddings_{encoder}-random-weights`` (and records that name as ``encoder``): TRIDENT's
+``features_{encoder}`` folder holds only features of the model's weights.
+
 The weights fingerprint is ``sha256:<hex>`` of the checkpoint file, ``random`` for a model built
 without weights (only with ``random_weights=True`` for the real models), or
 ``state-sha256:<hex>`` of a module's state dict (:mod:`tumorboard.models.weights`).
@@ -35,7 +39,8 @@ without weights (only with ``random_weights=True`` for the real models), or
 Every file is written under a temporary name and renamed into place; the features .h5 is renamed
 last and marks the slide complete. A rerun skips a complete slide only when its stored settings
 (magnification, patch size, overlap, segmentation, tissue threshold, resolution override,
-encoder, weights fingerprint) and its source slide match; a mismatch is refused with both values
+encoder, weights fingerprint, precision: bf16 features are not reused by an fp32 run) and its
+source slide match; a mismatch is refused with both values
 named (``force=True`` redoes it), and another magnification, patch size or overlap goes to its
 own folder. Half-written slides are redone (leftover temporary files of a killed run are
 removed). A slide that fails (corrupt file, no magnification, model error) or has no tissue is
@@ -230,6 +235,10 @@ class EmbedReport:
         return "\n".join(lines)
 
 
+#: Appended to the encoder name of a ``random_weights=True`` run (folders and ``encoder``).
+RANDOM_WEIGHTS_SUFFIX = "-random-weights"
+
+
 def features_complete(features: Path, parquet: Path | None = None) -> int | None:
     """Return the number of patches of a complete slide output, or None.
 
@@ -300,7 +309,10 @@ def encoder_identity(
         Allow a real model name without weights (random parameters, for tests).
     encoder_name : str or None, default None
         The name of the ``features_{encoder}`` folders (default: TRIDENT's name of a real model,
-        else the model name, or the module's ``encoder_name`` or class name).
+        else the model name, or the module's ``encoder_name`` or class name). With
+        ``random_weights=True`` the name gets :data:`RANDOM_WEIGHTS_SUFFIX`
+        (``features_uni_v2-random-weights``), so random features never land in the folder, or
+        carry the ``encoder`` attribute, of the real model's.
 
     Returns
     -------
@@ -348,6 +360,8 @@ def encoder_identity(
                 "run it with random parameters for testing; random weights never pass for a model"
             )
         name = encoder_name or info.trident_name or info.name
+        if random_weights and not name.endswith(RANDOM_WEIGHTS_SUFFIX):
+            name += RANDOM_WEIGHTS_SUFFIX  # never the folder of the real model's features
         fingerprint = RANDOM_WEIGHTS if weights is None else file_fingerprint(weights)
         return name, fingerprint
     if not callable(model):
@@ -395,7 +409,7 @@ def _load_runner(
         from ..models import resolve_device
 
         dev = resolve_device(device)
-        resolved = dtype if dtype != "auto" else ("bf16" if dev.type == "cuda" else "fp32")
+        resolved = run_precision(backend, str(dev), dtype)
         module = cached_module(prepared_key(cache_key, dev, resolved, mode))
     if module is None and isinstance(model, str):
         import warnings
@@ -683,35 +697,47 @@ def _check_positive(value: Any, name: str) -> int:
     return int(value)
 
 
+def run_precision(backend: str, device: str, dtype: str) -> str:
+    """Return the precision a run computes in, as its features record it (``precision``).
+
+    The same rule as the backends: onnxruntime computes in fp32; torch in ``dtype``, where
+    "auto" is bf16 on CUDA and fp32 elsewhere.
+    """
+    if backend != "torch":
+        return "fp32"
+    if dtype != "auto":
+        return dtype
+    if device == "cpu":
+        return "fp32"
+    from ..models import resolve_device
+
+    return "bf16" if resolve_device(device).type == "cuda" else "fp32"
+
+
 def _preflight(
     job: _SlideJob,
     opts: TilingOptions,
     out: Path,
     identity: dict[str, str],
     force: bool,
-    fp8: bool = False,
+    precision: str,
 ) -> SlideResult | None:
     """Decide a slide from its stored outputs, before any model is loaded.
 
-    Returns its result when it is skipped (complete, same settings) or refused (made with other
-    settings or from another slide of the same name, or FP8 features for an unquantised run and
-    the reverse), else None (to embed; ``job.reuse`` set when a `tile` run left coords made with
-    the same settings).
+    Returns its result when it is skipped (complete, same settings and precision) or refused
+    (made with other settings, another precision, e.g. bf16 features for an fp32 run, or from
+    another slide of the same name), else None (to embed; ``job.reuse`` set when a `tile` run
+    left coords made with the same settings).
     """
     if force:
         return None
     n = features_complete(job.features, job.parquet)
     if n is not None:
         stored = _stored_attrs(job.features)
-        why = opts.mismatch(job.features, stored, job.path, extra=identity)
-        stored_fp8 = stored.get("precision") == "fp8"
-        if why is None and stored_fp8 != fp8:
-            was = "FP8" if stored_fp8 else f"precision {stored.get('precision', 'unquantised')}"
-            why = (
-                f"{job.features} was made with other settings: {was} features, and this run is "
-                f"{'FP8' if fp8 else 'unquantised'}; FP8 and unquantised features are not "
-                "interchangeable. Pass --force (force=True) to redo it, or write to another --out"
-            )
+        why = opts.mismatch(job.features, stored, job.path,
+                            extra={**identity, "precision": precision})  # fmt: skip
+        if why is not None and (stored.get("precision") == "fp8") != (precision == "fp8"):
+            why += " (FP8 features and unquantised ones are not interchangeable)"
         if why is not None:
             return SlideResult(str(job.path), job.name, "failed", error=why,
                                features_path=job.features)  # fmt: skip
@@ -927,6 +953,7 @@ def embed_slides(
     encoder, fingerprint = encoder_identity(model, weights, random_weights=random_weights,
                                             encoder_name=encoder_name)  # fmt: skip
     identity = {"encoder": encoder, "weights_fingerprint": fingerprint}
+    precision = run_precision(backend, device, dtype)
     out_dir = Path(out)
     job_dir = opts.job_dir(out_dir)
     features_dir = job_dir / f"features_{encoder}"
@@ -951,7 +978,7 @@ def embed_slides(
         nm = slide.name
         job = _SlideJob(index, slide.path, nm, features_dir / f"{nm}.h5",
                         parquet_dir / f"{nm}.parquet", opts.coords_path(out_dir, nm))  # fmt: skip
-        decided = _preflight(job, opts, out_dir, identity, force, fp8=dtype == "fp8")
+        decided = _preflight(job, opts, out_dir, identity, force, precision)
         if decided is not None:
             record(decided, job.index)
         else:

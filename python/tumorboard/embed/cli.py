@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .._args import device_name, positive_int
+from .._args import cli_message, device_name, positive_int
 from ..errors import InvalidArgumentError, TumorboardError
 from ..slides.cli import (
     add_slide_options,
@@ -161,6 +161,8 @@ def run_embed(args: argparse.Namespace) -> int:
         [r.to_dict() for r in report.results],
         meta={"encoder": report.encoder, "weights_fingerprint": report.weights_fingerprint},
     )
-    print(report.summary())
+    for line in report.summary().splitlines():  # failures in flags: --mpp, not mpp=
+        failed = line.startswith(("FAILED ", "NO TISSUE "))
+        print(cli_message(line) if failed else line)
     print(f"report: {report.report_path}")
     return 0 if report.ok else 1

@@ -135,6 +135,28 @@ def _input_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return params
 
 
+#: The file options of :class:`McpOptions` and their ``tumorboard mcp`` flags.
+_FILE_OPTIONS = {
+    "conch_weights": "--conch-weights",
+    "conch_tokenizer": "--conch-tokenizer",
+    "uni2_weights": "--uni2-weights",
+    "ihc_weights": "--ihc-weights",
+}
+
+
+def _check_given_files(options: McpOptions) -> None:
+    """Refuse, at start, a checkpoint or tokenizer path that was given but is not a file.
+
+    Each given path is checked, also when its partner flag is missing and the tool would be
+    listed as unavailable, so a mistyped path never goes unnoticed until the first call.
+    """
+    for key, flag in _FILE_OPTIONS.items():
+        value = getattr(options, key)
+        if value is not None and not Path(value).is_file():
+            what = "is a folder, not a file" if Path(value).is_dir() else "no such file"
+            raise MissingFileError(f"{flag} ({key}): {what}: {value}")
+
+
 class ToolServer:
     """The tools with their loaded models, and the MCP request handlers over them.
 
@@ -146,7 +168,8 @@ class ToolServer:
     Raises
     ------
     tumorboard.models.WeightsError, MissingFileError, InvalidArgumentError
-        A checkpoint or tokenizer that was given does not exist or does not load.
+        A checkpoint or tokenizer that was given does not exist (checked first, for every
+        given path, also when the tool's other file is missing) or does not load.
     MissingDependencyError
         Weights were given but torch (``tumorboard[embed]``) is not installed.
     """
@@ -155,6 +178,7 @@ class ToolServer:
         self.options = options or McpOptions()
         self._lock = threading.Lock()  # one model call at a time
         self.tools: dict[str, _Tool] = {}
+        _check_given_files(self.options)
         self._add_conch()
         self._add_ihc()
         self.tools["dab_positive_fraction"] = _Tool(

@@ -19,6 +19,8 @@ import hashlib
 import os
 import pickle
 import re
+import zipfile
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,7 +237,8 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     UnsafeCheckpointError
         The pickle needs objects beyond tensors and plain containers.
     WeightsError
-        The file is not a readable checkpoint or holds no state dict.
+        The file is not a readable checkpoint, holds no state dict, or is a zip checkpoint
+        (torch's format) with a member that fails its CRC-32 check.
     """
     p = Path(path)
     if not p.is_file():
@@ -252,6 +255,7 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
         except Exception as exc:
             raise WeightsError(p, f"not a readable safetensors file ({exc})") from exc
         return _unwrap(obj, p)
+    _check_zip_members(p)
     try:
         obj = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
@@ -273,6 +277,29 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
             p, f"not a readable torch checkpoint ({type(exc).__name__}: {_first_line(str(exc))})"
         ) from exc
     return _unwrap(obj, p)
+
+
+def _check_zip_members(path: Path) -> None:
+    """Refuse a zip checkpoint (torch's format since 1.6) whose members fail their CRC-32.
+
+    ``torch.load`` reads stored (uncompressed) members without checking their CRC, so a flipped
+    byte inside a tensor would load as a wrong weight. Every member is read once and checked
+    against the CRC-32 of the central directory (:meth:`zipfile.ZipFile.testzip`). Files that
+    are not zip archives (legacy pickles) are left to ``torch.load``.
+    """
+    if not zipfile.is_zipfile(path):
+        return
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+        raise WeightsError(path, f"damaged zip checkpoint ({_first_line(str(exc))})") from exc
+    if bad is not None:
+        raise WeightsError(
+            path,
+            f"damaged checkpoint: member {bad!r} fails its CRC-32 check (the file was changed "
+            "or corrupted after it was saved; download or copy it again)",
+        )
 
 
 def check_state_dict(

@@ -399,6 +399,12 @@ def _inspect(st: Store, lf: Any) -> pl.DataFrame:
             pl.lit(None, pl.Float64).alias("value")
         )
         scored = pl.concat([scored, empty.select(scored.columns)], how="vertical")
+    if scored.height == 0 and base.height:
+        raise InvalidArgumentError(
+            f"inspect: none of the {base.height} stored samples has a score: every one ended in "
+            "an error or was not scored (inspect_ai scores no errored sample), so there is "
+            "nothing to grade; see each item's extra.error"
+        )
     return scored.with_columns(pl.col("sample_id").fill_null(pl.col("item_id"))).drop("item_id")
 
 

@@ -173,6 +173,17 @@ PRESETS: dict[str, SegmentationParams] = {
 }
 
 
+def _smaller_preset_hint(min_tissue_area: float) -> str:
+    """Name the preset (``--preset``) with the smallest minimum area below ``min_tissue_area``."""
+    name, params = min(PRESETS.items(), key=lambda kv: kv[1].min_tissue_area)
+    if params.min_tissue_area >= min_tissue_area:
+        return ", or segment a finer thumbnail (a smaller --seg-mpp)"
+    return (
+        f", choose a preset with a smaller minimum (--preset {name}: "
+        f"{_mm2(params.min_tissue_area)}), or segment a finer thumbnail (a smaller --seg-mpp)"
+    )
+
+
 def resolve_params(
     preset: str = DEFAULT_PRESET, params: SegmentationParams | None = None
 ) -> SegmentationParams:
@@ -305,7 +316,10 @@ class TissueMask:
         """Say why the mask is empty, with a hint; "" when it is not.
 
         The message gives the largest region found against the minimum area, or says that no
-        pixel passed the saturation threshold, and names the parameter to change.
+        pixel passed the saturation threshold, and names what to change: the
+        :class:`SegmentationParams` field, and the command-line flags of ``tumorboard tile`` /
+        ``embed`` that change it (``--preset``, ``--seg-mpp``; every flag named is one the
+        parser has).
         """
         if not self.empty:
             return ""
@@ -313,14 +327,16 @@ class TissueMask:
         where = f" on the {self.pixel_area_um2**0.5:.3g} um/px thumbnail"
         if self.largest_region_um2 <= 0:
             how = "Otsu's" if p.use_otsu else "sthresh"
+            otsu = "" if p.use_otsu else ", or threshold with Otsu's method (--preset otsu)"
             return (
                 f"no tissue: nothing passes the saturation threshold {self.threshold} ({how}) and "
-                f"the median blur{where}; the slide looks blank (check the file, or lower sthresh)"
+                f"the median blur{where}; the slide looks blank (check the file, or lower "
+                f"SegmentationParams.sthresh{otsu})"
             )
         return (
             f"no tissue: largest region {_mm2(self.largest_region_um2)} is not above the minimum "
-            f"{_mm2(p.min_tissue_area)}{where}; lower min_tissue_area (--min-tissue-area) or "
-            "choose another preset"
+            f"{_mm2(p.min_tissue_area)}{where}; lower SegmentationParams.min_tissue_area"
+            f"{_smaller_preset_hint(p.min_tissue_area)}"
         )
 
     def polygons(self) -> list[TissuePolygon]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .._args import fraction, nonnegative_int, positive_float, positive_int
+from .._args import cli_message, fraction, nonnegative_int, positive_float, positive_int
 from .._io import atomic_path
 from .._progress import SlideProgress
 from ..errors import MissingFileError, TumorboardError
@@ -215,7 +215,7 @@ def usage_error(exc: BaseException) -> int:
     int
         2.
     """
-    print(f"tumorboard: error: {exc}", file=sys.stderr)
+    print(f"tumorboard: error: {cli_message(exc)}", file=sys.stderr)
     return 2
 
 
@@ -391,7 +391,7 @@ def run_tile(args: argparse.Namespace) -> int:
     )
     for e in entries:
         if e["status"] in ("failed", "no tissue"):
-            print(f"  {e['status'].upper()} {e['slide']}: {e['error']}")
+            print(f"  {e['status'].upper()} {e['slide']}: {cli_message(e['error'])}")
     return 1 if counts["failed"] or counts["no tissue"] else 0
 
 

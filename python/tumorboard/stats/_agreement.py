@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, NumericOverflowError
 from . import _validate
 from ._bootstrap import run_engine
 from ._options import BootstrapOptions
@@ -376,8 +376,33 @@ def _prepare_krippendorff_alpha(
     diag = np.arange(q)
     pairs[:, diag, diag] -= counts
     rows = (pairs / (m - 1.0)[:, None, None]).reshape(counts.shape[0], q * q)
+    _check_alpha_range(values, scale, float(m.sum()))
     params = np.concatenate([[float(q), float(_METRIC_CODES[scale])], values])
     return _Prepared("krippendorff_alpha", np.ascontiguousarray(rows), params)
+
+
+def _check_alpha_range(values: np.ndarray, scale: str, n: float) -> None:
+    """Refuse interval or ratio values whose metric sums overflow float64.
+
+    The engine sums ``n_c n_k d_ck`` over value pairs: at most ``n^2`` times the largest
+    ``d``. The interval metric squares differences, ``(c - k)^2``, and the ratio metric divides
+    by sums, ``c + k``; values near 1e154 (interval) or 1e308 (ratio) overflow them to ``inf``,
+    which would give a NaN or a wrong alpha.
+    """
+    if scale not in ("interval", "ratio"):
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        if scale == "interval":
+            bound = float(np.float64(values.max() - values.min()) ** 2 * n * n)
+        else:
+            bound = float(2.0 * np.abs(values).max())
+    if not np.isfinite(bound):
+        raise NumericOverflowError(
+            f"reliability_data: the {scale} metric of Krippendorff's alpha overflows float64 "
+            f"for values from {values.min():.6g} to {values.max():.6g} over {int(n)} pairable "
+            "values; rescale the values (alpha does not change when every value is multiplied "
+            "by the same positive factor)"
+        )
 
 
 def _prepare_mean_pairwise_agreement(labels: npt.ArrayLike) -> _Prepared:
@@ -669,6 +694,9 @@ def krippendorff_alpha(
     InvalidArgumentError
         Data of the wrong shape, fewer than 2 distinct values or no pairable unit, a level of
         measurement the values do not support, or invalid options.
+    NumericOverflowError
+        Interval or ratio values so large that the metric's sums overflow float64 (squared
+        differences near 1e154 and beyond); an ``OverflowError``.
     """
     prepared = _prepare_krippendorff_alpha(
         reliability_data, level_of_measurement=level_of_measurement, value_domain=value_domain

@@ -734,6 +734,7 @@ def parse(
     event_tables: list[pa.Table] = []
     used_tools = False
     n_read = n_kept = 0
+    errored: list[str] = []  # "id:epoch (message)" of the samples that ended in an error
 
     def reject(where: str, why: str) -> None:
         out.rejected.append((f"{path}#{where}", why[:300]))
@@ -809,6 +810,9 @@ def parse(
             reject(where, f"skipped: cannot be read ({type(exc).__name__}: {exc})")
             continue
         used_tools |= used
+        if sample.get("error"):
+            where = f"{sample.get('id')}:{sample.get('epoch')}"
+            errored.append(f"{where} ({_error_text(sample['error'])})")
         pending.append((item, evs))
         if len(pending) == CHUNK_SAMPLES:
             flush()
@@ -855,6 +859,14 @@ def parse(
     out.keys_frame = pl.DataFrame(
         [pl.Series(c, keys.column(c).to_pylist(), dtype=pl.String) for c in keys.column_names]
     )
+    if errored and len(errored) == n_kept:
+        out.warnings.append(
+            (
+                str(path),
+                f"every one of its {n_kept} samples ended in an error, so none has a score "
+                f"(first: {errored[0][:200]}); the log has nothing to grade",
+            )
+        )
     if header.get("status") not in (None, "success"):
         out.warnings.append(
             (
