@@ -422,7 +422,7 @@ def test_jsonl_import_with_field_map(tmp_path):
         "1 of 3 lines have no value for 'expected' (--map gold=expected)",
         "1 of 3 lines have no value for 'response'",
         "1 of 3 lines have no grade (no 'correct', and no 'expected' with a 'response' whose "
-            "answer can be read)",
+        "answer can be read)",
     ]
     assert (
         "keys seen: meta, meta.model, patient_id, task, question, expected"

@@ -107,8 +107,9 @@ _ALL_EXTRA = {f: k for fields in BENCHMARK_FIELDS.values() for f, k in fields.it
 
 #: Other names harnesses give the fields, tried in this order when a file's records lack the
 #: field's own key and ``--map`` does not map it: the first alias the sampled records carry is
-#: read as the field, and the import says so (warning naming both keys). Names that are as
-#: often something else (``id``, ``label`` of a class, ``answer`` as free text) are not here.
+#: read as the field, and the import says so (warning naming both keys). ``id`` comes last
+#: for the item id (a per-request id would be ``request_id``); ``answer``, which is as often
+#: the model's free text as the reference, is not here.
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "correct": ("is_correct", "correctness", "is_right", "score_correct"),
     "gold": ("target", "ground_truth", "gt_answer", "answer_key", "expected", "reference",
@@ -117,7 +118,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
                  "model_response", "generation"),
     "parsed_answer": ("predicted_answer", "pred_answer", "extracted_answer"),
     "question": ("prompt", "query", "input_text"),
-    "item_id": ("question_id", "qid", "sample_id"),
+    "item_id": ("question_id", "qid", "sample_id", "doc_id", "id"),
     "patient_id": ("case_id", "patient"),
 }  # fmt: skip
 _MISSING = object()
