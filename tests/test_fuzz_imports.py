@@ -570,7 +570,10 @@ def test_jsonl_damaged_line_between_good_lines_costs_only_itself(tmp_path):
     for name, (response, letter) in HOSTILE_LINES.items():
         row = items.filter(pl.col("patient_id") == f"{name}-2").row(0, named=True)
         assert row["response"] == response and row["parsed_answer"] == letter
-        assert row["correct"] is False and row["correct_source"] == "graded"
+        if letter is None:  # no readable answer: ungraded, not wrong
+            assert row["correct"] is None and row["correct_source"] == "missing"
+        else:
+            assert row["correct"] is (letter == row["gold"]) and row["correct_source"] == "graded"
     assert items.get_column("latency_s").is_finite().all()
 
 

@@ -142,7 +142,7 @@ def test_reusing_an_id_for_another_question_is_refused_then_replaced_on_request(
 
 
 def test_item_key_names_what_identifies_an_item(tmp_path):
-    recs = [{"model": "m", "case": {"id": i}, "prompt": "Same prompt?", "response": "A"}
+    recs = [{"model": "m", "case": {"id": i}, "text": "Same text?", "response": "A"}
             for i in range(6)]  # fmt: skip
     log = write_jsonl(tmp_path / "log.jsonl", recs)
     out = cli("import", "jsonl", str(log), "--store", str(tmp_path / "s"))
