@@ -177,16 +177,21 @@ def grids(paths: list[Path]) -> list[tuple[Path, np.ndarray, int, int]]:
 
 def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
                 size: int, limit: int, native: bool | None = None,
-                max_seconds: float | None = None) -> float:  # fmt: skip
+                max_seconds: float | None = None, decode: str = "cpu",
+                device: str | None = None) -> float:  # fmt: skip
     """Patches/s of PatchLoader alone (float32 batches) over at most ``limit`` patches.
 
     ``native`` is passed to :class:`~tumorboard.slides.PatchLoader` (None: the native batch
     reader where it applies; False: the Python tile path). ``max_seconds`` stops the pass at
-    the first batch after that many seconds.
+    the first batch after that many seconds. ``decode="gpu"`` decodes on ``device`` (the
+    batches stay there; the clock stops after the device has finished).
     """
     from tumorboard import slides
 
+    gpu = {"decode": "gpu", "device": device} if decode == "gpu" else {}
+    sync = _cuda_sync if decode == "gpu" else (lambda: None)
     n = 0
+    sync()
     t0 = time.perf_counter()
     for path, coords, level, rs in grid:
         take = coords[: max(0, limit - n)]
@@ -194,11 +199,20 @@ def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, 
             break
         with slides.open(path) as s:
             for b in slides.PatchLoader(s, take, level=level, read_size=rs, batch_size=batch,
-                                        size=size, threads=threads, native=native):  # fmt: skip
+                                        size=size, threads=threads, native=native,
+                                        **gpu):  # fmt: skip
                 n += len(b)
                 if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                    sync()
                     return n / (time.perf_counter() - t0)
+    sync()
     return n / (time.perf_counter() - t0)
+
+
+def _cuda_sync() -> None:
+    import torch
+
+    torch.cuda.synchronize()
 
 
 def loader_path(grid: list[tuple[Path, np.ndarray, int, int]], *,
@@ -425,23 +439,10 @@ def gpu_decode_loader(grid: list[tuple[Path, np.ndarray, int, int]], *, threads:
     on the GPU and on the CPU (both resized, uint8, not normalised): nvJPEG's IDCT and chroma
     upsampling may differ from libjpeg-turbo's by a few levels.
     """
-    import torch
     from tumorboard import slides
 
-    n = 0
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for path, coords, level, rs in grid:
-        take = coords[: max(0, limit - n)]
-        if not len(take):
-            break
-        with slides.open(path) as s:
-            for b in slides.PatchLoader(s, take, level=level, read_size=rs, batch_size=batch,
-                                        size=size, threads=threads, decode="gpu",
-                                        device=device):  # fmt: skip
-                n += len(b)
-    torch.cuda.synchronize()
-    rate = n / (time.perf_counter() - t0)
+    rate = loader_rate(grid, threads=threads, batch=batch, size=size, limit=limit,
+                       decode="gpu", device=device)  # fmt: skip
     path, coords, level, rs = grid[0]
     out = {}
     with slides.open(path) as s:

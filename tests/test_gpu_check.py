@@ -152,41 +152,30 @@ def test_results_files_in_the_repository_are_complete():
         assert md.read_text() == gc.render_markdown(data), f"{md} does not match {f.name}"
 
 
-def test_without_cuda_the_command_says_pending_and_writes_nothing():
-    before = sorted((REPO / "benchmarks" / "results").glob("*"))
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--budget", "30"],
+def gpu_check(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/gpu_check.py ARGS`` as a user runs it (CUDA hidden: a CPU run)."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},  # no CUDA, even on a GPU machine
     )
+
+
+def test_without_cuda_the_command_says_pending_and_writes_nothing():
+    before = sorted((REPO / "benchmarks" / "results").glob("*"))
+    out = gpu_check("--budget", "30")
     assert out.returncode == 0, out.stderr
     assert "no CUDA device here" in out.stdout and "pending" in out.stdout
     assert sorted((REPO / "benchmarks" / "results").glob("*")) == before
 
 
 def test_allow_cpu_writes_a_results_file_and_its_markdown(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            "--allow-cpu",
-            "--steps",
-            "env,kernels",
-            "--results-dir",
-            str(tmp_path),
-            "--copy-to",
-            str(tmp_path / "copy"),
-            "--budget",
-            "100",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    out = gpu_check("--allow-cpu", "--steps", "env,kernels", "--results-dir", str(tmp_path),
+                    "--copy-to", str(tmp_path / "copy"), "--budget", "100",
+                    timeout=240)  # fmt: skip
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     files = sorted(tmp_path.glob("*.json"))
     assert len(files) == 1, list(tmp_path.iterdir())
@@ -201,13 +190,7 @@ def test_allow_cpu_writes_a_results_file_and_its_markdown(tmp_path):
 
 
 def test_unknown_step_is_refused_with_the_valid_names():
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--steps", "env,kernals"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = gpu_check("--steps", "env,kernals")
     assert out.returncode == 2
     assert "kernals" in out.stderr and "kernels" in out.stderr
 

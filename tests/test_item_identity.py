@@ -6,34 +6,14 @@ user must see now (the right count, or a clear refusal naming the file, line or 
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
+from test_logs_to_scores import cli, write_jsonl
 from tumorboard.traj import Store
 
 OPTS = "\nA) adenocarcinoma\nB) squamous cell carcinoma"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tumorboard.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        check=False,
-    )
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
 
 
 def records_300() -> list[dict]:
