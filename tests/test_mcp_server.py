@@ -154,6 +154,12 @@ def test_decompression_bomb_is_a_bad_argument_not_an_internal_error(tmp_path):
         text = r.content[0].text
         assert r.is_error and "image too large to decode" in text, text
         assert where in text and "internal error" not in text
+    # under Pillow's bomb limit but over the server's own: refused from the header alone
+    png = _png_header_only(9000, 9000)
+    (tmp_path / "big.png").write_bytes(png)
+    r = ts.call("dab_positive_fraction", {"image": "big.png"})
+    text = r.content[0].text
+    assert r.is_error and "9000 x 9000 pixels, more than the 67,108,864" in text, text
 
 
 def test_numbers_beyond_the_float_range_are_bad_arguments(ihc_png):

@@ -21,7 +21,8 @@ never answers from random weights.
 
 Images are passed as ``image`` (a file path; with ``image_root`` only paths inside that folder)
 or ``image_base64`` (the PNG, JPEG or TIFF file's bytes, base64-encoded; at most
-:data:`MAX_IMAGE_BYTES`). Bad arguments (a missing or unknown argument, a wrong type, a file that
+:data:`MAX_IMAGE_BYTES`; an image file too; at most :data:`MAX_IMAGE_PIXELS` pixels, read from
+the header before decoding). Bad arguments (a missing or unknown argument, a wrong type, a file that
 does not exist or is not an image) give a tool error naming the argument, and the server keeps
 serving. Results are the tool's reply sentence as text and its fields as structured content.
 
@@ -58,10 +59,20 @@ except ImportError as _exc:  # pragma: no cover - exercised where mcp is absent
         "tumorboard mcp", package="mcp", extra="mcp", cause=_exc
     ) from None
 
-__all__ = ["MAX_IMAGE_BYTES", "McpOptions", "ToolServer", "build_server", "serve"]
+__all__ = [
+    "MAX_IMAGE_BYTES",
+    "MAX_IMAGE_PIXELS",
+    "McpOptions",
+    "ToolServer",
+    "build_server",
+    "serve",
+]
 
-#: Largest decoded ``image_base64`` accepted (bytes).
+#: Largest decoded ``image_base64`` or image file accepted (bytes).
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
+#: Largest image accepted, in pixels (checked from the header, before any pixel is decoded):
+#: 8192 x 8192, far above a tool's region of interest, and 192 MiB as RGB.
+MAX_IMAGE_PIXELS = 8192 * 8192
 SERVER_NAME = "tumorboard"
 _LOOPBACK = "127.0.0.1"
 
@@ -352,8 +363,19 @@ class ToolServer:
         else:
             path = self._path(args["image"])
             source, label, where = path, path.name, f"image {str(path)!r}"
+            size = path.stat().st_size
+            if size > MAX_IMAGE_BYTES:
+                raise InvalidArgumentError(
+                    f"{where}: {size:,} bytes, larger than {MAX_IMAGE_BYTES // (1 << 20)} MiB"
+                )
         try:
             with Image.open(source) as im:
+                w, h = im.size
+                if w * h > MAX_IMAGE_PIXELS:
+                    raise InvalidArgumentError(
+                        f"{where}: {w} x {h} pixels, more than the {MAX_IMAGE_PIXELS:,} a tool "
+                        "image may have (crop the region of interest)"
+                    )
                 rgb = np.asarray(im.convert("RGB"))
         except Image.DecompressionBombError as exc:  # a bad input, not an internal error
             raise InvalidArgumentError(f"{where}: image too large to decode ({exc})") from None
