@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
+from ..errors import InvalidArgumentError
+
 __all__ = ["PageChecksumError", "PageCheck", "verify_page_checksums"]
 
 #: Thrift compact protocol type ids (``TCompactProtocol``).
@@ -30,8 +32,11 @@ _COMPRESSED_SIZE, _CRC = 3, 4
 _MAX_DEPTH = 64
 
 
-class PageChecksumError(ValueError):
-    """A page whose bytes do not match its header's CRC, or whose header does not parse."""
+class PageChecksumError(InvalidArgumentError):
+    """A page whose bytes do not match its header's CRC, or whose header does not parse.
+
+    Internal to the store's checks, which turn it into a ``CorruptStoreError`` naming the part.
+    """
 
 
 @dataclass(frozen=True)
