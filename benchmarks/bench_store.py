@@ -31,6 +31,11 @@ repeated question texts as in MTBBench, 0-4 files accessed per question):
   command line (``tumorboard import`` then ``tumorboard score``, two processes, interpreter
   start-up included); target <= 2 s. Anchor: a reference-style scorer (``json.load`` of every
   log, then the numpy bootstrap per run and task).
+* **page checksums**: the same JSON lines imported into a store with Parquet page checksums
+  (the default) and into one without (``Store(page_checksums=False)``), in the same run; the
+  cost is ``on / off - 1`` of import time (target, with content keys: <= 10%). And
+  ``Store.verify()`` of the items (every page's CRC-32, what scoring checks before it reads)
+  against ``Store.items().collect()`` of the same parts.
 
 ``ratio`` = anchor time / tumorboard time (>1: tumorboard faster). Checks: written rows read back
 equal the source; the read frame agrees with the JSON records; score CIs agree with the numpy
@@ -46,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 import tempfile
@@ -68,7 +74,9 @@ ANCHOR_JSON = "JSON lines"
 ANCHOR_ARROW = "raw pyarrow"
 ANCHOR_REF = "json.load + numpy (reference-style scorer)"
 ANCHOR_IDS = "the same lines keyed by their ids"
-ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS)
+ANCHOR_NO_CRC = "page checksums off"
+ANCHOR_POLARS = "polars read (collect)"
+ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS, ANCHOR_NO_CRC, ANCHOR_POLARS)
 N_MODELS, N_TASKS = 20, 10
 N_RESAMPLES = 1000
 SEED = 0
@@ -830,6 +838,58 @@ def _content_keys(ctx: _Ctx, n: int) -> list[Result]:
     ]  # fmt: skip
 
 
+def _page_checksums(ctx: _Ctx, n: int) -> list[Result]:
+    """Import the same lines with page checksums on and off; time verifying against reading."""
+    from tumorboard.traj import Store, import_logs
+
+    path = ctx.tmp / "log-checksums.jsonl"
+    path.write_text("\n".join(_jsonl_lines(n, SEED + 2)) + "\n", encoding="utf-8")
+    name = f"import {_count(n)} JSON lines, page checksums on (anchor: off)"
+    ctx.log(name)
+    runs = iter(range(10**6))
+    stores: dict[bool, Store] = {}
+
+    def importer(checksums: bool) -> Callable[[], Any]:
+        def run() -> Any:
+            store = Store(_fresh(ctx, f"crc-store-{next(runs)}"), fsync=False,
+                          page_checksums=checksums)  # fmt: skip
+            stores[checksums] = store
+            return import_logs("jsonl", path, store, benchmark="mtbbench",
+                               field_map={"item_id": "id"})  # fmt: skip
+
+        return run
+
+    # interleaved (off, on, off, on, ...), best of each: drift of the machine hits both alike
+    best = {False: math.inf, True: math.inf}
+    importer(False)()  # warm-up
+    for _ in range(max(ctx.repeat, 5)):
+        for checksums in (False, True):
+            t0 = time.perf_counter()
+            rep = importer(checksums)()
+            best[checksums] = min(best[checksums], time.perf_counter() - t0)
+    off_s, on_s = best[False], best[True]
+    cost = on_s / off_s - 1.0
+    ctx.log(f"  page checksums off: {off_s:.3f} s/call, on: {on_s:.3f} s/call")
+    ctx.log(f"  page checksums cost {cost:+.1%} of import time")
+    store = stores[True]
+    pages_ok = rep.n_items == n and store.check().ok
+    verify_name = f"verify page checksums of {_count(n)} items (anchor: read them)"
+    ctx.log(verify_name)
+    verify_s, _ = ctx.time("Store.verify('items')", lambda: store.verify("items"))
+    read_s, _ = ctx.time("Store.items().collect()", lambda: store.items().collect())
+    ctx.workloads[name] = {"n": n, "cost": cost, "target_cost": 0.10}
+    ctx.workloads[verify_name] = {"n": n, "verify_over_read": verify_s / read_s}
+    return [
+        Result.make(name, on_s, ANCHOR_NO_CRC, off_s,
+                    check="ok (imported, checks clean)" if pages_ok else "WARN: check failed",
+                    note=f"checksums cost {cost:+.1%} of import time (target <= 10% with "
+                    "content keys)"),
+        Result.make(verify_name, verify_s, ANCHOR_POLARS, read_s, check="ok",
+                    note=f"verify = {verify_s / read_s:.0%} of a full read; scoring verifies "
+                    "before it reads"),
+    ]  # fmt: skip
+
+
 def run_results(
     quick: bool = False,
     repeat: int = 3,
@@ -864,6 +924,7 @@ def run_results(
         results += _import_jsonl(ctx, 50_000 if quick else 200_000)
         results += _content_keys(ctx, 50_000 if quick else 200_000)
         results += _import_and_score(ctx)
+        results += _page_checksums(ctx, 50_000 if quick else 200_000)
     meta = {
         "quick": quick,
         "records": n,

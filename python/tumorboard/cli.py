@@ -680,11 +680,13 @@ def _missing_extra(exc: ImportError, verb: str) -> MissingDependencyError | None
 
 
 def corrupt_part(store: str | os.PathLike[str]) -> FileFormatError | None:
-    """Find the first Parquet part of a store that cannot be read, and say which.
+    """Find the Parquet parts of a store that cannot be read, and say which.
 
     Used when reading a store failed inside polars or pyarrow, whose messages do not name the
-    file: every part under the store's table folders is opened (footer and metadata) and, when
-    all footers are sound, read in full.
+    file: :meth:`Store.verify <tumorboard.traj.Store.verify>` checks every listed part (size,
+    footer, page checksums) and decodes it with polars, the engine scoring reads with. When
+    the manifest itself cannot be read, every part file under the table folders is opened
+    and read with pyarrow instead.
 
     Parameters
     ----------
@@ -694,20 +696,22 @@ def corrupt_part(store: str | os.PathLike[str]) -> FileFormatError | None:
     Returns
     -------
     FileFormatError or None
-        The error naming the first unreadable part and the reader's complaint, or None when
-        every part reads.
+        The error naming the first unreadable part (a ``CorruptStoreError`` when the manifest
+        reads) and the reader's complaint, or None when every part reads.
     """
     import pyarrow.parquet as pq
 
+    from .traj import CorruptStoreError, Store
+
     root = Path(store)
     tables = ("runs", "items", "events", "imports")
-    try:  # the parts the manifest lists; a stray file in a table folder is not the store's
-        from .traj import Store
-
+    try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            st = Store(root, create=False)
-            parts = [p for t in tables for p in st.parts(t)]
+            Store(root, create=False).read(lambda st: st.verify(read=True))
+        return None
+    except CorruptStoreError as exc:
+        return exc
     except (TumorboardError, OSError):
         parts = sorted(
             p
@@ -716,20 +720,16 @@ def corrupt_part(store: str | os.PathLike[str]) -> FileFormatError | None:
             for p in (root / t).glob("*.parquet")
             if not p.name.startswith(".")
         )
-    for full in (False, True):
-        for part in parts:
-            try:
-                if full:
-                    pq.read_table(part)
-                else:
-                    pq.ParquetFile(part).metadata  # noqa: B018 - reads and checks the footer
-            except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
-                return FileFormatError(
-                    part,
-                    f"corrupt Parquet part ({type(exc).__name__}: {_line(exc)}); restore it "
-                    f"from a copy, or run `tumorboard store check {root} --repair` (which drops "
-                    "it from the store's manifest), then rerun",
-                )
+    for part in parts:
+        try:
+            pq.read_table(part, page_checksum_verification=True)
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
+            return FileFormatError(
+                part,
+                f"corrupt Parquet part ({type(exc).__name__}: {_line(exc)}); restore it "
+                f"from a copy, or run `tumorboard store check {root} --repair` (which drops "
+                "it from the store's manifest), then rerun",
+            )
     return None
 
 

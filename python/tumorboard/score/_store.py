@@ -97,12 +97,22 @@ def store_frame(
         store has), none left in ``tracks``, or an item lacking a field the scorer needs.
     MissingFileError
         No store at the path.
+    CorruptStoreError
+        A part read is missing or damaged (a page that fails its checksum, a file polars
+        cannot decode); the message names it. A part that a concurrent compaction removes is
+        no error: the read is made again from the new manifest (``Store.read``).
     """
     if benchmark not in _BUILDERS:
         raise InvalidArgumentError(
             f"benchmark: expected one of {sorted(_BUILDERS)}, got {benchmark!r}"
         )
     st = store if isinstance(store, Store) else Store(store, create=False)
+    return st.read(lambda s: _frame(s, benchmark, tracks))
+
+
+def _frame(st: Store, benchmark: str, tracks: Sequence[str] | None) -> pl.DataFrame:
+    """Build :func:`store_frame`'s frame from one state of the store (run by ``Store.read``)."""
+    st.verify(("runs", "items"))
     items = st.items(with_runs=True)
     present = items.select(pl.col("benchmark").unique()).collect().get_column("benchmark")
     if benchmark not in present.to_list():
@@ -171,6 +181,7 @@ def _collect(lf: Any, benchmark: str) -> pl.DataFrame:
 
 def _events(st: Store, frame: pl.DataFrame) -> pl.DataFrame:
     """Return the events of the frame's runs, ordered by item and step."""
+    st.verify("events")
     runs = frame.get_column("run_id").unique().to_list()
     return (
         st.events()

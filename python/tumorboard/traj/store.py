@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -70,7 +70,14 @@ from .. import __version__
 from .._io import atomic_path, is_temp_name, remove_temp_files, temp_files
 from .._json import json_text
 from .._typing import Frame
-from ..errors import FileFormatError, InvalidArgumentError, MissingFileError, StateError
+from ..errors import (
+    FileFormatError,
+    InvalidArgumentError,
+    MissingFileError,
+    StateError,
+    TumorboardError,
+)
+from ._pages import PageChecksumError, verify_page_checksums
 from .schema import SCHEMA_VERSION, TABLES, conform, polars_schema, schema_of
 
 MANIFEST = "manifest.json"
@@ -102,6 +109,9 @@ _NO_LINKS = {
     getattr(errno, name) for name in ("EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EMLINK")
     if hasattr(errno, name)
 }  # fmt: skip
+#: Attempts of :meth:`Store.read` when the manifest changes under a read.
+READ_ATTEMPTS = 20
+_T = TypeVar("_T")
 _HOST = "".join(c if c.isalnum() else "-" for c in socket.gethostname())[:24] or "host"
 
 #: Set by tests only: called with the name of each step of a commit, compaction or checkpoint.
@@ -337,6 +347,11 @@ class Store:
     fsync : bool, default True
         fsync every part, commit record and their directory before they count as written
         (durable against power loss, not only process crashes).
+    page_checksums : bool, default True
+        Write a CRC-32 into every Parquet page header of the parts this object writes, which
+        :meth:`verify`, :meth:`check`, :meth:`compact` and scoring compare with the page's
+        bytes (a flipped bit is found and the part named). Parts written without checksums
+        (older stores) still read; their pages are reported as unchecked, not as damage.
 
     Raises
     ------
@@ -354,10 +369,16 @@ class Store:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, create: bool = True, fsync: bool = True
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        fsync: bool = True,
+        page_checksums: bool = True,
     ) -> None:
         self.path = Path(path)
         self.fsync = bool(fsync)
+        self.page_checksums = bool(page_checksums)
         manifest = self.path / MANIFEST
         if manifest.is_file():
             self.manifest = self._read_manifest(manifest)
@@ -810,32 +831,19 @@ class Store:
         self._check_table(table)
         return [self.path / table / n for n in sorted(self._live(table))]
 
-    def _live(self, table: str, state: _State | None = None) -> dict[str, tuple[int, int]]:
-        """Return the listed parts of ``table`` (name -> (size, rows)), checked against disk."""
-        state = state if state is not None else self._load_state()
-        live = state.parts[table]
-        directory = self.path / table
-        on_disk: dict[str, os.DirEntry[str]] = {}
-        with os.scandir(directory) as it:
-            for e in it:
-                if e.name.endswith(PART_SUFFIX) and not e.name.startswith((".", "_")):
-                    on_disk[e.name] = e
-        bad = []
-        for name, (size, _rows) in live.items():
-            entry = on_disk.get(name)
-            if entry is None:
-                bad.append((directory / name, "Parquet part listed in the manifest is missing"))
-                continue
-            actual = entry.stat().st_size
-            if actual != size:
-                what = "zero bytes" if actual == 0 else f"{actual:,} bytes"
-                bad.append(
-                    (
-                        directory / name,
-                        f"corrupt Parquet part: {what}, committed with {size:,} bytes "
-                        "(truncated or overwritten)",
-                    )
-                )
+    def _live(self, table: str) -> dict[str, tuple[int, int]]:
+        """Return the listed parts of ``table`` (name -> (size, rows)), checked against disk.
+
+        A listed part found missing or resized while a commit lands (a concurrent compaction
+        removed it) is no damage: the manifest is read again, up to ``READ_ATTEMPTS`` times.
+        """
+        for _ in range(READ_ATTEMPTS):
+            state = self._load_state()
+            live = state.parts[table]
+            on_disk = self._part_entries(table)
+            bad = self._mismatched(table, live, on_disk)
+            if not bad or self._version() == state.version:
+                break
         if bad:
             others = "".join(f"; {p}: {why}" for p, why in bad[1:5])
             more = f"; ... ({len(bad) - 5} more)" if len(bad) > 5 else ""
@@ -845,12 +853,13 @@ class Store:
                 "drops such parts from the manifest (their rows are lost), or restore them "
                 "from a copy",
             )
+        directory = self.path / table
         strays = [
             name
             for name, e in on_disk.items()
             if name not in live
             and name not in state.removed[table]
-            and not _writer_alive(name, e.stat().st_mtime)
+            and not _writer_alive_or_gone(name, e)
         ]
         if strays:
             strays.sort()
@@ -864,6 +873,48 @@ class Store:
                 stacklevel=3,
             )
         return dict(live)
+
+    def _part_entries(self, table: str) -> dict[str, os.DirEntry[str]]:
+        """Return the part files in the folder of ``table`` by name (hidden ones left out)."""
+        on_disk: dict[str, os.DirEntry[str]] = {}
+        with os.scandir(self.path / table) as it:
+            for e in it:
+                if e.name.endswith(PART_SUFFIX) and not e.name.startswith((".", "_")):
+                    on_disk[e.name] = e
+        return on_disk
+
+    def _mismatched(
+        self,
+        table: str,
+        live: Mapping[str, tuple[int, int]],
+        on_disk: Mapping[str, os.DirEntry[str]],
+    ) -> list[tuple[Path, str]]:
+        """Return (part, what is wrong) of each listed part missing or not its committed size."""
+        directory = self.path / table
+        bad = []
+        for name, (size, _rows) in live.items():
+            entry = on_disk.get(name)
+            try:
+                actual = entry.stat().st_size if entry is not None else None
+            except FileNotFoundError:  # removed between the listing and the stat
+                actual = None
+            if actual is None:
+                bad.append((directory / name, "Parquet part listed in the manifest is missing"))
+            elif actual != size:
+                what = "zero bytes" if actual == 0 else f"{actual:,} bytes"
+                bad.append(
+                    (
+                        directory / name,
+                        f"corrupt Parquet part: {what}, committed with {size:,} bytes "
+                        "(truncated or overwritten)",
+                    )
+                )
+        return bad
+
+    def _version(self) -> int:
+        """Return the newest number in the commit log (it grows with every commit)."""
+        records, checkpoints = self._log_numbers()
+        return max([0, *records, *checkpoints])
 
     def _new_part_name(self, prefix: str = "part") -> str:
         """Return a new unique part name: prefix, time, host, process id and a random suffix."""
@@ -889,7 +940,12 @@ class Store:
         }
         final = self.path / table / name
         with atomic_path(final, fsync=self.fsync) as tmp:
-            pq.write_table(data.replace_schema_metadata(metadata), tmp, compression=COMPRESSION)
+            pq.write_table(
+                data.replace_schema_metadata(metadata),
+                tmp,
+                compression=COMPRESSION,
+                write_page_checksum=self.page_checksums,
+            )
         try:
             _fault("part:renamed")
         except BaseException:
@@ -1181,6 +1237,115 @@ class Store:
         tables = [pq.read_table(p, columns=["content_hash"]) for p in paths]
         return set(pa.concat_tables(tables).column("content_hash").to_pylist())
 
+    def read(self, fn: Callable[[Store], _T], *, attempts: int = READ_ATTEMPTS) -> _T:
+        """Run a read of the store against one consistent state of its manifest.
+
+        ``fn(self)`` lists parts and reads them (scans, collects). When it fails because a
+        part vanished or changed under it (``FileNotFoundError``, a
+        :class:`CorruptStoreError` or a polars or pyarrow error) and a commit landed
+        meanwhile (another process compacted, imported or repaired), it is run again from
+        the new manifest, up to ``attempts`` times. So a concurrent compaction never shows as
+        a missing file or a false corruption. A failure while the manifest stood still is
+        real: a polars or pyarrow error is turned into a :class:`CorruptStoreError` naming
+        the damaged part (found by :meth:`verify`), when one is found.
+
+        Parameters
+        ----------
+        fn : callable
+            Takes the store, returns what was read. It may run more than once, so it should
+            only read (a LazyFrame must be collected inside it).
+        attempts : int, default READ_ATTEMPTS
+            Runs of ``fn`` at most.
+
+        Returns
+        -------
+        object
+            What ``fn`` returned.
+
+        Raises
+        ------
+        CorruptStoreError
+            A listed part is missing or damaged (named), and no commit explains it.
+        StateError
+            The store changed under every one of the ``attempts`` runs.
+        InvalidArgumentError
+            ``attempts`` below 1.
+
+        Examples
+        --------
+        >>> df = store.read(lambda s: s.items().collect())  # doctest: +SKIP
+        """
+        if attempts < 1:
+            raise InvalidArgumentError(f"attempts: expected >= 1, got {attempts!r}")
+        for attempt in range(attempts):
+            version = self._version()
+            try:
+                return fn(self)
+            except Exception as exc:
+                if not _is_read_failure(exc):
+                    raise
+                if self._version() == version:
+                    raise self._explain(exc) from exc
+                if attempt + 1 == attempts:
+                    raise StateError(
+                        f"{self.path}: the store changed under each of {attempts} reads "
+                        "(another process keeps committing); try again"
+                    ) from exc
+                time.sleep(min(0.002 * 2**attempt, 0.1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _explain(self, exc: Exception) -> Exception:
+        """Return the error naming the damaged part behind a read failure, else ``exc``."""
+        if isinstance(exc, TumorboardError):
+            return exc
+        try:
+            self.verify(read=True)
+        except CorruptStoreError as found:
+            return found
+        return exc
+
+    def verify(self, tables: Sequence[str] | str = TABLES, *, read: bool = False) -> None:
+        """Verify the listed parts of ``tables``; raise naming every damaged one.
+
+        Each part must be present with its committed size, have a Parquet footer with the
+        committed rows and the table's columns, and every page must match its CRC-32 (pages
+        written without one are not compared: parts of older stores). This reads each part's
+        bytes once without decoding them; scoring calls it before it reads the store.
+
+        Parameters
+        ----------
+        tables : str or sequence of str, default every table
+            The tables.
+        read : bool, default False
+            Also decode each part in full with polars, the engine scoring reads with, and
+            pyarrow, the engine compaction reads with.
+
+        Raises
+        ------
+        CorruptStoreError
+            A part is missing or damaged; ``path`` is the first, the message names each one
+            and what is wrong.
+        """
+        if isinstance(tables, str):
+            tables = (tables,)
+        bad: list[tuple[Path, str]] = []
+        for table in tables:
+            self._check_table(table)
+            for name, (size, rows) in sorted(self._live(table).items()):
+                path = self.path / table / name
+                damage = self._part_damage(table, path, size, rows, checksums=True, read=read)
+                if damage is not None:
+                    bad.append((path, damage[1]))
+        if bad:
+            others = "".join(f"; {p}: {why}" for p, why in bad[1:5])
+            more = f"; ... ({len(bad) - 5} more)" if len(bad) > 5 else ""
+            raise CorruptStoreError(
+                bad[0][0],
+                f"corrupt Parquet part: {bad[0][1]}{others}{more}; `tumorboard store check "
+                f"{self.path} --repair` drops such parts from the manifest (their rows are "
+                "lost), or restore them from a copy",
+            )
+
     def count(self, table: str) -> int:
         """Count the rows of ``table`` from the manifest (no data read).
 
@@ -1427,7 +1592,7 @@ class Store:
     def _merge(self, table: str, sources: list[Path]) -> int:
         """Merge ``sources`` into one part in one commit; return the rows moved."""
         schema = schema_of(table)
-        parts = [conform(pq.read_table(p), table) for p in sources]
+        parts = [conform(self._read_source(table, p), table) for p in sources]
         merged = pa.concat_tables(parts).combine_chunks().cast(schema)
         target = self._write_file(
             table, merged, self._new_part_name("cmp"), replaces=[p.name for p in sources]
@@ -1440,6 +1605,19 @@ class Store:
                 p.unlink()
             _fault("compact:source-removed")
         return merged.num_rows
+
+    def _read_source(self, table: str, path: Path) -> pa.Table:
+        """Read a part to merge, verifying its page checksums; damage names the part."""
+        try:
+            return pq.read_table(path, page_checksum_verification=True)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises OSError, ArrowInvalid, ...
+            raise CorruptStoreError(
+                path,
+                f"corrupt Parquet part of the {table} table ({_one_line(exc)}); nothing was "
+                f"compacted from it; `tumorboard store check {self.path} --repair` moves it to "
+                f"{QUARANTINE}/ and drops it from the manifest (its rows are lost), or restore "
+                "it from a copy",
+            ) from None
 
     # ------------------------------------------------------------------ check and repair
 
@@ -1503,7 +1681,7 @@ class Store:
             directory = self.path / table
             for name, (size, rows) in list(state.parts[table].items()):
                 path = directory / name
-                damage = self._part_damage(table, path, size, rows, read=read)
+                damage = self._part_damage(table, path, size, rows, checksums=read, read=read)
                 if damage is None:
                     continue
                 kind, detail = damage
@@ -1625,9 +1803,14 @@ class Store:
         return found
 
     def _part_damage(
-        self, table: str, path: Path, size: int, rows: int, *, read: bool
+        self, table: str, path: Path, size: int, rows: int, *, checksums: bool, read: bool
     ) -> tuple[str, str] | None:
-        """Return (kind, detail) of what is wrong with a listed part, or None."""
+        """Return (kind, detail) of what is wrong with a listed part, or None.
+
+        Checked: presence, the committed size, the footer (rows, columns); with ``checksums``
+        the CRC-32 of every page; with ``read`` a full decode by polars (with the options
+        scoring reads with) and by pyarrow (which compaction reads with).
+        """
         try:
             actual = path.stat().st_size
         except FileNotFoundError:
@@ -1642,11 +1825,27 @@ class Store:
             names = set(meta.schema.to_arrow_schema().names)
             if not names & set(schema_of(table).names):
                 return "damaged", f"not a {table} part (no column of the {table} table)"
-            if read:
-                pq.read_table(path)
+        except FileNotFoundError:
+            return "missing", "listed in the manifest but missing"
         except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ...
-            why = " ".join(str(exc).split())  # one line
-            return "damaged", f"unreadable Parquet ({type(exc).__name__}: {why})"
+            return "damaged", f"unreadable Parquet ({_one_line(exc)})"
+        if checksums:
+            try:
+                verify_page_checksums(path)
+            except FileNotFoundError:
+                return "missing", "listed in the manifest but missing"
+            except PageChecksumError as exc:
+                return "damaged", f"page checksum mismatch: {_one_line(exc, named=False)}"
+            except Exception as exc:  # noqa: BLE001 - the footer moved under us, or I/O
+                return "damaged", f"unreadable Parquet ({_one_line(exc)})"
+        if read:
+            try:
+                self._scan_paths(table, [path]).collect()
+                pq.read_table(path, page_checksum_verification=checksums)
+            except FileNotFoundError:
+                return "missing", "listed in the manifest but missing"
+            except Exception as exc:  # noqa: BLE001 - polars ComputeError, ArrowInvalid, ...
+                return "damaged", f"unreadable Parquet ({_one_line(exc)})"
         return None
 
     def _repair(
@@ -1694,6 +1893,31 @@ class Store:
                     Path(p.path).unlink()
         with self._log_lock():
             self._checkpoint_locked()
+
+
+def _one_line(exc: BaseException, *, named: bool = True) -> str:
+    """Return an exception as one line: ``Type: message`` (or the message alone)."""
+    why = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {why}" if named else why
+
+
+def _is_read_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` may come from a part that vanished or changed under a read."""
+    if isinstance(exc, (FileNotFoundError, CorruptStoreError)):
+        return True
+    if isinstance(exc, TumorboardError):
+        return False
+    module = type(exc).__module__.split(".")[0]
+    return module in ("polars", "pyarrow") or isinstance(exc, OSError)
+
+
+def _writer_alive_or_gone(name: str, entry: os.DirEntry[str]) -> bool:
+    """Whether a part file's writer may still commit it, or the file is gone already."""
+    try:
+        mtime = entry.stat().st_mtime
+    except FileNotFoundError:
+        return True
+    return _writer_alive(name, mtime)
 
 
 def _age(path: Path, now: float) -> float:
