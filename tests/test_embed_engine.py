@@ -191,8 +191,8 @@ def test_resume_after_sigkill(collection, reference, tmp_path):
                     os.kill(os.getpid(), signal.SIGKILL)
                 return super().forward(x)
 
-        from tumorboard.slides import SegmentationParams
-        PARAMS = SegmentationParams(**{PARAMS.__dict__!r})
+        from tumorboard.slides import SegmentationOptions
+        PARAMS = SegmentationOptions(**{PARAMS.__dict__!r})
         embed_slides({[str(p) for p in collection]!r}, model=Killer(), out={str(out)!r},
                      batch_size=8, threads=1, progress=False, segmentation=PARAMS)
         """
