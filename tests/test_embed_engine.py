@@ -10,12 +10,16 @@ through the collection, and failure isolation with a corrupt slide and an inject
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import pickle
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +34,14 @@ from test_slides_pipeline import PARAMS  # noqa: E402
 from test_slides_readers import write_test_slide  # noqa: E402
 from tumorboard import slides  # noqa: E402
 from tumorboard._io import is_temp_name, temp_files  # noqa: E402
-from tumorboard.embed import embed_slides, features_complete, read_features  # noqa: E402
+from tumorboard.embed import (  # noqa: E402
+    EmbedOptions,
+    embed_slides,
+    features_complete,
+    read_features,
+)
 from tumorboard.embed.cli import add_embed_parser  # noqa: E402
+from tumorboard.errors import InvalidArgumentError, InvalidTypeError  # noqa: E402
 from tumorboard.models.weights import state_dict_fingerprint  # noqa: E402
 
 MEAN = (0.5, 0.4, 0.3)
@@ -296,14 +306,23 @@ def test_cli(collection, tmp_path, capsys, monkeypatch):
 
     def fake_model_name(slides_, *, model, **kw):  # route the model name to the test encoder
         seen["model"] = model
+        seen["kw"] = kw
         return real(slides_, model=TinyEncoder(), **kw)  # noqa: F821
 
     monkeypatch.setattr(engine, "embed_slides", fake_model_name)
     args = parser.parse_args(["embed", str(collection[0]), "--model", "uni2-h", "--out",
                               str(tmp_path), "--batch-size", "16", "--quiet",
-                              "--no-seg"])  # fmt: skip
-    assert args.func(args) == 0
+                              "--no-seg", "--threads", "1"])  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the CLI calls the new spelling
+        assert args.func(args) == 0
     assert seen["model"] == "uni2-h"
+    # the CLI passes the two options objects, none of the deprecated keywords
+    kw = seen["kw"]
+    assert kw["tiling"] == slides.TilingOptions(segmentation=None, threads=1)
+    assert kw["options"] == EmbedOptions(batch_size=16)
+    assert not set(kw) & {f.name for f in dataclasses.fields(slides.TilingOptions)}
+    assert not set(kw) & {f.name for f in dataclasses.fields(EmbedOptions)}
     assert "embedded 1 slide(s)" in capsys.readouterr().out
     assert args.weights is None and args.backend == "torch" and args.magnification == 20
     assert features_complete(tmp_path / JOB / "features_tiny" / "case01.h5")
@@ -416,3 +435,101 @@ def test_gpu_decode_refusals(collection, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tumorboard: error: ") and "CUDA" in err[0]
     assert not list(tmp_path.iterdir())  # refused before any work
+
+
+def _features(out: Path, job: str = JOB) -> dict[str, tuple]:
+    found = {}
+    for h5 in sorted((out / job / "features_tiny").glob("*.h5")):
+        feats, coords, attrs = read_features(h5)
+        found[h5.name] = (feats, coords, {k: v for k, v in attrs.items() if k != "savetodir"})
+    return found
+
+
+def test_options_objects_equal_deprecated_keywords(collection, tmp_path):
+    tiling = slides.TilingOptions(magnification=10, segmentation=PARAMS, threads=1)
+    options = EmbedOptions(batch_size=8, queue_size=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the new spelling does not warn
+        new = embed_slides(collection[:2], model=TinyEncoder(), out=tmp_path / "new",  # noqa: F821
+                           tiling=tiling, options=options, progress=False)  # fmt: skip
+    msg = (
+        r"embed_slides\(magnification=, segmentation=, threads=, batch_size=, queue_size=\) "
+        r"is deprecated; use tiling=TilingOptions\(magnification=\.\.\., segmentation=\.\.\., "
+        r"threads=\.\.\.\), options=EmbedOptions\(batch_size=\.\.\., queue_size=\.\.\.\)"
+    )
+    with pytest.warns(DeprecationWarning, match=msg) as record:
+        old = embed_slides(collection[:2], model=TinyEncoder(), out=tmp_path / "old",  # noqa: F821
+                           magnification=10, segmentation=PARAMS, threads=1, batch_size=8,
+                           queue_size=2, progress=False)  # fmt: skip
+    assert record[0].filename == __file__  # points at the caller
+    assert new.ok and old.ok and new.n_patches == old.n_patches > 0
+    a, b = (
+        _features(tmp_path / "new", "10x_256px_0px_overlap"),
+        _features(tmp_path / "old", "10x_256px_0px_overlap"),
+    )
+    assert a.keys() == b.keys() and len(a) == 2
+    for name in a:
+        np.testing.assert_array_equal(a[name][0], b[name][0])
+        np.testing.assert_array_equal(a[name][1], b[name][1])
+        assert a[name][2] == b[name][2]
+
+
+def test_mixed_spelling_refused(collection, tmp_path):
+    enc = TinyEncoder()  # noqa: F821
+    with pytest.raises(InvalidArgumentError, match=r"batch_size= and options= both given"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, options=EmbedOptions(),
+                     batch_size=8)  # fmt: skip
+    with pytest.raises(InvalidArgumentError, match=r"threads=, mpp= and tiling= both given"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, tiling=slides.TilingOptions(),
+                     threads=1, mpp=0.5)  # fmt: skip
+    with pytest.raises(InvalidTypeError, match="tiling: expected a tumorboard.slides.Tiling"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, tiling=EmbedOptions())
+    with pytest.raises(InvalidTypeError, match="options: expected a tumorboard.embed.Embed"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, options={"batch_size": 8})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'patch'"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, patch=128)
+    assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_embed_options_validate_once():
+    opts = EmbedOptions(batch_size=np.int64(32), compile="max-autotune", dtype="bf16")
+    assert opts.batch_size == 32 and type(opts.batch_size) is int
+    assert opts.compile_mode == "max-autotune" and EmbedOptions().compile_mode is None
+    assert pickle.loads(pickle.dumps(opts)) == opts  # travels to Ray actors
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.batch_size = 8  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        EmbedOptions(64)  # type: ignore[misc]  # keyword-only
+    bad = [
+        ({"batch_size": 0}, "batch_size: expected a positive int, got 0"),
+        ({"batch_size": True}, "batch_size: expected a positive int"),
+        ({"queue_size": -1}, "queue_size: expected a positive int"),
+        ({"backend": "tf"}, "executor= picks where the work runs"),
+        ({"dtype": "int8"}, "dtype: expected one of"),
+        ({"device": "tpu"}, "device: expected 'auto', 'cpu'"),
+        ({"compile": "fastest"}, "compile: expected a bool or one of"),
+        ({"decode": "nvjpeg"}, "decode: expected one of 'cpu', 'gpu'"),
+        ({"backend": "onnxruntime", "compile": True}, "options of backend='torch'"),
+        ({"backend": "onnxruntime", "dtype": "fp8"}, "options of backend='torch'"),
+        ({"backend": "onnxruntime", "decode": "gpu"}, "backend='onnxruntime' takes CPU batches"),
+    ]
+    for kwargs, match in bad:
+        with pytest.raises(InvalidArgumentError, match=re.escape(match)):
+            EmbedOptions(**kwargs)
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        dataclasses.replace(opts, batch_size=0)  # replace validates again
+    with pytest.raises(InvalidTypeError, match="device: expected a str"):
+        EmbedOptions(device=0)  # type: ignore[arg-type]
+
+
+def test_segmentation_params_deprecated_alias():
+    from tumorboard.slides import _segment
+
+    for module in (slides, _segment):
+        with pytest.warns(DeprecationWarning, match=r"SegmentationParams is deprecated; use "):
+            old = module.SegmentationParams
+        assert old is slides.SegmentationOptions
+    assert "SegmentationParams" not in slides.__all__
+    assert "SegmentationOptions" in slides.__all__
+    with pytest.raises(AttributeError, match="SegmentationParam'"):
+        slides.SegmentationParam  # noqa: B018
