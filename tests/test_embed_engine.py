@@ -43,6 +43,7 @@ from tumorboard.embed import (  # noqa: E402
 from tumorboard.embed.cli import add_embed_parser  # noqa: E402
 from tumorboard.errors import InvalidArgumentError, InvalidTypeError  # noqa: E402
 from tumorboard.models.weights import state_dict_fingerprint  # noqa: E402
+from tumorboard.slides import TilingOptions  # noqa: E402
 
 MEAN = (0.5, 0.4, 0.3)
 JOB = "20x_256px_0px_overlap"  # TRIDENT's folder of the default magnification, patch, overlap
@@ -103,8 +104,14 @@ def collection(tmp_path_factory) -> list[Path]:
 @pytest.fixture(scope="module")
 def reference(collection, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ref")
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
-                       progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection,
+        model=TinyEncoder(),  # noqa: F821
+        out=out,
+        tiling=TilingOptions(threads=1, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=8),
+        progress=False,
+    )
     assert rep.ok and len(rep.done) == 3
     return out
 
@@ -171,8 +178,14 @@ def test_rerun_skips_complete_and_redoes_broken(collection, reference, tmp_path)
     (out / JOB / "features_tiny" / ".case03.h5.999.0123abcd.tmp").write_bytes(b"partial")
     (out / JOB / "features_tiny" / "case03.h5").unlink()
     assert features_complete(bad) is None
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
-                       progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection,
+        model=TinyEncoder(),  # noqa: F821
+        out=out,
+        tiling=TilingOptions(threads=1, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=8),
+        progress=False,
+    )
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
     assert rep.results[0].n_patches == features_complete(out / JOB / "features_tiny" / "case01.h5")
     for name in ("case02", "case03"):
@@ -214,8 +227,14 @@ def test_resume_after_sigkill(collection, reference, tmp_path):
     assert features_complete(fdir / "case01.h5", out / JOB / "embeddings_tiny" / "case01.parquet")
     assert not (fdir / "case02.h5").exists() and not (fdir / "case03.h5").exists()
     assert temp_files(fdir, target="case02.h5")  # the half-written file of the killed run
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
-                       progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection,
+        model=TinyEncoder(),  # noqa: F821
+        out=out,
+        tiling=TilingOptions(threads=1, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=8),
+        progress=False,
+    )
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
     for name in ("case01", "case02", "case03"):
         a = read_features(fdir / f"{name}.h5")
@@ -230,8 +249,14 @@ def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
     corrupt.write_bytes(b"II*\x00" + os.urandom(2000))
     missing = tmp_path / "missing.svs"
     items = [collection[0], corrupt, collection[1], missing, collection[2]]
-    rep = embed_slides(items, model=FailingEncoder(), out=tmp_path / "job", batch_size=8,
-                       threads=1, progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        items,
+        model=FailingEncoder(),
+        out=tmp_path / "job",
+        tiling=TilingOptions(threads=1, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=8),
+        progress=False,
+    )
     status = [r.status for r in rep.results]
     # the 3rd forward (inside case01) raises: case01 fails, the rest go on
     assert status == ["failed", "failed", "done", "failed", "done"]
@@ -246,8 +271,14 @@ def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
 def test_onnxruntime_backend_matches_torch(collection, reference, tmp_path):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=16,  # noqa: F821
-                       backend="onnxruntime", progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection[:1],
+        model=TinyEncoder(),  # noqa: F821
+        out=tmp_path,
+        tiling=TilingOptions(segmentation=PARAMS),
+        options=EmbedOptions(batch_size=16, backend="onnxruntime"),
+        progress=False,
+    )
     assert rep.ok and rep.backend == "onnxruntime"
     a = read_features(tmp_path / JOB / "features_tiny" / "case01.h5")[0]
     b = read_features(reference / JOB / "features_tiny" / "case01.h5")[0]
@@ -264,8 +295,14 @@ def test_torch_backend_on_kernel_device_matches_cpu(collection, tmp_path, kernel
     for i, dev in enumerate(("cpu", kernel_device)):
         out = tmp_path / f"{i}-{dev}"
         model = TinyEncoder()  # noqa: F821
-        rep = embed_slides(collection[:1], model=model, out=out, batch_size=8, device=dev,
-                           dtype="fp32", progress=False, segmentation=PARAMS)  # fmt: skip
+        rep = embed_slides(
+            collection[:1],
+            model=model,
+            out=out,
+            tiling=TilingOptions(segmentation=PARAMS),
+            options=EmbedOptions(batch_size=8, device=dev, dtype="fp32"),
+            progress=False,
+        )
         assert rep.ok and len(rep.done) == 1
         runs.append(read_features(out / JOB / "features_tiny" / "case01.h5")[0])
     assert runs[0].shape == runs[1].shape and len(runs[0]) > 10
@@ -273,8 +310,14 @@ def test_torch_backend_on_kernel_device_matches_cpu(collection, tmp_path, kernel
 
 
 def test_deterministic_across_batch_sizes_and_workers(collection, reference, tmp_path):
-    rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=5,  # noqa: F821
-                       threads=2, queue_size=1, progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection[:1],
+        model=TinyEncoder(),  # noqa: F821
+        out=tmp_path,
+        tiling=TilingOptions(threads=2, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=5, queue_size=1),
+        progress=False,
+    )
     assert rep.ok
     a = read_features(tmp_path / JOB / "features_tiny" / "case01.h5")[0]
     b = read_features(reference / JOB / "features_tiny" / "case01.h5")[0]
@@ -285,13 +328,29 @@ def test_progress_and_validation(collection, tmp_path):
     import io
 
     buf = io.StringIO()
-    embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=64,  # noqa: F821
-                 stream=buf, segmentation=PARAMS)  # fmt: skip
+    embed_slides(
+        collection[:1],
+        model=TinyEncoder(),  # noqa: F821
+        out=tmp_path,
+        tiling=TilingOptions(segmentation=PARAMS),
+        options=EmbedOptions(batch_size=64),
+        stream=buf,
+    )
     assert "patches/s" in buf.getvalue() and "case01" in buf.getvalue()
     with pytest.raises(ValueError, match="batch_size"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, batch_size=0)  # noqa: F821
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(batch_size=0),
+        )
     with pytest.raises(ValueError, match="backend"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, backend="tf")  # noqa: F821
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(backend="tf"),
+        )
     with pytest.raises(ValueError, match="weights"):
         embed_slides(collection, model=TinyEncoder(), out=tmp_path, weights="w.bin")  # noqa: F821
 
@@ -336,8 +395,14 @@ def test_named_tiny_model_through_models_load(collection, tmp_path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the random-weights warning
-        rep = embed_slides(collection[:1], model="uni2-tiny", out=tmp_path, batch_size=16,
-                           magnification=10, progress=False, segmentation=PARAMS)  # fmt: skip
+        rep = embed_slides(
+            collection[:1],
+            model="uni2-tiny",
+            out=tmp_path,
+            tiling=TilingOptions(magnification=10, segmentation=PARAMS),
+            options=EmbedOptions(batch_size=16),
+            progress=False,
+        )
         enc = models.load("uni2-tiny", device="cpu", dtype="fp32")
     assert rep.ok and rep.encoder == "uni2-tiny"
     feats, coords, _ = read_features(
@@ -373,8 +438,14 @@ def test_onnx_fallback_export_for_a_plain_module(collection, tmp_path):
     m = Plain()
     runs = {}
     for backend in ("torch", "onnxruntime"):
-        rep = embed_slides(collection[:1], model=m, out=tmp_path / backend, batch_size=16,
-                           backend=backend, progress=False, segmentation=PARAMS)  # fmt: skip
+        rep = embed_slides(
+            collection[:1],
+            model=m,
+            out=tmp_path / backend,
+            tiling=TilingOptions(segmentation=PARAMS),
+            options=EmbedOptions(batch_size=16, backend=backend),
+            progress=False,
+        )
         assert rep.ok and rep.encoder == "plain"
         runs[backend] = read_features(tmp_path / backend / JOB / "features_plain" / "case01.h5")[0]
     assert runs["torch"].shape[1] == 8
@@ -418,14 +489,28 @@ def test_gpu_decode_features_match_cpu_decode(collection, tmp_path, monkeypatch,
 
 def test_gpu_decode_refusals(collection, tmp_path, capsys):
     with pytest.raises(ValueError, match="decode"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="nvjpeg")  # noqa: F821
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(decode="nvjpeg"),
+        )
     with pytest.raises(ValueError, match="backend"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="gpu",  # noqa: F821
-                     backend="onnxruntime")  # fmt: skip
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(decode="gpu", backend="onnxruntime"),
+        )
     if torch.cuda.is_available():
         return
     with pytest.raises(ValueError, match="CUDA"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="gpu")  # noqa: F821
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(decode="gpu"),
+        )
     parser = argparse.ArgumentParser(prog="tumorboard")
     add_embed_parser(parser.add_subparsers(dest="cmd"))
     args = parser.parse_args(["embed", str(collection[0]), "--random-weights", "--model",

@@ -32,7 +32,8 @@ pytest.importorskip("openslide")
 pytest.importorskip("tifffile")
 
 from test_slides_readers import synthetic_image, write_test_slide  # noqa: E402
-from tumorboard.embed import embed_slides, read_features  # noqa: E402
+from tumorboard.embed import EmbedOptions, embed_slides, read_features  # noqa: E402
+from tumorboard.slides import TilingOptions  # noqa: E402
 
 JOB20 = "20x_256px_0px_overlap"
 
@@ -236,8 +237,13 @@ def test_folders_lists_and_reports_that_keep_earlier_slides(slide, tmp_path):
 
 def test_embed_writes_tissue_contours(slide, tmp_path):
     out = tmp_path / "job"
-    rep = embed_slides(slide, model="uni2-tiny", out=out, segmentation="bwh_biopsy",
-                       seg_mpp=4.0, magnification=10, progress=False)  # fmt: skip
+    rep = embed_slides(
+        slide,
+        model="uni2-tiny",
+        out=out,
+        tiling=TilingOptions(segmentation="bwh_biopsy", seg_mpp=4.0, magnification=10),
+        progress=False,
+    )
     assert rep.ok
     contours = json.loads((out / "contours_geojson" / "case01.geojson").read_text())
     assert contours["type"] == "FeatureCollection" and len(contours["features"]) >= 2
@@ -282,8 +288,13 @@ def test_reader_option_reaches_the_slides(slide, tmp_path):
     runs = {}
     for reader in ("openslide", "tifffile"):
         out = tmp_path / reader
-        rep = embed_slides(slide, model="uni2-tiny", out=out, reader=reader, segmentation=None,
-                           magnification=10, progress=False)  # fmt: skip
+        rep = embed_slides(
+            slide,
+            model="uni2-tiny",
+            out=out,
+            tiling=TilingOptions(reader=reader, segmentation=None, magnification=10),
+            progress=False,
+        )
         assert rep.ok
         runs[reader] = read_features(rep.results[0].features_path)
         assert runs[reader][2]["reader"] == reader
@@ -352,8 +363,14 @@ def test_progress_every_two_seconds_with_patches_per_second(tmp_path):
     image = png(tmp_path / "roi.png", width=512)
     model = _Slow()
     clock = _Clock()
-    rep = embed_slides(image, model=model, out=tmp_path / "job", mpp=0.5, segmentation=None,
-                       batch_size=2, stream=clock)  # fmt: skip
+    rep = embed_slides(
+        image,
+        model=model,
+        out=tmp_path / "job",
+        tiling=TilingOptions(mpp=0.5, segmentation=None),
+        options=EmbedOptions(batch_size=2),
+        stream=clock,
+    )
     assert rep.ok and rep.results[0].n_patches == 2
     ((start, end),) = model.calls  # one batch: one long forward
     during = [line for t, line in clock.lines if start + 1.0 < t < end]
