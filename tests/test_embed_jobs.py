@@ -102,13 +102,14 @@ def test_rerun_at_another_magnification_embeds_into_its_own_folder(slide, tmp_pa
 
 def test_other_settings_in_the_same_folder_are_refused_naming_both_values(slide, tmp_path):
     out = tmp_path / "job"
-    kw = dict(model="uni2-tiny", out=out, batch_size=16, progress=False, threads=1)
-    first = embed_slides(slide, segmentation=None, **kw)
+    kw = dict(model="uni2-tiny", out=out, options=EmbedOptions(batch_size=16), progress=False)
+    first = embed_slides(slide, tiling=TilingOptions(segmentation=None, threads=1), **kw)
     assert [r.status for r in first.results] == ["done"] and first.results[0].n_patches == 48
     features = first.results[0].features_path
     before = features.read_bytes()
 
-    again = embed_slides(slide, segmentation="bwh_biopsy", seg_mpp=4.0, **kw)
+    bwh = TilingOptions(segmentation="bwh_biopsy", seg_mpp=4.0, threads=1)
+    again = embed_slides(slide, tiling=bwh, **kw)
     (res,) = again.results
     assert res.status == "failed" and not again.ok
     assert str(features) in res.error
@@ -116,7 +117,7 @@ def test_other_settings_in_the_same_folder_are_refused_naming_both_values(slide,
     assert "'sthresh': 15" in res.error and "--force" in res.error
     assert features.read_bytes() == before  # nothing was overwritten
 
-    redo = embed_slides(slide, segmentation="bwh_biopsy", seg_mpp=4.0, force=True, **kw)
+    redo = embed_slides(slide, tiling=bwh, force=True, **kw)
     assert [r.status for r in redo.results] == ["done"]
     assert 0 < redo.results[0].n_patches < 48  # only the tissue patches now
     with h5py.File(features, "r") as f:
@@ -315,7 +316,8 @@ def test_same_name_slides_from_different_folders_never_share_outputs(tmp_path):
     first = png(tmp_path / "x" / "a.png", width=512)
     second = png(tmp_path / "y" / "a.png", width=768, seed=1)
     out = tmp_path / "job"
-    kw = dict(model="uni2-tiny", out=out, mpp=0.5, segmentation=None, progress=False)
+    tiling = TilingOptions(mpp=0.5, segmentation=None)
+    kw = dict(model="uni2-tiny", out=out, tiling=tiling, progress=False)
     assert [r.status for r in embed_slides(first, **kw).results] == ["done"]
     (res,) = embed_slides(second, **kw).results  # a later run, the other folder
     assert res.status == "failed"
