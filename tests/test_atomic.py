@@ -321,7 +321,8 @@ def tiny_encoder(fail_on: int | None = None):
 
 def test_features_h5_and_parquet_writes_are_atomic(tmp_path):
     pytest.importorskip("h5py")
-    from tumorboard.embed import embed_slides
+    from tumorboard.embed import EmbedOptions, embed_slides
+    from tumorboard.slides import TilingOptions
 
     slide = png_slide(tmp_path / "case.png")
     out = tmp_path / "job"
@@ -330,15 +331,27 @@ def test_features_h5_and_parquet_writes_are_atomic(tmp_path):
     for p in (features, parquet):
         p.parent.mkdir(parents=True)
         p.write_bytes(OLD)  # an earlier, broken output: redone, and kept when the redo fails
-    rep = embed_slides([slide], model=tiny_encoder(fail_on=2), out=out, mpp=0.5, batch_size=1,
-                       threads=1, segmentation=None, progress=False)  # fmt: skip
+    rep = embed_slides(
+        [slide],
+        model=tiny_encoder(fail_on=2),
+        out=out,
+        tiling=TilingOptions(mpp=0.5, threads=1, segmentation=None),
+        options=EmbedOptions(batch_size=1),
+        progress=False,
+    )
     assert [r.status for r in rep.results] == ["failed"]
     assert "injected" in (rep.results[0].error or "")
     assert features.read_bytes() == OLD and parquet.read_bytes() == OLD
     assert hidden_files(tmp_path) == []
     # the same slide with a working model replaces both files
-    rep = embed_slides([slide], model=tiny_encoder(), out=out, mpp=0.5, batch_size=1, threads=1,
-                       segmentation=None, progress=False)  # fmt: skip
+    rep = embed_slides(
+        [slide],
+        model=tiny_encoder(),
+        out=out,
+        tiling=TilingOptions(mpp=0.5, threads=1, segmentation=None),
+        options=EmbedOptions(batch_size=1),
+        progress=False,
+    )
     assert rep.ok and rep.results[0].n_patches == 2 and features.read_bytes() != OLD
     assert hidden_files(tmp_path) == []
 
@@ -398,6 +411,7 @@ def test_score_cli_json_write_is_atomic(tmp_path, monkeypatch):
 def test_features_writer_that_cannot_start_leaves_nothing(tmp_path, monkeypatch):
     h5py = pytest.importorskip("h5py")
     from tumorboard.embed import embed_slides
+    from tumorboard.slides import TilingOptions
 
     real = h5py.File
 
@@ -408,8 +422,13 @@ def test_features_writer_that_cannot_start_leaves_nothing(tmp_path, monkeypatch)
 
     monkeypatch.setattr(h5py, "File", refuse_features)
     slide = png_slide(tmp_path / "case.png")
-    rep = embed_slides([slide], model=tiny_encoder(), out=tmp_path / "job", mpp=0.5,
-                       segmentation=None, threads=1, progress=False)  # fmt: skip
+    rep = embed_slides(
+        [slide],
+        model=tiny_encoder(),
+        out=tmp_path / "job",
+        tiling=TilingOptions(mpp=0.5, segmentation=None, threads=1),
+        progress=False,
+    )
     assert [r.status for r in rep.results] == ["failed"] and "injected" in rep.results[0].error
     assert (tmp_path / "job" / "20x_256px_0px_overlap" / "patches" / "case_patches.h5").is_file()
     assert hidden_files(tmp_path) == []

@@ -260,8 +260,15 @@ def _same_outputs(a, b) -> None:
 
 def _embed_kwargs():
     from test_slides_pipeline import PARAMS
+    from tumorboard.embed import EmbedOptions
+    from tumorboard.slides import TilingOptions
 
-    return dict(magnification=10, batch_size=16, segmentation=PARAMS, threads=1, progress=False)
+    # the two options objects travel to the Ray actors as they are (frozen dataclasses)
+    return dict(
+        tiling=TilingOptions(magnification=10, segmentation=PARAMS, threads=1),
+        options=EmbedOptions(batch_size=16),
+        progress=False,
+    )
 
 
 def test_ray_embedding_equals_local_run(cluster, collection, tmp_path):

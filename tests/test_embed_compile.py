@@ -27,6 +27,7 @@ from test_slides_pipeline import PARAMS  # noqa: E402
 from test_slides_readers import write_test_slide  # noqa: E402
 from tumorboard import models, slides  # noqa: E402
 from tumorboard.embed import (  # noqa: E402
+    EmbedOptions,
     TorchBackend,
     _backends,  # noqa: E402
     embed_slides,
@@ -300,8 +301,13 @@ def test_compiled_engine_equals_eager_and_compiles_once(two_slides, tmp_path):
     with pytest.raises(InvalidArgumentError, match="compile"):
         embed_slides(two_slides, out=tmp_path / "bad", compile="fastest", **kw)
     with pytest.raises(InvalidArgumentError, match="backend='torch'"):
-        embed_slides(two_slides, out=tmp_path / "bad", model=enc, compile=True,
-                     backend="onnxruntime", progress=False)  # fmt: skip
+        embed_slides(
+            two_slides,
+            out=tmp_path / "bad",
+            model=enc,
+            options=EmbedOptions(compile=True, backend="onnxruntime"),
+            progress=False,
+        )
 
 
 def test_compiled_engine_pads_to_batch_size_when_the_first_slide_is_short(two_slides, tmp_path):

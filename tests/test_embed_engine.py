@@ -10,12 +10,16 @@ through the collection, and failure isolation with a corrupt slide and an inject
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import pickle
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +34,16 @@ from test_slides_pipeline import PARAMS  # noqa: E402
 from test_slides_readers import write_test_slide  # noqa: E402
 from tumorboard import slides  # noqa: E402
 from tumorboard._io import is_temp_name, temp_files  # noqa: E402
-from tumorboard.embed import embed_slides, features_complete, read_features  # noqa: E402
+from tumorboard.embed import (  # noqa: E402
+    EmbedOptions,
+    embed_slides,
+    features_complete,
+    read_features,
+)
 from tumorboard.embed.cli import add_embed_parser  # noqa: E402
+from tumorboard.errors import InvalidArgumentError, InvalidTypeError  # noqa: E402
 from tumorboard.models.weights import state_dict_fingerprint  # noqa: E402
+from tumorboard.slides import TilingOptions  # noqa: E402
 
 MEAN = (0.5, 0.4, 0.3)
 JOB = "20x_256px_0px_overlap"  # TRIDENT's folder of the default magnification, patch, overlap
@@ -93,8 +104,14 @@ def collection(tmp_path_factory) -> list[Path]:
 @pytest.fixture(scope="module")
 def reference(collection, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ref")
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
-                       progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection,
+        model=TinyEncoder(),  # noqa: F821
+        out=out,
+        tiling=TilingOptions(threads=1, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=8),
+        progress=False,
+    )
     assert rep.ok and len(rep.done) == 3
     return out
 
@@ -161,8 +178,14 @@ def test_rerun_skips_complete_and_redoes_broken(collection, reference, tmp_path)
     (out / JOB / "features_tiny" / ".case03.h5.999.0123abcd.tmp").write_bytes(b"partial")
     (out / JOB / "features_tiny" / "case03.h5").unlink()
     assert features_complete(bad) is None
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
-                       progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection,
+        model=TinyEncoder(),  # noqa: F821
+        out=out,
+        tiling=TilingOptions(threads=1, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=8),
+        progress=False,
+    )
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
     assert rep.results[0].n_patches == features_complete(out / JOB / "features_tiny" / "case01.h5")
     for name in ("case02", "case03"):
@@ -191,8 +214,8 @@ def test_resume_after_sigkill(collection, reference, tmp_path):
                     os.kill(os.getpid(), signal.SIGKILL)
                 return super().forward(x)
 
-        from tumorboard.slides import SegmentationParams
-        PARAMS = SegmentationParams(**{PARAMS.__dict__!r})
+        from tumorboard.slides import SegmentationOptions
+        PARAMS = SegmentationOptions(**{PARAMS.__dict__!r})
         embed_slides({[str(p) for p in collection]!r}, model=Killer(), out={str(out)!r},
                      batch_size=8, threads=1, progress=False, segmentation=PARAMS)
         """
@@ -204,8 +227,14 @@ def test_resume_after_sigkill(collection, reference, tmp_path):
     assert features_complete(fdir / "case01.h5", out / JOB / "embeddings_tiny" / "case01.parquet")
     assert not (fdir / "case02.h5").exists() and not (fdir / "case03.h5").exists()
     assert temp_files(fdir, target="case02.h5")  # the half-written file of the killed run
-    rep = embed_slides(collection, model=TinyEncoder(), out=out, batch_size=8, threads=1,  # noqa: F821
-                       progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection,
+        model=TinyEncoder(),  # noqa: F821
+        out=out,
+        tiling=TilingOptions(threads=1, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=8),
+        progress=False,
+    )
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
     for name in ("case01", "case02", "case03"):
         a = read_features(fdir / f"{name}.h5")
@@ -220,8 +249,14 @@ def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
     corrupt.write_bytes(b"II*\x00" + os.urandom(2000))
     missing = tmp_path / "missing.svs"
     items = [collection[0], corrupt, collection[1], missing, collection[2]]
-    rep = embed_slides(items, model=FailingEncoder(), out=tmp_path / "job", batch_size=8,
-                       threads=1, progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        items,
+        model=FailingEncoder(),
+        out=tmp_path / "job",
+        tiling=TilingOptions(threads=1, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=8),
+        progress=False,
+    )
     status = [r.status for r in rep.results]
     # the 3rd forward (inside case01) raises: case01 fails, the rest go on
     assert status == ["failed", "failed", "done", "failed", "done"]
@@ -236,8 +271,14 @@ def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
 def test_onnxruntime_backend_matches_torch(collection, reference, tmp_path):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=16,  # noqa: F821
-                       backend="onnxruntime", progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection[:1],
+        model=TinyEncoder(),  # noqa: F821
+        out=tmp_path,
+        tiling=TilingOptions(segmentation=PARAMS),
+        options=EmbedOptions(batch_size=16, backend="onnxruntime"),
+        progress=False,
+    )
     assert rep.ok and rep.backend == "onnxruntime"
     a = read_features(tmp_path / JOB / "features_tiny" / "case01.h5")[0]
     b = read_features(reference / JOB / "features_tiny" / "case01.h5")[0]
@@ -254,8 +295,14 @@ def test_torch_backend_on_kernel_device_matches_cpu(collection, tmp_path, kernel
     for i, dev in enumerate(("cpu", kernel_device)):
         out = tmp_path / f"{i}-{dev}"
         model = TinyEncoder()  # noqa: F821
-        rep = embed_slides(collection[:1], model=model, out=out, batch_size=8, device=dev,
-                           dtype="fp32", progress=False, segmentation=PARAMS)  # fmt: skip
+        rep = embed_slides(
+            collection[:1],
+            model=model,
+            out=out,
+            tiling=TilingOptions(segmentation=PARAMS),
+            options=EmbedOptions(batch_size=8, device=dev, dtype="fp32"),
+            progress=False,
+        )
         assert rep.ok and len(rep.done) == 1
         runs.append(read_features(out / JOB / "features_tiny" / "case01.h5")[0])
     assert runs[0].shape == runs[1].shape and len(runs[0]) > 10
@@ -263,8 +310,14 @@ def test_torch_backend_on_kernel_device_matches_cpu(collection, tmp_path, kernel
 
 
 def test_deterministic_across_batch_sizes_and_workers(collection, reference, tmp_path):
-    rep = embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=5,  # noqa: F821
-                       threads=2, queue_size=1, progress=False, segmentation=PARAMS)  # fmt: skip
+    rep = embed_slides(
+        collection[:1],
+        model=TinyEncoder(),  # noqa: F821
+        out=tmp_path,
+        tiling=TilingOptions(threads=2, segmentation=PARAMS),
+        options=EmbedOptions(batch_size=5, queue_size=1),
+        progress=False,
+    )
     assert rep.ok
     a = read_features(tmp_path / JOB / "features_tiny" / "case01.h5")[0]
     b = read_features(reference / JOB / "features_tiny" / "case01.h5")[0]
@@ -275,13 +328,29 @@ def test_progress_and_validation(collection, tmp_path):
     import io
 
     buf = io.StringIO()
-    embed_slides(collection[:1], model=TinyEncoder(), out=tmp_path, batch_size=64,  # noqa: F821
-                 stream=buf, segmentation=PARAMS)  # fmt: skip
+    embed_slides(
+        collection[:1],
+        model=TinyEncoder(),  # noqa: F821
+        out=tmp_path,
+        tiling=TilingOptions(segmentation=PARAMS),
+        options=EmbedOptions(batch_size=64),
+        stream=buf,
+    )
     assert "patches/s" in buf.getvalue() and "case01" in buf.getvalue()
     with pytest.raises(ValueError, match="batch_size"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, batch_size=0)  # noqa: F821
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(batch_size=0),
+        )
     with pytest.raises(ValueError, match="backend"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, backend="tf")  # noqa: F821
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(backend="tf"),
+        )
     with pytest.raises(ValueError, match="weights"):
         embed_slides(collection, model=TinyEncoder(), out=tmp_path, weights="w.bin")  # noqa: F821
 
@@ -296,14 +365,23 @@ def test_cli(collection, tmp_path, capsys, monkeypatch):
 
     def fake_model_name(slides_, *, model, **kw):  # route the model name to the test encoder
         seen["model"] = model
+        seen["kw"] = kw
         return real(slides_, model=TinyEncoder(), **kw)  # noqa: F821
 
     monkeypatch.setattr(engine, "embed_slides", fake_model_name)
     args = parser.parse_args(["embed", str(collection[0]), "--model", "uni2-h", "--out",
                               str(tmp_path), "--batch-size", "16", "--quiet",
-                              "--no-seg"])  # fmt: skip
-    assert args.func(args) == 0
+                              "--no-seg", "--threads", "1"])  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the CLI calls the new spelling
+        assert args.func(args) == 0
     assert seen["model"] == "uni2-h"
+    # the CLI passes the two options objects, none of the deprecated keywords
+    kw = seen["kw"]
+    assert kw["tiling"] == slides.TilingOptions(segmentation=None, threads=1)
+    assert kw["options"] == EmbedOptions(batch_size=16)
+    assert not set(kw) & {f.name for f in dataclasses.fields(slides.TilingOptions)}
+    assert not set(kw) & {f.name for f in dataclasses.fields(EmbedOptions)}
     assert "embedded 1 slide(s)" in capsys.readouterr().out
     assert args.weights is None and args.backend == "torch" and args.magnification == 20
     assert features_complete(tmp_path / JOB / "features_tiny" / "case01.h5")
@@ -317,8 +395,14 @@ def test_named_tiny_model_through_models_load(collection, tmp_path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the random-weights warning
-        rep = embed_slides(collection[:1], model="uni2-tiny", out=tmp_path, batch_size=16,
-                           magnification=10, progress=False, segmentation=PARAMS)  # fmt: skip
+        rep = embed_slides(
+            collection[:1],
+            model="uni2-tiny",
+            out=tmp_path,
+            tiling=TilingOptions(magnification=10, segmentation=PARAMS),
+            options=EmbedOptions(batch_size=16),
+            progress=False,
+        )
         enc = models.load("uni2-tiny", device="cpu", dtype="fp32")
     assert rep.ok and rep.encoder == "uni2-tiny"
     feats, coords, _ = read_features(
@@ -354,8 +438,14 @@ def test_onnx_fallback_export_for_a_plain_module(collection, tmp_path):
     m = Plain()
     runs = {}
     for backend in ("torch", "onnxruntime"):
-        rep = embed_slides(collection[:1], model=m, out=tmp_path / backend, batch_size=16,
-                           backend=backend, progress=False, segmentation=PARAMS)  # fmt: skip
+        rep = embed_slides(
+            collection[:1],
+            model=m,
+            out=tmp_path / backend,
+            tiling=TilingOptions(segmentation=PARAMS),
+            options=EmbedOptions(batch_size=16, backend=backend),
+            progress=False,
+        )
         assert rep.ok and rep.encoder == "plain"
         runs[backend] = read_features(tmp_path / backend / JOB / "features_plain" / "case01.h5")[0]
     assert runs["torch"].shape[1] == 8
@@ -399,14 +489,28 @@ def test_gpu_decode_features_match_cpu_decode(collection, tmp_path, monkeypatch,
 
 def test_gpu_decode_refusals(collection, tmp_path, capsys):
     with pytest.raises(ValueError, match="decode"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="nvjpeg")  # noqa: F821
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(decode="nvjpeg"),
+        )
     with pytest.raises(ValueError, match="backend"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="gpu",  # noqa: F821
-                     backend="onnxruntime")  # fmt: skip
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(decode="gpu", backend="onnxruntime"),
+        )
     if torch.cuda.is_available():
         return
     with pytest.raises(ValueError, match="CUDA"):
-        embed_slides(collection, model=TinyEncoder(), out=tmp_path, decode="gpu")  # noqa: F821
+        embed_slides(
+            collection,
+            model=TinyEncoder(),  # noqa: F821
+            out=tmp_path,
+            options=EmbedOptions(decode="gpu"),
+        )
     parser = argparse.ArgumentParser(prog="tumorboard")
     add_embed_parser(parser.add_subparsers(dest="cmd"))
     args = parser.parse_args(["embed", str(collection[0]), "--random-weights", "--model",
@@ -416,3 +520,101 @@ def test_gpu_decode_refusals(collection, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tumorboard: error: ") and "CUDA" in err[0]
     assert not list(tmp_path.iterdir())  # refused before any work
+
+
+def _features(out: Path, job: str = JOB) -> dict[str, tuple]:
+    found = {}
+    for h5 in sorted((out / job / "features_tiny").glob("*.h5")):
+        feats, coords, attrs = read_features(h5)
+        found[h5.name] = (feats, coords, {k: v for k, v in attrs.items() if k != "savetodir"})
+    return found
+
+
+def test_options_objects_equal_deprecated_keywords(collection, tmp_path):
+    tiling = slides.TilingOptions(magnification=10, segmentation=PARAMS, threads=1)
+    options = EmbedOptions(batch_size=8, queue_size=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the new spelling does not warn
+        new = embed_slides(collection[:2], model=TinyEncoder(), out=tmp_path / "new",  # noqa: F821
+                           tiling=tiling, options=options, progress=False)  # fmt: skip
+    msg = (
+        r"embed_slides\(magnification=, segmentation=, threads=, batch_size=, queue_size=\) "
+        r"is deprecated; use tiling=TilingOptions\(magnification=\.\.\., segmentation=\.\.\., "
+        r"threads=\.\.\.\), options=EmbedOptions\(batch_size=\.\.\., queue_size=\.\.\.\)"
+    )
+    with pytest.warns(DeprecationWarning, match=msg) as record:
+        old = embed_slides(collection[:2], model=TinyEncoder(), out=tmp_path / "old",  # noqa: F821
+                           magnification=10, segmentation=PARAMS, threads=1, batch_size=8,
+                           queue_size=2, progress=False)  # fmt: skip
+    assert record[0].filename == __file__  # points at the caller
+    assert new.ok and old.ok and new.n_patches == old.n_patches > 0
+    a, b = (
+        _features(tmp_path / "new", "10x_256px_0px_overlap"),
+        _features(tmp_path / "old", "10x_256px_0px_overlap"),
+    )
+    assert a.keys() == b.keys() and len(a) == 2
+    for name in a:
+        np.testing.assert_array_equal(a[name][0], b[name][0])
+        np.testing.assert_array_equal(a[name][1], b[name][1])
+        assert a[name][2] == b[name][2]
+
+
+def test_mixed_spelling_refused(collection, tmp_path):
+    enc = TinyEncoder()  # noqa: F821
+    with pytest.raises(InvalidArgumentError, match=r"batch_size= and options= both given"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, options=EmbedOptions(),
+                     batch_size=8)  # fmt: skip
+    with pytest.raises(InvalidArgumentError, match=r"threads=, mpp= and tiling= both given"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, tiling=slides.TilingOptions(),
+                     threads=1, mpp=0.5)  # fmt: skip
+    with pytest.raises(InvalidTypeError, match="tiling: expected a tumorboard.slides.Tiling"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, tiling=EmbedOptions())
+    with pytest.raises(InvalidTypeError, match="options: expected a tumorboard.embed.Embed"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, options={"batch_size": 8})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'patch'"):
+        embed_slides(collection[:1], model=enc, out=tmp_path, patch=128)
+    assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_embed_options_validate_once():
+    opts = EmbedOptions(batch_size=np.int64(32), compile="max-autotune", dtype="bf16")
+    assert opts.batch_size == 32 and type(opts.batch_size) is int
+    assert opts.compile_mode == "max-autotune" and EmbedOptions().compile_mode is None
+    assert pickle.loads(pickle.dumps(opts)) == opts  # travels to Ray actors
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.batch_size = 8  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        EmbedOptions(64)  # type: ignore[misc]  # keyword-only
+    bad = [
+        ({"batch_size": 0}, "batch_size: expected a positive int, got 0"),
+        ({"batch_size": True}, "batch_size: expected a positive int"),
+        ({"queue_size": -1}, "queue_size: expected a positive int"),
+        ({"backend": "tf"}, "executor= picks where the work runs"),
+        ({"dtype": "int8"}, "dtype: expected one of"),
+        ({"device": "tpu"}, "device: expected 'auto', 'cpu'"),
+        ({"compile": "fastest"}, "compile: expected a bool or one of"),
+        ({"decode": "nvjpeg"}, "decode: expected one of 'cpu', 'gpu'"),
+        ({"backend": "onnxruntime", "compile": True}, "options of backend='torch'"),
+        ({"backend": "onnxruntime", "dtype": "fp8"}, "options of backend='torch'"),
+        ({"backend": "onnxruntime", "decode": "gpu"}, "backend='onnxruntime' takes CPU batches"),
+    ]
+    for kwargs, match in bad:
+        with pytest.raises(InvalidArgumentError, match=re.escape(match)):
+            EmbedOptions(**kwargs)
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        dataclasses.replace(opts, batch_size=0)  # replace validates again
+    with pytest.raises(InvalidTypeError, match="device: expected a str"):
+        EmbedOptions(device=0)  # type: ignore[arg-type]
+
+
+def test_segmentation_params_deprecated_alias():
+    from tumorboard.slides import _segment
+
+    for module in (slides, _segment):
+        with pytest.warns(DeprecationWarning, match=r"SegmentationParams is deprecated; use "):
+            old = module.SegmentationParams
+        assert old is slides.SegmentationOptions
+    assert "SegmentationParams" not in slides.__all__
+    assert "SegmentationOptions" in slides.__all__
+    with pytest.raises(AttributeError, match="SegmentationParam'"):
+        slides.SegmentationParam  # noqa: B018

@@ -32,7 +32,8 @@ pytest.importorskip("openslide")
 pytest.importorskip("tifffile")
 
 from test_slides_readers import synthetic_image, write_test_slide  # noqa: E402
-from tumorboard.embed import embed_slides, read_features  # noqa: E402
+from tumorboard.embed import EmbedOptions, embed_slides, read_features  # noqa: E402
+from tumorboard.slides import TilingOptions  # noqa: E402
 
 JOB20 = "20x_256px_0px_overlap"
 
@@ -101,13 +102,14 @@ def test_rerun_at_another_magnification_embeds_into_its_own_folder(slide, tmp_pa
 
 def test_other_settings_in_the_same_folder_are_refused_naming_both_values(slide, tmp_path):
     out = tmp_path / "job"
-    kw = dict(model="uni2-tiny", out=out, batch_size=16, progress=False, threads=1)
-    first = embed_slides(slide, segmentation=None, **kw)
+    kw = dict(model="uni2-tiny", out=out, options=EmbedOptions(batch_size=16), progress=False)
+    first = embed_slides(slide, tiling=TilingOptions(segmentation=None, threads=1), **kw)
     assert [r.status for r in first.results] == ["done"] and first.results[0].n_patches == 48
     features = first.results[0].features_path
     before = features.read_bytes()
 
-    again = embed_slides(slide, segmentation="bwh_biopsy", seg_mpp=4.0, **kw)
+    bwh = TilingOptions(segmentation="bwh_biopsy", seg_mpp=4.0, threads=1)
+    again = embed_slides(slide, tiling=bwh, **kw)
     (res,) = again.results
     assert res.status == "failed" and not again.ok
     assert str(features) in res.error
@@ -115,7 +117,7 @@ def test_other_settings_in_the_same_folder_are_refused_naming_both_values(slide,
     assert "'sthresh': 15" in res.error and "--force" in res.error
     assert features.read_bytes() == before  # nothing was overwritten
 
-    redo = embed_slides(slide, segmentation="bwh_biopsy", seg_mpp=4.0, force=True, **kw)
+    redo = embed_slides(slide, tiling=bwh, force=True, **kw)
     assert [r.status for r in redo.results] == ["done"]
     assert 0 < redo.results[0].n_patches < 48  # only the tissue patches now
     with h5py.File(features, "r") as f:
@@ -236,8 +238,13 @@ def test_folders_lists_and_reports_that_keep_earlier_slides(slide, tmp_path):
 
 def test_embed_writes_tissue_contours(slide, tmp_path):
     out = tmp_path / "job"
-    rep = embed_slides(slide, model="uni2-tiny", out=out, segmentation="bwh_biopsy",
-                       seg_mpp=4.0, magnification=10, progress=False)  # fmt: skip
+    rep = embed_slides(
+        slide,
+        model="uni2-tiny",
+        out=out,
+        tiling=TilingOptions(segmentation="bwh_biopsy", seg_mpp=4.0, magnification=10),
+        progress=False,
+    )
     assert rep.ok
     contours = json.loads((out / "contours_geojson" / "case01.geojson").read_text())
     assert contours["type"] == "FeatureCollection" and len(contours["features"]) >= 2
@@ -282,8 +289,13 @@ def test_reader_option_reaches_the_slides(slide, tmp_path):
     runs = {}
     for reader in ("openslide", "tifffile"):
         out = tmp_path / reader
-        rep = embed_slides(slide, model="uni2-tiny", out=out, reader=reader, segmentation=None,
-                           magnification=10, progress=False)  # fmt: skip
+        rep = embed_slides(
+            slide,
+            model="uni2-tiny",
+            out=out,
+            tiling=TilingOptions(reader=reader, segmentation=None, magnification=10),
+            progress=False,
+        )
         assert rep.ok
         runs[reader] = read_features(rep.results[0].features_path)
         assert runs[reader][2]["reader"] == reader
@@ -304,7 +316,8 @@ def test_same_name_slides_from_different_folders_never_share_outputs(tmp_path):
     first = png(tmp_path / "x" / "a.png", width=512)
     second = png(tmp_path / "y" / "a.png", width=768, seed=1)
     out = tmp_path / "job"
-    kw = dict(model="uni2-tiny", out=out, mpp=0.5, segmentation=None, progress=False)
+    tiling = TilingOptions(mpp=0.5, segmentation=None)
+    kw = dict(model="uni2-tiny", out=out, tiling=tiling, progress=False)
     assert [r.status for r in embed_slides(first, **kw).results] == ["done"]
     (res,) = embed_slides(second, **kw).results  # a later run, the other folder
     assert res.status == "failed"
@@ -352,8 +365,14 @@ def test_progress_every_two_seconds_with_patches_per_second(tmp_path):
     image = png(tmp_path / "roi.png", width=512)
     model = _Slow()
     clock = _Clock()
-    rep = embed_slides(image, model=model, out=tmp_path / "job", mpp=0.5, segmentation=None,
-                       batch_size=2, stream=clock)  # fmt: skip
+    rep = embed_slides(
+        image,
+        model=model,
+        out=tmp_path / "job",
+        tiling=TilingOptions(mpp=0.5, segmentation=None),
+        options=EmbedOptions(batch_size=2),
+        stream=clock,
+    )
     assert rep.ok and rep.results[0].n_patches == 2
     ((start, end),) = model.calls  # one batch: one long forward
     during = [line for t, line in clock.lines if start + 1.0 < t < end]

@@ -107,6 +107,7 @@ def test_tile_and_embed_plan_and_report_alike(tmp_path, capsys):
     pytest.importorskip("torch")
     from test_atomic import png_slide, tiny_encoder
     from tumorboard.embed import embed_slides
+    from tumorboard.slides import TilingOptions
     from tumorboard.slides import cli as tile_cli
 
     (tmp_path / "x").mkdir()
@@ -121,8 +122,13 @@ def test_tile_and_embed_plan_and_report_alike(tmp_path, capsys):
     assert err[1] == f"[2/2] a: failed: {dup}"
 
     log = io.StringIO()
-    rep = embed_slides([first, second], model=tiny_encoder(), out=tmp_path / "emb", mpp=0.5,
-                       segmentation=None, threads=1, stream=log)  # fmt: skip
+    rep = embed_slides(
+        [first, second],
+        model=tiny_encoder(),
+        out=tmp_path / "emb",
+        tiling=TilingOptions(mpp=0.5, segmentation=None, threads=1),
+        stream=log,
+    )
     assert [(r.name, r.status, r.error) for r in rep.results] == [
         ("a", "done", None),
         ("a", "failed", dup),

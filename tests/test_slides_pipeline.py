@@ -24,14 +24,14 @@ from scipy import ndimage as ndi
 from test_slides_core import MEAN, STD, brute_grid, oracle_filter
 from test_slides_readers import BLOBS, H0, LUMEN, MPP, W0, synthetic_image, write_test_slide
 from tumorboard import slides
-from tumorboard.slides import SegmentationParams
+from tumorboard.slides import SegmentationOptions
 from tumorboard.slides import cli as tile_cli
 
 h5py = pytest.importorskip("h5py")
 
 # areas in um2: the speck (40 px radius at 0.5 um/px, 1,257 um2) is dropped, the lumen (13,195 um2)
 # stays a hole
-PARAMS = SegmentationParams(sthresh=8, mthresh=7, close=4, min_tissue_area=30_000.0,
+PARAMS = SegmentationOptions(sthresh=8, mthresh=7, close=4, min_tissue_area=30_000.0,
                             min_hole_area=3_000.0, max_n_holes=8)  # fmt: skip
 
 
@@ -63,7 +63,7 @@ def np_close(mask: np.ndarray, k: int) -> np.ndarray:
 
 
 def oracle_mask(
-    rgb: np.ndarray, p: SegmentationParams, ds: float, mpp: float = MPP
+    rgb: np.ndarray, p: SegmentationOptions, ds: float, mpp: float = MPP
 ) -> tuple[np.ndarray, int]:
     from skimage.filters import threshold_otsu
 
@@ -113,14 +113,14 @@ def test_ihc_image_segmentation_matches_oracle():
 
 def test_presets_and_validation():
     unit = (512 * 0.25) ** 2  # one CLAM area unit at 40x, in um2
-    assert slides.PRESETS["tcga"] == SegmentationParams(8, 7, 4, False, 16 * unit, 4 * unit, 8)
-    assert slides.PRESETS["bwh_biopsy"] == SegmentationParams(15, 11, 2, False, unit, unit, 2)
+    assert slides.PRESETS["tcga"] == SegmentationOptions(8, 7, 4, False, 16 * unit, 4 * unit, 8)
+    assert slides.PRESETS["bwh_biopsy"] == SegmentationOptions(15, 11, 2, False, unit, unit, 2)
     with pytest.raises(ValueError, match="unknown preset"):
         slides.segment_image(np.zeros((4, 4, 3), np.uint8), preset="nope", mpp=1.0)
     with pytest.raises(ValueError, match="mthresh"):
-        SegmentationParams(mthresh=4)
+        SegmentationOptions(mthresh=4)
     with pytest.raises(ValueError, match="min_tissue_area must be a non-negative number"):
-        SegmentationParams(min_tissue_area=-1.0)
+        SegmentationOptions(min_tissue_area=-1.0)
     with pytest.raises(ValueError, match="image must be"):
         slides.segment_image(np.zeros((4, 4), np.uint8), mpp=1.0)
 

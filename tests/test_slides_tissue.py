@@ -99,7 +99,7 @@ def test_demo_slide_has_patches_at_defaults(demo_slide):
         tissue = slides.segment_tissue(s)
         grid = slides.patch_grid(s, tissue)
         assert not tissue.empty and tissue.empty_reason == ""
-        assert tissue.params == slides.PRESETS["default"] == slides.SegmentationParams()
+        assert tissue.params == slides.PRESETS["default"] == slides.SegmentationOptions()
         # the two fragments (0.16 + 0.13 mm2 drawn) joined by the closing
         assert 0.25e6 < tissue.largest_region_um2 < 0.33e6
         assert tissue.tissue_area_um2 == pytest.approx(tissue.largest_region_um2)
@@ -192,10 +192,10 @@ def test_blank_slide_is_no_tissue_with_a_hint():
 def test_areas_are_physical_and_clam_numbers_hold_at_40x():
     unit = (512 * 0.25) ** 2  # one CLAM area unit at 40x
     assert slides.CLAM_LEVEL0_MPP == 0.25 and unit == 16_384.0
-    assert slides.PRESETS["clam"] == slides.SegmentationParams.from_clam(8, 7, 4, False, 100, 16)
+    assert slides.PRESETS["clam"] == slides.SegmentationOptions.from_clam(8, 7, 4, False, 100, 16)
     assert slides.PRESETS["clam"].min_tissue_area == 100 * unit
     assert slides.PRESETS["otsu"].use_otsu and slides.PRESETS["otsu"].min_hole_area == 16 * unit
-    at_20x = slides.SegmentationParams.from_clam(a_t=100, a_h=16, level0_mpp=0.5)
+    at_20x = slides.SegmentationOptions.from_clam(a_t=100, a_h=16, level0_mpp=0.5)
     assert at_20x.min_tissue_area == 4 * slides.PRESETS["clam"].min_tissue_area
     # tcga keeps regions above 16 CLAM units; on an 8 um/px thumbnail of a 40x slide CLAM's rule
     # is pixels > 16 * int(512^2 / 32^2) = 4096: a 63 x 63 square goes, a 65 x 65 one stays (the

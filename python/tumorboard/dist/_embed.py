@@ -12,6 +12,7 @@ temporary-file protocol means a half-written slide never looks complete.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import deque
@@ -92,8 +93,11 @@ def embed_slides_ray(
     stream : TextIO, optional
         Where progress goes (default stderr).
     **kwargs
-        The options of :func:`~tumorboard.embed.embed_slides`; ``model`` and ``out`` are
-        required.
+        The other keywords of :func:`~tumorboard.embed.embed_slides`; ``model`` and ``out`` are
+        required, ``tiling`` (:class:`~tumorboard.slides.TilingOptions`) and ``options``
+        (:class:`~tumorboard.embed.EmbedOptions`) travel to every actor as they are (frozen
+        dataclasses, pickled). Their fields as separate keywords are deprecated, as for
+        ``embed_slides``.
 
     Returns
     -------
@@ -111,6 +115,7 @@ def embed_slides_ray(
         No slide was processed by a worker.
     """
     from ..embed import EmbedReport, SlideResult, encoder_identity
+    from ..embed._options import EMBED_FIELDS, TILING_FIELDS, resolve_options
 
     t0 = time.perf_counter()
     if isinstance(slides, (str, os.PathLike)):
@@ -122,6 +127,11 @@ def embed_slides_ray(
         raise InvalidTypeError(
             "embed_slides_ray: model= and out= are required (as for embed_slides)"
         )
+    kwargs = dict(kwargs)
+    legacy = {k: kwargs.pop(k) for k in list(kwargs) if k in TILING_FIELDS + EMBED_FIELDS}
+    tiling, options = resolve_options(
+        "embed_slides_ray", kwargs.pop("tiling", None), kwargs.pop("options", None), legacy
+    )
     encoder, fingerprint = encoder_identity(
         kwargs["model"],
         kwargs.get("weights"),
@@ -150,8 +160,9 @@ def embed_slides_ray(
         n_actors = gpus or int(ray.cluster_resources().get("CPU", 1))
     if isinstance(n_actors, bool) or not isinstance(n_actors, int) or n_actors < 1:
         raise InvalidArgumentError(f"n_actors: expected an integer >= 1, got {n_actors!r}")
-    if gpus and kwargs.get("device", "auto") == "auto":
-        kwargs = {**kwargs, "device": "cuda"}
+    if gpus and options.device == "auto":
+        options = dataclasses.replace(options, device="cuda")
+    kwargs = {**kwargs, "tiling": tiling, "options": options}
     actor_cls = ray.remote(max_restarts=0, max_task_retries=0, **per_actor)(_EmbedWorker)
     kw_ref = ray.put(kwargs)
     idle = [actor_cls.remote(kw_ref, encoder, fingerprint) for _ in range(min(n_actors, len(todo)))]

@@ -7,16 +7,21 @@ instead of stopping.
 
 Typical use::
 
-    from tumorboard.embed import embed_slides
+    from tumorboard.embed import EmbedOptions, embed_slides
+    from tumorboard.slides import TilingOptions
 
     report = embed_slides(["a.svs", "slides/"], model="uni2-h", weights="uni2h.bin", out="job",
-                          magnification=20, patch_size=256)
+                          tiling=TilingOptions(magnification=20, patch_size=256),
+                          options=EmbedOptions(batch_size=128, dtype="bf16"))
     print(report.summary())
     # job/20x_256px_0px_overlap/features_uni_v2/a.h5 and .../embeddings_uni_v2/a.parquet
 
-``compile=True`` runs a ``torch.compile``'d encoder with static batch shapes; ``dtype="fp8"``
-quantises its block linears to FP8 (GPUs of compute capability >= 8.9). On CUDA the patches
-cross to the GPU as uint8 and are normalised there (:func:`normalize_uint8`).
+What decides the patches is ``tiling=`` (:class:`~tumorboard.slides.TilingOptions`, shared with
+``tumorboard tile``); how they are computed is ``options=`` (:class:`EmbedOptions`). The separate
+keywords these objects replace are deprecated. ``EmbedOptions(compile=True)`` runs a
+``torch.compile``'d encoder with static batch shapes; ``dtype="fp8"`` quantises its block linears
+to FP8 (GPUs of compute capability >= 8.9). On CUDA the patches cross to the GPU as uint8 and are
+normalised there (:func:`normalize_uint8`).
 
 torch, h5py (``pip install tumorboard[embed]``), the slide readers (``[slides]``) and, for
 ``backend="onnxruntime"``, onnxruntime (``[gpu]`` for onnxruntime-gpu) are imported lazily.
@@ -33,8 +38,10 @@ from ._engine import (
     features_complete,
     read_features,
 )
+from ._options import EmbedOptions
 
 __all__ = [
+    "EmbedOptions",
     "EmbedReport",
     "OnnxBackend",
     "SlideResult",

@@ -68,8 +68,6 @@ from .._io import atomic_path, remove_temp_files
 from .._progress import SlideProgress
 from ..errors import CoreError, InvalidArgumentError, InvalidTypeError, MissingFileError
 from ..slides import (
-    DEFAULT_PRESET,
-    DEFAULT_SEGMENTATION_MPP,
     TilingOptions,
     collect_slides,
     gpu_decode_unsupported,
@@ -79,13 +77,12 @@ from ..slides import (
     slide_name,
 )
 from ._backends import (
-    DTYPES,
     OnnxBackend,
     TorchBackend,
-    check_compile,
     encoder_meta,
     export_onnx,
 )
+from ._options import EmbedOptions, resolve_options
 
 Status = Literal["done", "skipped", "no tissue", "failed"]
 
@@ -691,12 +688,6 @@ _PARQUET_META = (
 )
 
 
-def _check_positive(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise InvalidArgumentError(f"{name}: expected a positive int, got {value!r}")
-    return int(value)
-
-
 def run_precision(backend: str, device: str, dtype: str) -> str:
     """Return the precision a run computes in, as its features record it (``precision``).
 
@@ -756,33 +747,25 @@ def embed_slides(
     slides: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     model: Any,
+    out: str | os.PathLike[str],
+    tiling: TilingOptions | None = None,
+    options: EmbedOptions | None = None,
     weights: str | os.PathLike[str] | None = None,
     random_weights: bool = False,
-    out: str | os.PathLike[str],
-    magnification: float = 20,
-    patch_size: int = 256,
-    overlap: int = 0,
-    min_tissue: float = 0.0,
-    segmentation: Any = DEFAULT_PRESET,
-    seg_mpp: float = DEFAULT_SEGMENTATION_MPP,
-    mpp: float | None = None,
-    reader: str = "auto",
-    threads: int | None = None,
-    batch_size: int = 64,
-    backend: Literal["torch", "onnxruntime"] = "torch",
-    device: str = "auto",
-    dtype: Literal["auto", "fp32", "fp16", "bf16", "fp8"] = "auto",
-    queue_size: int = 8,
     encoder_name: str | None = None,
     force: bool = False,
     progress: bool = True,
     stream: Any = None,
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
-    compile: bool | str = False,
-    decode: Literal["cpu", "gpu"] = "cpu",
+    **deprecated: Any,
 ) -> EmbedReport:
     """Embed every patch of every slide of a collection with a patch encoder.
+
+    What decides the patches is ``tiling=`` (:class:`~tumorboard.slides.TilingOptions`, shared
+    with ``tumorboard tile``); how they are computed is ``options=`` (:class:`EmbedOptions`).
+    The remaining keywords say which job it is (model, weights, encoder name, output folder),
+    whether to redo it, where it runs and how it reports.
 
     Parameters
     ----------
@@ -795,47 +778,22 @@ def embed_slides(
         ...) or a torch module mapping normalised [B, 3, S, S] images to [B, D] (its
         ``image_size``, ``mean`` and ``std`` attributes set the preprocessing; 224 px and
         ImageNet statistics when absent).
+    out : str or os.PathLike
+        The job folder (see the module docstring for its layout).
+    tiling : TilingOptions or None, default None
+        How slides are tiled: magnification, patch size, overlap, tissue threshold,
+        segmentation (a preset name, a :class:`~tumorboard.slides.SegmentationOptions` or
+        None), its thumbnail resolution, the mpp override, the reader and the threads reading,
+        preprocessing and segmenting (None: ``TilingOptions()``, 20x, 256 px, no overlap, the
+        default segmentation preset, all cores).
+    options : EmbedOptions or None, default None
+        How the patches are embedded: batch size, backend, device, dtype, queue size,
+        ``torch.compile`` and where JPEG tiles are decoded (None: ``EmbedOptions()``; see
+        :class:`EmbedOptions` for each field and what the features record of it).
     weights : str or os.PathLike or None, default None
         Checkpoint of a model name. The real models (``uni2-h``, ``uni``, ``conch``) need it.
     random_weights : bool, default False
         Run a real model name with random parameters (for tests; recorded as ``random``).
-    out : str or os.PathLike
-        The job folder (see the module docstring for its layout).
-    magnification : float, default 20
-        Target magnification (TRIDENT's patcher).
-    patch_size : int, default 256
-        Patch side in pixels at that magnification; patches are resized to the encoder's image
-        size.
-    overlap : int, default 0
-        Overlap of neighbouring patches in pixels at that magnification.
-    min_tissue : float, default 0.0
-        Tissue fraction a patch needs (0 keeps any overlap with tissue).
-    segmentation : str or SegmentationParams or None, default DEFAULT_PRESET
-        A tissue segmentation preset name (``tumorboard.slides.PRESETS``), a
-        :class:`~tumorboard.slides.SegmentationParams`, or None to keep every grid patch.
-    seg_mpp : float, default 8.0
-        Resolution of the segmentation thumbnail in um/px.
-    mpp : float or None, default None
-        Override the slides' resolution (needed for plain images).
-    reader : str, default "auto"
-        The slide reader (``tumorboard.slides.READERS``).
-    threads : int or None, default None
-        Threads reading and preprocessing patches, and segmenting (default: all cores).
-    batch_size : int, default 64
-        Patches per forward.
-    backend : {"torch", "onnxruntime"}, default "torch"
-        The compute backend; for "onnxruntime" the module is exported once to
-        ``{out}/.onnx/{encoder}.onnx``.
-    device : str, default "auto"
-        "auto", "cpu" or "cuda[:i]".
-    dtype : {"auto", "fp32", "fp16", "bf16", "fp8"}, default "auto"
-        The precision (torch only): "auto" is bf16 autocast on CUDA, fp32 on CPU; "fp8"
-        quantises the encoder's block linears to FP8 E4M3 with rowwise dynamic activation scales
-        and per-channel weight scales (:mod:`tumorboard.models.fp8`, ``torch._scaled_mm``), the
-        rest under bf16 autocast; it needs a GPU of compute capability >= 8.9 and is refused
-        elsewhere. The features record it (attributes ``precision`` and ``dtype``).
-    queue_size : int, default 8
-        Batches buffered between the readers and the model.
     encoder_name : str or None, default None
         The name used in ``features_{encoder}`` (default: TRIDENT's name for uni2-h/uni/conch,
         else the model name or the module's ``encoder_name`` or class name).
@@ -848,28 +806,20 @@ def embed_slides(
         Where progress goes (default stderr; see ``tumorboard._progress.SlideProgress``).
     executor : {"local", "ray"}, default "local"
         Where the work runs: "local" (this process) or "ray": slides are handed one at a time to
-        Ray actors (one per GPU, else per CPU), each running this engine on its slide
-        (:func:`tumorboard.dist.embed_slides_ray`; needs ``tumorboard[dist]``). Outputs and
-        resume behaviour are identical to a local run; a slide whose worker dies is retried.
+        Ray actors (one per GPU, else per CPU), each running this engine on its slide with the
+        same ``tiling`` and ``options`` (:func:`tumorboard.dist.embed_slides_ray`; needs
+        ``tumorboard[dist]``). Outputs and resume behaviour are identical to a local run; a
+        slide whose worker dies is retried.
     ray_address : str or None, default None
         The Ray cluster for ``executor="ray"`` (None: a new local Ray, or this process's
         connection; "auto": the cluster started with ``ray start``).
-    compile : bool or str, default False
-        ``torch.compile`` the encoder (torch only; True is mode "default", or a mode name such as
-        "max-autotune") with static batch shapes: the last batch of a slide is padded to
-        ``batch_size``, so one graph is compiled per (model, batch size, dtype) and reused for
-        every slide, and by later runs in this process with the same model and weights. The
-        features record it (attribute ``compiled``: the mode, or "no").
-    decode : {"cpu", "gpu"}, default "cpu"
-        Where JPEG tiles are decoded. "cpu" (the default): the slides layer's threaded loader
-        (libjpeg-turbo). "gpu": nvImageCodec (nvJPEG) on the CUDA device the model runs on,
-        with each batch assembled, resized and normalised there
-        (:class:`~tumorboard.slides.GpuTileDecoder`), for slides whose CPU decoding would starve
-        the GPU; patches are within one uint8 step of the CPU path's. It applies to tiled TIFF
-        pyramids of JPEG tiles read by tifffile; other slides keep CPU decoding. The features
-        record which (attribute ``patch_loader``: "gpu", "native" or "python"). Needs
-        ``backend="torch"``, a CUDA device and ``pip install "tumorboard[gpu]"``
-        (nvImageCodec).
+    **deprecated
+        The fields of ``tiling`` (``magnification``, ``patch_size``, ``overlap``,
+        ``min_tissue``, ``segmentation``, ``seg_mpp``, ``mpp``, ``reader``, ``threads``) and of
+        ``options`` (``batch_size``, ``backend``, ``device``, ``dtype``, ``queue_size``,
+        ``compile``, ``decode``) as separate keywords, deprecated: they give the same result
+        with a :class:`DeprecationWarning` naming the new spelling, and are refused together
+        with the object that holds them.
 
     Returns
     -------
@@ -879,41 +829,25 @@ def embed_slides(
     Raises
     ------
     InvalidArgumentError
-        An option out of range, or a real model name without weights (nothing has run).
+        An option out of range, a deprecated keyword together with ``tiling=``/``options=``,
+        a device, precision or decoder this machine lacks, or a real model name without
+        weights (nothing has run).
+    InvalidTypeError
+        ``tiling`` or ``options`` of the wrong type.
     MissingFileError
         No input is a slide file, or the checkpoint does not exist (nothing has run).
     """
     t_start = time.perf_counter()
-    opts = TilingOptions(magnification=magnification, patch_size=patch_size, overlap=overlap,
-                         min_tissue=min_tissue, segmentation=segmentation, seg_mpp=seg_mpp,
-                         mpp=mpp, reader=reader, threads=threads)  # fmt: skip
-    batch_size = _check_positive(batch_size, "batch_size")
-    queue_size = _check_positive(queue_size, "queue_size")
-    if dtype not in DTYPES:
-        raise InvalidArgumentError(f"dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
-    if backend not in ("torch", "onnxruntime"):
-        raise InvalidArgumentError(
-            f"backend: expected 'torch' or 'onnxruntime', got {backend!r} (executor= picks "
-            "where the work runs)"
-        )
+    opts, run = resolve_options("embed_slides", tiling, options, deprecated)
+    batch_size, queue_size = run.batch_size, run.queue_size
+    backend, device, dtype, compile, decode = (run.backend, run.device, run.dtype, run.compile,
+                                               run.decode)  # fmt: skip
     if executor not in ("local", "ray"):
         raise InvalidArgumentError(f"executor: expected 'local' or 'ray', got {executor!r}")
-    mode = check_compile(compile)
-    if decode not in ("cpu", "gpu"):
-        raise InvalidArgumentError(f"decode: expected 'cpu' or 'gpu', got {decode!r}")
-    if decode == "gpu" and backend != "torch":
-        raise InvalidArgumentError(
-            f"decode='gpu' feeds decoded patches to a torch model on the GPU; backend={backend!r} "
-            "takes CPU batches (use decode='cpu')"
-        )
     decode_device: str | None = None
     if decode == "gpu" and executor == "local":
         # no CUDA, or no nvImageCodec, is refused before anything runs
         decode_device = str(resolve_decode_device(device)[0])
-    if backend != "torch" and (mode is not None or dtype == "fp8"):
-        raise InvalidArgumentError(
-            f"backend={backend!r}: compile= and dtype='fp8' are options of backend='torch'"
-        )
     if backend == "torch" and executor == "local":
         # an unknown device, CUDA asked for without CUDA, or FP8 on a device without FP8 tensor
         # cores, is refused before the model loads
@@ -940,12 +874,8 @@ def embed_slides(
 
         rep = embed_slides_ray(
             list(found.files), ray_address=ray_address, progress=progress, stream=stream,
-            model=model, weights=weights, random_weights=random_weights, out=out,
-            magnification=opts.magnification, patch_size=opts.patch_size, overlap=opts.overlap,
-            min_tissue=opts.min_tissue, segmentation=opts.segmentation, seg_mpp=opts.seg_mpp,
-            mpp=opts.mpp, reader=opts.reader, threads=opts.threads, batch_size=batch_size,
-            backend=backend, device=device, dtype=dtype, queue_size=queue_size,
-            encoder_name=encoder_name, force=force, compile=compile, decode=decode,
+            model=model, weights=weights, random_weights=random_weights, out=out, tiling=opts,
+            options=run, encoder_name=encoder_name, force=force,
         )  # fmt: skip
         ran = iter(rep.results)
         ordered = [missing[i] if i in missing else next(ran) for i in range(len(found.items))]

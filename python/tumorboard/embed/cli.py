@@ -26,6 +26,7 @@ from ..slides.cli import (
     write_report,
 )
 from ._backends import COMPILE_MODES
+from ._options import EmbedOptions
 
 
 def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -106,6 +107,38 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def embed_options(args: argparse.Namespace) -> EmbedOptions:
+    """Build the validated :class:`~tumorboard.embed.EmbedOptions` of parsed ``embed`` arguments.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``embed`` arguments (``--batch-size``, ``--backend``, ``--device``,
+        ``--dtype``, ``--compile``/``--compile-mode`` and ``--decode``).
+
+    Returns
+    -------
+    EmbedOptions
+        The run options.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``--compile-mode`` without ``--compile``, or a combination the backend does not run.
+    """
+    if args.compile_mode is not None and not args.compile:
+        raise InvalidArgumentError("--compile-mode needs --compile")
+    compile_arg: bool | str = (args.compile_mode or True) if args.compile else False
+    return EmbedOptions(
+        batch_size=args.batch_size,
+        backend=args.backend,
+        device=args.device,
+        dtype=args.dtype,
+        compile=compile_arg,
+        decode=args.decode,
+    )
+
+
 def run_embed(args: argparse.Namespace) -> int:
     """Run ``embed_slides`` with the parsed arguments, print the report, return the status.
 
@@ -123,36 +156,21 @@ def run_embed(args: argparse.Namespace) -> int:
     from . import _engine
 
     try:
-        if args.compile_mode is not None and not args.compile:
-            raise InvalidArgumentError("--compile-mode needs --compile")
-        compile_arg: bool | str = (args.compile_mode or True) if args.compile else False
-        opts = tiling_options(args)
+        tiling = tiling_options(args)
+        options = embed_options(args)
         found = collect_inputs(args)
         report = _engine.embed_slides(
             [p for p, _ in found.items],
             model=args.model,
+            out=args.out,
+            tiling=tiling,
+            options=options,
             weights=args.weights,
             random_weights=args.random_weights,
-            out=args.out,
-            magnification=opts.magnification,
-            patch_size=opts.patch_size,
-            overlap=opts.overlap,
-            min_tissue=opts.min_tissue,
-            segmentation=opts.segmentation,
-            seg_mpp=opts.seg_mpp,
-            mpp=opts.mpp,
-            reader=opts.reader,
-            threads=opts.threads,
-            batch_size=args.batch_size,
-            backend=args.backend,
-            device=args.device,
-            dtype=args.dtype,
             force=args.force,
             progress=not args.quiet,
             executor=args.executor,
             ray_address=args.ray_address,
-            compile=compile_arg,
-            decode=args.decode,
         )
     except (TumorboardError, ValueError, TypeError, ImportError, OSError) as exc:
         return usage_error(exc)

@@ -27,7 +27,7 @@ times faster for patch loading), other slides with OpenSlide (SVS with JPEG 2000
 SCN, ...), then tiffslide, and PNG/JPEG as a plain image; ``reader="openslide"`` (or
 ``"tiffslide"``, ``"tifffile"``, ``"image"``) forces one.
 
-Segmentation areas are in square microns (:class:`SegmentationParams`); the ``default`` preset
+Segmentation areas are in square microns (:class:`SegmentationOptions`); the ``default`` preset
 finds any tissue fragment of 0.1 mm2 or more at any scan resolution, and CLAM's presets (``clam``,
 ``tcga``, ``bwh_biopsy``, ``otsu``) are kept under their names.
 
@@ -36,6 +36,8 @@ with ``pip install tumorboard[slides]``, h5py with ``[embed]``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from ._gpu_decode import GpuTileDecoder, gpu_decode_unsupported, resolve_decode_device
@@ -74,11 +76,14 @@ from ._segment import (
     DEFAULT_PRESET,
     DEFAULT_SEGMENTATION_MPP,
     PRESETS,
-    SegmentationParams,
+    SegmentationOptions,
     TissueMask,
     TissuePolygon,
     segment_image,
     segment_tissue,
+)
+from ._segment import (
+    deprecated_name as _deprecated_name,
 )
 from ._tiling import TiledSlide, TilingOptions
 from ._validate import READERS
@@ -104,7 +109,7 @@ __all__ = [
     "PatchGrid",
     "PatchLoader",
     "PlannedSlide",
-    "SegmentationParams",
+    "SegmentationOptions",
     "Slide",
     "SlideError",
     "SlideResolutionError",
@@ -137,3 +142,8 @@ __all__ = [
     "slide_name",
     "write_coords",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``SegmentationParams``, renamed ``SegmentationOptions``, with a DeprecationWarning
+    return _deprecated_name(__name__, name)

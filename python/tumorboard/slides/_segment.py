@@ -27,7 +27,7 @@ CLAM gives ``a_t``/``a_h`` "relative to a reference patch size of 512 x 512 at l
 (mahmoodlab/CLAM ``docs/README.md``@206bf2d, "Custom Default Segmentation Parameters") and states
 no resolution; 0.25 um/px (40x) is the assumption made here, so one CLAM unit is
 (512 x 0.25 um)^2 = 16,384 um2 and CLAM's numbers are unchanged on 40x scans
-(:meth:`SegmentationParams.from_clam` converts other values).
+(:meth:`SegmentationOptions.from_clam` converts other values).
 
 ============  =======  =======  =====  ========  ===================  ===================  =====
 preset        sthresh  mthresh  close  use_otsu  min_tissue_area      min_hole_area        holes
@@ -83,7 +83,7 @@ def _check_int(value: Any, name: str, low: int, high: int | None = None) -> int:
 
 
 @dataclass(frozen=True)
-class SegmentationParams:
+class SegmentationOptions:
     """Tissue segmentation parameters: CLAM's thresholding and physical area filters.
 
     Attributes
@@ -139,7 +139,7 @@ class SegmentationParams:
         max_n_holes: int = 8,
         *,
         level0_mpp: float = CLAM_LEVEL0_MPP,
-    ) -> SegmentationParams:
+    ) -> SegmentationOptions:
         """Convert CLAM's segmentation parameters (a preset CSV row) to physical areas.
 
         Parameters
@@ -154,7 +154,7 @@ class SegmentationParams:
 
         Returns
         -------
-        SegmentationParams
+        SegmentationOptions
             The same thresholds with areas in square microns.
         """
         mpp = _validate.positive(level0_mpp, "level0_mpp", "um/px")
@@ -164,12 +164,12 @@ class SegmentationParams:
         return cls(sthresh, mthresh, close, use_otsu, a_t * unit, a_h * unit, max_n_holes)
 
 
-PRESETS: dict[str, SegmentationParams] = {
-    "default": SegmentationParams(8, 7, 4, False, 50_000.0, 16_000.0, 8),
-    "clam": SegmentationParams.from_clam(8, 7, 4, False, 100, 16, 8),
-    "tcga": SegmentationParams.from_clam(8, 7, 4, False, 16, 4, 8),
-    "bwh_biopsy": SegmentationParams.from_clam(15, 11, 2, False, 1, 1, 2),
-    "otsu": SegmentationParams.from_clam(8, 7, 4, True, 100, 16, 8),
+PRESETS: dict[str, SegmentationOptions] = {
+    "default": SegmentationOptions(8, 7, 4, False, 50_000.0, 16_000.0, 8),
+    "clam": SegmentationOptions.from_clam(8, 7, 4, False, 100, 16, 8),
+    "tcga": SegmentationOptions.from_clam(8, 7, 4, False, 16, 4, 8),
+    "bwh_biopsy": SegmentationOptions.from_clam(15, 11, 2, False, 1, 1, 2),
+    "otsu": SegmentationOptions.from_clam(8, 7, 4, True, 100, 16, 8),
 }
 
 
@@ -185,26 +185,26 @@ def _smaller_preset_hint(min_tissue_area: float) -> str:
 
 
 def resolve_params(
-    preset: str = DEFAULT_PRESET, params: SegmentationParams | None = None
-) -> SegmentationParams:
+    preset: str = DEFAULT_PRESET, params: SegmentationOptions | None = None
+) -> SegmentationOptions:
     """Return ``params`` if given, else the named preset.
 
     Parameters
     ----------
     preset : str, default "default"
         A key of :data:`PRESETS`.
-    params : SegmentationParams or None, default None
+    params : SegmentationOptions or None, default None
         Explicit parameters; win over ``preset``.
 
     Returns
     -------
-    SegmentationParams
+    SegmentationOptions
         The parameters to segment with.
     """
     if params is not None:
-        if not isinstance(params, SegmentationParams):
+        if not isinstance(params, SegmentationOptions):
             raise InvalidTypeError(
-                f"params must be a SegmentationParams, got {type(params).__name__}"
+                f"params must be a SegmentationOptions, got {type(params).__name__}"
             )
         return params
     try:
@@ -257,7 +257,7 @@ class TissueMask:
         Level-0 (width, height) of the slide.
     threshold : int
         The saturation threshold used (sthresh or Otsu's).
-    params : SegmentationParams
+    params : SegmentationOptions
         The segmentation parameters.
     mpp : float
         Level-0 microns per pixel the areas were converted with.
@@ -271,7 +271,7 @@ class TissueMask:
     downsample: tuple[float, float]
     level0_size: tuple[int, int]
     threshold: int
-    params: SegmentationParams
+    params: SegmentationOptions
     mpp: float
     stats: dict[str, int] = field(default_factory=dict)
     name: str = ""
@@ -317,7 +317,7 @@ class TissueMask:
 
         The message gives the largest region found against the minimum area, or says that no
         pixel passed the saturation threshold, and names what to change: the
-        :class:`SegmentationParams` field, and the command-line flags of ``tumorboard tile`` /
+        :class:`SegmentationOptions` field, and the command-line flags of ``tumorboard tile`` /
         ``embed`` that change it (``--preset``, ``--seg-mpp``; every flag named is one the
         parser has).
         """
@@ -331,11 +331,11 @@ class TissueMask:
             return (
                 f"no tissue: nothing passes the saturation threshold {self.threshold} ({how}) and "
                 f"the median blur{where}; the slide looks blank (check the file, or lower "
-                f"SegmentationParams.sthresh{otsu})"
+                f"SegmentationOptions.sthresh{otsu})"
             )
         return (
             f"no tissue: largest region {_mm2(self.largest_region_um2)} is not above the minimum "
-            f"{_mm2(p.min_tissue_area)}{where}; lower SegmentationParams.min_tissue_area"
+            f"{_mm2(p.min_tissue_area)}{where}; lower SegmentationOptions.min_tissue_area"
             f"{_smaller_preset_hint(p.min_tissue_area)}"
         )
 
@@ -408,7 +408,7 @@ def segment_image(
     *,
     mpp: float,
     preset: str = DEFAULT_PRESET,
-    params: SegmentationParams | None = None,
+    params: SegmentationOptions | None = None,
     downsample: float | tuple[float, float] = 1.0,
     level0_size: tuple[int, int] | None = None,
     name: str = "",
@@ -425,7 +425,7 @@ def segment_image(
         microns a side. The area thresholds are converted with it.
     preset : str, default "default"
         A key of :data:`PRESETS`, used when ``params`` is None.
-    params : SegmentationParams or None, default None
+    params : SegmentationOptions or None, default None
         Explicit parameters.
     downsample : float or tuple of float, default 1.0
         Level-0 pixels per image pixel, one number or (sx, sy).
@@ -526,7 +526,7 @@ def segment_tissue(
     slide: Slide,
     *,
     preset: str = DEFAULT_PRESET,
-    params: SegmentationParams | None = None,
+    params: SegmentationOptions | None = None,
     seg_mpp: float = DEFAULT_SEGMENTATION_MPP,
     threads: int | None = None,
 ) -> TissueMask:
@@ -540,7 +540,7 @@ def segment_tissue(
         A preset (key of :data:`PRESETS`), used when ``params`` is None. The default finds every
         tissue fragment of 0.1 mm2 or more; ``clam``, ``tcga``, ``bwh_biopsy`` and ``otsu`` are
         CLAM's.
-    params : SegmentationParams or None, default None
+    params : SegmentationOptions or None, default None
         Explicit parameters.
     seg_mpp : float, default 8.0
         Thumbnail resolution in um/px (8 = 1.25x; never finer than level 0).
@@ -568,3 +568,44 @@ def segment_tissue(
         name=slide.name,
         threads=threads,
     )
+
+
+#: Deprecated names of this module -> their new names (one release; :func:`deprecated_name`).
+RENAMED = {"SegmentationParams": "SegmentationOptions"}
+
+
+def deprecated_name(module: str, name: str) -> Any:
+    """Return the object a deprecated name of ``module`` now has, with a DeprecationWarning.
+
+    Parameters
+    ----------
+    module : str
+        The module asked (``tumorboard.slides`` or its ``_segment``), for the messages.
+    name : str
+        The attribute asked.
+
+    Returns
+    -------
+    object
+        The object under its new name.
+
+    Raises
+    ------
+    AttributeError
+        ``name`` is not a deprecated name.
+    """
+    new = RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"{module}.{name} is deprecated; use {module}.{new} (the same class)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return globals()[new]
+
+
+def __getattr__(name: str) -> Any:
+    return deprecated_name(__name__, name)

@@ -32,7 +32,7 @@ from ._segment import (
     DEFAULT_PRESET,
     DEFAULT_SEGMENTATION_MPP,
     PRESETS,
-    SegmentationParams,
+    SegmentationOptions,
     TissueMask,
     segment_tissue,
 )
@@ -181,7 +181,7 @@ class TilingOptions:
         Overlap of neighbouring patches in pixels at that magnification, below ``patch_size``.
     min_tissue : float, default 0.0
         Tissue fraction a patch needs, in [0, 1] (0 keeps any overlap with tissue).
-    segmentation : str or SegmentationParams or None, default DEFAULT_PRESET
+    segmentation : str or SegmentationOptions or None, default DEFAULT_PRESET
         A preset name (:data:`~tumorboard.slides.PRESETS`), explicit parameters, or None to keep
         every grid position.
     seg_mpp : float, default 8.0
@@ -205,7 +205,7 @@ class TilingOptions:
     patch_size: int = 256
     overlap: int = 0
     min_tissue: float = 0.0
-    segmentation: str | SegmentationParams | None = DEFAULT_PRESET
+    segmentation: str | SegmentationOptions | None = DEFAULT_PRESET
     seg_mpp: float = DEFAULT_SEGMENTATION_MPP
     mpp: float | None = None
     reader: str = "auto"
@@ -229,9 +229,9 @@ class TilingOptions:
             raise InvalidArgumentError(
                 f"segmentation: unknown preset {seg!r}; choose one of {', '.join(sorted(PRESETS))}"
             )
-        if seg is not None and not isinstance(seg, (str, SegmentationParams)):
+        if seg is not None and not isinstance(seg, (str, SegmentationOptions)):
             raise InvalidTypeError(
-                "segmentation: expected a preset name, SegmentationParams or None, got "
+                "segmentation: expected a preset name, SegmentationOptions or None, got "
                 f"{type(seg).__name__}"
             )
         put(self, "seg_mpp", _number(self.seg_mpp, "seg_mpp", positive=True))
@@ -245,7 +245,7 @@ class TilingOptions:
             put(self, "threads", _int(self.threads, "threads", minimum=1))
 
     @property
-    def params(self) -> SegmentationParams | None:
+    def params(self) -> SegmentationOptions | None:
         """The segmentation parameters (the preset's for a name), or None without segmentation."""
         seg = self.segmentation
         return PRESETS[seg] if isinstance(seg, str) else seg
