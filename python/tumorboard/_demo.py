@@ -260,7 +260,7 @@ def _slide_part(out: Path, seed: int, lines: list[tuple[str, str]]) -> dict[str,
               "(pip install 'tumorboard[slides,embed]')")  # fmt: skip
         return None
     from . import models, slides, tools
-    from .embed import embed_slides, read_features
+    from .embed import EmbedOptions, embed_slides, read_features
 
     t0 = time.perf_counter()
     slide_dir = out / "slides"
@@ -270,8 +270,8 @@ def _slide_part(out: Path, seed: int, lines: list[tuple[str, str]]) -> dict[str,
     lines.append((str(path), "the generated pyramidal sample slide (3 levels, 20x, JPEG tiles)"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # random weights are the point here
-        report = embed_slides([path], model="uni2-tiny", out=out / "embed", batch_size=32,
-                              progress=False)  # fmt: skip
+        report = embed_slides([path], model="uni2-tiny", out=out / "embed",
+                              options=EmbedOptions(batch_size=32), progress=False)  # fmt: skip
     res = report.results[0]
     if res.status != "done":
         print(f"\n[slides] embedding failed: {res.error}")
