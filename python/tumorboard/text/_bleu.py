@@ -367,7 +367,9 @@ def bleu_statistics(
         Texts that are not strings.
     """
     h, streams, tok, lower, order, one = _inputs(hyps, refs, tokenizer, lowercase, max_order)
-    out = _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
+    out = _core.text.bleu_statistics(
+        h, streams, tok, lower, order, _validate.check_threads(threads)
+    )
     return out[0] if one else out
 
 
@@ -422,7 +424,7 @@ def bleu(
     h, streams, tok, lower, order, one = _inputs(hyps, refs, tokenizer, lowercase, max_order)
     value, eff = _smoothing(smooth, smooth_value, effective_order)
     out = _core.text.bleu_sentence(h, streams, tok, lower, order, smooth, value, eff, _PY_SUM,
-                              _validate.threads(threads))  # fmt: skip
+                              _validate.check_threads(threads))  # fmt: skip
     stats = out["statistics"]
     res = BleuResult(
         score=out["score"], bp=out["bp"], ratio=out["ratio"], precisions=out["precisions"],
@@ -503,7 +505,9 @@ def corpus_bleu(
     h, streams, tok, lower, order, _ = _inputs(hyps, refs, tokenizer, lowercase, max_order)
     value, eff = _smoothing(smooth, smooth_value, effective_order)
     opts = BootstrapOptions.resolve(options, ci=ci)
-    stats = _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
+    stats = _core.text.bleu_statistics(
+        h, streams, tok, lower, order, _validate.check_threads(threads)
+    )
     n = stats.shape[0]
     if n == 0:
         raise InvalidArgumentError("hyps: empty input; corpus BLEU needs at least one item")
