@@ -318,19 +318,19 @@ def test_bad_seg_mpp_and_threads_are_refused_before_work(demo_slide):
                 slides.segment_tissue(s, seg_mpp=bad)
         for bad in (0, -3, 1.5, True):
             with pytest.raises(
-                InvalidArgumentError, match=f"threads must be a positive int.*{bad}"
+                InvalidArgumentError, match=f"threads: expected None or an integer.*{bad}"
             ):
                 slides.segment_tissue(s, threads=bad)
-            with pytest.raises(InvalidArgumentError, match="threads must be a positive int"):
+            with pytest.raises(InvalidArgumentError, match="threads: expected None or an integer"):
                 slides.patch_grid(s, None, threads=bad)
-            with pytest.raises(InvalidArgumentError, match="threads must be a positive int"):
+            with pytest.raises(InvalidArgumentError, match="threads: expected None or an integer"):
                 slides.PatchLoader(s, np.zeros((1, 2), np.int64), level=0, read_size=8,
                                    threads=bad)  # fmt: skip
-            with pytest.raises(InvalidArgumentError, match="threads must be a positive int"):
+            with pytest.raises(InvalidArgumentError, match="threads: expected None or an integer"):
                 slides.preprocess_patches(np.zeros((1, 8, 8, 3), np.uint8), size=4, threads=bad)
-            with pytest.raises(InvalidArgumentError, match="threads must be a positive int"):
+            with pytest.raises(InvalidArgumentError, match="threads: expected None or an integer"):
                 slides.resize(np.zeros((8, 8, 3), np.uint8), 4, threads=bad)
-            with pytest.raises(InvalidArgumentError, match="threads must be a positive int"):
+            with pytest.raises(InvalidArgumentError, match="threads: expected None or an integer"):
                 s.read_level(2, threads=bad)
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -51,6 +52,31 @@ BAD_FIELDS = [
 def test_bad_field_names_the_field(field, value):
     with pytest.raises(InvalidArgumentError, match=f"^{field}: expected"):
         BootstrapOptions(**{field: value})
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, np.bool_(True), 4097, "2"])
+def test_threads_is_one_check_in_stats_text_and_slides(bad):
+    # one check (tumorboard._checks.check_threads): same values refused, same message
+    from tumorboard import slides
+
+    want = f"^threads: expected None or an integer in \\[1, 4096\\], got {re.escape(repr(bad))}$"
+    calls = (
+        lambda: BootstrapOptions(threads=bad),
+        lambda: text.rouge("a b", "a b", threads=bad),
+        lambda: slides.resize(np.zeros((8, 8, 3), np.uint8), 4, threads=bad),
+    )
+    for call in calls:
+        with pytest.raises(InvalidArgumentError, match=want):
+            call()
+
+
+def test_threads_none_means_all_cores_everywhere():
+    from tumorboard import slides
+
+    assert BootstrapOptions(threads=None).threads is None
+    assert BootstrapOptions(threads=4096).engine_threads == 4096
+    assert text.rouge("a b", "a b", threads=None)["rouge1"].fmeasure == 1.0
+    assert slides.resize(np.zeros((8, 8, 3), np.uint8), 4, threads=None).shape[:2] == (4, 4)
 
 
 def test_defaults_are_documented_values():

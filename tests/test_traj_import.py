@@ -374,6 +374,21 @@ def test_model_map_text_file(logs, tmp_path):
     assert report.runs == ("mtbbench:multimodal:Llama 3 (70B):no-tools",)
 
 
+def test_item_fields_are_the_items_schema_columns():
+    # ITEM_FIELDS comes from the items schema: every name is an items column, in its order, and
+    # the columns it leaves out are the run fields and those the importer computes
+    from tumorboard.traj.importers.jsonl import COMPUTED_ITEM_COLUMNS, ITEM_FIELDS, RUN_FIELDS
+    from tumorboard.traj.schema import schema_of
+
+    columns = schema_of("items").names
+    assert ITEM_FIELDS and set(ITEM_FIELDS) <= set(columns)
+    assert list(ITEM_FIELDS) == [c for c in columns if c in ITEM_FIELDS]
+    assert set(COMPUTED_ITEM_COLUMNS) <= set(columns)
+    left_out = set(columns) - set(ITEM_FIELDS)
+    assert left_out == set(COMPUTED_ITEM_COLUMNS) | (set(RUN_FIELDS) & set(columns))
+    assert {"item_id", "gold", "response", "correct"} <= set(ITEM_FIELDS)
+
+
 def test_jsonl_import_with_field_map(tmp_path):
     lines = [
         {

@@ -1,7 +1,7 @@
 """Argument checks shared by the packages' validation modules.
 
-``stats/_validate.py`` and ``text/_validate.py`` import these, so a check that is the same
-everywhere has one home.
+``stats/_validate.py``, ``text/_validate.py`` and ``slides/_validate.py`` import these, so a
+check that is the same everywhere has one home.
 """
 
 from __future__ import annotations
@@ -55,8 +55,48 @@ DEVICE_NAME = re.compile(r"auto|cpu|mps|cuda(?::[0-9]+)?")
 DEVICE_NAMES = "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
 
 #: Most worker threads a call into the C++ core may ask for (each is an OS thread the core
-#: starts); ``stats._validate.threads`` and ``text._validate.threads`` check against it.
+#: starts); :func:`check_threads` checks against it.
 MAX_THREADS = 4096
+
+
+def check_threads(threads: Any, *, name: str = "threads") -> int:
+    """Return a worker-thread count as the C++ core takes it: 0 (all cores) for None.
+
+    The one ``threads`` check of the package: ``stats``, ``text`` and ``slides`` validate their
+    ``threads`` arguments with it, so the accepted values and the message are the same
+    everywhere.
+
+    Parameters
+    ----------
+    threads : int or None
+        Worker threads, an integer (any integral type but bool) in [1, :data:`MAX_THREADS`]
+        (4096); None uses every core.
+    name : str, default "threads"
+        The argument's name, for the message.
+
+    Returns
+    -------
+    int
+        ``threads`` as a Python ``int``, or 0 (the core's "all cores") for None.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``threads`` is neither None nor an integer in [1, 4096] (0, negative counts, bools and
+        floats such as 1.5 included); the message reads
+        ``"threads: expected None or an integer in [1, 4096], got ..."``.
+    """
+    import numpy as np
+
+    if threads is None:
+        return 0
+    integral = isinstance(threads, numbers.Integral) and not isinstance(threads, (bool, np.bool_))
+    if not integral or not 1 <= int(threads) <= MAX_THREADS:
+        raise InvalidArgumentError(
+            f"{name}: expected None or an integer in [1, {MAX_THREADS}], "
+            f"got {reprlib.repr(threads)}"
+        )
+    return int(threads)
 
 
 def as_array(data: Any, *, name: str, dtype: Any = None) -> Any:

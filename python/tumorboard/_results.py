@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
+from .errors import InvalidArgumentError
+
 _R = TypeVar("_R")
 
 
@@ -35,6 +37,54 @@ def scalar(value: Any) -> Any:
     if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
         return value.item()
     return value
+
+
+def entries(values: Any) -> int:
+    """Return the number of entries of a per-entry field (1 for a scalar).
+
+    Parameters
+    ----------
+    values : scalar or array_like
+        A per-entry field: a scalar (a single result) or an array with one entry per item or
+        group along its first axis.
+
+    Returns
+    -------
+    int
+        The number of entries.
+    """
+    return 1 if np.ndim(values) == 0 else int(np.shape(values)[0])
+
+
+def interval(result: Any) -> tuple[float, float]:
+    """Return ``(ci_low, ci_high)`` of a result with a single entry, as Python floats.
+
+    The ``interval()`` method of every result with a confidence interval (the bootstrap,
+    paired bootstrap, agreement and corpus BLEU results): it reads the interval the result
+    holds, and computes nothing.
+
+    Parameters
+    ----------
+    result : object
+        A result with per-entry fields ``ci_low`` and ``ci_high`` (scalars, or arrays with one
+        entry per group); NaN where no interval was computed (``ci=False``).
+
+    Returns
+    -------
+    tuple of float
+        The confidence interval.
+
+    Raises
+    ------
+    InvalidArgumentError
+        The result has more than one entry (group).
+    """
+    n = entries(result.ci_low)
+    if n != 1:
+        raise InvalidArgumentError(
+            f"interval() needs an ungrouped or single-group result; this one has {n} groups"
+        )
+    return float(np.ravel(result.ci_low)[0]), float(np.ravel(result.ci_high)[0])
 
 
 def squeeze(result: _R, fields: Sequence[str]) -> _R:

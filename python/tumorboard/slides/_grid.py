@@ -181,7 +181,7 @@ def patch_grid(
     if not 0.0 <= float(min_tissue) <= 1.0:
         raise InvalidArgumentError(f"min_tissue must be in [0, 1], got {min_tissue}")
     magnification = _validate.positive(magnification, "magnification")
-    n_threads = _validate.threads(threads)
+    n_threads = _validate.check_threads(threads)
     level0_mag = slide.magnification
     if not level0_mag:
         why = (

@@ -159,7 +159,7 @@ class PatchLoader:
             raise InvalidArgumentError(
                 f"dtype must be 'float32', 'float16', 'bfloat16' or 'uint8', got {dtype!r}"
             )
-        n_threads = _validate.threads(threads)
+        n_threads = _validate.check_threads(threads)
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise InvalidArgumentError(f"prefetch must be >= 0, got {prefetch}")
         self.slide = slide

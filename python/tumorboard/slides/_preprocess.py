@@ -89,7 +89,7 @@ def resize(
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InvalidArgumentError("image is empty")
     h, w = _size_pair(size)
-    n_threads = _validate.threads(threads)
+    n_threads = _validate.check_threads(threads)
     return _core.tiling.resize(
         np.ascontiguousarray(arr), h, w, _check_interpolation(interpolation), n_threads
     )
@@ -201,7 +201,7 @@ def preprocess_patches(
     numpy.ndarray or torch.Tensor
         ``out`` if given, else a new numpy array.
     """
-    n_threads = _validate.threads(threads)
+    n_threads = _validate.check_threads(threads)
     arr = np.asarray(patches)
     if arr.ndim == 3 and arr.dtype == np.uint8 and arr.shape[2] in (3, 4):
         arr = arr[None]

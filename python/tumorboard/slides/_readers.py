@@ -448,7 +448,7 @@ class Slide(abc.ABC):
             ``(image, (sx, sy))`` with sx, sy the exact level-0 pixels per image pixel.
         """
         downsample = _validate.positive(downsample, "downsample")
-        n_threads = _validate.threads(threads)
+        n_threads = _validate.check_threads(threads)
         w0, h0 = self.dimensions
         tw, th = max(1, round(w0 / downsample)), max(1, round(h0 / downsample))
         level = self.best_level_for_downsample(downsample)
@@ -482,7 +482,7 @@ class Slide(abc.ABC):
 
 def _parallel_map(fn: Any, items: list[int], threads: int | None) -> None:
     """Run fn on every item on up to ``threads`` threads (default: all cores)."""
-    n = _validate.threads(threads) or os.cpu_count() or 1
+    n = _validate.check_threads(threads) or os.cpu_count() or 1
     if n <= 1 or len(items) <= 1:
         for item in items:
             fn(item)
@@ -1013,7 +1013,7 @@ class ImageSlide(Slide):
     @_quiet_reader
     def read_level(self, level: int, *, threads: int | None = None) -> np.ndarray:
         self._check_level(level)
-        _validate.threads(threads)
+        _validate.check_threads(threads)
         return self._image.copy()
 
     def close(self) -> None:

@@ -443,7 +443,7 @@ def segment_image(
     """
     p = resolve_params(preset, params)
     mpp = _validate.positive(mpp, "mpp", "um/px")
-    n_threads = _validate.threads(threads)
+    n_threads = _validate.check_threads(threads)
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (3, 4):
         raise InvalidArgumentError(
@@ -555,7 +555,7 @@ def segment_tissue(
     """
     p = resolve_params(preset, params)
     seg_mpp = _validate.positive(seg_mpp, "seg_mpp", "um/px")
-    _validate.threads(threads)
+    _validate.check_threads(threads)
     mpp = slide_mpp(slide)
     ds = max(1.0, seg_mpp / mpp)
     thumb, (sx, sy) = slide.read_downsampled(ds, threads=threads)

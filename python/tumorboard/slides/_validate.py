@@ -9,42 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
+from .._checks import check_threads as check_threads  # re-exported: one threads check
 from .._checks import choice
 from ..errors import InvalidArgumentError
 
 #: The slide readers, by name; "auto" picks one per file (see :func:`tumorboard.slides.open`).
 READERS = ("auto", "openslide", "tiffslide", "tifffile", "image")
-
-
-def threads(value: Any, name: str = "threads") -> int:
-    """Return a thread count for the core: ``value`` itself, or 0 (all cores) for None.
-
-    Parameters
-    ----------
-    value : int or None
-        A positive thread count, or None for all cores.
-    name : str, default "threads"
-        The option's name, for the message.
-
-    Returns
-    -------
-    int
-        ``value``, or 0 for None (the core's "all cores").
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``value`` is not None and not an int >= 1 (0 and negative counts included).
-    """
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidArgumentError(
-            f"{name} must be a positive int (or None for all cores), got {value!r}"
-        )
-    return int(value)
 
 
 def positive(value: Any, name: str, unit: str = "") -> float:

@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from .._results import interval
 from ..errors import InvalidArgumentError, NumericOverflowError
 from . import _validate
 from ._bootstrap import run_engine
@@ -98,7 +99,7 @@ class AgreementResult:
         tuple of float
             The confidence interval.
         """
-        return self.ci_low, self.ci_high
+        return interval(self)
 
     def to_polars(self) -> pl.DataFrame:
         """Return the result as a one-row table.

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import polars as pl
 
 from .. import _core
-from .._results import squeeze, table
+from .._results import entries, interval, squeeze, table
 from .._typing import Labels, Resampler, Scheme, Values
 from ..errors import CoreError, InvalidArgumentError, NumericOverflowError
 from . import _scale, _validate
@@ -97,7 +97,7 @@ class BootstrapResult:
     distribution: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return _entries(self.estimate)
+        return entries(self.estimate)
 
     def interval(self) -> tuple[float, float]:
         """Return ``(ci_low, ci_high)`` of an ungrouped (or single-group) result.
@@ -112,7 +112,7 @@ class BootstrapResult:
         InvalidArgumentError
             The result has more than one group.
         """
-        return _interval(self)
+        return interval(self)
 
     def to_polars(self) -> pl.DataFrame:
         """Return the result as a table with one row per group (one row without groups).
@@ -186,7 +186,7 @@ class PairedBootstrapResult:
     distribution: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return _entries(self.difference)
+        return entries(self.difference)
 
     def interval(self) -> tuple[float, float]:
         """Return ``(ci_low, ci_high)`` of the difference of an ungrouped (or one-group) result.
@@ -201,7 +201,7 @@ class PairedBootstrapResult:
         InvalidArgumentError
             The result has more than one group.
         """
-        return _interval(self)
+        return interval(self)
 
     def to_polars(self) -> pl.DataFrame:
         """Return the result as a table with one row per group (one row without groups).
@@ -215,21 +215,6 @@ class PairedBootstrapResult:
             One row per group.
         """
         return table({**self.keys, **{f: getattr(self, f) for f in PAIRED_FIELDS[:-1]}})
-
-
-def _entries(values: Any) -> int:
-    """Return the number of entries of a per-group field (1 for a scalar)."""
-    return 1 if np.ndim(values) == 0 else int(np.shape(values)[0])
-
-
-def _interval(res: BootstrapResult | PairedBootstrapResult) -> tuple[float, float]:
-    """Return the interval of an ungrouped or one-group result."""
-    if len(res) != 1:
-        raise InvalidArgumentError(
-            f"interval() needs an ungrouped or single-group result; this one has {len(res)} groups"
-        )
-    low, high = np.ravel(res.ci_low)[0], np.ravel(res.ci_high)[0]
-    return float(low), float(high)
 
 
 def single(res: Any, *, grouped: bool) -> Any:

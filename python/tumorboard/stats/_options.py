@@ -66,7 +66,7 @@ class BootstrapOptions:
             "level": _validate.level(self.level),
             "method": _validate.choice(self.method, _validate.METHODS, name="method"),
             "seed": _validate.integer(self.seed, name="seed", low=0, high=2**64),
-            "threads": _validate.threads(self.threads),
+            "threads": _validate.check_threads(self.threads) or None,  # None: all cores
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)

@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _core
-from .._checks import MAX_THREADS, as_array, choice
+from .._checks import as_array, choice
+from .._checks import check_threads as check_threads  # re-exported: one threads check
 from .._checks import flag as flag  # re-exported: one bool check for the package
 from .._keys import combine_hashes, factorize, hash_labels, label_columns
 from ..errors import InvalidArgumentError
@@ -100,35 +101,6 @@ def level(value: Any, *, name: str = "level") -> float:
             f"{name}: expected a number strictly between 0 and 1, got {reprlib.repr(value)}"
         )
     return float(value)
-
-
-def threads(value: Any, *, name: str = "threads") -> int | None:
-    """Return a worker-thread count: ``None`` (the engine's default) or an integer >= 1.
-
-    Parameters
-    ----------
-    value : int or None
-        The number of worker threads.
-    name : str, default "threads"
-        The argument's name, for the message.
-
-    Returns
-    -------
-    int or None
-        ``value`` as a Python integer, or None.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``value`` is neither None nor an integer >= 1.
-    """
-    if value is None:
-        return None
-    if not is_integer(value) or not 1 <= int(value) <= MAX_THREADS:
-        raise InvalidArgumentError(
-            f"{name}: expected None or an integer in [1, {MAX_THREADS}], got {reprlib.repr(value)}"
-        )
-    return int(value)
 
 
 # ------------------------------------------------------------------------------ per-record data

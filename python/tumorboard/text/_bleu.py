@@ -53,7 +53,7 @@ import polars as pl
 
 from .. import _core
 from .._keys import factorize, label_columns
-from .._results import per_column, squeeze, table
+from .._results import entries, interval, per_column, squeeze, table
 from .._typing import Labels, Texts
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions, BootstrapResult, bootstrap_sufficient
@@ -74,11 +74,6 @@ _PY_SUM = 1 if sys.version_info >= (3, 12) else 0
 _SENTENCE_FIELDS = ("score", "bp", "ratio", "precisions", "sys_len", "ref_len", "statistics")
 _CORPUS_FIELDS = ("n", "score", "bp", "ratio", "precisions", "counts", "totals", "sys_len",
                   "ref_len", "se", "ci_low", "ci_high")  # fmt: skip
-
-
-def _entries(values: Any) -> int:
-    """Return the number of entries of a per-item field (1 for a scalar)."""
-    return 1 if np.ndim(values) == 0 else int(np.shape(values)[0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,7 +115,7 @@ class BleuResult:
     effective_order: bool
 
     def __len__(self) -> int:
-        return _entries(self.score)
+        return entries(self.score)
 
     def to_polars(self) -> pl.DataFrame:
         """Return one row per item: score, bp, ratio, sys_len, ref_len, precision_1..precision_N.
@@ -200,7 +195,7 @@ class CorpusBleuResult:
     bootstrap: BootstrapResult | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return _entries(self.score)
+        return entries(self.score)
 
     def interval(self) -> tuple[float, float]:
         """Return ``(ci_low, ci_high)`` of an ungrouped (or single-group) result.
@@ -215,12 +210,7 @@ class CorpusBleuResult:
         InvalidArgumentError
             The result has more than one group.
         """
-        if len(self) != 1:
-            raise InvalidArgumentError(
-                f"interval() needs an ungrouped or single-group result; this one has {len(self)} "
-                "groups"
-            )
-        return float(np.ravel(self.ci_low)[0]), float(np.ravel(self.ci_high)[0])
+        return interval(self)
 
     def to_polars(self) -> pl.DataFrame:
         """Return the result as a table with one row per group (one row without groups).
@@ -367,7 +357,9 @@ def bleu_statistics(
         Texts that are not strings.
     """
     h, streams, tok, lower, order, one = _inputs(hyps, refs, tokenizer, lowercase, max_order)
-    out = _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
+    out = _core.text.bleu_statistics(
+        h, streams, tok, lower, order, _validate.check_threads(threads)
+    )
     return out[0] if one else out
 
 
@@ -422,7 +414,7 @@ def bleu(
     h, streams, tok, lower, order, one = _inputs(hyps, refs, tokenizer, lowercase, max_order)
     value, eff = _smoothing(smooth, smooth_value, effective_order)
     out = _core.text.bleu_sentence(h, streams, tok, lower, order, smooth, value, eff, _PY_SUM,
-                              _validate.threads(threads))  # fmt: skip
+                              _validate.check_threads(threads))  # fmt: skip
     stats = out["statistics"]
     res = BleuResult(
         score=out["score"], bp=out["bp"], ratio=out["ratio"], precisions=out["precisions"],
@@ -503,7 +495,9 @@ def corpus_bleu(
     h, streams, tok, lower, order, _ = _inputs(hyps, refs, tokenizer, lowercase, max_order)
     value, eff = _smoothing(smooth, smooth_value, effective_order)
     opts = BootstrapOptions.resolve(options, ci=ci)
-    stats = _core.text.bleu_statistics(h, streams, tok, lower, order, _validate.threads(threads))
+    stats = _core.text.bleu_statistics(
+        h, streams, tok, lower, order, _validate.check_threads(threads)
+    )
     n = stats.shape[0]
     if n == 0:
         raise InvalidArgumentError("hyps: empty input; corpus BLEU needs at least one item")

@@ -95,7 +95,7 @@ def _item(x: Any, name: str) -> Item:
 
 def _workers(threads: Any) -> int:
     """Return rapidfuzz's ``workers`` for a ``threads`` argument (None: -1, all cores)."""
-    n = _validate.threads(threads)
+    n = _validate.check_threads(threads)
     return -1 if n == 0 else n
 
 

@@ -368,7 +368,9 @@ def rouge(
     h, r, one = _validate.pair_or_batch(hyps, refs)
     h = _prepare(h, "hyps", tok)
     r = _prepare(r, "refs", tok)
-    p, rc, f = _core.text.rouge(h, r, "hyps", "refs", codes, tok, stem, _validate.threads(threads))
+    p, rc, f = _core.text.rouge(
+        h, r, "hyps", "refs", codes, tok, stem, _validate.check_threads(threads)
+    )
     if one:
         p, rc, f = ([float(x[0]) for x in arrs] for arrs in (p, rc, f))
     scores = {t: RougeScore(p[k], rc[k], f[k]) for k, t in enumerate(type_list)}
@@ -412,7 +414,7 @@ def rouge_matrix(
     stem = _validate.stemmer(stemmer)
     la = _prepare(_validate.texts(hyps, name="hyps"), "hyps", tok)
     lb = _prepare(_validate.texts(refs, name="refs"), "refs", tok)
-    n = _validate.threads(threads)
+    n = _validate.check_threads(threads)
     p, r, f = _core.text.rouge_matrix(la, lb, "hyps", "refs", code, tok, stem, n)
     return RougeMatrix(p, r, f, type=type, tokenizer=tok, stemmer=stem)
 
@@ -464,7 +466,7 @@ def token_f1(
         _core.text.check(r, "refs")
         p = [s.lower() for s in p]
         r = [s.lower() for s in r]
-    out = _core.text.token_f1(p, r, "hyps", "refs", squad, be, _validate.threads(threads))
+    out = _core.text.token_f1(p, r, "hyps", "refs", squad, be, _validate.check_threads(threads))
     return float(out[0]) if one else out
 
 
@@ -534,5 +536,5 @@ def set_f1(
     else:
         p = _prepare(p, "hyps", tok)
         r = _prepare(r, "refs", tok)
-    out = _core.text.set_f1(p, r, "hyps", "refs", tok, _validate.threads(threads))
+    out = _core.text.set_f1(p, r, "hyps", "refs", tok, _validate.check_threads(threads))
     return float(out[0]) if one else out

@@ -20,44 +20,13 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .._checks import MAX_THREADS
+from .._checks import check_threads as check_threads  # re-exported: one threads check
 from .._checks import choice as choice  # re-exported: one choice check for the package
 from .._checks import finite as finite  # re-exported: one finite-number check
 from .._checks import flag as flag  # re-exported: one bool check for the package
 from ..errors import InvalidArgumentError, InvalidTypeError
 
 _ROUGE_TYPE = re.compile(r"rouge([1-9][0-9]*)")
-
-
-def threads(value: Any) -> int:
-    """Return the thread count the C++ engine takes: 0 (all cores) for None, else ``value``.
-
-    Parameters
-    ----------
-    value : int or None
-        Worker threads; None uses every core.
-
-    Returns
-    -------
-    int
-        ``value``, or 0 for None.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``value`` is neither None nor an integer >= 1.
-    """
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        ok = False
-    else:
-        ok = 1 <= value <= MAX_THREADS
-    if not ok:
-        raise InvalidArgumentError(
-            f"threads: expected None or an integer in [1, {MAX_THREADS}], got {reprlib.repr(value)}"
-        )
-    return int(value)
 
 
 def empty_value(value: Any, *, name: str = "empty") -> float:

@@ -85,22 +85,17 @@ from ._common import (
 )
 
 RUN_FIELDS = ("run_id", "benchmark", "track", "model", "tools", "config")
-ITEM_FIELDS = (
-    "patient_id",
-    "item_id",
-    "position",
-    "task",
-    "question",
-    "options",
-    "gold",
-    "response",
-    "parsed_answer",
-    "correct",
-    "files_accessed",
-    "files_hallucinated",
-    "latency_s",
-    "attempts",
-    "flags",
+#: Columns of the items table the importer computes rather than reads from a record: the
+#: reference's text (``gold_text``), where ``correct`` came from (``correct_source``), the file
+#: count (``n_files``), the benchmark-specific ``extra`` struct, and the record's ``source`` and
+#: ``digest``. ``run_id`` is a run field (:data:`RUN_FIELDS`).
+COMPUTED_ITEM_COLUMNS = ("gold_text", "correct_source", "n_files", "extra", "source", "digest")
+#: The item fields a record is read for: the items table's columns (``schema_of("items")``, the
+#: single source of their names and order) less the run fields and the computed columns.
+ITEM_FIELDS = tuple(
+    name
+    for name in schema_of("items").names
+    if name not in RUN_FIELDS and name not in COMPUTED_ITEM_COLUMNS
 )
 FIELDS = RUN_FIELDS + ITEM_FIELDS + ("events",)
 _ALL_EXTRA = {f: k for fields in BENCHMARK_FIELDS.values() for f, k in fields.items()}
