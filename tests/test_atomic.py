@@ -277,7 +277,7 @@ def test_geojson_write_is_atomic(tmp_path, monkeypatch):
 
 def test_tile_report_write_is_atomic(tmp_path, monkeypatch, capsys):
     pytest.importorskip("h5py")
-    from tumorboard.slides import cli as tile_cli
+    from tumorboard.cli import main as tumorboard_main
     from tumorboard.slides import patch_dir
 
     slide = png_slide(tmp_path / "case.png")
@@ -287,7 +287,7 @@ def test_tile_report_write_is_atomic(tmp_path, monkeypatch, capsys):
     report.write_bytes(OLD)
     monkeypatch.setattr(Path, "write_text", torn_write_text)
     argv = ["tile", str(slide), "--out", str(out), "--mpp", "0.5", "--no-seg", "--quiet"]
-    assert tile_cli.main(argv) == 2  # the full disk is the command's one error line
+    assert tumorboard_main(argv) == 2  # the full disk is the command's one error line
     assert "No space left on device (injected)" in capsys.readouterr().err
     assert report.read_bytes() == OLD and hidden_files(tmp_path) == []
     assert (report.parent / "patches" / "case_patches.h5").is_file()  # the slide itself was done

@@ -106,9 +106,9 @@ def test_tile_and_embed_plan_and_report_alike(tmp_path, capsys):
     pytest.importorskip("h5py")
     pytest.importorskip("torch")
     from test_atomic import png_slide, tiny_encoder
+    from tumorboard.cli import main as tumorboard_main
     from tumorboard.embed import embed_slides
     from tumorboard.slides import TilingOptions
-    from tumorboard.slides import cli as tile_cli
 
     (tmp_path / "x").mkdir()
     (tmp_path / "y").mkdir()
@@ -116,7 +116,7 @@ def test_tile_and_embed_plan_and_report_alike(tmp_path, capsys):
     dup = f"duplicate slide name 'a' (also {first}); outputs are named by slide"
     argv = ["tile", str(first), str(second), "--out", str(tmp_path / "job"), "--mpp", "0.5",
             "--no-seg"]  # fmt: skip
-    assert tile_cli.main(argv) == 1
+    assert tumorboard_main(argv) == 1
     err = [ln for ln in capsys.readouterr().err.splitlines() if " | " not in ln]  # no live lines
     assert err[0].startswith("[1/2] a: done, 2 patches, ")
     assert err[1] == f"[2/2] a: failed: {dup}"

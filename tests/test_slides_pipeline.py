@@ -24,8 +24,8 @@ from scipy import ndimage as ndi
 from test_slides_core import MEAN, STD, brute_grid, oracle_filter
 from test_slides_readers import BLOBS, H0, LUMEN, MPP, W0, synthetic_image, write_test_slide
 from tumorboard import slides
+from tumorboard.cli import main as tumorboard_main
 from tumorboard.slides import SegmentationOptions
-from tumorboard.slides import cli as tile_cli
 
 h5py = pytest.importorskip("h5py")
 
@@ -329,7 +329,7 @@ def test_truncated_and_foreign_h5_files(tmp_path, slide_path):
 
 
 def run_cli(*argv: str) -> int:
-    return tile_cli.main(["tile", *argv])
+    return tumorboard_main(["tile", *argv])
 
 
 @pytest.fixture()
@@ -409,7 +409,7 @@ def test_tile_cli_interrupted_run_resumes(slide_dir, tmp_path, monkeypatch):
 
 def test_tile_cli_module_entry_point(slide_dir, tmp_path):
     out = tmp_path / "job2"
-    rc = tile_cli.main(["tile", str(slide_dir / "a.tif"), "--out", str(out),
+    rc = tumorboard_main(["tile", str(slide_dir / "a.tif"), "--out", str(out),
                         "--magnification", "10", "--patch-size", "128", "--overlap", "16",
                         "--quiet", "--preset", "bwh_biopsy", "--seg-mpp", "4"])  # fmt: skip
     assert rc == 0

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import InvalidArgumentError
-from ..score import DEFAULT_TRACK, Report, sort_table
+from ..score.report import DEFAULT_TRACK, Report, sort_table
 from ..stats import BootstrapOptions, BootstrapResult, PoissonPartials, poisson_partials
 from ..traj.schema import empty
 from ..traj.store import Store
@@ -315,7 +315,7 @@ def score_store(
     else:
         from ._tasks import map_shards
 
-        partials = map_shards(groups, runs, shard_opts, ray_address=ray_address,
+        partials = map_shards(shard_partials, groups, runs, shard_opts, ray_address=ray_address,
                               progress=progress)  # fmt: skip
     present = [p for p in partials if p is not None]
     if not present:

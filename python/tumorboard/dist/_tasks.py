@@ -11,14 +11,18 @@ from ..stats import PoissonPartials
 from ._ray import connect
 
 
-def _shard_task(parts: list[str], runs: pl.DataFrame, opts: dict[str, Any]):
+def _shard_task(
+    shard: Callable[..., PoissonPartials | None],
+    parts: list[str],
+    runs: pl.DataFrame,
+    opts: dict[str, Any],
+):
     """Compute one shard's partials (the body of the Ray task)."""
-    from ._score import shard_partials
-
-    return shard_partials(parts, runs, **opts)
+    return shard(parts, runs, **opts)
 
 
 def map_shards(
+    shard: Callable[..., PoissonPartials | None],
     groups: Sequence[list[str]],
     runs: pl.DataFrame,
     opts: dict[str, Any],
@@ -30,6 +34,9 @@ def map_shards(
 
     Parameters
     ----------
+    shard : callable
+        ``shard_partials`` (passed in, so that this module does not import the one that
+        imports it).
     groups : sequence of list of str
         The Parquet item parts of each shard.
     runs : polars.DataFrame
@@ -49,7 +56,7 @@ def map_shards(
     ray = connect(ray_address)
     task = ray.remote(num_cpus=1, max_retries=3)(_shard_task)
     runs_ref = ray.put(runs)
-    refs = [task.remote(g, runs_ref, opts) for g in groups]
+    refs = [task.remote(shard, g, runs_ref, opts) for g in groups]
     index = {ref: i for i, ref in enumerate(refs)}
     out: list[Any] = [None] * len(refs)
     pending = list(refs)

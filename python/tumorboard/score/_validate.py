@@ -18,9 +18,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, InvalidTypeError
-from .report import OVERALL
-
-DEFAULT_TRACK = "default"
+from .report import DEFAULT_TRACK, OVERALL
 
 
 def input_frame(

@@ -56,6 +56,8 @@ TABLE_SCHEMA: dict[str, Any] = {
     "boot_mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "pm": pl.Float64,
 }  # fmt: skip
 OVERALL = "overall"
+#: The track of a record that names none.
+DEFAULT_TRACK = "default"
 STYLES = ("long", "paper")
 
 

@@ -53,12 +53,18 @@ from ._h5 import (
     write_coords,
 )
 from ._loader import PatchBatch, PatchLoader
-from ._names import CollectedSlides, PlannedSlide, collect_slides, plan_slide_names, slide_name
+from ._names import (
+    IMAGE_EXTENSIONS,
+    SLIDE_EXTENSIONS,
+    CollectedSlides,
+    PlannedSlide,
+    collect_slides,
+    plan_slide_names,
+    slide_name,
+)
 from ._native import NativeJpeg, native_jpeg
 from ._preprocess import preprocess_patches, resize
 from ._readers import (
-    IMAGE_EXTENSIONS,
-    SLIDE_EXTENSIONS,
     ImageSlide,
     OpenSlideSlide,
     Slide,

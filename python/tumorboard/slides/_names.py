@@ -7,6 +7,9 @@ Every per-slide output (coords ``{name}_patches.h5``, tissue ``{name}.geojson``,
 planned once with :func:`plan_slide_names`: the first slide with a name keeps it, a later slide
 with the same name is a duplicate (its outputs would overwrite the first one's) and is reported
 failed by ``tumorboard tile``, ``embed_slides`` and its Ray executor alike.
+The slide and image extensions a folder is searched for (:data:`SLIDE_EXTENSIONS`,
+:data:`IMAGE_EXTENSIONS`) live here too, so that the readers depend on this module and not
+the other way round.
 """
 
 from __future__ import annotations
@@ -18,7 +21,22 @@ from pathlib import Path
 
 from ..errors import MissingFileError
 
-__all__ = ["CollectedSlides", "PlannedSlide", "collect_slides", "plan_slide_names", "slide_name"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "SLIDE_EXTENSIONS",
+    "CollectedSlides",
+    "PlannedSlide",
+    "collect_slides",
+    "plan_slide_names",
+    "slide_name",
+]
+
+#: Extensions opened as plain images (one level, mpp given by the user).
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"})
+#: Extensions tried as whole-slide images (OpenSlide first, tiffslide as the fallback).
+SLIDE_EXTENSIONS = frozenset(
+    {".svs", ".ndpi", ".mrxs", ".scn", ".tif", ".tiff", ".vms", ".vmu", ".bif", ".svslide"}
+)
 
 #: Multi-dot extensions that count as one (the OME-TIFF specification's ``*.ome.tif(f)`` files).
 _COMPOUND_SUFFIXES = (".ome.tiff", ".ome.tif")
@@ -168,8 +186,6 @@ def collect_slides(
     MissingFileError
         If ``slide_list`` is given and does not exist.
     """
-    from ._readers import IMAGE_EXTENSIONS, SLIDE_EXTENSIONS
-
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     paths = [Path(p) for p in inputs]

@@ -42,16 +42,9 @@ import numpy as np
 from .. import _core
 from ..errors import InvalidArgumentError, MissingDependencyError, TumorboardError
 from . import _validate
-from ._names import slide_name
+from ._names import IMAGE_EXTENSIONS, slide_name
 
 Reader = Literal["auto", "openslide", "tiffslide", "tifffile", "image"]
-
-#: Extensions opened as plain images (one level, mpp given by the user).
-IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"})
-#: Extensions tried as whole-slide images (OpenSlide first, tiffslide as the fallback).
-SLIDE_EXTENSIONS = frozenset(
-    {".svs", ".ndpi", ".mrxs", ".scn", ".tif", ".tiff", ".vms", ".vmu", ".bif", ".svslide"}
-)
 
 _MAG_BINS = ((0.16, 80), (0.2, 60), (0.3, 40), (0.6, 20), (1.2, 10), (2.4, 5))
 

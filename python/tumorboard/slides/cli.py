@@ -20,7 +20,8 @@ options to both parsers, :func:`add_slide_options`):
   the latest entry of a slide wins) (:func:`write_report`), and progress on standard error
   at least every 2 s with patches/s (``--quiet``: none).
 
-``python -m tumorboard.slides.cli tile ...`` runs ``tile`` without the main ``tumorboard`` command.
+``python -m tumorboard.slides.cli tile ...`` runs ``tumorboard tile ...``; the Python entry point
+is :func:`tumorboard.cli.main` (this module never imports the top-level CLI).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -49,7 +50,6 @@ __all__ = [
     "add_slide_options",
     "add_tile_parser",
     "collect_inputs",
-    "main",
     "run_tile",
     "tiling_options",
     "usage_error",
@@ -395,23 +395,17 @@ def run_tile(args: argparse.Namespace) -> int:
     return 1 if counts["failed"] or counts["no tissue"] else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``tile`` command line and return the exit status.
-
-    Parameters
-    ----------
-    argv : sequence of str or None, default None
-        The arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    int
-        As :func:`run_tile`.
-    """
-    from ..cli import main as tumorboard_main
-
-    return tumorboard_main(argv)
+def __getattr__(name: str) -> Any:
+    """Name the replacement of the removed ``main`` (it made an import cycle with the CLI)."""
+    if name == "main":
+        raise AttributeError(
+            "tumorboard.slides.cli.main was removed: call tumorboard.cli.main(['tile', ...]) "
+            "(or run `tumorboard tile ...`)"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # `python -m tumorboard.slides.cli tile ...` (this file as __main__)
+    from tumorboard.cli import main
+
     sys.exit(main())

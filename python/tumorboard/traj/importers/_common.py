@@ -1,4 +1,4 @@
-"""Shared pieces of the log importers: options, the per-file result, digests and the error type."""
+"""Shared pieces of the log importers: options, per-file results, digests, Arrow rows, errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from ..._json import json_text
 from ...errors import InvalidArgumentError
+from ..schema import CORRECT_SOURCES, EVENT_KINDS, polars_schema, schema_of
 
 #: Bumped whenever an importer turns the same log into different rows, so that re-importing
 #: old logs with a newer tumorboard replaces the rows an older one made.
@@ -293,3 +296,83 @@ def dedupe(names: list[str]) -> tuple[list[str], bool]:
     """Return the names without repeats (first occurrence kept) and whether there were repeats."""
     out = list(dict.fromkeys(names))
     return out, len(out) != len(names)
+
+
+def _rows_table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
+    """Build a conforming Arrow table of ``table`` from row dicts (one conversion per column).
+
+    The columns are built by polars (``pyarrow.array`` on Python lists would import pandas,
+    a tenth of a second), checked (keys not null, enum columns in their values) and cast to
+    the table's Arrow types.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        Row dicts; missing keys are null.
+    table : {"runs", "items", "events", "imports"}
+        The target table.
+
+    Returns
+    -------
+    pyarrow.Table
+        The rows, with the table's schema.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An importer produced a value that does not fit the schema (a bug, not bad input).
+    """
+    import polars as pl
+
+    schema = schema_of(table)
+    pschema = polars_schema(table)
+    try:
+        df = pl.DataFrame(
+            [_column([r.get(name) for r in rows], name, dtype) for name, dtype in pschema.items()]
+        )
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise InvalidArgumentError(
+            f"{table}: importer produced a value that does not fit the schema: {exc}"
+        ) from exc
+    checks = [(f.name, None) for f in schema if not f.nullable]
+    enums = {"items": ("correct_source", CORRECT_SOURCES), "events": ("kind", EVENT_KINDS)}
+    if table in enums:
+        checks.append(enums[table])
+    for name, allowed in checks:
+        s = df.get_column(name)
+        bad = s.is_null() if allowed is None else ~s.is_in(list(allowed)) & s.is_not_null()
+        if bad.any():
+            raise InvalidArgumentError(
+                f"{table}.{name}: importer produced {s[int(bad.arg_true()[0])]!r} at row "
+                f"{int(bad.arg_true()[0])}"
+            )
+    arrow = df.to_arrow()
+    arrays = [
+        arrow.column(f.name) if arrow.schema.field(f.name).type == f.type
+        else arrow.column(f.name).cast(f.type)
+        for f in schema
+    ]  # fmt: skip
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _column(values: list[Any], name: str, dtype: Any) -> Any:
+    """Return a polars Series of ``values``; list values are converted once per distinct list.
+
+    Converting Python lists to a polars list column costs microseconds per list, and logs
+    repeat them (the options of one question for every patient, empty file lists).
+    """
+    import polars as pl
+
+    if not isinstance(dtype, pl.List):
+        return pl.Series(name, values, dtype=dtype, strict=True)
+    index: dict[tuple[Any, ...] | None, int] = {}
+    positions = []
+    for v in values:
+        key = None if v is None else tuple(v)
+        j = index.get(key)
+        if j is None:
+            j = index[key] = len(index)
+        positions.append(j)
+    distinct = [None if k is None else list(k) for k in index]
+    series = pl.Series(name, distinct, dtype=dtype, strict=True)
+    return series.gather(pl.Series(positions, dtype=pl.UInt32))

@@ -88,6 +88,7 @@ from ._common import (
     MalformedLog,
     NotOfFormat,
     Parsed,
+    _rows_table,
     digest,
     files_with_suffix,
     run_key,
@@ -715,8 +716,6 @@ def parse(
     import numpy as np
     import polars as pl
     import pyarrow as pa
-
-    from . import _rows_table
 
     patient_key = patient_key or DEFAULT_PATIENT_KEY
     header, samples = read_samples(path, reader=reader)
