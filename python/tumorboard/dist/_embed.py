@@ -114,8 +114,14 @@ def embed_slides_ray(
     CoreError
         No slide was processed by a worker.
     """
-    from ..embed import EmbedReport, SlideResult, encoder_identity
-    from ..embed._options import EMBED_FIELDS, TILING_FIELDS, resolve_options
+    from ..embed import (
+        EMBED_FIELDS,
+        TILING_FIELDS,
+        EmbedReport,
+        SlideResult,
+        encoder_identity,
+        resolve_options,
+    )
 
     t0 = time.perf_counter()
     if isinstance(slides, (str, os.PathLike)):

@@ -38,7 +38,12 @@ from ._engine import (
     features_complete,
     read_features,
 )
+
+# for the Ray path in tumorboard.dist, which may import only this package (not a private module)
+from ._options import EMBED_FIELDS as EMBED_FIELDS
+from ._options import TILING_FIELDS as TILING_FIELDS
 from ._options import EmbedOptions
+from ._options import resolve_options as resolve_options
 
 __all__ = [
     "EmbedOptions",
