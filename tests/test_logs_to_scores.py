@@ -493,6 +493,11 @@ def test_import_reports_progress_with_a_rate(tmp_path, monkeypatch):
     assert len(lines) >= 3 and all(
         line.startswith("import: 1,000 lines (0/2 files), ") for line in lines
     )
+    # a job that fails before its first count prints nothing but its error
+    silent = io.StringIO()
+    with CountProgress("import", stream=silent, after=0.0, every=0.05):
+        time.sleep(0.3)
+    assert silent.getvalue() == ""
 
 
 def test_bulk_reader_and_line_reader_give_the_same_rows(tmp_path, monkeypatch):

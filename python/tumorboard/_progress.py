@@ -269,7 +269,8 @@ class SlideProgress:
 class CountProgress:
     """Progress of a job that counts records (lines, logs) over files, on a text stream.
 
-    Nothing is printed for the first ``after`` seconds (small jobs stay quiet); then a line
+    Nothing is printed for the first ``after`` seconds (small jobs stay quiet), nor before the
+    first :meth:`update` (a job that fails at its start prints only its error); then a line
     ``label: N what (f/F files), R what/s`` every ``every`` seconds (rewritten in place on a
     terminal, one plain line each time elsewhere) and a last one at :meth:`close`. Used as a
     context manager (or after :meth:`start`), a background thread prints the lines, so they
@@ -314,6 +315,7 @@ class CountProgress:
         self._last = float("-inf")
         self._shown = False
         self._state = (0, 0, 0)
+        self._updated = False  # no line before the job has reported anything
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -357,6 +359,7 @@ class CountProgress:
             Records counted so far.
         """
         self._state = (int(files), int(total), int(count))
+        self._updated = True
         self._maybe_show()
 
     def _maybe_show(self) -> None:
@@ -365,6 +368,8 @@ class CountProgress:
             return
         with self._lock:
             now = time.perf_counter()
+            if not self._updated:  # a job that fails before its first count stays quiet
+                return
             if now - self._t0 < self.after or now - self._last < self.every:
                 return
             self._last = now
