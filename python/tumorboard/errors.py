@@ -6,6 +6,25 @@ says what kind of failure it is (``ValueError`` for bad input, ``TypeError`` for
 ``OSError`` for a file that cannot be read), so ``except ValueError`` keeps working. The pattern
 follows polars' ``polars.exceptions`` (one module, one base, one map from the compiled core).
 
+Every exception and warning class of the package is defined here; the domain modules re-export
+theirs (``from tumorboard.slides import SlideError`` is this module's class). The family:
+
+- :class:`TumorboardError` (``Exception``), the base of every error:
+  :class:`InvalidArgumentError` (``ValueError``), with :class:`UsageError` (a refused command
+  line), :class:`JudgeScoreError`, :class:`ItemConflictError` and :class:`StoreVersionError`;
+  :class:`InvalidTypeError` (``TypeError``); :class:`CoreError`, :class:`StateError`
+  (``RuntimeError``); :class:`MissingFileError` (``FileNotFoundError``);
+  :class:`MissingDependencyError` (``ImportError``); :class:`ClusterError`
+  (``ConnectionError``); :class:`NumericOverflowError` (``OverflowError``).
+- :class:`FileFormatError` (``OSError``), a file that cannot be read as what it should be, with
+  the file as ``path``: :class:`SlideError` (and :class:`SlideResolutionError`),
+  :class:`CoordsFileError`, :class:`WeightsError` (and :class:`UnsafeCheckpointError`,
+  :class:`CheckpointKeyError`), :class:`MalformedLog` (and :class:`NotOfFormat`; ``path`` is
+  None where the parser does not know the file) and :class:`CorruptStoreError`. The coords,
+  weights and log errors are also :class:`InvalidArgumentError` (``ValueError``), as before.
+- :class:`TumorboardWarning` (``UserWarning``), the base of every warning class:
+  :class:`StrayPartWarning` and :class:`RandomWeightsWarning`.
+
 Python's own protocols keep their builtin exceptions where the protocol needs exactly that
 class: ``AttributeError`` from a module's ``__getattr__``, ``KeyError`` from a mapping's
 ``__getitem__`` and ``IndexError`` from a sequence's ``__getitem__``.
