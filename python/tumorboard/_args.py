@@ -16,7 +16,7 @@ import re
 from typing import NoReturn
 
 from ._checks import DEVICE_NAME, DEVICE_NAMES
-from .errors import InvalidArgumentError
+from .errors import UsageError as UsageError  # re-exported
 
 __all__ = [
     "KEYWORD_FLAGS",
@@ -31,14 +31,6 @@ __all__ = [
     "positive_int",
     "seed",
 ]
-
-
-class UsageError(InvalidArgumentError):
-    """A command line that the parser refused; ``prog`` names the (sub)command."""
-
-    def __init__(self, prog: str, message: str) -> None:
-        self.prog = prog
-        super().__init__(message)
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -6,6 +6,25 @@ says what kind of failure it is (``ValueError`` for bad input, ``TypeError`` for
 ``OSError`` for a file that cannot be read), so ``except ValueError`` keeps working. The pattern
 follows polars' ``polars.exceptions`` (one module, one base, one map from the compiled core).
 
+Every exception and warning class of the package is defined here; the domain modules re-export
+theirs (``from tumorboard.slides import SlideError`` is this module's class). The family:
+
+- :class:`TumorboardError` (``Exception``), the base of every error:
+  :class:`InvalidArgumentError` (``ValueError``), with :class:`UsageError` (a refused command
+  line), :class:`JudgeScoreError`, :class:`ItemConflictError` and :class:`StoreVersionError`;
+  :class:`InvalidTypeError` (``TypeError``); :class:`CoreError`, :class:`StateError`
+  (``RuntimeError``); :class:`MissingFileError` (``FileNotFoundError``);
+  :class:`MissingDependencyError` (``ImportError``); :class:`ClusterError`
+  (``ConnectionError``); :class:`NumericOverflowError` (``OverflowError``).
+- :class:`FileFormatError` (``OSError``), a file that cannot be read as what it should be, with
+  the file as ``path``: :class:`SlideError` (and :class:`SlideResolutionError`),
+  :class:`CoordsFileError`, :class:`WeightsError` (and :class:`UnsafeCheckpointError`,
+  :class:`CheckpointKeyError`), :class:`MalformedLog` (and :class:`NotOfFormat`; ``path`` is
+  None where the parser does not know the file) and :class:`CorruptStoreError`. The coords,
+  weights and log errors are also :class:`InvalidArgumentError` (``ValueError``), as before.
+- :class:`TumorboardWarning` (``UserWarning``), the base of every warning class:
+  :class:`StrayPartWarning` and :class:`RandomWeightsWarning`.
+
 Python's own protocols keep their builtin exceptions where the protocol needs exactly that
 class: ``AttributeError`` from a module's ``__getattr__``, ``KeyError`` from a mapping's
 ``__getitem__`` and ``IndexError`` from a sequence's ``__getitem__``.
@@ -38,19 +57,38 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 __all__ = [
+    "CheckpointKeyError",
     "ClusterError",
+    "CoordsFileError",
     "CoreError",
+    "CorruptStoreError",
     "FileFormatError",
     "InvalidArgumentError",
     "InvalidTypeError",
+    "ItemConflictError",
+    "JudgeScoreError",
+    "MalformedLog",
     "MissingDependencyError",
     "MissingFileError",
+    "NotOfFormat",
     "NumericOverflowError",
+    "PageChecksumError",
+    "RandomWeightsWarning",
+    "SlideError",
+    "SlideResolutionError",
     "StateError",
+    "StoreVersionError",
+    "StrayPartWarning",
     "TumorboardError",
+    "TumorboardWarning",
+    "UnsafeCheckpointError",
+    "UsageError",
+    "WeightsError",
 ]
 
 
@@ -79,7 +117,14 @@ class CoreError(TumorboardError, RuntimeError):
 
 
 class FileFormatError(TumorboardError, OSError):
-    """A file that cannot be read as what it should be; ``path`` names the file."""
+    """A file that cannot be read as what it should be; ``path`` names the file.
+
+    The base of every "this file cannot be read" error (a slide, a coords file, a checkpoint, an
+    agent log, a store's part). ``path`` is the file as a string, or None where the raiser does
+    not know it (a :class:`MalformedLog` raised while parsing bytes; the report names the file).
+    """
+
+    path: str | None
 
     def __init__(self, path: str | os.PathLike[str], message: str) -> None:
         self.path = str(path)
@@ -242,3 +287,207 @@ class ClusterError(TumorboardError, ConnectionError):
 
 class NumericOverflowError(TumorboardError, OverflowError):
     """A result that does not fit its exact representation (e.g. 128-bit Poisson partial sums)."""
+
+
+class UsageError(InvalidArgumentError):
+    """A command line that the parser refused; ``prog`` names the (sub)command."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        self.prog = prog
+        super().__init__(message)
+
+
+class JudgeScoreError(InvalidArgumentError):
+    """A judge reply without exactly one valid ``<score>N</score>`` tag.
+
+    Attributes
+    ----------
+    record : object
+        The record (id or row position) whose reply is malformed.
+    reply : str or None
+        The reply text (None when the reply itself was missing).
+    """
+
+    def __init__(self, message: str, *, record: Any, reply: str | None) -> None:
+        super().__init__(message)
+        self.record = record
+        self.reply = reply
+
+
+# --- files that cannot be read: FileFormatError, with the path as ``path`` ----------------------
+
+
+class SlideError(FileFormatError):
+    """A slide file that cannot be opened or read (missing, corrupt, truncated, unsupported)."""
+
+
+class SlideResolutionError(SlideError):
+    """A slide whose resolution metadata gives no usable mpp (0 after rounding, or infinite).
+
+    A :class:`SlideError`; ``open`` raises it at once rather than trying another reader, since
+    every reader reads the same tags. Passing ``mpp=`` overrides the metadata.
+    """
+
+
+class CoordsFileError(FileFormatError, InvalidArgumentError):
+    """A coordinates file that cannot be read: truncated, corrupt, or in no known layout."""
+
+
+class WeightsError(FileFormatError, InvalidArgumentError):
+    """A checkpoint that cannot be used.
+
+    Unreadable, no state dict inside, or keys that do not match the model. ``path`` names the
+    file.
+    """
+
+
+class UnsafeCheckpointError(WeightsError):
+    """A pickled checkpoint that needs objects other than tensors and plain containers.
+
+    tumorboard never unpickles such a file (unpickling can run arbitrary code).
+    """
+
+
+_LIST_LIMIT = 25  # entries shown per section of a key diff
+
+
+def _shape(shape: Iterable[int]) -> str:
+    """Return a tensor shape as ``[d0, d1, ...]``."""
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+class CheckpointKeyError(WeightsError):
+    """Checkpoint keys that do not match the module.
+
+    Attributes
+    ----------
+    missing : dict of str to tuple of int
+        Keys the module has and the checkpoint lacks (with the expected shapes).
+    unexpected : dict of str to tuple of int
+        Keys the checkpoint has and the module lacks (with their shapes).
+    mismatched : tuple of KeyMismatch
+        Keys present on both sides with different shapes
+        (:class:`tumorboard.models.weights.KeyMismatch`).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        model: str,
+        missing: Mapping[str, tuple[int, ...]],
+        unexpected: Mapping[str, tuple[int, ...]],
+        mismatched: Iterable[Any],
+    ) -> None:
+        self.model = model
+        self.missing = dict(missing)
+        self.unexpected = dict(unexpected)
+        self.mismatched = tuple(mismatched)
+        super().__init__(path, self._describe())
+
+    def _describe(self) -> str:
+        counts = (
+            f"{len(self.missing)} missing, {len(self.unexpected)} unexpected, "
+            f"{len(self.mismatched)} mis-shaped key(s)"
+        )
+        lines = [f"checkpoint does not match {self.model}: {counts}"]
+
+        def section(title: str, rows: list[str]) -> None:
+            if not rows:
+                return
+            lines.append(f"  {title} ({len(rows)}):")
+            lines.extend(f"    {row}" for row in rows[:_LIST_LIMIT])
+            if len(rows) > _LIST_LIMIT:
+                lines.append(f"    ... and {len(rows) - _LIST_LIMIT} more")
+
+        section(
+            "missing from the checkpoint",
+            [f"{k}  {_shape(s)}" for k, s in sorted(self.missing.items())],
+        )
+        section(
+            "unexpected in the checkpoint",
+            [f"{k}  {_shape(s)}" for k, s in sorted(self.unexpected.items())],
+        )
+        section(
+            "mis-shaped",
+            [
+                f"{m.key}  expected {_shape(m.expected)}, checkpoint has {_shape(m.found)}"
+                for m in sorted(self.mismatched, key=lambda m: m.key)
+            ],
+        )
+        return "\n".join(lines)
+
+
+class MalformedLog(FileFormatError, InvalidArgumentError):
+    """A log file that cannot be imported; the message is the reason shown in the report.
+
+    Unlike the other :class:`FileFormatError` classes the message is the reason alone (the
+    import report puts the file beside it), and ``path`` is optional: None where the parser
+    reads bytes and does not know the file.
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = None if path is None else str(path)
+        # not FileFormatError.__init__, which puts the path before the message
+        super(FileFormatError, self).__init__(message)
+
+
+class NotOfFormat(MalformedLog):
+    """A file found by its name that turns out not to be a log of the format at all.
+
+    It is skipped with the reason but does not count as failed (a stray ``config.json`` beside
+    inspect_ai's ``.json`` logs is not a damaged log).
+    """
+
+
+class CorruptStoreError(FileFormatError):
+    """A file of the store is missing, damaged or inconsistent with the manifest.
+
+    ``path`` names the (first) file; the message names every such file found and what was
+    expected. ``tumorboard store check STORE --repair`` (:meth:`Store.check`) repairs what can
+    be repaired.
+    """
+
+
+class PageChecksumError(InvalidArgumentError):
+    """A Parquet page whose bytes do not match its header's CRC, or whose header does not parse.
+
+    Internal to the store's checks (``tumorboard.traj._pages``), which turn it into a
+    :class:`CorruptStoreError` naming the part.
+    """
+
+
+# --- other errors of the domain packages ---------------------------------------------------------
+
+
+class ItemConflictError(InvalidArgumentError):
+    """A re-import would replace stored items with records of another question.
+
+    Raised before anything is written; ``replace=True`` (``--replace``) replaces them and lists
+    them in the report's warnings.
+    """
+
+
+class StoreVersionError(InvalidArgumentError):
+    """The store was written by a newer schema version than this tumorboard reads."""
+
+
+# --- warnings ------------------------------------------------------------------------------------
+
+
+class TumorboardWarning(UserWarning):
+    """Base class of every warning tumorboard emits.
+
+    Filter it to silence or escalate all of them at once
+    (``warnings.simplefilter("error", TumorboardWarning)``).
+    """
+
+
+class StrayPartWarning(TumorboardWarning):
+    """A part file in a store's table folder that no commit lists: it is ignored."""
+
+
+class RandomWeightsWarning(TumorboardWarning):
+    """A model was built without weights: its parameters are random.
+
+    Its outputs carry no meaning (fine for tests, demos and benchmarks of speed).
+    """

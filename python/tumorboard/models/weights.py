@@ -28,7 +28,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..errors import InvalidArgumentError, MissingDependencyError, MissingFileError
+from ..errors import CheckpointKeyError as CheckpointKeyError  # re-exported
+from ..errors import MissingDependencyError, MissingFileError
+from ..errors import RandomWeightsWarning as RandomWeightsWarning  # re-exported
+from ..errors import UnsafeCheckpointError as UnsafeCheckpointError  # re-exported
+from ..errors import WeightsError as WeightsError  # re-exported
 
 __all__ = [
     "CheckpointKeyError",
@@ -54,30 +58,10 @@ WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")
 #: Prefixes stripped when every key carries them (applied repeatedly, in any order).
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
-_LIST_LIMIT = 25  # entries shown per section of a key diff
 _HASH_CHUNK = 1 << 20
 
 #: The weights fingerprint recorded for a model built without weights (random parameters).
 RANDOM_WEIGHTS = "random"
-
-
-class WeightsError(InvalidArgumentError):
-    """A checkpoint that cannot be used.
-
-    Unreadable, no state dict inside, or keys that do not match the model. ``path`` names the
-    file.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], message: str) -> None:
-        self.path = str(path)
-        super().__init__(f"{self.path}: {message}")
-
-
-class UnsafeCheckpointError(WeightsError):
-    """A pickled checkpoint that needs objects other than tensors and plain containers.
-
-    tumorboard never unpickles such a file (unpickling can run arbitrary code).
-    """
 
 
 @dataclass(frozen=True)
@@ -97,77 +81,6 @@ class KeyMismatch:
     key: str
     expected: tuple[int, ...]
     found: tuple[int, ...]
-
-
-class CheckpointKeyError(WeightsError):
-    """Checkpoint keys that do not match the module.
-
-    Attributes
-    ----------
-    missing : dict of str to tuple of int
-        Keys the module has and the checkpoint lacks (with the expected shapes).
-    unexpected : dict of str to tuple of int
-        Keys the checkpoint has and the module lacks (with their shapes).
-    mismatched : tuple of KeyMismatch
-        Keys present on both sides with different shapes.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        model: str,
-        missing: Mapping[str, tuple[int, ...]],
-        unexpected: Mapping[str, tuple[int, ...]],
-        mismatched: Iterable[KeyMismatch],
-    ) -> None:
-        self.model = model
-        self.missing = dict(missing)
-        self.unexpected = dict(unexpected)
-        self.mismatched = tuple(mismatched)
-        super().__init__(path, self._describe())
-
-    def _describe(self) -> str:
-        counts = (
-            f"{len(self.missing)} missing, {len(self.unexpected)} unexpected, "
-            f"{len(self.mismatched)} mis-shaped key(s)"
-        )
-        lines = [f"checkpoint does not match {self.model}: {counts}"]
-
-        def section(title: str, rows: list[str]) -> None:
-            if not rows:
-                return
-            lines.append(f"  {title} ({len(rows)}):")
-            lines.extend(f"    {row}" for row in rows[:_LIST_LIMIT])
-            if len(rows) > _LIST_LIMIT:
-                lines.append(f"    ... and {len(rows) - _LIST_LIMIT} more")
-
-        section(
-            "missing from the checkpoint",
-            [f"{k}  {_shape(s)}" for k, s in sorted(self.missing.items())],
-        )
-        section(
-            "unexpected in the checkpoint",
-            [f"{k}  {_shape(s)}" for k, s in sorted(self.unexpected.items())],
-        )
-        section(
-            "mis-shaped",
-            [
-                f"{m.key}  expected {_shape(m.expected)}, checkpoint has {_shape(m.found)}"
-                for m in sorted(self.mismatched, key=lambda m: m.key)
-            ],
-        )
-        return "\n".join(lines)
-
-
-class RandomWeightsWarning(UserWarning):
-    """A model was built without weights: its parameters are random.
-
-    Its outputs carry no meaning (fine for tests, demos and benchmarks of speed).
-    """
-
-
-def _shape(shape: Iterable[int]) -> str:
-    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
 
 
 def _first_line(text: str) -> str:

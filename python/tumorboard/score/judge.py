@@ -21,6 +21,7 @@ import polars as pl
 
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
+from ..errors import JudgeScoreError as JudgeScoreError  # re-exported
 from ..stats import AgreementResult, BootstrapOptions, cohen_kappa
 from ._validate import as_frame, require_columns
 
@@ -36,23 +37,6 @@ __all__ = [
 # whitespace. The content itself is validated separately so that the error can say what it was.
 _TAG = r"(?is)<score>(.*?)</score>"
 _INT = r"^\s*[+]?([0-9]+)\s*$"
-
-
-class JudgeScoreError(InvalidArgumentError):
-    """A judge reply without exactly one valid ``<score>N</score>`` tag.
-
-    Attributes
-    ----------
-    record : object
-        The record (id or row position) whose reply is malformed.
-    reply : str or None
-        The reply text (None when the reply itself was missing).
-    """
-
-    def __init__(self, message: str, *, record: Any, reply: str | None) -> None:
-        super().__init__(message)
-        self.record = record
-        self.reply = reply
 
 
 def _excerpt(text: str, limit: int = 80) -> str:

@@ -30,6 +30,7 @@ import numpy as np
 
 from .._hdf5 import attr_from_hdf5, attr_to_hdf5
 from .._io import atomic_path
+from ..errors import CoordsFileError as CoordsFileError  # re-exported
 from ..errors import InvalidArgumentError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -47,14 +48,6 @@ TRIDENT_ATTRS = (
     "level0_height",
 )
 CLAM_ATTRS = ("patch_size", "patch_level")
-
-
-class CoordsFileError(InvalidArgumentError):
-    """A coordinates file that cannot be read: truncated, corrupt, or in no known layout."""
-
-    def __init__(self, path: str | os.PathLike[str], message: str) -> None:
-        self.path = str(path)
-        super().__init__(f"{self.path}: {message}")
 
 
 def _h5py() -> Any:

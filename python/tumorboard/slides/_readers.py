@@ -40,29 +40,15 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _core
-from ..errors import InvalidArgumentError, MissingDependencyError, TumorboardError
+from ..errors import InvalidArgumentError, MissingDependencyError
+from ..errors import SlideError as SlideError  # re-exported
+from ..errors import SlideResolutionError as SlideResolutionError  # re-exported
 from . import _validate
 from ._names import IMAGE_EXTENSIONS, slide_name
 
 Reader = Literal["auto", "openslide", "tiffslide", "tifffile", "image"]
 
 _MAG_BINS = ((0.16, 80), (0.2, 60), (0.3, 40), (0.6, 20), (1.2, 10), (2.4, 5))
-
-
-class SlideError(TumorboardError, OSError):
-    """A slide file that cannot be opened or read (missing, corrupt, truncated, unsupported)."""
-
-    def __init__(self, path: str | os.PathLike[str], message: str) -> None:
-        self.path = str(path)
-        super().__init__(f"{self.path}: {message}")
-
-
-class SlideResolutionError(SlideError):
-    """A slide whose resolution metadata gives no usable mpp (0 after rounding, or infinite).
-
-    A :class:`SlideError`; ``open`` raises it at once rather than trying another reader, since
-    every reader reads the same tags. Passing ``mpp=`` overrides the metadata.
-    """
 
 
 class _ReaderProblems:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
-from ..errors import InvalidArgumentError
+from ..errors import PageChecksumError as PageChecksumError  # re-exported
 
 __all__ = ["PageChecksumError", "PageCheck", "verify_page_checksums"]
 
@@ -30,13 +30,6 @@ _LIST, _SET, _MAP, _STRUCT = 9, 10, 11, 12
 #: ``PageHeader`` field ids: compressed_page_size and crc.
 _COMPRESSED_SIZE, _CRC = 3, 4
 _MAX_DEPTH = 64
-
-
-class PageChecksumError(InvalidArgumentError):
-    """A page whose bytes do not match its header's CRC, or whose header does not parse.
-
-    Internal to the store's checks, which turn it into a ``CorruptStoreError`` naming the part.
-    """
 
 
 @dataclass(frozen=True)

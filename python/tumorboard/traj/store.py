@@ -70,13 +70,15 @@ from .. import __version__
 from .._io import atomic_path, is_temp_name, remove_temp_files, temp_files
 from .._json import json_text
 from .._typing import Frame
+from ..errors import CorruptStoreError as CorruptStoreError  # re-exported
 from ..errors import (
-    FileFormatError,
     InvalidArgumentError,
     MissingFileError,
     StateError,
     TumorboardError,
 )
+from ..errors import StoreVersionError as StoreVersionError  # re-exported
+from ..errors import StrayPartWarning as StrayPartWarning  # re-exported
 from ._pages import PageChecksumError, verify_page_checksums
 from .schema import SCHEMA_VERSION, TABLES, conform, polars_schema, schema_of
 
@@ -122,23 +124,6 @@ def _fault(step: str) -> None:
     """Call the fault-injection hook at ``step`` (a no-op unless a test set the hook)."""
     if _FAULT_HOOK is not None:
         _FAULT_HOOK(step)
-
-
-class StoreVersionError(InvalidArgumentError):
-    """The store was written by a newer schema version than this tumorboard reads."""
-
-
-class CorruptStoreError(FileFormatError):
-    """A file of the store is missing, damaged or inconsistent with the manifest.
-
-    ``path`` names the (first) file; the message names every such file found and what was
-    expected. ``tumorboard store check STORE --repair`` (:meth:`Store.check`) repairs what can
-    be repaired.
-    """
-
-
-class StrayPartWarning(UserWarning):
-    """A part file in a store's table folder that no commit lists: it is ignored."""
 
 
 @dataclass(frozen=True)

@@ -13,31 +13,14 @@ import pyarrow as pa
 
 from ..._json import json_text
 from ...errors import InvalidArgumentError
+from ...errors import ItemConflictError as ItemConflictError  # re-exported
+from ...errors import MalformedLog as MalformedLog  # re-exported
+from ...errors import NotOfFormat as NotOfFormat  # re-exported
 from ..schema import CORRECT_SOURCES, EVENT_KINDS, polars_schema, schema_of
 
 #: Bumped whenever an importer turns the same log into different rows, so that re-importing
 #: old logs with a newer tumorboard replaces the rows an older one made.
 IMPORTER_VERSION = 3
-
-
-class ItemConflictError(InvalidArgumentError):
-    """A re-import would replace stored items with records of another question.
-
-    Raised before anything is written; ``replace=True`` (``--replace``) replaces them and lists
-    them in the report's warnings.
-    """
-
-
-class MalformedLog(InvalidArgumentError):
-    """A log file that cannot be imported; the message is the reason shown in the report."""
-
-
-class NotOfFormat(MalformedLog):
-    """A file found by its name that turns out not to be a log of the format at all.
-
-    It is skipped with the reason but does not count as failed (a stray ``config.json`` beside
-    inspect_ai's ``.json`` logs is not a damaged log).
-    """
 
 
 #: Default input bounds: far above any real log (MTBBench's longest chat log is 1.4 MB), low
