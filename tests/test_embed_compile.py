@@ -345,7 +345,7 @@ def test_cli_fp8_and_compile_options(two_slides, tmp_path, monkeypatch):
         proc = _cli("embed", str(two_slides[0]), "--model", "uni2-tiny", "--out", str(out),
                     "--dtype", "fp8", "--device", DEVICE, "--quiet")  # fmt: skip
         assert proc.returncode == 2, proc.stderr
-        assert "dtype='fp8'" in proc.stderr and "8.9" in proc.stderr
+        assert "--dtype fp8" in proc.stderr and "8.9" in proc.stderr
         assert not out.exists()  # refused before any work
     proc = _cli("embed", str(two_slides[0]), "--model", "uni2-tiny", "--out", str(out),
                 "--compile-mode", "max-autotune")  # fmt: skip

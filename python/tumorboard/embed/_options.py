@@ -183,7 +183,7 @@ def resolve_options(
         )
     unknown = [k for k in legacy if k not in TILING_FIELDS and k not in EMBED_FIELDS]
     if unknown:
-        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+        raise InvalidTypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
     old_tiling = {k: v for k, v in legacy.items() if k in TILING_FIELDS}
     old_run = {k: v for k, v in legacy.items() if k in EMBED_FIELDS}
     for old, obj, arg, cls in ((old_tiling, tiling, "tiling", "TilingOptions"),
