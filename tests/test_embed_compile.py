@@ -366,7 +366,9 @@ def test_cli_fp8_and_compile_options(two_slides, tmp_path, monkeypatch):
     args = parser.parse_args(["embed", str(two_slides[0]), "--out", str(out), "--compile",
                               "--compile-mode", "max-autotune", "--dtype", "fp8"])  # fmt: skip
     assert run_embed(args) == 2
-    assert seen["compile"] == "max-autotune" and seen["dtype"] == "fp8"
+    opts = seen["options"]  # the CLI passes EmbedOptions, never the old keywords
+    assert opts.compile_mode == "max-autotune" and opts.dtype == "fp8"
+    assert "compile" not in seen and "dtype" not in seen
     args = parser.parse_args(["embed", str(two_slides[0]), "--out", str(out), "--compile"])
     run_embed(args)
     assert seen["compile"] is True
