@@ -371,7 +371,7 @@ def test_cli_fp8_and_compile_options(two_slides, tmp_path, monkeypatch):
     assert "compile" not in seen and "dtype" not in seen
     args = parser.parse_args(["embed", str(two_slides[0]), "--out", str(out), "--compile"])
     run_embed(args)
-    assert seen["compile"] is True
+    assert seen["options"].compile is True
 
 
 def test_patch_loader_uint8_batches_equal_float32_after_device_normalisation(two_slides):
