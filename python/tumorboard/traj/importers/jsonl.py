@@ -30,7 +30,7 @@ events                    ``events``: a list of objects with the events columns 
 ========================  ====================================================================
 
 A record without an ``item_id`` is identified by its content, never by its place in the file:
-its id is ``q`` and 16 hex digits of a BLAKE2b digest of its task, patient id and question (or
+its id is ``q`` and 16 hex digits of a stable 64-bit hash of its task, patient id and question (or
 of the values of ``ImportOptions.item_key``, ``--item-key``), with ``.1``, ``.2``, ... for
 records of one run that share them, ordered by their lines' digests. A derived ``position`` is
 left out of the item digest. A record with nothing that identifies it is rejected.
@@ -118,6 +118,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 _MISSING = object()
 _KEYS_SAMPLE = 1000
+_ALIAS_SAMPLE = 200  # records whose keys decide the field aliases of a file
 _IDS = ("run_id", "patient_id", "item_id")
 # field -> kind, for the common fields (ids accept integers, "json" is any JSON value)
 _KIND = {
@@ -386,8 +387,8 @@ class _State:
     benchmarks: set[str] = field(default_factory=set)
     items: list[Any] = field(default_factory=list)
     keys: list[Any] = field(default_factory=list)
-    # (run_id, identifying text) -> records given a content id so far (the next occurrence)
-    occurrences: dict[tuple[str, str], int] = field(default_factory=dict)
+    # run_id, _ident, n: records given a content id so far per identifying text (next: n)
+    occurrences: Any = None
     n_shared: int = 0  # records whose identifying text another record of their run shares
 
 
@@ -521,10 +522,10 @@ def _apply_aliases(
 ) -> None:
     """Read a field under an alias (:data:`FIELD_ALIASES`) when its own key is never there.
 
-    The first :data:`_KEYS_SAMPLE` records decide; each alias used is reported once.
+    The first :data:`_ALIAS_SAMPLE` records decide; each alias used is reported once.
     """
     sample: list[dict[str, Any]] = []
-    for line in lines[:_KEYS_SAMPLE]:
+    for line in lines[:_ALIAS_SAMPLE]:
         try:
             record = load_json(line)
         except InvalidArgumentError:
@@ -1047,66 +1048,69 @@ def _identities(df: Any, objects: Mapping[str, list[Any]], opts: ImportOptions) 
 def _content_item_ids(df: Any, texts: Sequence[bytes], state: _State) -> Any:
     """Give each row without an item id one made from its content (``_ident``).
 
-    The id is ``q`` and 16 hex digits of a BLAKE2b digest of the identifying text; records of
-    one run with the same identifying text get ``.1``, ``.2``, ... in the order of their
-    lines' digests, so that the same records in another order get the same ids.
+    The id is ``q`` and 16 hex digits of a stable 64-bit hash of the identifying text (FNV-1a
+    and SplitMix64 in the compiled core, :func:`tumorboard._keys.hash_labels`: fixed forever);
+    records of one run with the same identifying text get ``.1``, ``.2``, ... in the order of
+    their lines' digests, so that the same records in another order get the same ids. All of
+    it runs in bulk; only the lines of such repeated records are digested one by one.
     """
     import polars as pl
 
-    need = pl.col("_ident").is_not_null()
-    if not df.select(need.any()).item():
-        return (
-            df.with_columns(pl.col("item_id").cast(pl.String))
-            if "item_id" in df.columns
-            else df.with_columns(pl.lit(None, dtype=pl.String).alias("item_id"))
-        )
-    idents = df.get_column("_ident")
-    uniq = idents.drop_nulls().unique().to_list()
-    table = pl.DataFrame(
-        {"_ident": uniq, "_hex": [_ident_hex(u) for u in uniq]},
-        schema={"_ident": pl.String, "_hex": pl.String},
-    )
-    df = df.join(table, on="_ident", how="left", maintain_order="left")
-    key = ["run_id", "_ident"]
-    dup = df.filter(need).group_by(key).len().filter(pl.col("len") > 1)
-    seen = state.occurrences
-    if dup.height or seen:
-        order = df.with_row_index("_r").filter(need).select("_r", *key)
-        rows = order.rows()
-        groups: dict[tuple[str, str], list[int]] = {}
-        for r, run, ident in rows:
-            groups.setdefault((run, ident), []).append(r)
-        occ = [0] * df.height
-        for k, members in groups.items():
-            start = seen.get(k, 0)
-            if len(members) > 1:
-                members = sorted(
-                    members, key=lambda r: hashlib.blake2b(texts[r], digest_size=8).digest()
-                )
-            for j, r in enumerate(members):
-                occ[r] = start + j
-            seen[k] = start + len(members)
-        df = df.with_columns(pl.Series("_occ", occ, dtype=pl.Int64))
-        state.n_shared += sum(len(v) for v in groups.values() if len(v) > 1)
-    else:
-        state.occurrences.update({(r, i): 1 for r, i in df.filter(need).select(key).rows()})
-        df = df.with_columns(pl.lit(0, dtype=pl.Int64).alias("_occ"))
-    content = pl.concat_str(
-        [
-            pl.lit(CONTENT_ID_PREFIX),
-            pl.col("_hex"),
-            pl.when(pl.col("_occ") > 0)
-            .then(pl.format(".{}", pl.col("_occ")))
-            .otherwise(pl.lit("")),
-        ]
-    )
+    from ..._keys import hash_labels
+
     old = pl.col("item_id").cast(pl.String) if "item_id" in df.columns else pl.lit(None, pl.String)
-    return df.with_columns(pl.when(need).then(content).otherwise(old).alias("item_id"))
+    mask = df.get_column("_ident").is_not_null()
+    n_need = int(mask.sum())
+    if n_need == 0:
+        return df.with_columns(old.alias("item_id"))
+    every = n_need == df.height
+    sub = df.select("run_id", "_ident") if every else df.filter(mask).select("run_id", "_ident")
+    hashes = hash_labels(sub.get_column("_ident"))
+    key = ["run_id", "_h"]
+    sub = sub.select("run_id", pl.Series("_h", hashes, dtype=pl.UInt64)).with_row_index("_r")
+    counts = pl.len().over(key).alias("_n")
+    sub = sub.with_columns(counts, pl.lit(0, dtype=pl.Int64).alias("_occ"))
+    shared = sub.filter(pl.col("_n") > 1)
+    if shared.height:
+        rows = shared.get_column("_r").to_list()
+        lines = texts if every else [texts[i] for i in mask.arg_true().to_list()]
+        digests = [int.from_bytes(hashlib.blake2b(lines[r], digest_size=8).digest(), "big")
+                   for r in rows]  # fmt: skip
+        occ = shared.with_columns(pl.Series("_lh", digests, dtype=pl.UInt64)).select(
+            "_r", (pl.col("_lh").rank("ordinal").over(key) - 1).cast(pl.Int64).alias("_o")
+        )
+        sub = sub.join(occ, on="_r", how="left", maintain_order="left").with_columns(
+            pl.col("_o").fill_null(0).alias("_occ")
+        )
+        state.n_shared += shared.height
+    sizes = sub.group_by(key).agg(pl.len().cast(pl.Int64).alias("n"))
+    if state.occurrences is not None:  # a later chunk: continue each text's count
+        sub = sub.join(state.occurrences, on=key, how="left", maintain_order="left").with_columns(
+            (pl.col("_occ") + pl.col("n").fill_null(0)).alias("_occ")
+        )
+        sizes = pl.concat([state.occurrences, sizes]).group_by(key).agg(pl.col("n").sum())
+    state.occurrences = sizes
+    hexed = _hex64(hashes)
+    suffix = (
+        pl.when(pl.col("_occ") > 0).then(pl.format(".{}", pl.col("_occ"))).otherwise(pl.lit(""))
+    )
+    ids = sub.select(pl.concat_str([pl.lit(CONTENT_ID_PREFIX), hexed, suffix])).to_series()
+    if every:
+        return df.with_columns(ids.alias("item_id"))
+    full = df.select(old).to_series().scatter(mask.arg_true(), ids)
+    return df.with_columns(full.alias("item_id"))
 
 
-def _ident_hex(text: str) -> str:
-    """Return 16 hex digits of the BLAKE2b digest of an item's identifying text."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+def _hex64(values: Any) -> Any:
+    """Return 64-bit integers as 16-digit lower-case hex strings, in bulk (a polars literal)."""
+    import numpy as np
+    import polars as pl
+    import pyarrow as pa
+
+    big = np.ascontiguousarray(np.asarray(values, dtype=np.uint64).astype(">u8"))
+    arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(big), [None, pa.py_buffer(big)])
+    series = pl.from_arrow(arr).cast(pl.Binary).bin.encode("hex")
+    return pl.lit(series)
 
 
 def _key_field(key: str) -> str:
