@@ -387,7 +387,7 @@ class _State:
     benchmarks: set[str] = field(default_factory=set)
     items: list[Any] = field(default_factory=list)
     keys: list[Any] = field(default_factory=list)
-    # run_id, _ident, n: records given a content id so far per identifying text (next: n)
+    # run_id, _h, n: records given a content id so far per identity hash (the next: n)
     occurrences: Any = None
     n_shared: int = 0  # records whose identifying text another record of their run shares
 
@@ -1001,16 +1001,21 @@ CONTENT_ID_PREFIX = "q"
 
 
 def _identities(df: Any, objects: Mapping[str, list[Any]], opts: ImportOptions) -> Any:
-    """Add ``_ident``, the text that identifies each row without an item id; drop the others.
+    """Add ``_idh``, the hash of what identifies each row without an item id; drop the others.
 
-    With ``opts.item_key`` it is the JSON text of those record keys' values; else the task,
-    the patient id and the question (a record of neither kind is dropped). Returns the frame
-    and the line numbers of the rows dropped.
+    With ``opts.item_key`` it hashes the JSON text of those record keys' values; else the
+    task, the patient id and the question, each hashed by :func:`tumorboard._keys.hash_labels`
+    and combined in that order (a record of neither kind is dropped). ``_idh`` is null on rows
+    that have an item id. Returns the frame and the line numbers of the rows dropped.
     """
     import polars as pl
 
-    def col(name: str) -> pl.Expr:
-        return pl.col(name) if name in df.columns else pl.lit(None, dtype=pl.String)
+    from ..._keys import combine_hashes, hash_labels
+
+    def col(name: str) -> pl.Series:
+        if name in df.columns:
+            return df.get_column(name).cast(pl.String)
+        return pl.Series(name, [None] * df.height, dtype=pl.String)
 
     item_id = col("item_id")
     need = item_id.is_null() | (item_id == "")
@@ -1024,50 +1029,43 @@ def _identities(df: Any, objects: Mapping[str, list[Any]], opts: ImportOptions) 
             idents.append(
                 None if all(p is None for p in parts) else "\x1f".join(json_text(p) for p in parts)
             )
-        ident = pl.Series("_ident", idents, dtype=pl.String)
-        df = df.with_columns(ident)
+        text = pl.Series("_ident", idents, dtype=pl.String)
+        has = text.is_not_null()
+        hashes = hash_labels(text.fill_null(""))
     else:
         question = col("question")
-        df = df.with_columns(
-            pl.when(question.is_null() | (question == ""))
-            .then(pl.lit(None, dtype=pl.String))
-            .otherwise(
-                pl.concat_str(
-                    [col("task").fill_null("default"), col("patient_id").fill_null(""), question],
-                    separator="\x1f",
-                )
-            )
-            .alias("_ident")
-        )  # fmt: skip
-    df = df.with_columns(pl.when(need).then(pl.col("_ident")).alias("_ident"))
-    lost = need & pl.col("_ident").is_null()
-    dropped = df.filter(lost).get_column("_line").to_list()
+        has = question.is_not_null() & (question != "")
+        parts = [col("task").fill_null("default"), col("patient_id").fill_null(""),
+                 question.fill_null("")]  # fmt: skip
+        hashes = combine_hashes([hash_labels(p) for p in parts])
+    idh = pl.Series("_idh", hashes, dtype=pl.UInt64)
+    df = df.with_columns(pl.when(need & has).then(idh).otherwise(None).alias("_idh"))
+    lost = need & ~has
+    dropped = df.filter(lost).get_column("_line").to_list() if lost.any() else []
     return (df.filter(~lost) if dropped else df), dropped
 
 
 def _content_item_ids(df: Any, texts: Sequence[bytes], state: _State) -> Any:
-    """Give each row without an item id one made from its content (``_ident``).
+    """Give each row without an item id one made from its content (``_idh``).
 
-    The id is ``q`` and 16 hex digits of a stable 64-bit hash of the identifying text (FNV-1a
+    The id is ``q`` and 16 hex digits of the stable 64-bit hash :func:`_identities` made (FNV-1a
     and SplitMix64 in the compiled core, :func:`tumorboard._keys.hash_labels`: fixed forever);
-    records of one run with the same identifying text get ``.1``, ``.2``, ... in the order of
+    records of one run with the same identifying values get ``.1``, ``.2``, ... in the order of
     their lines' digests, so that the same records in another order get the same ids. All of
     it runs in bulk; only the lines of such repeated records are digested one by one.
     """
     import polars as pl
 
-    from ..._keys import hash_labels
-
     old = pl.col("item_id").cast(pl.String) if "item_id" in df.columns else pl.lit(None, pl.String)
-    mask = df.get_column("_ident").is_not_null()
+    mask = df.get_column("_idh").is_not_null()
     n_need = int(mask.sum())
     if n_need == 0:
         return df.with_columns(old.alias("item_id"))
     every = n_need == df.height
-    sub = df.select("run_id", "_ident") if every else df.filter(mask).select("run_id", "_ident")
-    hashes = hash_labels(sub.get_column("_ident"))
+    sub = df.select("run_id", "_idh") if every else df.filter(mask).select("run_id", "_idh")
+    hashes = sub.get_column("_idh").to_numpy()
     key = ["run_id", "_h"]
-    sub = sub.select("run_id", pl.Series("_h", hashes, dtype=pl.UInt64)).with_row_index("_r")
+    sub = sub.select("run_id", pl.col("_idh").alias("_h")).with_row_index("_r")
     counts = pl.len().over(key).alias("_n")
     sub = sub.with_columns(counts, pl.lit(0, dtype=pl.Int64).alias("_occ"))
     shared = sub.filter(pl.col("_n") > 1)
