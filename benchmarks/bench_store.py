@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import statistics
 import sys
@@ -802,6 +801,25 @@ def _import_jsonl(ctx: _Ctx, n: int, *, short: bool = False) -> list[Result]:
     ]  # fmt: skip
 
 
+def _alternate(
+    variants: dict[str, Callable[[], Any]], *, rounds: int
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Run the variants in turn (a, b, a, b, ...) after one warm-up each; median seconds each.
+
+    Alternating makes the machine's drift hit every variant alike, and the median of many
+    rounds resolves a difference of a few percent on a shared machine, where the best of a few
+    runs does not. Returns the medians and each variant's last result.
+    """
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    last: dict[str, Any] = {k: fn() for k, fn in variants.items()}  # warm-up
+    for _ in range(rounds):
+        for k, fn in variants.items():
+            t0 = time.perf_counter()
+            last[k] = fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}, last
+
+
 def _content_keys(ctx: _Ctx, n: int) -> list[Result]:
     """Import time of lines keyed by content (no item id) against the same lines with ids.
 
@@ -826,17 +844,11 @@ def _content_keys(ctx: _Ctx, n: int) -> list[Result]:
         store = Store(_fresh(ctx, f"keys-store-{next(runs)}"), fsync=False)
         return import_logs("jsonl", src, store, benchmark="mtbbench", field_map=field_map)
 
-    # interleaved (ids, content, ids, ...), median of each: drift of the machine hits both
-    # alike; a difference of a few percent needs many samples on a shared 2-core machine
-    times: dict[str, list[float]] = {"ids": [], "content": []}
-    reports: dict[str, Any] = {}
-    run(path, {"item_id": "id"})  # warm-up
-    for _ in range(max(ctx.repeat, 9)):
-        for which, src, fmap in (("ids", path, {"item_id": "id"}), ("content", bare, {})):
-            t0 = time.perf_counter()
-            reports[which] = run(src, fmap)
-            times[which].append(time.perf_counter() - t0)
-    ids_s, tb_s = statistics.median(times["ids"]), statistics.median(times["content"])
+    secs, reports = _alternate(
+        {"ids": lambda: run(path, {"item_id": "id"}), "content": lambda: run(bare, {})},
+        rounds=max(ctx.repeat, 9),
+    )
+    ids_s, tb_s = secs["ids"], secs["content"]
     with_ids, by_content = reports["ids"], reports["content"]
     ctx.log(f"  keyed by ids: {ids_s:.3f} s/call, by content: {tb_s:.3f} s/call (medians)")
     ok = by_content.n_items == with_ids.n_items == n
@@ -870,15 +882,10 @@ def _page_checksums(ctx: _Ctx, n: int) -> list[Result]:
 
         return run
 
-    # interleaved (off, on, off, on, ...), best of each: drift of the machine hits both alike
-    best = {False: math.inf, True: math.inf}
-    importer(False)()  # warm-up
-    for _ in range(max(ctx.repeat, 5)):
-        for checksums in (False, True):
-            t0 = time.perf_counter()
-            rep = importer(checksums)()
-            best[checksums] = min(best[checksums], time.perf_counter() - t0)
-    off_s, on_s = best[False], best[True]
+    secs, reports = _alternate({"off": importer(False), "on": importer(True)},
+                               rounds=max(ctx.repeat, 9))  # fmt: skip
+    off_s, on_s = secs["off"], secs["on"]
+    rep = reports["on"]
     cost = on_s / off_s - 1.0
     ctx.log(f"  page checksums off: {off_s:.3f} s/call, on: {on_s:.3f} s/call")
     ctx.log(f"  page checksums cost {cost:+.1%} of import time")
