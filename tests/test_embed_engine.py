@@ -101,17 +101,22 @@ def collection(tmp_path_factory) -> list[Path]:
     return paths
 
 
-@pytest.fixture(scope="module")
-def reference(collection, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("ref")
-    rep = embed_slides(
-        collection,
-        model=TinyEncoder(),  # noqa: F821
+def _embed_tiny(slides_: list[Path], out: Path, *, model: object = None) -> object:
+    """Embed ``slides_`` with the tiny encoder as every engine test does (1 thread, batch 8)."""
+    return embed_slides(
+        slides_,
+        model=TinyEncoder() if model is None else model,  # noqa: F821
         out=out,
         tiling=TilingOptions(threads=1, segmentation=PARAMS),
         options=EmbedOptions(batch_size=8),
         progress=False,
     )
+
+
+@pytest.fixture(scope="module")
+def reference(collection, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ref")
+    rep = _embed_tiny(collection, out)
     assert rep.ok and len(rep.done) == 3
     return out
 
@@ -178,14 +183,7 @@ def test_rerun_skips_complete_and_redoes_broken(collection, reference, tmp_path)
     (out / JOB / "features_tiny" / ".case03.h5.999.0123abcd.tmp").write_bytes(b"partial")
     (out / JOB / "features_tiny" / "case03.h5").unlink()
     assert features_complete(bad) is None
-    rep = embed_slides(
-        collection,
-        model=TinyEncoder(),  # noqa: F821
-        out=out,
-        tiling=TilingOptions(threads=1, segmentation=PARAMS),
-        options=EmbedOptions(batch_size=8),
-        progress=False,
-    )
+    rep = _embed_tiny(collection, out)
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
     assert rep.results[0].n_patches == features_complete(out / JOB / "features_tiny" / "case01.h5")
     for name in ("case02", "case03"):
@@ -227,14 +225,7 @@ def test_resume_after_sigkill(collection, reference, tmp_path):
     assert features_complete(fdir / "case01.h5", out / JOB / "embeddings_tiny" / "case01.parquet")
     assert not (fdir / "case02.h5").exists() and not (fdir / "case03.h5").exists()
     assert temp_files(fdir, target="case02.h5")  # the half-written file of the killed run
-    rep = embed_slides(
-        collection,
-        model=TinyEncoder(),  # noqa: F821
-        out=out,
-        tiling=TilingOptions(threads=1, segmentation=PARAMS),
-        options=EmbedOptions(batch_size=8),
-        progress=False,
-    )
+    rep = _embed_tiny(collection, out)
     assert [r.status for r in rep.results] == ["skipped", "done", "done"]
     for name in ("case01", "case02", "case03"):
         a = read_features(fdir / f"{name}.h5")
@@ -249,14 +240,7 @@ def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
     corrupt.write_bytes(b"II*\x00" + os.urandom(2000))
     missing = tmp_path / "missing.svs"
     items = [collection[0], corrupt, collection[1], missing, collection[2]]
-    rep = embed_slides(
-        items,
-        model=FailingEncoder(),
-        out=tmp_path / "job",
-        tiling=TilingOptions(threads=1, segmentation=PARAMS),
-        options=EmbedOptions(batch_size=8),
-        progress=False,
-    )
+    rep = _embed_tiny(items, tmp_path / "job", model=FailingEncoder())
     status = [r.status for r in rep.results]
     # the 3rd forward (inside case01) raises: case01 fails, the rest go on
     assert status == ["failed", "failed", "done", "failed", "done"]

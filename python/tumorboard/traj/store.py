@@ -830,14 +830,7 @@ class Store:
             if not bad or self._version() == state.version:
                 break
         if bad:
-            others = "".join(f"; {p}: {why}" for p, why in bad[1:5])
-            more = f"; ... ({len(bad) - 5} more)" if len(bad) > 5 else ""
-            raise CorruptStoreError(
-                bad[0][0],
-                f"{bad[0][1]}{others}{more}; `tumorboard store check {self.path} --repair` "
-                "drops such parts from the manifest (their rows are lost), or restore them "
-                "from a copy",
-            )
+            raise self._corrupt(bad)
         directory = self.path / table
         strays = [
             name
@@ -867,6 +860,17 @@ class Store:
                 if e.name.endswith(PART_SUFFIX) and not e.name.startswith((".", "_")):
                     on_disk[e.name] = e
         return on_disk
+
+    def _corrupt(self, bad: list[tuple[Any, str]], *, what: str = "") -> CorruptStoreError:
+        """Return the error naming the damaged parts ``bad`` ((path, why) pairs, first five)."""
+        others = "".join(f"; {p}: {why}" for p, why in bad[1:5])
+        more = f"; ... ({len(bad) - 5} more)" if len(bad) > 5 else ""
+        return CorruptStoreError(
+            bad[0][0],
+            f"{what}{bad[0][1]}{others}{more}; `tumorboard store check {self.path} --repair` "
+            "drops such parts from the manifest (their rows are lost), or restore them from a "
+            "copy",
+        )
 
     def _mismatched(
         self,
@@ -1322,14 +1326,7 @@ class Store:
                 if damage is not None:
                     bad.append((path, damage[1]))
         if bad:
-            others = "".join(f"; {p}: {why}" for p, why in bad[1:5])
-            more = f"; ... ({len(bad) - 5} more)" if len(bad) > 5 else ""
-            raise CorruptStoreError(
-                bad[0][0],
-                f"corrupt Parquet part: {bad[0][1]}{others}{more}; `tumorboard store check "
-                f"{self.path} --repair` drops such parts from the manifest (their rows are "
-                "lost), or restore them from a copy",
-            )
+            raise self._corrupt(bad, what="corrupt Parquet part: ")
 
     def count(self, table: str) -> int:
         """Count the rows of ``table`` from the manifest (no data read).
