@@ -137,7 +137,12 @@ def load_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     >>> load_json(b'{"a": [1, 2]}')
     {'a': [1, 2]}
     """
+    raw: bytes | None = bytes(data) if isinstance(data, (bytes, bytearray)) else None
     try:
+        if raw is not None:
+            # strict decoding: json.loads would decode bytes with "surrogatepass", letting an
+            # encoded lone surrogate (ED A0 80) through as text that cannot be written back
+            data = raw.decode(json.detect_encoding(raw))
         value = json.loads(data, parse_constant=_no_constant)
     except RecursionError:
         raise InvalidArgumentError(f"JSON nested deeper than {max_depth} levels") from None
@@ -149,9 +154,7 @@ def load_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise InvalidArgumentError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except ValueError as exc:
         raise InvalidArgumentError(f"not valid JSON ({str(exc)[:100]})") from None
-    if isinstance(data, (bytes, bytearray)):
-        raw: bytes | None = bytes(data)
-    else:
+    if raw is None:
         try:
             raw = data.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in the text itself

@@ -419,8 +419,9 @@ def import_logs(
     if len(missing) == len(srcs):
         raise MissingFileError(f"{missing[0]}: no such file or directory")
     srcs = [s for s in srcs if s.exists()]  # the others are imported; the missing listed
-    special = [(str(s), why) for s in srcs if (why := _not_regular(s)) is not None]
-    srcs_read = [s for s in srcs if _not_regular(s) is None]
+    kinds = {s: _not_regular(s) for s in srcs}
+    special = [(str(s), why) for s, why in kinds.items() if why is not None]
+    srcs_read = [s for s, why in kinds.items() if why is None]
     src_path = srcs[0] if len(srcs) == 1 else Path(os.path.commonpath([str(s) for s in srcs]))
     # an existing store is opened now (a folder that is not a store fails before any work); a
     # new one is made only when there is something to write, so that a refused or empty
@@ -800,7 +801,7 @@ def _write(
     existing = (
         st._scan_paths("items", st.parts("items"), part_column=True)
         .filter(pl.col("run_id").is_in(run_ids))
-        .select(*key, "digest", "source", "question", "__part")
+        .select(*key, "digest", "source", "__part")
         .collect()
     )
     hide_items = pl.DataFrame(schema={k: pl.String for k in key})
@@ -848,12 +849,12 @@ def _write(
             ~pl.col("_file").is_in(list(unit_files)) & ~pl.col("_i").is_in(list(drop_rows))
         )
         joined = loose.join(
-            existing.select(*key, pl.col("digest").alias("_old"), pl.col("question").alias("_q")),
+            existing.select(*key, pl.col("digest").alias("_old")),
             on=key,
             how="inner",
             nulls_equal=True,
         )
-        _check_questions(joined, replace=replace, warnings=warnings)
+        _check_questions(st, run_ids, joined, replace=replace, warnings=warnings)
         # unchanged: the key's one stored row has the same digest; anything else (another
         # digest, a Recorder's row without one, several rows) is replaced, every stored row
         per_key = joined.group_by("_i").agg(
@@ -1055,20 +1056,34 @@ def _item_key(item_key: str | Sequence[str] | None, format: str) -> tuple[str, .
     return tuple(keys)
 
 
-def _check_questions(joined: Any, *, replace: bool, warnings: list[tuple[str, str]]) -> None:
+def _check_questions(st: Store, run_ids: list[str], joined: Any, *, replace: bool,
+                     warnings: list[tuple[str, str]]) -> None:  # fmt: skip
     """Refuse (or, with ``replace``, list) records that reuse a stored key for another question.
 
-    ``joined`` holds the new records' keys and ``question`` beside the stored ``_q``.
+    ``joined`` holds the new records' keys, ``digest`` and ``question`` beside the stored
+    digest ``_old``. A record with the stored digest holds the stored question, so the stored
+    questions are read only for the keys whose digest differs (none on an unchanged re-import).
     """
     import polars as pl
 
-    if "question" not in joined.columns:
+    key = ["run_id", "patient_id", "item_id"]
+    suspects = joined.filter(
+        pl.col("question").is_not_null() & pl.col("digest").ne_missing(pl.col("_old"))
+    )
+    if not suspects.height:
         return
-    clash = joined.filter(
-        pl.col("question").is_not_null()
-        & pl.col("_q").is_not_null()
-        & (pl.col("question") != pl.col("_q"))
-    ).unique(subset=["run_id", "patient_id", "item_id"], maintain_order=True)
+    stored = (
+        st._scan_paths("items", st.parts("items"))
+        .filter(pl.col("run_id").is_in(run_ids))
+        .join(suspects.select(key).unique().lazy(), on=key, how="semi", nulls_equal=True)
+        .select(*key, pl.col("question").alias("_q"))
+        .collect()
+    )
+    clash = (
+        suspects.join(stored, on=key, how="inner", nulls_equal=True)
+        .filter(pl.col("_q").is_not_null() & (pl.col("question") != pl.col("_q")))
+        .unique(subset=key, maintain_order=True)
+    )
     if not clash.height:
         return
 

@@ -457,11 +457,6 @@ def _read_lines(
     for lineno, line in zip(numbers, lines, strict=True):
         where = f"{path}:{lineno}"
         try:
-            line.decode("utf-8")  # strict: an encoded lone surrogate (ED A0 80) is not UTF-8
-        except UnicodeDecodeError as exc:
-            out.rejected.append((where, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
-            continue
-        try:
             record = loads(line)
         except InvalidArgumentError as exc:
             out.rejected.append((where, str(exc)))
