@@ -238,3 +238,12 @@ def test_cycle_finder_names_the_path():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _find_cycle(graph) == ["a", "b", "c", "a"]
     assert _find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_removed_tile_main_still_works_for_one_release_with_a_warning(tmp_path):
+    import pytest
+    from tumorboard.slides import cli as tile_cli
+
+    with pytest.warns(DeprecationWarning, match=r"tumorboard\.cli\.main\(\['tile'"):
+        main = tile_cli.main
+    assert main(["tile", str(tmp_path / "missing.tif"), "--out", str(tmp_path / "o")]) == 2

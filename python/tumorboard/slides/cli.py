@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -395,13 +395,27 @@ def run_tile(args: argparse.Namespace) -> int:
     return 1 if counts["failed"] or counts["no tissue"] else 0
 
 
+def _deprecated_main(argv: Sequence[str] | None = None) -> int:
+    """Run ``tumorboard.cli.main(argv)`` (what the removed ``main`` of this module did)."""
+    import importlib
+
+    # resolved by name at call time: this module does not import the top-level CLI, which
+    # imports it (no import cycle); only the deprecated spelling takes this path
+    return int(importlib.import_module("tumorboard.cli").main(argv))
+
+
 def __getattr__(name: str) -> Any:
-    """Name the replacement of the removed ``main`` (it made an import cycle with the CLI)."""
+    """Keep the removed ``main`` for one release, with a DeprecationWarning naming the new one."""
     if name == "main":
-        raise AttributeError(
-            "tumorboard.slides.cli.main was removed: call tumorboard.cli.main(['tile', ...]) "
-            "(or run `tumorboard tile ...`)"
+        import warnings
+
+        warnings.warn(
+            "tumorboard.slides.cli.main is deprecated (it made an import cycle with the CLI); "
+            "use tumorboard.cli.main(['tile', ...]) or run `tumorboard tile ...`",
+            DeprecationWarning,
+            stacklevel=2,
         )
+        return _deprecated_main
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
