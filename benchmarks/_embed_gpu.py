@@ -178,8 +178,8 @@ def grids(paths: list[Path]) -> list[tuple[Path, np.ndarray, int, int]]:
 def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
                 size: int, limit: int, native: bool | None = None,
                 max_seconds: float | None = None, decode: str = "cpu",
-                device: str | None = None) -> float:  # fmt: skip
-    """Patches/s of PatchLoader alone (float32 batches) over at most ``limit`` patches.
+                device: str | None = None, dtype: str = "float32") -> float:  # fmt: skip
+    """Patches/s of PatchLoader alone (``dtype`` batches) over at most ``limit`` patches.
 
     ``native`` is passed to :class:`~tumorboard.slides.PatchLoader` (None: the native batch
     reader where it applies; False: the Python tile path). ``max_seconds`` stops the pass at
@@ -200,7 +200,7 @@ def loader_rate(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, 
         with slides.open(path) as s:
             for b in slides.PatchLoader(s, take, level=level, read_size=rs, batch_size=batch,
                                         size=size, threads=threads, native=native,
-                                        **gpu):  # fmt: skip
+                                        dtype=dtype, **gpu):  # fmt: skip
                 n += len(b)
                 if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
                     sync()
@@ -711,6 +711,11 @@ def run(*, patches: int | None, json_path: str | None, budget: float | None = No
                 lim = limit if th > 2 else min(limit, 2048)  # a few seconds at each count
                 rates[th] = loader_rate(g["svs-like"], threads=th, batch=64, size=size, limit=lim)
                 say(f"| {th} thread(s) | {rates[th]:.0f} |")
+            top = max(rates)
+            # uint8 batches: what the embedding engine streams to a GPU (it normalises there)
+            rate_u8 = loader_rate(g["svs-like"], threads=top, batch=64, size=size, limit=limit,
+                                  dtype="uint8")  # fmt: skip
+            say(f"| {top} thread(s), uint8 batches (the engine's path to a GPU) | {rate_u8:.0f} |")
             if 2 in rates:
                 say(f"\n1 -> 2 threads: {rates[2] / rates[1]:.2f}x")
             # one loader thread, so that the counter has a core of its own on a 2-core machine
@@ -718,7 +723,12 @@ def run(*, patches: int | None, json_path: str | None, budget: float | None = No
                                                limit=min(limit, 512))  # fmt: skip
             say(f"GIL held per patch (counter-thread probe, 1 loader thread): {held:.1f} us "
                 f"(loader {rate:.0f} patches/s during the probe)\n")  # fmt: skip
-            record["loader"] = {"path": path, "rates": rates, "gil_us_per_patch": held}
+            record["loader"] = {
+                "path": path,
+                "rates": rates,
+                "gil_us_per_patch": held,
+                "uint8_rate": {"threads": top, "patches_per_s": rate_u8},
+            }
         decode_why = gpu_decode_unavailable(cuda) if "decode" in sections else "not asked for"
         if "decode" in sections:
             if decode_why is None:

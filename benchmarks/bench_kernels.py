@@ -227,12 +227,19 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
         t_fwd = timer(lambda: segment_scale(h, seg, gamma, backend="triton"), repeat)
         t_fwd_eager = timer(lambda: eager(h, gamma), repeat)
     t_fb = timer(fwd_bwd(lambda: segment_scale(hg, seg, gg, backend="triton")), repeat)
+    # the backward kernel alone (dh and the dgamma partials, with their fixed-order sum): what
+    # is left of fwd+bwd beyond the two kernels is autograd and launch overhead
+    from tumorboard.kernels.segment_scale import _bwd_triton
+
+    gamma_c = gamma.contiguous()
+    t_bwd = timer(lambda: _bwd_triton(dy, h, seg, gamma_c), repeat)
     t_fb_eager = timer(fwd_bwd(lambda: eager(hg, gg)), repeat)
     elem = h.element_size() * tokens * dim
     t_copy = timer(lambda: h.clone(), repeat)  # the achievable bandwidth, same run
     bw_copy = 2 * elem / t_copy
     bw_fwd = 2 * elem / t_fwd
     bw_fb = 5 * elem / t_fb
+    bw_bwd = 3 * elem / t_bwd
     tag = f"T={tokens} D={dim} ({str(dtype).removeprefix('torch.')})"
     FIGURES["segment_scale"] = {
         "tokens": tokens,
@@ -244,6 +251,10 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
         "fwd_bwd_share_of_peak": bw_fb / PEAK_HBM_BYTES,
         "fwd_share_of_copy": bw_fwd / bw_copy,
         "fwd_bwd_share_of_copy": bw_fb / bw_copy,
+        "bwd_kernel_ms": 1e3 * t_bwd,
+        "bwd_kernel_tb_s": bw_bwd / 1e12,
+        "bwd_kernel_share_of_copy": bw_bwd / bw_copy,
+        "fwd_bwd_overhead_ms": 1e3 * (t_fb - t_fwd - t_bwd),
     }
 
     def note(bw: float) -> str:
@@ -257,7 +268,9 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
         Result.make(f"segment scale fwd {tag}", t_fwd, ANCHOR_EAGER, t_fwd_eager, check=check,
                     note=note(bw_fwd)),
         Result.make(f"segment scale fwd+bwd {tag}", t_fb, ANCHOR_EAGER, t_fb_eager, check=check,
-                    note=note(bw_fb)),
+                    note=f"{note(bw_fb)}; the backward kernel alone {1e3 * t_bwd:.3f} ms = "
+                         f"{bw_bwd / 1e12:.2f} TB/s ({100 * bw_bwd / bw_copy:.0f}% of the copy), "
+                         f"autograd and launches {1e3 * (t_fb - t_fwd - t_bwd):.3f} ms"),
     ]  # fmt: skip
 
 

@@ -10,6 +10,12 @@ Three decisions live here and nowhere else:
   for CUDA tensors when triton is installed and plain torch otherwise; ``"triton"`` insists
   (CUDA tensors, or any tensors under the interpreter); ``"torch"`` never uses a kernel.
 
+:func:`tune_configs` trims every kernel's autotuning candidates to the first (the measured
+best on an H100) when ``TUMORBOARD_TRITON_AUTOTUNE=first`` is set at import: the CUDA test
+suite sets it, so a test pays one compilation per kernel and shape instead of one per
+candidate (six TMA candidates of a fused kernel cost minutes of compiling on a fresh
+machine); the benchmarks and users autotune over every candidate.
+
 It also holds the device facts the persistent kernels need (:func:`num_programs`,
 :func:`device_name`, :func:`tma_ok`, :func:`set_allocator` for device-side TMA descriptors).
 
@@ -36,6 +42,7 @@ __all__ = [
     "num_programs",
     "set_allocator",
     "tma_ok",
+    "tune_configs",
     "triton_available",
 ]
 
@@ -44,6 +51,30 @@ BACKENDS = ("auto", "triton", "torch")
 
 #: Whether Triton's interpreter is on (``TRITON_INTERPRET=1``), read once at import.
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+#: ``TUMORBOARD_TRITON_AUTOTUNE`` at import: ``"all"`` (default) or ``"first"``.
+AUTOTUNE = os.environ.get("TUMORBOARD_TRITON_AUTOTUNE", "all").strip().lower() or "all"
+if AUTOTUNE not in ("all", "first"):
+    raise InvalidArgumentError(
+        f"TUMORBOARD_TRITON_AUTOTUNE must be 'all' or 'first', got {AUTOTUNE!r}"
+    )
+
+
+def tune_configs(candidates: list[Any]) -> list[Any]:
+    """Return a kernel's autotuning candidates: all of them, or the first alone.
+
+    Parameters
+    ----------
+    candidates : list of triton.Config
+        The candidates, best-measured first.
+
+    Returns
+    -------
+    list of triton.Config
+        ``candidates`` unchanged, or ``candidates[:1]`` under
+        ``TUMORBOARD_TRITON_AUTOTUNE=first`` (read once at import).
+    """
+    return list(candidates[:1]) if AUTOTUNE == "first" else list(candidates)
 
 
 def triton_available() -> bool:

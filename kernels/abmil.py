@@ -38,7 +38,15 @@ from dataclasses import dataclass
 import torch
 from tumorboard.errors import InvalidArgumentError, InvalidTypeError
 
-from ._utils import INTERPRET, choose_backend, import_triton, num_programs, set_allocator, tma_ok
+from ._utils import (
+    INTERPRET,
+    choose_backend,
+    import_triton,
+    num_programs,
+    set_allocator,
+    tma_ok,
+    tune_configs,
+)
 
 __all__ = ["ABMILResult", "abmil_pool", "abmil_reference", "module_weights"]
 
@@ -251,7 +259,7 @@ if triton is not None:
             for bn, bd, w in ((64, 128, 4), (128, 128, 8), (32, 256, 4), (64, 256, 8))
         ]
 
-    @triton.autotune(configs=_score_configs(), key=["D", "K", "R_PAD", "GATED"])
+    @triton.autotune(configs=tune_configs(_score_configs()), key=["D", "K", "R_PAD", "GATED"])
     @triton.jit
     def _abmil_scores_kernel(
         x_ptr, wa_ptr, ba_ptr, wg_ptr, bg_ptr, ws_ptr, bs_ptr, s_ptr,
@@ -388,7 +396,7 @@ if triton is not None:
                     zg = tl.dot(xt, wgt.T, zg)
         return za, zg
 
-    @triton.autotune(configs=_tma_score_configs(), key=["D", "K", "H", "R", "GATED"])
+    @triton.autotune(configs=tune_configs(_tma_score_configs()), key=["D", "K", "H", "R", "GATED"])
     @triton.jit
     def _abmil_scores_tma_kernel(
         x_ptr, wa_ptr, ba_ptr, wg_ptr, bg_ptr, ws_ptr, part_ptr,
@@ -432,7 +440,7 @@ if triton is not None:
                 wsr = tl.load(ws_ptr + (head * R + r) * K + ks, mask=k_ok, other=0.0)
                 tl.store(out + r, tl.sum(a * wsr[None, :], axis=1), mask=row_ok)
 
-    @triton.autotune(configs=_pool_configs(), key=["D", "HR"])
+    @triton.autotune(configs=tune_configs(_pool_configs()), key=["D", "HR"])
     @triton.jit
     def _abmil_pool_kernel(
         x_ptr, s_ptr, off_ptr, out_ptr, lse_ptr, w_ptr,
@@ -499,7 +507,7 @@ if triton is not None:
             for bn, bd, w in ((32, 128, 4), (64, 128, 8), (16, 256, 4), (32, 256, 8))
         ]
 
-    @triton.autotune(configs=_pool_bwd_configs(), key=["D", "HR", "HAS_GS"])
+    @triton.autotune(configs=tune_configs(_pool_bwd_configs()), key=["D", "HR", "HAS_GS"])
     @triton.jit
     def _abmil_pool_bwd_kernel(
         x_ptr, bag_ptr, s_ptr, lse_ptr, gp_ptr, c_ptr, gs_ptr, dxp_ptr, ds_ptr,
@@ -555,7 +563,7 @@ if triton is not None:
             for bd, w, s in ((64, 8, 3), (64, 8, 4), (128, 8, 2), (64, 4, 4))
         ]
 
-    @triton.autotune(configs=_tma_bwd_configs(), key=["D", "K", "H", "R", "GATED"])
+    @triton.autotune(configs=tune_configs(_tma_bwd_configs()), key=["D", "K", "H", "R", "GATED"])
     @triton.jit
     def _abmil_scores_bwd_kernel(
         x_ptr, wa_ptr, ba_ptr, wg_ptr, bg_ptr, ws_ptr, ds_ptr, dz_ptr, dws_ptr, dba_ptr, dbg_ptr,

@@ -35,6 +35,7 @@ from ._utils import (
     num_programs,
     set_allocator,
     tma_ok,
+    tune_configs,
 )
 
 __all__ = ["fused_down_proj_segment_scale", "segment_scale", "segment_scale_reference"]
@@ -180,7 +181,9 @@ if triton is not None:
     # restore_value: the library down_proj path runs this kernel in place (y is h); without
     # it every autotuning trial would scale the already-scaled output again (inf after a few
     # dozen trials, seen on an H100: the first call per shape returned inf)
-    @triton.autotune(configs=_ew_configs(), key=["D", "HAS_RES"], restore_value=["y_ptr"])
+    @triton.autotune(
+        configs=tune_configs(_ew_configs()), key=["D", "HAS_RES"], restore_value=["y_ptr"]
+    )
     @triton.jit
     def _fwd_kernel(
         h_ptr, seg_ptr, gamma_ptr, res_ptr, y_ptr, T, D, stride_h, stride_r, stride_y,
@@ -200,7 +203,7 @@ if triton is not None:
             y += tl.load(res_ptr + rows * stride_r + ds[None, :], mask=m, other=0.0).to(tl.float32)
         tl.store(y_ptr + rows * stride_y + ds[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
 
-    @triton.autotune(configs=_bwd_configs(), key=["D", "ROWS_PER_PROG"])
+    @triton.autotune(configs=tune_configs(_bwd_configs()), key=["D", "ROWS_PER_PROG"])
     @triton.jit
     def _bwd_kernel(
         dy_ptr, h_ptr, seg_ptr, gamma_ptr, dh_ptr, dg_ptr, T, D, ROWS_PER_PROG,
@@ -253,7 +256,9 @@ if triton is not None:
         group_size = tl.minimum(n_m - first_m, GROUP_M)
         return first_m + (tile % per_group) % group_size, (tile % per_group) // group_size
 
-    @triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"])
+    @triton.autotune(
+        configs=tune_configs(_tma_configs()), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"]
+    )
     @triton.jit
     def _down_proj_tma_kernel(
         x_ptr, w_ptr, bias_ptr, res_ptr, seg_ptr, gamma_ptr, y_ptr,
@@ -298,7 +303,9 @@ if triton is not None:
                 acc += r_desc.load([om, on]).to(tl.float32)
             y_desc.store([om, on], acc.to(y_desc.dtype))
 
-    @triton.autotune(configs=_mm_configs(), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"])
+    @triton.autotune(
+        configs=tune_configs(_mm_configs()), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"]
+    )
     @triton.jit
     def _down_proj_kernel(
         x_ptr, w_ptr, bias_ptr, res_ptr, seg_ptr, gamma_ptr, y_ptr,

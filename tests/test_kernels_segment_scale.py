@@ -219,3 +219,35 @@ def test_input_validation():
         S.fused_down_proj_segment_scale(h, torch.zeros(6, 6).half(), seg, gamma)
     with pytest.raises(ValueError, match="path must be"):
         S.fused_down_proj_segment_scale(h, torch.zeros(6, 6), seg, gamma, path="tma")
+
+
+@pytest.mark.parametrize(
+    ("value", "want"), [("first", "[1]"), ("all", "[1, 2, 3]"), ("", "[1, 2, 3]")]
+)
+def test_autotune_candidates_follow_the_environment(value, want):
+    """``TUMORBOARD_TRITON_AUTOTUNE=first`` keeps the best-measured candidate only."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from tumorboard.kernels._utils import tune_configs; print(tune_configs([1, 2, 3]))"
+    env = {**os.environ, "TUMORBOARD_TRITON_AUTOTUNE": value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == want
+
+
+def test_autotune_setting_with_a_typo_is_refused():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TUMORBOARD_TRITON_AUTOTUNE": "fist"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import tumorboard.kernels._utils"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0
+    assert "TUMORBOARD_TRITON_AUTOTUNE must be 'all' or 'first', got 'fist'" in out.stderr
