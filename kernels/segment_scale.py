@@ -31,6 +31,7 @@ from ._utils import (
     INTERPRET,
     choose_backend,
     device_name,
+    gemm_prune,
     import_triton,
     num_programs,
     set_allocator,
@@ -138,6 +139,7 @@ if triton is not None:
                 (128, 128, 64, 4, 4),
                 (128, 64, 64, 4, 4),
                 (64, 128, 64, 4, 4),
+                (64, 64, 32, 4, 3),  # fits float32 operands on any GPU (48 KiB)
             )
         ]
 
@@ -166,6 +168,7 @@ if triton is not None:
                 (256, 128, 64, 8, 8, 3, True),
                 (128, 256, 64, 8, 8, 3, False),
                 (128, 128, 64, 8, 8, 4, True),
+                (128, 128, 32, 8, 8, 3, False),  # float32 operands (96 KiB of tiles)
             )
         ]
 
@@ -257,7 +260,9 @@ if triton is not None:
         return first_m + (tile % per_group) % group_size, (tile % per_group) // group_size
 
     @triton.autotune(
-        configs=tune_configs(_tma_configs()), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"]
+        configs=_tma_configs(),
+        key=["M", "N", "K", "HAS_BIAS", "HAS_RES"],
+        prune_configs_by=gemm_prune("x_ptr"),  # tiles that fit; the first alone under "first"
     )
     @triton.jit
     def _down_proj_tma_kernel(
@@ -304,7 +309,9 @@ if triton is not None:
             y_desc.store([om, on], acc.to(y_desc.dtype))
 
     @triton.autotune(
-        configs=tune_configs(_mm_configs()), key=["M", "N", "K", "HAS_BIAS", "HAS_RES"]
+        configs=_mm_configs(),
+        key=["M", "N", "K", "HAS_BIAS", "HAS_RES"],
+        prune_configs_by=gemm_prune("x_ptr"),  # tiles that fit; the first alone under "first"
     )
     @triton.jit
     def _down_proj_kernel(

@@ -133,8 +133,10 @@ def test_scaled_mm_path_equals_the_emulation(bias):
     output of the native path are checked here, before a GPU ever runs it.
     """
     g = torch.Generator().manual_seed(5)
-    lin = torch.nn.Linear(48, 144, bias=bias)
-    x = torch.randn(2, 37, 48, generator=g) * 3  # [..., K] with a leading batch dim, as in a ViT
+    # on a GPU where there is one (torch before 2.13 has no CPU kernel for row-wise scales)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    lin = torch.nn.Linear(48, 144, bias=bias).to(dev)
+    x = (torch.randn(2, 37, 48, generator=g) * 3).to(dev)  # [..., K] with a batch dim, as in a ViT
     native, emulated = Fp8Linear(lin), Fp8Linear(lin, emulate=True)
     with torch.no_grad():
         got, want = native(x), emulated(x)

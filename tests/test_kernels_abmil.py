@@ -161,24 +161,30 @@ def test_all_bags_empty_and_no_bags_rows(kernel_device):
     assert res.scores.shape == (0, 1, 1)
 
 
-def test_input_validation():
-    m = make_module(n_heads=1, gated=True, n_branches=1)
+def test_input_validation(kernel_device):
+    # on the kernel's device, so that the inputs are checked, not the device (CPU tensors
+    # are refused for backend="triton" on a CUDA machine)
+    m = make_module(n_heads=1, gated=True, n_branches=1).to(kernel_device)
     wa, ba, ws, bs, wg, bg = K.module_weights(m)
-    x = features(6)
+    x = features(6).to(kernel_device)
+
+    def t(values):
+        return torch.tensor(values, device=kernel_device)
+
     with pytest.raises(ValueError, match="offsets must start at 0 and end"):
-        K.abmil_pool(x, torch.tensor([0, 5]), wa, ba, ws, bs, wg, bg, backend="triton")
+        K.abmil_pool(x, t([0, 5]), wa, ba, ws, bs, wg, bg, backend="triton")
     with pytest.raises(ValueError, match="non-decreasing"):
-        K.abmil_pool(x, torch.tensor([0, 4, 2, 6]), wa, ba, ws, bs, wg, bg, backend="triton")
+        K.abmil_pool(x, t([0, 4, 2, 6]), wa, ba, ws, bs, wg, bg, backend="triton")
     with pytest.raises(TypeError, match="offsets must be integers"):
-        K.abmil_pool(x, torch.tensor([0.0, 6.0]), wa, ba, ws, bs, wg, bg, backend="triton")
+        K.abmil_pool(x, t([0.0, 6.0]), wa, ba, ws, bs, wg, bg, backend="triton")
     with pytest.raises(ValueError, match="wa must be"):
-        K.abmil_pool(x[:, :8], torch.tensor([0, 6]), wa, ba, ws, bs, backend="triton")
+        K.abmil_pool(x[:, :8], t([0, 6]), wa, ba, ws, bs, backend="triton")
     with pytest.raises(ValueError, match="given together"):
-        K.abmil_pool(x, torch.tensor([0, 6]), wa, ba, ws, bs, wg, None, backend="triton")
+        K.abmil_pool(x, t([0, 6]), wa, ba, ws, bs, wg, None, backend="triton")
     with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
-        K.abmil_pool(x.double(), torch.tensor([0, 6]), wa, ba, ws, bs, backend="triton")
+        K.abmil_pool(x.double(), t([0, 6]), wa, ba, ws, bs, backend="triton")
     with pytest.raises(ValueError, match="backend must be"):
-        K.abmil_pool(x, torch.tensor([0, 6]), wa, ba, ws, bs, backend="cuda")
+        K.abmil_pool(x, t([0, 6]), wa, ba, ws, bs, backend="cuda")
 
 
 @pytest.mark.parametrize("gated", [True, False])

@@ -251,3 +251,23 @@ def test_autotune_setting_with_a_typo_is_refused():
     )
     assert out.returncode != 0
     assert "TUMORBOARD_TRITON_AUTOTUNE must be 'all' or 'first', got 'fist'" in out.stderr
+
+
+def test_gemm_candidates_that_overflow_shared_memory_are_dropped(monkeypatch):
+    """float32 operands drop the large bf16 tiles (an H100 refused them: 393,232 bytes)."""
+    from tumorboard.kernels import _utils as U
+
+    triton = pytest.importorskip("triton")
+    monkeypatch.setattr(U, "_smem_limit", lambda kind, index: 232448)  # an H100's opt-in
+    big = triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_stages=3)
+    small = triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, num_stages=3)
+    prune = U.gemm_prune("x_ptr")["early_config_prune"]
+
+    def operand(dtype):
+        return {"x_ptr": torch.empty(0, dtype=dtype)}
+
+    assert U._gemm_smem_bytes(big, 4) >= 393216 > 232448 >= U._gemm_smem_bytes(big, 2)
+    assert prune([big, small], operand(torch.float32)) == [small]
+    assert prune([big, small], operand(torch.bfloat16)) == [big, small]
+    # nothing fits: the smallest candidate is kept, so that triton's error names a real tile
+    assert prune([big], operand(torch.float32)) == [big]

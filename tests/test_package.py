@@ -78,3 +78,23 @@ def test_bench_rejects_unknown_names(capsys):
 def test_bench_modules_load_through_the_cli():
     module = load_benchmark(REPO / "benchmarks", "bench_bootstrap")
     assert callable(module.main) and callable(module.run)
+
+
+def test_scorer_names_match_the_scorers():
+    from tumorboard import score
+    from tumorboard._scorer_names import SCORER_NAMES
+
+    assert SCORER_NAMES == tuple(score.benchmarks())
+
+
+def test_cli_parser_does_not_load_polars_or_the_scorers():
+    """`tumorboard embed` runs where polars is absent (a GPU machine): the parser needs neither."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tumorboard import cli; cli.build_parser(); "
+        "print(sorted(m for m in ('polars', 'tumorboard.score') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -521,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.set_defaults(func=_cmd_import)
 
-    from .score import benchmarks
+    from ._scorer_names import SCORER_NAMES  # not .score: no polars to build the parser
 
     score = sub.add_parser(
         "score",
@@ -533,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("store", help="the store directory")
     score.add_argument(
         "--benchmark",
-        choices=benchmarks(),
+        choices=SCORER_NAMES,
         default=None,
         help="the benchmark to score (default: the store's only one)",
     )

@@ -53,6 +53,10 @@ _SOI, _EOI, _SOS = b"\xff\xd8", b"\xff\xd9", 0xDA
 _ADOBE_RGB = b"\xff\xee" + struct.pack(">H5sHHHB", 14, b"Adobe", 100, 0, 0, 0)
 _PIP = "nvidia-nvimgcodec-cu12"
 
+#: The largest difference to libjpeg (uint8 levels) a decoder may show on the first tile it
+#: decodes (:meth:`GpuTileDecoder._verify`); nvJPEG's IDCT and colour conversion are within 1-2.
+VERIFY_MAX_DIFF = 8
+
 #: Set only by the test-suite: ``decode="gpu"`` on a CPU device then runs nvImageCodec's CPU
 #: backend (libjpeg-turbo) with CPU tensors, so the whole path is testable without a GPU.
 _CPU_BACKEND_FOR_TESTS = False
@@ -343,6 +347,7 @@ class GpuTileDecoder:
             )
             self._stream = None
         self._lock = threading.Lock()
+        self._verified = False  # the first decoded tile is checked against libjpeg
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -409,7 +414,36 @@ class GpuTileDecoder:
                     f"{arr.dtype}, expected (h, w, 3) uint8",
                 )
             out[t] = arr
+        if not self._verified:
+            self._verify(tiles[0], out[tiles[0]])
         return out
+
+    def _verify(self, tile: int, got: torch.Tensor) -> None:
+        """Check the decoder against libjpeg (tifffile) on the first tile it decodes.
+
+        nvJPEG on an H100 decoded Aperio-style tiles (RGB components, marked as such with the
+        Adobe APP14 marker) as YCbCr, up to 232 levels off, where nvImageCodec's CPU backend
+        and libjpeg read them right: a level whose first tile differs by more than
+        :data:`VERIFY_MAX_DIFF` levels is refused rather than embedded wrong.
+        """
+        from ._readers import SlideError
+
+        page = self.slide._pages[self.level]  # type: ignore[attr-defined]
+        data = self.slide._tile_bytes(self.level, tile)  # type: ignore[attr-defined]
+        want = np.asarray(page.decode(data, tile, jpegtables=page.jpegtables)[0])
+        want = want.reshape(want.shape[-3:])[..., :3]
+        h, w = min(want.shape[0], got.shape[0]), min(want.shape[1], got.shape[1])
+        mine = got[:h, :w, :3].cpu().numpy().astype(np.int16)
+        diff = int(np.abs(mine - want[:h, :w].astype(np.int16)).max()) if h and w else 0
+        if diff > VERIFY_MAX_DIFF:
+            kind = " (RGB components, as Aperio writes them)" if self._rgb else ""
+            raise SlideError(
+                self.slide.path,
+                f"level {self.level}: nvImageCodec ({self.backend} backend) decodes tile {tile}"
+                f"{kind} up to {diff} levels away from libjpeg (at most {VERIFY_MAX_DIFF} "
+                "accepted); decode this slide on the CPU (decode='cpu', --decode cpu)",
+            )
+        self._verified = True
 
     def regions(self, coords: np.ndarray, read_size: int) -> torch.Tensor:
         """Read square regions of the level, as :meth:`Slide.read_region` reads them.
