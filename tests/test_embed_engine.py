@@ -252,6 +252,33 @@ def test_bad_slides_are_reported_and_the_rest_finishes(collection, tmp_path):
     assert sorted(p.name for p in fdir.iterdir()) == ["case02.h5", "case03.h5"]
 
 
+@pytest.mark.parametrize("depth", [1, 3])
+def test_batches_in_flight_across_slides(collection, reference, tmp_path, monkeypatch, depth):
+    """With batches in flight (as on CUDA) a slide finishes after the next one has started.
+
+    Its features are the same, a failing slide takes no other slide's batches with it, and
+    the slide order of the report holds.
+    """
+    from tumorboard.embed import _engine
+
+    monkeypatch.setattr(_engine, "_in_flight_depth", lambda runner: depth)
+    rep = _embed_tiny(collection, tmp_path / "deep")
+    assert [r.status for r in rep.results] == ["done"] * 3
+    for name in ("case01", "case02", "case03"):
+        got = read_features(tmp_path / "deep" / JOB / "features_tiny" / f"{name}.h5")
+        want = read_features(reference / JOB / "features_tiny" / f"{name}.h5")
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    missing = tmp_path / "missing.svs"
+    items = [collection[0], missing, collection[1], collection[2]]
+    rep = _embed_tiny(items, tmp_path / "fail", model=FailingEncoder())
+    assert [r.status for r in rep.results] == ["failed", "failed", "done", "done"]
+    assert "injected failure" in rep.results[0].error and "no such file" in rep.results[1].error
+    fdir = tmp_path / "fail" / JOB / "features_tiny"
+    assert sorted(p.name for p in fdir.iterdir()) == ["case02.h5", "case03.h5"]
+    assert not [p for p in fdir.parent.rglob("*") if ".tmp" in p.name]  # no temporary left
+
+
 def test_onnxruntime_backend_matches_torch(collection, reference, tmp_path):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")

@@ -259,6 +259,7 @@ def test_gemm_candidates_that_overflow_shared_memory_are_dropped(monkeypatch):
 
     triton = pytest.importorskip("triton")
     monkeypatch.setattr(U, "_smem_limit", lambda kind, index: 232448)  # an H100's opt-in
+    monkeypatch.setattr(U, "AUTOTUNE", "all")  # the CUDA suite runs with "first"
     big = triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_stages=3)
     small = triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, num_stages=3)
     prune = U.gemm_prune("x_ptr")["early_config_prune"]
@@ -271,3 +272,6 @@ def test_gemm_candidates_that_overflow_shared_memory_are_dropped(monkeypatch):
     assert prune([big, small], operand(torch.bfloat16)) == [big, small]
     # nothing fits: the smallest candidate is kept, so that triton's error names a real tile
     assert prune([big], operand(torch.float32)) == [big]
+    monkeypatch.setattr(U, "AUTOTUNE", "first")  # the first candidate that fits, alone
+    assert prune([big, small], operand(torch.bfloat16)) == [big]
+    assert prune([big, small], operand(torch.float32)) == [small]

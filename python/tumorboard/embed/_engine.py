@@ -458,6 +458,11 @@ class _SlideJob:
     loader: str | None = None
 
 
+def _in_flight_depth(runner: Any) -> int:
+    """Batches left in flight after a submit: one on CUDA (copy/compute overlap), else none."""
+    return 1 if getattr(runner, "cuda", False) else 0
+
+
 def _put(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
     """Put ``item`` on ``q``, waiting while it is full; False once ``stop`` is set."""
     while not stop.is_set():
@@ -666,6 +671,15 @@ class _Writer:
         self.rows = 0
         self.buf: list[tuple[np.ndarray, np.ndarray]] = []
         self.buf_rows = 0
+        self.t_start = time.perf_counter()
+        self.aborted = False
+        self.ended = False  # every batch of the slide was submitted
+        self.seconds = 0.0  # from the slide's start to its end item
+
+    def end(self) -> None:
+        """Mark every batch of the slide submitted (its last ones may still be in flight)."""
+        self.ended = True
+        self.seconds = time.perf_counter() - self.t_start
 
     def _schema(self, d: int) -> Any:
         import pyarrow as pa
@@ -761,6 +775,7 @@ class _Writer:
         error : BaseException
             Why the slide is abandoned (handed to the temporary files' context managers).
         """
+        self.aborted = True
         with contextlib.suppress(Exception):
             self.h5.close()
         if self.pq_writer is not None:
@@ -1092,37 +1107,56 @@ def _run(
              "compiled": str(getattr(runner, "compile_mode", None) or "no")}  # fmt: skip
     n_total = 0
     embed_dim: int | None = getattr(runner, "embed_dim", None)
-    writer: _Writer | None = None
-    failed_job: _SlideJob | None = None
-    t_slide = time.perf_counter()
-    pending: list[np.ndarray] = []  # coords of batches submitted but not collected
-    # batches left in flight after a submit: one on CUDA (copy/compute overlap), else none
-    depth = 1 if getattr(runner, "cuda", False) else 0
+    writer: _Writer | None = None  # the slide whose batches are arriving
+    failed: set[int] = set()  # indices of jobs the model failed on: the rest is dropped
+    # batches submitted but not collected, with the writer each belongs to: a slide's last
+    # batch is collected (and the slide finished) after the next slide's first batch has
+    # been submitted, so the GPU is not idle while a slide's files are written
+    pending: list[tuple[_Writer, np.ndarray]] = []
+    depth = _in_flight_depth(runner)
+
+    def finish(w: _Writer) -> None:
+        t0 = time.perf_counter()
+        w.finish(embed_dim, str(features_dir))
+        job = w.job
+        seconds = w.seconds + time.perf_counter() - t0
+        record(SlideResult(str(job.path), job.name, "done", n_patches=job.n,
+                           features_path=job.features, parquet_path=job.parquet,
+                           seconds=seconds, coords_path=job.coords_path), job.index)  # fmt: skip
+
+    def fail_writer(w: _Writer | None, job: _SlideJob, cause: BaseException) -> None:
+        """Abandon ``job``'s slide: its temporary files and its batches still in flight."""
+        nonlocal writer
+        failed.add(job.index)
+        if w is not None and not w.aborted:
+            w.abort(cause)  # its batches still in flight are collected and dropped
+        if writer is w:
+            writer = None
+        err = str(cause) if isinstance(cause, _SlideError) else f"{type(cause).__name__}: {cause}"
+        seconds = (time.perf_counter() - w.t_start) if w is not None else 0.0
+        record(SlideResult(str(job.path), job.name, "failed", error=err, seconds=seconds,
+                           coords_path=job.coords_path), job.index)  # fmt: skip
+        if os.environ.get("TUMORBOARD_DEBUG"):
+            traceback.print_exc()
 
     def collect_until(limit: int) -> None:
         nonlocal n_total, embed_dim
-        while runner.in_flight > limit:
-            emb = runner.collect()
-            xy = pending.pop(0)
-            assert writer is not None
-            writer.add(emb, xy)
-            embed_dim = int(emb.shape[1])
-            n_total += emb.shape[0]
-            prog.add_patches(emb.shape[0])
-            prog.update(writer.job.name, writer.rows, writer.job.n)
-
-    def fail(job: _SlideJob, cause: BaseException) -> None:
-        nonlocal writer
-        if writer is not None:
-            writer.abort(cause)
-            writer = None
-        pending.clear()
-        while runner.in_flight:
-            runner.collect()
-        err = str(cause) if isinstance(cause, _SlideError) else f"{type(cause).__name__}: {cause}"
-        record(SlideResult(str(job.path), job.name, "failed", error=err,
-                           seconds=time.perf_counter() - t_slide,
-                           coords_path=job.coords_path), job.index)  # fmt: skip
+        while runner.in_flight > limit and pending:
+            w, xy = pending.pop(0)  # results come back in submission order
+            try:
+                emb = runner.collect()
+                if w.aborted:
+                    continue
+                w.add(emb, xy)
+                embed_dim = int(emb.shape[1])
+                n_total += emb.shape[0]
+                prog.add_patches(emb.shape[0])
+                prog.update(w.job.name, w.rows, w.job.n)
+                if w.ended and not any(p[0] is w for p in pending):
+                    finish(w)
+            except Exception as exc:
+                if not w.aborted:
+                    fail_writer(w, w.job, exc)
 
     try:
         while True:
@@ -1130,10 +1164,11 @@ def _run(
             if item is _END:
                 break
             kind, job = item[0], item[1]
-            if failed_job is job:  # the model failed on this slide: drop the rest of it
+            if job.index in failed:  # the model failed on this slide: drop the rest of it
                 continue
             if kind == "error":
-                fail(job, _SlideError(job.error or "unknown error"))
+                fail_writer(writer if writer is not None and writer.job is job else None, job,
+                            _SlideError(job.error or "unknown error"))  # fmt: skip
                 continue
             if kind == "empty":  # no patch: no features (stale ones of other settings go)
                 for stale in (job.features, job.parquet):
@@ -1141,34 +1176,40 @@ def _run(
                 record(SlideResult(str(job.path), job.name, "no tissue", error=job.error,
                                    coords_path=job.coords_path), job.index)  # fmt: skip
                 continue
-            try:
-                if kind == "start":
-                    t_slide = time.perf_counter()
+            if kind == "start":
+                try:
                     writer = _Writer(job, attrs)
-                    prog.start(job.name, job.n)
-                elif kind == "batch":
+                except Exception as exc:
+                    fail_writer(None, job, exc)
+                    continue
+                prog.start(job.name, job.n)
+                continue
+            w = writer
+            if w is None or w.job is not job:
+                continue  # the slide was abandoned
+            try:
+                if kind == "batch":
                     batch = item[2]
                     runner.submit(batch.images)
-                    pending.append(batch.coords)
-                    collect_until(depth)
+                    pending.append((w, batch.coords))
                 elif kind == "end":
-                    collect_until(0)
-                    assert writer is not None
-                    writer.finish(embed_dim, str(features_dir))
+                    w.end()
                     writer = None
-                    record(SlideResult(
-                        str(job.path), job.name, "done", n_patches=job.n,
-                        features_path=job.features, parquet_path=job.parquet,
-                        seconds=time.perf_counter() - t_slide, coords_path=job.coords_path,
-                    ), job.index)  # fmt: skip
+                    if not any(p[0] is w for p in pending):
+                        finish(w)
             except Exception as exc:
-                failed_job = job
-                fail(job, exc)
-                if os.environ.get("TUMORBOARD_DEBUG"):
-                    traceback.print_exc()
+                fail_writer(w, job, exc)
+                continue
+            collect_until(depth)
+        collect_until(0)  # the last slide's last batches
     except BaseException as exc:  # interrupted: no half-written slide is left behind
+        open_writers = {id(p[0]): p[0] for p in pending}
         if writer is not None:
-            writer.abort(exc)
+            open_writers[id(writer)] = writer
+        for w in open_writers.values():
+            if not w.aborted:
+                with contextlib.suppress(Exception):
+                    w.abort(exc)
         raise
     finally:
         stop.set()
