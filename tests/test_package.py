@@ -98,3 +98,28 @@ def test_cli_parser_does_not_load_polars_or_the_scorers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_version_constant_matches_pyproject_and_metadata():
+    import importlib.metadata
+
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert tumorboard.__version__ == project["version"]
+    assert tumorboard.__version__ == importlib.metadata.version("tumorboard")
+
+
+def test_version_answers_without_building_the_parser():
+    """`tumorboard --version` imports neither the verbs' modules nor importlib.metadata."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom tumorboard import cli\ntry:\n    cli.main(['--version'])\n"
+        "except SystemExit as e:\n    assert e.code == 0\n"
+        "print(sorted(m for m in ('importlib.metadata', 'numpy', 'tumorboard.embed', "
+        "'tumorboard.slides') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [f"tumorboard {tumorboard.__version__}", "[]"]

@@ -10,12 +10,7 @@ kernels
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("tumorboard")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0+unknown"
+from ._version import __version__
 
 __all__ = ["__version__"]
 

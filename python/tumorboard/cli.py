@@ -776,6 +776,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         a command the help is printed and the status is 0. ``--help`` and ``--version`` exit
         through ``SystemExit(0)`` as argparse does.
     """
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # answered before the parser is built: building it imports every verb's options
+        print(f"tumorboard {__version__}")
+        raise SystemExit(0)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
