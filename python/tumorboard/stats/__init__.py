@@ -1,7 +1,10 @@
 """Statistics for benchmark scoring.
 
 Bootstrap confidence intervals (C++ engine), paired bootstrap tests, Poisson-bootstrap partials
-that merge across shards, and inter-rater agreement.
+that merge across shards, inter-rater agreement, model comparisons (:func:`compare`: paired
+differences matched on item identity, McNemar, sign-flip permutation, Holm/Bonferroni/BH) and
+closed-form proportion intervals (:func:`proportion_interval`: Wilson, Agresti-Coull,
+Clopper-Pearson, cluster-robust CR1, design-effect Wilson).
 
 All resampling runs in C++ with the GIL released; the same seed gives bit-identical results on
 any number of threads. Every function that resamples takes its options as one frozen, validated
@@ -29,8 +32,12 @@ from ._bootstrap import (
     bootstrap_sufficient,
     paired_bootstrap,
 )
+from ._compare import Comparison, ComparisonRow, compare
+from ._multiple import CORRECTIONS, adjust_pvalues
 from ._options import BootstrapOptions
+from ._paired_tests import McNemarResult, SignFlipResult, mcnemar, sign_flip_test
 from ._poisson import PoissonPartials, poisson_partials
+from ._proportions import INTERVALS, ProportionInterval, proportion_interval
 
 __all__ = [
     "AgreementResult",
@@ -50,4 +57,16 @@ __all__ = [
     "bootstrap_sufficient",
     "paired_bootstrap",
     "poisson_partials",
+    "CORRECTIONS",
+    "Comparison",
+    "ComparisonRow",
+    "INTERVALS",
+    "McNemarResult",
+    "ProportionInterval",
+    "SignFlipResult",
+    "adjust_pvalues",
+    "compare",
+    "mcnemar",
+    "proportion_interval",
+    "sign_flip_test",
 ]

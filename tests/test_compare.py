@@ -1,0 +1,209 @@
+"""Model comparisons (tumorboard.stats.compare) and their building blocks.
+
+Oracles: statsmodels (``mcnemar``, ``multipletests``, ``proportion_confint``, the cluster-robust
+covariance of an OLS on an intercept), scipy (``permutation_test``, ``binom``, ``betainc``,
+``beta.ppf``) and hand-worked cases.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from tumorboard import stats
+from tumorboard.errors import InvalidArgumentError
+from tumorboard.stats import _exact
+
+scipy_stats = pytest.importorskip("scipy.stats")
+special = pytest.importorskip("scipy.special")
+sm = pytest.importorskip("statsmodels.api")
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar  # noqa: E402
+from statsmodels.stats.multitest import multipletests  # noqa: E402
+from statsmodels.stats.proportion import proportion_confint  # noqa: E402
+
+
+def test_exact_distributions_against_scipy():
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        a, b = rng.uniform(0.1, 300, 2)
+        x = rng.uniform()
+        assert _exact.betainc(a, b, x) == pytest.approx(special.betainc(a, b, x), abs=1e-12)
+    for n, p in itertools.product([1, 9, 200, 20000], [0.5, 0.07]):
+        for k in sorted({0, 1, n // 3, n - 1, n}):
+            assert _exact.binom_cdf(k, n, p) == pytest.approx(
+                scipy_stats.binom.cdf(k, n, p), rel=1e-9, abs=1e-12
+            )
+            assert _exact.binom_pmf(k, n, p) == pytest.approx(
+                scipy_stats.binom.pmf(k, n, p), rel=1e-9, abs=1e-12
+            )
+    for a, b, q in itertools.product([0.5, 3, 40], [1, 17, 900], [0.025, 0.5, 0.975]):
+        assert _exact.beta_ppf(q, a, b) == pytest.approx(scipy_stats.beta.ppf(q, a, b), abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 10, 31, 400, 5000])
+def test_mcnemar_against_statsmodels_and_the_mid_p_formula(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.random(n) < 0.7, rng.random(n) < 0.55
+    got = stats.mcnemar(a, b)
+    table = [[np.sum(a & b), np.sum(a & ~b)], [np.sum(~a & b), np.sum(~a & ~b)]]
+    assert got.p_value == pytest.approx(sm_mcnemar(table, exact=True).pvalue, rel=1e-9)
+    m, k = got.only_a + got.only_b, min(got.only_a, got.only_b)
+    if m:
+        mid = 2 * scipy_stats.binom.cdf(k, m, 0.5) - scipy_stats.binom.pmf(k, m, 0.5)
+        assert got.p_mid == pytest.approx(min(1.0, mid), rel=1e-9)
+    assert (got.only_a, got.only_b) == (int(np.sum(a & ~b)), int(np.sum(~a & b)))
+
+
+def test_mcnemar_hand_worked():
+    # 3 items only a got right, 0 only b: P(X <= 0 | 3, 1/2) = 1/8, two-sided 1/4; mid-p 1/8
+    r = stats.mcnemar([1, 1, 1, 0, 1], [0, 0, 0, 0, 1])
+    assert (r.only_a, r.only_b, r.p_value, r.p_mid) == (3, 0, 0.25, 0.125)
+    assert stats.mcnemar([1, 0], [1, 0]).p_value == 1.0  # no discordant pair
+    with pytest.raises(InvalidArgumentError, match="0/1"):
+        stats.mcnemar([0.5, 1], [1, 0])
+
+
+@pytest.mark.parametrize("method", ["holm", "bonferroni", "bh"])
+def test_adjusted_p_values_against_statsmodels(method):
+    rng = np.random.default_rng(7)
+    p = rng.random(25) ** 3
+    want = multipletests(p, method={"bh": "fdr_bh"}.get(method, method))[1]
+    np.testing.assert_allclose(stats.adjust_pvalues(p, method), want, rtol=1e-12)
+    with_nan = np.r_[p[:5], np.nan]
+    got = stats.adjust_pvalues(with_nan, method)
+    assert np.isnan(got[-1])
+    np.testing.assert_allclose(got[:5], stats.adjust_pvalues(p[:5], method))
+    with pytest.raises(InvalidArgumentError, match="correction: expected one of"):
+        stats.adjust_pvalues(p, "hochberg")
+
+
+def test_sign_flip_exact_against_scipy():
+    d = np.random.default_rng(3).normal(0.4, 1.0, 12)
+    got = stats.sign_flip_test(d, n_resamples=5000)
+    want = scipy_stats.permutation_test(
+        (d,), np.mean, permutation_type="samples", n_resamples=5000, alternative="two-sided"
+    )
+    assert got.exact and got.n_resamples == 2**12
+    assert got.p_value == pytest.approx(want.pvalue, rel=1e-12)
+    # clustered: the signs of a cluster's sum flip together = the test on cluster sums
+    clusters = np.repeat(np.arange(6), 2)
+    sums = d.reshape(6, 2).sum(axis=1)
+    want_c = scipy_stats.permutation_test(
+        (sums,), np.sum, permutation_type="samples", n_resamples=5000, alternative="two-sided"
+    )
+    got_c = stats.sign_flip_test(d, clusters=clusters, n_resamples=5000)
+    assert got_c.n_units == 6 and got_c.p_value == pytest.approx(want_c.pvalue, rel=1e-12)
+
+
+def test_sign_flip_monte_carlo_is_seeded_and_close_to_scipy():
+    d = np.random.default_rng(4).normal(0.12, 1.0, 300)
+    a = stats.sign_flip_test(d, n_resamples=40_000, seed=5)
+    assert a == stats.sign_flip_test(d, n_resamples=40_000, seed=5)
+    want = scipy_stats.permutation_test(
+        (d,), np.mean, permutation_type="samples", n_resamples=40_000, random_state=0
+    ).pvalue
+    assert not a.exact and abs(a.p_value - want) < 5 * np.sqrt(want * (1 - want) / 40_000) + 1e-4
+
+
+CASES = [(1, 0), (7, 1), (7, 6), (40, 0), (40, 39), (40, 40), (500, 250), (500, 3)]
+
+
+@pytest.mark.parametrize(("n", "k"), CASES)
+@pytest.mark.parametrize(
+    ("method", "sm_method"),
+    [
+        ("wilson", "wilson"),
+        ("agresti_coull", "agresti_coull"),
+        ("clopper_pearson", "beta"),
+        ("normal", "normal"),
+    ],
+)
+def test_proportion_intervals_against_statsmodels(n, k, method, sm_method):
+    y = np.r_[np.ones(k), np.zeros(n - k)]
+    got = stats.proportion_interval(y, method=method, level=0.9)
+    lo, hi = proportion_confint(k, n, alpha=0.1, method=sm_method)
+    assert got.ci_low == pytest.approx(lo, abs=1e-10)
+    assert got.ci_high == pytest.approx(hi, abs=1e-10)
+    assert (got.n, got.successes, got.estimate) == (n, k, k / n)
+
+
+def test_cluster_robust_intervals():
+    rng = np.random.default_rng(11)
+    g = rng.integers(0, 30, 400)
+    y = (rng.random(400) < 0.3 + 0.4 * (g % 2)).astype(float)  # clusters differ: deff > 1
+    cr1 = stats.proportion_interval(y, method="cr1", clusters=g)
+    fit = sm.OLS(y, np.ones_like(y)).fit(cov_type="cluster", cov_kwds={"groups": g})
+    assert cr1.se == pytest.approx(fit.bse[0], rel=1e-12)
+    assert cr1.n_clusters == 30 and cr1.design_effect > 1
+    deff = stats.proportion_interval(y, method="wilson_deff", clusters=g)
+    p, n_eff, z = y.mean(), 400 / cr1.design_effect, 1.959963984540054
+    lo, hi = proportion_confint(round(p * n_eff * 1e6) / 1e6, n_eff, method="wilson")
+    center = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+    half = z / (1 + z * z / n_eff) * np.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff**2))
+    assert (deff.ci_low, deff.ci_high) == pytest.approx((center - half, center + half), abs=1e-12)
+    assert lo == pytest.approx(deff.ci_low, abs=1e-6)  # statsmodels' Wilson at the same n_eff
+    plain = stats.proportion_interval(y, method="wilson")
+    assert deff.ci_high - deff.ci_low > plain.ci_high - plain.ci_low
+    with pytest.raises(InvalidArgumentError, match="expected clusters="):
+        stats.proportion_interval(y, method="cr1")
+    with pytest.raises(InvalidArgumentError, match="assumes independent items"):
+        stats.proportion_interval(y, method="wilson", clusters=g)
+    with pytest.raises(InvalidArgumentError, match="method: expected one of"):
+        stats.proportion_interval(y, method="jeffreys")
+
+
+def test_compare_hand_worked_pairs_and_unpaired_items():
+    # A and B share q1..q4; A alone has q5, B alone has q6
+    values = [1, 1, 1, 0, 1, 0, 0, 1, 0, 1]
+    models = ["A"] * 5 + ["B"] * 5
+    items = ["q1", "q2", "q3", "q4", "q5", "q1", "q2", "q3", "q4", "q6"]
+    res = stats.compare(values, models=models, items=items,
+                        options=stats.BootstrapOptions(n_resamples=500, seed=1))  # fmt: skip
+    (row,) = res.rows
+    assert (row.task, row.model_a, row.model_b) == ("overall", "A", "B")
+    assert (row.n_matched, row.n_only_a, row.n_only_b) == (4, 1, 1)
+    assert (row.mean_a, row.mean_b, row.difference) == (0.75, 0.25, 0.5)
+    assert (row.wins, row.ties, row.losses) == (2, 2, 0)
+    assert row.test == "mcnemar" and row.p_value == 0.5 == row.p_mcnemar  # 2 vs 0 discordant
+    assert row.p_adjusted == row.p_value  # a family of one
+    assert res.outcome == "binary" and not res.clustered
+    assert "| overall | A | B | 4 | 1/1 |" in res.to_markdown()
+
+
+def test_compare_families_corrections_and_determinism():
+    rng = np.random.default_rng(2)
+    rows = [(t, f"q{i}", m, float(rng.random() < p), f"pt{i // 4}")
+            for t in ("t1", "t2") for i in range(80)
+            for m, p in (("A", 0.8), ("B", 0.55), ("C", 0.6))]  # fmt: skip
+    tasks, items, models, values, clusters = map(list, zip(*rows, strict=True))
+    opts = stats.BootstrapOptions(n_resamples=400, seed=9)
+    res = stats.compare(values, models=models, items=items, tasks=tasks, clusters=clusters,
+                        correction="bh", options=opts)  # fmt: skip
+    assert [r.task for r in res.rows] == ["t1"] * 3 + ["t2"] * 3 + ["overall"] * 3
+    for task in ("t1", "t2", "overall"):
+        fam = [r for r in res.rows if r.task == task]
+        want = multipletests([r.p_value for r in fam], method="fdr_bh")[1]
+        np.testing.assert_allclose([r.p_adjusted for r in fam], want, rtol=1e-12)
+        assert all(r.test == "sign-flip" for r in fam)  # clustered: flips per patient
+    assert res.rows[-3].n_matched == 160 and res.rows[-3].n_units == 20
+    again = stats.compare(values, models=models, items=items, tasks=tasks, clusters=clusters,
+                          correction="bh", options=opts)  # fmt: skip
+    assert again.to_dicts() == res.to_dicts()
+    base = stats.compare(values, models=models, items=items, tasks=tasks, baseline="B",
+                         options=opts)  # fmt: skip
+    assert {(r.model_a, r.model_b) for r in base.rows} == {("A", "B"), ("C", "B")}
+    assert base.to_polars().height == 6
+
+
+def test_compare_refuses_ambiguous_input():
+    with pytest.raises(InvalidArgumentError, match="model 'A', task 'overall', item 'q1'"):
+        stats.compare([1, 0, 1], models=["A", "A", "B"], items=["q1", "q1", "q1"])
+    with pytest.raises(InvalidArgumentError, match="expected one cluster for every model"):
+        stats.compare([1, 0], models=["A", "B"], items=["q1", "q1"], clusters=["p1", "p2"])
+    with pytest.raises(InvalidArgumentError, match="at least two models"):
+        stats.compare([1, 0], models=["A", "A"], items=["q1", "q2"])
+    with pytest.raises(InvalidArgumentError, match="baseline: expected one of the models"):
+        stats.compare([1, 0], models=["A", "B"], items=["q1", "q1"], baseline="C")
+    with pytest.raises(InvalidArgumentError, match="row 1 is nan"):
+        stats.compare([1, float("nan")], models=["A", "B"], items=["q1", "q1"])
