@@ -207,3 +207,63 @@ def test_compare_refuses_ambiguous_input():
         stats.compare([1, 0], models=["A", "B"], items=["q1", "q1"], baseline="C")
     with pytest.raises(InvalidArgumentError, match="row 1 is nan"):
         stats.compare([1, float("nan")], models=["A", "B"], items=["q1", "q1"])
+
+
+# ------------------------------------------------------------ the CLI verb, as a user runs it
+
+
+def _store_of_three_models(tmp_path):
+    from test_logs_to_scores import cli, write_jsonl
+
+    opts = "\nA) adenocarcinoma\nB) squamous cell carcinoma"
+    records = []
+    for model, every in (("model-a", 9), ("model-b", 3), ("model-c", 4)):
+        for i in range(120):
+            if model == "model-c" and i >= 110:  # model-c skipped the last 10 questions
+                continue
+            right = i % every != 0
+            answer = "[ANSWER: A]" if right else "[ANSWER: B]"
+            records.append({"model": model, "patient_id": f"p{i // 4}", "task": f"task{i % 2}",
+                            "question": f"Case {i}: what is the most likely diagnosis?{opts}",
+                            "gold": "A", "response": answer})  # fmt: skip
+    log = write_jsonl(tmp_path / "logs" / "all.jsonl", records)
+    out = cli("import", "jsonl", str(log), "--store", str(tmp_path / "s"))
+    assert out.returncode == 0, out.stderr
+    return cli, tmp_path / "s"
+
+
+def test_cli_compare_on_an_imported_store(tmp_path):
+    import json
+
+    cli, store = _store_of_three_models(tmp_path)
+    out = cli("compare", str(store), "--n-resamples", "300")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("| task | a | b | n | unpaired a/b |")
+    # model-c lacks 10 questions: counted as unpaired, not paired
+    assert any(line.startswith("| overall | model-a | model-c | 110 | 10/0 |") for line in lines)
+    assert sum(line.startswith("| task |") for line in lines) == 1 and len(lines) == 2 + 9
+    out = cli("compare", str(store), "--baseline", "model-b", "--format", "json",
+              "--correction", "bonferroni", "--out", str(tmp_path / "cmp.json"))  # fmt: skip
+    assert out.returncode == 0 and "wrote" in out.stdout
+    rows = json.loads((tmp_path / "cmp.json").read_text())
+    overall = {r["model_a"]: r for r in rows if r["task"] == "overall"}
+    assert set(overall) == {"model-a", "model-c"} and overall["model-a"]["model_b"] == "model-b"
+    a = overall["model-a"]
+    assert a["mean_a"] == pytest.approx(1 - 14 / 120) and a["mean_b"] == pytest.approx(
+        0.6 + 0.4 / 6
+    )
+    assert a["test"] == "sign-flip" and a["n_units"] == 30  # clustered by patient (default)
+    assert a["p_adjusted"] == pytest.approx(min(1.0, 2 * a["p_value"]))
+
+
+def test_cli_compare_tells_what_is_wrong(tmp_path):
+    cli, store = _store_of_three_models(tmp_path)
+    out = cli("compare", str(store), "--metric", "corect")
+    assert out.returncode == 2
+    assert "--metric corect: expected a column of the store's items" in out.stderr
+    assert "correct" in out.stderr
+    out = cli("compare", str(store), "--baseline", "model-z")
+    assert out.returncode == 2 and "baseline: expected one of the models" in out.stderr
+    out = cli("compare", str(tmp_path / "nope"))
+    assert out.returncode == 2 and "nope" in out.stderr

@@ -1,0 +1,150 @@
+"""The ``tumorboard compare`` verb: pairwise model comparisons of a trajectory store.
+
+It reads the store's items with their runs, takes one value per (system, item) from a column
+(``correct`` by default: the 0/1 grade every importer writes), keys items by
+(task, patient_id, item_id) and runs :func:`tumorboard.stats.compare` per task and overall,
+clustered by patient by default. A system is a model; where one model has runs on several
+tracks or with and without tools, each (model, track, tools) is its own system. Items with no
+value (ungraded answers) are left out and counted on standard error.
+
+Building the parser imports nothing heavy; polars and the store load when the verb runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ._args import level, positive_int, seed
+
+__all__ = ["add_compare_parser"]
+
+
+def add_compare_parser(sub: Any) -> None:
+    """Add the ``compare`` sub-command to ``sub`` (the top parser's sub-parsers)."""
+    p = sub.add_parser(
+        "compare",
+        help="compare models on the items they share: paired differences, tests, corrections",
+        description="Compare every pair of models of a store (or each against --baseline) on "
+        "the items both answered, per task and overall: the paired difference with a paired "
+        "bootstrap CI (clustered by patient by default), exact McNemar (0/1 values) or sign-"
+        "flip permutation p-values, p-values adjusted within each task (--correction), and "
+        "win/tie/loss counts. Items only one model has are counted, never paired.",
+    )
+    p.add_argument("store", help="the store directory")
+    p.add_argument(
+        "--metric", default="correct",
+        help="the items column compared (default: correct, the 0/1 grade)",
+    )  # fmt: skip
+    p.add_argument("--benchmark", help="only runs of this benchmark (default: all)")
+    p.add_argument("--track", nargs="+", help="only these tracks")
+    p.add_argument("--baseline", help="compare each model against this one only")
+    p.add_argument(
+        "--correction", choices=["holm", "bonferroni", "bh", "none"], default="holm",
+        help="multiple-comparison correction within each task (default holm)",
+    )  # fmt: skip
+    p.add_argument(
+        "--cluster", choices=["patient", "none"], default="patient",
+        help="resample and sign-flip whole patients (default) or single items",
+    )  # fmt: skip
+    p.add_argument("--n-resamples", type=positive_int, default=1000,
+                   help="bootstrap resamples (default 1000)")  # fmt: skip
+    p.add_argument("--n-permutations", type=positive_int, default=10_000,
+                   help="sign patterns of the permutation test (default 10000)")  # fmt: skip
+    p.add_argument("--level", type=level, default=0.95, help="confidence level (default 0.95)")
+    p.add_argument("--method", choices=["percentile", "basic", "bca"], default="percentile",
+                   help="bootstrap interval method (default percentile)")  # fmt: skip
+    p.add_argument("--seed", type=seed, default=0, help="random seed (default 0)")
+    p.add_argument("--format", choices=["md", "csv", "json"], default="md",
+                   help="md (default), csv or json (one object per comparison)")  # fmt: skip
+    p.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from ._io import atomic_path
+    from .errors import InvalidArgumentError
+    from .stats import BootstrapOptions, compare
+    from .traj import Store
+
+    store = Store(args.store, create=False)
+
+    def read(st: Any) -> Any:
+        st.verify(("runs", "items"))
+        return st.items(with_runs=True).collect()
+
+    items = store.read(read)
+    if args.metric not in items.columns:
+        raise InvalidArgumentError(
+            f"--metric {args.metric}: expected a column of the store's items "
+            f"({', '.join(sorted(items.columns))})"
+        )
+    if args.benchmark is not None:
+        have = sorted(str(b) for b in items.get_column("benchmark").drop_nulls().unique())
+        if args.benchmark not in have:
+            raise InvalidArgumentError(
+                f"--benchmark {args.benchmark}: expected one of the store's ({', '.join(have)})"
+            )
+        items = items.filter(pl.col("benchmark") == args.benchmark)
+    if args.track:
+        items = items.filter(pl.col("track").is_in(args.track))
+    dtype = items.schema[args.metric]
+    if not (dtype.is_numeric() or dtype == pl.Boolean):
+        raise InvalidArgumentError(
+            f"--metric {args.metric}: expected numbers or booleans, got {dtype}"
+        )
+    items = items.with_columns(pl.col(args.metric).cast(pl.Float64).alias("_value"))
+    missing = items.filter(pl.col("_value").is_null() | pl.col("_value").is_nan()).height
+    items = items.filter(pl.col("_value").is_not_null() & pl.col("_value").is_not_nan())
+    if missing:
+        print(f"tumorboard: note: {missing:,} item(s) without a {args.metric} value left out",
+              file=sys.stderr)  # fmt: skip
+    systems = _system_labels(items)
+    opts = BootstrapOptions(n_resamples=args.n_resamples, level=args.level, method=args.method,
+                            seed=args.seed)  # fmt: skip
+    patient = items.get_column("patient_id").cast(pl.Utf8).fill_null("")
+    result = compare(
+        items.get_column("_value").to_numpy(),
+        models=systems,
+        items=(patient + "\x1f" + items.get_column("item_id").cast(pl.Utf8)).to_list(),
+        tasks=items.get_column("task").cast(pl.Utf8).fill_null("").to_list(),
+        clusters=patient.to_list() if args.cluster == "patient" else None,
+        baseline=args.baseline,
+        correction=args.correction,
+        options=opts,
+        n_permutations=args.n_permutations,
+    )
+    if args.format == "md":
+        text = result.to_markdown() + "\n"
+    elif args.format == "csv":
+        text = result.to_polars().write_csv()
+    else:
+        text = json.dumps(result.to_dicts(), indent=2, allow_nan=True) + "\n"
+    if args.out:
+        with atomic_path(args.out) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _system_labels(items: Any) -> list[str]:
+    """Label each row's system: the model, or ``model (track, tools)`` where one is ambiguous."""
+    import polars as pl
+
+    combos = items.select("model", "track", "tools").unique()
+    ambiguous = set(
+        combos.group_by("model").len().filter(pl.col("len") > 1).get_column("model").to_list()
+    )
+    out = []
+    for model, track, tools in items.select("model", "track", "tools").iter_rows():
+        if model in ambiguous:
+            out.append(f"{model} ({track}, {'tools' if tools else 'no tools'})")
+        else:
+            out.append(str(model))
+    return out
