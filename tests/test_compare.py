@@ -246,7 +246,9 @@ def test_cli_compare_on_an_imported_store(tmp_path):
     out = cli("compare", str(store), "--baseline", "model-b", "--format", "json",
               "--correction", "bonferroni", "--out", str(tmp_path / "cmp.json"))  # fmt: skip
     assert out.returncode == 0 and "wrote" in out.stdout
-    rows = json.loads((tmp_path / "cmp.json").read_text())
+    doc = json.loads((tmp_path / "cmp.json").read_text())
+    rows = doc["comparisons"]
+    assert doc["ranks"] == {}
     overall = {r["model_a"]: r for r in rows if r["task"] == "overall"}
     assert set(overall) == {"model-a", "model-c"} and overall["model-a"]["model_b"] == "model-b"
     a = overall["model-a"]
@@ -267,3 +269,48 @@ def test_cli_compare_tells_what_is_wrong(tmp_path):
     assert out.returncode == 2 and "baseline: expected one of the models" in out.stderr
     out = cli("compare", str(tmp_path / "nope"))
     assert out.returncode == 2 and "nope" in out.stderr
+
+
+def test_cli_compare_ranks(tmp_path):
+    cli, store = _store_of_three_models(tmp_path)
+    out = cli("compare", str(store), "--ranks", "--n-resamples", "400")
+    assert out.returncode == 0, out.stderr
+    assert "Ranks, overall (400 of 400 resamples):" in out.stdout
+    block = out.stdout.split("Ranks, overall")[1].splitlines()
+    assert block[4].startswith("| model-a | 0.8833 | 1 [1, 1] | 1.000 | yes |")  # 106/120 right
+    out = cli("compare", str(store), "--ranks", "--format", "csv")
+    assert out.returncode == 2 and "--ranks: expected --format md or json" in out.stderr
+
+
+def test_rank_intervals_against_ranks_of_the_engine_distribution():
+    rng = np.random.default_rng(5)
+    n, probs = 200, {"A": 0.7, "B": 0.68, "C": 0.5, "D": 0.7}
+    values, models, items = [], [], []
+    for m, p in probs.items():
+        values += (rng.random(n) < p).astype(float).tolist()
+        models += [m] * n
+        items += [f"q{i}" for i in range(n)]
+    values[600:800] = values[0:200]  # D answers exactly as A: always tied with it
+    opts = stats.BootstrapOptions(n_resamples=1000, seed=4)
+    got = stats.rank_intervals(values, models=models, items=items, options=opts)
+    dist = stats.bootstrap(np.asarray(values), groups=np.asarray(models), scheme="poisson",
+                           keys=np.asarray(items), options=opts,
+                           return_distribution=True).distribution  # fmt: skip
+    ranks = np.stack([scipy_stats.rankdata(-dist[:, b], method="min") for b in range(1000)], 1)
+    for i, m in enumerate(got.models):
+        row = "ABCD".index(m)
+        assert got.rank_low[i] == int(np.quantile(ranks[row], 0.025, method="lower"))
+        assert got.rank_high[i] == int(np.quantile(ranks[row], 0.975, method="higher"))
+        assert got.p_best[i] == pytest.approx(float((ranks[row] == 1).mean()))
+    by = {d["model"]: d for d in got.to_dicts()}
+    assert by["A"]["p_best"] == by["D"]["p_best"] and by["A"]["rank"] == by["D"]["rank"] == 1
+    assert by["C"]["rank"] == 4 and not by["C"]["tied_with_best"]
+    assert got.models[-1] == "C"
+    worst = stats.rank_intervals(values, models=models, items=items, options=opts,
+                                 higher_is_better=False)  # fmt: skip
+    assert worst.models[0] == "C" and worst.rank[0] == 1
+    assert stats.rank_intervals(values, models=models, items=items, options=opts).to_dicts() == (
+        got.to_dicts()
+    )
+    with pytest.raises(InvalidArgumentError, match="at least two models"):
+        stats.rank_intervals([1.0, 0.0], models=["A", "A"], items=["q1", "q2"])

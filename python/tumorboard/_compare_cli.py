@@ -57,8 +57,12 @@ def add_compare_parser(sub: Any) -> None:
     p.add_argument("--method", choices=["percentile", "basic", "bca"], default="percentile",
                    help="bootstrap interval method (default percentile)")  # fmt: skip
     p.add_argument("--seed", type=seed, default=0, help="random seed (default 0)")
+    p.add_argument("--ranks", action="store_true",
+                   help="also the bootstrap rank intervals of the models per task and overall "
+                   "(rank CI, P(best), tied with the best; shared Poisson resamples)")  # fmt: skip
     p.add_argument("--format", choices=["md", "csv", "json"], default="md",
-                   help="md (default), csv or json (one object per comparison)")  # fmt: skip
+                   help="md (default), csv (the comparisons) or json ({'comparisons': [...], "
+                   "'ranks': {task: [...]}})")  # fmt: skip
     p.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
     p.set_defaults(func=_cmd_compare)
 
@@ -92,6 +96,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         items = items.filter(pl.col("benchmark") == args.benchmark)
     if args.track:
         items = items.filter(pl.col("track").is_in(args.track))
+    if args.ranks and args.format == "csv":
+        raise InvalidArgumentError("--ranks: expected --format md or json (csv holds one table)")
     dtype = items.schema[args.metric]
     if not (dtype.is_numeric() or dtype == pl.Boolean):
         raise InvalidArgumentError(
@@ -118,12 +124,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         options=opts,
         n_permutations=args.n_permutations,
     )
+    ranks = _ranks(items, systems, patient, args, opts) if args.ranks else {}
     if args.format == "md":
         text = result.to_markdown() + "\n"
+        for task, r in ranks.items():
+            text += f"\nRanks, {task} ({r.n_valid:,} of {r.n_resamples:,} resamples):\n\n"
+            text += r.to_markdown() + "\n"
     elif args.format == "csv":
         text = result.to_polars().write_csv()
     else:
-        text = json.dumps(result.to_dicts(), indent=2, allow_nan=True) + "\n"
+        doc = {"comparisons": result.to_dicts(),
+               "ranks": {task: r.to_dicts() for task, r in ranks.items()}}  # fmt: skip
+        text = json.dumps(doc, indent=2, allow_nan=True) + "\n"
     if args.out:
         with atomic_path(args.out) as tmp:
             tmp.write_text(text, encoding="utf-8")
@@ -131,6 +143,30 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _ranks(items: Any, systems: list[str], patient: Any, args: Any, opts: Any) -> dict[str, Any]:
+    """Rank intervals per task (sorted) and overall, keyed like the comparisons."""
+    import numpy as np
+
+    from .stats import rank_intervals
+
+    tasks = np.asarray(items.get_column("task").cast(str).fill_null("").to_list())
+    keys = np.char.add(np.char.add(np.asarray(patient.to_list(), dtype=str), "\x1f"),
+                       np.asarray(items.get_column("item_id").cast(str).to_list()))  # fmt: skip
+    values = items.get_column("_value").to_numpy()
+    models = np.asarray(systems)
+    pats = np.asarray(patient.to_list(), dtype=str)
+    out = {}
+    for task in [*sorted(set(tasks.tolist())), "overall"]:
+        sel = tasks == task if task != "overall" else np.ones(tasks.size, bool)
+        if len(set(models[sel].tolist())) < 2:
+            continue
+        task_keys = np.char.add(np.char.add(tasks[sel], "\x1f"), keys[sel])
+        out[task] = rank_intervals(values[sel], models=models[sel], items=task_keys,
+                                   clusters=pats[sel] if args.cluster == "patient" else None,
+                                   options=opts)  # fmt: skip
+    return out
 
 
 def _system_labels(items: Any) -> list[str]:

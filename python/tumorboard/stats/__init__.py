@@ -38,6 +38,7 @@ from ._options import BootstrapOptions
 from ._paired_tests import McNemarResult, SignFlipResult, mcnemar, sign_flip_test
 from ._poisson import PoissonPartials, poisson_partials
 from ._proportions import INTERVALS, ProportionInterval, proportion_interval
+from ._ranks import RankIntervals, rank_intervals
 
 __all__ = [
     "AgreementResult",
@@ -68,5 +69,7 @@ __all__ = [
     "compare",
     "mcnemar",
     "proportion_interval",
+    "RankIntervals",
+    "rank_intervals",
     "sign_flip_test",
 ]
