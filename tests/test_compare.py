@@ -314,3 +314,58 @@ def test_rank_intervals_against_ranks_of_the_engine_distribution():
     )
     with pytest.raises(InvalidArgumentError, match="at least two models"):
         stats.rank_intervals([1.0, 0.0], models=["A", "A"], items=["q1", "q2"])
+
+
+@pytest.mark.parametrize(("d", "n"), [(0.2, 100), (0.5, 30), (0.1, 1000), (0.35, 7)])
+def test_power_against_statsmodels(d, n):
+    from statsmodels.stats.power import NormalIndPower
+
+    ref = NormalIndPower()
+    assert stats.power(d, n) == pytest.approx(ref.power(d, n, 0.05, ratio=0), rel=1e-12)
+    assert stats.power(d, n, design="independent") == pytest.approx(
+        ref.power(d, n, 0.05, ratio=1), rel=1e-12
+    )
+    plan = stats.plan_sample_size(d, target_power=0.9)
+    want = ref.solve_power(d, None, 0.05, 0.9, ratio=0)
+    assert plan.n_items == int(np.ceil(want - 1e-9)) and plan.power >= 0.9
+    assert stats.power(d, plan.n_items - 1) < 0.9 if plan.n_items > 1 else True
+    mde = stats.detectable_effect(n, target_power=0.8)
+    assert stats.power(mde, n) == pytest.approx(0.8, abs=1e-12)  # solved to the last digit
+    assert mde == pytest.approx(ref.solve_power(None, n, 0.05, 0.8, ratio=0), rel=1e-4)
+
+
+def test_power_with_patients_and_errors():
+    # ICC 0.1 with 5 items per patient: design effect 1.4, items x 1.4 of the unclustered plan
+    base = stats.plan_sample_size(0.05, sd=0.3, design="independent")
+    clustered = stats.plan_sample_size(0.05, sd=0.3, design="independent", icc=0.1,
+                                       items_per_cluster=5)  # fmt: skip
+    assert clustered.design_effect == pytest.approx(1.4)
+    assert abs(clustered.n_items - 1.4 * base.n_items) <= 2
+    assert clustered.n_clusters == -(-clustered.n_items // 5)
+    with pytest.raises(InvalidArgumentError, match="delta: expected a finite non-zero"):
+        stats.plan_sample_size(0.0)
+    with pytest.raises(InvalidArgumentError, match="icc: expected a number in"):
+        stats.plan_sample_size(0.1, icc=1.5)
+
+
+def test_compare_rows_carry_the_minimum_detectable_effect():
+    rng = np.random.default_rng(8)
+    values = np.r_[(rng.random(400) < 0.7), (rng.random(400) < 0.6)].astype(float)
+    models = ["A"] * 400 + ["B"] * 400
+    items = [f"q{i}" for i in range(400)] * 2
+    opts = stats.BootstrapOptions(n_resamples=800, seed=2)
+    (row,) = stats.compare(values, models=models, items=items, options=opts).rows
+    se = stats.paired_bootstrap(values[:400], values[400:], options=opts).se
+    assert row.mde == pytest.approx((1.959963984540054 + 0.8416212335729143) * se, rel=1e-12)
+
+
+def test_cli_plan():
+    from test_logs_to_scores import cli
+
+    out = cli("plan", "--delta", "0.05", "--icc", "0.1", "--items-per-patient", "5")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("1,099 items per model (220 patients of 5) detect a difference")
+    out = cli("plan", "--items", "500", "--json")
+    assert out.returncode == 0 and '"detectable_effect"' in out.stdout
+    out = cli("plan", "--delta", "0.05", "--items", "3")
+    assert out.returncode == 2 and "not allowed with argument" in out.stderr

@@ -19,7 +19,7 @@ from typing import Any
 
 from ._args import level, positive_int, seed
 
-__all__ = ["add_compare_parser"]
+__all__ = ["add_compare_parser", "add_plan_parser"]
 
 
 def add_compare_parser(sub: Any) -> None:
@@ -65,6 +65,63 @@ def add_compare_parser(sub: Any) -> None:
                    "'ranks': {task: [...]}})")  # fmt: skip
     p.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
     p.set_defaults(func=_cmd_compare)
+
+
+def add_plan_parser(sub: Any) -> None:
+    """Add the ``plan`` sub-command: items and patients needed to detect a difference."""
+    p = sub.add_parser(
+        "plan",
+        help="items (and patients) needed to detect a difference between two models",
+        description="Sample size of a two-sided comparison of two models (normal "
+        "approximation, as statsmodels' NormalIndPower): the items per model, and the "
+        "patients when items are nested in patients (design effect 1 + (m - 1) ICC); with "
+        "--items N instead of --delta, the minimum detectable difference of N items.",
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--delta", type=float, help="the difference of means to detect")
+    what.add_argument("--items", type=positive_int,
+                      help="items per model: print the minimum detectable difference")  # fmt: skip
+    p.add_argument("--sd", type=float, default=None,
+                   help="SD of the per-item differences (paired) or values (independent); "
+                   "default 0.5, the largest a 0/1 outcome has")  # fmt: skip
+    p.add_argument("--alpha", type=float, default=0.05, help="two-sided level (default 0.05)")
+    p.add_argument("--power", type=float, default=0.8, help="power to reach (default 0.8)")
+    p.add_argument("--design", choices=["paired", "independent"], default="paired",
+                   help="paired (same items for both models, default) or independent")  # fmt: skip
+    p.add_argument("--icc", type=float, default=0.0,
+                   help="intra-class correlation of a patient's items (default 0)")  # fmt: skip
+    p.add_argument("--items-per-patient", type=positive_int, default=1,
+                   help="items per patient (default 1)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(func=_cmd_plan)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from .stats import detectable_effect, plan_sample_size
+
+    sd = 0.5 if args.sd is None else args.sd
+    kw = dict(sd=sd, alpha=args.alpha, target_power=args.power, design=args.design,
+              icc=args.icc, items_per_cluster=args.items_per_patient)  # fmt: skip
+    if args.delta is not None:
+        plan = plan_sample_size(args.delta, **kw)  # type: ignore[arg-type]
+        if args.json:
+            print(json.dumps(asdict(plan), indent=2))
+        else:
+            print(f"{plan.n_items:,} items per model ({plan.n_clusters:,} patients of "
+                  f"{plan.items_per_cluster}) detect a difference of {plan.delta:g} with "
+                  f"power {plan.power:.3f} at alpha {plan.alpha:g} ({plan.design}, sd {plan.sd:g}, "
+                  f"design effect {plan.design_effect:.3f})")  # fmt: skip
+        return 0
+    mde = detectable_effect(args.items, **kw)  # type: ignore[arg-type]
+    if args.json:
+        print(json.dumps({"n_items": args.items, "detectable_effect": mde, **kw}, indent=2))
+    else:
+        print(f"{args.items:,} items per model detect a difference of {mde:.4f} with power "
+              f"{args.power:g} at alpha {args.alpha:g} ({args.design}, sd {sd:g}, icc "
+              f"{args.icc:g}, {args.items_per_patient} item(s) per patient)")  # fmt: skip
+    return 0
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

@@ -629,12 +629,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help=_DEBUG_HELP)  # fmt: skip
     check.set_defaults(func=_cmd_store_check)
 
-    from ._compare_cli import add_compare_parser
+    from ._compare_cli import add_compare_parser, add_plan_parser
     from .embed.cli import add_embed_parser
     from .integrations.cli import add_mcp_parser
     from .slides.cli import add_tile_parser
 
     add_compare_parser(sub)
+    add_plan_parser(sub)
     add_tile_parser(sub)
     add_embed_parser(sub)
     add_mcp_parser(sub)

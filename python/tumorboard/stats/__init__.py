@@ -37,6 +37,7 @@ from ._multiple import CORRECTIONS, adjust_pvalues
 from ._options import BootstrapOptions
 from ._paired_tests import McNemarResult, SignFlipResult, mcnemar, sign_flip_test
 from ._poisson import PoissonPartials, poisson_partials
+from ._power import PowerPlan, detectable_effect, plan_sample_size, power
 from ._proportions import INTERVALS, ProportionInterval, proportion_interval
 from ._ranks import RankIntervals, rank_intervals
 
@@ -69,7 +70,11 @@ __all__ = [
     "compare",
     "mcnemar",
     "proportion_interval",
+    "PowerPlan",
     "RankIntervals",
+    "detectable_effect",
+    "plan_sample_size",
+    "power",
     "rank_intervals",
     "sign_flip_test",
 ]

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ._bootstrap import paired_bootstrap
+from ._exact import norm_ppf
 from ._multiple import CORRECTIONS, Correction, adjust_pvalues
 from ._options import BootstrapOptions
 from ._paired_tests import mcnemar, sign_flip_test
@@ -65,6 +66,10 @@ class ComparisonRow:
         That test's p-value, and the same adjusted within the task's family of pairs.
     wins, ties, losses : int
         Matched items where a scored above, equal to, below b.
+    mde : float
+        Minimum detectable effect: the difference this comparison detects with 80% power at
+        the two-sided level 1 - ``options.level``, (z_{1-alpha/2} + z_{0.8}) times the
+        bootstrap standard error of the difference.
     """
 
     task: str
@@ -89,6 +94,7 @@ class ComparisonRow:
     wins: int
     ties: int
     losses: int
+    mde: float
 
 
 @dataclass(frozen=True)
@@ -314,7 +320,7 @@ def _pair(
     nan = float("nan")
     if va.size == 0:
         return ComparisonRow(task, a, b, 0, n_only_a, n_only_b, 0, nan, nan, nan, nan, nan, nan,
-                             nan, nan, nan, "none", nan, nan, 0, 0, 0)  # fmt: skip
+                             nan, nan, nan, "none", nan, nan, 0, 0, 0, nan)  # fmt: skip
     boot = paired_bootstrap(va, vb, clusters=clusters, options=opts)
     perm = sign_flip_test(va - vb, clusters=clusters, n_resamples=n_permutations, seed=opts.seed)
     p_mc = p_mid = nan
@@ -330,4 +336,5 @@ def _pair(
         p_permutation=float(perm.p_value), p_mcnemar=float(p_mc), p_mcnemar_mid=float(p_mid),
         test=test, p_value=float(p), p_adjusted=nan, wins=int(np.count_nonzero(va > vb)),
         ties=int(np.count_nonzero(va == vb)), losses=int(np.count_nonzero(va < vb)),
+        mde=(norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)) * float(boot.se),
     )  # fmt: skip

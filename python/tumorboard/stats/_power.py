@@ -1,0 +1,228 @@
+"""Planning a comparison: power, sample size and the minimum detectable effect.
+
+Normal-approximation (z-test) power of a two-sided test of a difference of means Delta with
+standard deviation sd (Cohen 1988, *Statistical Power Analysis for the Behavioral Sciences*,
+2nd ed., ch. 2; the same numbers as ``statsmodels.stats.power.NormalIndPower``):
+
+* ``design="paired"`` - both models answer the same n items; sd is the standard deviation of
+  the per-item differences (for 0/1 outcomes: sqrt(p_discordant - Delta^2)); one-sample test of
+  the mean difference: the noncentrality is Delta sqrt(n) / sd;
+* ``design="independent"`` - two groups of n items each: Delta sqrt(n / 2) / sd.
+
+Clustered items (questions nested in patients) count as fewer independent ones: the design
+effect 1 + (m - 1) ICC with m items per patient (Kish 1965, *Survey Sampling*, sec. 5.4)
+divides the effective sample size; the answer gives items and patients.
+
+power = Phi(z - z_{1-alpha/2}) + Phi(-z - z_{1-alpha/2}) with z the noncentrality; the sample
+size is the smallest whole n reaching the power; the minimum detectable effect is the Delta at
+which the power is reached for a given n (solved by bisection, both tails counted).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal
+
+from ..errors import InvalidArgumentError
+
+__all__ = ["PowerPlan", "detectable_effect", "plan_sample_size", "power"]
+
+Design = Literal["paired", "independent"]
+_N = NormalDist()
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """The items (and patients) a comparison needs.
+
+    Attributes
+    ----------
+    n_items : int
+        Items per model (paired: answered by both; independent: per group).
+    n_clusters : int
+        Patients: ``ceil(n_items / items_per_cluster)``.
+    design_effect : float
+        1 + (items_per_cluster - 1) icc.
+    power : float
+        The power reached at ``n_items``.
+    delta, sd, alpha, icc : float
+        The inputs.
+    items_per_cluster : int
+        The input.
+    design : str
+        ``"paired"`` or ``"independent"``.
+    """
+
+    n_items: int
+    n_clusters: int
+    design_effect: float
+    power: float
+    delta: float
+    sd: float
+    alpha: float
+    icc: float
+    items_per_cluster: int
+    design: str
+
+
+def _check(name: str, x: float, lo: float, hi: float, *, lo_open: bool = True) -> float:
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    if not ok or (x <= lo if lo_open else x < lo) or x >= hi:
+        bound = "(" if lo_open else "["
+        raise InvalidArgumentError(f"{name}: expected a number in {bound}{lo}, {hi}), got {x!r}")
+    return float(x)
+
+
+def _deff(icc: float, m: int) -> float:
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise InvalidArgumentError(f"items_per_cluster: expected an integer >= 1, got {m!r}")
+    _check("icc", icc, 0.0, 1.0 + 1e-12, lo_open=False)
+    return 1.0 + (m - 1) * icc
+
+
+def _power_z(z: float, alpha: float) -> float:
+    crit = _N.inv_cdf(1.0 - alpha / 2.0)
+    return _N.cdf(z - crit) + _N.cdf(-z - crit)
+
+
+def _noncentrality(delta: float, n: float, sd: float, design: str, deff: float) -> float:
+    if design not in ("paired", "independent"):
+        raise InvalidArgumentError(f"design: expected 'paired' or 'independent', got {design!r}")
+    n_eff = n / deff
+    return abs(delta) * math.sqrt(n_eff if design == "paired" else n_eff / 2.0) / sd
+
+
+def power(
+    delta: float,
+    n_items: int,
+    *,
+    sd: float = 1.0,
+    alpha: float = 0.05,
+    design: Design = "paired",
+    icc: float = 0.0,
+    items_per_cluster: int = 1,
+) -> float:
+    """Return the power of a two-sided z-test to detect ``delta`` with ``n_items`` items.
+
+    Parameters
+    ----------
+    delta : float
+        The difference of means to detect.
+    n_items : int
+        Items per model (module docstring).
+    sd : float, default 1.0
+        Standard deviation of the per-item differences (paired) or of the values
+        (independent).
+    alpha : float, default 0.05
+        Two-sided level.
+    design : {"paired", "independent"}, default "paired"
+        The comparison (module docstring).
+    icc : float, default 0.0
+        Intra-class correlation of items within a patient.
+    items_per_cluster : int, default 1
+        Items per patient.
+
+    Returns
+    -------
+    float
+        The probability of rejecting H0 (both tails).
+    """
+    _check("sd", sd, 0.0, math.inf)
+    _check("alpha", alpha, 0.0, 1.0)
+    if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 1:
+        raise InvalidArgumentError(f"n_items: expected an integer >= 1, got {n_items!r}")
+    deff = _deff(icc, items_per_cluster)
+    return _power_z(_noncentrality(delta, n_items, sd, design, deff), alpha)
+
+
+def plan_sample_size(
+    delta: float,
+    *,
+    sd: float = 1.0,
+    alpha: float = 0.05,
+    target_power: float = 0.8,
+    design: Design = "paired",
+    icc: float = 0.0,
+    items_per_cluster: int = 1,
+) -> PowerPlan:
+    """Return the fewest items (and patients) that reach ``target_power`` for ``delta``.
+
+    Parameters
+    ----------
+    delta : float
+        The difference of means to detect (not 0).
+    sd, alpha, design, icc, items_per_cluster
+        As in :func:`power`.
+    target_power : float, default 0.8
+        The power to reach, in (alpha, 1).
+
+    Returns
+    -------
+    PowerPlan
+        Items, patients, design effect and the power reached.
+    """
+    _check("sd", sd, 0.0, math.inf)
+    _check("alpha", alpha, 0.0, 1.0)
+    _check("target_power", target_power, alpha, 1.0)
+    if not isinstance(delta, (int, float)) or not math.isfinite(delta) or delta == 0:
+        raise InvalidArgumentError(f"delta: expected a finite non-zero difference, got {delta!r}")
+    deff = _deff(icc, items_per_cluster)
+    z_a, z_b = _N.inv_cdf(1.0 - alpha / 2.0), _N.inv_cdf(target_power)
+    per = 1.0 if design == "paired" else 2.0
+    guess = max(1, math.floor(per * deff * ((z_a + z_b) * sd / delta) ** 2))
+    n = guess
+    while n > 1 and power(delta, n - 1, sd=sd, alpha=alpha, design=design, icc=icc,
+                          items_per_cluster=items_per_cluster) >= target_power:  # fmt: skip
+        n -= 1
+    while power(delta, n, sd=sd, alpha=alpha, design=design, icc=icc,
+                items_per_cluster=items_per_cluster) < target_power:  # fmt: skip
+        n += 1
+    reached = power(delta, n, sd=sd, alpha=alpha, design=design, icc=icc,
+                    items_per_cluster=items_per_cluster)  # fmt: skip
+    return PowerPlan(
+        n_items=n, n_clusters=math.ceil(n / items_per_cluster), design_effect=deff,
+        power=reached, delta=float(delta), sd=float(sd), alpha=float(alpha), icc=float(icc),
+        items_per_cluster=items_per_cluster, design=design,
+    )  # fmt: skip
+
+
+def detectable_effect(
+    n_items: int,
+    *,
+    sd: float = 1.0,
+    alpha: float = 0.05,
+    target_power: float = 0.8,
+    design: Design = "paired",
+    icc: float = 0.0,
+    items_per_cluster: int = 1,
+) -> float:
+    """Return the smallest difference detected with ``target_power`` by ``n_items`` items.
+
+    Parameters
+    ----------
+    n_items : int
+        Items per model.
+    sd, alpha, target_power, design, icc, items_per_cluster
+        As in :func:`plan_sample_size`.
+
+    Returns
+    -------
+    float
+        The minimum detectable effect (positive), both tails counted.
+    """
+    _check("target_power", target_power, alpha, 1.0)
+    lo, hi = 0.0, 1.0
+    kw = dict(sd=sd, alpha=alpha, design=design, icc=icc, items_per_cluster=items_per_cluster)
+    while power(hi, n_items, **kw) < target_power:  # type: ignore[arg-type]
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if power(mid, n_items, **kw) < target_power:  # type: ignore[arg-type]
+            lo = mid
+        else:
+            hi = mid
+    return hi
