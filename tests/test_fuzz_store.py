@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import tumorboard.traj._log as log_mod  # the test hooks: looked up there
 import tumorboard.traj.store as store_mod
 from tumorboard.errors import TumorboardError
 from tumorboard.traj import (
@@ -114,7 +115,7 @@ def part_files(root: Path, table: str) -> set[str]:
 def dead_writers(monkeypatch):
     """Treat every part file's writer as dead (crash images come from this very process)."""
     with monkeypatch.context() as m:
-        m.setattr(store_mod, "_writer_alive", lambda name, mtime: False)
+        m.setattr(log_mod, "_writer_alive", lambda name, mtime: False)
         yield
 
 
@@ -240,7 +241,7 @@ class CrashImages:
                 return _real(*args, **kw)
 
             monkeypatch.setattr(os, fname, wrapper)
-        monkeypatch.setattr(store_mod, "_FAULT_HOOK", self.snap)
+        monkeypatch.setattr(log_mod, "_FAULT_HOOK", self.snap)
 
 
 def run_with_images(root: Path, tmp_path: Path, monkeypatch, operation) -> CrashImages:
@@ -299,7 +300,7 @@ def test_every_crash_point_of_a_recorder_flush(tmp_path, monkeypatch, base):
         with rec.item(patient_id="p", item_id=f"r5-{i}", task="t", gold="A") as it:
             it.message("assistant", "x")
             it.answer("A")
-    monkeypatch.setattr(store_mod, "CHECKPOINT_EVERY", 2)  # the flush also checkpoints
+    monkeypatch.setattr(log_mod, "CHECKPOINT_EVERY", 2)  # the flush also checkpoints
     images = run_with_images(root, tmp_path, monkeypatch, lambda st: rec.close())
     after, ev_after = store_rows(store), store_rows(store, "events")
     assert sum(after.values()) == sum(before.values()) + 5
@@ -387,7 +388,7 @@ def test_a_fault_raised_at_any_step_leaves_old_or_new_rows(tmp_path, monkeypatch
     before = store_rows(probe)
     calls = []
     with monkeypatch.context() as m:
-        m.setattr(store_mod, "_FAULT_HOOK", calls.append)
+        m.setattr(log_mod, "_FAULT_HOOK", calls.append)
         run(probe)
     after = store_rows(probe)
     assert len(calls) >= 3
@@ -401,7 +402,7 @@ def test_a_fault_raised_at_any_step_leaves_old_or_new_rows(tmp_path, monkeypatch
                 raise InjectedError(f"injected at {step}")
 
         with monkeypatch.context() as m, watchdog():
-            m.setattr(store_mod, "_FAULT_HOOK", fail)
+            m.setattr(log_mod, "_FAULT_HOOK", fail)
             with pytest.raises(InjectedError):
                 run(store)
         with watchdog():
@@ -415,7 +416,7 @@ KILLER = textwrap.dedent(
     """
     import os, signal, sys
     sys.path[:0] = {python!r}
-    import tumorboard.traj.store as store_mod
+    import tumorboard.traj._log as log_mod
     from tumorboard.traj import Recorder, Store, conform
 
     seen = []
@@ -424,7 +425,7 @@ KILLER = textwrap.dedent(
         if step == {step!r} and seen.count(step) == {occurrence}:
             os.kill(os.getpid(), signal.SIGKILL)
     store = Store({root!r})
-    store_mod._FAULT_HOOK = hook
+    log_mod._FAULT_HOOK = hook
     op = {operation!r}
     if op == "compact":
         store.compact(small_rows=100)
@@ -742,10 +743,10 @@ CONCURRENT_WRITER = textwrap.dedent(
     """
     import sys
     sys.path[:0] = {python!r}
-    import tumorboard.traj.store as store_mod
+    import tumorboard.traj._log as log_mod
     from tumorboard.traj import Recorder, Store
 
-    store_mod.CHECKPOINT_EVERY = 3  # checkpoints fold and delete records while others commit
+    log_mod.CHECKPOINT_EVERY = 3  # checkpoints fold and delete records while others commit
     store = Store({root!r}, fsync=False)
     with Recorder(store, benchmark="mtbbench", model={name!r}, run_id={name!r},
                   flush_every=1) as rec:
@@ -824,7 +825,7 @@ def test_repair_lists_again_the_parts_of_a_lost_import_record(tmp_path, monkeypa
     (root / "_log" / f"{lost:020d}.json").unlink()
     with pytest.raises(CorruptStoreError, match=f"{lost:020d}.json: commit record missing"):
         Store(root).items()
-    monkeypatch.setattr(store_mod, "_writer_alive", lambda name, mtime: False)  # writer gone
+    monkeypatch.setattr(log_mod, "_writer_alive", lambda name, mtime: False)  # writer gone
     found = Store(root).check()
     kinds = Counter(p.kind for p in found.problems)
     assert kinds == {"log": 1, "unlisted": 3, "stray": 1}, str(found)  # items x2, imports

@@ -364,7 +364,7 @@ def test_concurrent_writers(tmp_path):
 
 
 def test_an_import_replacement_swaps_rows_atomically_with_its_commit(tmp_path, monkeypatch):
-    import tumorboard.traj.store as store_mod
+    import tumorboard.traj._log as log_mod  # where the code looks up the fault hook
 
     store = Store(tmp_path / "s", fsync=False)
     store.write_items({"run_id": ["r"] * 3, "item_id": ["a", "b", "c"], "task": ["t"] * 3})
@@ -383,10 +383,10 @@ def test_an_import_replacement_swaps_rows_atomically_with_its_commit(tmp_path, m
         if step == "commit:numbered":
             raise OSError("injected")
 
-    monkeypatch.setattr(store_mod, "_FAULT_HOOK", fail)
+    monkeypatch.setattr(log_mod, "_FAULT_HOOK", fail)
     with pytest.raises(OSError, match="injected"):
         store.commit_batch("b1", {"items": fixed}, imports("h1"), replace={"items": [(part, kept)]})
-    monkeypatch.setattr(store_mod, "_FAULT_HOOK", None)
+    monkeypatch.setattr(log_mod, "_FAULT_HOOK", None)
     assert tasks() == {"a": "t", "b": "t", "c": "t"} and store.imported_hashes() == set()
     assert [p.name for p in (tmp_path / "s" / "items").glob("*.parquet")] == [part.name]
 
@@ -395,10 +395,10 @@ def test_an_import_replacement_swaps_rows_atomically_with_its_commit(tmp_path, m
         if step == "import:source-removed":
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(store_mod, "_FAULT_HOOK", stop)
+    monkeypatch.setattr(log_mod, "_FAULT_HOOK", stop)
     with pytest.raises(KeyboardInterrupt):  # interrupted after the commit, at the tidy-up
         store.commit_batch("b1", {"items": fixed}, imports("h1"), replace={"items": [(part, kept)]})
-    monkeypatch.setattr(store_mod, "_FAULT_HOOK", None)
+    monkeypatch.setattr(log_mod, "_FAULT_HOOK", None)
     assert tasks() == {"a": "t", "b": "fixed", "c": "t"} and store.count("items") == 3
     assert store.imported_hashes() == {"h1"} and not part.exists()
     # a part to replace must be one the manifest lists
