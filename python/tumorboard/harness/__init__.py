@@ -1,6 +1,7 @@
 """Agent-harness helpers: parsing answers, file requests, tool calls and reasoning traces.
 
-Everything lives in :mod:`tumorboard.harness.parsing` and is re-exported here.
+Everything lives in :mod:`tumorboard.harness.parsing` (a face over one private module per
+format) and is re-exported here.
 """
 
 from __future__ import annotations
