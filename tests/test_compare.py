@@ -169,6 +169,7 @@ def test_compare_hand_worked_pairs_and_unpaired_items():
     assert row.p_adjusted == row.p_value  # a family of one
     assert res.outcome == "binary" and not res.clustered
     assert "| overall | A | B | 4 | 1/1 |" in res.to_markdown()
+    assert np.isnan(row.simul_low)  # not every model has every item: no simultaneous band
 
 
 def test_compare_families_corrections_and_determinism():
@@ -239,7 +240,7 @@ def test_cli_compare_on_an_imported_store(tmp_path):
     out = cli("compare", str(store), "--n-resamples", "300")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("| task | a | b | n | unpaired a/b |")
+    assert lines[0].startswith("| task | a | b | n | unpaired a/b | a - b [95% CI] | simultaneous")
     # model-c lacks 10 questions: counted as unpaired, not paired
     assert any(line.startswith("| overall | model-a | model-c | 110 | 10/0 |") for line in lines)
     assert sum(line.startswith("| task |") for line in lines) == 1 and len(lines) == 2 + 9
@@ -369,3 +370,31 @@ def test_cli_plan():
     assert out.returncode == 0 and '"detectable_effect"' in out.stdout
     out = cli("plan", "--delta", "0.05", "--items", "3")
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
+
+
+def test_simultaneous_max_t_band():
+    rng = np.random.default_rng(12)
+    probs = {"A": 0.8, "B": 0.7, "C": 0.6, "D": 0.75}
+    values = np.concatenate([(rng.random(250) < p).astype(float) for p in probs.values()])
+    models = np.repeat(list(probs), 250)
+    items = np.tile([f"q{i}" for i in range(250)], 4)
+    opts = stats.BootstrapOptions(n_resamples=1500, seed=6)
+    res = stats.compare(values, models=models, items=items, options=opts)
+    # the engine's joint distribution: every model on shared Poisson resamples keyed by
+    # (task, item), the key compare() gives an item ("overall" without tasks)
+    keys = np.char.add("overall\x1f", items)
+    joint = stats.bootstrap(values, groups=np.repeat(np.arange(4), 250), scheme="poisson",
+                            keys=keys, options=opts, return_distribution=True)  # fmt: skip
+    dist, est = joint.distribution, np.asarray(joint.estimate)
+    pairs = list(itertools.combinations(range(4), 2))
+    t = []
+    for a, b in pairs:
+        dstar = dist[a] - dist[b]
+        t.append(np.abs(dstar - (est[a] - est[b])) / dstar.std(ddof=1))
+    c = np.quantile(np.max(t, axis=0), 0.95)
+    for row, (a, b), t_ab in zip(res.rows, pairs, t, strict=True):
+        se = (dist[a] - dist[b]).std(ddof=1)
+        assert (row.simul_low, row.simul_high) == pytest.approx(
+            (row.difference - c * se, row.difference + c * se), abs=1e-12
+        )
+        assert c >= np.quantile(t_ab, 0.95)  # wider than any one pair's own band
