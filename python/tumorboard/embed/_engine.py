@@ -45,34 +45,35 @@ named (``force=True`` redoes it), and another magnification, patch size or overl
 own folder. Half-written slides are redone (leftover temporary files of a killed run are
 removed). A slide that fails (corrupt file, no magnification, model error) or has no tissue is
 recorded in the :class:`EmbedReport` and the collection goes on.
+
+The engine is cut along its jobs: :mod:`._report` holds the result types (:class:`SlideResult`,
+:class:`EmbedReport`), :mod:`._producer` the producer thread (slide opening, tiling, batches),
+:mod:`._outputs` the features .h5 and Parquet files (writing them, reading them back); this
+module holds the encoder identity, the runner loading, the rerun check (``_preflight``),
+:func:`embed_slides` and the run loop ``_run``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import queue
 import threading
 import time
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from .._io import atomic_path, remove_temp_files
 from .._progress import SlideProgress
-from ..errors import CoreError, InvalidArgumentError, InvalidTypeError, MissingFileError
+from ..errors import InvalidArgumentError, InvalidTypeError, MissingFileError
 from ..slides import (
     TilingOptions,
     collect_slides,
-    gpu_decode_unsupported,
     plan_slide_names,
-    read_plan,
     resolve_decode_device,
     slide_name,
 )
@@ -84,203 +85,19 @@ from ._backends import (
 )
 from ._options import EmbedOptions, resolve_options
 
-Status = Literal["done", "skipped", "no tissue", "failed"]
-
-
-@dataclass(frozen=True)
-class SlideResult:
-    """What happened to one slide.
-
-    Attributes
-    ----------
-    slide : str
-        The slide file.
-    name : str
-        Its output name.
-    status : {"done", "skipped", "no tissue", "failed"}
-        "skipped" means already complete with the same settings; "no tissue" that the slide gave
-        no patch (``error`` says what was found); for "failed", ``error`` says why.
-    n_patches : int, default 0
-        Patches embedded (or found, when skipped).
-    features_path, parquet_path : pathlib.Path or None, default None
-        The slide's output files.
-    error : str or None, default None
-        Why the slide failed or gave no patch.
-    seconds : float, default 0.0
-        Time spent on the slide.
-    coords_path : pathlib.Path or None, default None
-        The slide's coords file.
-    """
-
-    slide: str
-    name: str
-    status: Status
-    n_patches: int = 0
-    features_path: Path | None = None
-    parquet_path: Path | None = None
-    error: str | None = None
-    seconds: float = 0.0
-    coords_path: Path | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the slide's entry of a JSON report (paths as text, the slide file absolute)."""
-        return {
-            "slide": os.path.abspath(self.slide),
-            "name": self.name,
-            "status": self.status,
-            "n_patches": self.n_patches,
-            "features": None if self.features_path is None else str(self.features_path),
-            "parquet": None if self.parquet_path is None else str(self.parquet_path),
-            "coords": None if self.coords_path is None else str(self.coords_path),
-            "seconds": round(self.seconds, 3),
-            "error": self.error,
-        }
-
-
-@dataclass(frozen=True)
-class EmbedReport:
-    """The result of :func:`embed_slides`.
-
-    Attributes
-    ----------
-    results : tuple of SlideResult
-        One :class:`SlideResult` per input (a folder: per slide file), in input order.
-    encoder : str
-        The encoder name used in the output folders.
-    weights_fingerprint : str
-        The fingerprint recorded with the features (``sha256:...``, ``state-sha256:...`` or
-        ``random``).
-    job_dir : pathlib.Path
-        TRIDENT's ``{out}/{mag}x_{patch}px_{overlap}px_overlap`` folder of the run.
-    features_dir, parquet_dir, coords_dir : pathlib.Path
-        Where the outputs are (all under ``job_dir``).
-    n_patches : int
-        Patches embedded in this run (skipped slides not counted).
-    seconds : float
-        Wall-clock time of the run.
-    backend : str, default "torch"
-        The inference backend.
-    device : str, default "cpu"
-        The device the backend ran on.
-    """
-
-    results: tuple[SlideResult, ...]
-    encoder: str
-    weights_fingerprint: str
-    job_dir: Path
-    features_dir: Path
-    parquet_dir: Path
-    coords_dir: Path
-    n_patches: int
-    seconds: float
-    backend: str = "torch"
-    device: str = "cpu"
-
-    def _with(self, status: str) -> tuple[SlideResult, ...]:
-        return tuple(r for r in self.results if r.status == status)
-
-    @property
-    def done(self) -> tuple[SlideResult, ...]:
-        """The slides embedded in this run."""
-        return self._with("done")
-
-    @property
-    def skipped(self) -> tuple[SlideResult, ...]:
-        """The slides skipped as already complete with the same settings."""
-        return self._with("skipped")
-
-    @property
-    def no_tissue(self) -> tuple[SlideResult, ...]:
-        """The slides that gave no patch."""
-        return self._with("no tissue")
-
-    @property
-    def failed(self) -> tuple[SlideResult, ...]:
-        """The slides that failed."""
-        return self._with("failed")
-
-    @property
-    def ok(self) -> bool:
-        """True when every slide is done or skipped (none failed or gave no patch)."""
-        return not self.failed and not self.no_tissue
-
-    @property
-    def patches_per_second(self) -> float:
-        """Throughput of the run (0 for a run of no measurable time)."""
-        return self.n_patches / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def report_path(self) -> Path:
-        """Where ``tumorboard embed`` keeps the JSON report of this job and encoder."""
-        return self.job_dir / f"embed_report_{self.encoder}.json"
-
-    def summary(self) -> str:
-        """Return a few lines for people: counts, throughput, every slide without features."""
-        lines = [
-            f"embedded {len(self.done)} slide(s), skipped {len(self.skipped)} complete, "
-            f"{len(self.no_tissue)} no tissue, failed {len(self.failed)}; {self.n_patches} "
-            f"patches in {self.seconds:.1f} s ({self.patches_per_second:.1f} patches/s, "
-            f"{self.backend} on {self.device})",
-            f"encoder {self.encoder}, weights {self.weights_fingerprint}",
-            f"features: {self.features_dir}",
-            f"parquet:  {self.parquet_dir}",
-        ]
-        for r in self.no_tissue:
-            lines.append(f"NO TISSUE {r.slide}: {r.error}")
-        for r in self.failed:
-            lines.append(f"FAILED {r.slide}: {r.error}")
-        return "\n".join(lines)
-
+# the result types, the output files and the producer live in their own modules; their names
+# stay importable from here (tests, benchmarks and older code import them from _engine)
+from ._outputs import _PARQUET_META as _PARQUET_META
+from ._outputs import _stored_attrs, _Writer, features_complete
+from ._outputs import read_features as read_features
+from ._producer import _END, _produce, _SlideError, _SlideJob
+from ._producer import _open_slide as _open_slide
+from ._producer import _put as _put
+from ._report import EmbedReport, SlideResult
+from ._report import Status as Status
 
 #: Appended to the encoder name of a ``random_weights=True`` run (folders and ``encoder``).
 RANDOM_WEIGHTS_SUFFIX = "-random-weights"
-
-
-def features_complete(features: Path, parquet: Path | None = None) -> int | None:
-    """Return the number of patches of a complete slide output, or None.
-
-    Parameters
-    ----------
-    features : pathlib.Path
-        The features .h5 file.
-    parquet : pathlib.Path or None, default None
-        The matching Parquet file, checked too when given.
-
-    Returns
-    -------
-    int or None
-        The number of patches, or None when the output is missing, truncated or inconsistent.
-    """
-    if not features.is_file() or (parquet is not None and not parquet.is_file()):
-        return None
-    try:
-        import h5py
-
-        with h5py.File(features, "r") as f:
-            feats, coords = f["features"], f["coords"]
-            if feats.ndim != 2 or coords.shape != (feats.shape[0], 2):
-                return None
-            n = int(feats.shape[0])
-        if parquet is not None:
-            import pyarrow.parquet as pq
-
-            if pq.read_metadata(parquet).num_rows != n:
-                return None
-    except Exception:
-        return None
-    return n
-
-
-def _stored_attrs(features: Path) -> dict[str, Any]:
-    """Return the attributes of a features file: its coords' and its features'."""
-    import h5py
-
-    from .._hdf5 import attr_from_hdf5
-
-    with h5py.File(features, "r") as f:
-        out = {k: attr_from_hdf5(v) for k, v in f["coords"].attrs.items()}
-        out.update({k: attr_from_hdf5(v) for k, v in f["features"].attrs.items()})
-    return out
 
 
 def encoder_identity(
@@ -434,369 +251,9 @@ def _load_runner(
     return runner, size, mean, std, interpolation
 
 
-_END = object()
-
-
-class _SlideError(Exception):
-    """A slide the producer could not read (its message is the reason, already formatted)."""
-
-
-@dataclass
-class _SlideJob:
-    index: int
-    path: Path
-    name: str
-    features: Path
-    parquet: Path
-    coords_path: Path
-    reuse: Any = None  # a stored CoordsFile made with the same settings
-    coords: np.ndarray | None = None
-    coords_attrs: dict[str, Any] | None = None
-    n: int = 0
-    error: str | None = None
-    reader: str | None = None
-    loader: str | None = None
-
-
 def _in_flight_depth(runner: Any) -> int:
     """Batches left in flight after a submit: one on CUDA (copy/compute overlap), else none."""
     return 1 if getattr(runner, "cuda", False) else 0
-
-
-def _put(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
-    """Put ``item`` on ``q``, waiting while it is full; False once ``stop`` is set."""
-    while not stop.is_set():
-        try:
-            q.put(item, timeout=0.1)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-def _open_slide(
-    job: _SlideJob,
-    *,
-    opts: TilingOptions,
-    out: Path,
-    batch_size: int,
-    size: int,
-    mean: tuple[float, ...],
-    std: tuple[float, ...],
-    interpolation: str,
-    threads: int,
-    patch_dtype: str,
-    decode_device: str | None,
-) -> tuple[contextlib.ExitStack, Any] | None:
-    """Open and tile ``job``'s slide and start its loader; None when it has no patch.
-
-    Returns the exit stack that holds the slide open and the loader's batch iterator, primed:
-    its first batch is being read when this returns (the native prefetcher starts on the
-    first ``next``), so the caller can hand the slide over while the previous one streams.
-    """
-    from .. import slides
-
-    stack = contextlib.ExitStack()
-    try:
-        slide = stack.enter_context(opts.open(job.path))
-        job.reader = str(slide.reader)
-        if job.reuse is not None:  # coords of a `tile` run with the same settings
-            cf = job.reuse
-            ds = float(cf.attrs["level0_magnification"]) / opts.magnification
-            level, read_size = read_plan(slide.level_downsamples, ds, cf.patch_size_level0)
-            coords, attrs = cf.coords, cf.attrs
-            reason = None
-        else:
-            tiled = opts.tile(slide, out, source=job.path)
-            level, read_size = tiled.grid.read_level, tiled.grid.read_size
-            cf = slides.read_coords(tiled.coords_path)
-            coords, attrs = cf.coords, cf.attrs
-            reason = tiled.no_tissue
-        job.coords, job.coords_attrs, job.n = coords, attrs, len(coords)
-        if reason is not None:
-            job.error = reason
-            stack.close()
-            return None
-        # decode="gpu": uint8 tensors on the model's device, normalised by the backend;
-        # slides the GPU decoder does not read keep the CPU loader
-        gpu = decode_device is not None and gpu_decode_unsupported(slide, level) is None
-        loader = slides.PatchLoader(slide, coords, level=level, read_size=read_size,
-                                    batch_size=batch_size, size=size, mean=mean, std=std,
-                                    threads=threads, interpolation=interpolation,
-                                    dtype="uint8" if gpu else patch_dtype,
-                                    decode="gpu" if gpu else "cpu",
-                                    device=decode_device)  # fmt: skip
-        job.loader = "gpu" if gpu else "native" if loader.native else "python"
-        batches = iter(loader)
-        stack.callback(getattr(batches, "close", lambda: None))  # stops the prefetcher
-        return stack, batches
-    except BaseException:
-        stack.close()
-        raise
-
-
-def _produce(
-    jobs: list[_SlideJob],
-    q: queue.Queue,
-    stop: threading.Event,
-    *,
-    opts: TilingOptions,
-    out: Path,
-    batch_size: int,
-    size: int,
-    mean: tuple[float, ...],
-    std: tuple[float, ...],
-    interpolation: str,
-    threads: int,
-    patch_dtype: str = "float32",
-    decode_device: str | None = None,
-) -> None:
-    """Stream every slide's batches into ``q``, opening the next slide while one streams.
-
-    An opener thread opens and tiles slide k+1 and reads its first batch while this thread
-    streams slide k (one slide of lookahead): the model does not wait for a slide's opening,
-    tiling and first batch between slides (measured on an H100 with 20 slides of 1,024
-    patches: 25.6% of the forward window idle between slides when slides were opened one
-    after another). Items reach ``q`` in slide order, as before.
-    """
-    handoff: queue.Queue = queue.Queue(maxsize=1)
-    open_kw = dict(opts=opts, out=out, batch_size=batch_size, size=size, mean=mean, std=std,
-                   interpolation=interpolation, threads=threads, patch_dtype=patch_dtype,
-                   decode_device=decode_device)  # fmt: skip
-
-    def opener() -> None:
-        for job in jobs:
-            if stop.is_set():
-                break
-            item: tuple[Any, ...]
-            try:
-                opened = _open_slide(job, **open_kw)
-                if opened is None:
-                    item = ("empty", job)
-                else:
-                    stack, batches = opened
-                    try:
-                        first = next(batches, None)  # read while the previous slide streams
-                    except BaseException:
-                        stack.close()
-                        raise
-                    item = ("ready", job, stack, batches, first)
-            except Exception as exc:  # a bad slide never stops the collection
-                job.error = f"{type(exc).__name__}: {exc}"
-                item = ("error", job)
-            if not _put(handoff, item, stop):
-                if item[0] == "ready":
-                    item[2].close()
-                return
-        _put(handoff, _END, stop)
-
-    opening = threading.Thread(target=opener, name="tb-embed-opener", daemon=True)
-    opening.start()
-    try:
-        while not stop.is_set():
-            try:
-                item = handoff.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if item is _END:
-                break
-            if item[0] != "ready":
-                if not _put(q, item, stop):
-                    return
-                continue
-            _, job, stack, batches, first = item
-            with stack:
-                try:
-                    if not _put(q, ("start", job), stop):
-                        return
-                    if first is not None:
-                        if not _put(q, ("batch", job, first), stop):
-                            return
-                        for batch in batches:
-                            if not _put(q, ("batch", job, batch), stop):
-                                return
-                    if not _put(q, ("end", job), stop):
-                        return
-                except Exception as exc:  # a bad slide never stops the collection
-                    job.error = f"{type(exc).__name__}: {exc}"
-                    if not _put(q, ("error", job), stop):
-                        return
-        _put(q, _END, stop)
-    finally:
-        if opening.is_alive():  # left early (the consumer stopped): stop opening slides too
-            stop.set()
-        opening.join(timeout=30)
-        while True:  # a slide handed over but never streamed is closed (its prefetcher stops)
-            try:
-                left = handoff.get_nowait()
-            except queue.Empty:
-                break
-            if left is not _END and left[0] == "ready":
-                left[2].close()
-
-
-class _Writer:
-    """Streams one slide's embeddings into temporary .h5 and .parquet files.
-
-    Both files are :func:`~tumorboard._io.atomic_path` temporaries held open in one exit stack:
-    :meth:`finish` renames the Parquet file and then the features file (last: it marks the slide
-    complete); :meth:`abort` removes both.
-    """
-
-    def __init__(self, job: _SlideJob, attrs: dict[str, Any]) -> None:
-        import h5py
-        import pyarrow.parquet as pq
-
-        self.job = job
-        # the features dataset's attributes beyond name and savetodir
-        self.attrs = {**attrs, "reader": job.reader, "patch_loader": job.loader}
-        meta = {**(job.coords_attrs or {}), **attrs, "slide": job.name}
-        self.metadata = {  # text as is, anything else as JSON (None -> null)
-            k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
-            for k, v in meta.items()
-            if k in _PARQUET_META
-        }
-        for p in (job.features, job.parquet):
-            p.parent.mkdir(parents=True, exist_ok=True)
-            remove_temp_files(p.parent, target=p.name)  # left by a killed run
-        with contextlib.ExitStack() as files:  # a failure here removes what was created
-            # features first, so that it is renamed last
-            self.h5_tmp = files.enter_context(atomic_path(job.features))
-            self.pq_tmp = files.enter_context(atomic_path(job.parquet))
-            self.h5 = h5py.File(self.h5_tmp, "w")
-            self._files = files.pop_all()
-        self.pq = pq
-        self.pq_writer: Any = None
-        self.features: Any = None
-        self.rows = 0
-        self.buf: list[tuple[np.ndarray, np.ndarray]] = []
-        self.buf_rows = 0
-        self.t_start = time.perf_counter()
-        self.aborted = False
-        self.ended = False  # every batch of the slide was submitted
-        self.seconds = 0.0  # from the slide's start to its end item
-
-    def end(self) -> None:
-        """Mark every batch of the slide submitted (its last ones may still be in flight)."""
-        self.ended = True
-        self.seconds = time.perf_counter() - self.t_start
-
-    def _schema(self, d: int) -> Any:
-        import pyarrow as pa
-
-        return pa.schema([("slide", pa.string()), ("x", pa.int64()), ("y", pa.int64()),
-                          ("embedding", pa.list_(pa.float32(), d))],
-                         metadata=self.metadata)  # fmt: skip
-
-    def _flush(self) -> None:
-        import pyarrow as pa
-
-        if not self.buf:
-            return
-        emb = np.concatenate([b[0] for b in self.buf])
-        xy = np.concatenate([b[1] for b in self.buf])
-        d = emb.shape[1]
-        if self.pq_writer is None:
-            self.pq_writer = self.pq.ParquetWriter(self.pq_tmp, self._schema(d))
-        table = pa.table(
-            {
-                "slide": pa.array([self.job.name] * len(xy), pa.string()),
-                "x": pa.array(xy[:, 0], pa.int64()),
-                "y": pa.array(xy[:, 1], pa.int64()),
-                "embedding": pa.FixedSizeListArray.from_arrays(
-                    pa.array(emb.reshape(-1), pa.float32()), d
-                ),
-            },
-            schema=self._schema(d),
-        )
-        self.pq_writer.write_table(table)
-        self.buf, self.buf_rows = [], 0
-
-    def add(self, emb: np.ndarray, coords: np.ndarray) -> None:
-        """Append one batch of embeddings [B, D] with their level-0 coords [B, 2]."""
-        emb = np.ascontiguousarray(emb, dtype=np.float32)
-        if emb.ndim != 2 or emb.shape[0] != coords.shape[0]:
-            raise InvalidArgumentError(
-                f"model returned shape {emb.shape} for a batch of {coords.shape[0]} patches; "
-                "expected [B, D]"
-            )
-        if self.features is None:
-            d = emb.shape[1]
-            self.features = self.h5.create_dataset(
-                "features", shape=(0, d), maxshape=(None, d), dtype=np.float32,
-                chunks=(max(1, min(1024, 2**20 // (4 * d))), d),
-            )  # fmt: skip
-        elif emb.shape[1] != self.features.shape[1]:
-            raise InvalidArgumentError(
-                f"embedding width changed from {self.features.shape[1]} to {emb.shape[1]}"
-            )
-        n0 = self.rows
-        self.features.resize(n0 + emb.shape[0], axis=0)
-        self.features[n0:] = emb
-        self.rows += emb.shape[0]
-        self.buf.append((emb, coords))
-        self.buf_rows += emb.shape[0]
-        if self.buf_rows >= 16384:
-            self._flush()
-
-    def finish(self, embed_dim: int | None, savetodir: str) -> None:
-        """Write the coords and attributes, close both files and rename them into place."""
-        from .._hdf5 import attr_to_hdf5
-
-        job = self.job
-        if self.features is None:  # no patches: TRIDENT writes [0, D]
-            d = int(embed_dim or 0)
-            self.features = self.h5.create_dataset("features", shape=(0, d), maxshape=(None, d),
-                                                   dtype=np.float32)  # fmt: skip
-        coords = np.asarray(job.coords, dtype=np.int64).reshape(-1, 2)
-        if coords.shape[0] != self.rows:
-            raise CoreError(f"{self.rows} embeddings for {coords.shape[0]} patches")
-        cds = self.h5.create_dataset("coords", data=coords, maxshape=(None, 2))
-        for k, v in (job.coords_attrs or {}).items():
-            cds.attrs[k] = attr_to_hdf5(v)
-        self.features.attrs["name"] = job.name
-        self.features.attrs["savetodir"] = savetodir
-        for k, v in self.attrs.items():
-            self.features.attrs[k] = attr_to_hdf5(v)
-        width = int(self.features.shape[1])
-        self.h5.close()
-        self._flush()
-        if self.pq_writer is None:
-            self.pq.write_table(self._schema(width).empty_table(), self.pq_tmp)
-        else:
-            self.pq_writer.close()
-        self._files.close()  # renames the Parquet file, then the features file
-
-    def abort(self, error: BaseException) -> None:
-        """Close and remove both temporary files; the slide's final files stay as they were.
-
-        Parameters
-        ----------
-        error : BaseException
-            Why the slide is abandoned (handed to the temporary files' context managers).
-        """
-        self.aborted = True
-        with contextlib.suppress(Exception):
-            self.h5.close()
-        if self.pq_writer is not None:
-            with contextlib.suppress(Exception):
-                self.pq_writer.close()
-        self._files.__exit__(type(error), error, error.__traceback__)
-
-
-#: Keys of the Parquet schema metadata (from the coords and features attributes).
-_PARQUET_META = (
-    "encoder",
-    "weights_fingerprint",
-    "slide",
-    "source_path",
-    "target_magnification",
-    "patch_size",
-    "overlap",
-    "segmentation",
-    "min_tissue",
-    "mpp_override",
-)
 
 
 def run_precision(backend: str, device: str, dtype: str) -> str:
@@ -1216,29 +673,3 @@ def _run(
         producer.join(timeout=30)
         prog.close()
     return n_total
-
-
-def read_features(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Read a TRIDENT features file.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The features .h5 file.
-
-    Returns
-    -------
-    tuple
-        ``(features, coords, attrs)``: features [N, D] float32, coords [N, 2] int64, and the
-        attributes of the ``features`` dataset (``name``, ``savetodir``, ``encoder``,
-        ``weights_fingerprint``, ...).
-    """
-    import h5py
-
-    from .._hdf5 import attr_from_hdf5
-
-    with h5py.File(path, "r") as f:
-        feats = np.asarray(f["features"][...], dtype=np.float32)
-        coords = np.asarray(f["coords"][...], dtype=np.int64)
-        attrs = {k: attr_from_hdf5(v) for k, v in f["features"].attrs.items()}
-    return feats, coords, attrs
