@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install lint clean gpu-check gpu-readme
+.PHONY: demo test bench install lint clean gpu-check gpu-readme docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ install: $(STAMP)
 
 test: $(STAMP)
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider .
+	$(MAKE) --no-print-directory docs
+
+# The documentation site (MkDocs + mkdocstrings, the API reference from the docstrings), built
+# with --strict: a broken link or docstring reference fails the build. Output: build/site/.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --quiet
 
 demo: $(STAMP)
 	$(VENV)/bin/tumorboard demo

@@ -21,8 +21,8 @@ whether it is met), and ``--copy-to DIR`` copies them there with the logs (one t
 CUDA device it writes nothing and says the GPU figures are pending (``--allow-cpu`` runs the
 steps at tiny size, to check the driver itself).
 
-``python benchmarks/gpu_check.py readme`` regenerates the README's GPU section from the latest
-results file (between ``<!-- gpu-results:begin -->`` and ``<!-- gpu-results:end -->``).
+``python benchmarks/gpu_check.py readme`` regenerates the GPU section of docs/benchmarks.md from
+the latest results file (between ``<!-- gpu-results:begin -->`` and ``<!-- gpu-results:end -->``).
 
 Usage (from the repository root)::
 
@@ -459,8 +459,15 @@ def readme_section(results_path: Path | None) -> str:
             f"by hand.\n\n{render_markdown(results)}")  # fmt: skip
 
 
-def update_readme(readme: Path = ROOT / "README.md", folder: Path = RESULTS) -> bool:
-    """Rewrite the README's GPU section from the latest results file; return whether it changed."""
+#: The document whose GPU section is generated (between README_BEGIN and README_END).
+GPU_DOC = ROOT / "docs" / "benchmarks.md"
+
+
+def update_readme(readme: Path = GPU_DOC, folder: Path = RESULTS) -> bool:
+    """Rewrite the GPU section of docs/benchmarks.md from the latest results file.
+
+    Returns whether the text changed.
+    """
     text = readme.read_text()
     if README_BEGIN not in text or README_END not in text:
         raise SystemExit(f"{readme}: no '{README_BEGIN}' ... '{README_END}' block to fill")
@@ -588,8 +595,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="gpu_check",
         description="Measure every GPU claim in one bounded run and write "
-        "benchmarks/results/{gpu}-{date}.json and .md ('readme': regenerate the README's GPU "
-        "section from the latest results file).",
+        "benchmarks/results/{gpu}-{date}.json and .md ('readme': regenerate the GPU section of "
+        "docs/benchmarks.md from the latest results file).",
     )
     parser.add_argument("action", nargs="?", default="run", choices=("run", "readme"))
     parser.add_argument("--budget", type=float, default=560.0, metavar="SECONDS",
@@ -648,7 +655,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.action == "readme":
         changed = update_readme()
-        print(f"README.md GPU section {'updated' if changed else 'already up to date'} from "
+        state = "updated" if changed else "already up to date"
+        print(f"docs/benchmarks.md GPU section {state} from "
               f"{latest_results() or 'no results file'}")  # fmt: skip
         return 0
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
