@@ -198,6 +198,11 @@ def test_metadata_is_complete(name):
         "gpu_dtype",
         "trident_name",
         "weights_source",
+        "license",
+        "gated",
+        "magnification",
+        "patch_size",
+        "pooling",
     }
     # A new ModelInfo field must be added to this contract.
     assert {f.name for f in dataclasses.fields(models.ModelInfo)} == checked

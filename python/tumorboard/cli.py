@@ -632,6 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ._compare_cli import add_compare_parser, add_plan_parser
     from .embed.cli import add_embed_parser
     from .integrations.cli import add_mcp_parser
+    from .models.cli import add_models_parser
     from .slides.cli import add_tile_parser
 
     add_compare_parser(sub)
@@ -639,6 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tile_parser(sub)
     add_embed_parser(sub)
     add_mcp_parser(sub)
+    add_models_parser(sub)
     for verb in sub.choices.values():  # --debug after the verb too; SUPPRESS keeps the top's
         verb.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help=_DEBUG_HELP)  # fmt: skip

@@ -14,8 +14,7 @@ import numbers
 import os
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
@@ -38,58 +37,11 @@ from .weights import RandomWeightsWarning, load_state_dict, read_state_dict
 
 __all__ = ["ModelInfo", "available", "build", "info", "load", "load_conch"]
 
-Kind = Literal["encoder", "slide_encoder", "regressor"]
+from ._info import RANDOM_WEIGHTS_SOURCE as _RANDOM
+from ._info import Entry as _Entry
+from ._info import ModelInfo
+from ._zoo import ENTRIES as _ZOO_ENTRIES
 
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the registry knows about a model name.
-
-    Attributes
-    ----------
-    name : str
-        The canonical name (one of :func:`available`).
-    kind : {"encoder", "slide_encoder", "regressor"}
-        ``"encoder"``: a patch encoder, images ``[B, 3, H, W]`` -> ``[B, embed_dim]``;
-        ``"slide_encoder"``: ABMIL over a bag of patch features; ``"regressor"``: MTBBench's IHC
-        head.
-    embed_dim : int or None
-        Output width; ``None`` where an option decides it (``abmil``: ``in_dim``).
-    image_size : int or None
-        Native input size of an encoder; ``None`` for the others.
-    mean, std : tuple of three floats, or None
-        Per-channel input normalisation of an encoder (for images in [0, 1]); ``None`` for the
-        others.
-    interpolation : {"bilinear", "bicubic"} or None
-        The resize filter of the encoder's reference preprocessing; ``None`` for the others.
-    gpu_dtype : torch.dtype
-        The dtype TRIDENT runs the model in on CUDA, which ``load(dtype="auto")`` casts to there.
-    trident_name : str or None
-        TRIDENT's name (its ``features_{trident_name}`` directories), accepted by :func:`load`.
-    weights_source : str
-        Where the official weights come from (tumorboard never downloads them).
-    """
-
-    name: str
-    kind: Kind
-    embed_dim: int | None
-    image_size: int | None
-    mean: tuple[float, float, float] | None
-    std: tuple[float, float, float] | None
-    interpolation: Literal["bilinear", "bicubic"] | None
-    gpu_dtype: torch.dtype
-    trident_name: str | None
-    weights_source: str
-
-
-@dataclass(frozen=True)
-class _Entry:
-    info: ModelInfo
-    build: Callable[..., nn.Module]  # keyword options -> module with random parameters
-    build_zero_shot: Callable[..., CONCH] | None = None  # the full CONCH model (load_conch)
-
-
-_RANDOM = "none (random weights, for tests and the demo)"
 _ENTRIES = (
     _Entry(
         ModelInfo(
@@ -103,6 +55,11 @@ _ENTRIES = (
             gpu_dtype=torch.bfloat16,
             trident_name="uni_v2",
             weights_source="Hugging Face MahmoodLab/UNI2-h, pytorch_model.bin (gated)",
+            license="CC-BY-NC-ND-4.0",
+            gated=True,
+            magnification=20.0,
+            patch_size=256,
+            pooling="class token",
         ),
         build=uni2_h,
     ),
@@ -118,6 +75,11 @@ _ENTRIES = (
             gpu_dtype=torch.float16,
             trident_name="uni_v1",
             weights_source="Hugging Face MahmoodLab/UNI, pytorch_model.bin (gated)",
+            license="CC-BY-NC-ND-4.0",
+            gated=True,
+            magnification=20.0,
+            patch_size=256,
+            pooling="class token",
         ),
         build=uni,
     ),
@@ -133,6 +95,9 @@ _ENTRIES = (
             gpu_dtype=torch.float32,
             trident_name="conch_v1",
             weights_source="Hugging Face MahmoodLab/conch, pytorch_model.bin (gated)",
+            license="CC-BY-NC-ND-4.0",
+            gated=True,
+            pooling="attentional-pooler contrastive token after ln_contrast, before proj_contrast",
         ),
         build=conch_b16_vision,
         build_zero_shot=conch_b16,
@@ -205,6 +170,7 @@ def _key(name: str) -> str:
     return name.strip().lower().replace("_", "-")
 
 
+_ENTRIES = _ENTRIES + _ZOO_ENTRIES
 _REGISTRY: dict[str, _Entry] = {e.info.name: e for e in _ENTRIES}
 _LOOKUP: dict[str, _Entry] = {
     _key(spelling): e

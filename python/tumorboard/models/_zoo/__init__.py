@@ -1,0 +1,19 @@
+"""The patch encoders beyond UNI, UNI2-h and CONCH v1, under TRIDENT's names.
+
+Each module declares its registry rows as ``ENTRIES`` (a tuple of
+:class:`tumorboard.models._info.Entry`); the registry appends them to its own.
+
+* :mod:`.timm_vits` - ViTs in the timm state-dict layout;
+* :mod:`.hf_vits` - ViTs in the Hugging Face ``transformers`` layout;
+* :mod:`.cnns` - CNN and hybrid encoders.
+"""
+
+from __future__ import annotations
+
+from .cnns import ENTRIES as _CNNS
+from .hf_vits import ENTRIES as _HF
+from .timm_vits import ENTRIES as _TIMM
+
+__all__ = ["ENTRIES"]
+
+ENTRIES = _TIMM + _HF + _CNNS
