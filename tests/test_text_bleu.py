@@ -784,5 +784,7 @@ def test_one_corpus_gives_scalars_and_groups_give_arrays(corpus: dict) -> None:
     assert isinstance(g.score, np.ndarray) and g.score.tolist() == [want.score]
     with pytest.raises(TypeError, match="use bleu\\(\\) for one hypothesis"):
         corpus_bleu(hyps[0], refs[0])
-    with pytest.raises(TypeError, match="tokenize"):
-        bleu(hyps, refs, tokenize="13a")  # the old keyword is gone: one name, tokenizer=
+    # the old keyword works for one release, warning with the new name (tokenizer=)
+    with pytest.warns(DeprecationWarning, match="use tokenizer="):
+        old = bleu(hyps, refs, tokenize="13a")
+    np.testing.assert_array_equal(old.score, bleu(hyps, refs, tokenizer="13a").score)

@@ -228,6 +228,10 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from .score import benchmarks, get, store_frame
     from .traj import Store
 
+    if args.resamples_deprecated is not None:
+        print("tumorboard: warning: --resamples is deprecated and will be removed in the next "
+              "release; use --n-resamples", file=sys.stderr)  # fmt: skip
+        args.n_resamples = args.resamples_deprecated
     store = Store(args.store, create=False)
     benchmark = args.benchmark or _only_benchmark(store, benchmarks())
     if args.style == "paper" and args.format == "json":
@@ -541,6 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-resamples", type=positive_int, default=1000,
         help="bootstrap resamples B (default 1000)",
     )  # fmt: skip
+    score.add_argument(
+        "--resamples", type=positive_int, dest="resamples_deprecated", help=argparse.SUPPRESS
+    )  # renamed --n-resamples; kept one release
     score.add_argument("--level", type=level, default=0.95, help="confidence level (default 0.95)")
     score.add_argument(
         "--method", choices=["percentile", "basic", "bca"], default="percentile",

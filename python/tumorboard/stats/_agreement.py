@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from .._deprecate import options_keywords, renamed_keywords
 from .._results import interval
 from ..errors import InvalidArgumentError, NumericOverflowError
 from . import _validate
@@ -497,6 +498,7 @@ def rating_table(
     return table.astype(np.int64), cats
 
 
+@options_keywords(BootstrapOptions)
 def cohen_kappa(
     rater_a: npt.ArrayLike,
     rater_b: npt.ArrayLike,
@@ -542,6 +544,7 @@ def cohen_kappa(
     return _run(prepared, ci=ci, options=options)
 
 
+@options_keywords(BootstrapOptions)
 def fleiss_kappa(
     table: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:
@@ -576,6 +579,7 @@ def fleiss_kappa(
     return _run(_prepare_fleiss_kappa(table), ci=ci, options=options)
 
 
+@options_keywords(BootstrapOptions)
 def pabak(
     rater_a: npt.ArrayLike,
     rater_b: npt.ArrayLike,
@@ -615,6 +619,7 @@ def pabak(
     return _run(prepared, ci=ci, options=options)
 
 
+@options_keywords(BootstrapOptions)
 def gwet_ac1(
     table: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:
@@ -651,6 +656,8 @@ def gwet_ac1(
     return _run(_prepare_gwet_ac1(table), ci=ci, options=options)
 
 
+@renamed_keywords(level="level_of_measurement")
+@options_keywords(BootstrapOptions, "n_resamples", "method", "seed", "threads")
 def krippendorff_alpha(
     reliability_data: npt.ArrayLike,
     *,
@@ -705,6 +712,7 @@ def krippendorff_alpha(
     return _run(prepared, ci=ci, options=options)
 
 
+@options_keywords(BootstrapOptions)
 def mean_pairwise_agreement(
     labels: npt.ArrayLike, *, ci: bool = False, options: BootstrapOptions | None = None
 ) -> AgreementResult:

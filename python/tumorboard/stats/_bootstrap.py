@@ -15,6 +15,7 @@ import numpy.typing as npt
 import polars as pl
 
 from .. import _core
+from .._deprecate import options_keywords
 from .._results import entries, interval, squeeze, table
 from .._typing import Labels, Resampler, Scheme, Values
 from ..errors import CoreError, InvalidArgumentError, NumericOverflowError
@@ -463,6 +464,7 @@ def result(
     )
 
 
+@options_keywords(BootstrapOptions)
 def bootstrap_sufficient(
     rows: Values,
     *,
@@ -529,6 +531,7 @@ def bootstrap_sufficient(
     return single(res, grouped=groups is not None)
 
 
+@options_keywords(BootstrapOptions)
 def bootstrap(
     values: Values,
     *,
@@ -609,6 +612,7 @@ def bootstrap(
     return single(res, grouped=groups is not None)
 
 
+@options_keywords(BootstrapOptions)
 def paired_bootstrap(
     a: Values,
     b: Values,
@@ -688,6 +692,7 @@ def paired_bootstrap(
     return single(paired, grouped=groups is not None)
 
 
+@options_keywords(BootstrapOptions)
 def bootstrap_from_indices(
     values: Values,
     indices: npt.ArrayLike,

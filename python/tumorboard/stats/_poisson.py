@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from .. import _core
+from .._deprecate import options_keywords
 from .._results import table
 from .._typing import Labels, Values
 from ..errors import InvalidArgumentError, NumericOverflowError
@@ -272,6 +273,7 @@ class PoissonPartials:
         return single(res, grouped=bool(self.keys))
 
 
+@options_keywords(BootstrapOptions)
 def poisson_partials(
     values: Values,
     *,

@@ -52,6 +52,7 @@ import numpy as np
 import polars as pl
 
 from .. import _core
+from .._deprecate import options_keywords, renamed_keywords
 from .._keys import factorize, label_columns
 from .._results import entries, interval, per_column, squeeze, table
 from .._typing import Labels, Texts
@@ -306,6 +307,7 @@ def _params(smooth: str, value: float | None, eff: bool, order: int) -> list[flo
             float(eff), float(_PY_SUM)]  # fmt: skip
 
 
+@renamed_keywords(tokenize="tokenizer", workers="threads")
 def bleu_statistics(
     hyps: str | Texts,
     refs: str | Texts | Sequence[Texts],
@@ -363,6 +365,7 @@ def bleu_statistics(
     return out[0] if one else out
 
 
+@renamed_keywords(tokenize="tokenizer", workers="threads")
 def bleu(
     hyps: str | Texts,
     refs: str | Texts | Sequence[Texts],
@@ -425,6 +428,8 @@ def bleu(
     return squeeze(res, _SENTENCE_FIELDS) if one else res
 
 
+@renamed_keywords(tokenize="tokenizer", workers="threads")
+@options_keywords(BootstrapOptions, "n_resamples", "level", "method", "seed")
 def corpus_bleu(
     hyps: Texts,
     refs: Texts | Sequence[Texts],

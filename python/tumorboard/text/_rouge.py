@@ -55,6 +55,7 @@ import numpy as np
 import polars as pl
 
 from .. import _core
+from .._deprecate import renamed_keywords
 from .._results import table
 from .._typing import Texts
 from ..errors import InvalidArgumentError, InvalidTypeError, MissingDependencyError
@@ -299,6 +300,7 @@ def tokenize(
     return out[0] if one else out
 
 
+@renamed_keywords(workers="threads")
 def rouge(
     hyps: str | Texts,
     refs: str | Texts,
@@ -377,6 +379,7 @@ def rouge(
     return RougeResult(types=tuple(type_list), scores=scores, tokenizer=tok, stemmer=stem)
 
 
+@renamed_keywords(workers="threads")
 def rouge_matrix(
     hyps: Texts,
     refs: Texts,
@@ -419,6 +422,7 @@ def rouge_matrix(
     return RougeMatrix(p, r, f, type=type, tokenizer=tok, stemmer=stem)
 
 
+@renamed_keywords(workers="threads")
 def token_f1(
     hyps: str | Texts,
     refs: str | Texts,
