@@ -6,6 +6,11 @@ Rows are buffered as tuples in a Python list and turned into Arrow columns in bu
 part and one events part, each atomically (temporary file + rename), so a process killed at any
 moment loses at most the unflushed buffer and leaves the store readable. ``record_many``
 writes a whole table of items at once (the bulk path: no per-row Python work).
+
+One question in flight is an :class:`ItemRecorder` (:mod:`._recorder_item`); the checks of
+recorded values and the conversion of buffered rows to Arrow are in :mod:`._recorder_values`.
+This module holds the run: :class:`Recorder` (its API, buffer, flushes and commits) and
+:class:`FlushInfo`.
 """
 
 from __future__ import annotations
@@ -25,26 +30,29 @@ import pyarrow.compute as pc
 
 from .._json import json_text
 from ..errors import InvalidArgumentError, InvalidTypeError, StateError
-from ..harness.parsing import (
-    Answer,
-    FileRequest,
-    answer_letter,
-    parse_answer,
-    parse_answers,
-    split_requests,
+from ..harness.parsing import answer_letter, parse_answers
+from ._recorder_item import ItemRecorder
+from ._recorder_values import (
+    _EVENT_CHECKS,
+    _EVENT_COLS,
+    _ITEM_CHECKS,
+    _ITEM_COLS,
+    _KINDS,
+    _build,
+    _check_row,
+    _extra,
+    _id,
+    _is_int,
+    _is_str_list,
+    _source_columns,
 )
-from .fields import check_value, extra_fields
-from .schema import EVENT_KINDS, EVENTS, ITEMS, RUNS, conform, output_text, schema_of
+from .schema import EVENT_KINDS, ITEMS, RUNS, conform
 from .store import Store
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import os
 
     from .._typing import Frame
-
-_ITEM_COLS = tuple(ITEMS.names)
-_EVENT_COLS = tuple(EVENTS.names)
-_KINDS = frozenset(EVENT_KINDS)
 
 
 @dataclass(frozen=True)
@@ -69,72 +77,6 @@ class FlushInfo:
     total_events: int
 
 
-def _is_str(v: Any) -> bool:
-    """Tell whether ``v`` is a string."""
-    return isinstance(v, str)
-
-
-def _is_int(v: Any) -> bool:
-    """Tell whether ``v`` is an int (not a bool)."""
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_float(v: Any) -> bool:
-    """Tell whether ``v`` is an int or float (not a bool)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_bool(v: Any) -> bool:
-    """Tell whether ``v`` is a bool."""
-    return isinstance(v, bool)
-
-
-def _is_str_list(v: Any) -> bool:
-    """Tell whether ``v`` is a list or tuple of strings."""
-    return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
-
-
-def _checks(schema: pa.Schema) -> dict[str, tuple[Callable[[Any], bool], str]]:
-    """Return, per column, the Python type check of its values and what it expects (for errors)."""
-    out: dict[str, tuple[Callable[[Any], bool], str]] = {}
-    for f in schema:
-        t = f.type
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            out[f.name] = (_is_str, "a string")
-        elif pa.types.is_integer(t):
-            out[f.name] = (_is_int, "an integer")
-        elif pa.types.is_floating(t):
-            out[f.name] = (_is_float, "a number")
-        elif pa.types.is_boolean(t):
-            out[f.name] = (_is_bool, "True or False")
-        else:
-            out[f.name] = (_is_str_list, "a list of strings")
-    return out
-
-
-_ITEM_CHECKS = _checks(ITEMS)
-_EVENT_CHECKS = _checks(EVENTS)
-
-
-def _check_row(row: Mapping[str, Any], checks: Mapping[str, Any], where: str) -> None:
-    """Check the type of every non-null value of a row dict."""
-    for name, value in row.items():
-        if value is None:
-            continue
-        ok, expected = checks[name]
-        if not ok(value):
-            raise InvalidTypeError(f"{where}: column {name!r} expects {expected}, got {value!r}")
-
-
-def _id(value: Any, name: str) -> str | None:
-    """Return an id as a string (integers are converted; None stays None)."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    raise InvalidTypeError(f"{name}: expected a string (or an integer), got {value!r}")
-
-
 # Recorders not yet closed, flushed at interpreter exit. Strong references: a recorder that is
 # dropped without close() keeps its buffer until exit instead of losing it to the collector.
 _OPEN: set[Recorder] = set()
@@ -148,356 +90,6 @@ def _flush_open_recorders() -> None:  # pragma: no cover (runs at interpreter ex
             rec.close()
         except Exception:  # noqa: BLE001 - never raise at exit
             pass
-
-
-class ItemRecorder:
-    """One question in flight; use as ``with rec.item(...) as it:``.
-
-    Every call appends an event (step numbers count from 0 within the item); :meth:`answer`
-    parses and grades. Created by :meth:`Recorder.item`.
-    """
-
-    __slots__ = (
-        "_rec",
-        "patient_id",
-        "item_id",
-        "position",
-        "task",
-        "question",
-        "options",
-        "gold",
-        "gold_text",
-        "response",
-        "parsed_answer",
-        "correct",
-        "correct_source",
-        "accessed",
-        "hallucinated",
-        "latency_s",
-        "attempts",
-        "flags",
-        "events",
-        "extra",
-        "_t0",
-        "_closed",
-    )
-
-    def __init__(
-        self,
-        rec: Recorder,
-        patient_id: str | None,
-        item_id: str,
-        position: int | None,
-        task: str,
-        question: str | None,
-        options: Sequence[str] | None,
-        gold: str | None,
-        extra: str | None = None,
-    ) -> None:
-        self._rec = rec
-        self.extra = extra
-        self.patient_id = patient_id
-        self.item_id = item_id
-        self.position = position
-        self.task = task
-        self.question = question
-        self.options = list(options) if options is not None else None
-        letter = answer_letter(gold) if gold is not None else None
-        self.gold = letter if letter is not None else gold
-        self.gold_text = gold if gold is not None and gold != self.gold else None
-        self.response: str | None = None
-        self.parsed_answer: str | None = None
-        self.correct: bool | None = None
-        self.correct_source = "missing"
-        self.accessed: list[str] = []
-        self.hallucinated: list[str] = []
-        self.latency_s: float | None = None
-        self.attempts = 0
-        self.flags: list[str] = []
-        self.events: list[tuple[Any, ...]] = []
-        self._t0 = time.perf_counter()
-        self._closed = False
-
-    # events ----------------------------------------------------------------
-
-    def event(
-        self,
-        kind: str,
-        *,
-        role: str | None = None,
-        tool: str | None = None,
-        input: Any = None,
-        output: Any = None,
-        ok: bool | None = None,
-        error: str | None = None,
-        latency_s: float | None = None,
-    ) -> None:
-        """Append one event row; ``input`` is stored as JSON text, ``output`` as text.
-
-        Parameters
-        ----------
-        kind : str
-            One of the event kinds (``EVENT_KINDS``: message, thought, action, tool_call,
-            observation, file_access, answer, reprompt).
-        role, tool : str, optional
-            Who produced the event, and the tool involved.
-        input : Any, optional
-            A JSON-able input, stored with :func:`tumorboard._json.json_text`.
-        output : Any, optional
-            Text stored as it is; anything else as JSON.
-        ok : bool, optional
-            The outcome.
-        error : str, optional
-            The error message of a failure.
-        latency_s : float, optional
-            Seconds the step took.
-
-        Raises
-        ------
-        InvalidArgumentError
-            An unknown kind.
-        InvalidTypeError
-            An argument of the wrong type.
-        StateError
-            The item is closed.
-        """
-        if kind not in _KINDS:
-            raise InvalidArgumentError(f"kind: expected one of {EVENT_KINDS}, got {kind!r}")
-        for name, value in (("role", role), ("tool", tool), ("error", error)):
-            if value is not None and not isinstance(value, str):
-                raise InvalidTypeError(f"{name}: expected a string or None, got {value!r}")
-        if ok is not None and not isinstance(ok, bool):
-            raise InvalidTypeError(f"ok: expected True, False or None, got {ok!r}")
-        if latency_s is not None and not _is_float(latency_s):
-            raise InvalidTypeError(f"latency_s: expected a number or None, got {latency_s!r}")
-        if self._closed:
-            raise StateError(f"item {self.item_id!r}: already closed")
-        self.events.append(
-            (
-                len(self.events),
-                role,
-                kind,
-                tool,
-                json_text(input),
-                output_text(output),
-                ok,
-                error,
-                latency_s,
-            )
-        )
-
-    def message(self, role: str, text: str) -> None:
-        """Record a chat message (role system, user, assistant or tool).
-
-        Parameters
-        ----------
-        role : str
-            Who wrote it.
-        text : str
-            The message text.
-        """
-        self.event("message", role=role, output=text)
-
-    def thought(self, text: str) -> None:
-        """Record a ReAct thought.
-
-        Parameters
-        ----------
-        text : str
-            The thought.
-        """
-        self.event("thought", role="assistant", output=text)
-
-    def action(self, tool: str, input: Any = None) -> None:
-        """Record a ReAct action (tool name and its input).
-
-        Parameters
-        ----------
-        tool : str
-            The tool name.
-        input : Any, optional
-            Its JSON-able input.
-        """
-        self.event("action", role="assistant", tool=tool, input=input)
-
-    def observation(
-        self,
-        text: str,
-        *,
-        tool: str | None = None,
-        ok: bool | None = None,
-        error: str | None = None,
-    ) -> None:
-        """Record a ReAct observation (what the environment returned).
-
-        Parameters
-        ----------
-        text : str
-            The observation.
-        tool : str, optional
-            The tool that produced it.
-        ok : bool, optional
-            The outcome.
-        error : str, optional
-            The error message of a failure.
-        """
-        self.event("observation", role="tool", tool=tool, output=text, ok=ok, error=error)
-
-    def tool_call(
-        self,
-        tool: str,
-        *,
-        input: Any = None,
-        output: Any = None,
-        ok: bool = True,
-        error: str | None = None,
-        latency_s: float | None = None,
-    ) -> None:
-        """Record a tool call with its input, output and outcome.
-
-        Parameters
-        ----------
-        tool : str
-            The tool name.
-        input : Any, optional
-            Its JSON-able input.
-        output : Any, optional
-            Its output (text as it is, anything else as JSON).
-        ok : bool, default True
-            Whether the call succeeded.
-        error : str, optional
-            The error message of a failure.
-        latency_s : float, optional
-            Seconds the call took.
-        """
-        self.event(
-            "tool_call",
-            role="tool",
-            tool=tool,
-            input=input,
-            output=output,
-            ok=ok,
-            error=error,
-            latency_s=latency_s,
-        )
-
-    def request_files(self, requested: Iterable[str], *, available: Sequence[str]) -> FileRequest:
-        """Record a file request, split into accessed and hallucinated files.
-
-        Both lists accumulate over the item without duplicates.
-
-        Parameters
-        ----------
-        requested : iterable of str
-            The requested names; wildcards are expanded against ``available``.
-        available : sequence of str
-            The files the agent may access.
-
-        Returns
-        -------
-        FileRequest
-            The split of this request.
-        """
-        split = split_requests(list(requested), available)
-        for name in split.accessed:
-            if name not in self.accessed:
-                self.accessed.append(name)
-        for name in split.hallucinated:
-            if name not in self.hallucinated:
-                self.hallucinated.append(name)
-        self.event(
-            "file_access",
-            role="assistant",
-            input={"requested": list(requested)},
-            output={"accessed": list(split.accessed), "hallucinated": list(split.hallucinated)},
-            ok=not split.hallucinated,
-        )
-        return split
-
-    def answer(self, response: str, *, tag_content: bool = False) -> Answer:
-        """Record an answer attempt: parse it and, with a gold letter, grade it.
-
-        ``response`` is parsed with :func:`tumorboard.harness.parsing.parse_answer` against the
-        item's options, which sets ``parsed_answer`` and, with a gold letter, ``correct`` (an
-        unreadable answer counts as wrong, as in MTBBench). Each call counts one attempt; the
-        last one is kept.
-
-        Parameters
-        ----------
-        response : str
-            The agent's response.
-        tag_content : bool, default False
-            ``response`` is already the content of an answer tag (as in ``parse_answer``).
-
-        Returns
-        -------
-        Answer
-            The parsed answer.
-        """
-        ans = parse_answer(response, options=self.options, tag_content=tag_content)
-        self.attempts += 1
-        self.response = response
-        self.parsed_answer = ans.letter
-        if self.gold is not None:
-            self.correct = ans.letter is not None and ans.letter == self.gold
-            self.correct_source = "graded"
-        self.event("answer", role="assistant", output=response, ok=ans.letter is not None)
-        return ans
-
-    def grade(self, correct: bool | None, *, source: str = "graded") -> None:
-        """Set ``correct`` directly (free-text tasks graded elsewhere).
-
-        Parameters
-        ----------
-        correct : bool or None
-            The grade; None is "missing".
-        source : {"graded", "log", "missing"}, default "graded"
-            The ``correct_source`` recorded with a grade.
-        """
-        if correct is not None and not isinstance(correct, bool):
-            raise InvalidTypeError(f"correct: expected True, False or None, got {correct!r}")
-        if source not in ("log", "graded", "missing"):
-            raise InvalidArgumentError(
-                f"source: expected 'log', 'graded' or 'missing', got {source!r}"
-            )
-        self.correct = correct
-        self.correct_source = "missing" if correct is None else source
-
-    def flag(self, name: str) -> None:
-        """Add an anomaly flag to the item (once).
-
-        Parameters
-        ----------
-        name : str
-            The flag, e.g. ``"exception:ValueError"``.
-        """
-        if name not in self.flags:
-            self.flags.append(name)
-
-    # context manager -------------------------------------------------------
-
-    def __enter__(self) -> ItemRecorder:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:
-            self.flag(f"exception:{exc_type.__name__}")
-        self.close()
-
-    def close(self) -> None:
-        """Finish the item (``with`` does this); closing twice does nothing.
-
-        The latency is the time since the item opened unless set, and the row with its events
-        moves to the recorder's buffer.
-        """
-        if self._closed:
-            return
-        if self.latency_s is None:
-            self.latency_s = time.perf_counter() - self._t0
-        elif not _is_float(self.latency_s):
-            raise InvalidTypeError(f"latency_s: expected a number, got {self.latency_s!r}")
-        self._closed = True
-        self._rec._add_item(self)
 
 
 class Recorder:
@@ -947,54 +539,3 @@ class Recorder:
             f"Recorder(run_id={self.run_id!r}, model={self.model!r}, "
             f"benchmark={self.benchmark!r}, items={self.total_items})"
         )
-
-
-def _extra(extra: Mapping[str, Any] | None, benchmark: str) -> str | None:
-    """Check an item's benchmark fields against the benchmark's kinds; return their JSON text.
-
-    Fields of a benchmark :mod:`tumorboard.traj.fields` knows are checked against their kinds;
-    other benchmarks' fields are stored as given (JSON-able values).
-    """
-    if extra is None:
-        return None
-    if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
-        raise InvalidTypeError(f"extra: expected a mapping of field name -> value, got {extra!r}")
-    kinds = extra_fields(benchmark)
-    doc = {}
-    for name, value in extra.items():
-        if value is None:
-            continue
-        if kinds:
-            if name not in kinds:
-                raise InvalidArgumentError(
-                    f"extra: {benchmark} has no field {name!r}; fields: {', '.join(kinds)}"
-                )
-            try:
-                value = check_value(kinds[name], value)
-            except ValueError as exc:
-                raise InvalidTypeError(f"extra: field {name!r} {exc}, got {value!r}") from None
-        doc[name] = value
-    return json_text(doc) if doc else None
-
-
-def _source_columns(data: Any) -> set[str]:
-    """Return the column names of a table, frame or mapping of columns."""
-    if isinstance(data, (pa.Table, pa.RecordBatch)):
-        return set(data.schema.names)
-    if hasattr(data, "columns"):
-        return set(data.columns)
-    return set(data)
-
-
-def _build(rows: list[tuple[Any, ...]], table: str) -> pa.Table:
-    """Convert row tuples to an Arrow table of the table's schema (one conversion per column)."""
-    schema = schema_of(table)
-    arrays = []
-    for field, values in zip(schema, zip(*rows, strict=True), strict=True):
-        try:
-            arrays.append(pa.array(values, type=field.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            raise InvalidArgumentError(
-                f"{table}.{field.name}: a recorded value does not convert to {field.type}: {exc}"
-            ) from None
-    return pa.Table.from_arrays(arrays, schema=schema)
