@@ -182,11 +182,9 @@ def _module_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
 
 
 #: Import edges the no-cycle test still allows, each with why; one that no longer exists fails
-#: the test, so that the list only shrinks.
-#: ``embed_slides(executor="ray")`` reaches ``tumorboard.dist.embed_slides_ray``, whose Ray
-#: actors run ``embed_slides(executor="local")``: cutting it means moving the local engine
-#: apart from the executor dispatch (issue 25, left after the other three cycles were cut).
-KNOWN_CYCLE_EDGES = {("tumorboard.embed._engine", "tumorboard.dist")}
+#: the test, so that the list only shrinks. Empty: the last one (``embed._engine`` ->
+#: ``dist`` for ``executor="ray"``) is resolved by name through ``tumorboard._executors``.
+KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 
 
 def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -247,3 +245,18 @@ def test_removed_tile_main_still_works_for_one_release_with_a_warning(tmp_path):
     with pytest.warns(DeprecationWarning, match=r"tumorboard\.cli\.main\(\['tile'"):
         main = tile_cli.main
     assert main(["tile", str(tmp_path / "missing.tif"), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_ray_executors_resolve_by_name():
+    from tumorboard import _executors
+    from tumorboard.errors import InvalidArgumentError
+
+    for job, (module, name) in _executors.RAY_ENTRIES.items():
+        src = (ROOT / "python" / module.replace(".", "/") / "__init__.py").read_text()
+        assert name in src, f"{module} does not export {name} (the {job} executor)"
+    try:
+        _executors.ray_entry("train")
+    except InvalidArgumentError as exc:
+        assert "job: expected one of ['embed', 'score'], got 'train'" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("an unknown job was accepted")

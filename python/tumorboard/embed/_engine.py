@@ -438,9 +438,9 @@ def embed_slides(
         if why is not None
     }
     if executor == "ray":
-        from ..dist import embed_slides_ray
+        from .._executors import ray_entry
 
-        rep = embed_slides_ray(
+        rep = ray_entry("embed")(
             list(found.files), ray_address=ray_address, progress=progress, stream=stream,
             model=model, weights=weights, random_weights=random_weights, out=out, tiling=opts,
             options=run, encoder_name=encoder_name, force=force,

@@ -153,9 +153,9 @@ def score(
                 f"{where}: cluster= is not available with executor='ray' (the distributed "
                 "Poisson path resamples records); use executor='local'"
             )
-        from ..dist import score_store
+        from .._executors import ray_entry
 
-        return score_store(
+        return ray_entry("score")(
             df, benchmark="mtbbench", options=opts, executor="ray", shards=shards,
             ray_address=ray_address,
         ).report()  # fmt: skip
