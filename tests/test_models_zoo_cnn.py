@@ -21,7 +21,6 @@ Oracles, none of them the code under test:
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 import pytest
 
@@ -41,7 +40,7 @@ from tumorboard.models.swin import (  # noqa: E402
     window_partition,
     window_reverse,
 )
-from tumorboard.models.weights import CheckpointKeyError, save_state_dict  # noqa: E402
+from tumorboard.models.weights import CheckpointKeyError  # noqa: E402
 
 
 def shapes(module):
@@ -58,7 +57,7 @@ def resnet50_trunk_table():
     t = {"conv1.weight": (64, 3, 7, 7)}
     bn(t, "bn1", 64)
     cin = 64
-    for stage, (blocks, w) in enumerate(zip((3, 4, 6), (64, 128, 256)), start=1):
+    for stage, (blocks, w) in enumerate(zip((3, 4, 6), (64, 128, 256), strict=True), start=1):
         for j in range(blocks):
             p = f"layer{stage}.{j}"
             t[f"{p}.conv1.weight"] = (w, cin if j == 0 else 4 * w, 1, 1)
@@ -83,7 +82,7 @@ def ctranspath_table():
     t["patch_embed.proj.6.bias"] = (96,)
     t["patch_embed.norm.weight"] = t["patch_embed.norm.bias"] = (96,)
     windows = (64, 16, 4, 1)  # (56/7)^2, (28/7)^2, (14/7)^2; the 7x7 stage is one window
-    for s, (depth, heads) in enumerate(zip((2, 2, 6, 2), (3, 6, 12, 24))):
+    for s, (depth, heads) in enumerate(zip((2, 2, 6, 2), (3, 6, 12, 24), strict=True)):
         d = 96 * 2**s
         for j in range(depth):
             p = f"layers.{s}.blocks.{j}"
@@ -201,9 +200,7 @@ def test_shifted_window_mask_4x4_window_2_shift_1_by_hand():
     # Region labels after the cyclic shift: row/column bands [0,2), [2,3), [3,4) -> 0, 1, 2;
     # label = 3 * row band + column band. Tokens per 2x2 window (row-major), read off the grid:
     labels = [[0, 0, 0, 0], [1, 2, 1, 2], [3, 3, 6, 6], [4, 5, 7, 8]]
-    want = torch.tensor(
-        [[[0.0 if a == b else -100.0 for b in lab] for a in lab] for lab in labels]
-    )
+    want = torch.tensor([[[0.0 if a == b else -100.0 for b in lab] for a in lab] for lab in labels])
     got = shifted_window_mask(4, 4, 2, 1)
     assert torch.equal(got, want)
     assert got.dtype == torch.float32
@@ -243,17 +240,28 @@ def test_patch_merging_concatenation_order():
 # --- loading ------------------------------------------------------------------------------------
 
 
+def random_state(name, seed):
+    """Make a state dict with the model's keys, shapes and dtypes, random values (no init)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.device("meta"):
+        m = models.build(name)
+    return {
+        k: torch.randn(v.shape, generator=g).to(v.dtype)
+        if v.dtype.is_floating_point
+        else torch.randint(0, 49, v.shape, generator=g, dtype=v.dtype)
+        for k, v in m.state_dict().items()
+    }
+
+
 @pytest.mark.parametrize("name", ["resnet50", "ctranspath"])
 def test_random_state_dict_round_trips_bit_identically(name, tmp_path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", models.RandomWeightsWarning)
-        source = models.load(name, device="cpu", seed=3)
-    path = save_state_dict(source, tmp_path / f"{name}.pt")
-    loaded = models.load(name, weights=path, device="cpu")
-    a, b = source.state_dict(), loaded.state_dict()
-    assert list(a) == list(b)
-    for key in a:
-        assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+    state = random_state(name, 3)
+    torch.save(state, tmp_path / f"{name}.pt")
+    loaded = models.load(name, weights=tmp_path / f"{name}.pt", device="cpu")
+    got = loaded.state_dict()
+    assert list(got) == list(state)
+    for key, value in state.items():
+        assert got[key].dtype == value.dtype and torch.equal(got[key], value), key
 
 
 @pytest.mark.parametrize("name", ["resnet50", "ctranspath"])
@@ -274,19 +282,17 @@ def test_renamed_key_is_refused_readably(name, tmp_path):
 
 def test_resnet50_takes_a_full_imagenet_checkpoint(tmp_path):
     """layer4 and fc are dropped; a missing BN counter (pre-0.4.1 files) becomes 0."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", models.RandomWeightsWarning)
-        trunk = models.load("resnet50", device="cpu", seed=5)
-    state = dict(trunk.state_dict())
+    trunk = random_state("resnet50", 5)
+    state = dict(trunk)
     state["layer4.0.conv1.weight"] = torch.zeros(512, 1024, 1, 1)
     state["fc.weight"], state["fc.bias"] = torch.zeros(1000, 2048), torch.zeros(1000)
     del state["bn1.num_batches_tracked"]
     torch.save(state, tmp_path / "full.pt")
-    loaded = models.load("resnet50", weights=tmp_path / "full.pt", device="cpu")
-    assert loaded.bn1.num_batches_tracked.item() == 0
-    for key, value in trunk.state_dict().items():
+    loaded = models.load("resnet50", weights=tmp_path / "full.pt", device="cpu").state_dict()
+    assert list(loaded) == list(trunk) and loaded["bn1.num_batches_tracked"].item() == 0
+    for key, value in trunk.items():
         if key != "bn1.num_batches_tracked":
-            assert torch.equal(loaded.state_dict()[key], value), key
+            assert torch.equal(loaded[key], value), key
 
 
 def test_ctranspath_refuses_other_input_sizes():

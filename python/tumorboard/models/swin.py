@@ -170,7 +170,7 @@ def relative_position_index(window: int) -> torch.Tensor:
 
 
 def shifted_window_mask(height: int, width: int, window: int, shift: int) -> torch.Tensor:
-    """The additive attention mask of shifted windows on a ``height x width`` grid.
+    """Build the additive attention mask of shifted windows on a ``height x width`` grid.
 
     After the cyclic shift by ``-shift`` the grid is split into 3 row bands (``[0, H-w)``,
     ``[H-w, H-shift)``, ``[H-shift, H)``) times 3 column bands; two tokens of one window may attend
@@ -401,8 +401,11 @@ class SwinTransformer(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Initialise as timm does: truncated normal (std 0.02) for linear weights and bias tables,
-        zero linear biases, unit LayerNorms; convolutions keep torch's default."""
+        """Initialise as timm does.
+
+        Truncated normal (std 0.02) for linear weights and relative position bias tables, zero
+        linear biases, unit LayerNorms; convolutions and batch norms keep torch's defaults.
+        """
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.trunc_normal_(m.weight, std=0.02)
