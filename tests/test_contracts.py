@@ -180,8 +180,8 @@ def test_registry_names_are_unique_and_resolve():
         for spelling in {name, info.trident_name} - {None}:
             key = spelling.lower().replace("_", "-")
             assert spellings.setdefault(key, name) == name, f"{spelling!r} names two models"
-    with pytest.raises(InvalidArgumentError, match="unknown model 'resnet50'"):
-        models.info("resnet50")
+    with pytest.raises(InvalidArgumentError, match="unknown model 'resnet-999'"):
+        models.info("resnet-999")
 
 
 @pytest.mark.parametrize("name", NAMES)
