@@ -70,7 +70,8 @@ __all__ = [
     "virchow2",
 ]
 
-#: H-optimus-0/1 and H0-mini input normalisation (model cards; TRIDENT ``HOptimus0InferenceEncoder``).
+#: H-optimus-0/1 and H0-mini input normalisation (model cards; TRIDENT
+#: ``HOptimus0InferenceEncoder``).
 HOPTIMUS_MEAN: tuple[float, float, float] = (0.707223, 0.578729, 0.703617)
 HOPTIMUS_STD: tuple[float, float, float] = (0.211883, 0.230117, 0.177517)
 
@@ -184,8 +185,10 @@ class ClsMeanViT(VisionTransformer):
 
 
 class ConchV15AttentionalPooler(nn.Module):
-    """CONCH v1.5's contrastive attentional pooler (keys ``query``, ``ln_q``, ``ln_k``, ``to_q``,
-    ``to_kv``, ``to_out``; projections without bias, LayerNorm eps 1e-5).
+    """CONCH v1.5's contrastive attentional pooler.
+
+    Keys ``query``, ``ln_q``, ``ln_k``, ``to_q``, ``to_kv``, ``to_out``; projections without
+    bias, LayerNorm eps 1e-5.
 
     ``to_out(softmax(q k^T / sqrt(d)) v)`` with ``q = to_q(ln_q(query))`` and
     ``k, v = to_kv(ln_k(x))`` split in halves, over ``n_head`` heads (TRIDENT
@@ -240,6 +243,8 @@ class ConchV15Vision(nn.Module):
         The model name.
     image_size : int, default 448
         The preprocessing size; the trunk's 224-grid position embedding is resampled at run time.
+    config : ViTConfig, default CONCH_V15_TRUNK
+        The trunk's hyperparameters (smaller ones for tests).
 
     Attributes
     ----------
@@ -249,19 +254,25 @@ class ConchV15Vision(nn.Module):
         The preprocessing (448, ImageNet statistics, bilinear).
     """
 
-    def __init__(self, *, name: str = "conch_v15", image_size: int = 448) -> None:
+    def __init__(
+        self,
+        *,
+        name: str = "conch_v15",
+        image_size: int = 448,
+        config: ViTConfig = CONCH_V15_TRUNK,
+    ) -> None:
         super().__init__()
         self.name = name
         self.embed_dim = 768
         self.trunk = VisionTransformer(
-            CONCH_V15_TRUNK,
+            config,
             name=f"{name}.trunk",
             image_size=image_size,
             mean=IMAGENET_MEAN,
             std=IMAGENET_STD,
             interpolation="bilinear",
         )
-        self.attn_pool_contrast = ConchV15AttentionalPooler(768, 1024, 8, 1)
+        self.attn_pool_contrast = ConchV15AttentionalPooler(768, config.embed_dim, 8, 1)
         self.ln_contrast = nn.LayerNorm(768)
 
     @property
@@ -290,7 +301,7 @@ class ConchV15Vision(nn.Module):
         return self.ln_contrast(self.attn_pool_contrast(tokens)[:, 0])
 
     def adapt_state_dict(self, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Fit a checkpoint's ``trunk.pos_embed`` grid to the trunk's 14 x 14 grid.
+        """Fit a checkpoint's ``trunk.pos_embed`` grid to the trunk's grid (14 x 14).
 
         TRIDENT's loader resamples a ``trunk.pos_embed`` of another grid to the model's bilinearly
         without antialiasing, keeping the CLS row (``resize_pos_embed`` in
@@ -314,7 +325,7 @@ class ConchV15Vision(nn.Module):
                 n_grid = have.shape[1] - 1
                 side = int(round(n_grid**0.5))
                 if n_grid > 0 and side * side == n_grid:
-                    grid = CONCH_V15_TRUNK.grid_size
+                    grid = self.trunk.config.grid_size
                     out["trunk.pos_embed"] = resample_pos_embed(
                         have, (grid, grid), num_prefix_tokens=1, mode="bilinear", antialias=False
                     )
