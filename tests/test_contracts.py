@@ -122,6 +122,7 @@ else:
     from tumorboard import models
     from tumorboard.errors import InvalidArgumentError
     from tumorboard.models._device import resolve_dtype
+    from tumorboard.models._info import RANDOM_WEIGHTS_SOURCE as RANDOM_SOURCE
     from tumorboard.models.weights import CheckpointKeyError, save_state_dict
 
 needs_torch = pytest.mark.skipif(torch is None, reason="the models need torch ([embed] extra)")
@@ -129,7 +130,16 @@ NAMES = models.available() if torch is not None else ()
 #: Options a model cannot build without (its ``embed_dim`` is decided by them).
 REQUIRED_OPTIONS = {"abmil": {"in_dim": 24}}
 #: Built on the meta device only: real-size random initialisation is too slow for a unit test.
-META_ONLY = {"uni2-h", "uni", "conch", "phikon", "phikon-v2"}
+#: These are the encoders with published weights (UNI2-h, UNI, CONCH and the encoder zoo).
+META_ONLY = (
+    {
+        n
+        for n in NAMES
+        if models.info(n).kind == "encoder" and models.info(n).weights_source != RANDOM_SOURCE
+    }
+    if torch is not None
+    else set()
+)
 #: Models with a full image-text variant (``load_conch``).
 ZERO_SHOT = {"conch", "conch-tiny"} if torch is not None else set()
 KINDS = {"encoder", "slide_encoder", "regressor"}
