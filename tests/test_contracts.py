@@ -3,12 +3,12 @@
 Model registry (``tumorboard.models``): every name of ``available()`` has a complete
 ``ModelInfo``, builds, agrees with its metadata (name, width, input size, normalisation,
 interpolation, output shape), and ``load`` reads a state dict produced by the same builder back
-with strict keys, every tensor landing in its own slot. The three real-size foundation models
-(UNI2-h, UNI, CONCH) are built on the meta device (random initialisation takes 2-10 s each on a
-CPU and up to 2.7 GB); their load round trip uses checkpoints of zero-stride tensors, which hold
-one number per key whatever the shape, so the real ``load`` path (meta build, adaptation, strict
-key check, assignment) runs on them in kilobytes. The small models also go through a real random
-round trip with equal outputs.
+with strict keys, every tensor landing in its own slot. The real-size foundation models
+(UNI2-h, UNI, CONCH and the zoo's encoders with a TRIDENT name) are built on the meta device
+(random initialisation takes seconds each on a CPU and up to 4.5 GB); their load round trip uses
+checkpoints of zero-stride tensors, which hold one number per key whatever the shape, so the real
+``load`` path (meta build, adaptation, strict key check, assignment) runs on them in kilobytes.
+The small models also go through a real random round trip with equal outputs.
 
 Public names: every package's ``__all__`` lists names that exist, once each, and lists every
 public function or class its ``__init__`` defines.
@@ -129,7 +129,12 @@ NAMES = models.available() if torch is not None else ()
 #: Options a model cannot build without (its ``embed_dim`` is decided by them).
 REQUIRED_OPTIONS = {"abmil": {"in_dim": 24}}
 #: Built on the meta device only: real-size random initialisation is too slow for a unit test.
-META_ONLY = {"uni2-h", "uni", "conch"}
+#: These are the encoders with official weights (a TRIDENT name): UNI2-h, UNI, CONCH, the zoo's.
+META_ONLY = {
+    name
+    for name in NAMES
+    if models.info(name).kind == "encoder" and models.info(name).trident_name is not None
+}
 #: Models with a full image-text variant (``load_conch``).
 ZERO_SHOT = {"conch", "conch-tiny"} if torch is not None else set()
 KINDS = {"encoder", "slide_encoder", "regressor"}

@@ -122,9 +122,10 @@ GPFM = ViTConfig(
 #: OpenMidnight: DINOv2 ``dinov2_vitg14_reg`` (ViT-g/14: 1536 wide, 40 blocks, 24 heads, fused
 #: SwiGLU with ``(int(6144 * 2 / 3) + 7) // 8 * 8 = 4096`` hidden features, i.e. ``w12`` of 8192,
 #: LayerScale, 4 registers), trained with 224 px global crops, so the checkpoint's position
-#: embedding is 1 + 16 x 16 rows ("the pos embed is the only different shape": MedARC-AI/OpenMidnight
-#: ``HEST_evaluation.py`` and ``dinov2/configs/train/vitg14_reg4.yaml``@f7d5a64; TRIDENT replaces
-#: the hub model's ``pos_embed`` with the checkpoint's before its strict load).
+#: embedding is 1 + 16 x 16 rows ("the pos embed is the only different shape":
+#: MedARC-AI/OpenMidnight ``HEST_evaluation.py`` and ``dinov2/configs/train/vitg14_reg4.yaml``
+#: @f7d5a64; TRIDENT replaces the hub model's ``pos_embed`` with the checkpoint's before its
+#: strict load).
 OPENMIDNIGHT = ViTConfig(
     image_size=224,
     patch_size=14,
@@ -365,7 +366,9 @@ def openmidnight() -> VisionTransformer:
     )
 
 
-_KAIKO_WEIGHTS = "Hugging Face 1aurent/{repo}.kaiko_ai_towards_large_pathology_fms, model.safetensors"
+_KAIKO_WEIGHTS = (
+    "Hugging Face 1aurent/{repo}.kaiko_ai_towards_large_pathology_fms, model.safetensors"
+)
 _KAIKO_LICENSE = "kaiko-non-commercial"
 
 
@@ -414,7 +417,9 @@ ENTRIES: tuple[Entry, ...] = (
             interpolation="bicubic",
             gpu_dtype=torch.float32,
             trident_name="lunit-vits8",
-            weights_source="Hugging Face 1aurent/vit_small_patch8_224.lunit_dino, model.safetensors",
+            weights_source=(
+                "Hugging Face 1aurent/vit_small_patch8_224.lunit_dino, model.safetensors"
+            ),
             license="lunit-non-commercial",
             gated=False,
             magnification=20.0,
