@@ -258,6 +258,14 @@ def check_state_dict(
     check_state_values(module, state, path=path)
 
 
+def _distinct_elements(t: torch.Tensor) -> torch.Tensor:
+    """View ``t`` without its zero-stride (broadcast) dimensions: the same memory, once each."""
+    if t.numel() == 0 or 0 not in t.stride():
+        return t
+    kept = [(n, st) for n, st in zip(t.shape, t.stride(), strict=True) if st]
+    return t.as_strided([n for n, _ in kept], [st for _, st in kept], t.storage_offset())
+
+
 def check_state_values(
     module: nn.Module,
     state: Mapping[str, torch.Tensor],
@@ -299,8 +307,8 @@ def check_state_values(
                 f"{key!r}: a {t.dtype} tensor where the model holds {dtype} weights; refusing "
                 "to cast it (a checkpoint of another model, or a corrupted one)",
             )
-        finite = torch.isfinite(t)
-        if not bool(finite.all()):
+        if not bool(torch.isfinite(_distinct_elements(t)).all()):
+            finite = torch.isfinite(t)
             bad = int(finite.numel() - int(finite.sum()))
             raise WeightsError(
                 path,
