@@ -5,9 +5,9 @@ Model registry (``tumorboard.models``): every name of ``available()`` has a comp
 interpolation, output shape), and ``load`` reads a state dict produced by the same builder back
 with strict keys, every tensor landing in its own slot. The real-size foundation models
 (UNI2-h, UNI, CONCH and the zoo's encoders: every encoder with published weights) are built on
-the meta device
-(random initialisation takes seconds each on a CPU and up to 4.5 GB); their load round trip uses
-checkpoints of zero-stride tensors, which hold one number per key whatever the shape, so the real
+the meta device (random initialisation takes seconds each on a CPU and up to 4.5 GB); their
+load round trip uses checkpoints of zero-stride tensors, which hold one number per key whatever
+the shape, so the real
 ``load`` path (meta build, adaptation, strict key check, assignment) runs on them in kilobytes.
 The small models also go through a real random round trip with equal outputs.
 
