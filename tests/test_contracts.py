@@ -327,3 +327,35 @@ def test_zero_shot_model_loads_its_own_state_dict(name, tmp_path):
 def test_only_conch_models_have_a_zero_shot_variant(name):
     with pytest.raises(InvalidArgumentError, match="load_conch takes one of 'conch', 'conch-tiny'"):
         models.load_conch(name)
+
+
+def test_tabular_results_have_to_polars(tmp_path):
+    """PatchGrid, EmbedReport and ImportReport are tables too (`.to_polars()`)."""
+    import polars as pl
+    from tumorboard.embed import EmbedReport, SlideResult
+    from tumorboard.traj.importers import ImportReport
+
+    rep = ImportReport(format="jsonl", source="logs", store="s", imported=("a.jsonl",),
+                       skipped=(("b.txt", "not a log"),),
+                       rejected=(("a.jsonl:3", "no model"),))  # fmt: skip
+    t = rep.to_polars()
+    assert t.columns == ["status", "where", "reason"]
+    assert t.rows() == [("imported", "a.jsonl", None), ("skipped", "b.txt", "not a log"),
+                        ("rejected", "a.jsonl:3", "no model")]  # fmt: skip
+    res = (SlideResult("a.tif", "a", "done", n_patches=4), SlideResult("b.tif", "b", "failed"))
+    er = EmbedReport(results=res, encoder="e", weights_fingerprint="w", job_dir=tmp_path,
+                     features_dir=tmp_path, parquet_dir=tmp_path, coords_dir=tmp_path,
+                     n_patches=4, seconds=1.0)  # fmt: skip
+    et = er.to_polars()
+    assert isinstance(et, pl.DataFrame) and et.get_column("status").to_list() == ["done", "failed"]
+    assert et.get_column("n_patches").to_list() == [4, 0]
+    pytest.importorskip("tifffile")
+    from test_slides_readers import write_test_slide
+    from tumorboard import slides
+
+    write_test_slide(tmp_path / "a.tif")
+    with slides.open(tmp_path / "a.tif") as s:
+        grid = slides.patch_grid(s, None, magnification=20, patch_size=256)
+    gt = grid.to_polars()
+    assert gt.columns == ["x", "y", "tissue_fraction"] and gt.height == len(grid)
+    assert gt.get_column("x").to_list() == grid.coords[:, 0].tolist()

@@ -142,6 +142,13 @@ class EmbedReport:
         """Where ``tumorboard embed`` keeps the JSON report of this job and encoder."""
         return self.job_dir / f"embed_report_{self.encoder}.json"
 
+    def to_polars(self) -> Any:
+        """Return one row per slide: the fields of :class:`SlideResult` (paths as text)."""
+        import polars as pl
+
+        rows = [r.to_dict() for r in self.results]
+        return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
     def summary(self) -> str:
         """Return a few lines for people: counts, throughput, every slide without features."""
         lines = [

@@ -24,7 +24,7 @@ downsamples and the right one for OpenSlide's non-integral ones such as 3.9998.)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -87,6 +87,13 @@ class PatchGrid:
 
     def __len__(self) -> int:
         return int(self.coords.shape[0])
+
+    def to_polars(self) -> Any:
+        """Return one row per patch: ``x``, ``y`` (level-0 top-left) and ``tissue_fraction``."""
+        import polars as pl
+
+        return pl.DataFrame({"x": self.coords[:, 0], "y": self.coords[:, 1],
+                             "tissue_fraction": self.tissue_fraction})  # fmt: skip
 
 
 def read_plan(

@@ -89,6 +89,23 @@ class ImportReport:
         """Files found under the source: imported, unchanged and skipped."""
         return len(self.imported) + len(self.unchanged) + len(self.skipped)
 
+    def to_polars(self) -> Any:
+        """Return one row per file or record decided on: ``status``, ``where``, ``reason``.
+
+        ``status`` is "imported", "unchanged", "skipped", "failed", "rejected" (a record) or
+        "warning"; ``reason`` is null where there is none.
+        """
+        import polars as pl
+
+        rows = [("imported", f, None) for f in self.imported]
+        rows += [("unchanged", f, None) for f in self.unchanged]
+        rows += [("skipped", f, why) for f, why in self.skipped]
+        rows += [("failed", f, None) for f in self.failed]
+        rows += [("rejected", w, why) for w, why in self.rejected]
+        rows += [("warning", w, why) for w, why in self.warnings]
+        return pl.DataFrame(rows, schema={"status": pl.Utf8, "where": pl.Utf8, "reason": pl.Utf8},
+                            orient="row")  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         """Return the report as a JSON-able dict (``tumorboard import --json`` prints it).
 
