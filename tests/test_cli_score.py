@@ -229,6 +229,6 @@ def test_score_convention_from_the_command_line(store, capsys):
     # mtbbench has no "code" convention; the distributed path has only tumorboard's
     assert main([*args, "--convention", "code"]) == 2
     err = capsys.readouterr().err
-    assert "tumorboard: error: mtbbench: convention must be one of" in err and "'code'" in err
+    assert "tumorboard: error: mtbbench: convention: expected one of" in err and "'code'" in err
     assert main([*args, "--convention", "paper", "--shards", "2"]) == 2
     assert "--convention paper: the distributed path" in capsys.readouterr().err

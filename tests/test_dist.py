@@ -327,5 +327,5 @@ def test_mtbbench_scorer_executors(cluster, store):
         mtbbench.score(acc, executor="ray")
     with pytest.raises(ValueError, match="cluster= is not available"):
         mtbbench.score(store, executor="ray", cluster="patient")
-    with pytest.raises(ValueError, match="executor must be"):
+    with pytest.raises(ValueError, match="executor: expected"):
         mtbbench.score(store, executor="spark")

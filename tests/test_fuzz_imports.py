@@ -345,7 +345,7 @@ DAMAGE = {
     ),
     "files_not_names": (
         lambda t, r: t.replace('"files_accessed": ["a.png"]', '"files_accessed": 5', 1).encode(),
-        "must be a list of file names",
+        "expected a list of file names",
     ),
 }
 
@@ -509,19 +509,19 @@ BAD_LINES = {
     ),
     "attempts_below_int32": (
         lambda g: json.dumps({**g, "attempts": -(2**31) - 1}).encode(),
-        "'attempts' must be an integer in",
+        "'attempts': expected an integer in",
     ),
     "step_2e31": (
         lambda g: json.dumps({**g, "events": [{"kind": "message", "step": 2**31}]}).encode(),
-        "'events[0].step' must be an integer in",
+        "'events[0].step': expected an integer in",
     ),
     "latency_1e400": (lambda g: _raw(g, str(g["latency_s"]), "1e400"), "too large for a 64-bit"),
     "latency_nan": (lambda g: _raw(g, str(g["latency_s"]), "NaN"), "NaN is not a JSON number"),
     "latency_text": (
         lambda g: json.dumps({**g, "latency_s": "slow"}).encode(),
-        "'latency_s' must be a number",
+        "'latency_s': expected a number",
     ),
-    "events_not_list": (lambda g: json.dumps({**g, "events": 5}).encode(), "must be a list"),
+    "events_not_list": (lambda g: json.dumps({**g, "events": 5}).encode(), "expected a list"),
     "no_model": (
         lambda g: json.dumps({k: v for k, v in g.items() if k != "model"}).encode(),
         "no model",
@@ -530,7 +530,7 @@ BAD_LINES = {
     "null": (lambda g: b"null", "expected a JSON object"),
     "options_not_strings": (
         lambda g: json.dumps({**g, "options": [1, 2]}).encode(),
-        "'options' must be a list of strings",
+        "'options': expected a list of strings",
     ),
     "correct_text": (lambda g: json.dumps({**g, "correct": "yes"}).encode(), "true or false"),
 }

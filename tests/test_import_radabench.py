@@ -309,7 +309,7 @@ def test_cli_import_and_score_with_convention(tmp_path: Path) -> None:
     assert md.returncode == 0 and "Convention: code" in md.stdout
     bad = run_cli("score", str(store), "--benchmark", "radabench", "--convention", "tumorboard")
     assert bad.returncode == 2
-    assert "convention must be one of 'paper', 'code'" in bad.stderr
+    assert "convention: expected one of 'paper', 'code'" in bad.stderr
     assert "Traceback" not in bad.stderr
 
 

@@ -307,7 +307,7 @@ def test_cli_import_then_score(logs, tmp_path):
     assert doc["convention"].startswith("paper (inspect_ai's reduction")
     # the one convention switch: inspect's reduction is the only one, another is refused clearly
     r = _cli("score", store, "--convention", "tumorboard")
-    assert r.returncode == 2 and "inspect: convention must be one of 'paper'" in r.stderr
+    assert r.returncode == 2 and "inspect: convention: expected one of 'paper'" in r.stderr
     r = _cli("import", "inspect", logs["eval"], "--store", store)
     assert r.returncode == 0 and "0 new" in r.stdout and "unchanged" in r.stdout
     # errors: a missing log, an inspect-only option on another format

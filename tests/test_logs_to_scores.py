@@ -257,7 +257,7 @@ def test_recorder_items_with_benchmark_fields_score_from_the_store(tmp_path):
                 for tool in chain:
                     it.tool_call(tool, input={"image": "ct.nii"}, output="ok", ok=True)
                 it.answer("a liver lesion")
-        with pytest.raises(TypeError, match="'gt_tools' must be a list of strings"):
+        with pytest.raises(TypeError, match="'gt_tools': expected a list of strings"):
             rec.item(item_id="bad", extra={"gt_tools": "Anatomy Classifier"})
         with pytest.raises(ValueError, match="radabench has no field 'dimension'"):
             rec.item(item_id="bad", extra={"dimension": "x"})
@@ -547,7 +547,7 @@ def test_a_line_reader_file_names_each_bad_line(tmp_path):
     report = import_logs("jsonl", log, tmp_path / "s", benchmark="mtbbench")
     assert report.n_items == 6
     bad = {w.rsplit(":", 1)[1]: r for w, r in report.rejected if w.startswith(f"{log}:")}
-    assert bad == {"3": "'latency_s' must be a number, got \"slow\"", "5": bad["5"]}
+    assert bad == {"3": "'latency_s': expected a number, got \"slow\"", "5": bad["5"]}
     assert bad["5"].startswith("not valid JSON")
     items = Store(tmp_path / "s").items().collect()
     assert items.filter(pl.col("item_id") == "u").item(0, "question") == "Line one\u2028line two?"

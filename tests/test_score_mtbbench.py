@@ -226,14 +226,14 @@ def test_missing_columns_and_bad_values():
         assert "required columns: model, task, correct" in msg
     with pytest.raises(ValueError, match="needs the column 'patient_id'"):
         mtbbench.score(FRAME.drop("patient_id"), cluster="patient")
-    with pytest.raises(TypeError, match="'correct' must be boolean"):
+    with pytest.raises(TypeError, match="'correct': expected boolean"):
         mtbbench.score(FRAME.with_columns(pl.lit("yes").alias("correct")))
     with pytest.raises(ValueError, match="boolean or 0/1, got 2 at row 0"):
         mtbbench.score(FRAME.with_columns(pl.lit(2).alias("correct")))
     with pytest.raises(ValueError, match="'model' has a missing value at row 1"):
         mtbbench.score(FRAME.with_columns(pl.when(pl.int_range(pl.len()) == 1).then(None)
                                     .otherwise(pl.col("model")).alias("model")))  # fmt: skip
-    with pytest.raises(TypeError, match="'files_accessed' must be a list"):
+    with pytest.raises(TypeError, match="'files_accessed': expected a list"):
         mtbbench.score(FRAME.with_columns(pl.lit("a").alias("files_accessed")))
     with pytest.raises(ValueError, match="cluster"):
         mtbbench.score(FRAME, cluster="")

@@ -340,7 +340,7 @@ def test_summarize_validation_errors():
         summarize(SMALL.with_columns(pl.lit("overall").alias("task")), value="correct", **kw)
     with pytest.raises(ValueError, match="no rows"):
         summarize(SMALL.head(0), value="correct", **kw)
-    with pytest.raises(TypeError, match="must be boolean or numeric"):
+    with pytest.raises(TypeError, match="expected boolean or numeric"):
         summarize(SMALL.with_columns(pl.lit("x").alias("correct")), value="correct", **kw)
     with pytest.raises(TypeError, match="options: expected a tumorboard.stats.BootstrapOptions"):
         summarize(SMALL, value="correct", benchmark="toy", metric="acc", options={"level": 0.9})
@@ -468,7 +468,7 @@ def test_report_validates_table():
     )
     with pytest.raises(ValueError, match=r"missing column 'pm'; a report table needs the columns"):
         Report(t.drop("pm"), benchmark="toy")
-    with pytest.raises(TypeError, match="'tools' must be Boolean"):
+    with pytest.raises(TypeError, match="'tools': expected Boolean"):
         Report(t.with_columns(pl.lit("no").alias("tools")), benchmark="toy")
     with pytest.raises(ValueError, match="benchmark"):
         Report(t, benchmark="")

@@ -399,7 +399,7 @@ def test_preprocess_is_thread_count_independent():
 
 def test_preprocess_validation():
     good = np.zeros((2, 8, 8, 3), np.uint8)
-    with pytest.raises(ValueError, match="patches must be"):
+    with pytest.raises(ValueError, match="patches: expected"):
         preprocess_patches(np.zeros((2, 8, 8, 2), np.uint8))
     with pytest.raises(ValueError, match="crop 1"):
         preprocess_patches(good, crops=[[0, 0, 8, 8], [4, 4, 8, 8]])

@@ -119,9 +119,9 @@ def test_presets_and_validation():
         slides.segment_image(np.zeros((4, 4, 3), np.uint8), preset="nope", mpp=1.0)
     with pytest.raises(ValueError, match="mthresh"):
         SegmentationOptions(mthresh=4)
-    with pytest.raises(ValueError, match="min_tissue_area must be a non-negative number"):
+    with pytest.raises(ValueError, match="min_tissue_area: expected a non-negative number"):
         SegmentationOptions(min_tissue_area=-1.0)
-    with pytest.raises(ValueError, match="image must be"):
+    with pytest.raises(ValueError, match="image: expected"):
         slides.segment_image(np.zeros((4, 4), np.uint8), mpp=1.0)
 
 

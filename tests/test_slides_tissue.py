@@ -302,7 +302,7 @@ def test_magnification_above_the_slides_is_refused(demo_slide):
 
 @pytest.mark.parametrize("mpp", [-1, 0, 0.0, float("nan"), float("inf"), "x"])
 def test_bad_mpp_is_refused_before_opening(tmp_path, mpp):
-    with pytest.raises(InvalidArgumentError, match=r"mpp must be a positive number of um/px"):
+    with pytest.raises(InvalidArgumentError, match=r"mpp: expected a positive number of um/px"):
         slides.open(tmp_path / "not_there.tif", mpp=mpp)
 
 
@@ -314,7 +314,7 @@ def test_bad_seg_mpp_and_threads_are_refused_before_work(demo_slide):
 
         s.read_downsampled = no_read
         for bad in (0, -8, float("nan")):
-            with pytest.raises(InvalidArgumentError, match=f"seg_mpp must be .*got {bad}"):
+            with pytest.raises(InvalidArgumentError, match=f"seg_mpp: expected .*got {bad}"):
                 slides.segment_tissue(s, seg_mpp=bad)
         for bad in (0, -3, 1.5, True):
             with pytest.raises(

@@ -443,7 +443,7 @@ def test_jsonl_import_with_field_map(tmp_path):
         "keys seen: meta, meta.model, patient_id, task, question, expected"
         in (report.warnings[-1][1])
     )
-    assert warn["4"] == "'latency_s' must be a number, got \"slow\""
+    assert warn["4"] == "'latency_s': expected a number, got \"slow\""
     assert warn["5"] == "expected a JSON object" and warn["6"].startswith("no model")
     assert [Path(f).name for f, _ in report.skipped] == ["bad.jsonl"]
     store = Store(tmp_path / "s")

@@ -136,7 +136,7 @@ def test_record_and_record_many(tmp_path):
             rec.record(correct="yes")
         with pytest.raises(ValueError, match="unknown items column 'colour'"):
             rec.record(colour="red")
-        with pytest.raises(ValueError, match="kind must be one of"):
+        with pytest.raises(ValueError, match="kind: expected one of"):
             rec.record(events=[{"kind": "thinking"}])
         n = rec.record_many(
             {

@@ -51,7 +51,7 @@ def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
                 s = pl.Series(name, arr)
         except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as exc:
             raise InvalidArgumentError(
-                f"{name}: labels must be integers, strings, bools or floats ({exc})"
+                f"{name}: expected integer, string, bool or float labels ({exc})"
             ) from exc
     if not _sortable_labels(s.dtype):
         # Checked before polars sorts or hashes them: an Object column (complex numbers, mixed

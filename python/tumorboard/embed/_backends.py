@@ -188,7 +188,7 @@ class TorchBackend:
         import torch
 
         if dtype not in DTYPES:
-            raise InvalidArgumentError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+            raise InvalidArgumentError(f"dtype: expected one of {DTYPES}, got {dtype!r}")
         from ..models import resolve_device
 
         self.torch = torch
@@ -338,8 +338,8 @@ class TorchBackend:
             )
         if not _same_device(x.device, self.device):
             raise InvalidArgumentError(
-                f"a batch on {x.device} for an encoder on {self.device}: GPU-decoded patches "
-                "must be decoded on the encoder's device"
+                f"x: expected a batch on the encoder's device {self.device}, got one on "
+                f"{x.device}; decode GPU-decoded patches on the encoder's device"
             )
         if x.dtype != torch.uint8:
             x = x.float()

@@ -418,7 +418,9 @@ def _check_arguments(schema: Mapping[str, Any], arguments: Any) -> dict[str, Any
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, Mapping):
-        raise InvalidArgumentError("arguments must be a JSON object")
+        raise InvalidArgumentError(
+            f"arguments: expected a JSON object, got {type(arguments).__name__}"
+        )
     params = schema["parameters"]
     props = dict(params["properties"])
     props["image_base64"] = {"type": "string"}

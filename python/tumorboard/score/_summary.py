@@ -197,7 +197,7 @@ def _value_array(frame: pl.DataFrame, value: str, where: str) -> None:
     s = frame.get_column(value)
     if not (s.dtype == pl.Boolean or s.dtype.is_numeric()):
         raise InvalidTypeError(
-            f"{where}: column {value!r} must be boolean or numeric, got {s.dtype}"
+            f"{where}: column {value!r}: expected boolean or numeric, got {s.dtype}"
         )
     if s.null_count():
         first = int(s.is_null().arg_true()[0])

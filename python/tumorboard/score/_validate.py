@@ -159,11 +159,11 @@ def bool_column(
         if bad.any():
             first = int(bad.arg_true()[0])
             raise InvalidArgumentError(
-                f"{where}: column {col!r} must be boolean or 0/1, got {s[first]} at row {first}"
+                f"{where}: column {col!r}: expected boolean or 0/1, got {s[first]} at row {first}"
             )
         s = s.cast(pl.Boolean)
     elif s.dtype != pl.Boolean:
-        raise InvalidTypeError(f"{where}: column {col!r} must be boolean, got {s.dtype}")
+        raise InvalidTypeError(f"{where}: column {col!r}: expected boolean, got {s.dtype}")
     if s.null_count():
         if null_as is None:
             first = int(s.is_null().arg_true()[0])
@@ -200,7 +200,7 @@ def count_column(df: pl.DataFrame, col: str, *, where: str, distinct: bool = Tru
             )
         return out.alias(col)
     raise InvalidTypeError(
-        f"{where}: column {col!r} must be a list (e.g. list[str] of file names) or an integer "
+        f"{where}: column {col!r}: expected a list (e.g. list[str] of file names) or an integer "
         f"count, got {s.dtype}"
     )
 
@@ -256,7 +256,7 @@ def convention(value: Any, *, allowed: Sequence[str], default: str, where: str) 
         return default
     if not isinstance(value, str) or value not in allowed:
         raise InvalidArgumentError(
-            f"{where}: convention must be one of {', '.join(map(repr, allowed))} (or None for "
+            f"{where}: convention: expected one of {', '.join(map(repr, allowed))} (or None for "
             f"the default, {default!r}), got {value!r}"
         )
     return value

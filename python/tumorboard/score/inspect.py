@@ -179,7 +179,7 @@ def _validate_value(frame: pl.DataFrame, where: str) -> pl.Series:
     if s.dtype == pl.Null or s.dtype == pl.Boolean or s.dtype.is_numeric():
         s = s.cast(pl.Float64)
     else:
-        raise InvalidTypeError(f"{where}: column 'value' must be numeric, got {s.dtype}")
+        raise InvalidTypeError(f"{where}: column 'value': expected numeric, got {s.dtype}")
     if s.is_nan().any() or s.is_infinite().any():
         raise InvalidArgumentError(
             f"{where}: column 'value' has NaN or infinite values; use null for unscored rows"

@@ -349,7 +349,7 @@ def _calls(frame: pl.DataFrame) -> pl.DataFrame:
     dtype = s.dtype
     if not isinstance(dtype, pl.List) or not isinstance(dtype.inner, pl.Struct):
         raise InvalidTypeError(
-            "lammi: column 'tool_calls' must be list[struct{name: str, input: str, success: "
+            "lammi: column 'tool_calls': expected list[struct{name: str, input: str, success: "
             f"bool}}], got {dtype}"
         )
     fields = {f.name: f.dtype for f in dtype.inner.fields}
@@ -361,11 +361,11 @@ def _calls(frame: pl.DataFrame) -> pl.DataFrame:
             )
     if fields["success"] != pl.Boolean:
         raise InvalidTypeError(
-            f"lammi: tool_calls.success must be boolean, got {fields['success']}"
+            f"lammi: tool_calls.success: expected boolean, got {fields['success']}"
         )
     if fields["input"] not in (pl.String, pl.Null) and not fields["input"].is_numeric():
         raise InvalidTypeError(
-            f"lammi: tool_calls.input must be a string (e.g. JSON text), got {fields['input']}"
+            f"lammi: tool_calls.input: expected a string (e.g. JSON text), got {fields['input']}"
         )
     calls = (
         frame.select(pl.col("_row"), pl.col("tool_calls"))
@@ -553,7 +553,7 @@ def score(
         exp = per.get_column("expected_tools")
         if not (isinstance(exp.dtype, pl.List) and exp.dtype.inner in (pl.String, pl.Null)):
             raise InvalidTypeError(
-                f"{where}: column 'expected_tools' must be list[str], got {exp.dtype}"
+                f"{where}: column 'expected_tools': expected list[str], got {exp.dtype}"
             )
         e = pl.col("expected_tools").list.drop_nulls().list.unique()
         inter = e.list.set_intersection(pl.col("_used")).list.len()
@@ -570,7 +570,7 @@ def score(
         s = per.get_column(col)
         if not (s.dtype.is_numeric() or s.dtype == pl.Boolean):
             raise InvalidTypeError(
-                f"{where}: column {col!r} must be numeric or boolean, got {s.dtype}"
+                f"{where}: column {col!r}: expected numeric or boolean, got {s.dtype}"
             )
         vals = s.cast(pl.Float64)
         if vals.is_nan().any():
@@ -579,7 +579,7 @@ def score(
         if col == "hallucination" and ((vals < 0) | (vals > 1)).any():
             first = int(((vals < 0) | (vals > 1)).arg_true()[0])
             raise InvalidArgumentError(
-                f"{where}: column 'hallucination' must be a flag or a score in [0, 1], got "
+                f"{where}: column 'hallucination': expected a flag or a score in [0, 1], got "
                 f"{vals[first]} at row {first}"
             )
         per = per.with_columns(vals.alias(f"_{col}"), vals.is_null().alias(f"_ug_{col}"))

@@ -300,7 +300,7 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         for col in ("pred_labels", "gold_labels"):
             dt = sub.schema[col]
             if not (isinstance(dt, pl.List) and dt.inner in (pl.String, pl.Null)):
-                raise InvalidTypeError(f"{where}: column {col!r} must be list[str], got {dt}")
+                raise InvalidTypeError(f"{where}: column {col!r}: expected list[str], got {dt}")
         if sub.get_column("gold_labels").null_count():
             first = int(sub.filter(pl.col("gold_labels").is_null()).get_column("_row")[0])
             raise InvalidArgumentError(
@@ -316,7 +316,9 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
     if metric == "keypoint_recall":
         dt = sub.schema["keypoint_hits"]
         if not (isinstance(dt, pl.List) and dt.inner in (pl.Boolean, pl.Null)):
-            raise InvalidTypeError(f"{where}: column 'keypoint_hits' must be list[bool], got {dt}")
+            raise InvalidTypeError(
+                f"{where}: column 'keypoint_hits': expected list[bool], got {dt}"
+            )
         length = sub.get_column("keypoint_hits").list.len().fill_null(0)
         if (length == 0).any():
             first = int(sub.get_column("_row")[int((length == 0).arg_true()[0])])
@@ -380,13 +382,14 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
     if metric == "score":
         s = sub.get_column("score")
         if not s.dtype.is_numeric():
-            raise InvalidTypeError(f"{where}: column 'score' must be numeric, got {s.dtype}")
+            raise InvalidTypeError(f"{where}: column 'score': expected numeric, got {s.dtype}")
         v = s.cast(pl.Float64)
         bad = v.is_null() | v.is_nan() | (v < 0) | (v > 1)
         if bad.any():
             i = int(bad.arg_true()[0])
             raise InvalidArgumentError(
-                f"{where}: column 'score' must be in [0, 1], got {v[i]} at row {sub['_row'][i]}"
+                f"{where}: column 'score': expected values in [0, 1], got {v[i]} at row "
+                f"{sub['_row'][i]}"
             )
         return sub.select(base).with_columns(
             v.alias("_num"), pl.lit(1.0).alias("_den"), pl.lit(False).alias("_ungraded")
@@ -399,8 +402,8 @@ def _boxes(s: pl.Series, col: str, where: str) -> npt.NDArray[np.float64]:
     if isinstance(s.dtype, pl.Array):
         s = s.arr.to_list()
     if not (isinstance(s.dtype, pl.List) and s.dtype.inner.is_numeric()):
-        raise InvalidTypeError(f"{where}: column {col!r} must be list[f64] boxes (x1, y1, x2, y2), "
-                        f"got {s.dtype}")  # fmt: skip
+        raise InvalidTypeError(f"{where}: column {col!r}: expected list[f64] boxes "
+                               f"(x1, y1, x2, y2), got {s.dtype}")  # fmt: skip
     lens = s.list.len()
     if (lens != 4).any():
         i = int((lens != 4).arg_true()[0])
@@ -515,7 +518,7 @@ def _metric_weights(weights: Any, where: str) -> dict[str, float]:
         return {}
     if not isinstance(weights, Mapping):
         raise InvalidTypeError(
-            f"{where}: metric_weights must be a mapping of metric name to weight, got "
+            f"{where}: metric_weights: expected a mapping of metric name to weight, got "
             f"{type(weights).__name__}"
         )
     out = {}
@@ -528,7 +531,7 @@ def _metric_weights(weights: Any, where: str) -> dict[str, float]:
         ok = isinstance(w, (int, float)) and not isinstance(w, bool) and np.isfinite(w) and w > 0
         if not ok:
             raise InvalidArgumentError(
-                f"{where}: metric_weights[{name!r}] must be a finite number > 0, got {w!r}"
+                f"{where}: metric_weights[{name!r}]: expected a finite number > 0, got {w!r}"
             )
         out[name] = float(w)
     return out

@@ -222,7 +222,7 @@ def _list_of_str(frame: pl.DataFrame, col: str, where: str) -> list[list[str]]:
     """Return a list[str] column as Python lists; a missing list or entry is an error."""
     s = frame.get_column(col)
     if not (isinstance(s.dtype, pl.List) and s.dtype.inner in (pl.String, pl.Null)):
-        raise InvalidTypeError(f"{where}: column {col!r} must be list[str], got {s.dtype}")
+        raise InvalidTypeError(f"{where}: column {col!r}: expected list[str], got {s.dtype}")
     out = s.to_list()
     for i, v in enumerate(out):
         if v is None or any(x is None for x in v):
@@ -315,7 +315,7 @@ def score(
         s = frame.get_column("score_matrix")
         if not (isinstance(s.dtype, pl.List) and isinstance(s.dtype.inner, pl.List)):
             raise InvalidTypeError(
-                f"{where}: column 'score_matrix' must be list[list[f64]], got {s.dtype}"
+                f"{where}: column 'score_matrix': expected list[list[f64]], got {s.dtype}"
             )
         matrices = []
         for i, m in enumerate(s.to_list()):

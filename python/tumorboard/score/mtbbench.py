@@ -140,7 +140,9 @@ def score(
                                 default="tumorboard", where=where)  # fmt: skip
     opts = BootstrapOptions.resolve(options)
     if executor not in ("local", "ray"):
-        raise InvalidArgumentError(f"{where}: executor must be 'local' or 'ray', got {executor!r}")
+        raise InvalidArgumentError(
+            f"{where}: executor: expected 'local' or 'ray', got {executor!r}"
+        )
     if conv == "paper" and executor == "ray":
         raise InvalidArgumentError(
             f"{where}: convention='paper' needs executor='local' (its overall row is computed "

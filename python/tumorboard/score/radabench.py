@@ -178,7 +178,7 @@ def _selection_scores(frame: pl.DataFrame, where: str) -> pl.DataFrame:
     for col in ("selection_ranks", "selection_sizes"):
         dt = frame.schema[col]
         if not (isinstance(dt, pl.List) and (dt.inner.is_integer() or dt.inner == pl.Null)):
-            raise InvalidTypeError(f"{where}: column {col!r} must be list[int], got {dt}")
+            raise InvalidTypeError(f"{where}: column {col!r}: expected list[int], got {dt}")
     lr = frame.get_column("selection_ranks").list.len().fill_null(0)
     ls = frame.get_column("selection_sizes").list.len().fill_null(0)
     if (lr != ls).any():
@@ -338,7 +338,7 @@ def _list_str(frame: pl.DataFrame, col: str, where: str) -> None:
     """Check that column ``col`` is list[str]."""
     dt = frame.schema[col]
     if not (isinstance(dt, pl.List) and dt.inner in (pl.String, pl.Null)):
-        raise InvalidTypeError(f"{where}: column {col!r} must be list[str], got {dt}")
+        raise InvalidTypeError(f"{where}: column {col!r}: expected list[str], got {dt}")
 
 
 def _chain_stats(frame: pl.DataFrame, pred: str, gt: str) -> pl.DataFrame:

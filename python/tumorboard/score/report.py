@@ -254,7 +254,7 @@ class Report:
             ok = got == dtype or (dtype == pl.Float64 and got.is_numeric()) or (
                 dtype == pl.Int64 and got.is_integer()) or (got == pl.Null)  # fmt: skip
             if not ok:
-                raise InvalidTypeError(f"table: column {col!r} must be {dtype}, got {got}")
+                raise InvalidTypeError(f"table: column {col!r}: expected {dtype}, got {got}")
         if not isinstance(benchmark, str) or not benchmark:
             raise InvalidArgumentError(f"benchmark: expected a non-empty string, got {benchmark!r}")
         if isinstance(notes, str):

@@ -85,7 +85,7 @@ def _compile(markers: MarkerIds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Flatten ``markers`` into (patterns, pattern_offsets, labels) for the C++ matcher."""
     if not isinstance(markers, Mapping) or not markers:
         raise InvalidTypeError(
-            "markers must be a non-empty mapping name -> token ids (or a list of token-id "
+            "markers: expected a non-empty mapping name -> token ids (or a list of token-id "
             f"variants), names from {sorted(SEGMENT_LABELS)}"
         )
     seen: dict[tuple[int, ...], str] = {}
@@ -106,7 +106,7 @@ def _compile(markers: MarkerIds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 key = tuple(int(t) for t in variant)
             except TypeError as exc:
                 raise InvalidTypeError(
-                    f"markers[{name!r}] must be token ids or a list of token-id lists"
+                    f"markers[{name!r}]: expected token ids or a list of token-id lists"
                 ) from exc
             if not key:
                 raise InvalidArgumentError(f"markers[{name!r}] has an empty token sequence")
@@ -175,7 +175,7 @@ def segment_ids(
     shape = ids.shape
     if ids.ndim == 2:
         if offsets is not None:
-            raise InvalidArgumentError("offsets must be None when input_ids is 2-D [B, L]")
+            raise InvalidArgumentError("offsets: expected None when input_ids is 2-D [B, L]")
         b, length = shape
         off = np.arange(b + 1, dtype=np.int64) * length
         ids = ids.reshape(-1)
@@ -185,18 +185,22 @@ def segment_ids(
         else:
             off = _as_int_array(offsets, "offsets").astype(np.int64, copy=False)
             if off.ndim != 1 or off.shape[0] < 1:
-                raise InvalidArgumentError(f"offsets must be 1-D [B + 1], got shape {off.shape}")
+                raise InvalidArgumentError(
+                    f"offsets: expected a 1-D [B + 1] array, got shape {off.shape}"
+                )
             if off[0] != 0 or off[-1] != ids.shape[0]:
                 raise InvalidArgumentError(
                     f"offsets must start at 0 and end at len(input_ids) = {ids.shape[0]}, "
                     f"got {int(off[0])} .. {int(off[-1])}"
                 )
             if np.any(np.diff(off) < 0):
-                raise InvalidArgumentError("offsets must be non-decreasing")
+                raise InvalidArgumentError("offsets: expected non-decreasing values")
     else:
-        raise InvalidArgumentError(f"input_ids must be 1-D [T] or 2-D [B, L], got shape {shape}")
+        raise InvalidArgumentError(
+            f"input_ids: expected a 1-D [T] or 2-D [B, L] array, got shape {shape}"
+        )
     if not isinstance(threads, (int, np.integer)) or threads < 0:
-        raise InvalidArgumentError(f"threads must be an int >= 0, got {threads!r}")
+        raise InvalidArgumentError(f"threads: expected an integer >= 0, got {threads!r}")
     if ids.dtype != np.int32:
         ids = ids.astype(np.int64, copy=False)
     patterns, pattern_offsets, labels = _compile(markers)
@@ -243,7 +247,7 @@ def segment_ids_padded(
     """
     ids = _as_int_array(input_ids, "input_ids")
     if ids.ndim != 2:
-        raise InvalidArgumentError(f"input_ids must be 2-D [B, L], got shape {ids.shape}")
+        raise InvalidArgumentError(f"input_ids: expected a 2-D [B, L] array, got shape {ids.shape}")
     if attention_mask is None:
         seg = segment_ids(
             ids,
@@ -312,7 +316,7 @@ def marker_token_ids(
         Name -> sorted, distinct token-id variants, ready for ``segment_ids(markers=...)``.
     """
     if not isinstance(strings, Mapping) or not strings:
-        raise InvalidTypeError("strings must be a non-empty mapping marker name -> marker string")
+        raise InvalidTypeError("strings: expected a non-empty mapping marker name -> marker string")
     unk = getattr(tokenizer, "unk_token_id", None)
     out: dict[str, tuple[tuple[int, ...], ...]] = {}
     for name, text in strings.items():
@@ -322,7 +326,7 @@ def marker_token_ids(
             )
         if not isinstance(text, str) or not text.strip():
             raise InvalidArgumentError(
-                f"strings[{name!r}] must be a non-empty string, got {text!r}"
+                f"strings[{name!r}]: expected a non-empty string, got {text!r}"
             )
         variants: set[tuple[int, ...]] = set()
         for before in _BEFORE:
@@ -333,7 +337,8 @@ def marker_token_ids(
                     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
                 except NotImplementedError as exc:
                     raise InvalidTypeError(
-                        "tokenizer must be a Hugging Face fast tokenizer (offset mappings)"
+                        "tokenizer: expected a Hugging Face fast tokenizer (offset mappings), got "
+                        f"{type(tokenizer).__name__}"
                     ) from exc
                 ids = enc["input_ids"]
                 spans = enc["offset_mapping"]

@@ -84,7 +84,7 @@ class Slide(abc.ABC):
             mpp = _as_float(self._mpp_override)
             if mpp is None:
                 raise InvalidArgumentError(
-                    f"mpp must be a positive number, got {self._mpp_override!r}"
+                    f"mpp: expected a positive number, got {self._mpp_override!r}"
                 )
             self.mpp: float | None = mpp
         else:
@@ -128,7 +128,9 @@ class Slide(abc.ABC):
 
     def _check_level(self, level: int) -> None:
         if not 0 <= level < self.level_count:
-            raise InvalidArgumentError(f"level must be in [0, {self.level_count - 1}], got {level}")
+            raise InvalidArgumentError(
+                f"level: expected an integer in [0, {self.level_count - 1}], got {level}"
+            )
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -155,7 +157,7 @@ class Slide(abc.ABC):
         self._check_level(level)
         w, h = (int(v) for v in size)
         if w <= 0 or h <= 0:
-            raise InvalidArgumentError(f"size must be positive, got {size}")
+            raise InvalidArgumentError(f"size: expected a positive width and height, got {size}")
         x, y = (int(v) for v in location)
         if self.raw_format == "argb32":
             buf = np.empty((h, w), np.uint32)

@@ -298,7 +298,7 @@ class GpuTileDecoder:
         backend: DecodeBackend = "gpu",
     ) -> None:
         if backend not in ("gpu", "cpu"):
-            raise InvalidArgumentError(f"backend must be 'gpu' or 'cpu', got {backend!r}")
+            raise InvalidArgumentError(f"backend: expected 'gpu' or 'cpu', got {backend!r}")
         slide._check_level(level)
         why = gpu_decode_unsupported(slide, level)
         if why is not None:
@@ -537,7 +537,7 @@ class GpuTileDecoder:
         oh, ow = _size_pair(size)
         if dtype not in ("float32", "float16", "bfloat16", "uint8"):
             raise InvalidArgumentError(
-                f"dtype must be 'float32', 'float16', 'bfloat16' or 'uint8', got {dtype!r}"
+                f"dtype: expected 'float32', 'float16', 'bfloat16' or 'uint8', got {dtype!r}"
             )
         mean = IMAGENET_MEAN if mean is None else mean
         std = IMAGENET_STD if std is None else std

@@ -137,7 +137,7 @@ def read_plan(
 
 def _positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
+        raise InvalidArgumentError(f"{name}: expected a positive int, got {value!r}")
     return int(value)
 
 
@@ -180,13 +180,13 @@ def patch_grid(
     """
     patch_size = _positive_int(patch_size, "patch_size")
     if isinstance(overlap, bool) or not isinstance(overlap, (int, np.integer)) or overlap < 0:
-        raise InvalidArgumentError(f"overlap must be a non-negative int, got {overlap!r}")
+        raise InvalidArgumentError(f"overlap: expected a non-negative int, got {overlap!r}")
     if overlap >= patch_size:
         raise InvalidArgumentError(
-            f"overlap ({overlap}) must be smaller than patch_size ({patch_size})"
+            f"overlap: expected a value smaller than patch_size ({patch_size}), got {overlap}"
         )
     if not 0.0 <= float(min_tissue) <= 1.0:
-        raise InvalidArgumentError(f"min_tissue must be in [0, 1], got {min_tissue}")
+        raise InvalidArgumentError(f"min_tissue: expected a number in [0, 1], got {min_tissue}")
     magnification = _validate.positive(magnification, "magnification")
     n_threads = _validate.check_threads(threads)
     level0_mag = slide.magnification
@@ -215,7 +215,7 @@ def patch_grid(
     mask = None
     if tissue is not None:
         if not isinstance(tissue, TissueMask):
-            raise InvalidTypeError(f"tissue must be a TissueMask, got {type(tissue).__name__}")
+            raise InvalidTypeError(f"tissue: expected a TissueMask, got {type(tissue).__name__}")
         if tuple(tissue.level0_size) != (w0, h0):
             raise InvalidArgumentError(
                 f"tissue mask is for a {tissue.level0_size} slide, this one is {(w0, h0)}"

@@ -202,7 +202,7 @@ def read_coords(path: str | os.PathLike[str]) -> CoordsFile:
                 raise CoordsFileError(p, f"no 'coords' dataset (has {sorted(f.keys())})")
             ds = f["coords"]
             if ds.ndim != 2 or ds.shape[1] != 2:
-                raise CoordsFileError(p, f"'coords' must be (N, 2), got {ds.shape}")
+                raise CoordsFileError(p, f"'coords': expected shape (N, 2), got {ds.shape}")
             coords = np.asarray(ds[...], dtype=np.int64)
             attrs = {k: attr_from_hdf5(v) for k, v in ds.attrs.items()}
     except CoordsFileError:

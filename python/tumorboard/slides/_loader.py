@@ -146,22 +146,22 @@ class PatchLoader:
                 raise InvalidArgumentError("with a coords array, pass level= and read_size=")
         coords = np.ascontiguousarray(coords, dtype=np.int64)
         if coords.ndim != 2 or coords.shape[1] != 2:
-            raise InvalidArgumentError(f"coords must be (N, 2), got {coords.shape}")
+            raise InvalidArgumentError(f"coords: expected shape (N, 2), got {coords.shape}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise InvalidArgumentError(f"batch_size: expected a positive int, got {batch_size!r}")
         if not 0 <= int(level) < slide.level_count:
             raise InvalidArgumentError(
-                f"level must be in [0, {slide.level_count - 1}], got {level}"
+                f"level: expected an integer in [0, {slide.level_count - 1}], got {level}"
             )
         if int(read_size) <= 0:
-            raise InvalidArgumentError(f"read_size must be positive, got {read_size}")
+            raise InvalidArgumentError(f"read_size: expected a positive integer, got {read_size}")
         if dtype not in _NP_DTYPE:
             raise InvalidArgumentError(
-                f"dtype must be 'float32', 'float16', 'bfloat16' or 'uint8', got {dtype!r}"
+                f"dtype: expected 'float32', 'float16', 'bfloat16' or 'uint8', got {dtype!r}"
             )
         n_threads = _validate.check_threads(threads)
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-            raise InvalidArgumentError(f"prefetch must be >= 0, got {prefetch}")
+            raise InvalidArgumentError(f"prefetch: expected an integer >= 0, got {prefetch}")
         self.slide = slide
         self.coords = coords
         self.level = int(level)
@@ -178,9 +178,9 @@ class PatchLoader:
         self.prefetch = prefetch
         self._local = threading.local()
         if native not in (None, True, False):
-            raise InvalidArgumentError(f"native must be None, True or False, got {native!r}")
+            raise InvalidArgumentError(f"native: expected None, True or False, got {native!r}")
         if decode not in ("cpu", "gpu"):
-            raise InvalidArgumentError(f"decode must be 'cpu' or 'gpu', got {decode!r}")
+            raise InvalidArgumentError(f"decode: expected 'cpu' or 'gpu', got {decode!r}")
         self.decode = decode
         self._gpu: Any = None
         if decode == "gpu":

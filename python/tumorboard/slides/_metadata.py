@@ -38,7 +38,7 @@ def magnification_from_mpp(mpp: float) -> int:
         For mpp >= 2.4 (coarser than 5x) or a non-positive mpp (it is a ``ValueError``).
     """
     if not (mpp > 0 and math.isfinite(mpp)):
-        raise InvalidArgumentError(f"mpp must be a positive number, got {mpp!r}")
+        raise InvalidArgumentError(f"mpp: expected a positive number, got {mpp!r}")
     for upper, mag in _MAG_BINS:
         if mpp < upper:
             return mag

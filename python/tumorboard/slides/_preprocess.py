@@ -39,17 +39,17 @@ def _size_pair(size: int | tuple[int, int], name: str = "size") -> tuple[int, in
             h, w = (int(v) for v in size)  # type: ignore[union-attr]
         except (TypeError, ValueError):
             raise InvalidArgumentError(
-                f"{name} must be an int or (height, width), got {size!r}"
+                f"{name}: expected an int or (height, width), got {size!r}"
             ) from None
     if h <= 0 or w <= 0:
-        raise InvalidArgumentError(f"{name} must be positive, got {size!r}")
+        raise InvalidArgumentError(f"{name}: expected a positive size, got {size!r}")
     return h, w
 
 
 def _check_interpolation(interpolation: str) -> str:
     if interpolation not in ("bilinear", "bicubic"):
         raise InvalidArgumentError(
-            f"interpolation must be 'bilinear' or 'bicubic', got {interpolation!r}"
+            f"interpolation: expected 'bilinear' or 'bicubic', got {interpolation!r}"
         )
     return interpolation
 
@@ -84,7 +84,7 @@ def resize(
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] > 4):
         raise InvalidArgumentError(
-            f"image must be (h, w) or (h, w, 1..4) uint8, got {arr.shape} {arr.dtype}"
+            f"image: expected an (h, w) or (h, w, 1..4) uint8 array, got {arr.shape} {arr.dtype}"
         )
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InvalidArgumentError("image is empty")
@@ -106,7 +106,7 @@ def _pixel_format(arr: np.ndarray, pixel_format: str | None) -> str:
     if pixel_format is None:
         if inferred is None:
             raise InvalidArgumentError(
-                "patches must be (n, h, w, 3|4) uint8 or (n, h, w) uint32 premultiplied ARGB; "
+                "patches: expected (n, h, w, 3|4) uint8 or (n, h, w) uint32 premultiplied ARGB, "
                 f"got shape {arr.shape} dtype {arr.dtype}"
             )
         return inferred
@@ -130,7 +130,7 @@ def _out_view(out: Any, n: int, h: int, w: int, dtype: str) -> np.ndarray:
                 "uint8": torch.uint8}  # fmt: skip
         if out.dtype != want[dtype] or out.device.type != "cpu" or not out.is_contiguous():
             raise InvalidArgumentError(
-                f"out must be a contiguous CPU torch tensor of dtype {want[dtype]}, got "
+                f"out: expected a contiguous CPU torch tensor of dtype {want[dtype]}, got "
                 f"{out.dtype} on {out.device}"
             )
         view = out.view(torch.int16).numpy() if dtype == "bfloat16" else out.numpy()
@@ -138,7 +138,7 @@ def _out_view(out: Any, n: int, h: int, w: int, dtype: str) -> np.ndarray:
         view = out
         if not isinstance(view, np.ndarray):
             raise InvalidTypeError(
-                f"out must be a numpy array or torch tensor, got {type(out).__name__}"
+                f"out: expected a numpy array or torch tensor, got {type(out).__name__}"
             )
         want_np = _NP_DTYPE[dtype]
         if view.dtype != want_np and not (dtype == "bfloat16" and view.dtype == np.int16):
@@ -148,7 +148,7 @@ def _out_view(out: Any, n: int, h: int, w: int, dtype: str) -> np.ndarray:
     if view.shape != (n, 3, h, w):
         raise InvalidArgumentError(f"out must have shape {(n, 3, h, w)}, got {tuple(view.shape)}")
     if not view.flags.c_contiguous or not view.flags.writeable:
-        raise InvalidArgumentError("out must be C-contiguous and writeable")
+        raise InvalidArgumentError("out: expected a C-contiguous, writeable array")
     return view
 
 
@@ -211,7 +211,7 @@ def preprocess_patches(
     oh, ow = _size_pair(size)
     if dtype not in _ITEMSIZE:
         raise InvalidArgumentError(
-            f"dtype must be 'float32', 'float16', 'bfloat16' or 'uint8', got {dtype!r}"
+            f"dtype: expected 'float32', 'float16', 'bfloat16' or 'uint8', got {dtype!r}"
         )
     mean_l = [float(v) for v in mean]
     std_l = [float(v) for v in std]
@@ -220,12 +220,14 @@ def preprocess_patches(
             f"mean and std need 3 values, got {len(mean_l)} and {len(std_l)}"
         )
     if any(s == 0 for s in std_l):
-        raise InvalidArgumentError(f"std must be non-zero, got {std_l}")
+        raise InvalidArgumentError(f"std: expected non-zero values, got {std_l}")
     crop_arr = None
     if crops is not None:
         crop_arr = np.ascontiguousarray(crops, dtype=np.int32)
         if crop_arr.shape != (n, 4):
-            raise InvalidArgumentError(f"crops must be (n, 4) = ({n}, 4), got {crop_arr.shape}")
+            raise InvalidArgumentError(
+                f"crops: expected shape (n, 4) = ({n}, 4), got {crop_arr.shape}"
+            )
         h, w = arr.shape[1], arr.shape[2]
         x, y, cw, ch = crop_arr.T
         bad = (x < 0) | (y < 0) | (cw <= 0) | (ch <= 0) | (x + cw > w) | (y + ch > h)

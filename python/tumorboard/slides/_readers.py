@@ -206,7 +206,8 @@ class ImageSlide(Slide):
             arr = np.repeat(arr[..., None], 3, axis=2)
         if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.dtype != np.uint8:
             raise InvalidArgumentError(
-                f"image must be (h, w, 3|4) uint8, got shape {arr.shape} dtype {arr.dtype}"
+                f"image: expected an (h, w, 3|4) uint8 array, got shape {arr.shape} dtype "
+                f"{arr.dtype}"
             )
         self._image = np.ascontiguousarray(arr[..., :3])
         h, w = self._image.shape[:2]

@@ -75,10 +75,10 @@ _ALL_HOLES = 2**31 - 1
 
 def _check_int(value: Any, name: str, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidTypeError(f"{name} must be an int, got {value!r}")
+        raise InvalidTypeError(f"{name}: expected an int, got {value!r}")
     if value < low or (high is not None and value > high):
         rng = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise InvalidArgumentError(f"{name} must be {rng}, got {value!r}")
+        raise InvalidArgumentError(f"{name}: expected an integer {rng}, got {value!r}")
     return int(value)
 
 
@@ -118,11 +118,11 @@ class SegmentationOptions:
         _check_int(self.sthresh, "sthresh", 0, 255)
         if _check_int(self.mthresh, "mthresh", 1) % 2 == 0:
             raise InvalidArgumentError(
-                f"mthresh must be an odd kernel size >= 1, got {self.mthresh}"
+                f"mthresh: expected an odd kernel size >= 1, got {self.mthresh}"
             )
         _check_int(self.close, "close", 0)
         if not isinstance(self.use_otsu, (bool, np.bool_)):
-            raise InvalidTypeError(f"use_otsu must be a bool, got {self.use_otsu!r}")
+            raise InvalidTypeError(f"use_otsu: expected a bool, got {self.use_otsu!r}")
         _validate.non_negative(self.min_tissue_area, "min_tissue_area", "um2")
         _validate.non_negative(self.min_hole_area, "min_hole_area", "um2")
         _check_int(self.max_n_holes, "max_n_holes", 0)
@@ -204,7 +204,7 @@ def resolve_params(
     if params is not None:
         if not isinstance(params, SegmentationOptions):
             raise InvalidTypeError(
-                f"params must be a SegmentationOptions, got {type(params).__name__}"
+                f"params: expected a SegmentationOptions, got {type(params).__name__}"
             )
         return params
     try:
@@ -447,7 +447,7 @@ def segment_image(
     arr = np.asarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (3, 4):
         raise InvalidArgumentError(
-            f"image must be (h, w, 3|4) uint8, got shape {arr.shape} {arr.dtype}"
+            f"image: expected an (h, w, 3|4) uint8 array, got shape {arr.shape} {arr.dtype}"
         )
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InvalidArgumentError("image is empty")

@@ -45,7 +45,7 @@ def positive(value: Any, name: str, unit: str = "") -> float:
         x = math.nan
     if isinstance(value, bool) or not (math.isfinite(x) and x > 0):
         what = f"a positive number{f' of {unit}' if unit else ''}"
-        raise InvalidArgumentError(f"{name} must be {what}, got {value!r}")
+        raise InvalidArgumentError(f"{name}: expected {what}, got {value!r}")
     return x
 
 
@@ -77,7 +77,7 @@ def non_negative(value: Any, name: str, unit: str = "") -> float:
         x = math.nan
     if isinstance(value, bool) or not (math.isfinite(x) and x >= 0):
         what = f"a non-negative number{f' of {unit}' if unit else ''}"
-        raise InvalidArgumentError(f"{name} must be {what}, got {value!r}")
+        raise InvalidArgumentError(f"{name}: expected {what}, got {value!r}")
     return x
 
 

@@ -166,7 +166,7 @@ def _encode(
     try:
         observed, inverse = np.unique(present, return_inverse=True)
     except TypeError as exc:  # e.g. a mixture of strings and numbers in an object array
-        raise InvalidArgumentError(f"{name}: labels must be mutually comparable ({exc})") from exc
+        raise InvalidArgumentError(f"{name}: expected mutually comparable labels ({exc})") from exc
     if categories is None:
         cats = observed
         present_codes = inverse.reshape(-1).astype(np.int64)
@@ -176,7 +176,7 @@ def _encode(
             raise InvalidArgumentError("categories: expected a non-empty 1-D sequence of labels")
         position = {c.item() if isinstance(c, np.generic) else c: i for i, c in enumerate(cats)}
         if len(position) != cats.size:
-            raise InvalidArgumentError("categories: labels must be distinct")
+            raise InvalidArgumentError("categories: expected distinct labels")
         lookup = np.empty(observed.size, dtype=np.int64)
         for j, label in enumerate(observed):  # loop over distinct labels, not items
             key = label.item() if isinstance(label, np.generic) else label
@@ -362,7 +362,7 @@ def _prepare_krippendorff_alpha(
         )
     values = cats.astype(np.float64) if numeric else np.arange(q, dtype=np.float64)
     if scale in ("interval", "ratio") and not np.isfinite(values).all():
-        raise InvalidArgumentError("reliability_data: values must be finite")
+        raise InvalidArgumentError("reliability_data: expected finite values")
 
     n_units = codes.shape[1]
     present = codes >= 0

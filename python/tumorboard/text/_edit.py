@@ -88,7 +88,7 @@ def _item(x: Any, name: str) -> Item:
             hash(tok)
         except TypeError as exc:
             raise InvalidTypeError(
-                f"{name}[{i}]: tokens must be hashable, got {type(tok).__name__}"
+                f"{name}[{i}]: expected a hashable token, got {type(tok).__name__}"
             ) from exc
     return out
 

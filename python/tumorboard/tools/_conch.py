@@ -42,7 +42,7 @@ def confidence_bin(p: float) -> str:
     "very high".
     """
     if not 0.0 <= p <= 1.0:
-        raise InvalidArgumentError(f"probability must be in [0, 1], got {p}")
+        raise InvalidArgumentError(f"probability: expected a number in [0, 1], got {p}")
     return BINS[min(int(p / 0.2 + 1e-12), 4)] if p < 1.0 else BINS[4]
 
 
@@ -134,7 +134,7 @@ def conch_zero_shot(
 
     labels = [str(lab) for lab in labels] if not isinstance(labels, str) else [labels]
     if len(labels) < 1 or any(not lab.strip() for lab in labels):
-        raise InvalidArgumentError("labels must be a non-empty list of non-empty strings")
+        raise InvalidArgumentError("labels: expected a non-empty list of non-empty strings")
     if prompts is not None and len(prompts) != len(labels):
         raise InvalidArgumentError(
             f"prompts must have one list per label ({len(labels)}), got {len(prompts)}"

@@ -148,10 +148,10 @@ def ihc_positive_percentage(
 
     if not mpp > 0 or not magnification > 0:
         raise InvalidArgumentError(
-            f"mpp and magnification must be positive, got {mpp}, {magnification}"
+            f"mpp and magnification: expected positive numbers, got {mpp}, {magnification}"
         )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
+        raise InvalidArgumentError(f"batch_size: expected a positive int, got {batch_size!r}")
     rgb = load_rgb(image)
     level0_mag = 10.0 / mpp
     tile = max(1, round(patch_size * level0_mag / magnification))

@@ -39,11 +39,13 @@ def load_rgb(image: str | os.PathLike[str] | np.ndarray, *, argument: str = "ima
         arr = np.asarray(image)
     if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InvalidArgumentError(
-            f"{argument} must be an (h, w, 3|4) RGB(A) image, got shape {arr.shape}"
+            f"{argument}: expected an (h, w, 3|4) RGB(A) image, got shape {arr.shape}"
         )
     if arr.dtype != np.uint8:
         if not np.issubdtype(arr.dtype, np.floating):
-            raise InvalidTypeError(f"{argument} must be uint8 or float in [0, 1], got {arr.dtype}")
+            raise InvalidTypeError(
+                f"{argument}: expected uint8 or float in [0, 1], got {arr.dtype}"
+            )
         if not np.isfinite(arr).all() or arr.min() < 0 or arr.max() > 1:
             raise InvalidArgumentError(
                 f"{argument}: float images must hold finite values in [0, 1]"

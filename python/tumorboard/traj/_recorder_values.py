@@ -113,7 +113,7 @@ def _extra(extra: Mapping[str, Any] | None, benchmark: str) -> str | None:
             try:
                 value = check_value(kinds[name], value)
             except ValueError as exc:
-                raise InvalidTypeError(f"extra: field {name!r} {exc}, got {value!r}") from None
+                raise InvalidTypeError(f"extra: field {name!r}: {exc}, got {value!r}") from None
         doc[name] = value
     return json_text(doc) if doc else None
 

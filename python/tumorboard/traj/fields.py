@@ -174,45 +174,45 @@ def check_value(kind: str, value: Any) -> Any:
     if kind == "str":
         if isinstance(value, str):
             return value
-        raise InvalidArgumentError("must be a string")
+        raise InvalidArgumentError("expected a string")
     if kind == "bool":
         if isinstance(value, bool):
             return value
-        raise InvalidArgumentError("must be true or false")
+        raise InvalidArgumentError("expected true or false")
     if kind == "int":
         if _is_int(value):
             return value
-        raise InvalidArgumentError("must be an integer")
+        raise InvalidArgumentError("expected an integer")
     if kind == "number":
         if _is_number(value):
             return float(value)
-        raise InvalidArgumentError("must be a number")
+        raise InvalidArgumentError("expected a number")
     if kind == "flag":
         if isinstance(value, bool):
             return 1.0 if value else 0.0
         if _is_number(value) and 0.0 <= value <= 1.0:
             return float(value)
-        raise InvalidArgumentError("must be true/false or a number in [0, 1]")
+        raise InvalidArgumentError("expected true/false or a number in [0, 1]")
     if kind == "str_list":
         if _list_of(value, lambda x: isinstance(x, str)):
             return value
-        raise InvalidArgumentError("must be a list of strings")
+        raise InvalidArgumentError("expected a list of strings")
     if kind == "int_list":
         if _list_of(value, _is_int):
             return value
-        raise InvalidArgumentError("must be a list of integers")
+        raise InvalidArgumentError("expected a list of integers")
     if kind == "number_list":
         if _list_of(value, _is_number):
             return [float(x) for x in value]
-        raise InvalidArgumentError("must be a list of numbers")
+        raise InvalidArgumentError("expected a list of numbers")
     if kind == "bool_list":
         if _list_of(value, lambda x: isinstance(x, bool)):
             return value
-        raise InvalidArgumentError("must be a list of true/false")
+        raise InvalidArgumentError("expected a list of true/false")
     if kind == "matrix":
         if _list_of(value, lambda r: _list_of(r, _is_number)) and len({len(r) for r in value}) <= 1:
             return [[float(x) for x in r] for r in value]
-        raise InvalidArgumentError("must be a list of equally long lists of numbers")
+        raise InvalidArgumentError("expected a list of equally long lists of numbers")
     if kind == "tool_calls":
         return _tool_calls(value)
     raise AssertionError(kind)  # pragma: no cover - the kinds are fixed
@@ -221,14 +221,14 @@ def check_value(kind: str, value: Any) -> Any:
 def _tool_calls(value: Any) -> list[dict[str, Any]]:
     """Check a list of ``{name, input, success}`` tool calls; inputs become text."""
     if not isinstance(value, list):
-        raise InvalidArgumentError("must be a list of {name, input, success} objects")
+        raise InvalidArgumentError("expected a list of {name, input, success} objects")
     out = []
     for i, call in enumerate(value):
         if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
-            raise InvalidArgumentError(f"[{i}] must be an object with a string 'name'")
+            raise InvalidArgumentError(f"expected an object with a string 'name' at [{i}]")
         success = call.get("success")
         if success is not None and not isinstance(success, bool):
-            raise InvalidArgumentError(f"[{i}].success must be true or false")
+            raise InvalidArgumentError(f"expected true or false at [{i}].success")
         raw = call.get("input")
         text = raw if raw is None or isinstance(raw, str) else json_text(raw)
         out.append({"input": text, "name": call["name"], "success": success})

@@ -277,7 +277,7 @@ class Recorder:
         src = fields.get("correct_source")
         if src is not None and src not in ("log", "graded", "missing"):
             raise InvalidArgumentError(
-                f"record: correct_source must be log, graded or missing, got {src!r}"
+                f"record: correct_source: expected log, graded or missing, got {src!r}"
             )
         events = [dict(e) for e in events]
         for e in events:
@@ -286,7 +286,9 @@ class Recorder:
                 raise InvalidArgumentError(f"record: unknown or reserved events column {bad[0]!r}")
             _check_row(e, _EVENT_CHECKS, "record events")
             if e.get("kind") not in _KINDS:
-                raise InvalidArgumentError(f"record events: kind must be one of {EVENT_KINDS}")
+                raise InvalidArgumentError(
+                    f"record events: kind: expected one of {EVENT_KINDS}, got {e.get('kind')!r}"
+                )
         with self._lock:
             fields.setdefault("item_id", f"i{self._n_items}")
             self._n_items += 1

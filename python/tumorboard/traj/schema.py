@@ -213,7 +213,7 @@ def _extra_text(values: Any, table: str) -> Any:
             out.append(json_text({k: x for k, x in v.items() if x is not None}) if v else None)
         else:
             raise InvalidArgumentError(
-                f"{table}.extra: row {i} must be a mapping of benchmark fields (or its JSON "
+                f"{table}.extra, row {i}: expected a mapping of benchmark fields (or its JSON "
                 f"text), got {type(v).__name__}"
             )
     return out

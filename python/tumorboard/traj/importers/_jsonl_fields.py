@@ -141,7 +141,7 @@ def _check(name: str, kind: str, value: Any) -> Any:
             return value
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
-        raise _Bad(f"{name!r} must be a string, got {json.dumps(value)[:40]}")
+        raise _Bad(f"{name!r}: expected a string, got {json.dumps(value)[:40]}")
     if kind == "json":
         return value
     if kind == "gold":
@@ -150,11 +150,11 @@ def _check(name: str, kind: str, value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool) and _I32[0] <= value <= _I32[1]:
             return value
         what = "an integer in [-2**31, 2**31 - 1]"
-        raise _Bad(f"{name!r} must be {what}, got {json.dumps(value, default=str)[:40]}")
+        raise _Bad(f"{name!r}: expected {what}, got {json.dumps(value, default=str)[:40]}")
     try:
         return check_value(kind, value)
     except ValueError as exc:
-        raise _Bad(f"{name!r} {exc}, got {json.dumps(value, default=str)[:40]}") from None
+        raise _Bad(f"{name!r}: {exc}, got {json.dumps(value, default=str)[:40]}") from None
 
 
 def _get(record: Mapping[str, Any], key: str) -> Any:
@@ -182,14 +182,19 @@ def _events(raw_events: Any) -> list[dict[str, Any]] | None:
     if raw_events is None:
         return None
     if not isinstance(raw_events, list):
-        raise _Bad("'events' must be a list of objects")
+        raise _Bad(
+            f"'events': expected a list of objects, got {json.dumps(raw_events, default=str)[:40]}"
+        )
     out = []
     for step, e in enumerate(raw_events):
         if not isinstance(e, dict):
-            raise _Bad(f"events[{step}] must be an object")
+            raise _Bad(f"events[{step}]: expected an object, got {json.dumps(e, default=str)[:40]}")
         kind = e.get("kind")
         if kind not in EVENT_KINDS:
-            raise _Bad(f"events[{step}].kind must be one of {', '.join(EVENT_KINDS)}")
+            raise _Bad(
+                f"events[{step}].kind: expected one of {', '.join(EVENT_KINDS)}, got "
+                f"{json.dumps(kind, default=str)[:40]}"
+            )
         where = f"events[{step}]"
         row = {
             "step": _check(f"{where}.step", "int32", e.get("step", step)),

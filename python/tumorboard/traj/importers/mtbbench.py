@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import reprlib
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -192,7 +193,9 @@ def _names(record: dict[str, Any], key: str, index: int) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MalformedLog(f"record {index}: {key!r} must be a list of file names")
+        raise MalformedLog(
+            f"record {index}: {key!r}: expected a list of file names, got {reprlib.repr(value)}"
+        )
     return value
 
 
