@@ -356,8 +356,36 @@ def test_compare_rows_carry_the_minimum_detectable_effect():
     items = [f"q{i}" for i in range(400)] * 2
     opts = stats.BootstrapOptions(n_resamples=800, seed=2)
     (row,) = stats.compare(values, models=models, items=items, options=opts).rows
-    se = stats.paired_bootstrap(values[:400], values[400:], options=opts).se
+    # a complete family: the pair's resamples are the joint Poisson ones keyed by (task, item)
+    keys = np.char.add("overall\x1f", np.asarray(items))
+    joint = stats.bootstrap(values, groups=np.repeat([0, 1], 400), scheme="poisson", keys=keys,
+                            options=opts, return_distribution=True)  # fmt: skip
+    dstar = joint.distribution[0] - joint.distribution[1]
+    d = float(values[:400].mean() - values[400:].mean())
+    se = dstar.std(ddof=1)
     assert row.mde == pytest.approx((1.959963984540054 + 0.8416212335729143) * se, rel=1e-12)
+    assert (row.ci_low, row.ci_high) == pytest.approx(tuple(np.quantile(dstar, [0.025, 0.975])),
+                                                      abs=1e-12)  # fmt: skip
+    want_p = (1 + np.count_nonzero(np.abs(dstar - d) >= abs(d))) / (1 + dstar.size)
+    assert row.p_bootstrap == pytest.approx(want_p) and row.difference == pytest.approx(d)
+    # the sign-flip test switched off: the bootstrap p-value is the row's test where McNemar
+    # does not apply (clustered)
+    off = stats.compare(values, models=models, items=items, clusters=[i[:2] for i in items],
+                        options=opts, n_permutations=0).rows[0]  # fmt: skip
+    assert off.test == "bootstrap" and off.p_value == off.p_bootstrap
+    assert np.isnan(off.p_permutation)
+    with pytest.raises(InvalidArgumentError, match="n_permutations: expected an integer >= 0"):
+        stats.compare(values, models=models, items=items, n_permutations=-1)
+
+
+def test_incomplete_families_fall_back_to_per_pair_paired_bootstrap():
+    values = [1, 1, 1, 0, 1, 0, 0, 1, 0, 1, 0]
+    models = ["A"] * 5 + ["B"] * 6
+    items = ["q1", "q2", "q3", "q4", "q5", "q1", "q2", "q3", "q4", "q6", "q7"]
+    opts = stats.BootstrapOptions(n_resamples=300, seed=4)
+    (row,) = stats.compare(values, models=models, items=items, options=opts).rows
+    ref = stats.paired_bootstrap(values[:4], values[5:9], options=opts)
+    assert (row.ci_low, row.ci_high, row.p_bootstrap) == (ref.ci_low, ref.ci_high, ref.p_value)
 
 
 def test_cli_plan():

@@ -6,7 +6,10 @@ model against a baseline), per task and over all tasks:
 * pairs are matched on item identity (the ``items`` labels, within a task); items present for
   one model only are counted (``n_only_a``, ``n_only_b``), never paired;
 * the paired difference of means with a paired bootstrap interval (clustered when
-  ``clusters`` is given: whole clusters are resampled), from :func:`paired_bootstrap`;
+  ``clusters`` is given: whole clusters are resampled). Where every model of a task has every
+  item, one engine call bootstraps all models on shared Poisson(1) resamples keyed by item (or
+  cluster), and every pair's interval comes from that joint distribution (percentile or basic;
+  BCa, and tasks with items missing for some model, use :func:`paired_bootstrap` per pair);
 * p-values: the paired bootstrap's; McNemar's exact and mid-p for 0/1 outcomes; the sign-flip
   permutation test (signs flipped per cluster when clustered). ``p_value`` is the one named in
   ``test``: exact McNemar for unclustered 0/1 outcomes, the sign-flip test otherwise;
@@ -66,7 +69,8 @@ class ComparisonRow:
     p_mcnemar, p_mcnemar_mid : float
         McNemar's exact and mid-p values (NaN for outcomes that are not 0/1).
     test : str
-        The test behind ``p_value``: ``"mcnemar"`` or ``"sign-flip"``.
+        The test behind ``p_value``: ``"mcnemar"``, ``"sign-flip"`` or ``"bootstrap"`` (the
+        sign-flip test switched off).
     p_value, p_adjusted : float
         That test's p-value, and the same adjusted within the task's family of pairs.
     wins, ties, losses : int
@@ -219,7 +223,9 @@ def compare(
     options : BootstrapOptions, optional
         Bootstrap resamples, level, interval method and seed (default ``BootstrapOptions()``).
     n_permutations : int, default 10000
-        Sign patterns of the permutation test (all of them when there are fewer).
+        Sign patterns of the permutation test (all of them when there are fewer); 0 skips the
+        test (``p_permutation`` NaN; ``test`` is then "bootstrap" where it would have been
+        "sign-flip"), which is what makes thousands of pairs over large item sets fast.
 
     Returns
     -------
@@ -248,6 +254,14 @@ def compare(
             f"correction: expected one of {', '.join(CORRECTIONS)}, got {correction!r}"
         )
     opts = BootstrapOptions.resolve(options)
+    if (
+        isinstance(n_permutations, bool)
+        or not isinstance(n_permutations, int)
+        or n_permutations < 0
+    ):
+        raise InvalidArgumentError(
+            f"n_permutations: expected an integer >= 0, got {n_permutations!r}"
+        )
     names = sorted(set(m.tolist()))
     if len(names) < 2:
         raise InvalidArgumentError(f"models: expected at least two models, got {names}")
@@ -298,11 +312,12 @@ def compare(
     rows: list[ComparisonRow] = []
     for task, in_task in families:
         family: list[ComparisonRow] = []
+        joint = _joint(table[:, in_task], keys[in_task], key_cluster, in_task, opts)
         for a_i, b_i in pairs:
-            family.append(_pair(task, names[a_i], names[b_i], table[a_i], table[b_i], in_task,
-                                key_cluster, binary, opts, n_permutations))  # fmt: skip
+            family.append(_pair(task, (a_i, b_i), names, table, in_task, key_cluster, binary,
+                                opts, n_permutations, joint))  # fmt: skip
         adjusted = adjust_pvalues([r.p_value for r in family], correction)
-        band = _simultaneous(table[:, in_task], keys[in_task], key_cluster, in_task, pairs, opts)
+        band = _band(joint, pairs, opts.level)
         rows += [_with_adjusted(r, float(p), band.get(pair))
                  for r, p, pair in zip(family, adjusted, pairs, strict=True)]  # fmt: skip
     return Comparison(rows=tuple(rows), correction=correction,
@@ -315,18 +330,31 @@ def _with_adjusted(row: ComparisonRow, p: float, band: tuple[float, float] | Non
     return ComparisonRow(**{**asdict(row), "p_adjusted": p, **extra})
 
 
-def _simultaneous(
+@dataclass(frozen=True)
+class _Joint:
+    """Every model of a family bootstrapped on shared Poisson resamples (complete families)."""
+
+    dist: np.ndarray  # [models, B valid]
+    est: np.ndarray  # [models]
+    n_units: int
+
+
+def _joint(
     sub: np.ndarray,
     key_labels: np.ndarray,
     key_cluster: np.ndarray | None,
     in_task: np.ndarray,
-    pairs: list[tuple[int, int]],
     opts: BootstrapOptions,
-) -> dict[tuple[int, int], tuple[float, float]]:
-    """Max-T simultaneous band of every pair's difference (empty when data are missing)."""
+) -> _Joint | None:
+    """Bootstrap every model at once where every model has every item (else None).
+
+    Each item (or cluster) gets the weight Poisson(1) keyed by (seed, key, resample), the
+    same for every model, so the difference of two models' resampled means is a paired
+    resample: one engine call serves every pair of the family.
+    """
     n_models, n_keys = sub.shape
     if n_keys == 0 or np.isnan(sub).any():
-        return {}
+        return None
     groups = np.repeat(np.arange(n_models), n_keys)
     if key_cluster is not None:
         clusters = np.tile(key_cluster[in_task].astype(str), n_models)
@@ -337,33 +365,74 @@ def _simultaneous(
                     keys=rec_keys, options=opts, return_distribution=True)  # fmt: skip
     order = np.argsort(np.asarray(res.keys["groups"]).astype(int))
     dist = np.asarray(res.distribution)[order]
-    est = np.asarray(res.estimate, dtype=np.float64)[order]
+    dist = dist[:, ~np.isnan(dist).any(axis=0)]
+    n_units = int(np.asarray(res.n_units)[order][0])
+    return _Joint(dist=dist, est=np.asarray(res.estimate, dtype=np.float64)[order],
+                  n_units=n_units)  # fmt: skip
+
+
+def _band(
+    joint: _Joint | None, pairs: list[tuple[int, int]], level: float
+) -> dict[tuple[int, int], tuple[float, float]]:
+    """Max-T simultaneous band of every pair's difference (empty without a joint bootstrap)."""
+    if joint is None or joint.dist.shape[1] < 2:
+        return {}
+    est, dist = joint.est, joint.dist
     d = np.array([est[a] - est[b] for a, b in pairs])
     dstar = np.stack([dist[a] - dist[b] for a, b in pairs])  # [pairs, B]
-    dstar = dstar[:, ~np.isnan(dstar).any(axis=0)]
-    if dstar.shape[1] < 2:
-        return {}
     se = dstar.std(axis=1, ddof=1)
     live = se > 0
     if not live.any():
         return {p: (float(x), float(x)) for p, x in zip(pairs, d, strict=True)}
     t = np.max(np.abs(dstar[live] - d[live, None]) / se[live, None], axis=0)
-    c = float(np.quantile(t, opts.level))
+    c = float(np.quantile(t, level))
     return {p: (float(x - c * e), float(x + c * e)) for p, x, e in zip(pairs, d, se, strict=True)}
+
+
+@dataclass(frozen=True)
+class _Diff:
+    """A pair's difference, its bootstrap interval, standard error and p-value."""
+
+    difference: float
+    ci_low: float
+    ci_high: float
+    se: float
+    p_value: float
+    n_units: int
+
+
+def _from_joint(joint: _Joint, a: int, b: int, opts: BootstrapOptions) -> _Diff:
+    """Return the pair's paired bootstrap from the family's shared resamples.
+
+    The p-value is (1 + #{|d* - d| >= |d|}) / (1 + B), as :func:`paired_bootstrap`'s.
+    """
+    d = float(joint.est[a] - joint.est[b])
+    dstar = joint.dist[a] - joint.dist[b]
+    alpha = 1.0 - opts.level
+    lo, hi = (float(q) for q in np.quantile(dstar, [alpha / 2.0, 1.0 - alpha / 2.0]))
+    if opts.method == "basic":
+        lo, hi = 2.0 * d - hi, 2.0 * d - lo
+    se = float(dstar.std(ddof=1)) if dstar.size > 1 else float("nan")
+    extreme = int(np.count_nonzero(np.abs(dstar - d) >= abs(d)))
+    p = 1.0 if joint.n_units < 2 or (se == 0 and d == 0) else (1.0 + extreme) / (1.0 + dstar.size)
+    return _Diff(d, lo, hi, se, min(1.0, p), joint.n_units)
 
 
 def _pair(
     task: str,
-    a: str,
-    b: str,
-    va_all: np.ndarray,
-    vb_all: np.ndarray,
+    pair: tuple[int, int],
+    names: list[str],
+    table: np.ndarray,
     in_task: np.ndarray,
     key_cluster: np.ndarray | None,
     binary: bool,
     opts: BootstrapOptions,
     n_permutations: int,
+    joint: _Joint | None,
 ) -> ComparisonRow:
+    a_i, b_i = pair
+    a, b = names[a_i], names[b_i]
+    va_all, vb_all = table[a_i], table[b_i]
     has_a = in_task & ~np.isnan(va_all)
     has_b = in_task & ~np.isnan(vb_all)
     both = has_a & has_b
@@ -375,20 +444,33 @@ def _pair(
     if va.size == 0:
         return ComparisonRow(task, a, b, 0, n_only_a, n_only_b, 0, nan, nan, nan, nan, nan, nan,
                              nan, nan, nan, "none", nan, nan, 0, 0, 0, nan)  # fmt: skip
-    boot = paired_bootstrap(va, vb, clusters=clusters, options=opts)
-    perm = sign_flip_test(va - vb, clusters=clusters, n_resamples=n_permutations, seed=opts.seed)
+    if joint is not None and opts.method != "bca":
+        diff = _from_joint(joint, a_i, b_i, opts)
+    else:  # items missing for some model, or BCa: this pair's own paired bootstrap
+        boot = paired_bootstrap(va, vb, clusters=clusters, options=opts)
+        diff = _Diff(float(boot.difference), float(boot.ci_low), float(boot.ci_high),
+                     float(boot.se), float(boot.p_value), int(boot.n_units))  # fmt: skip
+    p_perm = nan
+    if n_permutations:
+        p_perm = sign_flip_test(va - vb, clusters=clusters, n_resamples=n_permutations,
+                                seed=opts.seed).p_value  # fmt: skip
     p_mc = p_mid = nan
     if binary:
         mc = mcnemar(va, vb)
         p_mc, p_mid = mc.p_value, mc.p_mid
-    test, p = ("mcnemar", p_mc) if binary and clusters is None else ("sign-flip", perm.p_value)
+    if binary and clusters is None:
+        test, p = "mcnemar", p_mc
+    elif n_permutations:
+        test, p = "sign-flip", p_perm
+    else:
+        test, p = "bootstrap", diff.p_value
     return ComparisonRow(
         task=task, model_a=a, model_b=b, n_matched=int(va.size), n_only_a=n_only_a,
-        n_only_b=n_only_b, n_units=int(boot.n_units), mean_a=float(va.mean()),
-        mean_b=float(vb.mean()), difference=float(boot.difference), ci_low=float(boot.ci_low),
-        ci_high=float(boot.ci_high), p_bootstrap=float(boot.p_value),
-        p_permutation=float(perm.p_value), p_mcnemar=float(p_mc), p_mcnemar_mid=float(p_mid),
+        n_only_b=n_only_b, n_units=diff.n_units, mean_a=float(va.mean()),
+        mean_b=float(vb.mean()), difference=diff.difference, ci_low=diff.ci_low,
+        ci_high=diff.ci_high, p_bootstrap=diff.p_value,
+        p_permutation=float(p_perm), p_mcnemar=float(p_mc), p_mcnemar_mid=float(p_mid),
         test=test, p_value=float(p), p_adjusted=nan, wins=int(np.count_nonzero(va > vb)),
         ties=int(np.count_nonzero(va == vb)), losses=int(np.count_nonzero(va < vb)),
-        mde=(norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)) * float(boot.se),
+        mde=(norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)) * diff.se,
     )  # fmt: skip

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,9 +123,12 @@ def mcnemar(a: Any, b: Any) -> McNemarResult:
         return McNemarResult(n=int(va.size), only_a=0, only_b=0, p_value=1.0, p_mid=1.0)
     if m <= _EXACT_MAX:  # integer arithmetic, one rounding: hand-worked cases come out exact
         total = 1 << m
-        tail = sum(math.comb(m, i) for i in range(k + 1))
+        term = tail = 1  # C(m, 0); C(m, i + 1) = C(m, i) (m - i) / (i + 1), exactly
+        for i in range(k):
+            term = term * (m - i) // (i + 1)
+            tail += term
         p = min(1.0, 2 * tail / total)
-        mid = min(1.0, (2 * tail - math.comb(m, k)) / total)  # 2 [P(X <= k) - P(X = k) / 2]
+        mid = min(1.0, (2 * tail - term) / total)  # 2 [P(X <= k) - P(X = k) / 2]
     else:
         cdf = binom_cdf(k, m, 0.5)
         p = min(1.0, 2.0 * cdf)
