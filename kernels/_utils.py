@@ -58,7 +58,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 AUTOTUNE = os.environ.get("TUMORBOARD_TRITON_AUTOTUNE", "all").strip().lower() or "all"
 if AUTOTUNE not in ("all", "first"):
     raise InvalidArgumentError(
-        f"TUMORBOARD_TRITON_AUTOTUNE must be 'all' or 'first', got {AUTOTUNE!r}"
+        f"TUMORBOARD_TRITON_AUTOTUNE: expected 'all' or 'first', got {AUTOTUNE!r}"
     )
 
 
@@ -135,7 +135,9 @@ def choose_backend(
         ``backend="triton"`` but triton is not installed.
     """
     if backend not in BACKENDS:
-        raise InvalidArgumentError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+        raise InvalidArgumentError(
+            f"backend: expected 'auto', 'triton' or 'torch', got {backend!r}"
+        )
     on_cuda = (getattr(device, "type", None) or str(device).split(":")[0]) == "cuda"
     if backend == "auto":
         return "triton" if auto_triton and on_cuda and triton_available() else "torch"

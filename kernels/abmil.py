@@ -96,23 +96,28 @@ def _check(
     kernel: bool = True,
 ) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or x.ndim != 2:
-        raise InvalidArgumentError(f"x must be a [T, D] tensor, got {getattr(x, 'shape', type(x))}")
+        raise InvalidArgumentError(
+            f"x: expected a [T, D] tensor, got {getattr(x, 'shape', type(x))}"
+        )
     allowed = (torch.float32, torch.float16, torch.bfloat16) + (() if kernel else (torch.float64,))
     if x.dtype not in allowed:
         names = "float32, float16 or bfloat16" + ("" if kernel else " (or float64)")
-        raise InvalidTypeError(f"x must be {names}, got {x.dtype}")
+        raise InvalidTypeError(f"x: expected {names}, got {x.dtype}")
     d = x.shape[1]
     if wa.ndim != 3 or wa.shape[2] != d:
-        raise InvalidArgumentError(f"wa must be [H, K, {d}], got {list(wa.shape)}")
+        raise InvalidArgumentError(f"wa: expected shape [H, K, {d}], got {list(wa.shape)}")
     h, k = wa.shape[:2]
     if ba.shape != (h, k):
-        raise InvalidArgumentError(f"ba must be [{h}, {k}], got {list(ba.shape)}")
+        raise InvalidArgumentError(f"ba: expected shape [{h}, {k}], got {list(ba.shape)}")
     if ws.ndim != 3 or ws.shape[0] != h or ws.shape[2] != k:
-        raise InvalidArgumentError(f"ws must be [{h}, R, {k}], got {list(ws.shape)}")
+        raise InvalidArgumentError(f"ws: expected shape [{h}, R, {k}], got {list(ws.shape)}")
     if bs.shape != ws.shape[:2]:
-        raise InvalidArgumentError(f"bs must be {list(ws.shape[:2])}, got {list(bs.shape)}")
+        raise InvalidArgumentError(f"bs: expected shape {list(ws.shape[:2])}, got {list(bs.shape)}")
     if (wg is None) != (bg is None):
-        raise InvalidArgumentError("wg and bg must be given together (gated) or both be None")
+        raise InvalidArgumentError(
+            "wg and bg: expected both given together (gated) or both None, got only "
+            + ("bg" if wg is None else "wg")
+        )
     if wg is not None and (wg.shape != wa.shape or bg.shape != ba.shape):
         raise InvalidArgumentError(
             f"wg/bg must match wa/ba {list(wa.shape)}/{list(ba.shape)}, "
@@ -124,10 +129,10 @@ def _check(
     offsets = torch.as_tensor(offsets, device=x.device)
     if offsets.ndim != 1 or offsets.numel() < 2:
         raise InvalidArgumentError(
-            f"offsets must be 1-D with B+1 >= 2 entries, got {list(offsets.shape)}"
+            f"offsets: expected 1-D with B+1 >= 2 entries, got shape {list(offsets.shape)}"
         )
     if offsets.dtype.is_floating_point or offsets.dtype == torch.bool:
-        raise InvalidTypeError(f"offsets must be integers, got {offsets.dtype}")
+        raise InvalidTypeError(f"offsets: expected integers, got {offsets.dtype}")
     offsets = offsets.to(torch.int64)
     if int(offsets[0]) != 0 or int(offsets[-1]) != x.shape[0]:
         raise InvalidArgumentError(
@@ -135,7 +140,7 @@ def _check(
             f"got {int(offsets[0])} .. {int(offsets[-1])}"
         )
     if bool((offsets[1:] < offsets[:-1]).any()):
-        raise InvalidArgumentError("offsets must be non-decreasing")
+        raise InvalidArgumentError("offsets: expected non-decreasing values")
     return offsets
 
 

@@ -47,23 +47,24 @@ _N_SEGMENTS = 3
 def _check(h: torch.Tensor, seg: torch.Tensor, gamma: torch.Tensor, name: str = "h") -> None:
     if not isinstance(h, torch.Tensor) or h.ndim != 2:
         raise InvalidArgumentError(
-            f"{name} must be a [T, D] tensor, got {getattr(h, 'shape', type(h))}"
+            f"{name}: expected a [T, D] tensor, got {getattr(h, 'shape', type(h))}"
         )
     if h.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise InvalidTypeError(f"{name} must be float32, float16 or bfloat16, got {h.dtype}")
+        raise InvalidTypeError(f"{name}: expected float32, float16 or bfloat16, got {h.dtype}")
     if not isinstance(seg, torch.Tensor) or seg.shape != (h.shape[0],):
         raise InvalidArgumentError(
-            f"seg must be [{h.shape[0]}], got {getattr(seg, 'shape', type(seg))}"
+            f"seg: expected a [{h.shape[0]}] tensor, got {getattr(seg, 'shape', type(seg))}"
         )
     if seg.dtype.is_floating_point or seg.dtype == torch.bool:
-        raise InvalidTypeError(f"seg must be an integer tensor (int8), got {seg.dtype}")
+        raise InvalidTypeError(f"seg: expected an integer tensor (int8), got {seg.dtype}")
     if not isinstance(gamma, torch.Tensor) or gamma.shape != (_N_SEGMENTS, h.shape[1]):
         raise InvalidArgumentError(
-            f"gamma must be [3, {h.shape[1]}], got {getattr(gamma, 'shape', type(gamma))}"
+            f"gamma: expected a [3, {h.shape[1]}] tensor, "
+            f"got {getattr(gamma, 'shape', type(gamma))}"
         )
     if seg.device != h.device or gamma.device != h.device:
         raise InvalidArgumentError(
-            f"seg ({seg.device}) and gamma ({gamma.device}) must be on {h.device}"
+            f"seg and gamma: expected tensors on {h.device}, got {seg.device} and {gamma.device}"
         )
 
 
@@ -618,23 +619,28 @@ def fused_down_proj_segment_scale(
         ``residual``.
     """
     if not isinstance(x, torch.Tensor) or x.ndim != 2:
-        raise InvalidArgumentError(f"x must be a [T, I] tensor, got {getattr(x, 'shape', type(x))}")
+        raise InvalidArgumentError(
+            f"x: expected a [T, I] tensor, got {getattr(x, 'shape', type(x))}"
+        )
     if not isinstance(W, torch.Tensor) or W.ndim != 2 or W.shape[1] != x.shape[1]:
         raise InvalidArgumentError(
-            f"W must be [D, {x.shape[1]}], got {getattr(W, 'shape', type(W))}"
+            f"W: expected a [D, {x.shape[1]}] tensor, got {getattr(W, 'shape', type(W))}"
         )
     if W.dtype != x.dtype:
         raise InvalidTypeError(f"W must have the dtype of x ({x.dtype}), got {W.dtype}")
     t, d = x.shape[0], W.shape[0]
     _check(x.new_empty((t, d)), seg, gamma, name="x @ W.T")
     if bias is not None and (bias.shape != (d,) or bias.device != x.device):
-        raise InvalidArgumentError(f"bias must be [{d}] on {x.device}, got {list(bias.shape)}")
+        raise InvalidArgumentError(
+            f"bias: expected a [{d}] tensor on {x.device}, got {list(bias.shape)} on {bias.device}"
+        )
     if residual is not None and (residual.shape != (t, d) or residual.device != x.device):
         raise InvalidArgumentError(
-            f"residual must be [{t}, {d}] on {x.device}, got {list(residual.shape)}"
+            f"residual: expected a [{t}, {d}] tensor on {x.device}, got {list(residual.shape)} "
+            f"on {residual.device}"
         )
     if path not in ("auto", *DOWN_PROJ_PATHS):
-        raise InvalidArgumentError(f"path must be 'auto', 'fused' or 'cublas', got {path!r}")
+        raise InvalidArgumentError(f"path: expected 'auto', 'fused' or 'cublas', got {path!r}")
     if choose_backend(backend, x.device) == "torch":
         y = F.linear(x, W, bias).float() * _scale_torch(seg, gamma)
         return (y if residual is None else y + residual.float()).to(x.dtype)

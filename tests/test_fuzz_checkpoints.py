@@ -93,7 +93,7 @@ def test_hostile_tensors_are_refused_naming_the_key(source, tmp_path):
         assert text.startswith(f"{path}: ") and repr(key) in text, text
         if kind in ("all_nan", "one_inf", "one_nan"):
             n_bad = state[key].numel() if kind == "all_nan" else 1
-            assert f"{n_bad} of {state[key].numel()} value(s) are NaN or infinite" in text
+            assert f"got {n_bad} of {state[key].numel()} value(s) NaN or infinite" in text
         else:
             assert "tensor where the model holds torch.float32 weights" in text
         cases += 1

@@ -175,15 +175,15 @@ def test_input_validation(kernel_device):
         K.abmil_pool(x, t([0, 5]), wa, ba, ws, bs, wg, bg, backend="triton")
     with pytest.raises(ValueError, match="non-decreasing"):
         K.abmil_pool(x, t([0, 4, 2, 6]), wa, ba, ws, bs, wg, bg, backend="triton")
-    with pytest.raises(TypeError, match="offsets must be integers"):
+    with pytest.raises(TypeError, match="offsets: expected integers"):
         K.abmil_pool(x, t([0.0, 6.0]), wa, ba, ws, bs, wg, bg, backend="triton")
-    with pytest.raises(ValueError, match="wa must be"):
+    with pytest.raises(ValueError, match="wa: expected"):
         K.abmil_pool(x[:, :8], t([0, 6]), wa, ba, ws, bs, backend="triton")
     with pytest.raises(ValueError, match="given together"):
         K.abmil_pool(x, t([0, 6]), wa, ba, ws, bs, wg, None, backend="triton")
     with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
         K.abmil_pool(x.double(), t([0, 6]), wa, ba, ws, bs, backend="triton")
-    with pytest.raises(ValueError, match="backend must be"):
+    with pytest.raises(ValueError, match="backend: expected"):
         K.abmil_pool(x, t([0, 6]), wa, ba, ws, bs, backend="cuda")
 
 

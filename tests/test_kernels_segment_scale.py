@@ -201,23 +201,23 @@ def test_input_validation():
     h = torch.randn(4, 6)
     seg = torch.zeros(4, dtype=torch.int8)
     gamma = torch.zeros(3, 6)
-    with pytest.raises(ValueError, match=r"gamma must be \[3, 6\]"):
+    with pytest.raises(ValueError, match=r"gamma: expected a \[3, 6\] tensor"):
         S.segment_scale(h, seg, torch.zeros(4, 6))
-    with pytest.raises(ValueError, match=r"seg must be \[4\]"):
+    with pytest.raises(ValueError, match=r"seg: expected a \[4\] tensor"):
         S.segment_scale(h, torch.zeros(5, dtype=torch.int8), gamma)
-    with pytest.raises(TypeError, match="seg must be an integer"):
+    with pytest.raises(TypeError, match="seg: expected an integer"):
         S.segment_scale(h, seg.float(), gamma)
     with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
         S.segment_scale(h.long(), seg, gamma)
-    with pytest.raises(ValueError, match="backend must be"):
+    with pytest.raises(ValueError, match="backend: expected"):
         S.segment_scale(h, seg, gamma, backend="gpu")
-    with pytest.raises(ValueError, match=r"W must be \[D, 6\]"):
+    with pytest.raises(ValueError, match=r"W: expected a \[D, 6\] tensor"):
         S.fused_down_proj_segment_scale(h, torch.zeros(6, 5), seg, gamma)
-    with pytest.raises(ValueError, match=r"residual must be \[4, 6\]"):
+    with pytest.raises(ValueError, match=r"residual: expected a \[4, 6\] tensor"):
         S.fused_down_proj_segment_scale(h, torch.zeros(6, 6), seg, gamma, residual=h[:2])
     with pytest.raises(TypeError, match="dtype of x"):
         S.fused_down_proj_segment_scale(h, torch.zeros(6, 6).half(), seg, gamma)
-    with pytest.raises(ValueError, match="path must be"):
+    with pytest.raises(ValueError, match="path: expected"):
         S.fused_down_proj_segment_scale(h, torch.zeros(6, 6), seg, gamma, path="tma")
 
 
@@ -250,7 +250,7 @@ def test_autotune_setting_with_a_typo_is_refused():
         text=True,
     )
     assert out.returncode != 0
-    assert "TUMORBOARD_TRITON_AUTOTUNE must be 'all' or 'first', got 'fist'" in out.stderr
+    assert "TUMORBOARD_TRITON_AUTOTUNE: expected 'all' or 'first', got 'fist'" in out.stderr
 
 
 def test_gemm_candidates_that_overflow_shared_memory_are_dropped(monkeypatch):

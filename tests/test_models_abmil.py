@@ -145,9 +145,9 @@ def test_varlen_empty_bag_pools_to_zero_and_offsets_are_checked():
         m.forward_varlen(x, torch.tensor([0, 2, 4]))
     with pytest.raises(ValueError, match="non-decreasing"):
         m.forward_varlen(x, torch.tensor([0, 3, 2, 5]))
-    with pytest.raises(TypeError, match="offsets must be integers"):
+    with pytest.raises(TypeError, match="offsets: expected integers"):
         m.forward_varlen(x, torch.tensor([0.0, 5.0]))
-    with pytest.raises(ValueError, match=r"mask must be \[B, N\]"):
+    with pytest.raises(ValueError, match=r"mask: expected shape \[B, N\]"):
         m(x[None], torch.ones(1, 4, dtype=torch.bool))
 
 

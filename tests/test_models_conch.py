@@ -330,7 +330,7 @@ def test_tokenizer_encoding_rules(tokenizer_json):
     assert long.tolist() == [1, *body[:125], 2, 0]
     assert tok("").tolist() == [[1, 2] + [0] * 126]
     assert tok([]).shape == (0, 128)
-    with pytest.raises(TypeError, match=r"texts\[1\] must be a str"):
+    with pytest.raises(TypeError, match=r"texts\[1\]: expected a str"):
         tok(["ok", 3])
     # through the model: prompts -> normalised 16-d embeddings (conch-tiny)
     model = quiet(models.load_conch, "conch-tiny", tokenizer=path)

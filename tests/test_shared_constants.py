@@ -82,7 +82,7 @@ def test_choose_backend_rules(monkeypatch):
         choose("triton", _Device("cpu"))
     monkeypatch.setattr(_utils, "INTERPRET", True)
     assert choose("triton", _Device("cpu")) == "triton"
-    with pytest.raises(InvalidArgumentError, match="backend must be 'auto', 'triton' or 'torch'"):
+    with pytest.raises(InvalidArgumentError, match="backend: expected 'auto', 'triton' or 'torch'"):
         choose("cuda", _Device("cuda"))
     monkeypatch.setattr(_utils, "triton_available", lambda: False)
     assert choose("auto", _Device("cuda")) == "torch"

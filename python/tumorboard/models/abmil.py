@@ -41,15 +41,15 @@ _MASK_VALUE = -1e9
 def _check_offsets(features: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     if features.ndim != 2:
         raise InvalidArgumentError(
-            f"features must be [sum N_i, F], got shape {list(features.shape)}"
+            f"features: expected a [sum N_i, F] tensor, got shape {list(features.shape)}"
         )
     offsets = torch.as_tensor(offsets, device=features.device)
     if offsets.ndim != 1 or offsets.numel() < 2:
         raise InvalidArgumentError(
-            f"offsets must be 1-D with B+1 >= 2 entries, got {list(offsets.shape)}"
+            f"offsets: expected 1-D with B+1 >= 2 entries, got shape {list(offsets.shape)}"
         )
     if offsets.dtype.is_floating_point:
-        raise InvalidTypeError(f"offsets must be integers, got {offsets.dtype}")
+        raise InvalidTypeError(f"offsets: expected integers, got {offsets.dtype}")
     offsets = offsets.to(torch.long)
     if int(offsets[0]) != 0 or int(offsets[-1]) != features.shape[0]:
         raise InvalidArgumentError(
@@ -57,7 +57,7 @@ def _check_offsets(features: torch.Tensor, offsets: torch.Tensor) -> torch.Tenso
             f"got {int(offsets[0])} .. {int(offsets[-1])}"
         )
     if bool((offsets[1:] < offsets[:-1]).any()):
-        raise InvalidArgumentError("offsets must be non-decreasing")
+        raise InvalidArgumentError("offsets: expected non-decreasing values")
     return offsets
 
 
@@ -98,9 +98,9 @@ class ABMIL(nn.Module):
         for name, value in (("in_dim", in_dim), ("hidden", hidden), ("n_heads", n_heads),
                             ("n_branches", n_branches)):  # fmt: skip
             if not isinstance(value, int) or value < 1:
-                raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
+                raise InvalidArgumentError(f"{name}: expected a positive int, got {value!r}")
         if not 0.0 <= dropout < 1.0:
-            raise InvalidArgumentError(f"dropout must be in [0, 1), got {dropout}")
+            raise InvalidArgumentError(f"dropout: expected a value in [0, 1), got {dropout}")
         self.in_dim, self.hidden, self.n_heads = in_dim, hidden, n_heads
         self.gated, self.n_branches, self.dropout = bool(gated), n_branches, float(dropout)
         self.attention_heads = nn.ModuleList(
@@ -152,14 +152,14 @@ class ABMIL(nn.Module):
         """
         if x.ndim != 3 or x.shape[-1] != self.in_dim:
             raise InvalidArgumentError(
-                f"x must be [B, N, {self.in_dim}], got shape {list(x.shape)}"
+                f"x: expected a [B, N, {self.in_dim}] tensor, got shape {list(x.shape)}"
             )
         s = self.scores(x)  # [B, N, H, R]
         logits = s.float()
         if mask is not None:
             if mask.shape != x.shape[:2]:
                 raise InvalidArgumentError(
-                    f"mask must be [B, N] = {list(x.shape[:2])}, got {list(mask.shape)}"
+                    f"mask: expected shape [B, N] = {list(x.shape[:2])}, got {list(mask.shape)}"
                 )
             logits = logits.masked_fill(~mask.bool()[:, :, None, None], _MASK_VALUE)
         w = logits.softmax(dim=1).to(x.dtype)  # over N
@@ -198,7 +198,8 @@ class ABMIL(nn.Module):
         """
         if features.shape[-1:] != (self.in_dim,):
             raise InvalidArgumentError(
-                f"features must be [sum N_i, {self.in_dim}], got shape {list(features.shape)}"
+                f"features: expected a [sum N_i, {self.in_dim}] tensor, "
+                f"got shape {list(features.shape)}"
             )
         dropout_on = self.training and self.dropout > 0.0
         if choose_backend(backend, features.device, auto_triton=not dropout_on) == "triton":

@@ -131,7 +131,7 @@ class SegmentAdapter(nn.Module):
         super().__init__()
         if n_layers < 1 or hidden < 1:
             raise InvalidArgumentError(
-                f"n_layers and hidden must be >= 1, got {n_layers}, {hidden}"
+                f"n_layers and hidden: expected integers >= 1, got {n_layers} and {hidden}"
             )
         seqmask._compile(markers)  # validates now rather than at the first forward
         self.markers = markers

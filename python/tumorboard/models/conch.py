@@ -496,7 +496,7 @@ class ConchTextEncoder(nn.Module):
                 f"got shape {list(ids.shape)}"
             )
         if ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise InvalidTypeError(f"token ids must be an integer tensor, got {ids.dtype}")
+            raise InvalidTypeError(f"token ids: expected an integer tensor, got {ids.dtype}")
         ids = ids[:, :-1].to(torch.long)  # room for the CLS embedding
         b, n = ids.shape
         x = self.token_embedding(ids)

@@ -61,7 +61,7 @@ class ConchTokenizer:
             raise MissingFileError(f"tokenizer JSON not found: {p}")
         if max_length < 3:
             raise InvalidArgumentError(
-                f"max_length must be at least 3 (BOS, EOS, one token), got {max_length}"
+                f"max_length: expected at least 3 (BOS, EOS, one token), got {max_length}"
             )
         try:
             self._tok = Tokenizer.from_file(str(p))
@@ -98,7 +98,7 @@ class ConchTokenizer:
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise InvalidTypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
+                raise InvalidTypeError(f"texts[{i}]: expected a str, got {type(t).__name__}")
         out = np.full((len(texts), self.context_length), self.pad_id, dtype=np.int64)
         if not texts:
             return out

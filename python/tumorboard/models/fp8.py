@@ -128,8 +128,8 @@ class Fp8Linear(nn.Module):
         n, k = linear.weight.shape
         if not emulate and (n % 16 or k % 16):
             raise InvalidArgumentError(
-                f"FP8 linear: in_features {k} and out_features {n} must be multiples of 16 "
-                "for torch._scaled_mm"
+                f"FP8 linear: expected in_features and out_features that are multiples of 16 for "
+                f"torch._scaled_mm, got {k} and {n}"
             )
         self.in_features, self.out_features = int(k), int(n)
         self.emulate = bool(emulate)

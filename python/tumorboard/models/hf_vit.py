@@ -125,7 +125,7 @@ class HFViTConfig:
 
     def __post_init__(self) -> None:
         if self.family not in ("vit", "dinov2"):
-            raise InvalidArgumentError(f"family must be 'vit' or 'dinov2', got {self.family!r}")
+            raise InvalidArgumentError(f"family: expected 'vit' or 'dinov2', got {self.family!r}")
         if self.image_size % self.patch_size:
             raise InvalidArgumentError(
                 f"image_size {self.image_size} is not a multiple of patch_size {self.patch_size}"
@@ -138,7 +138,9 @@ class HFViTConfig:
         if self.family == "vit" and (self.use_swiglu_ffn or self.num_register_tokens):
             raise InvalidArgumentError("ViTModel has no SwiGLU MLP and no register tokens")
         if self.pooling not in ("cls", "cls+mean"):
-            raise InvalidArgumentError(f"pooling must be 'cls' or 'cls+mean', got {self.pooling!r}")
+            raise InvalidArgumentError(
+                f"pooling: expected 'cls' or 'cls+mean', got {self.pooling!r}"
+            )
 
     @property
     def grid_size(self) -> int:
@@ -430,7 +432,7 @@ class HFVisionTransformer(nn.Module):
         size = config.image_size if image_size is None else int(image_size)
         if size <= 0 or size % config.patch_size:
             raise InvalidArgumentError(
-                f"image_size must be a positive multiple of the patch size {config.patch_size}, "
+                f"image_size: expected a positive multiple of the patch size {config.patch_size}, "
                 f"got {image_size}"
             )
         self.image_size = size
@@ -492,7 +494,7 @@ class HFVisionTransformer(nn.Module):
         p = self.config.patch_size
         if x.shape[2] % p or x.shape[3] % p:
             raise InvalidArgumentError(
-                f"image height and width must be multiples of the patch size {p}, "
+                f"image height and width: expected multiples of the patch size {p}, "
                 f"got {x.shape[2]}x{x.shape[3]}"
             )
         x = x.to(self.embeddings.cls_token.dtype)

@@ -124,7 +124,7 @@ def export_onnx(
         raise InvalidArgumentError("module has tensors on the meta device; load its weights first")
     size = int(module.image_size if image_size is None else image_size)
     if batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
+        raise InvalidArgumentError(f"batch_size: expected an integer >= 1, got {batch_size}")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(0)
@@ -248,7 +248,7 @@ class OnnxEncoder:
                     device_id = int(dev.split(":", 1)[1])
             else:
                 raise InvalidArgumentError(
-                    f"device must be 'auto', 'cpu' or 'cuda[:i]', got {device!r}"
+                    f"device: expected 'auto', 'cpu' or 'cuda[:i]', got {device!r}"
                 )
             providers = (
                 [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]

@@ -134,7 +134,7 @@ class ResNetTrunk(nn.Module):
             raise InvalidArgumentError(f"layers: 1 to 4 positive block counts, got {layers}")
         size = int(image_size)
         if size < 32:
-            raise InvalidArgumentError(f"image_size must be at least 32, got {image_size}")
+            raise InvalidArgumentError(f"image_size: expected at least 32, got {image_size}")
         self.name = name
         self.image_size = size
         self.mean = tuple(float(m) for m in mean)

@@ -104,9 +104,12 @@ class SwinConfig:
 
     def __post_init__(self) -> None:
         if len(self.depths) != len(self.num_heads) or not self.depths:
-            raise InvalidArgumentError("depths and num_heads must be non-empty and equally long")
+            raise InvalidArgumentError(
+                f"depths and num_heads: expected non-empty sequences of equal length, got lengths "
+                f"{len(self.depths)} and {len(self.num_heads)}"
+            )
         if self.stem not in ("conv", "patch"):
-            raise InvalidArgumentError(f"stem must be 'conv' or 'patch', got {self.stem!r}")
+            raise InvalidArgumentError(f"stem: expected 'conv' or 'patch', got {self.stem!r}")
         if self.stem == "conv" and (self.patch_size != 4 or self.embed_dim % 8):
             raise InvalidArgumentError("the conv stem needs patch_size 4 and embed_dim % 8 == 0")
         side = self.image_size // self.patch_size

@@ -101,9 +101,11 @@ class ViTConfig:
                 f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}"
             )
         if self.mlp not in ("gelu", "swiglu"):
-            raise InvalidArgumentError(f"mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
+            raise InvalidArgumentError(f"mlp: expected 'gelu' or 'swiglu', got {self.mlp!r}")
         if self.mlp == "swiglu" and self.mlp_hidden % 2:
-            raise InvalidArgumentError(f"a SwiGLU mlp_hidden must be even, got {self.mlp_hidden}")
+            raise InvalidArgumentError(
+                f"mlp_hidden: expected an even width for a SwiGLU MLP, got {self.mlp_hidden}"
+            )
 
     @property
     def grid_size(self) -> int:
@@ -153,7 +155,7 @@ def resample_pos_embed(
     """
     if pos_embed.ndim != 3 or pos_embed.shape[0] != 1:
         raise InvalidArgumentError(
-            f"pos_embed must be [1, tokens, dim], got {list(pos_embed.shape)}"
+            f"pos_embed: expected shape [1, tokens, dim], got {list(pos_embed.shape)}"
         )
     n_grid = pos_embed.shape[1] - num_prefix_tokens
     side = math.isqrt(n_grid)
@@ -332,7 +334,7 @@ class VisionTransformer(nn.Module):
         size = config.image_size if image_size is None else int(image_size)
         if size <= 0 or size % config.patch_size:
             raise InvalidArgumentError(
-                f"image_size must be a positive multiple of the patch size {config.patch_size}, "
+                f"image_size: expected a positive multiple of the patch size {config.patch_size}, "
                 f"got {image_size}"
             )
         self.image_size = size
@@ -389,7 +391,7 @@ class VisionTransformer(nn.Module):
         p = self.config.patch_size
         if x.shape[2] % p or x.shape[3] % p:
             raise InvalidArgumentError(
-                f"image height and width must be multiples of the patch size {p}, "
+                f"image height and width: expected multiples of the patch size {p}, "
                 f"got {x.shape[2]}x{x.shape[3]}"
             )
         x = x.to(self.cls_token.dtype)

@@ -312,8 +312,8 @@ def check_state_values(
             bad = int(finite.numel() - int(finite.sum()))
             raise WeightsError(
                 path,
-                f"{key!r}: {bad} of {t.numel()} value(s) are NaN or infinite; weights must be "
-                "finite (a diverged training run or a corrupted file)",
+                f"{key!r}: expected finite weights, got {bad} of {t.numel()} value(s) NaN or "
+                "infinite (a diverged training run or a corrupted file)",
             )
 
 
