@@ -38,6 +38,13 @@ abmil               TRIDENT ABMIL slide encoder                             in_d
 mtbbench-regressor  MTBBench IHC positive-cell regression head              1       fp32
 =================== ====================================================== ======= ========
 
+The encoder zoo (:mod:`tumorboard.models._zoo`) adds, under TRIDENT's names: virchow,
+virchow2, hoptimus0, hoptimus1, h0-mini, gigapath, conch_v15, kaiko-vits8, kaiko-vits16,
+kaiko-vitb8, kaiko-vitb16, kaiko-vitl14, lunit-vits8, gpfm, openmidnight (timm layout), phikon,
+phikon_v2 (Hugging Face layout, :mod:`~tumorboard.models.hf_vit`), resnet50 and ctranspath
+(:mod:`~tumorboard.models.resnet`, :mod:`~tumorboard.models.swin`). ``tumorboard models``
+prints every row (width, input, precision, license, gated, the file to fetch).
+
 Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI
 ``uni/get_encoder/get_encoder.py``@42715ef; CONCH, Lu et al., *Nature Medicine* 2024, and
 mahmoodlab/CONCH ``conch/open_clip_custom/``@141cc09; ABMIL, Ilse et al., ICML 2018, as
