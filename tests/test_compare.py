@@ -280,7 +280,14 @@ def test_cli_compare_ranks(tmp_path):
     block = out.stdout.split("Ranks, overall")[1].splitlines()
     assert block[4].startswith("| model-a | 0.8833 | 1 [1, 1] | 1.000 | yes |")  # 106/120 right
     out = cli("compare", str(store), "--ranks", "--format", "csv")
-    assert out.returncode == 2 and "--ranks: expected --format md or json" in out.stderr
+    assert out.returncode == 2 and "--ranks: expected --format md, json or html" in out.stderr
+    page = tmp_path / "cmp.html"
+    out = cli("compare", str(store), "--ranks", "--n-resamples", "200", "--format", "html",
+              "--out", str(page))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    text = page.read_text()
+    assert text.startswith("<!doctype html>") and text.count("<svg") == 1 + 3 + 3  # forest,
+    # a p-value heatmap per task (task0, task1, overall), ranks per task and overall
 
 
 def test_rank_intervals_against_ranks_of_the_engine_distribution():
@@ -426,3 +433,28 @@ def test_simultaneous_max_t_band():
             (row.difference - c * se, row.difference + c * se), abs=1e-12
         )
         assert c >= np.quantile(t_ab, 0.95)  # wider than any one pair's own band
+
+
+def test_html_page_draws_every_comparison_and_rank(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    rng = np.random.default_rng(3)
+    probs = {"A": 0.8, "B": 0.7, "C": 0.6}
+    values = np.concatenate([(rng.random(120) < p).astype(float) for p in probs.values()])
+    models = np.repeat(list(probs), 120)
+    items = np.tile([f"q{i}" for i in range(120)], 3)
+    opts = stats.BootstrapOptions(n_resamples=300, seed=1)
+    res = stats.compare(values, models=models, items=items, options=opts)
+    ranks = {"overall": stats.rank_intervals(values, models=models, items=items, options=opts)}
+    page = res.to_html(ranks)
+    svgs = [page[i : page.index("</svg>", i) + 6] for i in range(len(page))
+            if page.startswith("<svg", i)]  # fmt: skip
+    assert len(svgs) == 3  # forest, one heatmap (one task), one rank plot
+    ns = "{http://www.w3.org/2000/svg}"
+    forest, heat, rank = (ET.fromstring(s) for s in svgs)  # well-formed SVG
+    assert len(forest.findall(f"{ns}circle")) == len(res.rows) == 3
+    texts = [t.text for t in forest.iter(f"{ns}text")]
+    assert "overall: A - B" in texts and any(t and t.startswith("p = ") for t in texts)
+    assert len(heat.findall(f"{ns}rect")) == 9  # 3 x 3 cells
+    assert len(rank.findall(f"{ns}circle")) == 3
+    assert "| overall | A | B |" in page  # the table is on the page too

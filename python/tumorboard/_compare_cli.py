@@ -60,9 +60,10 @@ def add_compare_parser(sub: Any) -> None:
     p.add_argument("--ranks", action="store_true",
                    help="also the bootstrap rank intervals of the models per task and overall "
                    "(rank CI, P(best), tied with the best; shared Poisson resamples)")  # fmt: skip
-    p.add_argument("--format", choices=["md", "csv", "json"], default="md",
-                   help="md (default), csv (the comparisons) or json ({'comparisons': [...], "
-                   "'ranks': {task: [...]}})")  # fmt: skip
+    p.add_argument("--format", choices=["md", "csv", "json", "html"], default="md",
+                   help="md (default), csv (the comparisons), json ({'comparisons': [...], "
+                   "'ranks': {task: [...]}}) or html (forest plot, p-value heatmaps, rank "
+                   "plots and the tables in one page)")  # fmt: skip
     p.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
     p.set_defaults(func=_cmd_compare)
 
@@ -154,7 +155,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.track:
         items = items.filter(pl.col("track").is_in(args.track))
     if args.ranks and args.format == "csv":
-        raise InvalidArgumentError("--ranks: expected --format md or json (csv holds one table)")
+        raise InvalidArgumentError(
+            "--ranks: expected --format md, json or html (csv holds one table)"
+        )
     dtype = items.schema[args.metric]
     if not (dtype.is_numeric() or dtype == pl.Boolean):
         raise InvalidArgumentError(
@@ -189,6 +192,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             text += r.to_markdown() + "\n"
     elif args.format == "csv":
         text = result.to_polars().write_csv()
+    elif args.format == "html":
+        text = result.to_html(ranks)
     else:
         doc = {"comparisons": result.to_dicts(),
                "ranks": {task: r.to_dicts() for task, r in ranks.items()}}  # fmt: skip

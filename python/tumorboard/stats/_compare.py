@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -150,6 +151,23 @@ class Comparison:
         names = [f.name for f in fields(ComparisonRow)]
         return pl.DataFrame([tuple(getattr(r, n) for n in names) for r in self.rows],
                             schema=names, orient="row")  # fmt: skip
+
+    def to_html(self, ranks: Mapping[str, Any] | None = None) -> str:
+        """Return one HTML page: forest plot, p-value heatmaps, rank plots (SVG) and tables.
+
+        Parameters
+        ----------
+        ranks : mapping of str to RankIntervals, optional
+            Rank intervals per task to draw too (``tumorboard compare --ranks``).
+
+        Returns
+        -------
+        str
+            A self-contained page (inline SVG, no script).
+        """
+        from ._compare_html import comparison_html
+
+        return comparison_html(self, ranks)
 
     def to_markdown(self) -> str:
         """Return a Markdown table: difference with its interval, p-values, wins/ties/losses."""
