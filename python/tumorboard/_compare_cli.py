@@ -126,6 +126,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    import numpy as np
     import polars as pl
 
     from ._io import atomic_path
@@ -169,22 +170,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if missing:
         print(f"tumorboard: note: {missing:,} item(s) without a {args.metric} value left out",
               file=sys.stderr)  # fmt: skip
-    systems = _system_labels(items)
     opts = BootstrapOptions(n_resamples=args.n_resamples, level=args.level, method=args.method,
                             seed=args.seed)  # fmt: skip
     patient = items.get_column("patient_id").cast(pl.Utf8).fill_null("")
+    rows = {
+        "values": items.get_column("_value").to_numpy(),
+        "models": np.asarray(_system_labels(items)),
+        "items": (patient + "\x1f" + items.get_column("item_id").cast(pl.Utf8)).to_numpy(),
+        "tasks": items.get_column("task").cast(pl.Utf8).fill_null("").to_numpy(),
+        "clusters": patient.to_numpy() if args.cluster == "patient" else None,
+    }
     result = compare(
-        items.get_column("_value").to_numpy(),
-        models=systems,
-        items=(patient + "\x1f" + items.get_column("item_id").cast(pl.Utf8)).to_list(),
-        tasks=items.get_column("task").cast(pl.Utf8).fill_null("").to_list(),
-        clusters=patient.to_list() if args.cluster == "patient" else None,
-        baseline=args.baseline,
-        correction=args.correction,
-        options=opts,
-        n_permutations=args.n_permutations,
-    )
-    ranks = _ranks(items, systems, patient, args, opts) if args.ranks else {}
+        rows["values"], models=rows["models"], items=rows["items"], tasks=rows["tasks"],
+        clusters=rows["clusters"], baseline=args.baseline, correction=args.correction,
+        options=opts, n_permutations=args.n_permutations,
+    )  # fmt: skip
+    ranks = _ranks(rows, opts) if args.ranks else {}
     if args.format == "md":
         text = result.to_markdown() + "\n"
         for task, r in ranks.items():
@@ -207,26 +208,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ranks(items: Any, systems: list[str], patient: Any, args: Any, opts: Any) -> dict[str, Any]:
-    """Rank intervals per task (sorted) and overall, keyed like the comparisons."""
+def _ranks(rows: dict[str, Any], opts: Any) -> dict[str, Any]:
+    """Rank intervals per task (sorted) and overall, on the rows the comparisons use."""
     import numpy as np
 
     from .stats import rank_intervals
 
-    tasks = np.asarray(items.get_column("task").cast(str).fill_null("").to_list())
-    keys = np.char.add(np.char.add(np.asarray(patient.to_list(), dtype=str), "\x1f"),
-                       np.asarray(items.get_column("item_id").cast(str).to_list()))  # fmt: skip
-    values = items.get_column("_value").to_numpy()
-    models = np.asarray(systems)
-    pats = np.asarray(patient.to_list(), dtype=str)
+    tasks, models, clusters = rows["tasks"].astype(str), rows["models"], rows["clusters"]
     out = {}
     for task in [*sorted(set(tasks.tolist())), "overall"]:
         sel = tasks == task if task != "overall" else np.ones(tasks.size, bool)
         if len(set(models[sel].tolist())) < 2:
             continue
-        task_keys = np.char.add(np.char.add(tasks[sel], "\x1f"), keys[sel])
-        out[task] = rank_intervals(values[sel], models=models[sel], items=task_keys,
-                                   clusters=pats[sel] if args.cluster == "patient" else None,
+        # an item is the same item within its task (compare keys them the same way)
+        keys = np.char.add(np.char.add(tasks[sel], "\x1f"), rows["items"][sel].astype(str))
+        out[task] = rank_intervals(rows["values"][sel], models=models[sel], items=keys,
+                                   clusters=clusters[sel] if clusters is not None else None,
                                    options=opts)  # fmt: skip
     return out
 

@@ -116,34 +116,17 @@ def _open_slide(
         raise
 
 
-def _produce(
-    jobs: list[_SlideJob],
-    q: queue.Queue,
-    stop: threading.Event,
-    *,
-    opts: TilingOptions,
-    out: Path,
-    batch_size: int,
-    size: int,
-    mean: tuple[float, ...],
-    std: tuple[float, ...],
-    interpolation: str,
-    threads: int,
-    patch_dtype: str = "float32",
-    decode_device: str | None = None,
-) -> None:
+def _produce(jobs: list[_SlideJob], q: queue.Queue, stop: threading.Event, **open_kw: Any) -> None:
     """Stream every slide's batches into ``q``, opening the next slide while one streams.
 
     An opener thread opens and tiles slide k+1 and reads its first batch while this thread
     streams slide k (one slide of lookahead): the model does not wait for a slide's opening,
     tiling and first batch between slides (measured on an H100 with 20 slides of 1,024
     patches: 25.6% of the forward window idle between slides when slides were opened one
-    after another). Items reach ``q`` in slide order, as before.
+    after another). Items reach ``q`` in slide order, as before. ``open_kw`` are the keyword
+    arguments of :func:`_open_slide` (tiling, loader and preprocessing settings).
     """
     handoff: queue.Queue = queue.Queue(maxsize=1)
-    open_kw = dict(opts=opts, out=out, batch_size=batch_size, size=size, mean=mean, std=std,
-                   interpolation=interpolation, threads=threads, patch_dtype=patch_dtype,
-                   decode_device=decode_device)  # fmt: skip
 
     def opener() -> None:
         for job in jobs:

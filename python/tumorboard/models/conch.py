@@ -37,7 +37,7 @@ from torch import nn
 
 from .._constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from ..errors import InvalidArgumentError, InvalidTypeError
-from .vit import VisionTransformer, ViTConfig, resample_pos_embed
+from .vit import VisionTransformer, ViTConfig, fit_checkpoint_pos_embed
 
 __all__ = [
     "CONCH",
@@ -360,22 +360,12 @@ class ConchVisionEncoder(nn.Module):
                 for k, v in state.items()
                 if not k.startswith(("attn_pool_caption.", "ln_caption."))
             }
-        key = "trunk.pos_embed"
-        want = self.trunk.pos_embed.shape
-        have = out.get(key)
-        if have is not None and have.ndim == 3 and have.shape[2] == want[2]:
-            if have.shape[1] != want[1]:
-                grid = self.config.vision.grid_size
-                n_prefix = self.config.vision.num_prefix_tokens
-                n_grid = have.shape[1] - n_prefix
-                if n_grid > 0 and math.isqrt(n_grid) ** 2 == n_grid:
-                    out[key] = resample_pos_embed(
-                        have,
-                        (grid, grid),
-                        num_prefix_tokens=n_prefix,
-                        mode="bilinear",
-                        antialias=False,
-                    )
+        if "trunk.pos_embed" in out:
+            out["trunk.pos_embed"] = fit_checkpoint_pos_embed(
+                out["trunk.pos_embed"], self.trunk.pos_embed.shape,
+                grid=self.config.vision.grid_size,
+                num_prefix_tokens=self.config.vision.num_prefix_tokens,
+            )  # fmt: skip
         return out
 
 

@@ -175,6 +175,42 @@ def resample_pos_embed(
     return torch.cat([prefix, patches], dim=1)
 
 
+def fit_checkpoint_pos_embed(
+    pos_embed: torch.Tensor, model_shape: torch.Size, *, grid: int, num_prefix_tokens: int
+) -> torch.Tensor:
+    """Fit a checkpoint's position embedding of another square grid to a model's.
+
+    The CONCH loaders resample the grid rows bilinearly without antialiasing and keep the
+    prefix rows (mahmoodlab/CONCH ``conch/open_clip_custom/factory.py``, ``load_checkpoint``
+    @141cc09; TRIDENT ``model_zoo/conchv1_5/conchv1_5.py``@a91fa84). A tensor of another width,
+    of the model's shape already, or whose grid is not square is returned unchanged, for the
+    strict key check to report.
+
+    Parameters
+    ----------
+    pos_embed : torch.Tensor
+        The checkpoint's ``[1, prefix + g*g, D]`` position embedding.
+    model_shape : torch.Size
+        The model's ``pos_embed`` shape.
+    grid : int
+        The model's patch grid side.
+    num_prefix_tokens : int
+        Leading rows (CLS, registers) kept unchanged.
+
+    Returns
+    -------
+    torch.Tensor
+        The embedding to load.
+    """
+    if pos_embed.ndim != 3 or pos_embed.shape[2] != model_shape[2]:
+        return pos_embed
+    n_grid = pos_embed.shape[1] - num_prefix_tokens
+    if pos_embed.shape[1] == model_shape[1] or n_grid <= 0 or math.isqrt(n_grid) ** 2 != n_grid:
+        return pos_embed
+    return resample_pos_embed(pos_embed, (grid, grid), num_prefix_tokens=num_prefix_tokens,
+                              mode="bilinear", antialias=False)  # fmt: skip
+
+
 class PatchEmbed(nn.Module):
     """Non-overlapping patches through a strided convolution (timm ``PatchEmbed.proj``)."""
 

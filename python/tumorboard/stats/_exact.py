@@ -8,7 +8,8 @@
   (Abramowitz & Stegun 1964, 26.5.24);
 * :func:`beta_ppf` - the quantile of the Beta(a, b) distribution, by bisection on
   :func:`betainc` to double precision (the Clopper-Pearson bounds are beta quantiles);
-* :func:`norm_ppf` - the standard normal quantile (``statistics.NormalDist``, Wichura's AS241).
+* :func:`norm_ppf`, :func:`norm_cdf` - the standard normal quantile (``statistics.NormalDist``,
+  Wichura's AS241) and distribution function.
 
 Tested against ``scipy.special.betainc``, ``scipy.stats.binom`` and ``scipy.stats.beta``.
 """
@@ -18,9 +19,10 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-__all__ = ["beta_ppf", "betainc", "binom_cdf", "binom_pmf", "norm_ppf"]
+__all__ = ["beta_ppf", "betainc", "binom_cdf", "binom_pmf", "norm_cdf", "norm_ppf"]
 
 _EPS = 1e-16
+_NORMAL = NormalDist()
 _TINY = 1e-300
 
 
@@ -110,4 +112,9 @@ def beta_ppf(q: float, a: float, b: float) -> float:
 
 def norm_ppf(q: float) -> float:
     """Return the standard normal quantile of ``q`` in (0, 1)."""
-    return NormalDist().inv_cdf(q)
+    return _NORMAL.inv_cdf(q)
+
+
+def norm_cdf(x: float) -> float:
+    """Return the standard normal distribution function at ``x``."""
+    return _NORMAL.cdf(x)

@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 from ..errors import InvalidArgumentError
+from ._exact import norm_cdf, norm_ppf
 
 __all__ = ["PowerPlan", "detectable_effect", "plan_sample_size", "power"]
 
 Design = Literal["paired", "independent"]
-_N = NormalDist()
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,8 @@ def _deff(icc: float, m: int) -> float:
 
 
 def _power_z(z: float, alpha: float) -> float:
-    crit = _N.inv_cdf(1.0 - alpha / 2.0)
-    return _N.cdf(z - crit) + _N.cdf(-z - crit)
+    crit = norm_ppf(1.0 - alpha / 2.0)
+    return norm_cdf(z - crit) + norm_cdf(-z - crit)
 
 
 def _noncentrality(delta: float, n: float, sd: float, design: str, deff: float) -> float:
@@ -169,18 +168,19 @@ def plan_sample_size(
     if not isinstance(delta, (int, float)) or not math.isfinite(delta) or delta == 0:
         raise InvalidArgumentError(f"delta: expected a finite non-zero difference, got {delta!r}")
     deff = _deff(icc, items_per_cluster)
-    z_a, z_b = _N.inv_cdf(1.0 - alpha / 2.0), _N.inv_cdf(target_power)
+
+    def at(n: int) -> float:
+        return _power_z(_noncentrality(delta, n, sd, design, deff), alpha)
+
+    z_a, z_b = norm_ppf(1.0 - alpha / 2.0), norm_ppf(target_power)
     per = 1.0 if design == "paired" else 2.0
-    guess = max(1, math.floor(per * deff * ((z_a + z_b) * sd / delta) ** 2))
-    n = guess
-    while n > 1 and power(delta, n - 1, sd=sd, alpha=alpha, design=design, icc=icc,
-                          items_per_cluster=items_per_cluster) >= target_power:  # fmt: skip
+    # the one-tailed closed form, then whole steps to the smallest n (both tails counted)
+    n = max(1, math.floor(per * deff * ((z_a + z_b) * sd / delta) ** 2))
+    while n > 1 and at(n - 1) >= target_power:
         n -= 1
-    while power(delta, n, sd=sd, alpha=alpha, design=design, icc=icc,
-                items_per_cluster=items_per_cluster) < target_power:  # fmt: skip
+    while at(n) < target_power:
         n += 1
-    reached = power(delta, n, sd=sd, alpha=alpha, design=design, icc=icc,
-                    items_per_cluster=items_per_cluster)  # fmt: skip
+    reached = at(n)
     return PowerPlan(
         n_items=n, n_clusters=math.ceil(n / items_per_cluster), design_effect=deff,
         power=reached, delta=float(delta), sd=float(sd), alpha=float(alpha), icc=float(icc),

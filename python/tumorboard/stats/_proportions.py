@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from . import _validate
 from ._exact import beta_ppf, norm_ppf
 
 __all__ = ["INTERVALS", "ProportionInterval", "proportion_interval"]
@@ -142,10 +143,7 @@ def proportion_interval(
         raise InvalidArgumentError(
             f"method: expected one of {', '.join(INTERVALS)}, got {method!r}"
         )
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise InvalidArgumentError(
-            f"level: expected a number strictly between 0 and 1, got {level!r}"
-        )
+    level = _validate.level(level)
     y = np.asarray(outcomes)
     if y.ndim != 1 or y.size == 0:
         raise InvalidArgumentError("outcomes: expected a non-empty 1-D array of 0/1 values")

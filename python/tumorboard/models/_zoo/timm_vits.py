@@ -46,7 +46,7 @@ from torch import nn
 
 from ..._constants import IMAGENET_MEAN, IMAGENET_STD
 from .._info import Entry, ModelInfo
-from ..vit import VisionTransformer, ViTConfig, resample_pos_embed
+from ..vit import VisionTransformer, ViTConfig, fit_checkpoint_pos_embed
 
 __all__ = [
     "CONCH_V15_TRUNK",
@@ -318,17 +318,11 @@ class ConchV15Vision(nn.Module):
             The state dict for this tower.
         """
         out = dict(state)
-        have = out.get("trunk.pos_embed")
-        want = self.trunk.pos_embed.shape
-        if have is not None and have.ndim == 3 and have.shape[2] == want[2]:
-            if have.shape[1] != want[1]:
-                n_grid = have.shape[1] - 1
-                side = int(round(n_grid**0.5))
-                if n_grid > 0 and side * side == n_grid:
-                    grid = self.trunk.config.grid_size
-                    out["trunk.pos_embed"] = resample_pos_embed(
-                        have, (grid, grid), num_prefix_tokens=1, mode="bilinear", antialias=False
-                    )
+        if "trunk.pos_embed" in out:
+            out["trunk.pos_embed"] = fit_checkpoint_pos_embed(
+                out["trunk.pos_embed"], self.trunk.pos_embed.shape,
+                grid=self.trunk.config.grid_size, num_prefix_tokens=1,
+            )  # fmt: skip
         return out
 
 
