@@ -2,8 +2,8 @@
 
 The command line offers them as the choices of ``score --benchmark`` while it builds its parser;
 importing :mod:`tumorboard.score` for that would load polars and every scorer on each start,
-also for verbs that never score (``embed`` on a GPU machine without polars). A test holds this
-tuple equal to :func:`tumorboard.score.benchmarks`.
+also for verbs that never score (``embed`` on a GPU machine without polars). The scorer
+registry of :mod:`tumorboard.score` is built from this tuple.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .._scorer_names import SCORER_NAMES
 from ..errors import InvalidArgumentError
 from . import inspect, lammi, medbench, medinsight, mtbbench, radabench
 from ._store import store_frame
@@ -49,10 +50,8 @@ __all__ = [
     "summarize",
 ]
 
-_SCORERS: dict[str, Callable[..., Report]] = {
-    module.__name__.rsplit(".", 1)[1]: module.score
-    for module in (inspect, lammi, medbench, medinsight, mtbbench, radabench)
-}
+# the names are kept once, in tumorboard._scorer_names (the CLI reads them without polars)
+_SCORERS: dict[str, Callable[..., Report]] = {name: globals()[name].score for name in SCORER_NAMES}
 
 
 def benchmarks() -> list[str]:
