@@ -123,3 +123,43 @@ def test_version_answers_without_building_the_parser():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == [f"tumorboard {tumorboard.__version__}", "[]"]
+
+
+def test_help_and_light_verbs_import_no_heavy_module():
+    """`tumorboard --help`, a typo and `tumorboard score --help` build only what they show."""
+    import subprocess
+    import sys
+
+    heavy = ("numpy", "polars", "pyarrow", "torch", "tumorboard.embed", "tumorboard.slides")
+    for argv in (["--help"], ["frobnicate"], ["score", "--help"], ["--debug", "models", "-h"]):
+        code = (
+            f"import sys\nfrom tumorboard import cli\ntry:\n    rc = cli.main({argv!r})\n"
+            "except SystemExit as e:\n    rc = e.code\n"
+            f"print(rc, sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        rc, loaded = out.stderr.splitlines()[-1].split(" ", 1)
+        assert loaded == "[]", f"{argv}: imported {loaded}"
+        if argv == ["frobnicate"]:
+            assert rc == "2" and "invalid choice: 'frobnicate'" in out.stderr, out.stderr
+        else:
+            assert rc == "0", (argv, out.stderr)
+
+
+def test_every_verb_is_listed_with_the_help_its_builder_gives():
+    """The light listing (--help) and the built verbs show the same help lines."""
+    import argparse
+
+    from tumorboard import cli
+    from tumorboard._verbs import VERBS
+
+    def helps(parser: argparse.ArgumentParser) -> dict[str, str]:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return {c.dest: c.help for c in sub._choices_actions}
+
+    light, full = helps(cli.build_parser(verbs=())), helps(cli.build_parser())
+    assert light == full == {name: line for name, (line, _) in VERBS.items()}
+    for name in VERBS:  # each verb built alone parses its own --help
+        with pytest.raises(SystemExit) as exc:
+            cli.build_parser(verbs=(name,)).parse_args([name, "--help"])
+        assert exc.value.code == 0

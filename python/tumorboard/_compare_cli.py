@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from ._args import level, positive_int, seed
+from ._verbs import verb_help
 
 __all__ = ["add_compare_parser", "add_plan_parser"]
 
@@ -26,7 +27,7 @@ def add_compare_parser(sub: Any) -> None:
     """Add the ``compare`` sub-command to ``sub`` (the top parser's sub-parsers)."""
     p = sub.add_parser(
         "compare",
-        help="compare models on the items they share: paired differences, tests, corrections",
+        help=verb_help("compare"),
         description="Compare every pair of models of a store (or each against --baseline) on "
         "the items both answered, per task and overall: the paired difference with a paired "
         "bootstrap CI (clustered by patient by default), exact McNemar (0/1 values) or sign-"
@@ -72,7 +73,7 @@ def add_plan_parser(sub: Any) -> None:
     """Add the ``plan`` sub-command: items and patients needed to detect a difference."""
     p = sub.add_parser(
         "plan",
-        help="items (and patients) needed to detect a difference between two models",
+        help=verb_help("plan"),
         description="Sample size of a two-sided comparison of two models (normal "
         "approximation, as statsmodels' NormalIndPower): the items per model, and the "
         "patients when items are nested in patients (design effect 1 + (m - 1) ICC); with "

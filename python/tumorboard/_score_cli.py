@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._args import level, positive_int, seed
+from ._verbs import verb_help
 from .errors import InvalidArgumentError
 
 __all__ = ["add_score_parser"]
@@ -23,7 +24,7 @@ def add_score_parser(sub: Any) -> None:
 
     score = sub.add_parser(
         "score",
-        help="score a trajectory store with a benchmark's scorer and bootstrap CIs",
+        help=verb_help("score"),
         description="Score a trajectory store: the benchmark's metrics per (track, model, "
         "tools, task) with bootstrap confidence intervals and the overall rows. Each scorer "
         "reads the columns it needs from the store (docs/trajectory-schema.md).",

@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,6 +35,7 @@ from typing import Any
 from . import __version__
 from ._args import ArgumentParser, UsageError, cli_message, positive_int, seed
 from ._score_cli import _bootstrap_options, _emit_report  # noqa: F401 (importable from here)
+from ._verbs import VERBS, verb_help
 from .errors import (
     FileFormatError,
     InvalidArgumentError,
@@ -244,27 +245,11 @@ def _cmd_store_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the ``tumorboard`` argument parser with all its sub-commands.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The parser; each sub-command's namespace carries its handler as ``func``.
-    """
-    parser = ArgumentParser(
-        prog="tumorboard",
-        description="Engine for clinical AI-agent benchmarks: scoring with bootstrap CIs, "
-        "trajectory storage, slide embedding and agent tools.",
-    )
-    parser.add_argument("--version", action="version", version=f"tumorboard {__version__}")
-    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def add_demo_parser(sub: Any) -> None:
+    """Add the ``demo`` sub-command to ``sub`` (the top parser's sub-parsers)."""
     demo = sub.add_parser(
         "demo",
-        help="the main jobs end to end on generated data: tile and embed a sample slide, run the "
-        "agent tools, record and score a sample log with CIs",
+        help=verb_help("demo"),
     )
     demo.add_argument("--seed", type=seed, default=0)
     demo.add_argument("--n-resamples", type=positive_int, default=1000)
@@ -277,16 +262,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_cmd_demo)
 
-    bench = sub.add_parser("bench", help="run the side-by-side benchmarks in benchmarks/")
+
+def add_bench_parser(sub: Any) -> None:
+    """Add the ``bench`` sub-command to ``sub`` (the top parser's sub-parsers)."""
+    bench = sub.add_parser("bench", help=verb_help("bench"))
     bench.add_argument("--quick", action="store_true", help="smaller workloads (~1 minute)")
     bench.add_argument("--only", nargs="+", metavar="NAME", help="e.g. bench_bootstrap")
     bench.add_argument("--dir", help="the benchmarks directory (default: ./benchmarks)")
     bench.add_argument("--json-dir", default="bench-results", help="where to write JSON results")
     bench.set_defaults(func=_cmd_bench)
 
+
+def add_import_parser(sub: Any) -> None:
+    """Add the ``import`` sub-command to ``sub`` (the top parser's sub-parsers)."""
     imp = sub.add_parser(
         "import",
-        help="import agent logs into a trajectory store",
+        help=verb_help("import"),
         description="Import agent logs into a trajectory store. Re-imports are idempotent by "
         "item: items already stored unchanged are left alone, changed ones are replaced (latest "
         "wins, keyed by run, patient and item id). Malformed files and lines are skipped and "
@@ -378,13 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.set_defaults(func=_cmd_import)
 
-    from ._score_cli import add_score_parser
 
-    add_score_parser(sub)
-
+def add_store_parser(sub: Any) -> None:
+    """Add the ``store`` sub-command (``store check``) to ``sub``."""
     store = sub.add_parser(
         "store",
-        help="look after a trajectory store (check and repair)",
+        help=verb_help("store"),
         description="Look after a trajectory store.",
     )
     store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
@@ -410,22 +400,48 @@ def build_parser() -> argparse.ArgumentParser:
                        help=_DEBUG_HELP)  # fmt: skip
     check.set_defaults(func=_cmd_store_check)
 
-    from ._compare_cli import add_compare_parser, add_plan_parser
-    from .embed.cli import add_embed_parser
-    from .integrations.cli import add_mcp_parser
-    from .models.cli import add_models_parser
-    from .slides.cli import add_tile_parser
 
-    add_compare_parser(sub)
-    add_plan_parser(sub)
-    add_tile_parser(sub)
-    add_embed_parser(sub)
-    add_mcp_parser(sub)
-    add_models_parser(sub)
+def build_parser(*, verbs: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """Build the ``tumorboard`` argument parser with its sub-commands.
+
+    Parameters
+    ----------
+    verbs : collection of str, optional
+        The verbs whose options are built (their modules imported); the others are listed
+        with their help line only, which is all ``tumorboard --help`` shows. None (the
+        default) builds every verb.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser; each built sub-command's namespace carries its handler as ``func``.
+    """
+    parser = ArgumentParser(
+        prog="tumorboard",
+        description="Engine for clinical AI-agent benchmarks: scoring with bootstrap CIs, "
+        "trajectory storage, slide embedding and agent tools.",
+    )
+    parser.add_argument("--version", action="version", version=f"tumorboard {__version__}")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_line, where) in VERBS.items():
+        if verbs is None or name in verbs:
+            module, function = where.split(":")
+            getattr(importlib.import_module(module), function)(sub)
+        else:
+            sub.add_parser(name, help=help_line)
     for verb in sub.choices.values():  # --debug after the verb too; SUPPRESS keeps the top's
         verb.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help=_DEBUG_HELP)  # fmt: skip
     return parser
+
+
+def _verb_of(argv: Sequence[str]) -> str | None:
+    """Return the verb a command line names (its first word that is not an option), if any."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in VERBS else None
+    return None
 
 
 #: Exit status of an unexpected exception (a bug): ``EX_SOFTWARE`` of BSD's sysexits.h.
@@ -566,7 +582,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # answered before the parser is built: building it imports every verb's options
         print(f"tumorboard {__version__}")
         raise SystemExit(0)
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verb = _verb_of(argv)
+    parser = build_parser(verbs=() if verb is None else (verb,))
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._args import cli_message, device_name, positive_int
+from .._verbs import verb_help
 from ..errors import InvalidArgumentError, TumorboardError
 from ..slides.cli import (
     add_slide_options,
@@ -44,7 +45,7 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
     """
     p = subparsers.add_parser(
         "embed",
-        help="embed the patches of slides with a foundation model (TRIDENT .h5 + Parquet)",
+        help=verb_help("embed"),
         description=(
             "Tiles every slide (tissue segmentation, TRIDENT patch grid), embeds the patches and "
             "writes {out}/{mag}x_{patch}px_{overlap}px_overlap/features_{encoder}/{name}.h5 "

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from .._args import UsageError, positive_int
+from .._verbs import verb_help
 
 __all__ = ["add_mcp_parser", "run_mcp"]
 
@@ -20,7 +21,7 @@ def add_mcp_parser(subparsers: Any) -> None:
     """
     p = subparsers.add_parser(
         "mcp",
-        help="serve the agent tools over the Model Context Protocol (stdio or HTTP)",
+        help=verb_help("mcp"),
         description="Serve conch_zero_shot, ihc_positive_percentage and dab_positive_fraction "
         "as MCP tools (needs tumorboard[mcp]; the model tools need tumorboard[embed] and their "
         "weights). A tool whose weights are not given is listed as unavailable with the reason. "

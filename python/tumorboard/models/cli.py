@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any
 
+from .._verbs import verb_help
+
 __all__ = ["add_models_parser"]
 
 
@@ -17,7 +19,7 @@ def add_models_parser(sub: Any) -> None:
     """Add the ``models`` sub-command to ``sub`` (the top parser's sub-parsers)."""
     p = sub.add_parser(
         "models",
-        help="list the models tumorboard can load (TRIDENT names, dims, weights to download)",
+        help=verb_help("models"),
         description="List the model registry: each name and its TRIDENT name, kind, output "
         "width, input size, recommended magnification and patch size, the dtype it runs in on "
         "CUDA, the license and whether the weights are gated, and the file to download "

@@ -39,6 +39,7 @@ from typing import Any
 from .._args import cli_message, fraction, nonnegative_int, positive_float, positive_int
 from .._io import atomic_path
 from .._progress import SlideProgress
+from .._verbs import verb_help
 from ..errors import MissingFileError, TumorboardError
 from ._names import CollectedSlides, collect_slides, plan_slide_names, slide_name
 from ._segment import DEFAULT_PRESET, DEFAULT_SEGMENTATION_MPP, PRESETS
@@ -281,7 +282,7 @@ def add_tile_parser(subparsers: Any) -> argparse.ArgumentParser:
     """
     p = subparsers.add_parser(
         "tile",
-        help="segment tissue and write patch coordinates (TRIDENT coords .h5) for slides",
+        help=verb_help("tile"),
         description="Segment tissue on a 1.25x thumbnail and write TRIDENT coords .h5 files "
         "(and tissue GeoJSON) for each slide. Complete slides made with the same settings are "
         "skipped; failed and tissue-less slides are reported (exit status 1).",
