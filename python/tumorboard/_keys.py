@@ -97,7 +97,7 @@ def dense_codes(s: pl.Series) -> np.ndarray:
         x = s.to_numpy()
         lo, hi = int(x.min()), int(x.max())
         if hi - lo <= 4 * len(x) + 1024:
-            return _compact_codes(x.astype(np.int64, copy=False) - lo, hi - lo + 1)
+            return compact_codes(x.astype(np.int64, copy=False) - lo, hi - lo + 1)
     if s.dtype in (pl.String, pl.Categorical) and len(s):
         # A hash lookup into the sorted distinct labels: O(n), ~10x faster than a string sort.
         labels = s.cast(pl.String)
@@ -106,7 +106,7 @@ def dense_codes(s: pl.Series) -> np.ndarray:
     return (s.rank("dense").to_numpy().astype(np.int64, copy=False)) - 1
 
 
-def _compact_codes(x: np.ndarray, size: int) -> np.ndarray:
+def compact_codes(x: np.ndarray, size: int) -> np.ndarray:
     """Return dense codes of non-negative integers below `size`, in sorted order, in O(n + size)."""
     present = np.bincount(x, minlength=size) > 0
     remap = np.cumsum(present, dtype=np.int64) - 1
@@ -127,7 +127,7 @@ def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndar
     if len(codes) == 1:
         inverse = combined
     elif size <= 4 * combined.size + 1024:
-        inverse = _compact_codes(combined, size)
+        inverse = compact_codes(combined, size)
     else:
         inverse = np.unique(combined, return_inverse=True)[1].astype(np.int64, copy=False)
     n_codes = int(inverse.max()) + 1 if inverse.size else 0

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .. import stats
+from .. import _keys, stats
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
@@ -260,34 +260,33 @@ def _overall_rows(
     plain = per_group.group_by(okeys).agg(
         pl.col("estimate").mean().alias("_plain"), pl.col("n").sum().alias("_n")
     )
-    # Global sorted codes of the task names first (a hash lookup), so that the per-group dense
-    # rank below sorts integers rather than strings.
-    task = frame.get_column("task")
-    if task.dtype == pl.String:
-        task = task.cast(pl.Enum(task.unique().sort())).to_physical()
-    coded = (
-        frame.select(okeys)
-        .with_columns(
-            task.alias("task"),
-        )
-        .with_columns(
-            (pl.col("task").rank("dense").over(okeys) - 1).cast(pl.Int64).alias("_t"),
-            pl.col("task").n_unique().over(okeys).cast(pl.Int64).alias("_k"),
-            pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
-        )
-    )
+    layout = _task_layout(frame, okeys)
+    if layout is None:
+        g = None
+        coded = _task_layout_polars(frame, okeys)
+        k_row = coded.get_column("_k").to_numpy()
+        t_local = coded.get_column("_t").to_numpy()
+    else:
+        g, t_local, k_row = layout
+    exact = clusters is not None and g is not None and _integral(values)
     pieces = []
-    for k in sorted(coded.get_column("_k").unique().to_list()):
-        sub = coded.filter(pl.col("_k") == k)
-        idx = sub.get_column("_row").to_numpy()
-        t = sub.get_column("_t").to_numpy()
-        rows = np.zeros((idx.size, 2 * k), dtype=np.float64)
-        pos = np.arange(idx.size)
-        rows[pos, 2 * t] = values[idx]
-        rows[pos, 2 * t + 1] = 1.0
+    for k in np.unique(k_row).tolist():
+        idx = np.flatnonzero(k_row == k)
+        if exact:
+            rows, group_frame, sub_clusters = _cluster_rows(
+                frame, idx, g, t_local, values, clusters, okeys, k
+            )
+        else:
+            rows = np.zeros((idx.size, 2 * k), dtype=np.float64)
+            pos = np.arange(idx.size)
+            t = t_local[idx]
+            rows[pos, 2 * t] = values[idx]
+            rows[pos, 2 * t + 1] = 1.0
+            group_frame = frame.select(okeys)[idx]
+            sub_clusters = None if clusters is None else clusters.gather(idx)
         res = stats.bootstrap_sufficient(
-            rows, statistic="mean_of_ratios", params=np.ones(k), groups=sub.select(okeys),
-            clusters=None if clusters is None else clusters.gather(idx), options=options,
+            rows, statistic="mean_of_ratios", params=np.ones(k), groups=group_frame,
+            clusters=sub_clusters, options=options,
         )  # fmt: skip
         res_keys = dict(res.keys)
         res_keys["task"] = np.array([OVERALL] * len(res), dtype=object)
@@ -297,6 +296,95 @@ def _overall_rows(
     return joint.with_columns(
         pl.col("_plain").alias("estimate"), pl.col("_n").cast(pl.Int64).alias("n")
     ).select(per_group.columns)
+
+
+#: Integers up to 2**53 add exactly in float64, in any order.
+_EXACT_SUM = float(2**53)
+
+
+def _integral(values: np.ndarray) -> bool:
+    """Tell whether per-cluster sums of ``values`` are exact in any order (whole numbers)."""
+    return bool(
+        values.size
+        and np.abs(values).sum() < _EXACT_SUM
+        and np.array_equal(values, np.trunc(values))
+    )
+
+
+def _task_layout(
+    frame: pl.DataFrame, okeys: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Return each row's group code, its task's index among its group's tasks, and k.
+
+    Groups are the ``okeys`` values, tasks are numbered in sorted order within each group
+    (0..k-1), k is the group's number of tasks. Integer work on dense codes (O(n)); None when a
+    key has missing values or the groups x tasks table would be large (the caller ranks with
+    polars instead).
+    """
+    cols = {c: frame.get_column(c) for c in okeys}
+    if any(s.null_count() for s in cols.values()):
+        return None
+    g, _, n_groups = _keys.factorize(cols)
+    task = _keys.dense_codes(frame.get_column("task"))
+    n_tasks = int(task.max()) + 1 if task.size else 0
+    if n_groups * n_tasks > 4 * task.size + 1024:
+        return None
+    present = np.bincount(g * n_tasks + task, minlength=n_groups * n_tasks) > 0
+    present = present.reshape(n_groups, n_tasks)
+    local = np.cumsum(present, axis=1, dtype=np.int64) - 1
+    return g, local[g, task], present.sum(axis=1, dtype=np.int64)[g]
+
+
+def _task_layout_polars(frame: pl.DataFrame, okeys: Sequence[str]) -> pl.DataFrame:
+    """Return ``_t`` and ``_k`` of :func:`_task_layout` computed by polars (any key values)."""
+    task = frame.get_column("task")
+    if task.dtype == pl.String:  # sorted codes: the dense rank below sorts integers
+        task = task.cast(pl.Enum(task.unique().sort())).to_physical()
+    return (
+        frame.select(okeys)
+        .with_columns(task.alias("task"))
+        .select(
+            (pl.col("task").rank("dense").over(okeys) - 1).cast(pl.Int64).alias("_t"),
+            pl.col("task").n_unique().over(okeys).cast(pl.Int64).alias("_k"),
+        )
+    )
+
+
+def _cluster_rows(
+    frame: pl.DataFrame,
+    idx: np.ndarray,
+    g: np.ndarray,
+    t_local: np.ndarray,
+    values: np.ndarray,
+    clusters: pl.Series,
+    okeys: Sequence[str],
+    k: int,
+) -> tuple[np.ndarray, pl.DataFrame, pl.Series]:
+    """Return one [sum_t, count_t] row per (group, cluster) of rows ``idx``, its groups, clusters.
+
+    The bootstrap resamples a group's clusters whole and adds up each cluster's rows first, so
+    a cluster given as one row of its sums is the same input: with whole-number values (0/1
+    outcomes) every sum is exact whatever the order, and the cluster labels (hence their codes
+    and random streams) are unchanged, so the intervals are bit-identical. The rows shrink from
+    one per item to one per (group, cluster): a 10M-item store clustered by patient builds a
+    matrix the size of its patients, not of its items times 2k.
+    """
+    c = _keys.dense_codes(clusters.gather(idx))
+    n_c = int(c.max()) + 1
+    unit = g[idx].astype(np.int64) * n_c + c
+    size = int(unit.max()) + 1
+    if size <= 4 * unit.size + 1024:
+        unit = _keys.compact_codes(unit, size)
+    else:
+        unit = np.unique(unit, return_inverse=True)[1].astype(np.int64, copy=False)
+    n_units = int(unit.max()) + 1
+    cell = unit * k + t_local[idx]
+    rows = np.empty((n_units, 2 * k), dtype=np.float64)
+    rows[:, 0::2] = np.bincount(cell, weights=values[idx], minlength=n_units * k).reshape(-1, k)
+    rows[:, 1::2] = np.bincount(cell, minlength=n_units * k).reshape(-1, k)
+    first = np.empty(n_units, dtype=np.int64)
+    first[unit] = idx  # any row of a unit carries its labels
+    return rows, frame.select(okeys)[first], clusters.gather(first)
 
 
 def summarize_metrics(
