@@ -64,9 +64,11 @@ from typing import Any
 import numpy as np
 
 try:
+    from ._store_scale import ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON, cli_start, score_at_scale
     from ._timing import Result, best_of, format_markdown, write_json
     from .bench_bootstrap import _Check, numpy_grouped
 except ImportError:  # run as a script: ``python benchmarks/bench_store.py``
+    from _store_scale import ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON, cli_start, score_at_scale
     from _timing import Result, best_of, format_markdown, write_json
     from bench_bootstrap import _Check, numpy_grouped
 
@@ -76,13 +78,17 @@ ANCHOR_REF = "json.load + numpy (reference-style scorer)"
 ANCHOR_IDS = "the same lines keyed by their ids"
 ANCHOR_NO_CRC = "page checksums off"
 ANCHOR_POLARS = "polars read (collect)"
-ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS, ANCHOR_NO_CRC, ANCHOR_POLARS)
+ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS, ANCHOR_NO_CRC, ANCHOR_POLARS,
+           ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON)  # fmt: skip
 N_MODELS, N_TASKS = 20, 10
 N_RESAMPLES = 1000
 SEED = 0
 FULL_RECORDS = 1_000_000
 QUICK_RECORDS = 50_000
 MAX_TIME, MAX_TIME_QUICK, MIN_TIME = 20.0, 1.5, 0.2
+#: Workload names for ``--only``.
+WORKLOADS = ("write", "items", "read", "score", "jsonl", "keys", "mtbbench", "checksums", "scale",
+             "cli")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
@@ -913,8 +919,9 @@ def run_results(
     repeat: int = 3,
     records: int | None = None,
     log: Callable[[str], None] | None = None,
+    only: Sequence[str] | None = None,
 ) -> tuple[list[Result], dict[str, Any]]:
-    """Run all workloads; return the result records and run metadata."""
+    """Run the workloads (``only``: some of :data:`WORKLOADS`); return results and metadata."""
     if log is None:
 
         def log(msg: str) -> None:
@@ -925,24 +932,41 @@ def run_results(
     except ImportError as exc:
         raise RuntimeError(f"cannot import tumorboard.traj ({exc}); install tumorboard") from exc
     n = records or (QUICK_RECORDS if quick else FULL_RECORDS)
+    only = set(WORKLOADS if only is None else only)
+    unknown = only - set(WORKLOADS)
+    if unknown:
+        raise RuntimeError(f"unknown workloads {sorted(unknown)}; expected some of {WORKLOADS}")
     t0 = time.perf_counter()
-    log(f"generating {n} records")
-    table = generate(n)
-    rec_dicts = table.to_pylist()
     results: list[Result] = []
+    lines = 50_000 if quick else 200_000
     with tempfile.TemporaryDirectory(prefix="tb-bench-store-") as tmp:
         ctx = _Ctx(quick=quick, repeat=repeat, log=log, tmp=Path(tmp))
-        res, js_write_s, path = _write_bulk(ctx, table, rec_dicts)
-        results += res
-        results += _write_items(ctx, table, rec_dicts, js_write_s)
-        res, js_read_s, loaded = _read(ctx, path, rec_dicts, n)
-        results += res
-        results += _score(ctx, path, loaded, js_read_s, n)
-        results += _import_jsonl(ctx, 50_000 if quick else 200_000, short=True)
-        results += _import_jsonl(ctx, 50_000 if quick else 200_000)
-        results += _content_keys(ctx, 50_000 if quick else 200_000)
-        results += _import_and_score(ctx)
-        results += _page_checksums(ctx, 50_000 if quick else 200_000)
+        if only & {"write", "items", "read", "score"}:
+            log(f"generating {n} records")
+            table = generate(n)
+            rec_dicts = table.to_pylist()
+            res, js_write_s, path = _write_bulk(ctx, table, rec_dicts)
+            results += res if "write" in only else []
+            if "items" in only:
+                results += _write_items(ctx, table, rec_dicts, js_write_s)
+            if only & {"read", "score"}:
+                res, js_read_s, loaded = _read(ctx, path, rec_dicts, n)
+                results += res if "read" in only else []
+                if "score" in only:
+                    results += _score(ctx, path, loaded, js_read_s, n)
+        if "jsonl" in only:
+            results += _import_jsonl(ctx, lines, short=True)
+            results += _import_jsonl(ctx, lines)
+        if "keys" in only:
+            results += _content_keys(ctx, lines)
+        if "mtbbench" in only:
+            results += _import_and_score(ctx)
+        if "checksums" in only:
+            results += _page_checksums(ctx, lines)
+        if "scale" in only:
+            results += score_at_scale(ctx)
+        if "cli" in only:
+            results += cli_start(ctx)
     meta = {
         "quick": quick,
         "records": n,
@@ -963,9 +987,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
     parser.add_argument("--repeat", type=int, default=3, help="timed samples (best is reported)")
     parser.add_argument("--records", type=int, default=None, help="override the record count")
+    parser.add_argument("--only", nargs="+", choices=WORKLOADS, metavar="NAME",
+                        help=f"run only these workloads ({', '.join(WORKLOADS)})")  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        results, meta = run_results(quick=args.quick, repeat=args.repeat, records=args.records)
+        results, meta = run_results(quick=args.quick, repeat=args.repeat, records=args.records,
+                                    only=args.only)  # fmt: skip
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

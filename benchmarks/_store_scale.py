@@ -1,0 +1,151 @@
+"""Workloads of ``bench_store`` at scale: scoring a 10M-item store, and the CLI's start-up.
+
+* **score at scale**: a store of 50 models x 20 tasks x 10,000 items (10M; 1M with
+  ``--quick``), ten items per patient, scored as ``tumorboard score STORE --cluster patient``
+  does (``tumorboard.score.mtbbench.score(store, cluster="patient_id")``: per (model, task)
+  accuracy and the overall rows with 1000-resample clustered CIs), in a fresh process whose peak
+  memory is reported. Anchor: reading the columns the scorer needs with polars alone
+  (``scan_parquet(...).select(...).collect()``), in a fresh process too. Target: <= 10x the
+  anchor.
+* **CLI start**: ``tumorboard --version`` and ``tumorboard --help`` as a user runs them (a new
+  interpreter each time), against ``python -c pass``. Target: <= 0.25 s.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+try:
+    from ._timing import Result
+except ImportError:  # run as a script
+    from _timing import Result
+
+ANCHOR_POLARS_COLUMNS = "polars read of the scored columns"
+ANCHOR_PYTHON = "python -c pass"
+ITEMS_PER_PATIENT = 10
+
+_SCORE = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from tumorboard.score import mtbbench
+from tumorboard.stats import BootstrapOptions
+from tumorboard.traj import Store
+rep = mtbbench.score(Store(sys.argv[1], create=False), cluster="patient_id",
+                     options=BootstrapOptions(n_resamples=1000, seed=0))
+s = time.perf_counter() - t0
+print(json.dumps({"s": s, "rows": rep.table.height,
+                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}))
+"""
+_READ = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+import polars as pl
+df = pl.scan_parquet(sys.argv[1] + "/items/*.parquet").select(
+    "run_id", "patient_id", "item_id", "task", "correct").collect()
+s = time.perf_counter() - t0
+print(json.dumps({"s": s, "rows": df.height,
+                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}))
+"""
+
+
+def write_scale_store(root: Path, *, models: int, tasks: int, items: int, seed: int = 0) -> int:
+    """Write a store of ``models`` runs x ``tasks`` tasks x ``items`` 0/1 answers; return rows.
+
+    One items part per model (as one import per run writes); patients hold
+    :data:`ITEMS_PER_PATIENT` consecutive items of every task.
+    """
+    import numpy as np
+    import polars as pl
+    from tumorboard.traj import Store
+
+    rng = np.random.default_rng(seed)
+    store = Store(root, fsync=False)
+    store.write_runs(
+        pl.DataFrame(
+            {
+                "run_id": [f"run-{m:02d}" for m in range(models)],
+                "benchmark": "mtbbench",
+                "track": "multimodal",
+                "model": [f"model-{m:02d}" for m in range(models)],
+                "tools": False,
+            }
+        )
+    )
+    task = np.repeat(np.arange(tasks), items)
+    item = np.tile(np.arange(items), tasks)
+    for m in range(models):
+        skill = rng.uniform(0.4, 0.9, tasks)[task]
+        store.write_items(
+            pl.DataFrame(
+                {
+                    "run_id": f"run-{m:02d}",
+                    "patient_id": pl.Series(item // ITEMS_PER_PATIENT).cast(pl.String),
+                    "item_id": pl.Series(task * items + item).cast(pl.String),
+                    "task": pl.Series(task).cast(pl.String),
+                    "correct": rng.random(task.size) < skill,
+                }
+            )
+        )
+    return models * tasks * items
+
+
+def _child(code: str, *args: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True,
+                         text=True)  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def score_at_scale(ctx: Any, *, repeat: int = 2) -> list[Result]:
+    """Score a 10M-item store (1M quick) against a polars read of its columns."""
+    models, tasks, items = (50, 20, 1_000) if ctx.quick else (50, 20, 10_000)
+    root = ctx.tmp / "scale-store"
+    n = write_scale_store(root, models=models, tasks=tasks, items=items)
+    name = (
+        f"score a {n / 1e6:g}M-item store ({models} models x {tasks} tasks, clustered by "
+        "patient): per (model, task) + overall CIs, B=1k"
+    )
+    ctx.log(name)
+    read = min((_child(_READ, str(root)) for _ in range(repeat)), key=lambda r: r["s"])
+    ours = min((_child(_SCORE, str(root)) for _ in range(repeat)), key=lambda r: r["s"])
+    ctx.log(f"  polars read: {read['s']:.2f} s ({read['peak_gb']:.2f} GB peak)")
+    ctx.log(f"  tumorboard score: {ours['s']:.2f} s ({ours['peak_gb']:.2f} GB peak)")
+    ctx.workloads[name] = {
+        "items": n, "score_s": ours["s"], "read_s": read["s"], "score_peak_gb": ours["peak_gb"],
+        "read_peak_gb": read["peak_gb"], "target": "<= 10x the polars read",
+    }  # fmt: skip
+    slowdown = ours["s"] / read["s"]
+    return [
+        Result.make(name, ours["s"], ANCHOR_POLARS_COLUMNS, read["s"],
+                    check=f"ok ({ours['rows']} report rows)",
+                    note=f"{slowdown:.1f}x the read (target <= 10x); peak "
+                    f"{ours['peak_gb']:.2f} GB vs {read['peak_gb']:.2f} GB; imports included"),
+    ]  # fmt: skip
+
+
+def cli_start(ctx: Any, *, repeat: int = 5) -> list[Result]:
+    """Time ``tumorboard --version`` and ``--help`` (fresh interpreters) against ``python``."""
+
+    def best(argv: list[str]) -> float:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True)
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    bare = best([sys.executable, "-c", "pass"])
+    out = []
+    for flag in ("--version", "--help"):
+        s = best([sys.executable, "-m", "tumorboard.cli", flag])
+        ctx.log(f"  tumorboard {flag}: {s:.3f} s (python -c pass: {bare:.3f} s)")
+        out.append(
+            Result.make(f"CLI start: tumorboard {flag}", s, ANCHOR_PYTHON, bare,
+                        check="ok", note="target <= 0.25 s"),
+        )  # fmt: skip
+    ctx.workloads["CLI start"] = {"python_s": bare, "target_s": 0.25}
+    return out
