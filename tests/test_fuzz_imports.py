@@ -822,8 +822,8 @@ def test_load_json_accepts_the_edges_of_every_limit():
 
 
 def test_bulk_depth_bound_counts_brackets_per_line():
-    """The bulk reader's vectorised bound equals the most ``[``/``{`` on any one line."""
-    from tumorboard.traj.importers.jsonl import _max_brackets
+    """The bulk reader's compiled bound equals the most ``[``/``{`` on any one line."""
+    from tumorboard import _core
 
     rng = random.Random(SEED + 9)
     for _ in range(300):
@@ -833,4 +833,4 @@ def test_bulk_depth_bound_counts_brackets_per_line():
         ]
         raw = "\n".join(lines).encode()
         want = max(line.count("[") + line.count("{") for line in lines)
-        assert _max_brackets(raw) == want, raw
+        assert _core.traj.scan_chunk(raw)[3] == want, raw

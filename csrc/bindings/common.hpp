@@ -2,7 +2,7 @@
 //
 // tumorboard._core has one submodule per core domain, each bound by one file of this folder:
 // stats.cpp (_core.stats), text.cpp (_core.text), tiling.cpp (_core.tiling), slides.cpp
-// (_core.slides), seqmask.cpp (_core.seqmask) and testing.cpp (_core.testing, hooks that expose internals to the tests).
+// (_core.slides), seqmask.cpp (_core.seqmask), traj.cpp (_core.traj) and testing.cpp (_core.testing, hooks that expose internals to the tests).
 // module.cpp creates the submodules and registers the one exception map (errors.hpp).
 //
 // The wrappers check only what memory safety needs (shapes, offsets, code ranges); the meaning of
@@ -157,6 +157,7 @@ void bind_text(py::module_& m);
 void bind_tiling(py::module_& m);
 void bind_slides(py::module_& m);
 void bind_seqmask(py::module_& m);
+void bind_traj(py::module_& m);
 void bind_testing(py::module_& m);
 
 }  // namespace tb::bindings

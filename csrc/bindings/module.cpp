@@ -6,8 +6,8 @@
 PYBIND11_MODULE(_core, m) {
   namespace tbb = tb::bindings;
   m.doc() =
-      "tumorboard compiled core (C++17): _core.stats, _core.text, _core.tiling, _core.slides, _core.seqmask "
-      "and the test hooks in _core.testing. Errors arrive as tumorboard.errors classes.";
+      "tumorboard compiled core (C++17): _core.stats, _core.text, _core.tiling, _core.slides, _core.seqmask, "
+      "_core.traj and the test hooks in _core.testing. Errors arrive as tumorboard.errors classes.";
   tbb::register_exception_map();
   auto stats = m.def_submodule("stats", "Bootstrap engine, registered statistics, stable hashes.");
   tbb::bind_stats(stats);
@@ -19,6 +19,8 @@ PYBIND11_MODULE(_core, m) {
   tbb::bind_slides(slides);
   auto seqmask = m.def_submodule("seqmask", "Segment ids of trajectory tokens.");
   tbb::bind_seqmask(seqmask);
+  auto traj = m.def_submodule("traj", "The JSON-lines importer's chunk scan and item digests.");
+  tbb::bind_traj(traj);
   auto testing = m.def_submodule("testing", "Hooks for the test suite (not part of the API).");
   tbb::bind_testing(testing);
 }

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._json import MAX_JSON_DEPTH, load_json, may_break_limits
+from ... import _core
+from ..._json import MAX_JSON_DEPTH, load_json
 from ...errors import InvalidArgumentError
 from ._common import Parsed
 from ._jsonl_fields import _I32, _IDS, _KEYS_SAMPLE, _MISSING, _Bad, _check, _events, _get, _kind_of
@@ -109,43 +110,18 @@ def _read_lines(
 # ----------------------------------------------------------------------------- bulk reader
 
 
-def _suspect(raw: bytes, n_lines: int) -> bool:
+def _suspect(raw: bytes) -> bool:
     """Tell whether a chunk must go to the line reader, which checks it with load_json.
 
-    Lines that are not objects, and what :func:`tumorboard._json.may_break_limits` finds
-    (lone surrogate escapes, numbers past 64 bits or a double's range).
+    One compiled pass over the bytes (``_core.traj.scan_chunk``, csrc/traj/jsonl.cpp) finds
+    lines that are not objects (Arrow reads "null" as a row of nulls; the line reader rejects
+    it), what :func:`tumorboard._json.may_break_limits` finds (lone surrogate escapes, numbers
+    past 64 bits or a double's range), bytes that are not UTF-8 (an encoded lone surrogate,
+    ED A0 80: the line reader rejects its line alone; Arrow would pass it to polars) and lines
+    with more brackets than :data:`MAX_JSON_DEPTH` (a bound of their depth).
     """
-    # every line an object: the body starts with "{" and so does every line after a newline
-    if (raw[:1] != b"{" or raw.count(b"\n{") != n_lines - 1) and _NOT_OBJECT.search(raw):
-        return True
-    if may_break_limits(raw):
-        return True
-    try:  # bytes that are not UTF-8 (an encoded lone surrogate: ED A0 80): the line reader
-        raw.decode("utf-8")  # rejects their line alone; Arrow would pass them to polars
-    except UnicodeDecodeError:
-        return True
-    return False
-
-
-# A line whose first non-blank byte is not "{": Arrow reads "null" as a row of nulls; the line
-# reader rejects it as not an object.
-_NOT_OBJECT = re.compile(rb"^[ \t\r\x0b\x0c]*[^{ \t\r\n\x0b\x0c]", re.MULTILINE)
-
-
-def _max_brackets(raw: bytes) -> int:
-    """Return the most ``[`` and ``{`` on one line of ``raw`` (a bound of the lines' depth).
-
-    Vectorised (one pass of numpy over the bytes): two ``bytes.count`` calls per line cost
-    about 0.2 s per 200k lines, a tenth of a bulk import.
-    """
-    import numpy as np
-
-    data = np.frombuffer(raw, np.uint8)
-    at = np.flatnonzero((data == 0x5B) | (data == 0x7B))
-    if at.size == 0:
-        return 0
-    line = np.searchsorted(np.flatnonzero(data == 0x0A), at)
-    return int(np.bincount(line).max())
+    every_object, may_break, utf8, max_brackets = _core.traj.scan_chunk(raw)
+    return not every_object or may_break or not utf8 or max_brackets > MAX_JSON_DEPTH
 
 
 _ID_NUMBER = re.compile(r"Column\((/[^)]*)\) changed from string to number")
@@ -207,9 +183,7 @@ def _read_bulk(
     )
     if nested and re.search(f'"(?:{"|".join(map(re.escape, nested))})"'.encode(), raw):
         return None  # events, config, tool calls or matrices: the line reader
-    if _suspect(raw, len(lines)) or (
-        raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _max_brackets(raw) > MAX_JSON_DEPTH
-    ):
+    if _suspect(raw):
         return None  # what load_json checks (surrogates, huge numbers, depth): the line reader
     keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}
     number_ids: set[str] = set()

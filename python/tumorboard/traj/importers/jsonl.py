@@ -79,7 +79,6 @@ from ._jsonl_fields import _apply_aliases, _fields, _keys_seen, check_field_map
 from ._jsonl_fields import known_fields as known_fields  # re-exported
 from ._jsonl_identity import CONTENT_ID_PREFIX as CONTENT_ID_PREFIX  # re-exported
 from ._jsonl_read import _drop_long_lines, _numbered_lines, _read_bulk, _read_lines
-from ._jsonl_read import _max_brackets as _max_brackets  # re-exported
 from ._jsonl_rows import _build, _finish, _State
 
 

@@ -1,0 +1,107 @@
+// BLAKE2b as specified in RFC 7693 §3 (compression function F, mixing function G, the SIGMA
+// message schedule) and §2.7 (the parameter block of an unkeyed hash: h[0] ^= 0x01010000 ^ nn).
+#include "traj/blake2b.hpp"
+
+#include <cstring>
+
+namespace tb::traj {
+
+namespace {
+
+constexpr std::uint64_t kIV[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL};
+
+constexpr std::uint8_t kSigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+
+inline std::uint64_t rotr(std::uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
+
+inline std::uint64_t load64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];  // little-endian words (RFC 7693 §2.4)
+  return v;
+}
+
+inline void mix(std::uint64_t* v, int a, int b, int c, int d, std::uint64_t x, std::uint64_t y) {
+  v[a] = v[a] + v[b] + x;
+  v[d] = rotr(v[d] ^ v[a], 32);
+  v[c] = v[c] + v[d];
+  v[b] = rotr(v[b] ^ v[c], 24);
+  v[a] = v[a] + v[b] + y;
+  v[d] = rotr(v[d] ^ v[a], 16);
+  v[c] = v[c] + v[d];
+  v[b] = rotr(v[b] ^ v[c], 63);
+}
+
+}  // namespace
+
+Blake2b::Blake2b(std::size_t out_len) : t_{0, 0}, fill_(0), out_len_(out_len) {
+  for (int i = 0; i < 8; ++i) h_[i] = kIV[i];
+  h_[0] ^= 0x01010000ULL ^ static_cast<std::uint64_t>(out_len);
+  std::memset(buf_, 0, sizeof buf_);
+}
+
+void Blake2b::compress(bool last) {
+  std::uint64_t v[16];
+  std::uint64_t m[16];
+  for (int i = 0; i < 16; ++i) m[i] = load64(buf_ + 8 * i);
+  for (int i = 0; i < 8; ++i) {
+    v[i] = h_[i];
+    v[i + 8] = kIV[i];
+  }
+  v[12] ^= t_[0];
+  v[13] ^= t_[1];
+  if (last) v[14] = ~v[14];
+  for (const auto& s : kSigma) {
+    mix(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
+    mix(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
+    mix(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
+    mix(v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
+    mix(v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
+    mix(v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
+    mix(v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
+    mix(v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
+  }
+  for (int i = 0; i < 8; ++i) h_[i] ^= v[i] ^ v[i + 8];
+}
+
+void Blake2b::update(const void* data, std::size_t n) {
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  while (n > 0) {
+    if (fill_ == sizeof buf_) {  // a full block is compressed only once more input follows
+      t_[0] += sizeof buf_;
+      if (t_[0] < sizeof buf_) ++t_[1];
+      compress(false);
+      fill_ = 0;
+    }
+    const std::size_t take = n < sizeof buf_ - fill_ ? n : sizeof buf_ - fill_;
+    std::memcpy(buf_ + fill_, p, take);
+    fill_ += take;
+    p += take;
+    n -= take;
+  }
+}
+
+void Blake2b::final(std::uint8_t* out) {
+  t_[0] += fill_;
+  if (t_[0] < fill_) ++t_[1];
+  std::memset(buf_ + fill_, 0, sizeof buf_ - fill_);
+  compress(true);
+  for (std::size_t i = 0; i < out_len_; ++i) {
+    out[i] = static_cast<std::uint8_t>(h_[i / 8] >> (8 * (i % 8)));
+  }
+}
+
+}  // namespace tb::traj

@@ -1,0 +1,126 @@
+#include "traj/jsonl.hpp"
+
+#include <string>
+
+#include "common/parallel.hpp"
+#include "traj/blake2b.hpp"
+
+namespace tb::traj {
+
+namespace {
+
+inline bool is_blank(std::uint8_t c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == 0x0B || c == 0x0C;
+}
+
+inline bool is_digit(std::uint8_t c) { return c >= '0' && c <= '9'; }
+
+inline bool is_hex_high(std::uint8_t c) {  // the third character of a surrogate's escape
+  return c == '8' || c == '9' || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// The length of the valid UTF-8 sequence at p[0 .. n), or 0 when it is not valid (the
+// well-formed byte sequences of the Unicode Standard, Table 3-7, which Python's decoder follows).
+inline std::size_t utf8_length(const std::uint8_t* p, std::size_t n) {
+  const std::uint8_t b = p[0];
+  auto cont = [&](std::size_t k, std::uint8_t lo, std::uint8_t hi) {
+    return k < n && p[k] >= lo && p[k] <= hi;
+  };
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return cont(1, 0x80, 0xBF) ? 2 : 0;
+  if (b == 0xE0) return cont(1, 0xA0, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
+  if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) {
+    return cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
+  }
+  if (b == 0xED) return cont(1, 0x80, 0x9F) && cont(2, 0x80, 0xBF) ? 3 : 0;  // no surrogates
+  if (b == 0xF0) return cont(1, 0x90, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
+  if (b >= 0xF1 && b <= 0xF3) {
+    return cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
+  }
+  if (b == 0xF4) return cont(1, 0x80, 0x8F) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
+  return 0;
+}
+
+}  // namespace
+
+ChunkScan scan_chunk(const std::uint8_t* p, std::size_t n) {
+  ChunkScan out;
+  std::int64_t brackets = 0;  // on the current line
+  int digits = 0;             // the current run of digits
+  bool line_start = true;     // no byte but blanks yet on this line
+  for (std::size_t i = 0; i < n;) {
+    const std::uint8_t c = p[i];
+    if (line_start && c != '\n' && !is_blank(c)) {
+      if (c != '{') out.every_line_object = false;
+      line_start = false;
+    }
+    if (c >= 0x80) {
+      const std::size_t len = utf8_length(p + i, n - i);
+      if (len == 0) {
+        out.utf8 = false;
+        ++i;
+      } else {
+        i += len;
+      }
+      digits = 0;
+      continue;
+    }
+    if (c == '\n') {
+      if (brackets > out.max_brackets) out.max_brackets = brackets;
+      brackets = 0;
+      line_start = true;
+      digits = 0;
+      ++i;
+      continue;
+    }
+    if (c == '[' || c == '{') ++brackets;
+    if (is_digit(c)) {
+      if (++digits >= 19) out.may_break_limits = true;
+    } else {
+      digits = 0;
+      if (c == 'e' || c == 'E') {
+        std::size_t k = i + 1;
+        if (k < n && p[k] == '+') ++k;
+        if (k + 3 <= n && is_digit(p[k]) && is_digit(p[k + 1]) && is_digit(p[k + 2])) {
+          out.may_break_limits = true;
+        }
+      } else if (c == '\\' && i + 3 < n && p[i + 1] == 'u' && (p[i + 2] == 'd' || p[i + 2] == 'D') &&
+                 is_hex_high(p[i + 3])) {
+        out.may_break_limits = true;
+      }
+    }
+    ++i;
+  }
+  if (brackets > out.max_brackets) out.max_brackets = brackets;
+  return out;
+}
+
+void line_digests(std::string_view fp, const std::vector<std::string_view>& ids,
+                  const std::int64_t* positions, const std::vector<std::string_view>& lines,
+                  char* out, int threads) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  static constexpr char kNul = '\0';
+  parallel_blocks(static_cast<std::int64_t>(lines.size()), threads,
+                  [&](std::int64_t begin, std::int64_t end) {
+                    for (std::int64_t i = begin; i < end; ++i) {
+                      Blake2b h(16);
+                      h.update(fp.data(), fp.size());
+                      h.update(&kNul, 1);
+                      h.update(ids[i].data(), ids[i].size());
+                      h.update(&kNul, 1);
+                      const std::string pos = std::to_string(positions[i]);
+                      h.update(pos.data(), pos.size());
+                      h.update(&kNul, 1);
+                      h.update(lines[i].data(), lines[i].size());
+                      std::uint8_t digest[16];
+                      h.final(digest);
+                      char* o = out + 32 * i;
+                      for (int k = 0; k < 16; ++k) {
+                        o[2 * k] = kHex[digest[k] >> 4];
+                        o[2 * k + 1] = kHex[digest[k] & 15];
+                      }
+                    }
+                  });
+}
+
+}  // namespace tb::traj

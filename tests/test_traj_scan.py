@@ -1,0 +1,94 @@
+"""The JSON-lines importer's compiled pass (``_core.traj``) against Python's own answers.
+
+``scan_chunk`` decides whether Arrow may read a chunk in bulk: each of its four findings is
+checked against an independent Python oracle (the regular expression of a line that is not an
+object, :func:`tumorboard._json.may_break_limits`, ``bytes.decode("utf-8")`` and a per-line
+count) on hand-picked edges and on random bytes. ``line_digests`` is checked against
+``hashlib.blake2b`` (RFC 7693) across the block boundaries of the hash (0, 127, 128, 129, 256
+bytes) and for any thread count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+
+import numpy as np
+import pytest
+from tumorboard import _core
+from tumorboard._json import may_break_limits
+
+_NOT_OBJECT = re.compile(rb"^[ \t\r\x0b\x0c]*[^{ \t\r\n\x0b\x0c]", re.MULTILINE)
+
+
+def _oracle(raw: bytes) -> tuple[bool, bool, bool, int]:
+    try:
+        raw.decode("utf-8")
+        utf8 = True
+    except UnicodeDecodeError:
+        utf8 = False
+    brackets = max(line.count(b"[") + line.count(b"{") for line in raw.split(b"\n"))
+    return (not _NOT_OBJECT.search(raw), may_break_limits(raw), utf8, brackets)
+
+
+EDGES = [
+    b"",
+    b'{"a": 1}\n{"b": 2}\n',
+    b'  \t{"a": 1}\n\n\r\n{"b": [[{}]]}',
+    b'null\n{"a": 1}',
+    b'{"a": 1}\n  [1]',
+    b'{"a": "\\ud800"}',
+    b'{"a": "\\uDFFF"}',
+    b'{"a": "\\ud7ff"}',
+    b'{"a": "\\\\ud800"}',
+    b'{"a": 1234567890123456789}',
+    b'{"a": 123456789012345678}',
+    b'{"a": 1e308}',
+    b'{"a": 1E+400}',
+    b'{"a": 1e-400}',
+    b'{"a": "e000"}',
+    b'{"a": "\xed\xa0\x80"}',  # an encoded lone surrogate
+    b'{"a": "\xc0\xaf"}',  # overlong
+    b'{"a": "\xf4\x90\x80\x80"}',  # past U+10FFFF
+    b'{"a": "\xe2\x82"}',  # truncated
+    '{"a": "é 中 😀"}'.encode(),
+    b'{"a": 1}\n\xff',
+]
+
+
+@pytest.mark.parametrize("raw", EDGES)
+def test_scan_chunk_edges(raw):
+    assert _core.traj.scan_chunk(raw) == _oracle(raw)
+
+
+def test_scan_chunk_random_bytes():
+    rng = random.Random(7)
+    alphabet = b'{}[]"\\ud89aAfFeE+-0123456789 \t\r\n\x0b\x0cx\xed\xa0\x80\xc3\xa9\xf0\x9f\x98\x80'
+    for _ in range(3000):
+        raw = bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 60)))
+        assert _core.traj.scan_chunk(raw) == _oracle(raw), raw
+
+
+def _hashlib_digest(fp: bytes, iid: str, pos: int, line: bytes) -> str:
+    return hashlib.blake2b(b"\0".join([fp, iid.encode(), b"%d" % pos, line]),
+                           digest_size=16).hexdigest()  # fmt: skip
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_line_digests_equal_hashlib(threads):
+    rng = np.random.default_rng(3)
+    sizes = [0, 1, 90, 127, 128, 129, 255, 256, 257, 1000, *rng.integers(0, 600, 200).tolist()]
+    lines = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in sizes]
+    ids = [f"q{i}-é" if i % 3 else "" for i in range(len(lines))]
+    pos = np.arange(len(lines), dtype=np.int64) - 5
+    fp = b"options-fingerprint"
+    got = _core.traj.line_digests(fp, ids, pos, lines, threads)
+    assert got == [_hashlib_digest(fp, i, int(p), x) for i, p, x in zip(ids, pos, lines, strict=True)]
+
+
+def test_line_digests_reject_mismatched_lengths():
+    from tumorboard.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="same length"):
+        _core.traj.line_digests(b"", ["a"], np.zeros(2, np.int64), [b"x"], 1)
