@@ -84,7 +84,8 @@ def test_line_digests_equal_hashlib(threads):
     pos = np.arange(len(lines), dtype=np.int64) - 5
     fp = b"options-fingerprint"
     got = _core.traj.line_digests(fp, ids, pos, lines, threads)
-    assert got == [_hashlib_digest(fp, i, int(p), x) for i, p, x in zip(ids, pos, lines, strict=True)]
+    want = [_hashlib_digest(fp, i, int(p), x) for i, p, x in zip(ids, pos, lines, strict=True)]
+    assert got == want
 
 
 def test_line_digests_reject_mismatched_lengths():
