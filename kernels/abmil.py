@@ -120,7 +120,7 @@ def _check(
         )
     if wg is not None and (wg.shape != wa.shape or bg.shape != ba.shape):
         raise InvalidArgumentError(
-            f"wg/bg must match wa/ba {list(wa.shape)}/{list(ba.shape)}, "
+            f"wg/bg: expected the shapes of wa/ba {list(wa.shape)}/{list(ba.shape)}, "
             f"got {list(wg.shape)}/{list(bg.shape)}"
         )
     for name, t in (("wa", wa), ("ba", ba), ("ws", ws), ("bs", bs), ("wg", wg), ("bg", bg)):
@@ -136,7 +136,7 @@ def _check(
     offsets = offsets.to(torch.int64)
     if int(offsets[0]) != 0 or int(offsets[-1]) != x.shape[0]:
         raise InvalidArgumentError(
-            f"offsets must start at 0 and end at the number of rows {x.shape[0]}, "
+            f"offsets: expected to run from 0 to the number of rows {x.shape[0]}, "
             f"got {int(offsets[0])} .. {int(offsets[-1])}"
         )
     if bool((offsets[1:] < offsets[:-1]).any()):

@@ -627,7 +627,7 @@ def fused_down_proj_segment_scale(
             f"W: expected a [D, {x.shape[1]}] tensor, got {getattr(W, 'shape', type(W))}"
         )
     if W.dtype != x.dtype:
-        raise InvalidTypeError(f"W must have the dtype of x ({x.dtype}), got {W.dtype}")
+        raise InvalidTypeError(f"W: expected the dtype of x ({x.dtype}), got {W.dtype}")
     t, d = x.shape[0], W.shape[0]
     _check(x.new_empty((t, d)), seg, gamma, name="x @ W.T")
     if bias is not None and (bias.shape != (d,) or bias.device != x.device):

@@ -171,7 +171,7 @@ def test_input_validation(kernel_device):
     def t(values):
         return torch.tensor(values, device=kernel_device)
 
-    with pytest.raises(ValueError, match="offsets must start at 0 and end"):
+    with pytest.raises(ValueError, match="offsets: expected to run from 0 to the number of rows"):
         K.abmil_pool(x, t([0, 5]), wa, ba, ws, bs, wg, bg, backend="triton")
     with pytest.raises(ValueError, match="non-decreasing"):
         K.abmil_pool(x, t([0, 4, 2, 6]), wa, ba, ws, bs, wg, bg, backend="triton")

@@ -118,7 +118,7 @@ def test_padded_left_and_right_with_torch() -> None:
 
 
 def test_validation_errors() -> None:
-    with pytest.raises(ValueError, match="offsets must start at 0"):
+    with pytest.raises(ValueError, match=r"offsets: expected to run from 0 to len\(input_ids\)"):
         seqmask.segment_ids([1, 2, 3], [0, 2], markers=MARKERS)
     with pytest.raises(ValueError, match="non-decreasing"):
         seqmask.segment_ids([1, 2, 3], [0, 2, 1, 3], markers=MARKERS)

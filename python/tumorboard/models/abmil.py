@@ -53,7 +53,7 @@ def _check_offsets(features: torch.Tensor, offsets: torch.Tensor) -> torch.Tenso
     offsets = offsets.to(torch.long)
     if int(offsets[0]) != 0 or int(offsets[-1]) != features.shape[0]:
         raise InvalidArgumentError(
-            f"offsets must start at 0 and end at the number of rows {features.shape[0]}, "
+            f"offsets: expected to run from 0 to the number of rows {features.shape[0]}, "
             f"got {int(offsets[0])} .. {int(offsets[-1])}"
         )
     if bool((offsets[1:] < offsets[:-1]).any()):

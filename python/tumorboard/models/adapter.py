@@ -194,8 +194,12 @@ class SegmentAdapter(nn.Module):
                 raise StateError(f"layers[{i}].mlp already carries a SegmentAdapter; detach it")
         if tokenizer is not None:
             strings = seqmask.DEFAULT_MARKERS if markers is None else markers
-            if not all(isinstance(v, str) for v in strings.values()):
-                raise InvalidTypeError("with tokenizer, markers must map marker names to strings")
+            other = [v for v in strings.values() if not isinstance(v, str)]
+            if other:
+                raise InvalidTypeError(
+                    "markers: expected marker names mapped to strings (with tokenizer), "
+                    f"got {other[0]!r}"
+                )
             resolved: Mapping[str, Any] = seqmask.marker_token_ids(tokenizer, strings)
         elif markers is None:
             raise InvalidArgumentError("attach needs markers (token ids) or a tokenizer")

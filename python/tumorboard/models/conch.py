@@ -576,7 +576,10 @@ class CONCH(nn.Module):
             ``[C, 512]``.
         """
         if not prompts or any(len(p) == 0 for p in prompts):
-            raise InvalidArgumentError("prompts must list at least one prompt for every class")
+            counts = [len(p) for p in prompts or []]
+            raise InvalidArgumentError(
+                f"prompts: expected at least one prompt for every class, got counts {counts}"
+            )
         out = [self.encode_prompts(list(p)).mean(dim=0) for p in prompts]
         return F.normalize(torch.stack(out), dim=-1)
 

@@ -115,8 +115,8 @@ class SwinConfig:
         side = self.image_size // self.patch_size
         if self.image_size % self.patch_size or side % 2 ** (len(self.depths) - 1):
             raise InvalidArgumentError(
-                f"image_size {self.image_size} must give a patch grid divisible by "
-                f"{2 ** (len(self.depths) - 1)}"
+                f"image_size: expected a multiple of the patch size {self.patch_size} whose "
+                f"patch grid divides by {2 ** (len(self.depths) - 1)}, got {self.image_size}"
             )
         for i, heads in enumerate(self.num_heads):
             if (self.embed_dim * 2**i) % heads:

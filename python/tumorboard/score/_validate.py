@@ -134,7 +134,7 @@ def string_column(df: pl.DataFrame, col: str, *, where: str) -> pl.Series:
         s.dtype.is_integer() or s.dtype == pl.Boolean
     ):
         raise InvalidTypeError(
-            f"{where}: column {col!r} must hold strings (or integers), got {s.dtype}"
+            f"{where}: column {col!r}: expected strings (or integers), got {s.dtype}"
         )
     s = s.cast(pl.String)
     if s.null_count():

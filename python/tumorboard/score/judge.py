@@ -217,7 +217,7 @@ def _rating_column(frame: pl.DataFrame, col: str, low: int, high: int) -> np.nda
         return parse_judge_scores(s, low=low, high=high)
     if not (s.dtype.is_numeric() or s.dtype == pl.Boolean):
         raise InvalidTypeError(
-            f"judge_agreement: column {col!r} must hold numeric ratings or judge replies with "
+            f"judge_agreement: column {col!r}: expected numeric ratings or judge replies with "
             f"<score> tags, got {s.dtype}"
         )
     if s.null_count():

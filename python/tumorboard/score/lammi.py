@@ -590,7 +590,7 @@ def score(
         for col in ("mc_prediction", "mc_answer"):
             if per.schema[col] not in (pl.String, pl.Null):
                 raise InvalidTypeError(
-                    f"{where}: column {col!r} must hold strings, got {per.schema[col]}"
+                    f"{where}: column {col!r}: expected strings, got {per.schema[col]}"
                 )
         pred = pl.col("mc_prediction").cast(pl.String).str.strip_chars().str.to_uppercase()
         gold = pl.col("mc_answer").cast(pl.String).str.strip_chars().str.to_uppercase()

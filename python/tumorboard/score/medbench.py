@@ -352,7 +352,7 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
         for col in ("prediction", "reference"):
             if sub.schema[col] not in (pl.String, pl.Null):
                 raise InvalidTypeError(
-                    f"{where}: column {col!r} must hold strings, got {sub.schema[col]}"
+                    f"{where}: column {col!r}: expected strings, got {sub.schema[col]}"
                 )
         if sub.get_column("reference").null_count():
             first = int(sub.filter(pl.col("reference").is_null()).get_column("_row")[0])
@@ -369,7 +369,7 @@ def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
     if metric == "judge":
         if sub.schema["judge_output"] not in (pl.String, pl.Null):
             raise InvalidTypeError(
-                f"{where}: column 'judge_output' must hold the judge replies as strings, got "
+                f"{where}: column 'judge_output': expected the judge replies as strings, got "
                 f"{sub.schema['judge_output']}"
             )
         ids = sub.get_column("_row")

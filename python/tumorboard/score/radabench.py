@@ -278,10 +278,15 @@ def _text_metrics(
 ) -> tuple[pl.DataFrame, list[tuple[str, str, pl.Expr | None]]]:
     """Add the final-response text scores (paper, code or both) and return their metric specs."""
     if frame.schema["reference_answer"] not in (pl.String, pl.Null):
-        raise InvalidTypeError(f"{where}: column 'reference_answer' must hold strings")
+        raise InvalidTypeError(
+            f"{where}: column 'reference_answer': expected strings, "
+            f"got {frame.schema['reference_answer']}"
+        )
     if "response" in frame.columns:
         if frame.schema["response"] not in (pl.String, pl.Null):
-            raise InvalidTypeError(f"{where}: column 'response' must hold strings")
+            raise InvalidTypeError(
+                f"{where}: column 'response': expected strings, got {frame.schema['response']}"
+            )
         frame = frame.with_columns(
             pl.col("response").fill_null("").alias("_response"),
             pl.col("response").is_null().alias("_no_response"),
@@ -496,7 +501,7 @@ def score(
     has_log = "log" in frame.columns
     if has_log and frame.schema["log"] not in (pl.String, pl.Null):
         raise InvalidTypeError(
-            f"{where}: column 'log' must hold strings, got {frame.schema['log']}"
+            f"{where}: column 'log': expected strings, got {frame.schema['log']}"
         )
 
     # ---- completion
@@ -569,7 +574,7 @@ def score(
     if "milestone" in frame.columns:
         if frame.schema["milestone"] not in (pl.String, pl.Null):
             raise InvalidTypeError(
-                f"{where}: column 'milestone' must hold category names, got "
+                f"{where}: column 'milestone': expected category names (strings), got "
                 f"{frame.schema['milestone']}"
             )
         frame = frame.with_columns(

@@ -77,7 +77,7 @@ def _as_int_array(x: Any, name: str) -> np.ndarray:
     if arr.size == 0 and arr.dtype.kind not in "iu":
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
-        raise InvalidTypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
+        raise InvalidTypeError(f"{name}: expected integer token ids, got dtype {arr.dtype}")
     return arr
 
 
@@ -190,7 +190,7 @@ def segment_ids(
                 )
             if off[0] != 0 or off[-1] != ids.shape[0]:
                 raise InvalidArgumentError(
-                    f"offsets must start at 0 and end at len(input_ids) = {ids.shape[0]}, "
+                    f"offsets: expected to run from 0 to len(input_ids) = {ids.shape[0]}, "
                     f"got {int(off[0])} .. {int(off[-1])}"
                 )
             if np.any(np.diff(off) < 0):

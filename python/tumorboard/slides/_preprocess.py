@@ -143,10 +143,10 @@ def _out_view(out: Any, n: int, h: int, w: int, dtype: str) -> np.ndarray:
         want_np = _NP_DTYPE[dtype]
         if view.dtype != want_np and not (dtype == "bfloat16" and view.dtype == np.int16):
             raise InvalidArgumentError(
-                f"out must have dtype {np.dtype(want_np)} for {dtype}, got {view.dtype}"
+                f"out: expected dtype {np.dtype(want_np)} for {dtype}, got {view.dtype}"
             )
     if view.shape != (n, 3, h, w):
-        raise InvalidArgumentError(f"out must have shape {(n, 3, h, w)}, got {tuple(view.shape)}")
+        raise InvalidArgumentError(f"out: expected shape {(n, 3, h, w)}, got {tuple(view.shape)}")
     if not view.flags.c_contiguous or not view.flags.writeable:
         raise InvalidArgumentError("out: expected a C-contiguous, writeable array")
     return view

@@ -236,8 +236,11 @@ def _as_mask(x: Any, name: str) -> npt.NDArray[np.bool_]:
             raise InvalidTypeError(
                 f"{name}: expected a boolean mask (or 0/1 integers), got dtype {arr.dtype}"
             )
-        if ((arr != 0) & (arr != 1)).any():
-            raise InvalidArgumentError(f"{name}: an integer mask must hold only 0 and 1")
+        other = arr[(arr != 0) & (arr != 1)]
+        if other.size:
+            raise InvalidArgumentError(
+                f"{name}: expected an integer mask of only 0 and 1, got the value {other.flat[0]}"
+            )
         arr = arr.astype(bool)
     if arr.ndim < 2:
         raise InvalidArgumentError(
@@ -271,7 +274,7 @@ def mask_iou(
     ma, mb = _as_mask(a, "a"), _as_mask(b, "b")
     if ma.shape[-2:] != mb.shape[-2:]:
         raise InvalidArgumentError(
-            f"a and b: masks must have the same (H, W), got {ma.shape[-2:]} and {mb.shape[-2:]}"
+            f"a and b: expected masks of the same (H, W), got {ma.shape[-2:]} and {mb.shape[-2:]}"
         )
     if pairwise:
         if ma.ndim != 3 or mb.ndim != 3:

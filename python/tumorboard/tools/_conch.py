@@ -137,7 +137,7 @@ def conch_zero_shot(
         raise InvalidArgumentError("labels: expected a non-empty list of non-empty strings")
     if prompts is not None and len(prompts) != len(labels):
         raise InvalidArgumentError(
-            f"prompts must have one list per label ({len(labels)}), got {len(prompts)}"
+            f"prompts: expected one list per label ({len(labels)}), got {len(prompts)}"
         )
     size = int(model.image_size)
     x = preprocess_conch(load_rgb(image), size)

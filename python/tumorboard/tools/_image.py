@@ -47,8 +47,10 @@ def load_rgb(image: str | os.PathLike[str] | np.ndarray, *, argument: str = "ima
                 f"{argument}: expected uint8 or float in [0, 1], got {arr.dtype}"
             )
         if not np.isfinite(arr).all() or arr.min() < 0 or arr.max() > 1:
+            finite = np.isfinite(arr).all()
+            got = f"values in [{arr.min():g}, {arr.max():g}]" if finite else "non-finite values"
             raise InvalidArgumentError(
-                f"{argument}: float images must hold finite values in [0, 1]"
+                f"{argument}: expected a float image with finite values in [0, 1], got {got}"
             )
         arr = np.round(arr * 255.0).astype(np.uint8)
     if arr.shape[2] == 4:

@@ -445,8 +445,9 @@ def _load_model_map(spec: Mapping[str, str] | str | os.PathLike[str] | None) -> 
         except ValueError as exc:
             raise InvalidArgumentError(f"model_map: {path} is not valid JSON ({exc})") from None
         if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+            got = "names that are not strings" if isinstance(doc, dict) else type(doc).__name__
             raise InvalidArgumentError(
-                f"model_map: {path} must hold a JSON object of folder -> name"
+                f"model_map: {path}: expected a JSON object of folder -> name, got {got}"
             )
         return {str(k): v for k, v in doc.items()}
     out: dict[str, str] = {}
