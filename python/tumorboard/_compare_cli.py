@@ -94,6 +94,13 @@ def add_plan_parser(sub: Any) -> None:
                    help="intra-class correlation of a patient's items (default 0)")  # fmt: skip
     p.add_argument("--items-per-patient", type=positive_int, default=1,
                    help="items per patient (default 1)")  # fmt: skip
+    p.add_argument("--simulate", type=positive_int, metavar="N", default=None,
+                   help="also the power by simulation at the planned items (or at the detectable "
+                   "difference): N simulated paired 0/1 data sets with the ICC, each tested by "
+                   "the clustered paired bootstrap (stats.power(method='simulation'))")  # fmt: skip
+    p.add_argument("--n-resamples", type=positive_int, default=1000,
+                   help="bootstrap resamples per simulated data set (default 1000)")  # fmt: skip
+    p.add_argument("--seed", type=seed, default=0, help="simulation seed (default 0)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=_cmd_plan)
 
@@ -101,28 +108,52 @@ def add_plan_parser(sub: Any) -> None:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from .stats import detectable_effect, plan_sample_size
+    from .stats import BootstrapOptions, detectable_effect, plan_sample_size, power
 
     sd = 0.5 if args.sd is None else args.sd
     kw = dict(sd=sd, alpha=args.alpha, target_power=args.power, design=args.design,
               icc=args.icc, items_per_cluster=args.items_per_patient)  # fmt: skip
+
+    def simulated(delta: float, n: int) -> dict[str, Any]:
+        """Return the simulated power at (delta, n) and its Monte Carlo error (--simulate)."""
+        if args.simulate is None:
+            return {}
+        got = power(delta, n, sd=sd, alpha=args.alpha, design=args.design, icc=args.icc,
+                    items_per_cluster=args.items_per_patient, method="simulation",
+                    n_simulations=args.simulate, seed=args.seed,
+                    options=BootstrapOptions(n_resamples=args.n_resamples,
+                                             seed=args.seed))  # fmt: skip
+        se = (got * (1.0 - got) / args.simulate) ** 0.5
+        return {"simulated_power": got, "simulation_se": se, "n_simulations": args.simulate}
+
+    def sim_text(sim: dict[str, Any]) -> str:
+        """Return the sentence of the simulated power ("" without --simulate)."""
+        if not sim:
+            return ""
+        return (f"; simulated power {sim['simulated_power']:.3f} +- {sim['simulation_se']:.3f} "
+                f"({sim['n_simulations']:,} data sets, clustered paired bootstrap)")  # fmt: skip
+
     if args.delta is not None:
         plan = plan_sample_size(args.delta, **kw)  # type: ignore[arg-type]
+        sim = simulated(args.delta, plan.n_items)
         if args.json:
-            print(json.dumps(asdict(plan), indent=2))
+            print(json.dumps({**asdict(plan), **sim}, indent=2))
         else:
             print(f"{plan.n_items:,} items per model ({plan.n_clusters:,} patients of "
                   f"{plan.items_per_cluster}) detect a difference of {plan.delta:g} with "
                   f"power {plan.power:.3f} at alpha {plan.alpha:g} ({plan.design}, sd {plan.sd:g}, "
-                  f"design effect {plan.design_effect:.3f})")  # fmt: skip
+                  f"design effect {plan.design_effect:.3f}){sim_text(sim)}")  # fmt: skip
         return 0
     mde = detectable_effect(args.items, **kw)  # type: ignore[arg-type]
+    sim = simulated(mde, args.items)
     if args.json:
-        print(json.dumps({"n_items": args.items, "detectable_effect": mde, **kw}, indent=2))
+        print(json.dumps({"n_items": args.items, "detectable_effect": mde, **kw, **sim},
+                         indent=2))  # fmt: skip
     else:
         print(f"{args.items:,} items per model detect a difference of {mde:.4f} with power "
               f"{args.power:g} at alpha {args.alpha:g} ({args.design}, sd {sd:g}, icc "
-              f"{args.icc:g}, {args.items_per_patient} item(s) per patient)")  # fmt: skip
+              f"{args.icc:g}, {args.items_per_patient} item(s) per patient)"
+              f"{sim_text(sim)}")  # fmt: skip
     return 0
 
 

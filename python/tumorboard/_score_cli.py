@@ -48,6 +48,17 @@ def add_score_parser(sub: Any) -> None:
         "--method", choices=["percentile", "basic", "bca"], default="percentile",
         help="interval method (default percentile; the Ray/--shards path: percentile or basic)",
     )  # fmt: skip
+    score.add_argument(
+        "--interval",
+        choices=["bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1",
+                 "wilson_deff"],
+        default="bootstrap",
+        help="ci_low/ci_high of the 0/1 metrics (e.g. accuracy): bootstrap (default), or a "
+        "closed-form proportion interval (stats.proportion_interval; cr1 and wilson_deff need "
+        "--cluster) so the report states the interval a paper or inspect_ai gives; other "
+        "metrics and the overall rows keep the bootstrap, and the column interval names each "
+        "row's",
+    )  # fmt: skip
     score.add_argument("--seed", type=seed, default=0, help="random seed (default 0)")
     score.add_argument(
         "--threads", type=positive_int, default=None,
@@ -126,6 +137,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
                 f"--convention {args.convention}: the distributed path (--ray-address/--shards) "
                 "reports tumorboard's per-task accuracy only"
             )
+        if args.interval != "bootstrap":
+            raise InvalidArgumentError(
+                f"--interval {args.interval}: the distributed path (--ray-address/--shards) "
+                "gives Poisson-bootstrap intervals only"
+            )
         if benchmark != "mtbbench":
             raise InvalidArgumentError(
                 f"--ray-address/--shards: the distributed path scores mtbbench accuracy, not "
@@ -136,7 +152,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     frame = store_frame(store, benchmark, tracks=args.track)
     cluster = {"patient": "patient_id"}.get(args.cluster, args.cluster)
     report = get(benchmark)(frame, options=_bootstrap_options(args), cluster=cluster,
-                            convention=args.convention)  # fmt: skip
+                            convention=args.convention, interval=args.interval)  # fmt: skip
     status = _emit_report(args, report)
     return _coverage_status(report, strict=args.strict) or status
 

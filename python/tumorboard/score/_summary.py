@@ -39,6 +39,7 @@ def summarize(
     cluster: str | None = None,
     options: BootstrapOptions | None = None,
     overall: bool = True,
+    interval: str = "bootstrap",
 ) -> pl.DataFrame:
     """Compute the mean of ``value`` per group with a bootstrap percentile CI, as table rows.
 
@@ -69,13 +70,24 @@ def summarize(
         ``ci_high``/``pm`` come from joint resampling of all the records of the group (tasks are
         not held fixed; resamples in which a task gets no record are left out), with clusters
         resampled whole when ``cluster`` is given.
+    interval : {"bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1", \
+"wilson_deff"}, default "bootstrap"
+        The interval of ``ci_low``/``ci_high``/``pm``. "bootstrap" is the bootstrap's (above).
+        A closed-form proportion interval (:func:`tumorboard.stats.proportion_interval`; "cr1"
+        and "wilson_deff" on the ``cluster`` column, which they need) replaces them on the
+        per-group rows of a 0/1 metric (every value 0 or 1, the definition
+        :func:`tumorboard.stats.compare` uses); a metric with other values, and the
+        task="overall" rows (a mean of task means, not a proportion), keep the bootstrap
+        interval. The table then gets a column ``interval`` (String) naming each row's
+        interval ("wilson", ..., or "bootstrap"); ``boot_mean`` is the bootstrap's either way.
 
     Returns
     -------
     polars.DataFrame
         Columns benchmark, track, model, tools, task, metric, n, estimate, boot_mean, ci_low,
-        ci_high, pm (then extra group columns), sorted by (track, model, tools, metric, extra
-        keys, task) with "overall" last.
+        ci_high, pm (then extra group columns, then ``interval`` when ``interval`` is not
+        "bootstrap"), sorted by (track, model, tools, metric, extra keys, task) with "overall"
+        last.
 
     Raises
     ------
@@ -101,9 +113,10 @@ def summarize(
     )
     _value_array(frame, value, where)
     opts = BootstrapOptions.resolve(options)
+    interval = _validate.interval(interval, cluster=cluster, where=where)
     return summarize_frame(frame, value=value, benchmark=benchmark, metric=metric,
                            group_cols=groups, cluster=cluster, options=opts,
-                           overall=overall)  # fmt: skip
+                           overall=overall, interval=interval)  # fmt: skip
 
 
 def summarize_frame(
@@ -116,6 +129,7 @@ def summarize_frame(
     cluster: str | None,
     options: BootstrapOptions,
     overall: bool,
+    interval: str = "bootstrap",
 ) -> pl.DataFrame:
     """Compute :func:`summarize` on a frame the caller has validated (nothing is checked again).
 
@@ -133,6 +147,8 @@ def summarize_frame(
         The bootstrap options.
     overall : bool
         As in :func:`summarize`.
+    interval : str, default "bootstrap"
+        As in :func:`summarize` (checked by the caller, :func:`~._validate.interval`).
 
     Returns
     -------
@@ -151,8 +167,61 @@ def summarize_frame(
         parts.append(
             _overall_rows(frame, values, per_group, keys, clusters, benchmark, metric, options)
         )
+    if interval != "bootstrap":
+        parts[0] = _closed_form(per_group, frame, values, keys, clusters, interval, options.level)
+        parts[1:] = [with_interval(p, "bootstrap") for p in parts[1:]]
     out = pl.concat(parts, how="vertical")
     return sort_table(out, extra_keys=extras)
+
+
+def with_interval(table: pl.DataFrame, name: str) -> pl.DataFrame:
+    """Return ``table`` with the column ``interval`` (String) set to ``name`` on every row."""
+    return table.with_columns(pl.lit(name, dtype=pl.String).alias("interval"))
+
+
+def _closed_form(
+    per_group: pl.DataFrame,
+    frame: pl.DataFrame,
+    values: np.ndarray,
+    keys: Sequence[str],
+    clusters: pl.Series | None,
+    interval: str,
+    level: float,
+) -> pl.DataFrame:
+    """Replace the per-group rows' bootstrap interval by ``interval`` for a 0/1 metric.
+
+    Each group's items are found by its key values; :func:`tumorboard.stats.proportion_interval`
+    gives the bounds (on the group's clusters for "cr1" and "wilson_deff"). A metric whose
+    values are not all 0 or 1 keeps the bootstrap interval, and its rows say so.
+    """
+    if not bool(np.isin(values, (0.0, 1.0)).all()):
+        return with_interval(per_group, "bootstrap")
+    members = (
+        frame.select(keys)
+        .with_row_index("_row")
+        .group_by(list(keys), maintain_order=True)
+        .agg(pl.col("_row"))
+    )
+    found = per_group.select(keys).join(members, on=list(keys), how="left",
+                                        nulls_equal=True, maintain_order="left")  # fmt: skip
+    labels = None if clusters is None else clusters.cast(pl.String).to_numpy()
+    lows, highs = [], []
+    for rows in found.get_column("_row").to_list():
+        idx = np.asarray(rows, dtype=np.int64)
+        res = stats.proportion_interval(
+            values[idx], method=interval, level=level,  # type: ignore[arg-type]
+            clusters=None if labels is None or interval not in ("cr1", "wilson_deff")
+            else labels[idx],
+        )  # fmt: skip
+        lows.append(res.ci_low)
+        highs.append(res.ci_high)
+    lo, hi = np.asarray(lows, dtype=np.float64), np.asarray(highs, dtype=np.float64)
+    return per_group.with_columns(
+        pl.Series("ci_low", lo, dtype=pl.Float64),
+        pl.Series("ci_high", hi, dtype=pl.Float64),
+        pl.Series("pm", (hi - lo) / 2.0, dtype=pl.Float64),
+        pl.lit(interval, dtype=pl.String).alias("interval"),
+    )
 
 
 def _keyed(frame: pl.DataFrame, groups: Sequence[str]) -> tuple[pl.DataFrame, list[str], list[str]]:
@@ -396,6 +465,7 @@ def summarize_metrics(
     cluster: str | None,
     options: BootstrapOptions,
     ungraded: Mapping[str, str] | None = None,
+    interval: str = "bootstrap",
 ) -> pl.DataFrame:
     """Compute several metrics of one validated frame as sorted report-table rows.
 
@@ -422,6 +492,9 @@ def summarize_metrics(
         row's group whose Boolean column ``ungraded[metric]`` is true (the items whose grade or
         response is missing, scored as wrong or left out), summed over the tasks on the overall
         row; null for the metrics not in the mapping.
+    interval : str, default "bootstrap"
+        As in :func:`summarize`, per metric: 0/1 metrics get the closed-form interval, the
+        others keep the bootstrap's (the ``interval`` column says which).
 
     Returns
     -------
@@ -449,6 +522,7 @@ def summarize_metrics(
                 cluster=cluster,
                 options=options,
                 overall=by_task,
+                interval=interval,
             )  # fmt: skip
         )
         if ungraded is not None:

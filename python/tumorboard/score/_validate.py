@@ -260,3 +260,49 @@ def convention(value: Any, *, allowed: Sequence[str], default: str, where: str) 
             f"the default, {default!r}), got {value!r}"
         )
     return value
+
+
+#: The intervals of ``score(..., interval=)`` and ``tumorboard score --interval``: the
+#: bootstrap (the default) or a closed-form proportion interval
+#: (:data:`tumorboard.stats.INTERVALS`).
+INTERVAL_CHOICES = (
+    "bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1", "wilson_deff",
+)  # fmt: skip
+
+#: The proportion intervals that need clusters (``cluster=``).
+CLUSTERED_INTERVALS = ("cr1", "wilson_deff")
+
+
+def interval(value: Any, *, cluster: str | None, where: str) -> str:
+    """Return the ``interval=`` of a scorer, checked against its ``cluster=``.
+
+    Parameters
+    ----------
+    value : str
+        ``"bootstrap"`` or one of :data:`tumorboard.stats.INTERVALS`.
+    cluster : str or None
+        The scorer's cluster column: ``"cr1"`` and ``"wilson_deff"`` need one.
+    where : str
+        The scorer's name, for the error message.
+
+    Returns
+    -------
+    str
+        The interval in use.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown interval, or a clustered one without ``cluster=``.
+    """
+    if not isinstance(value, str) or value not in INTERVAL_CHOICES:
+        raise InvalidArgumentError(
+            f"{where}: interval: expected one of {', '.join(map(repr, INTERVAL_CHOICES))}, "
+            f"got {value!r}"
+        )
+    if value in CLUSTERED_INTERVALS and cluster is None:
+        raise InvalidArgumentError(
+            f"{where}: interval: expected cluster= (e.g. 'patient_id') with {value!r}, a "
+            "cluster-robust interval, got no cluster column"
+        )
+    return value

@@ -25,7 +25,7 @@ from ..stats import BootstrapOptions
 from . import _store, _validate
 from ._summary import KEY_COLUMNS, summarize_frame
 from ._validate import string_column
-from .report import Report, interval_text, sort_table
+from .report import Report, interval_note, interval_text, sort_table
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..traj import Store
@@ -43,6 +43,7 @@ def score(
     options: BootstrapOptions | None = None,
     cluster: str | None = None,
     convention: str | None = None,
+    interval: str = "bootstrap",
 ) -> Report:
     """Score inspect_ai evaluations: each scorer's mean per (track, model, tools, task) with CIs.
 
@@ -72,6 +73,15 @@ def score(
         its ``accuracy()``/``mean()`` report); the only one, accepted for the one switch across
         scorers (``tumorboard score --convention``).
 
+    interval : {"bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1", \
+"wilson_deff"}, default "bootstrap"
+        The interval of ``ci_low``/``ci_high``/``pm``: the bootstrap's, or a closed-form
+        proportion interval (:func:`tumorboard.stats.proportion_interval`; "cr1" and
+        "wilson_deff" on the ``cluster`` column, which they need) on the per-group rows of the
+        0/1 metrics (every value 0 or 1, e.g. inspect's accuracy() of C/I
+        scores); other metrics keep the bootstrap, and the column ``interval`` names each row's
+        (:func:`tumorboard.score.summarize`).
+
     Returns
     -------
     Report
@@ -92,6 +102,7 @@ def score(
     opts = BootstrapOptions.resolve(options)
     df = _store.resolve(df, "inspect")
     cluster_col = _CLUSTER_ALIASES.get(cluster, cluster) if isinstance(cluster, str) else cluster
+    interval = _validate.interval(interval, cluster=cluster_col, where=where)
     frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
                                   cluster=cluster_col, overall=False)  # fmt: skip
     cols = [
@@ -135,7 +146,7 @@ def score(
         t = summarize_frame(
             sub, value="value", benchmark="inspect", metric=name, group_cols=KEY_COLUMNS,
             cluster="__cluster" if cluster_col is not None else None, options=opts,
-            overall=False,
+            overall=False, interval=interval,
         )  # fmt: skip
         counts = (
             sub.group_by(*KEY_COLUMNS).agg(pl.col("__epochs").sum().alias("n_epochs"))
@@ -165,8 +176,10 @@ def score(
         )
     if cluster_col is not None:
         notes.append(f"intervals resample whole clusters of column {cluster_col!r}.")
+    if interval != "bootstrap":
+        notes.append(interval_note(interval, opts))
     return Report(table, benchmark="inspect", title="inspect_ai evaluation", notes=tuple(notes),
-                  percent=(), interval=interval_text(opts),
+                  percent=(), interval=interval_text(opts, interval=interval),
                   convention="paper (inspect_ai's reduction: epochs averaged per sample, then "
                   "the mean over samples)")  # fmt: skip
 

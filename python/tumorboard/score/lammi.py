@@ -72,7 +72,7 @@ from ..traj import Store
 from . import _store, _validate
 from ._summary import summarize_metrics
 from ._validate import bool_column, require_columns, string_column
-from .report import Report, interval_text
+from .report import Report, interval_note, interval_text
 
 __all__ = [
     "input_jaccard",
@@ -458,6 +458,7 @@ def score(
     redundancy_threshold: float = 0.7,
     convention: str | None = None,
     no_call_ratio: float | None = None,
+    interval: str = "bootstrap",
 ) -> Report:
     """Score LAMMI-Pathology runs with bootstrap CIs.
 
@@ -508,6 +509,14 @@ def score(
         ``s/t`` of a trajectory without tool calls, in [0, 1]; None: 0 under "paper", 1 under
         "tumorboard".
 
+    interval : {"bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1", \
+"wilson_deff"}, default "bootstrap"
+        The interval of ``ci_low``/``ci_high``/``pm``: the bootstrap's, or a closed-form
+        proportion interval (:func:`tumorboard.stats.proportion_interval`; "cr1" and
+        "wilson_deff" on the ``cluster`` column, which they need) on the per-group rows of the
+        0/1 metrics; other metrics and "overall" rows keep the bootstrap, and the column
+        ``interval`` names each row's (:func:`tumorboard.score.summarize`).
+
     Returns
     -------
     Report
@@ -525,6 +534,7 @@ def score(
     conv, empty = _tss_options(convention, no_call_ratio)
     df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
+    interval = _validate.interval(interval, cluster=cluster, where=where)
     frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
                                   cluster=cluster)  # fmt: skip
     for name, v, lo, hi in (("threshold", threshold, 0.0, 1.0),
@@ -602,7 +612,7 @@ def score(
         ungraded["mc_f1"] = "_ug_mc"
 
     table = summarize_metrics(per, specs, benchmark=BENCHMARK, by_task=has_task, cluster=cluster,
-                              options=opts, ungraded=ungraded)  # fmt: skip
+                              options=opts, ungraded=ungraded, interval=interval)  # fmt: skip
     notes = [
         (
             f"TSS = (valid + successful/total tool calls) / 2, with {empty:g} for the call "
@@ -630,6 +640,8 @@ def score(
                 else "samples have no judge score and are left out"
             )
             notes.append(f"{metric}: {k} of {per.height} {what}; n_ungraded counts them per row.")
+    if interval != "bootstrap":
+        notes.append(interval_note(interval, opts))
     percent = [m for m in table.get_column("metric").unique().to_list()
                if m != "answer_consistency"]  # fmt: skip
     conv_text = (
@@ -638,5 +650,5 @@ def score(
         else f"tumorboard (TSS = valid * s/t, s/t = {empty:g} without calls)"
     )
     return Report(table, benchmark=BENCHMARK, title="LAMMI-Pathology", notes=tuple(notes),
-                  percent=percent, interval=interval_text(opts),
+                  percent=percent, interval=interval_text(opts, interval=interval),
                   convention=conv_text)  # fmt: skip

@@ -61,6 +61,7 @@ from ..stats import BootstrapOptions
 from ..text import box_iou, one_minus_ned
 from ..traj import Store
 from . import _store, _validate
+from ._summary import with_interval
 from ._validate import bool_column, require_columns, string_column
 from .judge import parse_judge_scores
 from .report import OVERALL, TABLE_COLUMNS, Report, interval_text, sort_table
@@ -544,6 +545,7 @@ def score(
     cluster: str | None = None,
     metric_weights: Mapping[str, float] | None = None,
     convention: str | None = None,
+    interval: str = "bootstrap",
 ) -> Report:
     """Score MedBench v4 runs: task scores (0-100) with CIs, macro averaged into dimensions.
 
@@ -592,6 +594,14 @@ def score(
         MedBench v4 has one convention (the platform's macro averaging); accepted for the one
         switch across scorers.
 
+    interval : {"bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1", \
+"wilson_deff"}, default "bootstrap"
+        The interval of ``ci_low``/``ci_high``/``pm``: the bootstrap's, or a closed-form
+        proportion interval (:func:`tumorboard.stats.proportion_interval`; "cr1" and
+        "wilson_deff" on the ``cluster`` column, which they need) on the per-group rows of the
+        0/1 metrics; MedBench has none (its scores are ratios of sums on
+        0-100), so every row keeps the bootstrap, and the column ``interval`` says so.
+
     Returns
     -------
     Report
@@ -614,6 +624,7 @@ def score(
     weights_of = _metric_weights(metric_weights, where)
     df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
+    interval = _validate.interval(interval, cluster=cluster, where=where)
     optional = sorted({c for cols in METRIC_COLUMNS.values() for c in cols} | {"track", "tools"})
     frame = _validate.input_frame(df, required=REQUIRED, optional=optional, where=where,
                                   cluster=cluster)  # fmt: skip
@@ -770,7 +781,14 @@ def score(
             "pred_labels, pred_box or prediction, or a null key-point hit) and score 0; "
             "n_ungraded counts them per row."
         )
+    if interval != "bootstrap":
+        table = with_interval(table, "bootstrap")
+        notes.append(
+            f"interval {interval}: not applied; MedBench scores are ratios of sums on 0-100 "
+            "(and macro averages of them), not proportions of 0/1 items, so every row keeps the "
+            "bootstrap interval (column interval)."
+        )
     return Report(table, benchmark=BENCHMARK, title="MedBench v4", notes=tuple(notes),
-                  interval=interval_text(opts),
+                  interval=interval_text(opts, interval=interval),
                   convention="paper (MedBench v4 macro averaging: task -> dimension -> "
                   "overall)")  # fmt: skip

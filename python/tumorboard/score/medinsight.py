@@ -54,9 +54,9 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from ..traj import Store
 from . import _store, _validate
-from ._summary import summarize_f1_of_means, summarize_frame, ungraded_counts
+from ._summary import summarize_f1_of_means, summarize_frame, ungraded_counts, with_interval
 from ._validate import require_columns, string_column
-from .report import Report, interval_text, sort_table
+from .report import Report, interval_note, interval_text, sort_table
 
 __all__ = ["InsightScores", "insight_scores", "novelty_rates", "score"]
 
@@ -238,6 +238,7 @@ def score(
     correct_above: float = 5.0,
     min_votes: int = 2,
     convention: str | None = None,
+    interval: str = "bootstrap",
 ) -> Report:
     """Score MedInsightBench runs: insight recall, precision and F1, and the novelty metrics.
 
@@ -277,6 +278,15 @@ def score(
         How ``insight_f1`` aggregates cases (module docstring); None is "paper". The report
         names it (``Report.convention``).
 
+    interval : {"bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1", \
+"wilson_deff"}, default "bootstrap"
+        The interval of ``ci_low``/``ci_high``/``pm``: the bootstrap's, or a closed-form
+        proportion interval (:func:`tumorboard.stats.proportion_interval`; "cr1" and
+        "wilson_deff" on the ``cluster`` column, which they need) on the per-group rows of the
+        0/1 metrics (original and innovation pool insights within their
+        cases); other metrics and "overall" rows keep the bootstrap, and the column ``interval``
+        names each row's (:func:`tumorboard.score.summarize`).
+
     Returns
     -------
     Report
@@ -294,6 +304,7 @@ def score(
                                 where=where)  # fmt: skip
     df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
+    interval = _validate.interval(interval, cluster=cluster, where=where)
     frame = _validate.input_frame(df, required=["model", "case_id"], optional=OPTIONAL,
                                   where=where, cluster=cluster)  # fmt: skip
     if "score_matrix" not in frame.columns and not (
@@ -348,19 +359,22 @@ def score(
     )
     group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
     common = dict(benchmark=BENCHMARK, group_cols=group_cols, options=opts, overall=has_task)
+    closed = dict(interval=interval)
     no_count = pl.lit(None, dtype=pl.Int64).alias("n_ungraded")
     per_case = [("insight_recall", "_recall"), ("insight_precision", "_precision")]
     if conv == "tumorboard":
         per_case.append(("insight_f1", "_f1"))
-    parts = [
-        summarize_frame(frame, value=v, metric=m, cluster=cluster, **common).with_columns(no_count)  # type: ignore[arg-type]
-        for m, v in per_case
-    ]
+    parts = []
+    for m, v in per_case:
+        part = summarize_frame(frame, value=v, metric=m, cluster=cluster, **common, **closed)  # type: ignore[arg-type]
+        parts.append(part.with_columns(no_count))
     if conv == "paper":
         f1 = summarize_f1_of_means(
             frame, recall="_recall", precision="_precision", metric="insight_f1",
             cluster=cluster, **common,  # type: ignore[arg-type]
         )  # fmt: skip
+        if interval != "bootstrap":  # F1 of means: not a proportion, the bootstrap's
+            f1 = with_interval(f1, "bootstrap")
         parts.append(f1.with_columns(no_count))
 
     judge_cols = ("insight_precision_scores", "insight_novelty_votes")
@@ -408,7 +422,7 @@ def score(
             unjudged = int(flags.get_column("_unjudged").sum())
             counts = ungraded_counts(flags, "_unjudged", group_cols)
             for m, v in (("original", "_original"), ("innovation", "_innovation")):
-                part = summarize_frame(ins, value=v, metric=m, cluster=unit, **common)  # type: ignore[arg-type]
+                part = summarize_frame(ins, value=v, metric=m, cluster=unit, **common, **closed)  # type: ignore[arg-type]
                 part = part.join(counts, on=list(group_cols), how="left", maintain_order="left")
                 parts.append(part.with_columns(pl.col("n_ungraded").fill_null(0)))
     f1_note = (
@@ -437,8 +451,11 @@ def score(
             f"original, innovation: {unjudged} of {frame.height} cases have no judge scores and "
             "are left out; n_ungraded counts those cases per row."
         )
+    if interval != "bootstrap":
+        notes.append(interval_note(interval, opts))
     return Report(sort_table(pl.concat(parts, how="vertical")), benchmark=BENCHMARK,
                   title="MedInsightBench", notes=tuple(notes),
                   percent=("insight_recall", "insight_precision", "insight_f1", "original",
                            "innovation"),
-                  interval=interval_text(opts), convention=_CONVENTIONS[conv])  # fmt: skip
+                  interval=interval_text(opts, interval=interval),
+                  convention=_CONVENTIONS[conv])  # fmt: skip

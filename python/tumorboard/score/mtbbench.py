@@ -40,7 +40,7 @@ from ..stats import BootstrapOptions
 from . import _store, _validate
 from ._summary import KEY_COLUMNS, summarize_frame
 from ._validate import bool_column, count_column, string_column
-from .report import OVERALL, Report, interval_text, sort_table
+from .report import OVERALL, Report, interval_note, interval_text, sort_table
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..traj import Store
@@ -59,6 +59,7 @@ def score(
     ray_address: str | None = None,
     shards: int | None = None,
     convention: str | None = None,
+    interval: str = "bootstrap",
 ) -> Report:
     """Score MTBBench answers: accuracy per task with bootstrap CIs, overall, file metrics.
 
@@ -108,6 +109,15 @@ def score(
         None is "tumorboard": raw task accuracies and a joint-resampling CI of the overall
         figure; "paper" reproduces the paper's printed cells (module docstring). The report
         names it (``Report.convention``). "paper" needs executor="local".
+    interval : {"bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1", \
+"wilson_deff"}, default "bootstrap"
+        The interval of the per-task 0/1 metrics (``accuracy``, ``hallucinated_file_rate``):
+        the bootstrap's, or a closed-form proportion interval
+        (:func:`tumorboard.stats.proportion_interval`; "cr1" and "wilson_deff" on the
+        ``cluster`` column, which they need), so the report can state the interval a paper or
+        inspect_ai gives. ``files_accessed`` and the "overall" rows keep the bootstrap; the
+        column ``interval`` names each row's (:func:`tumorboard.score.summarize`). Needs
+        convention "tumorboard" and executor "local".
 
     Returns
     -------
@@ -148,6 +158,15 @@ def score(
             f"{where}: convention='paper' needs executor='local' (its overall row is computed "
             "from the task means of the multinomial bootstrap)"
         )
+    cluster_col = _CLUSTER_ALIASES.get(cluster, cluster) if isinstance(cluster, str) else cluster
+    interval = _validate.interval(interval, cluster=cluster_col, where=where)
+    if interval != "bootstrap" and (conv == "paper" or executor == "ray"):
+        raise InvalidArgumentError(
+            f"{where}: interval: expected 'bootstrap' with "
+            + ("convention='paper' (the paper's cells are bootstrap figures)"
+               if conv == "paper" else "executor='ray' (Poisson-bootstrap partials)")
+            + f", got {interval!r}"
+        )  # fmt: skip
     df = _resolve_store(df, executor=executor, where=where)
     if executor == "ray":
         if cluster is not None:
@@ -161,7 +180,6 @@ def score(
             df, benchmark="mtbbench", options=opts, executor="ray", shards=shards,
             ray_address=ray_address,
         ).report()  # fmt: skip
-    cluster_col = _CLUSTER_ALIASES.get(cluster, cluster) if isinstance(cluster, str) else cluster
     frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
                                   cluster=cluster_col)  # fmt: skip
     cols: list[pl.Series] = [
@@ -192,6 +210,7 @@ def score(
         group_cols=KEY_COLUMNS,
         cluster="__cluster" if cluster_col is not None else None,
         options=opts,
+        interval=interval,
     )
     acc = summarize_frame(base, value="correct", metric="accuracy", overall=True, **common)
     acc = _with_n_correct(acc, base)
@@ -230,6 +249,8 @@ def score(
         )
     if cluster_col is not None:
         notes.append(f"intervals resample whole clusters of column {cluster_col!r}.")
+    if interval != "bootstrap":
+        notes.append(interval_note(interval, opts))
     raw = " (the raw mean; the paper convention changes accuracy only)" if conv == "paper" else ""
     if "__files" in base.columns:
         notes.append(f"files_accessed: mean number of distinct files accessed per question{raw}.")
@@ -245,7 +266,8 @@ def score(
         )
     agentic = [m for m, c in _AGENTIC.items() if c in base.columns]
     return Report(table, benchmark="mtbbench", title="MTBBench", notes=tuple(notes),
-                  percent=("accuracy", "hallucinated_file_rate"), interval=interval_text(opts),
+                  percent=("accuracy", "hallucinated_file_rate"),
+                  interval=interval_text(opts, interval=interval),
                   convention=convention_text(conv, level=opts.level,
                                              agentic=agentic))  # fmt: skip
 

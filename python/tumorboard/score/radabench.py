@@ -120,7 +120,7 @@ from ._radabench_reference import (
 )
 from ._summary import summarize_metrics
 from ._validate import bool_column, require_columns, string_column
-from .report import Report, interval_text
+from .report import Report, interval_note, interval_text
 
 __all__ = [
     "bleu1_code",
@@ -406,6 +406,7 @@ def score(
     cluster: str | None = None,
     text_metrics: Literal["paper", "code", "both", "none"] | None = None,
     convention: str | None = None,
+    interval: str = "bootstrap",
 ) -> Report:
     """Score RadA-BenchPlat runs (metric definitions: module docstring).
 
@@ -460,6 +461,14 @@ def score(
         None is "paper": every metric per task and overall. "code": the official scripts'
         aggregates, pooled over all cases (module docstring). The report names it.
 
+    interval : {"bootstrap", "wilson", "agresti_coull", "clopper_pearson", "normal", "cr1", \
+"wilson_deff"}, default "bootstrap"
+        The interval of ``ci_low``/``ci_high``/``pm``: the bootstrap's, or a closed-form
+        proportion interval (:func:`tumorboard.stats.proportion_interval`; "cr1" and
+        "wilson_deff" on the ``cluster`` column, which they need) on the per-group rows of the
+        0/1 metrics; other metrics and "overall" rows keep the bootstrap, and the column
+        ``interval`` names each row's (:func:`tumorboard.score.summarize`).
+
     Returns
     -------
     Report
@@ -480,6 +489,7 @@ def score(
             f"text_metrics: expected 'paper', 'code', 'both' or 'none', got {text_metrics!r}"
         )
     opts = BootstrapOptions.resolve(options)
+    interval = _validate.interval(interval, cluster=cluster, where=where)
     frame = _validate.input_frame(df, required=REQUIRED, optional=OPTIONAL, where=where,
                                   cluster=cluster)  # fmt: skip
     frame = frame.with_columns(
@@ -594,7 +604,8 @@ def score(
     ungraded = {m: "_ug_text" for m in ("bleu", "rouge_l", "f1")}
     ungraded |= {m: "_ug_text_code" for m in ("bleu1_code", "rouge_l_code", "f1_code")}
     table = summarize_metrics(frame, specs, benchmark=BENCHMARK, by_task=has_task,
-                              cluster=cluster, options=opts, ungraded=ungraded)  # fmt: skip
+                              cluster=cluster, options=opts, ungraded=ungraded,
+                              interval=interval)  # fmt: skip
     notes = [
         "Paper metrics over all cases; *_code metrics reproduce the reference code (redundancy "
         "over max(|pred|,|gt|), longest common contiguous run, on completed cases; win-rate scan "
@@ -625,9 +636,11 @@ def score(
             "f1_code/bleu1_code/rouge_l_code, deny rate / category match (multihop_deny1.py) = "
             "unsolvability_awareness_rate / unsolvability_grounding_rate."
         )
+    if interval != "bootstrap":
+        notes.append(interval_note(interval, opts))
     distances = ("tool_chain_levenshtein", "plan_levenshtein", "plan_gt_levenshtein")
     counts = tuple(f"{m}{sfx}" for m in distances for sfx in ("", "_code"))
     percent = [m for m in table.get_column("metric").unique().to_list() if m not in counts]
     return Report(table, benchmark=BENCHMARK, title="RadA-BenchPlat", notes=tuple(notes),
-                  percent=percent, interval=interval_text(opts),
+                  percent=percent, interval=interval_text(opts, interval=interval),
                   convention=_CONVENTIONS[conv])  # fmt: skip

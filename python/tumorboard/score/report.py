@@ -61,23 +61,66 @@ DEFAULT_TRACK = "default"
 STYLES = ("long", "paper")
 
 
-def interval_text(options: Any) -> str:
+#: How the closed-form proportion intervals are named in captions and notes.
+_INTERVAL_NAMES = {
+    "wilson": "Wilson", "agresti_coull": "Agresti-Coull", "clopper_pearson": "Clopper-Pearson",
+    "normal": "normal (Wald)", "cr1": "cluster-robust (CR1) normal",
+    "wilson_deff": "design-effect Wilson",
+}  # fmt: skip
+
+
+def interval_text(options: Any, *, interval: str = "bootstrap") -> str:
     """Describe the intervals a BootstrapOptions gives, for captions and notes.
 
     Parameters
     ----------
     options : tumorboard.stats.BootstrapOptions
         The options the scorer used.
+    interval : str, default "bootstrap"
+        The scorer's ``interval=``: a closed-form proportion interval is named first (it is
+        that of the 0/1 metrics; the others keep the bootstrap's).
 
     Returns
     -------
     str
-        E.g. "95% percentile bootstrap interval (1000 resamples, seed 0)".
+        E.g. "95% percentile bootstrap interval (1000 resamples, seed 0)", or "95% Wilson
+        interval for 0/1 metrics (column interval); others: 95% percentile bootstrap ...".
     """
     method = {"bca": "BCa"}.get(options.method, options.method)
-    return (
+    boot = (
         f"{options.level * 100:g}% {method} bootstrap interval ({options.n_resamples} "
         f"resamples, seed {options.seed})"
+    )
+    if interval == "bootstrap":
+        return boot
+    name = _INTERVAL_NAMES.get(interval, interval)
+    return (
+        f"{options.level * 100:g}% {name} interval for 0/1 metrics (column interval); "
+        f"others: {boot}"
+    )
+
+
+def interval_note(interval: str, options: Any) -> str:
+    """Return the report note of a scorer's closed-form ``interval=`` (not "bootstrap").
+
+    Parameters
+    ----------
+    interval : str
+        One of :data:`tumorboard.stats.INTERVALS`.
+    options : tumorboard.stats.BootstrapOptions
+        The options the scorer used (level, and the bootstrap the other rows keep).
+
+    Returns
+    -------
+    str
+        What ``ci_low``/``ci_high``/``pm`` are on which rows.
+    """
+    name = _INTERVAL_NAMES.get(interval, interval)
+    return (
+        f"interval {interval}: ci_low, ci_high and pm of the per-group rows of 0/1 metrics are "
+        f"the {options.level * 100:g}% {name} interval (tumorboard.stats.proportion_interval); "
+        "metrics with other values and the 'overall' rows keep the bootstrap interval; the "
+        "column interval names each row's."
     )
 
 

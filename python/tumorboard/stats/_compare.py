@@ -36,12 +36,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import _core
+from .._keys import combine_hashes, hash_labels, label_columns
 from ..errors import InvalidArgumentError
+from . import _validate
 from ._bootstrap import bootstrap, paired_bootstrap
 from ._exact import norm_ppf
 from ._multiple import CORRECTIONS, Correction, adjust_pvalues
 from ._options import BootstrapOptions
-from ._paired_tests import mcnemar, sign_flip_test
+from ._paired_tests import mcnemar, mcnemar_counts, sign_flip_test
 
 __all__ = ["Comparison", "ComparisonRow", "compare"]
 
@@ -304,16 +307,18 @@ def compare(
         )
     key_cluster: np.ndarray | None = None
     if cl is not None:
-        key_cluster = np.full(keys.size, "", dtype=object)
-        seen = np.zeros(keys.size, dtype=bool)
-        for k_i, c in zip(key_of.tolist(), cl.tolist(), strict=True):
-            if seen[k_i] and key_cluster[k_i] != c:
-                task, item = keys[k_i].split("\x1f", 1)
-                raise InvalidArgumentError(
-                    f"task {task!r}, item {item!r}: expected one cluster for every model, got "
-                    f"{key_cluster[k_i]!r} and {c!r}"
-                )
-            key_cluster[k_i], seen[k_i] = c, True
+        # every row of a key names the key's cluster: compare each row with the key's first row
+        first = np.full(keys.size, n, dtype=np.int64)
+        np.minimum.at(first, key_of, np.arange(n, dtype=np.int64))
+        key_cluster = cl[first]
+        bad = np.flatnonzero(cl != key_cluster[key_of])
+        if bad.size:
+            k_i = int(key_of[bad[0]])
+            task, item = keys[k_i].split("\x1f", 1)
+            raise InvalidArgumentError(
+                f"task {task!r}, item {item!r}: expected one cluster for every model, got "
+                f"{key_cluster[k_i]!r} and {cl[bad[0]]!r}"
+            )
     # table[model, key] = value, NaN where the model has no row for the key
     table = np.full((len(names), keys.size), np.nan)
     table[model_idx, key_of] = v
@@ -330,12 +335,20 @@ def compare(
     rows: list[ComparisonRow] = []
     for task, in_task in families:
         family: list[ComparisonRow] = []
-        joint = _joint(table[:, in_task], keys[in_task], key_cluster, in_task, opts)
-        for a_i, b_i in pairs:
-            family.append(_pair(task, (a_i, b_i), names, table, in_task, key_cluster, binary,
-                                opts, n_permutations, joint))  # fmt: skip
+        sub = table[:, in_task]
+        joint = _joint(sub, keys[in_task], key_cluster, in_task, opts)
+        dstar = None
+        if joint is not None and opts.method != "bca" and sub.size:
+            # every model has every item: all pairs at once from the shared resamples
+            dstar = _pair_resamples(joint, pairs)
+            family = _complete_family(task, pairs, names, sub, key_cluster, in_task, binary,
+                                      opts, n_permutations, joint, dstar)  # fmt: skip
+        else:
+            for a_i, b_i in pairs:
+                family.append(_pair(task, (a_i, b_i), names, table, in_task, key_cluster,
+                                    binary, opts, n_permutations, joint))  # fmt: skip
         adjusted = adjust_pvalues([r.p_value for r in family], correction)
-        band = _band(joint, pairs, opts.level)
+        band = _band(joint, pairs, opts.level, dstar)
         rows += [_with_adjusted(r, float(p), band.get(pair))
                  for r, p, pair in zip(family, adjusted, pairs, strict=True)]  # fmt: skip
     return Comparison(rows=tuple(rows), correction=correction,
@@ -373,6 +386,8 @@ def _joint(
     n_models, n_keys = sub.shape
     if n_keys == 0 or np.isnan(sub).any():
         return None
+    if _integral(sub):
+        return _joint_by_units(sub, key_labels, key_cluster, in_task, opts)
     groups = np.repeat(np.arange(n_models), n_keys)
     if key_cluster is not None:
         clusters = np.tile(key_cluster[in_task].astype(str), n_models)
@@ -389,15 +404,87 @@ def _joint(
                   n_units=n_units)  # fmt: skip
 
 
+def _integral(sub: np.ndarray) -> bool:
+    """Whether every resampled sum of ``sub`` is an exact float64 integer (e.g. 0/1 outcomes)."""
+    if not np.array_equal(sub, np.round(sub)):
+        return False
+    return float(np.abs(sub).max(initial=0.0)) * sub.shape[1] * 64.0 < 2.0**53
+
+
+def _joint_by_units(
+    sub: np.ndarray,
+    key_labels: np.ndarray,
+    key_cluster: np.ndarray | None,
+    in_task: np.ndarray,
+    opts: BootstrapOptions,
+) -> _Joint:
+    """Bootstrap integer-valued outcomes jointly as the engine does, by matrix products.
+
+    Bit-identical to :func:`bootstrap` with ``scheme="poisson"`` on every model's records: the
+    engine draws each unit's (cluster's, else item's) Poisson(1) weight keyed by (seed, unit
+    key, resample), the same for every model, and sums exactly. Here the engine draws the
+    weights once per unit (not once per unit and model), in blocks of units, and every
+    model's resampled sums are one product ``W^T S`` of the weights (units x B) with the
+    per-unit sums (units x models); integer values keep every sum exact in float64 (checked
+    by :func:`_integral`), so the order of the additions cannot change a bit.
+    """
+    n_models, n_keys = sub.shape
+    if key_cluster is not None:
+        units, unit_of = np.unique(key_cluster[in_task].astype(str), return_inverse=True)
+        cols = label_columns(units, name="clusters", n=units.size)
+        unit_keys = combine_hashes([hash_labels(v) for v in cols.values()])
+    else:
+        units, unit_of = key_labels.astype(str), np.arange(n_keys)
+        unit_keys = _validate.record_keys(units, units.size)
+    unit_of = unit_of.ravel()
+    g = units.size
+    sums = np.empty((g, n_models))
+    for m in range(n_models):
+        sums[:, m] = np.bincount(unit_of, weights=sub[m], minlength=g)
+    sizes = np.bincount(unit_of, minlength=g).astype(np.float64)
+    b = opts.n_resamples
+    num, den = np.zeros((b, n_models)), np.zeros(b)
+    step = max(1, 2**23 // max(b, 1))  # units per engine call: ~64 MiB of weights
+    clustered = key_cluster is not None
+    for lo in range(0, g, step):
+        hi = min(g, lo + step)
+        k = hi - lo
+        idx = np.arange(k, dtype=np.int64)
+        keys = np.ascontiguousarray(unit_keys[lo:hi])
+        part = _core.stats.poisson_partials(
+            np.ones((k, 1)), idx, k, idx if clustered else None, k if clustered else 1, keys,
+            keys if clustered else None, "sum", [], 0, b, opts.seed, opts.engine_threads, False,
+        )  # fmt: skip
+        w = np.asarray(part["weight"])[:, :b].astype(np.float64)  # units x B: the weights
+        num += w.T @ sums[lo:hi]
+        den += w.T @ sizes[lo:hi]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dist = (num / den[:, None]).T
+    dist = np.ascontiguousarray(dist[:, den > 0])
+    est = sums.sum(axis=0) / sizes.sum()
+    return _Joint(dist=dist, est=est, n_units=int(g))
+
+
+def _pair_resamples(joint: _Joint, pairs: list[tuple[int, int]]) -> np.ndarray:
+    """Every pair's resampled differences, ``[pairs, B]`` (rows contiguous)."""
+    a = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
+    b = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs))
+    return joint.dist[a] - joint.dist[b]
+
+
 def _band(
-    joint: _Joint | None, pairs: list[tuple[int, int]], level: float
+    joint: _Joint | None,
+    pairs: list[tuple[int, int]],
+    level: float,
+    dstar: np.ndarray | None = None,
 ) -> dict[tuple[int, int], tuple[float, float]]:
     """Max-T simultaneous band of every pair's difference (empty without a joint bootstrap)."""
     if joint is None or joint.dist.shape[1] < 2:
         return {}
     est, dist = joint.est, joint.dist
     d = np.array([est[a] - est[b] for a, b in pairs])
-    dstar = np.stack([dist[a] - dist[b] for a, b in pairs])  # [pairs, B]
+    if dstar is None:
+        dstar = np.stack([dist[a] - dist[b] for a, b in pairs])  # [pairs, B]
     se = dstar.std(axis=1, ddof=1)
     live = se > 0
     if not live.any():
@@ -492,3 +579,79 @@ def _pair(
         ties=int(np.count_nonzero(va == vb)), losses=int(np.count_nonzero(va < vb)),
         mde=(norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)) * diff.se,
     )  # fmt: skip
+
+
+def _complete_family(
+    task: str,
+    pairs: list[tuple[int, int]],
+    names: list[str],
+    sub: np.ndarray,
+    key_cluster: np.ndarray | None,
+    in_task: np.ndarray,
+    binary: bool,
+    opts: BootstrapOptions,
+    n_permutations: int,
+    joint: _Joint,
+    dstar: np.ndarray,
+) -> list[ComparisonRow]:
+    """Every pair of a family where every model has every item, vectorised over the pairs.
+
+    The same numbers as :func:`_pair` with :func:`_from_joint`: intervals, standard errors and
+    bootstrap p-values from the ``[pairs, B]`` resampled differences at once; McNemar's
+    discordant counts (and wins/ties/losses of 0/1 outcomes) from one product of the outcome
+    matrix with itself.
+    """
+    n_keys = sub.shape[1]
+    alpha = 1.0 - opts.level
+    a_idx = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
+    b_idx = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs))
+    d = joint.est[a_idx] - joint.est[b_idx]
+    q = np.quantile(dstar, [alpha / 2.0, 1.0 - alpha / 2.0], axis=1)
+    lo, hi = q[0], q[1]
+    if opts.method == "basic":
+        lo, hi = 2.0 * d - hi, 2.0 * d - lo
+    size = dstar.shape[1]
+    se = dstar.std(axis=1, ddof=1) if size > 1 else np.full(len(pairs), np.nan)
+    extreme = np.count_nonzero(np.abs(dstar - d[:, None]) >= np.abs(d)[:, None], axis=1)
+    p_boot = np.minimum(1.0, (1.0 + extreme) / (1.0 + size))
+    p_boot = np.where((joint.n_units < 2) | ((se == 0) & (d == 0)), 1.0, p_boot)
+    means = [float(row.mean()) for row in sub]
+    clusters = key_cluster[in_task] if key_cluster is not None else None
+    if binary:
+        both = sub @ sub.T  # items both got right, per pair of models
+        right = sub.sum(axis=1)
+    z = norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)
+    nan = float("nan")
+    rows = []
+    for i, (a_i, b_i) in enumerate(pairs):
+        p_perm = nan
+        if n_permutations:
+            p_perm = sign_flip_test(sub[a_i] - sub[b_i], clusters=clusters,
+                                    n_resamples=n_permutations, seed=opts.seed).p_value  # fmt: skip
+        p_mc = p_mid = nan
+        if binary:
+            only_a = int(right[a_i] - both[a_i, b_i])
+            only_b = int(right[b_i] - both[a_i, b_i])
+            mc = mcnemar_counts(n_keys, only_a, only_b)
+            p_mc, p_mid = mc.p_value, mc.p_mid
+            wins, losses = only_a, only_b
+            ties = n_keys - wins - losses
+        else:
+            va, vb = sub[a_i], sub[b_i]
+            wins, ties = int(np.count_nonzero(va > vb)), int(np.count_nonzero(va == vb))
+            losses = n_keys - wins - ties
+        if binary and clusters is None:
+            test, p = "mcnemar", p_mc
+        elif n_permutations:
+            test, p = "sign-flip", p_perm
+        else:
+            test, p = "bootstrap", float(p_boot[i])
+        rows.append(ComparisonRow(
+            task=task, model_a=names[a_i], model_b=names[b_i], n_matched=n_keys, n_only_a=0,
+            n_only_b=0, n_units=joint.n_units, mean_a=means[a_i], mean_b=means[b_i],
+            difference=float(d[i]), ci_low=float(lo[i]), ci_high=float(hi[i]),
+            p_bootstrap=float(p_boot[i]), p_permutation=float(p_perm), p_mcnemar=float(p_mc),
+            p_mcnemar_mid=float(p_mid), test=test, p_value=float(p), p_adjusted=nan,
+            wins=wins, ties=ties, losses=losses, mde=z * float(se[i]),
+        ))  # fmt: skip
+    return rows

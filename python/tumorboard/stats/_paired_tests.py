@@ -118,9 +118,30 @@ def mcnemar(a: Any, b: Any) -> McNemarResult:
         )
     only_a = int(np.count_nonzero(va & ~vb))
     only_b = int(np.count_nonzero(vb & ~va))
+    return mcnemar_counts(int(va.size), only_a, only_b)
+
+
+def mcnemar_counts(n: int, only_a: int, only_b: int) -> McNemarResult:
+    """Run McNemar's exact test (with its mid-p) on the discordant counts of n paired items.
+
+    :func:`mcnemar` from the table instead of the outcomes (``compare`` counts every pair's
+    discordant items at once with one matrix product).
+
+    Parameters
+    ----------
+    n : int
+        Paired items.
+    only_a, only_b : int
+        Items only a got right, items only b got right.
+
+    Returns
+    -------
+    McNemarResult
+        As :func:`mcnemar`.
+    """
     m, k = only_a + only_b, min(only_a, only_b)
     if m == 0:
-        return McNemarResult(n=int(va.size), only_a=0, only_b=0, p_value=1.0, p_mid=1.0)
+        return McNemarResult(n=n, only_a=0, only_b=0, p_value=1.0, p_mid=1.0)
     if m <= _EXACT_MAX:  # integer arithmetic, one rounding: hand-worked cases come out exact
         total = 1 << m
         term = tail = 1  # C(m, 0); C(m, i + 1) = C(m, i) (m - i) / (i + 1), exactly
@@ -133,7 +154,7 @@ def mcnemar(a: Any, b: Any) -> McNemarResult:
         cdf = binom_cdf(k, m, 0.5)
         p = min(1.0, 2.0 * cdf)
         mid = min(1.0, 2.0 * cdf - binom_pmf(k, m, 0.5))
-    return McNemarResult(n=int(va.size), only_a=only_a, only_b=only_b, p_value=p, p_mid=mid)
+    return McNemarResult(n=n, only_a=only_a, only_b=only_b, p_value=p, p_mid=mid)
 
 
 def sign_flip_test(
