@@ -13,25 +13,35 @@ Registered (the architecture is :class:`tumorboard.models.hf_vit.HFVisionTransfo
   224x224 global crops at 20x). TRIDENT (``Phikonv2InferenceEncoder``) takes
   ``last_hidden_state[:, 0]`` (1024); ``Resize(224)`` (bilinear, shorter side) then
   ``CenterCrop(224)``, ImageNet statistics, float32.
+* ``hibou-l`` (TRIDENT ``hibou_l``) and ``hibou-b`` - HistAI Hibou-L / Hibou-B (Nechaev et al.,
+  arXiv:2406.05074), DINOv2 ViT-L/14 and ViT-B/14 with 4 registers and a SwiGLU MLP, published as
+  a ``trust_remote_code`` ``Dinov2ModelWithRegisters`` (the transformers 4.41 DINOv2 module plus
+  ``embeddings.register_tokens``). Configuration: https://huggingface.co/histai/hibou-b
+  ``config.json``@5cc6343 (hidden 768, 12 layers, 12 heads, ``mlp_ratio`` 4,
+  ``use_swiglu_ffn`` true, ``num_register_tokens`` 4, ``image_size`` 224, ``patch_size`` 14,
+  ``layer_norm_eps`` 1e-6, ``qkv_bias`` true); Hibou-L is the same recipe at ViT-L (1024 wide,
+  24 blocks, 16 heads: HistAI/hibou ``hibou/models/cellvit/cellvit.py``@c453bbe ``HibouEncoder``
+  builds it with ``arch="vit_large"``, ``img_size=224``, ``patch_size=14``,
+  ``ffn_layer="swiglufused"``, ``num_register_tokens=4``; the model card: 304 M parameters).
+  SwiGLU width ``(int(4 * D * 2 / 3) + 7) // 8 * 8``: 2048 (B), 2736 (L). TRIDENT
+  (``HibouLInferenceEncoder``@a91fa84) takes ``pooler_output`` - the final-``layernorm`` CLS
+  token (1024) - resizes to 224 bicubic (antialiased), normalises with Hibou's statistics
+  (``HIBOU_MEAN`` / ``HIBOU_STD`` of ``utils/constants.py``) and runs in float32; Hibou-B is not
+  in TRIDENT and gets the same recipe (768).
 
-Not registered, because what a faithful port needs is not public enough here to be exact:
-
-* ``hibou_l``, ``hibou_b`` (histai/hibou-L, hibou-B): DINOv2 with registers through the repos'
-  own ``trust_remote_code`` modeling file, whose key names, register count, MLP type and
-  position-grid size could not be checked against the published ``config.json``. The
-  architecture itself is covered (``HFViTConfig(family="dinov2", num_register_tokens=...)``,
-  tested against ``transformers``' ``Dinov2WithRegistersModel``); TRIDENT's facts for later:
-  ``pooler_output`` (the final-norm CLS), 224 bicubic, mean (0.7068, 0.5755, 0.722), std
-  (0.195, 0.2316, 0.1816), float32.
-* ``midnight12k`` (kaiko-ai/midnight, MIT): a DINOv2 ViT-g/14 ``Dinov2Model``, but its
-  ``config.json`` (position-grid size, SwiGLU or GELU MLP) could not be checked. Note that
-  TRIDENT's ``Midnight12kInferenceEncoder`` defaults to the CLS token (1536) with
-  ``return_type="cls+mean"`` (3072, the model card's recipe) as an option; ``Resize(224)``,
-  ``CenterCrop(224)``, mean = std = (0.5, 0.5, 0.5), float16. The SwiGLU DINOv2 block and
-  ``pooling="cls+mean"`` are implemented and tested.
+Not registered: ``midnight12k`` (kaiko-ai/midnight, MIT) - a DINOv2 ViT-g/14 ``Dinov2Model``
+without registers (the model card reshapes ``last_hidden_state[:, 1:]`` to the 16 x 16 grid), but
+its ``config.json`` (the position grid it was saved with, 224 or 518 px, and SwiGLU or GELU) could
+not be read here. TRIDENT's ``Midnight12kInferenceEncoder`` returns the CLS token (1536) by
+default and CLS + mean of patch tokens (3072, the model card's recipe, and the width TRIDENT's
+README lists) with ``return_type="cls+mean"``; ``Resize(224)``, ``CenterCrop(224)``, mean = std =
+(0.5, 0.5, 0.5), float16. The SwiGLU DINOv2 block and ``pooling="cls+mean"`` are implemented and
+tested.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -39,7 +49,19 @@ from ..._constants import IMAGENET_MEAN, IMAGENET_STD
 from .._info import Entry, ModelInfo
 from ..hf_vit import HFVisionTransformer, HFViTConfig
 
-__all__ = ["ENTRIES", "PHIKON", "PHIKON_V2", "phikon", "phikon_v2"]
+__all__ = [
+    "ENTRIES",
+    "HIBOU_B",
+    "HIBOU_L",
+    "HIBOU_MEAN",
+    "HIBOU_STD",
+    "PHIKON",
+    "PHIKON_V2",
+    "hibou_b",
+    "hibou_l",
+    "phikon",
+    "phikon_v2",
+]
 
 #: Phikon: ViT-B/16 (768 wide, 12 blocks, 12 heads, 3072 MLP), 224 input, eps 1e-6, no mask
 #: token and (at load) no pooler.
@@ -66,6 +88,28 @@ PHIKON_V2 = HFViTConfig(
     mlp_hidden=4096,
     layer_norm_eps=1e-6,
 )
+
+#: Hibou's input normalisation (TRIDENT ``trident/patch_encoder_models/utils/constants.py``@a91fa84,
+#: ``HIBOU_MEAN`` / ``HIBOU_STD``, used for ``hibou_l``).
+HIBOU_MEAN: tuple[float, float, float] = (0.7068, 0.5755, 0.722)
+HIBOU_STD: tuple[float, float, float] = (0.195, 0.2316, 0.1816)
+#: Hibou-B: DINOv2 ViT-B/14 (768 wide, 12 blocks, 12 heads), SwiGLU MLP (``weights_in`` 2 x 2048),
+#: LayerScale, 4 registers, mask token, 224 input (16 x 16 grid + CLS).
+HIBOU_B = HFViTConfig(
+    family="dinov2",
+    image_size=224,
+    patch_size=14,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    mlp_hidden=4 * 768,
+    layer_norm_eps=1e-6,
+    use_swiglu_ffn=True,
+    num_register_tokens=4,
+)
+#: Hibou-L: Hibou-B's recipe at ViT-L/14 (1024 wide, 24 blocks, 16 heads; SwiGLU 2 x 2736).
+HIBOU_L = replace(HIBOU_B, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                  mlp_hidden=4 * 1024)  # fmt: skip
 
 
 def phikon(*, image_size: int | None = None) -> HFVisionTransformer:
@@ -117,6 +161,54 @@ def phikon_v2(*, image_size: int | None = None) -> HFVisionTransformer:
     )
 
 
+def _hibou(config: HFViTConfig, name: str, image_size: int | None) -> HFVisionTransformer:
+    return HFVisionTransformer(
+        config,
+        name=name,
+        image_size=image_size,
+        mean=HIBOU_MEAN,
+        std=HIBOU_STD,
+        interpolation="bicubic",
+    )
+
+
+def hibou_l(*, image_size: int | None = None) -> HFVisionTransformer:
+    """Build Hibou-L (:data:`HIBOU_L`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        The input size preprocessing produces, a multiple of 14 (default 224, the only size
+        TRIDENT runs). Other sizes resample the position embedding bicubically with
+        antialiasing in float32, as HistAI's own DINOv2 model does (HistAI/hibou
+        ``hibou/models/__init__.py``@c453bbe: ``interpolate_offset=0``,
+        ``interpolate_antialias=True``).
+
+    Returns
+    -------
+    HFVisionTransformer
+        The encoder named ``"hibou-l"``: ``[B, 3, H, W] -> [B, 1024]`` (the final-norm class
+        token, TRIDENT's ``pooler_output``; the 4 registers are never pooled).
+    """
+    return _hibou(HIBOU_L, "hibou-l", image_size)
+
+
+def hibou_b(*, image_size: int | None = None) -> HFVisionTransformer:
+    """Build Hibou-B (:data:`HIBOU_B`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        As for :func:`hibou_l` (default 224).
+
+    Returns
+    -------
+    HFVisionTransformer
+        The encoder named ``"hibou-b"``: ``[B, 3, H, W] -> [B, 768]`` (final-norm class token).
+    """
+    return _hibou(HIBOU_B, "hibou-b", image_size)
+
+
 _OWKIN_LICENSE = "Owkin non-commercial license (HF: other)"
 
 ENTRIES: tuple[Entry, ...] = (
@@ -159,5 +251,45 @@ ENTRIES: tuple[Entry, ...] = (
             pooling="class token",
         ),
         build=phikon_v2,
+    ),
+    Entry(
+        ModelInfo(
+            name="hibou-l",
+            kind="encoder",
+            embed_dim=1024,
+            image_size=224,
+            mean=HIBOU_MEAN,
+            std=HIBOU_STD,
+            interpolation="bicubic",
+            gpu_dtype=torch.float32,
+            trident_name="hibou_l",
+            weights_source="Hugging Face histai/hibou-L, model.safetensors (gated)",
+            license="Apache-2.0",
+            gated=True,
+            magnification=20.0,
+            patch_size=224,
+            pooling="class token (pooler_output), 4 registers dropped",
+        ),
+        build=hibou_l,
+    ),
+    Entry(
+        ModelInfo(
+            name="hibou-b",
+            kind="encoder",
+            embed_dim=768,
+            image_size=224,
+            mean=HIBOU_MEAN,
+            std=HIBOU_STD,
+            interpolation="bicubic",
+            gpu_dtype=torch.float32,
+            trident_name=None,
+            weights_source="Hugging Face histai/hibou-b, model.safetensors",
+            license="Apache-2.0",
+            gated=None,
+            magnification=20.0,
+            patch_size=224,
+            pooling="class token (pooler_output), 4 registers dropped",
+        ),
+        build=hibou_b,
     ),
 )
