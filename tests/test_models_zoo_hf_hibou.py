@@ -238,3 +238,23 @@ def test_embedding_without_weights_is_refused_even_without_a_trident_name(tmp_pa
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 embed_slides([slide], model=name, out=tmp_path / "out", progress=False)
+
+
+def test_a_tiny_hibou_embeds_a_slide_in_tridents_layout(tmp_path):
+    # The full-size models embed through the same path (random weights: tens of seconds on CPU);
+    # a tiny Hibou of the same class, options, statistics and filter runs here.
+    pytest.importorskip("tifffile")
+    from test_slides_readers import write_test_slide
+    from tumorboard.embed import EmbedOptions, embed_slides, read_features
+    from tumorboard.slides import TilingOptions
+
+    slide = tmp_path / "a.tif"
+    write_test_slide(slide)
+    options = EmbedOptions(batch_size=16, device="cpu")
+    rep = embed_slides([slide], model=randomized(), encoder_name="hibou-tiny",
+                       out=tmp_path / "o", tiling=TilingOptions(threads=1), options=options,
+                       progress=False)  # fmt: skip
+    assert rep.ok and len(rep.done) == 1, rep.summary()
+    feats, coords, attrs = read_features(rep.done[0].features_path)
+    assert feats.shape == (len(coords), 48) and len(coords) > 0 and np.isfinite(feats).all()
+    assert rep.done[0].features_path.parent.name == "features_hibou-tiny"
