@@ -29,25 +29,36 @@ Registered (the architecture is :class:`tumorboard.models.hf_vit.HFVisionTransfo
   (``HIBOU_MEAN`` / ``HIBOU_STD`` of ``utils/constants.py``) and runs in float32; Hibou-B is not
   in TRIDENT and gets the same recipe (768).
 
-Not registered: ``midnight12k`` (kaiko-ai/midnight, MIT) - a DINOv2 ViT-g/14 ``Dinov2Model``
-without registers (the model card reshapes ``last_hidden_state[:, 1:]`` to the 16 x 16 grid), but
-its ``config.json`` (the position grid it was saved with, 224 or 518 px, and SwiGLU or GELU) could
-not be read here. TRIDENT's ``Midnight12kInferenceEncoder`` returns the CLS token (1536) by
-default and CLS + mean of patch tokens (3072, the model card's recipe, and the width TRIDENT's
-README lists) with ``return_type="cls+mean"``; ``Resize(224)``, ``CenterCrop(224)``, mean = std =
-(0.5, 0.5, 0.5), float16. The SwiGLU DINOv2 block and ``pooling="cls+mean"`` are implemented and
-tested.
+* ``midnight12k`` - kaiko.ai Midnight-12k (https://huggingface.co/kaiko-ai/midnight, MIT;
+  Karasikov et al., MICCAI 2025, arXiv:2504.05186), a DINOv2 ViT-g/14 ``Dinov2Model`` trained
+  on 224 px TCGA tiles (kaiko-ai/Midnight ``README.md``@e48dce1: mean = std = (0.5, 0.5, 0.5);
+  ``last_hidden_state[:, 1:]`` is the 16 x 16 patch grid at 224, so there are no registers; the
+  classification embedding is CLS concatenated with the mean of those tokens). The checkpoint:
+  1536 wide, 40 blocks, 24 heads, SwiGLU ``weights_in`` / ``weights_out`` (4096 hidden),
+  LayerScale, mask token, and the DINOv2 default ``image_size`` 518 (a 1 + 37 x 37 position
+  embedding): its ``config.json`` could not be read here, and these shapes are those two
+  independent public loaders of the published ``model.safetensors`` use (a strict state-dict
+  load into a 37 x 37-grid SwiGLU ViT-g, and a wrapper documenting the 518 x 518 configuration).
+  At 224 px the 37 x 37 grid is resampled to 16 x 16 as ``Dinov2Model`` does (bicubic, float32,
+  no antialiasing; the size-based rule of current ``transformers``, whose 4.x releases before
+  the rewrite used DINOv2's +0.1 scale-factor offset). TRIDENT's
+  ``Midnight12kInferenceEncoder``@a91fa84 returns the CLS token (1536) by default and
+  CLS + mean of the patch tokens (3072; the width TRIDENT's README lists) with
+  ``return_type="cls+mean"`` (here ``pooling="cls+mean"``); ``Resize(224)`` (bilinear,
+  antialiased) then ``CenterCrop(224)``, mean = std = 0.5, float16.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Literal
 
 import torch
 
 from ..._constants import IMAGENET_MEAN, IMAGENET_STD
 from .._info import Entry, ModelInfo
 from ..hf_vit import HFVisionTransformer, HFViTConfig
+from .timm_vits_b import KAIKO_MEAN, KAIKO_STD
 
 __all__ = [
     "ENTRIES",
@@ -57,8 +68,10 @@ __all__ = [
     "HIBOU_STD",
     "PHIKON",
     "PHIKON_V2",
+    "MIDNIGHT12K",
     "hibou_b",
     "hibou_l",
+    "midnight12k",
     "phikon",
     "phikon_v2",
 ]
@@ -110,6 +123,20 @@ HIBOU_B = HFViTConfig(
 #: Hibou-L: Hibou-B's recipe at ViT-L/14 (1024 wide, 24 blocks, 16 heads; SwiGLU 2 x 2736).
 HIBOU_L = replace(HIBOU_B, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                   mlp_hidden=4 * 1024)  # fmt: skip
+
+#: Midnight-12k: DINOv2 ViT-g/14 (1536 wide, 40 blocks, 24 heads), SwiGLU MLP (``mlp_ratio`` 4:
+#: ``weights_in`` 2 x 4096), LayerScale, mask token, no registers, 518 px position grid.
+MIDNIGHT12K = HFViTConfig(
+    family="dinov2",
+    image_size=518,
+    patch_size=14,
+    hidden_size=1536,
+    num_hidden_layers=40,
+    num_attention_heads=24,
+    mlp_hidden=4 * 1536,
+    layer_norm_eps=1e-6,
+    use_swiglu_ffn=True,
+)
 
 
 def phikon(*, image_size: int | None = None) -> HFVisionTransformer:
@@ -209,6 +236,36 @@ def hibou_b(*, image_size: int | None = None) -> HFVisionTransformer:
     return _hibou(HIBOU_B, "hibou-b", image_size)
 
 
+def midnight12k(
+    *, image_size: int | None = None, pooling: Literal["cls", "cls+mean"] = "cls"
+) -> HFVisionTransformer:
+    """Build kaiko.ai Midnight-12k (:data:`MIDNIGHT12K`) with random parameters.
+
+    Parameters
+    ----------
+    image_size : int, optional
+        The input size preprocessing produces, a multiple of 14 (default 224; the checkpoint's
+        37 x 37 position grid is resampled to it at run time).
+    pooling : {"cls", "cls+mean"}, default "cls"
+        ``"cls"``: the final-norm class token (1536), TRIDENT's default ``return_type``;
+        ``"cls+mean"``: it concatenated with the mean of the patch tokens (3072), the model
+        card's classification embedding and TRIDENT's ``return_type="cls+mean"``.
+
+    Returns
+    -------
+    HFVisionTransformer
+        The encoder named ``"midnight12k"``: ``[B, 3, H, W] -> [B, 1536]`` (or 3072).
+    """
+    return HFVisionTransformer(
+        replace(MIDNIGHT12K, pooling=pooling),
+        name="midnight12k",
+        image_size=224 if image_size is None else image_size,
+        mean=KAIKO_MEAN,
+        std=KAIKO_STD,
+        interpolation="bilinear",
+    )
+
+
 _OWKIN_LICENSE = "Owkin non-commercial license (HF: other)"
 
 ENTRIES: tuple[Entry, ...] = (
@@ -291,5 +348,25 @@ ENTRIES: tuple[Entry, ...] = (
             pooling="class token (pooler_output), 4 registers dropped",
         ),
         build=hibou_b,
+    ),
+    Entry(
+        ModelInfo(
+            name="midnight12k",
+            kind="encoder",
+            embed_dim=1536,
+            image_size=224,
+            mean=KAIKO_MEAN,
+            std=KAIKO_STD,
+            interpolation="bilinear",
+            gpu_dtype=torch.float16,
+            trident_name="midnight12k",
+            weights_source="Hugging Face kaiko-ai/midnight, model.safetensors",
+            license="MIT",
+            gated=False,
+            magnification=20.0,
+            patch_size=224,
+            pooling="class token (pooling='cls+mean': + mean of patch tokens, 3072)",
+        ),
+        build=midnight12k,
     ),
 )
