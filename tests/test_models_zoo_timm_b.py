@@ -391,7 +391,6 @@ def test_renamed_key_is_refused_with_a_readable_error(tmp_path):
 
 _KAIKO = ((0.5,) * 3, "bilinear", torch.float32, "kaiko-non-commercial", False, 256)
 _IMAGENET = (0.485, 0.456, 0.406)
-_LUNIT = (0.70322989, 0.53606487, 0.66096631)
 ROWS = {
     # name: (dim, mean, interpolation, gpu dtype, license, gated, patch size)
     "kaiko-vits8": (384, *_KAIKO),
@@ -399,7 +398,8 @@ ROWS = {
     "kaiko-vitb8": (768, *_KAIKO),
     "kaiko-vitb16": (768, *_KAIKO),
     "kaiko-vitl14": (1024, *_KAIKO),
-    "lunit-vits8": (384, _LUNIT, "bicubic", torch.float32, "lunit-non-commercial", False, 224),
+    # TRIDENT normalises Lunit with ImageNet's statistics (timm's stock .dino data config)
+    "lunit-vits8": (384, _IMAGENET, "bicubic", torch.float32, "lunit-non-commercial", False, 224),
     "gpfm": (1024, _IMAGENET, "bicubic", torch.float16, "CC-BY-NC-4.0", False, 224),
     "openmidnight": (1536, _IMAGENET, "bilinear", torch.float16, "Apache-2.0", None, 224),
 }

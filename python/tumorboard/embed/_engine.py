@@ -153,6 +153,7 @@ def encoder_identity(
         )
     if isinstance(model, str):
         from .. import models
+        from ..models._info import RANDOM_WEIGHTS_SOURCE
         from ..models.weights import RANDOM_WEIGHTS, file_fingerprint
 
         info = models.info(model)
@@ -167,7 +168,10 @@ def encoder_identity(
                 f"model {model!r}: pass either weights={str(weights)!r} (--weights) or "
                 "random_weights=True (--random-weights), not both"
             )
-        if weights is None and info.trident_name is not None and not random_weights:
+        # Every model with published weights needs them (not only TRIDENT's: Hibou-B has none
+        # of TRIDENT's names); only the tiny test models run on random weights by default.
+        real = info.weights_source != RANDOM_WEIGHTS_SOURCE
+        if weights is None and real and not random_weights:
             raise InvalidArgumentError(
                 f"model {model!r} needs its weights: pass weights=PATH (--weights PATH; official "
                 f"weights: {info.weights_source}), or random_weights=True (--random-weights) to "

@@ -41,8 +41,9 @@ mtbbench-regressor  MTBBench IHC positive-cell regression head              1   
 The encoder zoo (:mod:`tumorboard.models._zoo`) adds, under TRIDENT's names: virchow,
 virchow2, hoptimus0, hoptimus1, h0-mini, gigapath, conch_v15, kaiko-vits8, kaiko-vits16,
 kaiko-vitb8, kaiko-vitb16, kaiko-vitl14, lunit-vits8, gpfm, openmidnight (timm layout), phikon,
-phikon_v2 (Hugging Face layout, :mod:`~tumorboard.models.hf_vit`), resnet50 and ctranspath
-(:mod:`~tumorboard.models.resnet`, :mod:`~tumorboard.models.swin`). ``tumorboard models``
+phikon_v2, hibou_l, hibou-b, midnight12k (Hugging Face layout, :mod:`~tumorboard.models.hf_vit`),
+resnet50 and ctranspath (:mod:`~tumorboard.models.resnet`, :mod:`~tumorboard.models.swin`) and
+keep (KEEP's image tower). ``tumorboard models``
 prints every row (width, input, precision, license, gated, the file to fetch).
 
 Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI

@@ -62,7 +62,8 @@ KAIKO_MEAN: tuple[float, float, float] = (0.5, 0.5, 0.5)
 KAIKO_STD: tuple[float, float, float] = (0.5, 0.5, 0.5)
 #: Lunit's ViT-S training statistics (Kang et al., CVPR 2023, lunit-io/benchmark-ssl-pathology
 #: ``README.md``, as quoted by kaiko-ai/eva
-#: ``src/eva/vision/models/networks/backbones/pathology/lunit.py``).
+#: ``src/eva/vision/models/networks/backbones/pathology/lunit.py``). Not the registry's
+#: normalisation: TRIDENT's ``lunit-vits8`` features use ImageNet's (:func:`lunit_vits8`).
 LUNIT_MEAN: tuple[float, float, float] = (0.70322989, 0.53606487, 0.66096631)
 LUNIT_STD: tuple[float, float, float] = (0.21716536, 0.26081574, 0.20723464)
 
@@ -293,10 +294,12 @@ def lunit_vits8(*, image_size: int | None = None) -> VisionTransformer:
     Eval transform (TRIDENT: timm ``create_transform`` from the checkpoint's data config, crop
     fraction 0.9): resize the shorter side to ``floor(224 / 0.9) = 248`` (bicubic), then centre
     crop 224 - a resize followed by a crop of a different size, which a single resize to 224 only
-    approximates. Normalisation: Lunit's training statistics (:data:`LUNIT_MEAN`,
-    :data:`LUNIT_STD`). Note: the 1aurent ``config.json`` keeps timm's stock ``.dino`` data config
-    (ImageNet mean/std; its only edit is the tag), so TRIDENT's ``lunit-vits8`` features are
-    normalised with ImageNet statistics, not Lunit's.
+    approximates. Normalisation: ImageNet's statistics, as TRIDENT normalises: with a local
+    checkpoint it builds timm ``vit_small_patch8_224``, whose data config is timm's ``.dino``
+    one (Hugging Face timm/vit_small_patch8_224.dino ``config.json``@03012ea: ImageNet mean/std,
+    ``crop_pct`` 0.9, bicubic), and the 1aurent hub ``config.json`` keeps that data config (its
+    only edit, c23bc01, grows the 577-byte stock file by the 6 bytes of ``"lunit_"`` in the tag).
+    Lunit's own training statistics stay available as :data:`LUNIT_MEAN` and :data:`LUNIT_STD`.
 
     Parameters
     ----------
@@ -312,8 +315,8 @@ def lunit_vits8(*, image_size: int | None = None) -> VisionTransformer:
         LUNIT_VITS8,
         name="lunit-vits8",
         image_size=image_size,
-        mean=LUNIT_MEAN,
-        std=LUNIT_STD,
+        mean=IMAGENET_MEAN,
+        std=IMAGENET_STD,
         interpolation="bicubic",
     )
 
@@ -412,8 +415,8 @@ ENTRIES: tuple[Entry, ...] = (
             kind="encoder",
             embed_dim=384,
             image_size=224,
-            mean=LUNIT_MEAN,
-            std=LUNIT_STD,
+            mean=IMAGENET_MEAN,
+            std=IMAGENET_STD,
             interpolation="bicubic",
             gpu_dtype=torch.float32,
             trident_name="lunit-vits8",
