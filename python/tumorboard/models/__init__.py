@@ -68,6 +68,7 @@ from ..errors import MissingDependencyError
 if TYPE_CHECKING:  # the lazily loaded names, for type checkers
     from ._device import resolve_device
     from ._registry import ModelInfo, available, build, info, load, load_conch
+    from ._slide_info import SlideEncoderInfo, slide_encoder_info, slide_encoders
     from .abmil import ABMIL, ABMILSlideEncoder, MTBBenchRegressor
     from .adapter import SegmentAdapter
     from .conch import (
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers
     )
     from .conch_tokenizer import ConchTokenizer
     from .onnx import OnnxEncoder, export_onnx
+    from .slide_encoder import FeatherSlideEncoder, MeanSlideEncoder, load_slide_encoder
     from .vit import UNI, UNI2_H, UNI2_TINY, VisionTransformer, ViTConfig
     from .weights import (
         CheckpointKeyError,
@@ -101,11 +103,14 @@ __all__ = [
     "ConchTextEncoder",
     "ConchTokenizer",
     "ConchVisionEncoder",
+    "FeatherSlideEncoder",
     "MTBBenchRegressor",
+    "MeanSlideEncoder",
     "ModelInfo",
     "OnnxEncoder",
     "RandomWeightsWarning",
     "SegmentAdapter",
+    "SlideEncoderInfo",
     "UNI",
     "UNI2_H",
     "UNI2_TINY",
@@ -119,9 +124,12 @@ __all__ = [
     "info",
     "load",
     "load_conch",
+    "load_slide_encoder",
     "read_state_dict",
     "resolve_device",
     "save_state_dict",
+    "slide_encoder_info",
+    "slide_encoders",
 ]
 
 # Where each name of __all__ lives; submodules load on first use.
@@ -157,8 +165,24 @@ _WHERE = {
     "load": "_registry",
     "load_conch": "_registry",
     "resolve_device": "_device",
+    "SlideEncoderInfo": "_slide_info",
+    "slide_encoder_info": "_slide_info",
+    "slide_encoders": "_slide_info",
+    "FeatherSlideEncoder": "slide_encoder",
+    "MeanSlideEncoder": "slide_encoder",
+    "load_slide_encoder": "slide_encoder",
 }
-_NEEDS_TORCH = {"abmil", "adapter", "conch", "vit", "weights", "_device", "_registry"}
+_NEEDS_TORCH = {
+    "abmil",
+    "adapter",
+    "conch",
+    "vit",
+    "weights",
+    "_device",
+    "_registry",
+    "_slide_info",
+    "slide_encoder",
+}
 
 
 def __getattr__(name: str) -> Any:
