@@ -334,8 +334,6 @@ def embed_slide_features(
     info = models.slide_encoder_info(slide_encoder)
     if info.status != "built":
         models.load_slide_encoder(info.name)  # raises, saying why it is not built
-    opts, run = resolve_options("embed_slides", tiling, options, deprecated, stacklevel=4)
-    opts = _tiling(info, tiling, opts, deprecated)
     patch_model = _patch_model(info, model)
     if not info.needs_weights:
         if slide_weights is not None:
@@ -353,6 +351,8 @@ def embed_slide_features(
             f"(--slide-weights PATH; weights: {info.weights_source}), or random_weights=True "
             "(--random-weights) to run it with random parameters for testing"
         )
+    opts, run = resolve_options("embed_slides", tiling, options, deprecated, stacklevel=4)
+    opts = _tiling(info, tiling, opts, deprecated)
     patch = embed_slides(
         slides, model=patch_model, out=out, tiling=opts, options=run, weights=weights,
         random_weights=random_weights, encoder_name=encoder_name, force=force,
