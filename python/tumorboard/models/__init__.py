@@ -45,6 +45,12 @@ phikon_v2 (Hugging Face layout, :mod:`~tumorboard.models.hf_vit`), resnet50 and 
 (:mod:`~tumorboard.models.resnet`, :mod:`~tumorboard.models.swin`). ``tumorboard models``
 prints every row (width, input, precision, license, gated, the file to fetch).
 
+Slide encoders (:func:`slide_encoders`, :func:`slide_encoder_info`, :func:`load_slide_encoder`)
+carry TRIDENT's slide-encoder names: ``mean-{patch encoder}``, ``abmil`` and FEATHER
+(``feather``, ``feather_uni_v2``) are built in :mod:`~tumorboard.models.slide_encoder`, each
+mapping concatenated slides (``forward_varlen``) to one vector per slide; titan, prism, chief,
+gigapath, madeleine, threads and care are listed with why they are not built.
+
 Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI
 ``uni/get_encoder/get_encoder.py``@42715ef; CONCH, Lu et al., *Nature Medicine* 2024, and
 mahmoodlab/CONCH ``conch/open_clip_custom/``@141cc09; ABMIL, Ilse et al., ICML 2018, as
