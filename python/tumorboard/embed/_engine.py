@@ -83,7 +83,8 @@ from ._backends import (
     encoder_meta,
     export_onnx,
 )
-from ._options import EmbedOptions, resolve_options
+from ._options import RANDOM_WEIGHTS_SUFFIX as RANDOM_WEIGHTS_SUFFIX
+from ._options import EmbedOptions, resolve_options, run_precision
 
 # the result types, the output files and the producer live in their own modules; their names
 # stay importable from here (tests, benchmarks and older code import them from _engine)
@@ -95,9 +96,6 @@ from ._producer import _open_slide as _open_slide
 from ._producer import _put as _put
 from ._report import EmbedReport, SlideEmbedReport, SlideResult
 from ._report import Status as Status
-
-#: Appended to the encoder name of a ``random_weights=True`` run (folders and ``encoder``).
-RANDOM_WEIGHTS_SUFFIX = "-random-weights"
 
 
 def encoder_identity(
@@ -254,23 +252,6 @@ def _load_runner(
 def _in_flight_depth(runner: Any) -> int:
     """Batches left in flight after a submit: one on CUDA (copy/compute overlap), else none."""
     return 1 if getattr(runner, "cuda", False) else 0
-
-
-def run_precision(backend: str, device: str, dtype: str) -> str:
-    """Return the precision a run computes in, as its features record it (``precision``).
-
-    The same rule as the backends: onnxruntime computes in fp32; torch in ``dtype``, where
-    "auto" is bf16 on CUDA and fp32 elsewhere.
-    """
-    if backend != "torch":
-        return "fp32"
-    if dtype != "auto":
-        return dtype
-    if device == "cpu":
-        return "fp32"
-    from ..models import resolve_device
-
-    return "bf16" if resolve_device(device).type == "cuda" else "fp32"
 
 
 def _preflight(
@@ -435,6 +416,7 @@ def embed_slides(
             out=out, tiling=tiling, options=options, deprecated=deprecated, weights=weights,
             random_weights=random_weights, encoder_name=encoder_name, force=force,
             progress=progress, stream=stream, executor=executor, ray_address=ray_address,
+            embed_patches=embed_slides,
         )  # fmt: skip
     if slide_weights is not None:
         raise InvalidArgumentError(

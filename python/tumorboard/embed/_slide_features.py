@@ -33,7 +33,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,9 +43,15 @@ import numpy as np
 from .._io import atomic_path, remove_temp_files
 from ..errors import InvalidArgumentError, MissingFileError
 from ..slides import TilingOptions
-from ._options import TILING_FIELDS, EmbedOptions, resolve_options
+from ._options import (
+    RANDOM_WEIGHTS_SUFFIX,
+    TILING_FIELDS,
+    EmbedOptions,
+    resolve_options,
+    run_precision,
+)
 from ._outputs import _stored_attrs
-from ._report import SlideEmbedReport, SlideResult
+from ._report import EmbedReport, SlideEmbedReport, SlideResult
 
 __all__ = ["SlideFeatures", "read_slide_features"]
 
@@ -324,11 +330,15 @@ def embed_slide_features(
     stream: Any,
     executor: str,
     ray_address: str | None,
+    embed_patches: Callable[..., EmbedReport],
 ) -> SlideEmbedReport:
-    """Run :func:`~tumorboard.embed.embed_slides` with ``slide_encoder=`` (module docstring)."""
+    """Run :func:`~tumorboard.embed.embed_slides` with ``slide_encoder=`` (module docstring).
+
+    ``embed_patches`` is ``embed_slides`` itself, run without ``slide_encoder`` for the patch
+    stage (handed in, so that this module does not import the engine).
+    """
     from .. import models
     from ..models.weights import RANDOM_WEIGHTS, file_fingerprint
-    from ._engine import RANDOM_WEIGHTS_SUFFIX, embed_slides, run_precision
 
     t_start = time.perf_counter()
     info = models.slide_encoder_info(slide_encoder)
@@ -353,7 +363,7 @@ def embed_slide_features(
         )
     opts, run = resolve_options("embed_slides", tiling, options, deprecated, stacklevel=4)
     opts = _tiling(info, tiling, opts, deprecated)
-    patch = embed_slides(
+    patch = embed_patches(
         slides, model=patch_model, out=out, tiling=opts, options=run, weights=weights,
         random_weights=random_weights, encoder_name=encoder_name, force=force,
         progress=progress, stream=stream, executor=executor, ray_address=ray_address,
