@@ -150,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{meta['n_patches']} patches, {args.device}, "
           f"{meta['torch_threads']} threads)\n")  # fmt: skip
     print(format_markdown(results, ANCHORS))
+    for r in results:
+        print(f"- {r.workload.split(':')[0]}: {r.note}")
     print(
         "\nratio = anchor time / tumorboard time (>1: tumorboard faster); tumorboard packs the "
         "slides into varlen batches, the anchor runs them one at a time. "

@@ -4,8 +4,8 @@ Every encoder maps the patch features of many slides at once, concatenated witho
 (``features [sum N_i, F]``, ``offsets [B+1]``: slide ``i`` = rows ``offsets[i]:offsets[i+1]``),
 to ``[B, D]`` with :meth:`forward_varlen`; :meth:`forward` takes one padded batch ``[B, N, F]``
 with an optional ``mask [B, N]`` (True = real patch). The attention encoders run the fused
-varlen ABMIL kernel (:mod:`tumorboard.kernels.abmil`) on CUDA and its pure-torch reference on
-the CPU.
+varlen ABMIL kernel (:mod:`tumorboard.kernels.abmil`) on CUDA; in torch (the CPU) they score
+every patch of the batch in one dense pass and pool slide by slide.
 
 * :class:`MeanSlideEncoder` (TRIDENT ``mean-{patch encoder}``): the mean of the patch features,
   no parameters.
@@ -57,12 +57,6 @@ __all__ = [
 RANDOM_ABMIL = {"hidden": 512, "n_heads": 1, "gated": True}
 
 
-def _segments(offsets: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    lengths = (offsets[1:] - offsets[:-1]).to(device)
-    seg = torch.repeat_interleave(torch.arange(lengths.numel(), device=device), lengths)
-    return seg, lengths
-
-
 class MeanSlideEncoder(nn.Module):
     """The mean of a slide's patch features (TRIDENT ``mean-{patch encoder}``).
 
@@ -96,11 +90,12 @@ class MeanSlideEncoder(nn.Module):
                 f"features: expected a [sum N_i, {self.in_dim}] tensor, "
                 f"got shape {list(features.shape)}"
             )
-        offsets = _check_offsets(features, offsets)
-        seg, lengths = _segments(offsets, features.device)
-        total = features.new_zeros((lengths.numel(), self.in_dim), dtype=torch.float32)
-        total.index_add_(0, seg, features.float())
-        return (total / lengths.clamp_min(1)[:, None].float()).to(features.dtype)
+        bounds = _check_offsets(features, offsets).tolist()
+        out = features.new_zeros((len(bounds) - 1, self.in_dim))
+        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            if b > a:  # one reduction per slide (a handful per batch): dense, no scatter
+                out[i] = features[a:b].mean(0, dtype=torch.float32).to(features.dtype)
+        return out
 
 
 class _GatedAttention(nn.Module):
@@ -214,8 +209,8 @@ class FeatherSlideEncoder(nn.Module):
         return_weights : bool, default False
             Also return the attention weights ``[sum N_i, n_heads]`` (each slide's sum to 1).
         backend : {"auto", "triton", "torch"}, default "auto"
-            The ABMIL pooling: the fused Triton kernel on CUDA (no active dropout), else torch
-            (:meth:`tumorboard.models.abmil.ABMIL.forward_varlen`).
+            The ABMIL pooling: "auto" is the fused Triton kernel on CUDA (no active dropout),
+            torch otherwise (scores in one dense pass, softmax and weighted sum per slide).
 
         Returns
         -------
@@ -232,29 +227,23 @@ class FeatherSlideEncoder(nn.Module):
         dropout_on = self.training and self.dropout > 0.0
         chosen = choose_backend(backend, features.device, auto_triton=not dropout_on)
         h = self.model.patch_embed(features)
-        if dropout_on:  # the kernel has no dropout: score with the module, pool by segments
-            return self._varlen_dropout(h, offsets, return_weights)
-        res = abmil_pool(h, offsets, *self._weights(), return_weights=return_weights,
-                         backend=chosen)  # fmt: skip
-        out = res.pooled.reshape(res.pooled.shape[0], -1)
-        return (out, res.weights[:, 0]) if return_weights else out
-
-    def _varlen_dropout(
-        self, h: torch.Tensor, offsets: torch.Tensor, return_weights: bool
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        offsets = _check_offsets(h, offsets)
-        seg, lengths = _segments(offsets, h.device)
+        if chosen == "triton":
+            res = abmil_pool(h, offsets, *self._weights(), return_weights=return_weights,
+                             backend="triton")  # fmt: skip
+            out = res.pooled.reshape(res.pooled.shape[0], -1)
+            return (out, res.weights[:, 0]) if return_weights else out
+        # torch: the scores of all slides in one dense pass, then softmax and the weighted sum
+        # per slide (a handful of slides per batch: dense products, no scatter)
+        bounds = _check_offsets(h, offsets).tolist()
         s = self.model.global_attn(h).float()  # [T, K]
-        peak = torch.full((lengths.numel(), s.shape[1]), float("-inf"), device=h.device)
-        peak = peak.scatter_reduce(0, seg[:, None].expand_as(s), s, reduce="amax")
-        e = torch.exp(s - peak[seg])
-        denom = torch.zeros_like(peak).index_add(0, seg, e)
-        w = e / denom[seg]
-        pooled = torch.stack(
-            [h.new_zeros((lengths.numel(), h.shape[1])).index_add(0, seg, h * w[:, k, None])
-             for k in range(s.shape[1])], 1)  # fmt: skip
-        out = pooled.reshape(lengths.numel(), -1)
-        return (out, w) if return_weights else out
+        out = h.new_zeros((len(bounds) - 1, self.embed_dim))
+        weights = []
+        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            w = s[a:b].softmax(dim=0)  # [N_i, K]
+            weights.append(w)
+            if b > a:
+                out[i] = (w.T.to(h.dtype) @ h[a:b]).reshape(-1)
+        return (out, torch.cat(weights)) if return_weights else out
 
 
 def feather(**options: Any) -> FeatherSlideEncoder:
