@@ -316,3 +316,28 @@ def test_bad_inputs_name_what_was_expected():
         warnings.simplefilter("ignore")
         with pytest.raises(InvalidArgumentError, match="in_dim: expected the patch feature"):
             load_slide_encoder("abmil")
+
+
+@pytest.mark.parametrize("name", ["feather", "abmil"])
+def test_kernel_path_matches_the_torch_path(name, kernel_device, kernel_sizes):
+    """The fused varlen ABMIL kernel (CUDA, or Triton's interpreter on CPU) pools the same."""
+    pytest.importorskip("triton")
+    d, k = kernel_sizes["dim"], kernel_sizes["hidden"]
+    torch.manual_seed(5)
+    if name == "feather":
+        enc = FeatherSlideEncoder(d, embed_dim=d, attn_dim=k, n_heads=2).eval()
+    else:
+        enc = ABMILSlideEncoder(d, hidden=k, n_heads=1, gated=True).eval()
+    enc = enc.to(kernel_device)
+    lengths = [kernel_sizes["bag_max"], 1, kernel_sizes["bag_max"] // 2]
+    x = torch.randn(sum(lengths), d, device=kernel_device)
+    off = torch.tensor([0, *np.cumsum(lengths)], device=kernel_device)
+    with torch.no_grad():
+        if name == "feather":
+            fused = enc.forward_varlen(x, off, backend="triton")
+            ref = enc.forward_varlen(x, off, backend="torch")
+        else:
+            h = enc.model["pre_attention_layers"](x)
+            fused = enc.pooler.forward_varlen(h, off, backend="triton")
+            ref = enc.pooler.forward_varlen(h, off, backend="torch")
+    torch.testing.assert_close(fused, ref, rtol=2e-4, atol=2e-4)
