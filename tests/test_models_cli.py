@@ -13,7 +13,10 @@ def test_models_lists_every_registry_row():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("| name | TRIDENT | kind | dim | input |")
-    assert len(lines) == 2 + len(models.available())
+    blank = lines.index("")  # the slide-encoder table follows the models table
+    assert blank == 2 + len(models.available())
+    assert lines[blank + 1].startswith("| slide encoder | status | patch encoder |")
+    assert len(lines) == blank + 3 + len(models.slide_encoders())
     assert any(line.startswith("| uni2-h | uni_v2 | encoder | 1536 | 224 | 20x / 256 |")
                for line in lines)  # fmt: skip
 

@@ -16,6 +16,11 @@ Typical use::
     print(report.summary())
     # job/20x_256px_0px_overlap/features_uni_v2/a.h5 and .../embeddings_uni_v2/a.parquet
 
+With ``slide_encoder="feather"`` (or ``mean-uni2-h``, ``abmil``, ...) the patches are embedded
+with the patch encoder that slide encoder reads and each slide is pooled into one vector:
+``job/20x_512px_0px_overlap/slide_features_feather/a.h5`` (TRIDENT's layout) and a Parquet
+table of all slides; :func:`read_slide_features` reads them back for a whole job.
+
 What decides the patches is ``tiling=`` (:class:`~tumorboard.slides.TilingOptions`, shared with
 ``tumorboard tile``); how they are computed is ``options=`` (:class:`EmbedOptions`). The separate
 keywords these objects replace are deprecated. ``EmbedOptions(compile=True)`` runs a
@@ -44,11 +49,15 @@ from ._options import EMBED_FIELDS as EMBED_FIELDS
 from ._options import TILING_FIELDS as TILING_FIELDS
 from ._options import EmbedOptions
 from ._options import resolve_options as resolve_options
+from ._report import SlideEmbedReport
+from ._slide_features import SlideFeatures, read_slide_features
 
 __all__ = [
     "EmbedOptions",
     "EmbedReport",
     "OnnxBackend",
+    "SlideEmbedReport",
+    "SlideFeatures",
     "SlideResult",
     "TorchBackend",
     "embed_slides",
@@ -57,4 +66,5 @@ __all__ = [
     "features_complete",
     "normalize_uint8",
     "read_features",
+    "read_slide_features",
 ]

@@ -83,7 +83,8 @@ from ._backends import (
     encoder_meta,
     export_onnx,
 )
-from ._options import EmbedOptions, resolve_options
+from ._options import RANDOM_WEIGHTS_SUFFIX as RANDOM_WEIGHTS_SUFFIX
+from ._options import EmbedOptions, resolve_options, run_precision
 
 # the result types, the output files and the producer live in their own modules; their names
 # stay importable from here (tests, benchmarks and older code import them from _engine)
@@ -93,11 +94,8 @@ from ._outputs import read_features as read_features
 from ._producer import _END, _produce, _SlideError, _SlideJob
 from ._producer import _open_slide as _open_slide
 from ._producer import _put as _put
-from ._report import EmbedReport, SlideResult
+from ._report import EmbedReport, SlideEmbedReport, SlideResult
 from ._report import Status as Status
-
-#: Appended to the encoder name of a ``random_weights=True`` run (folders and ``encoder``).
-RANDOM_WEIGHTS_SUFFIX = "-random-weights"
 
 
 def encoder_identity(
@@ -260,23 +258,6 @@ def _in_flight_depth(runner: Any) -> int:
     return 1 if getattr(runner, "cuda", False) else 0
 
 
-def run_precision(backend: str, device: str, dtype: str) -> str:
-    """Return the precision a run computes in, as its features record it (``precision``).
-
-    The same rule as the backends: onnxruntime computes in fp32; torch in ``dtype``, where
-    "auto" is bf16 on CUDA and fp32 elsewhere.
-    """
-    if backend != "torch":
-        return "fp32"
-    if dtype != "auto":
-        return dtype
-    if device == "cpu":
-        return "fp32"
-    from ..models import resolve_device
-
-    return "bf16" if resolve_device(device).type == "cuda" else "fp32"
-
-
 def _preflight(
     job: _SlideJob,
     opts: TilingOptions,
@@ -318,7 +299,7 @@ def _preflight(
 def embed_slides(
     slides: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
-    model: Any,
+    model: Any = None,
     out: str | os.PathLike[str],
     tiling: TilingOptions | None = None,
     options: EmbedOptions | None = None,
@@ -330,9 +311,17 @@ def embed_slides(
     stream: Any = None,
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
+    slide_encoder: str | None = None,
+    slide_weights: str | os.PathLike[str] | None = None,
     **deprecated: Any,
-) -> EmbedReport:
+) -> EmbedReport | SlideEmbedReport:
     """Embed every patch of every slide of a collection with a patch encoder.
+
+    With ``slide_encoder=`` it also writes one embedding per slide: the patches are embedded
+    with the patch encoder that slide encoder reads, at its magnification and patch size (or
+    found complete), then pooled into ``slide_features_{slide_encoder}/{slide}.h5`` and a
+    Parquet table of all slides (:mod:`tumorboard.embed._slide_features`), resumed and refused
+    on other settings the same way.
 
     What decides the patches is ``tiling=`` (:class:`~tumorboard.slides.TilingOptions`, shared
     with ``tumorboard tile``); how they are computed is ``options=`` (:class:`EmbedOptions`).
@@ -345,11 +334,11 @@ def embed_slides(
         Slide files and folders of slides (a folder gives its slide files,
         :func:`~tumorboard.slides.collect_slides`). Missing inputs are reported failed; when
         none is a slide file, nothing runs.
-    model : str or torch.nn.Module
-        A model name for ``tumorboard.models.load`` ("uni2-h", "uni", "conch", "uni2-tiny",
-        ...) or a torch module mapping normalised [B, 3, S, S] images to [B, D] (its
-        ``image_size``, ``mean`` and ``std`` attributes set the preprocessing; 224 px and
-        ImageNet statistics when absent).
+    model : str or torch.nn.Module or None, default None
+        Required without ``slide_encoder``. A model name for ``tumorboard.models.load``
+        ("uni2-h", "uni", "conch", "uni2-tiny", ...) or a torch module mapping normalised
+        [B, 3, S, S] images to [B, D] (its ``image_size``, ``mean`` and ``std`` attributes
+        set the preprocessing; 224 px and ImageNet statistics when absent).
     out : str or os.PathLike
         The job folder (see the module docstring for its layout).
     tiling : TilingOptions or None, default None
@@ -385,6 +374,16 @@ def embed_slides(
     ray_address : str or None, default None
         The Ray cluster for ``executor="ray"`` (None: a new local Ray, or this process's
         connection; "auto": the cluster started with ``ray start``).
+    slide_encoder : str or None, default None
+        A built slide encoder (:func:`tumorboard.models.slide_encoders`, TRIDENT's names:
+        ``mean-uni_v2`` or ``mean-uni2-h``, ``abmil``, ``feather``, ``feather_uni_v2``). Its
+        patch encoder is ``model`` (None: the one it reads; another is refused) and its
+        magnification and patch size are TRIDENT's for it (``tiling`` may only repeat them);
+        ``mean-*`` and ``abmil`` take the tiling given. ``random_weights=True`` applies to
+        both encoders.
+    slide_weights : str or os.PathLike or None, default None
+        The slide encoder's checkpoint (``abmil``: a TRIDENT ``ABMILSlideEncoder`` state dict;
+        ``feather*``: the published ``model.safetensors``), loaded strictly.
     **deprecated
         The fields of ``tiling`` (``magnification``, ``patch_size``, ``overlap``,
         ``min_tissue``, ``segmentation``, ``seg_mpp``, ``mpp``, ``reader``, ``threads``) and of
@@ -395,20 +394,39 @@ def embed_slides(
 
     Returns
     -------
-    EmbedReport
-        The per-slide results; failed and tissue-less slides are listed there, not raised.
+    EmbedReport or SlideEmbedReport
+        The per-slide results; failed and tissue-less slides are listed there, not raised. A
+        :class:`SlideEmbedReport` with ``slide_encoder=`` (its ``patch_report`` is the
+        patch stage's :class:`EmbedReport`).
 
     Raises
     ------
     InvalidArgumentError
         An option out of range, a deprecated keyword together with ``tiling=``/``options=``,
         a device, precision or decoder this machine lacks, or a real model name without
-        weights (nothing has run).
+        weights (nothing has run); with ``slide_encoder``: a slide encoder not built (the
+        message says why), another patch encoder or tiling than it reads, or no
+        ``slide_weights`` for one with parameters.
     InvalidTypeError
         ``tiling`` or ``options`` of the wrong type.
     MissingFileError
         No input is a slide file, or the checkpoint does not exist (nothing has run).
     """
+    if slide_encoder is not None:
+        from ._slide_features import embed_slide_features
+
+        return embed_slide_features(
+            slides, slide_encoder=slide_encoder, slide_weights=slide_weights, model=model,
+            out=out, tiling=tiling, options=options, deprecated=deprecated, weights=weights,
+            random_weights=random_weights, encoder_name=encoder_name, force=force,
+            progress=progress, stream=stream, executor=executor, ray_address=ray_address,
+            embed_patches=embed_slides,
+        )  # fmt: skip
+    if slide_weights is not None:
+        raise InvalidArgumentError(
+            f"slide_weights: expected together with slide_encoder=, got {str(slide_weights)!r} "
+            "alone"
+        )
     t_start = time.perf_counter()
     opts, run = resolve_options("embed_slides", tiling, options, deprecated)
     batch_size, queue_size = run.batch_size, run.queue_size

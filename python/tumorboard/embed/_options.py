@@ -24,6 +24,9 @@ from ._backends import DTYPES, check_compile
 
 __all__ = ["EmbedOptions"]
 
+#: Appended to the encoder name of a ``random_weights=True`` run (folders and ``encoder``).
+RANDOM_WEIGHTS_SUFFIX = "-random-weights"
+
 
 def _positive(value: Any, name: str) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__") or int(value) <= 0:
@@ -209,3 +212,20 @@ def resolve_options(
     if options is None:
         options = EmbedOptions(**old_run)
     return tiling, options
+
+
+def run_precision(backend: str, device: str, dtype: str) -> str:
+    """Return the precision a run computes in, as its features record it (``precision``).
+
+    The same rule as the backends: onnxruntime computes in fp32; torch in ``dtype``, where
+    "auto" is bf16 on CUDA and fp32 elsewhere.
+    """
+    if backend != "torch":
+        return "fp32"
+    if dtype != "auto":
+        return dtype
+    if device == "cpu":
+        return "fp32"
+    from ..models import resolve_device
+
+    return "bf16" if resolve_device(device).type == "cuda" else "fp32"

@@ -65,8 +65,49 @@ class SlideResult:
         }
 
 
+class _ByStatus:
+    """The per-status views of a report's ``results`` (shared by both report types)."""
+
+    results: tuple[SlideResult, ...]
+
+    def _with(self, status: str) -> tuple[SlideResult, ...]:
+        return tuple(r for r in self.results if r.status == status)
+
+    @property
+    def done(self) -> tuple[SlideResult, ...]:
+        """The slides embedded in this run."""
+        return self._with("done")
+
+    @property
+    def skipped(self) -> tuple[SlideResult, ...]:
+        """The slides skipped as already complete with the same settings."""
+        return self._with("skipped")
+
+    @property
+    def no_tissue(self) -> tuple[SlideResult, ...]:
+        """The slides that gave no patch."""
+        return self._with("no tissue")
+
+    @property
+    def failed(self) -> tuple[SlideResult, ...]:
+        """The slides that failed."""
+        return self._with("failed")
+
+    @property
+    def ok(self) -> bool:
+        """True when every slide is done or skipped (none failed or gave no patch)."""
+        return not self.failed and not self.no_tissue
+
+    def to_polars(self) -> Any:
+        """Return one row per slide: the fields of :class:`SlideResult` (paths as text)."""
+        import polars as pl
+
+        rows = [r.to_dict() for r in self.results]
+        return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
 @dataclass(frozen=True)
-class EmbedReport:
+class EmbedReport(_ByStatus):
     """The result of :func:`embed_slides`.
 
     Attributes
@@ -104,34 +145,6 @@ class EmbedReport:
     backend: str = "torch"
     device: str = "cpu"
 
-    def _with(self, status: str) -> tuple[SlideResult, ...]:
-        return tuple(r for r in self.results if r.status == status)
-
-    @property
-    def done(self) -> tuple[SlideResult, ...]:
-        """The slides embedded in this run."""
-        return self._with("done")
-
-    @property
-    def skipped(self) -> tuple[SlideResult, ...]:
-        """The slides skipped as already complete with the same settings."""
-        return self._with("skipped")
-
-    @property
-    def no_tissue(self) -> tuple[SlideResult, ...]:
-        """The slides that gave no patch."""
-        return self._with("no tissue")
-
-    @property
-    def failed(self) -> tuple[SlideResult, ...]:
-        """The slides that failed."""
-        return self._with("failed")
-
-    @property
-    def ok(self) -> bool:
-        """True when every slide is done or skipped (none failed or gave no patch)."""
-        return not self.failed and not self.no_tissue
-
     @property
     def patches_per_second(self) -> float:
         """Throughput of the run (0 for a run of no measurable time)."""
@@ -141,13 +154,6 @@ class EmbedReport:
     def report_path(self) -> Path:
         """Where ``tumorboard embed`` keeps the JSON report of this job and encoder."""
         return self.job_dir / f"embed_report_{self.encoder}.json"
-
-    def to_polars(self) -> Any:
-        """Return one row per slide: the fields of :class:`SlideResult` (paths as text)."""
-        import polars as pl
-
-        rows = [r.to_dict() for r in self.results]
-        return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
     def summary(self) -> str:
         """Return a few lines for people: counts, throughput, every slide without features."""
@@ -159,6 +165,72 @@ class EmbedReport:
             f"encoder {self.encoder}, weights {self.weights_fingerprint}",
             f"features: {self.features_dir}",
             f"parquet:  {self.parquet_dir}",
+        ]
+        for r in self.no_tissue:
+            lines.append(f"NO TISSUE {r.slide}: {r.error}")
+        for r in self.failed:
+            lines.append(f"FAILED {r.slide}: {r.error}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SlideEmbedReport(_ByStatus):
+    """The result of :func:`embed_slides` with ``slide_encoder=``: one embedding per slide.
+
+    Attributes
+    ----------
+    results : tuple of SlideResult
+        One per input, in input order; ``features_path`` is the slide's
+        ``slide_features_{name}/{slide}.h5`` and ``n_patches`` the patches it pools. A slide
+        whose patch features failed or had no tissue keeps that status and error.
+    slide_encoder : str
+        The slide encoder's name in the output folder (TRIDENT's, with ``-random-weights`` for
+        a run on random parameters).
+    weights_fingerprint : str
+        The slide encoder's weights (``sha256:...``, ``random``, or ``none`` for ``mean-*``).
+    slide_features_dir : pathlib.Path
+        ``{job_dir}/slide_features_{slide_encoder}``.
+    table_path : pathlib.Path
+        The Parquet table of every slide of that folder (``slide_features_{name}.parquet``).
+    patch_report : EmbedReport
+        The patch-feature stage (embedded, or found complete).
+    seconds : float
+        Wall-clock time of the whole run.
+    device : str, default "cpu"
+        Where the slide encoder ran.
+    """
+
+    results: tuple[SlideResult, ...]
+    slide_encoder: str
+    weights_fingerprint: str
+    slide_features_dir: Path
+    table_path: Path
+    patch_report: EmbedReport
+    seconds: float
+    device: str = "cpu"
+
+    @property
+    def job_dir(self) -> Path:
+        """TRIDENT's ``{out}/{mag}x_{patch}px_{overlap}px_overlap`` folder of the run."""
+        return self.patch_report.job_dir
+
+    @property
+    def report_path(self) -> Path:
+        """Where ``tumorboard embed`` keeps the JSON report of this job and slide encoder."""
+        return self.job_dir / f"embed_report_{self.slide_encoder}.json"
+
+    def summary(self) -> str:
+        """Return a few lines for people: counts, both encoders, every slide without a vector."""
+        p = self.patch_report
+        lines = [
+            f"slide embeddings: {len(self.done)} done, {len(self.skipped)} skipped complete, "
+            f"{len(self.no_tissue)} no tissue, failed {len(self.failed)} in {self.seconds:.1f} s "
+            f"(slide encoder on {self.device})",
+            f"slide encoder {self.slide_encoder}, weights {self.weights_fingerprint}; patch "
+            f"encoder {p.encoder}, weights {p.weights_fingerprint} (patches: {len(p.done)} "
+            f"slide(s) embedded, {len(p.skipped)} found complete, {p.n_patches} patches)",
+            f"slide features: {self.slide_features_dir}",
+            f"table: {self.table_path}",
         ]
         for r in self.no_tissue:
             lines.append(f"NO TISSUE {r.slide}: {r.error}")

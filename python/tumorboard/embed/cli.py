@@ -5,9 +5,12 @@ resume and progress options and behaviours are ``tumorboard tile``'s
 (:func:`tumorboard.slides.cli.add_slide_options`). A real model name needs ``--weights`` (or
 ``--random-weights`` for testing). Inputs, options and weights are checked before the model is
 loaded. The JSON report ``{out}/{mag}x_{patch}px_{overlap}px_overlap/embed_report_{encoder}.json``
-keeps the slides of earlier runs. Exit status 0 when every slide is done or already complete, 1
-when any slide failed or had no tissue (the others are still written), 2 when the command was
-refused before any work.
+keeps the slides of earlier runs. ``--slide-encoder NAME [--slide-weights PATH]`` also writes
+one embedding per slide (``.../slide_features_{NAME}/{name}.h5`` and
+``slide_features_{NAME}.parquet``) after making, or finding, the patch features it reads; its
+report is ``embed_report_{NAME}.json`` beside the patch encoder's. Exit status 0 when every
+slide is done or already complete, 1 when any slide failed or had no tissue (the others are
+still written), 2 when the command was refused before any work.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..slides.cli import (
 )
 from ._backends import COMPILE_MODES
 from ._options import EmbedOptions
+from ._report import SlideEmbedReport
 
 
 def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -55,7 +59,12 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
     )
     add_slide_options(p)
-    p.add_argument("--model", default="uni2-h", help="uni2-h, uni, conch, uni2-tiny, conch-tiny")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="patch encoder: uni2-h (default), uni, conch, uni2-tiny, ...; with --slide-encoder, "
+        "the one it reads (default)",
+    )
     p.add_argument("--weights", type=Path, default=None, help="checkpoint (.bin/.pt/.safetensors)")
     p.add_argument(
         "--random-weights",
@@ -104,6 +113,22 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="where the work runs: this process, or Ray actors (needs tumorboard[dist])",
     )
     p.add_argument("--ray-address", default=None, help="the Ray cluster for --executor ray")
+    p.add_argument(
+        "--slide-encoder",
+        default=None,
+        metavar="NAME",
+        help="also write one embedding per slide (TRIDENT slide_features_NAME/): mean-uni_v2 "
+        "(any mean-PATCH_ENCODER), abmil, feather, feather_uni_v2; the patch features it reads "
+        "are made first at its magnification and patch size ('tumorboard models' lists them)",
+    )
+    p.add_argument(
+        "--slide-weights",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the slide encoder's checkpoint (abmil: a TRIDENT ABMILSlideEncoder state dict; "
+        "feather*: model.safetensors)",
+    )
     p.set_defaults(func=run_embed)
     return p
 
@@ -160,9 +185,14 @@ def run_embed(args: argparse.Namespace) -> int:
         tiling = tiling_options(args)
         options = embed_options(args)
         found = collect_inputs(args)
+        if args.slide_weights is not None and args.slide_encoder is None:
+            raise InvalidArgumentError("--slide-weights needs --slide-encoder")
+        model = args.model
+        if model is None and args.slide_encoder is None:
+            model = "uni2-h"
         report = _engine.embed_slides(
             [p for p, _ in found.items],
-            model=args.model,
+            model=model,
             out=args.out,
             tiling=tiling,
             options=options,
@@ -172,14 +202,23 @@ def run_embed(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             executor=args.executor,
             ray_address=args.ray_address,
+            slide_encoder=args.slide_encoder,
+            slide_weights=args.slide_weights,
         )
     except (TumorboardError, ValueError, TypeError, ImportError, OSError) as exc:
         return usage_error(exc)
-    write_report(
-        report.report_path,
-        [r.to_dict() for r in report.results],
-        meta={"encoder": report.encoder, "weights_fingerprint": report.weights_fingerprint},
-    )
+    if isinstance(report, SlideEmbedReport):
+        patch = report.patch_report
+        write_report(
+            patch.report_path,
+            [r.to_dict() for r in patch.results],
+            meta={"encoder": patch.encoder, "weights_fingerprint": patch.weights_fingerprint},
+        )
+        meta = {"encoder": report.slide_encoder, "weights_fingerprint": report.weights_fingerprint,
+                "patch_encoder": patch.encoder}  # fmt: skip
+    else:
+        meta = {"encoder": report.encoder, "weights_fingerprint": report.weights_fingerprint}
+    write_report(report.report_path, [r.to_dict() for r in report.results], meta=meta)
     for line in report.summary().splitlines():  # failures in flags: --mpp, not mpp=
         failed = line.startswith(("FAILED ", "NO TISSUE "))
         print(cli_message(line) if failed else line)

@@ -46,6 +46,12 @@ resnet50 and ctranspath (:mod:`~tumorboard.models.resnet`, :mod:`~tumorboard.mod
 keep (KEEP's image tower). ``tumorboard models``
 prints every row (width, input, precision, license, gated, the file to fetch).
 
+Slide encoders (:func:`slide_encoders`, :func:`slide_encoder_info`, :func:`load_slide_encoder`)
+carry TRIDENT's slide-encoder names: ``mean-{patch encoder}``, ``abmil`` and FEATHER
+(``feather``, ``feather_uni_v2``) are built in :mod:`~tumorboard.models.slide_encoder`, each
+mapping concatenated slides (``forward_varlen``) to one vector per slide; titan, prism, chief,
+gigapath, madeleine, threads and care are listed with why they are not built.
+
 Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI
 ``uni/get_encoder/get_encoder.py``@42715ef; CONCH, Lu et al., *Nature Medicine* 2024, and
 mahmoodlab/CONCH ``conch/open_clip_custom/``@141cc09; ABMIL, Ilse et al., ICML 2018, as
@@ -69,6 +75,7 @@ from ..errors import MissingDependencyError
 if TYPE_CHECKING:  # the lazily loaded names, for type checkers
     from ._device import resolve_device
     from ._registry import ModelInfo, available, build, info, load, load_conch
+    from ._slide_info import SlideEncoderInfo, slide_encoder_info, slide_encoders
     from .abmil import ABMIL, ABMILSlideEncoder, MTBBenchRegressor
     from .adapter import SegmentAdapter
     from .conch import (
@@ -81,6 +88,7 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers
     )
     from .conch_tokenizer import ConchTokenizer
     from .onnx import OnnxEncoder, export_onnx
+    from .slide_encoder import FeatherSlideEncoder, MeanSlideEncoder, load_slide_encoder
     from .vit import UNI, UNI2_H, UNI2_TINY, VisionTransformer, ViTConfig
     from .weights import (
         CheckpointKeyError,
@@ -102,11 +110,14 @@ __all__ = [
     "ConchTextEncoder",
     "ConchTokenizer",
     "ConchVisionEncoder",
+    "FeatherSlideEncoder",
     "MTBBenchRegressor",
+    "MeanSlideEncoder",
     "ModelInfo",
     "OnnxEncoder",
     "RandomWeightsWarning",
     "SegmentAdapter",
+    "SlideEncoderInfo",
     "UNI",
     "UNI2_H",
     "UNI2_TINY",
@@ -120,9 +131,12 @@ __all__ = [
     "info",
     "load",
     "load_conch",
+    "load_slide_encoder",
     "read_state_dict",
     "resolve_device",
     "save_state_dict",
+    "slide_encoder_info",
+    "slide_encoders",
 ]
 
 # Where each name of __all__ lives; submodules load on first use.
@@ -158,8 +172,24 @@ _WHERE = {
     "load": "_registry",
     "load_conch": "_registry",
     "resolve_device": "_device",
+    "SlideEncoderInfo": "_slide_info",
+    "slide_encoder_info": "_slide_info",
+    "slide_encoders": "_slide_info",
+    "FeatherSlideEncoder": "slide_encoder",
+    "MeanSlideEncoder": "slide_encoder",
+    "load_slide_encoder": "slide_encoder",
 }
-_NEEDS_TORCH = {"abmil", "adapter", "conch", "vit", "weights", "_device", "_registry"}
+_NEEDS_TORCH = {
+    "abmil",
+    "adapter",
+    "conch",
+    "vit",
+    "weights",
+    "_device",
+    "_registry",
+    "_slide_info",
+    "slide_encoder",
+}
 
 
 def __getattr__(name: str) -> Any:

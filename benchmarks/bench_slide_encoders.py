@@ -1,0 +1,167 @@
+"""Benchmark the slide encoders (``tumorboard.models.slide_encoder``): slides per second.
+
+Workload: N synthetic slides of 1k-20k patches (lengths drawn uniformly with a fixed seed) as
+float32 patch-feature arrays, already in memory (reading the .h5 files is not timed). Each slide
+is a slice of one random feature pool, so memory stays bounded at any N. Encoders, at TRIDENT's
+full sizes:
+
+* ``mean-uni_v2`` - the mean of 1536-d UNI2-h features;
+* ``abmil`` - TRIDENT's ABMILSlideEncoder on 1536-d features, one gated head of width 512;
+* ``feather_uni_v2`` - FEATHER over 1536-d features (512-d patch embedding, gated attention 384);
+* ``feather`` - FEATHER over 768-d CONCH v1.5 features.
+
+tumorboard: the slides packed into varlen batches of up to ``MAX_ROWS`` patches, one
+``forward_varlen`` per batch (what ``embed --slide-encoder`` runs; the fused Triton kernel on
+CUDA, its torch reference on the CPU). Anchor: one slide at a time through the padded
+``forward`` on ``[1, N, F]`` (TRIDENT's slide loop). ``ratio`` = anchor time / tumorboard time
+(above 1: tumorboard faster); the note gives tumorboard's slides/s. ``check``: the embeddings of
+both paths agree within 1e-4.
+
+Nothing is asserted on timings. TITAN is not built (see ``tumorboard models --slide-encoders``),
+so it has no row.
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_slide_encoders.py [--quick] [--slides N] [--device cpu|cuda]
+        [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+try:
+    from ._timing import Result, format_markdown, positive_int, write_json
+except ImportError:  # run as a script: ``python benchmarks/bench_slide_encoders.py``
+    from _timing import Result, format_markdown, positive_int, write_json
+
+SEED = 0
+ANCHOR = "one slide at a time"
+ANCHORS = (ANCHOR,)
+ENCODERS = ("mean-uni_v2", "abmil", "feather_uni_v2", "feather")
+IN_DIM = {"mean-uni_v2": 1536, "abmil": 1536, "feather_uni_v2": 1536, "feather": 768}
+
+
+def _encoder(name: str) -> Any:
+    from tumorboard.models import RandomWeightsWarning, load_slide_encoder
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RandomWeightsWarning)
+        return load_slide_encoder(name, in_dim=IN_DIM[name])
+
+
+def _slides(n: int, lo: int, hi: int) -> tuple[list[int], list[int]]:
+    import numpy as np
+
+    rng = np.random.default_rng(SEED)
+    lengths = rng.integers(lo, hi + 1, size=n).tolist()
+    starts = rng.integers(0, hi, size=n).tolist()  # into a pool of 2 * hi rows
+    return lengths, starts
+
+
+def _workload(name: str, lengths: list[int], starts: list[int], device: str) -> list[Result]:
+    import torch
+    from tumorboard.embed._slide_features import MAX_ROWS, _batches
+
+    torch.manual_seed(SEED)
+    f = IN_DIM[name]
+    pool = torch.randn(2 * max(lengths) + 1, f, device=device)
+    enc = _encoder(name).to(device)
+    slides = [(i, n) for i, n in enumerate(lengths)]
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def varlen() -> torch.Tensor:
+        outs = []
+        for group in _batches(slides, MAX_ROWS):
+            x = torch.cat([pool[starts[i] : starts[i] + lengths[i]] for i in group])
+            off = torch.tensor([0] + [lengths[i] for i in group], device=device).cumsum(0)
+            outs.append(enc.forward_varlen(x, off))
+        return torch.cat(outs)
+
+    def loop() -> torch.Tensor:
+        return torch.cat([enc(pool[starts[i] : starts[i] + lengths[i]][None]) for i, _ in slides])
+
+    with torch.inference_mode():
+        enc.forward_varlen(pool[:1000], torch.tensor([0, 1000], device=device))  # warm-up
+        enc(pool[None, :1000])
+        sync()
+        t0 = time.perf_counter()
+        a = varlen()
+        sync()
+        t_varlen = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        b = loop()
+        sync()
+        t_loop = time.perf_counter() - t0
+    ok = torch.allclose(a, b, rtol=1e-4, atol=1e-4)
+    n = len(lengths)
+    note = (f"{n / t_varlen:.1f} slides/s ({sum(lengths) / t_varlen / 1e3:.0f}k patches/s), "
+            f"F={f}, {device}")  # fmt: skip
+    return [Result.make(f"{name}: {n} slides of 1k-20k patches", t_varlen, ANCHOR, t_loop,
+                        check="same embeddings" if ok else "DIFFER", note=note)]  # fmt: skip
+
+
+def run_results(
+    *, quick: bool = False, slides: int | None = None, device: str = "cpu"
+) -> tuple[list[Result], dict[str, Any]]:
+    """Run every workload; return the results and a metadata dict."""
+    import torch
+
+    t0 = time.perf_counter()
+    n = slides or (8 if quick else 1000)
+    lengths, starts = _slides(n, 1_000, 20_000)
+    results: list[Result] = []
+    for name in ENCODERS:
+        results += _workload(name, lengths, starts, device)
+    meta = {"quick": quick, "n_slides": n, "n_patches": sum(lengths), "device": device,
+            "torch_threads": torch.get_num_threads(),
+            "total_wall_s": time.perf_counter() - t0}  # fmt: skip
+    return results, meta
+
+
+def run(quick: bool = False, slides: int | None = None, device: str = "cpu") -> list[dict]:
+    """Run the benchmark and return one dict per (workload, anchor) record."""
+    results, _ = run_results(quick=quick, slides=slides, device=device)
+    return [asdict(r) for r in results]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns a process exit status."""
+    parser = argparse.ArgumentParser(
+        prog="bench_slide_encoders",
+        description="Slides/s of the mean and ABMIL-family slide encoders, varlen vs one by one.",
+    )
+    parser.add_argument("--quick", action="store_true", help="8 slides instead of 1,000")
+    parser.add_argument("--slides", type=positive_int, default=None, help="number of slides")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
+    args = parser.parse_args(argv)
+    results, meta = run_results(quick=args.quick, slides=args.slides, device=args.device)
+    mode = "quick" if args.quick else "full"
+    print(f"\n### tumorboard slide-encoder benchmark ({mode} mode, {meta['n_slides']} slides, "
+          f"{meta['n_patches']} patches, {args.device}, "
+          f"{meta['torch_threads']} threads)\n")  # fmt: skip
+    print(format_markdown(results, ANCHORS))
+    for r in results:
+        print(f"- {r.workload.split(':')[0]}: {r.note}")
+    print(
+        "\nratio = anchor time / tumorboard time (>1: tumorboard faster); tumorboard packs the "
+        "slides into varlen batches, the anchor runs them one at a time. "
+        f"Total {meta['total_wall_s']:.0f} s."
+    )
+    if args.json:
+        write_json(results, args.json, meta)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
