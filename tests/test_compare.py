@@ -458,3 +458,41 @@ def test_html_page_draws_every_comparison_and_rank(tmp_path):
     assert len(heat.findall(f"{ns}rect")) == 9  # 3 x 3 cells
     assert len(rank.findall(f"{ns}circle")) == 3
     assert "| overall | A | B |" in page  # the table is on the page too
+
+
+def test_cli_compare_pairs_models_within_each_track(tmp_path):
+    """Systems of different tracks answer different questions: never paired, one section each."""
+    import json
+
+    from test_logs_to_scores import cli, write_jsonl
+
+    opts = "\nA) adenocarcinoma\nB) squamous cell carcinoma"
+    records = []
+    for track, models in (
+        ("multimodal", ("gpt4o", "o4-mini")),
+        ("longitudinal", ("gpt4o", "qwen")),
+    ):
+        for m, model in enumerate(models):
+            for i in range(40):
+                answer = "[ANSWER: A]" if i % (3 + m) else "[ANSWER: B]"
+                records.append({"model": model, "track": track, "patient_id": f"{track}-p{i // 4}",
+                                "task": "t", "question": f"{track} case {i}?{opts}", "gold": "A",
+                                "response": answer})  # fmt: skip
+    log = write_jsonl(tmp_path / "two.jsonl", records)
+    assert cli("import", "jsonl", str(log), "--store", str(tmp_path / "s")).returncode == 0
+    out = cli("compare", str(tmp_path / "s"), "--n-resamples", "200")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("## ") == 2 and "## jsonl / longitudinal" in out.stdout
+    assert "| n/a" not in out.stdout  # no pair across tracks
+    assert "| t | gpt4o | qwen | 40 | 0/0 |" in out.stdout
+    assert "| t | gpt4o | o4-mini | 40 | 0/0 |" in out.stdout
+    # a baseline one track lacks: that track is skipped with a note; unknown anywhere: refused
+    out = cli("compare", str(tmp_path / "s"), "--baseline", "qwen", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert "jsonl / multimodal: no 'qwen', nothing to compare" in out.stderr
+    rows = json.loads(out.stdout)["comparisons"]
+    assert {(r["track"], r["model_a"], r["model_b"]) for r in rows} == {
+        ("longitudinal", "gpt4o", "qwen")
+    }
+    out = cli("compare", str(tmp_path / "s"), "--baseline", "claude")
+    assert out.returncode == 2 and "baseline: expected one of the models" in out.stderr

@@ -3,9 +3,11 @@
 It reads the store's items with their runs, takes one value per (system, item) from a column
 (``correct`` by default: the 0/1 grade every importer writes), keys items by
 (task, patient_id, item_id) and runs :func:`tumorboard.stats.compare` per task and overall,
-clustered by patient by default. A system is a model; where one model has runs on several
-tracks or with and without tools, each (model, track, tools) is its own system. Items with no
-value (ungraded answers) are left out and counted on standard error.
+clustered by patient by default, within each (benchmark, track) of the store: systems of
+different tracks answer different questions and are never paired. A system is a model; where
+one model has runs on several tracks or with and without tools, each (model, track, tools) is
+its own system. Items with no value (ungraded answers) are left out and counted on standard
+error.
 
 Building the parser imports nothing heavy; polars and the store load when the verb runs.
 """
@@ -158,7 +160,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    import numpy as np
     import polars as pl
 
     from ._io import atomic_path
@@ -204,33 +205,42 @@ def _cmd_compare(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
     opts = BootstrapOptions(n_resamples=args.n_resamples, level=args.level, method=args.method,
                             seed=args.seed)  # fmt: skip
-    patient = items.get_column("patient_id").cast(pl.Utf8).fill_null("")
-    rows = {
-        "values": items.get_column("_value").to_numpy(),
-        "models": np.asarray(_system_labels(items)),
-        "items": (patient + "\x1f" + items.get_column("item_id").cast(pl.Utf8)).to_numpy(),
-        "tasks": items.get_column("task").cast(pl.Utf8).fill_null("").to_numpy(),
-        "clusters": patient.to_numpy() if args.cluster == "patient" else None,
-    }
-    result = compare(
-        rows["values"], models=rows["models"], items=rows["items"], tasks=rows["tasks"],
-        clusters=rows["clusters"], baseline=args.baseline, correction=args.correction,
-        options=opts, n_permutations=args.n_permutations,
-    )  # fmt: skip
-    ranks = _ranks(rows, opts) if args.ranks else {}
-    if args.format == "md":
-        text = result.to_markdown() + "\n"
-        for task, r in ranks.items():
-            text += f"\nRanks, {task} ({r.n_valid:,} of {r.n_resamples:,} resamples):\n\n"
-            text += r.to_markdown() + "\n"
-    elif args.format == "csv":
-        text = result.to_polars().write_csv()
-    elif args.format == "html":
-        text = result.to_html(ranks)
-    else:
-        doc = {"comparisons": result.to_dicts(),
-               "ranks": {task: r.to_dicts() for task, r in ranks.items()}}  # fmt: skip
-        text = json.dumps(doc, indent=2, allow_nan=True) + "\n"
+    items = items.with_columns(
+        pl.col("benchmark").cast(pl.Utf8).fill_null(""),
+        pl.col("track").cast(pl.Utf8).fill_null(""),
+    )
+    groups = items.select("benchmark", "track").unique().sort("benchmark", "track")
+    subs = []
+    for bench, track in groups.rows():
+        sub = items.filter((pl.col("benchmark") == bench) & (pl.col("track") == track))
+        subs.append((bench, track, sub.with_columns(pl.Series("_system", _system_labels(sub)))))
+    known = sorted({s for *_, sub in subs for s in sub.get_column("_system").to_list()})
+    if args.baseline is not None and args.baseline not in known:
+        raise InvalidArgumentError(
+            f"baseline: expected one of the models {known}, got {args.baseline!r}"
+        )
+    sections = []
+    for bench, track, sub in subs:
+        where = f"{bench or '(no benchmark)'} / {track or '(no track)'}"
+        systems = set(sub.get_column("_system").to_list())
+        if len(systems) < 2 or (args.baseline is not None and args.baseline not in systems):
+            why = "one model" if len(systems) < 2 else f"no {args.baseline!r}"
+            print(f"tumorboard: note: {where}: {why}, nothing to compare", file=sys.stderr)
+            continue
+        rows = _rows(sub, cluster=args.cluster == "patient")
+        result = compare(
+            rows["values"], models=rows["models"], items=rows["items"], tasks=rows["tasks"],
+            clusters=rows["clusters"], baseline=args.baseline, correction=args.correction,
+            options=opts, n_permutations=args.n_permutations,
+        )  # fmt: skip
+        ranks = _ranks(rows, opts) if args.ranks else {}
+        sections.append((bench, track, where, result, ranks))
+    if not sections:
+        raise InvalidArgumentError(
+            f"{args.store}: no benchmark and track with two models to compare"
+            + (f" (--baseline {args.baseline})" if args.baseline else "")
+        )
+    text = _render(sections, args.format)
     if args.out:
         with atomic_path(args.out) as tmp:
             tmp.write_text(text, encoding="utf-8")
@@ -238,6 +248,58 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _rows(items: Any, *, cluster: bool) -> dict[str, Any]:
+    """Return the arrays :func:`~tumorboard.stats.compare` takes, from one group's items."""
+    import polars as pl
+
+    patient = items.get_column("patient_id").cast(pl.Utf8).fill_null("")
+    return {
+        "values": items.get_column("_value").to_numpy(),
+        "models": items.get_column("_system").to_numpy().astype(str),
+        "items": (patient + "\x1f" + items.get_column("item_id").cast(pl.Utf8)).to_numpy(),
+        "tasks": items.get_column("task").cast(pl.Utf8).fill_null("").to_numpy(),
+        "clusters": patient.to_numpy() if cluster else None,
+    }
+
+
+def _render(sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str) -> str:
+    """Render the comparisons of each (benchmark, track) in ``fmt``.
+
+    One section is written as before sections existed; several get a heading each (md, html),
+    ``benchmark`` and ``track`` columns (csv, json rows) and rank keys ``benchmark / track /
+    task`` (json).
+    """
+    import polars as pl
+
+    from .stats._compare_html import comparisons_html
+
+    several = len(sections) > 1
+    if fmt == "md":
+        out = []
+        for _bench, _track, where, result, ranks in sections:
+            text = (f"## {where}\n\n" if several else "") + result.to_markdown() + "\n"
+            for task, r in ranks.items():
+                text += f"\nRanks, {task} ({r.n_valid:,} of {r.n_resamples:,} resamples):\n\n"
+                text += r.to_markdown() + "\n"
+            out.append(text)
+        return "\n".join(out)
+    if fmt == "csv":
+        frames = [result.to_polars().select(pl.lit(bench).alias("benchmark"),
+                                             pl.lit(track).alias("track"), pl.all())
+                  for bench, track, _where, result, _ranks in sections]  # fmt: skip
+        return pl.concat(frames, how="vertical").write_csv()
+    if fmt == "html":
+        return comparisons_html([(where if several else None, result, ranks)
+                                 for _b, _t, where, result, ranks in sections])  # fmt: skip
+    doc: dict[str, Any] = {"comparisons": [], "ranks": {}}
+    for bench, track, where, result, ranks in sections:
+        doc["comparisons"] += [{"benchmark": bench, "track": track, **d}
+                               for d in result.to_dicts()]  # fmt: skip
+        for task, r in ranks.items():
+            doc["ranks"][f"{where} / {task}" if several else task] = r.to_dicts()
+    return json.dumps(doc, indent=2, allow_nan=True) + "\n"
 
 
 def _ranks(rows: dict[str, Any], opts: Any) -> dict[str, Any]:

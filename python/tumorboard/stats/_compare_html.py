@@ -162,14 +162,12 @@ def rank_svg(ranks: Any, *, title: str) -> str:
     return "\n".join(out)
 
 
-def comparison_html(comparison: Any, ranks: Mapping[str, Any] | None = None) -> str:
-    """Return one HTML page: the forest plot, a p-value heatmap per task, ranks, and tables."""
+def _section(comparison: Any, ranks: Mapping[str, Any] | None, heading: str | None) -> list[str]:
+    """Return the HTML of one comparison: plots and tables, under ``heading`` when given."""
     rows = comparison.rows
     tasks = list(dict.fromkeys(r.task for r in rows))
-    parts = [
-        "<!doctype html>",
-        '<html><head><meta charset="utf-8"><title>Model comparisons</title></head><body>',
-        "<h1>Model comparisons</h1>",
+    parts = [f"<h2>{_esc(heading)}</h2>"] if heading else []
+    parts += [
         f"<p>Paired on item identity; {_esc(comparison.outcome)} outcomes; "
         f"{'clustered' if comparison.clustered else 'items resampled'}; "
         f"B = {comparison.options.n_resamples:,}; correction: {_esc(comparison.correction)}.</p>",
@@ -180,7 +178,27 @@ def comparison_html(comparison: Any, ranks: Mapping[str, Any] | None = None) -> 
     for task, r in (ranks or {}).items():
         parts.append(rank_svg(r, title=f"Ranks, {task}"))
     parts.append("<pre>" + _esc(comparison.to_markdown()) + "</pre>")
+    level = "h3" if heading else "h2"
     for task, r in (ranks or {}).items():
-        parts.append(f"<h2>Ranks, {_esc(task)}</h2><pre>{_esc(r.to_markdown())}</pre>")
+        parts.append(f"<{level}>Ranks, {_esc(task)}</{level}><pre>{_esc(r.to_markdown())}</pre>")
+    return parts
+
+
+def comparisons_html(
+    sections: Sequence[tuple[str | None, Any, Mapping[str, Any] | None]],
+) -> str:
+    """Return one HTML page of several comparisons, each (heading, comparison, ranks)."""
+    parts = [
+        "<!doctype html>",
+        '<html><head><meta charset="utf-8"><title>Model comparisons</title></head><body>',
+        "<h1>Model comparisons</h1>",
+    ]
+    for heading, comparison, ranks in sections:
+        parts += _section(comparison, ranks, heading)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def comparison_html(comparison: Any, ranks: Mapping[str, Any] | None = None) -> str:
+    """Return one HTML page: the forest plot, a p-value heatmap per task, ranks, and tables."""
+    return comparisons_html([(None, comparison, ranks)])
