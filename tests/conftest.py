@@ -12,6 +12,9 @@ kernel_device
 kernel_sizes
     Workload sizes for the kernel tests: realistic on CUDA (bags up to 20k instances of
     D=1536, T=32k tokens of D=4096), tiny under the interpreter.
+
+Every test's stores delete removed parts at once (an autouse fixture; the retention tests set
+``retain_s`` themselves).
 """
 
 from __future__ import annotations
@@ -52,3 +55,19 @@ def kernel_sizes() -> dict[str, int]:
                 "tokens": 32_768, "width": 4096, "inner": 11_008, "proj_tokens": 2048}  # fmt: skip
     return {"bag_max": 40, "n_bags": 3, "dim": 40, "hidden": 24,
             "tokens": 53, "width": 40, "inner": 24, "proj_tokens": 37}  # fmt: skip
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _stores_delete_removed_parts_at_once():
+    """Make the tests' stores delete a removed part's file at once (``retain_s=0``).
+
+    The crash, repair and compaction tests assert what is on disk right after a commit;
+    a store keeps removed parts for ``RETAIN_S`` seconds for readers that listed them, which
+    ``tests/test_store_retention.py`` tests with ``retain_s`` spelled out. Session-wide, so
+    that module fixtures building stores see it too.
+    """
+    from tumorboard.traj import _log
+
+    default, _log.RETAIN_S = _log.RETAIN_S, 0.0
+    yield
+    _log.RETAIN_S = default

@@ -57,6 +57,9 @@ _NO_LINKS = {
     getattr(errno, name) for name in ("EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EMLINK")
     if hasattr(errno, name)
 }  # fmt: skip
+#: Seconds the file of a removed part stays on disk for readers that listed it (Store retain_s).
+RETAIN_S = 600.0
+
 _HOST = "".join(c if c.isalnum() else "-" for c in socket.gethostname())[:24] or "host"
 
 #: Set by tests only: called with the name of each step of a commit, compaction or checkpoint.
@@ -78,10 +81,23 @@ class _State:
     parts: dict[str, dict[str, tuple[int, int]]] = field(
         default_factory=lambda: {t: {} for t in TABLES}
     )
-    #: Parts the records after the checkpoint removed (their files may be left by a crash).
-    removed: dict[str, set[str]] = field(default_factory=lambda: {t: set() for t in TABLES})
+    #: Parts removed by the records after the checkpoint, or retired by it (their files may
+    #: be kept for readers, or left by a crash): name -> when it was removed (Unix time).
+    removed: dict[str, dict[str, float]] = field(default_factory=lambda: {t: {} for t in TABLES})
     #: Log files that are missing or unreadable (only when replayed tolerantly).
     log_problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _record_time(doc: Any) -> float:
+    """Return when a commit record was written (its ``at``), as Unix time; 0 when unreadable.
+
+    0 makes what the record removed old at once: a record without a readable time keeps no
+    file for readers.
+    """
+    try:
+        return datetime.fromisoformat(str(doc.get("at"))).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
 
 
 def _utcnow() -> datetime:
@@ -355,6 +371,14 @@ class _StoreLog:
                 for e in entries:
                     name, size, rows = _parse_entry(e)
                     state.parts[table][name] = (size, rows)
+            for table, entries in _check_entries(doc, "retired").items():
+                for e in entries:
+                    if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+                        raise ValueError(f"retired part entry {e!r}")
+                    at = e.get("at")
+                    if isinstance(at, bool) or not isinstance(at, (int, float)):
+                        raise ValueError(f"retired part entry {e!r}")
+                    state.removed[table][e["name"]] = float(at)
         except ValueError as exc:
             raise CorruptStoreError(path, f"unreadable checkpoint ({exc}){self._hint}") from None
 
@@ -367,14 +391,15 @@ class _StoreLog:
             adds = {t: [_parse_entry(e) for e in v] for t, v in _check_entries(doc, "add").items()}
         except ValueError as exc:
             raise CorruptStoreError(path, f"unreadable commit record ({exc}){self._hint}") from None
+        at = _record_time(doc)
         for table, names in removes.items():
             for name in names:
                 state.parts[table].pop(name, None)
-                state.removed[table].add(name)
+                state.removed[table][name] = at
         for table, entries in adds.items():
             for name, size, rows in entries:
                 state.parts[table][name] = (size, rows)
-                state.removed[table].discard(name)
+                state.removed[table].pop(name, None)
 
     def _commit(
         self,
@@ -480,6 +505,13 @@ class _StoreLog:
             },
             "version": n,
         }
+        retired = {
+            t: [{"at": at, "name": name} for name, at in sorted(state.removed[t].items())
+                if name not in state.parts[t] and (self.path / t / name).exists()]
+            for t in TABLES
+        }  # fmt: skip
+        if any(retired.values()):  # kept for readers; checkpoints without them stay as they were
+            doc["retired"] = {t: v for t, v in retired.items() if v}
         with atomic_path(self._checkpoint_path(n), fsync=self.fsync) as tmp:
             tmp.write_text(json_text(doc), encoding="utf-8")
 
@@ -511,12 +543,24 @@ class _StoreLog:
                     self._checkpoint_path(n).unlink()
 
     def _delete_removed(self, state: _State) -> None:
-        """Delete the files of parts the commit records removed (left by a crash)."""
+        """Delete the files of removed parts older than ``retain_s``; forget their names.
+
+        Younger ones stay in ``state.removed`` (a checkpoint written from it keeps them as
+        retired parts): a reader that listed them before their removal may still read them.
+        """
+        now = time.time()
         for table in TABLES:
             for name in sorted(state.removed[table]):
-                if name not in state.parts[table]:
-                    with contextlib.suppress(FileNotFoundError):
-                        (self.path / table / name).unlink()
+                if name in state.parts[table] or self._retained(state, table, name, now):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    (self.path / table / name).unlink()
+                del state.removed[table][name]
+
+    def _retained(self, state: _State, table: str, name: str, now: float) -> bool:
+        """Tell whether the removed part ``name`` is kept for readers (younger than retain_s)."""
+        at = state.removed[table].get(name)
+        return at is not None and now - at < getattr(self, "retain_s", RETAIN_S)
 
     def _version(self) -> int:
         """Return the newest number in the commit log (it grows with every commit)."""

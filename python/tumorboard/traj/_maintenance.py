@@ -372,8 +372,9 @@ class _StoreMaintenance(_StoreParts):
             {table: [(target, merged.num_rows)]}, {table: [p.name for p in sources]}, op="compact"
         )
         for p in sources:
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+            if not self.retain_s:  # else kept for readers that listed them, deleted later
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
             _fault("compact:source-removed")
         return merged.num_rows
 
@@ -438,6 +439,7 @@ class _StoreMaintenance(_StoreParts):
         """Run :meth:`check` (the write lock is held when repairing)."""
         problems: list[StoreProblem] = []
         state = self._load_state(tolerant=True)
+        now = time.time()
         log_damaged = bool(state.log_problems)
         for path, detail in state.log_problems:
             problems.append(
@@ -475,6 +477,8 @@ class _StoreMaintenance(_StoreParts):
                 if name in state.parts[table] or directory / name in adopted:
                     continue
                 path = directory / name
+                if name in state.removed[table] and self._retained(state, table, name, now):
+                    continue  # kept for readers that listed it before it was removed
                 if name in state.removed[table]:
                     problems.append(
                         StoreProblem(

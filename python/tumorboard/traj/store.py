@@ -71,6 +71,7 @@ from ..errors import CorruptStoreError as CorruptStoreError  # re-exported
 from ..errors import InvalidArgumentError, MissingFileError, StateError, TumorboardError
 from ..errors import StoreVersionError as StoreVersionError  # re-exported
 from ..errors import StrayPartWarning as StrayPartWarning  # re-exported
+from . import _log
 from ._log import _HOST as _HOST  # re-exported
 from ._log import CHECKPOINT_EVERY as CHECKPOINT_EVERY  # re-exported
 from ._log import FORMAT as FORMAT  # re-exported
@@ -110,6 +111,13 @@ class Store(_StoreMaintenance):
         :meth:`verify`, :meth:`check`, :meth:`compact` and scoring compare with the page's
         bytes (a flipped bit is found and the part named). Parts written without checksums
         (older stores) still read; their pages are reported as unchecked, not as damage.
+    retain_s : float, optional
+        How long the file of a part that a commit removed (a compaction's sources, a replaced
+        import part) stays on disk: a reader that listed the parts before the commit, such
+        as a LazyFrame of :meth:`items` collected later, still finds every file it names
+        for that long. Later maintenance (a compaction, a checkpoint, ``check(repair=True)``)
+        deletes the older ones. 0 deletes them at once (readers then need :meth:`read`).
+        None (the default) means ``tumorboard.traj._log.RETAIN_S``, 600 seconds.
 
     Raises
     ------
@@ -133,8 +141,20 @@ class Store(_StoreMaintenance):
         create: bool = True,
         fsync: bool = True,
         page_checksums: bool = True,
+        retain_s: float | None = None,
     ) -> None:
+        if retain_s is None:
+            retain_s = _log.RETAIN_S
+        if (
+            isinstance(retain_s, bool)
+            or not isinstance(retain_s, (int, float))
+            or not (0 <= retain_s < float("inf"))
+        ):
+            raise InvalidArgumentError(
+                f"retain_s: expected a number of seconds >= 0, got {retain_s!r}"
+            )
         self.path = Path(path)
+        self.retain_s = float(retain_s)
         self.fsync = bool(fsync)
         self.page_checksums = bool(page_checksums)
         manifest = self.path / MANIFEST
@@ -571,8 +591,9 @@ class Store(_StoreMaintenance):
         self._commit(add, removes, op=f"import {batch}")
         for table, names in removes.items():  # the swap is done; tidy up
             for name in names:
-                with contextlib.suppress(FileNotFoundError):
-                    (self.path / table / name).unlink()
+                if not self.retain_s:  # else kept for readers, deleted by later maintenance
+                    with contextlib.suppress(FileNotFoundError):
+                        (self.path / table / name).unlink()
                 _fault("import:source-removed")
 
 
