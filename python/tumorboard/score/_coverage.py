@@ -23,10 +23,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .report import OVERALL
+from .report import COVERAGE_COLUMNS, OVERALL
 
-#: The coverage columns, in the order the reports carry them.
-COVERAGE_COLUMNS = ("n_graded", "n_ungraded", "n_missing")
+__all__ = ["COVERAGE_COLUMNS", "coverage_counts", "no_response", "with_coverage"]
 
 
 def no_response(frame: pl.DataFrame, column: str = "response") -> pl.Expr | None:
