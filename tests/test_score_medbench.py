@@ -219,7 +219,9 @@ def test_medbench_hand_frame() -> None:
         "aggregation",
         "dimension",
         "task_metric",
+        "n_graded",
         "n_ungraded",
+        "n_missing",
     ]
     assert set(t["metric"].to_list()) == {"score"}
     tasks = t.filter(pl.col("aggregation") == "task")

@@ -31,7 +31,7 @@ def test_radabench_counts_missing_responses() -> None:
     assert t.schema["n_ungraded"] == pl.Int64
     for metric in ("bleu", "rouge_l", "f1"):
         assert _ungraded(t, metric) == {"a": 1, "b": 0, "overall": 1}
-    assert set(_ungraded(t, "tool_chain_levenshtein").values()) == {None}
+    assert set(_ungraded(t, "tool_chain_levenshtein").values()) == {0}
     assert any("n_ungraded" in note for note in report.notes)
     # the numbers are unchanged: the missing response still scores 0
     f1 = t.filter((pl.col("metric") == "f1") & (pl.col("task") == "a"))
@@ -70,7 +70,7 @@ def test_lammi_counts_missing_predictions_and_judge_scores() -> None:
     t = report.table
     assert _ungraded(t, "mc_f1") == {"a": 1, "b": 0, "overall": 1}
     assert _ungraded(t, "answer_consistency") == {"a": 0, "b": 1, "overall": 1}
-    assert set(_ungraded(t, "trajectory_success_score").values()) == {None}
+    assert set(_ungraded(t, "trajectory_success_score").values()) == {0}
     mc = t.filter((pl.col("metric") == "mc_f1") & (pl.col("task") == "a"))
     assert mc["estimate"][0] == 0.5 and mc["n"][0] == 2
     assert sum("n_ungraded" in note for note in report.notes) == 2
@@ -92,7 +92,7 @@ def test_medinsight_counts_cases_without_judge_scores() -> None:
     t = report.table
     for metric in ("original", "innovation"):
         assert _ungraded(t, metric) == {"a": 1, "b": 0, "overall": 1}
-    assert set(_ungraded(t, "insight_f1").values()) == {None}
+    assert set(_ungraded(t, "insight_f1").values()) == {0}
     assert any("n_ungraded" in note for note in report.notes)
     orig = t.filter((pl.col("metric") == "original") & (pl.col("task") == "a"))
     assert orig["estimate"][0] == 1.0 and orig["n"][0] == 1

@@ -160,24 +160,44 @@ def _cmd_score(args: argparse.Namespace) -> int:
 def _coverage_status(report: Any, *, strict: bool) -> int:
     """Print the report's coverage to standard error; return 1 under ``strict`` if incomplete.
 
-    Coverage: the answers without a grade (the report's ``n_ungraded`` column, over the rows
-    of single tasks) and the metrics the scorer left out for lack of inputs (its notes).
+    Coverage (the columns ``n_graded``, ``n_ungraded``, ``n_missing`` of every scorer's rows,
+    defined in :mod:`tumorboard.score.report`): per (track, model, tools, task) the row of the
+    metric with the most ungraded items, summed over the single tasks (no overall, dimension or
+    per-metric rows of a combined task), and the metrics the scorer left out for lack of
+    inputs (its notes).
     """
     import polars as pl
 
     table = report.table
-    ungraded = 0
-    if "n_ungraded" in table.columns:
-        per_task = table.filter(pl.col("task") != "overall").unique(
-            subset=["track", "model", "tools", "task"]
+    graded = ungraded = 0
+    missing: int | None = None
+    if "n_ungraded" in table.columns and "n_graded" in table.columns:
+        rows = table.filter(pl.col("task") != "overall")
+        if "aggregation" in rows.columns:  # MedBench: task rows only
+            rows = rows.filter(pl.col("aggregation") == "task")
+        worst = (
+            rows.filter(pl.col("n_ungraded").is_not_null())
+            .sort("n_ungraded", "n", descending=True, maintain_order=True)
+            .unique(subset=["track", "model", "tools", "task"], keep="first")
         )
-        ungraded = int(per_task.get_column("n_ungraded").fill_null(0).sum())
+        graded = int(worst.get_column("n_graded").sum())
+        ungraded = int(worst.get_column("n_ungraded").sum())
+        if worst.height and worst.get_column("n_missing").null_count() == 0:
+            missing = int(worst.get_column("n_missing").sum())
+        if worst.height:
+            print(
+                f"tumorboard: coverage: {graded:,} of {graded + ungraded:,} item(s) graded, "
+                f"{ungraded:,} ungraded"
+                + (f" ({missing:,} with no response)" if missing is not None else "")
+                + " (per task, the metric with the most ungraded items)",
+                file=sys.stderr,
+            )
     left_out = [n for n in report.notes if ": left out," in n]
     if ungraded:
         print(
-            f"tumorboard: warning: {ungraded:,} answer(s) have no grade (no readable answer or "
-            "no reference); the n_ungraded column counts them per row and the report's notes "
-            "say how they count",
+            f"tumorboard: warning: {ungraded:,} answer(s) have no grade (no readable answer, no "
+            "response or no record to grade); the n_ungraded column counts them per row and "
+            "the report's notes say how they count",
             file=sys.stderr,
         )
     for note in left_out:

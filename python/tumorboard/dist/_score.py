@@ -77,7 +77,9 @@ class StoreScore:
         Returns
         -------
         Report
-            Metric "accuracy" per (track, model, tools, task), plus an ``n_correct`` column.
+            Metric "accuracy" per (track, model, tools, task), plus an ``n_correct`` column and
+            the coverage columns ``n_graded``, ``n_ungraded`` and ``n_missing``, null here (the
+            partial sums do not keep them).
         """
         res = self.result
         keys = self.partials.keys
@@ -97,8 +99,11 @@ class StoreScore:
                 "ci_high": res.ci_high,
                 "pm": (res.ci_high - res.ci_low) / 2,
                 "n_correct": np.rint(res.estimate * n).astype(np.int64),
+                # the partial sums do not keep which answers had no grade: unknown, not 0
+                **{c: pl.Series([None] * len(res), dtype=pl.Int64)
+                   for c in ("n_graded", "n_ungraded", "n_missing")},
             }
-        )
+        )  # fmt: skip
         notes = (
             "accuracy: share of correct answers (a missing answer counts as wrong); "
             f"boot_mean, ci_low, ci_high: mean and {self.options.level:g} "
@@ -107,6 +112,8 @@ class StoreScore:
             f"item_id) (seed {res.seed}); identical for any number of shards; "
             "pm = (ci_high - ci_low) / 2.",
             f"computed from {self.n_shards} shard(s) with executor {self.executor!r}.",
+            "n_graded, n_ungraded, n_missing: not computed on the distributed path (null); "
+            "score with executor='local' for the coverage of every row.",
         )
         return Report(sort_table(table), benchmark=self.benchmark, title=self.benchmark,
                       notes=notes, convention="tumorboard (per-task accuracy with an exactly "

@@ -10,7 +10,9 @@ DataFrame/LazyFrame (or pyarrow Table) of per-item results with documented colum
 trajectory :class:`~tumorboard.traj.Store` (read with :func:`store_frame`, which builds those
 columns from the store's items, events and benchmark fields), validates it once, and returns a
 :class:`Report`: one table in a shared schema (benchmark, track, model, tools,
-task, metric, n, estimate, boot_mean, ci_low, ci_high, pm) with bootstrap CIs from the C++ engine,
+task, metric, n, estimate, boot_mean, ci_low, ci_high, pm, then the scorer's columns and the
+coverage of every row, ``n_graded``, ``n_ungraded`` and ``n_missing``, defined in
+:mod:`~tumorboard.score.report`) with bootstrap CIs from the C++ engine,
 configured by one :class:`~tumorboard.stats.BootstrapOptions` and renderable as Markdown, CSV,
 JSON and HTML with inline SVG plots. Every ``score`` takes ``convention=`` ("paper": the numbers as
 the benchmark's paper prints them; "tumorboard": tumorboard's own where it differs; "code": a
@@ -31,11 +33,12 @@ from . import inspect, lammi, medbench, medinsight, mtbbench, radabench
 from ._store import store_frame
 from ._summary import summarize
 from ._validate import DEFAULT_TRACK
-from .report import TABLE_COLUMNS, Report, sort_table
+from .report import COVERAGE_COLUMNS, TABLE_COLUMNS, Report, sort_table
 
 __all__ = [
     "DEFAULT_TRACK",
     "Report",
+    "COVERAGE_COLUMNS",
     "TABLE_COLUMNS",
     "benchmarks",
     "get",

@@ -12,16 +12,20 @@ and ``tumorboard score STORE --benchmark NAME`` score what ``tumorboard import``
   columns).
 * radabench: ``gt_tools`` and the optional fields (``plan_tools``, ``milestone``, ...) from
   ``extra``; ``called_tools`` from ``extra``, else the ``tool`` of the item's ``tool_call`` and
-  ``action`` events in step order; ``completed`` from ``extra``, else, for runs that recorded
-  events, no ``tool_call``/``observation`` event of the item failed (``ok`` false);
+  ``action`` events in step order (an empty chain for an item of a run that recorded events,
+  null, "no tool record", for one of a run without any); ``completed`` from ``extra``, else,
+  for runs that recorded events, no ``tool_call``/``observation`` event of the item failed
+  (``ok`` false);
   ``response`` from the item; ``reference_answer`` from ``extra``, else ``gold_text``, else
   ``gold``.
 * lammi: ``tool_calls`` from ``extra``, else one call per ``tool_call`` event (name = tool,
   success = ok) and per ``action`` event with a tool (success = ok of the observation that
-  follows it); ``output_valid`` from ``extra``, else a non-empty response whose answer letter
-  was read when the question has options; ``mc_prediction`` = ``parsed_answer`` and
-  ``mc_answer`` = ``gold`` where the gold is an option letter; ``expected_tools``,
-  ``answer_consistency`` and ``hallucination`` from ``extra``.
+  follows it; no call for an item of a run that recorded events, null, "no tool record", for
+  one of a run without any); ``response`` from the item; ``output_valid`` from ``extra``,
+  else a non-empty response whose answer letter was read when the question has options;
+  ``mc_prediction`` = ``parsed_answer`` and ``mc_answer`` = ``gold`` where the gold is an
+  option letter; ``expected_tools``, ``answer_consistency`` and ``hallucination`` from
+  ``extra``.
 * medinsight: ``case_id`` = ``patient_id/item_id``; ``gt_insights``, ``score_matrix`` and the
   judge lists from ``extra``; ``insights`` from ``extra``, else the response's non-empty lines
   (list markers removed).
@@ -251,7 +255,12 @@ def _radabench(st: Store, lf: Any) -> pl.DataFrame:
     with_events = set(ev.get_column("run_id").unique().to_list())
     frame = _join(_join(frame, tools), failed)
     frame = frame.with_columns(
-        pl.coalesce("x_called_tools", "__called").alias("called_tools"),
+        # a case of a run with events that called no tool: an empty chain; null = no record
+        pl.coalesce(
+            "x_called_tools",
+            "__called",
+            pl.when(pl.col("run_id").is_in(list(with_events))).then(pl.lit([], pl.List(pl.String))),
+        ).alias("called_tools"),
         pl.coalesce(
             "x_completed",
             pl.when(pl.col("run_id").is_in(list(with_events))).then(
@@ -306,6 +315,9 @@ def _lammi(st: Store, lf: Any) -> pl.DataFrame:
         .agg(pl.col("__call").alias("__calls"))
     )
     frame = _join(frame, calls)
+    # a sample of a run with events that called no tool: no call; null = no tool record
+    with_events = ev.get_column("run_id").unique().to_list()
+    no_call = pl.when(pl.col("run_id").is_in(with_events)).then(pl.lit([], calls.schema["__calls"]))
     mc = frame.get_column("options").list.len().fill_null(0) > 0
     valid = (
         pl.col("response").is_not_null()
@@ -313,11 +325,11 @@ def _lammi(st: Store, lf: Any) -> pl.DataFrame:
         & (~pl.lit(mc) | pl.col("parsed_answer").is_not_null())
     )
     frame = frame.with_columns(
-        pl.coalesce("x_tool_calls", "__calls").alias("tool_calls"),
+        pl.coalesce("x_tool_calls", "__calls", no_call).alias("tool_calls"),
         pl.coalesce("x_output_valid", valid).alias("output_valid"),
         pl.when(pl.col("gold").str.contains(r"^[A-Z]$")).then(pl.col("gold")).alias("__mc"),
     )
-    cols: list[Any] = [*_COMMON, "tool_calls", "output_valid"]
+    cols: list[Any] = [*_COMMON, "tool_calls", "output_valid", "response"]
     cols += _optional(frame, ["expected_tools", "answer_consistency", "hallucination"])
     if frame.get_column("__mc").null_count() < frame.height:
         cols += [pl.col("parsed_answer").alias("mc_prediction"), pl.col("__mc").alias("mc_answer")]

@@ -22,6 +22,7 @@ from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from . import _validate
+from ._coverage import with_coverage
 from ._validate import DEFAULT_TRACK
 from .report import OVERALL, TABLE_COLUMNS, sort_table
 
@@ -465,6 +466,7 @@ def summarize_metrics(
     cluster: str | None,
     options: BootstrapOptions,
     ungraded: Mapping[str, str] | None = None,
+    missing: str | None = None,
     interval: str = "bootstrap",
 ) -> pl.DataFrame:
     """Compute several metrics of one validated frame as sorted report-table rows.
@@ -487,11 +489,14 @@ def summarize_metrics(
     options : BootstrapOptions
         The bootstrap options.
     ungraded : mapping of str to str, optional
-        When given, the table gets an ``n_ungraded`` column (int64): for a metric named in the
-        mapping, the number of rows of the whole ``frame`` (not only the metric's subset) in the
-        row's group whose Boolean column ``ungraded[metric]`` is true (the items whose grade or
-        response is missing, scored as wrong or left out), summed over the tasks on the overall
-        row; null for the metrics not in the mapping.
+        The coverage columns (:mod:`tumorboard.score._coverage`, definitions in
+        :mod:`tumorboard.score.report`) of every row: for a metric named in the mapping, the
+        Boolean column ``ungraded[metric]`` flags its ungraded items, counted in ``n`` when the
+        metric's filter keeps them (scored as wrong / 0) and left out otherwise; a metric not
+        named has every item graded. None: no coverage columns.
+    missing : str, optional
+        The Boolean column flagging the items without any response (``n_missing`` counts the
+        ungraded ones); None: ``n_missing`` is null.
     interval : str, default "bootstrap"
         As in :func:`summarize`, per metric: 0/1 metrics get the closed-form interval, the
         others keep the bootstrap's (the ``interval`` column says which).
@@ -526,57 +531,20 @@ def summarize_metrics(
             )  # fmt: skip
         )
         if ungraded is not None:
-            parts[-1] = _with_ungraded(parts[-1], frame, ungraded.get(metric), group_cols)
+            flag = ungraded.get(metric)
+            if mask is None:
+                items, counted = frame, None
+            else:
+                keep = mask if flag is None else mask | pl.col(flag).fill_null(False)
+                items = frame.with_columns(mask.fill_null(False).alias("_counted")).filter(keep)
+                counted = "_counted"
+            parts[-1] = with_coverage(parts[-1], items, group_cols, ungraded=flag,
+                                      missing=missing, counted=counted)  # fmt: skip
     if not parts:
         raise InvalidArgumentError(
             f"{benchmark}: no metric could be computed from the given columns"
         )
     return sort_table(pl.concat(parts, how="vertical"))
-
-
-def ungraded_counts(frame: pl.DataFrame, flag: str, group_cols: Sequence[str]) -> pl.DataFrame:
-    """Count the rows of ``frame`` whose Boolean column ``flag`` is true, per group.
-
-    Parameters
-    ----------
-    frame : polars.DataFrame
-        A validated frame with the ``group_cols`` and the ``flag`` column (nulls count as false).
-    flag : str
-        The Boolean column marking the ungraded rows.
-    group_cols : sequence of str
-        (track, model, tools[, task]); with ``task``, one row per (track, model, tools) with task
-        "overall" holds the sum over the tasks.
-
-    Returns
-    -------
-    polars.DataFrame
-        The group columns and ``n_ungraded`` (int64).
-    """
-    keys = list(group_cols)
-    counts = frame.group_by(keys).agg(
-        pl.col(flag).fill_null(False).sum().cast(pl.Int64).alias("n_ungraded")
-    )
-    if "task" not in keys:
-        return counts
-    overall = (
-        counts.group_by([k for k in keys if k != "task"])
-        .agg(pl.col("n_ungraded").sum())
-        .with_columns(pl.lit(OVERALL).alias("task"))
-        .select(keys + ["n_ungraded"])
-    )
-    return pl.concat([counts, overall], how="vertical")
-
-
-def _with_ungraded(
-    part: pl.DataFrame, frame: pl.DataFrame, flag: str | None, group_cols: Sequence[str]
-) -> pl.DataFrame:
-    """Add ``n_ungraded`` to one metric's rows: counts of ``flag`` per group, or null."""
-    if flag is None:
-        return part.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_ungraded"))
-    counts = ungraded_counts(frame, flag, group_cols)
-    keys = list(group_cols)
-    out = part.join(counts, on=keys, how="left", maintain_order="left")
-    return out.with_columns(pl.col("n_ungraded").fill_null(0))
 
 
 def summarize_f1_of_means(

@@ -23,6 +23,7 @@ from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from . import _store, _validate
+from ._coverage import with_coverage
 from ._summary import KEY_COLUMNS, summarize_frame
 from ._validate import string_column
 from .report import Report, interval_note, interval_text, sort_table
@@ -87,8 +88,14 @@ def score(
     Report
         Benchmark "inspect"; ``metric`` is the scorer's name, ``estimate`` the mean of the
         sample values (epochs averaged first), as inspect's ``accuracy()``/``mean()`` report
-        it; ``n`` counts samples. The table also has ``n_epochs`` (scored epochs) and
-        ``n_unscored`` (epochs without a value, left out).
+        it; ``n`` counts samples. The table also has ``n_epochs`` (scored epochs),
+        ``n_unscored`` (epochs without a value, left out) and the coverage columns
+        ``n_graded``, ``n_ungraded`` and ``n_missing`` (int64; definitions in
+        :mod:`tumorboard.score.report`). What "graded" means here: a sample is graded by a
+        scorer when at least one of its epochs has a value of that scorer; a sample without
+        any (it errored, or was not scored) is left out, as inspect_ai leaves it out, and is
+        ungraded, so ``n_graded`` = ``n``. ``n_missing`` is null: the scorer input has no
+        response column.
 
     Raises
     ------
@@ -127,6 +134,8 @@ def score(
     base = pl.DataFrame(cols)
     keys = [*KEY_COLUMNS, "scorer", "__sample"]
     unscored = base.filter(pl.col("value").is_null()).group_by(*KEY_COLUMNS, "scorer").len()
+    # a sample is graded by a scorer when one of its epochs has a value; otherwise left out
+    samples = base.group_by(keys).agg(pl.col("value").is_null().all().alias("__ungraded"))
     reduced = (
         base.filter(pl.col("value").is_not_null())
         .group_by(keys, maintain_order=True)
@@ -154,12 +163,15 @@ def score(
                   .rename({"len": "n_unscored"}), on=list(KEY_COLUMNS), how="left")
         )  # fmt: skip
         t = t.join(counts, on=list(KEY_COLUMNS), how="left", maintain_order="left")
-        parts.append(
-            t.with_columns(
-                pl.col("n_epochs").cast(pl.Int64),
-                pl.col("n_unscored").fill_null(0).cast(pl.Int64),
-            )
+        t = t.with_columns(
+            pl.col("n_epochs").cast(pl.Int64),
+            pl.col("n_unscored").fill_null(0).cast(pl.Int64),
         )
+        mine = samples.filter(pl.col("scorer") == name).with_columns(
+            pl.lit(False).alias("__in_n")  # the ungraded samples are not in n
+        )
+        parts.append(with_coverage(t, mine, KEY_COLUMNS, ungraded="__ungraded", missing=None,
+                                   counted="__in_n"))  # fmt: skip
     table = sort_table(pl.concat(parts, how="vertical"))
     n_unscored = int(base.get_column("value").null_count())
     notes = [

@@ -70,6 +70,7 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from ..traj import Store
 from . import _store, _validate
+from ._coverage import no_response
 from ._summary import summarize_metrics
 from ._validate import bool_column, require_columns, string_column
 from .report import Report, interval_note, interval_text
@@ -88,7 +89,12 @@ BENCHMARK = "lammi"
 REQUIRED = ("model", "tool_calls", "output_valid")
 OPTIONAL = (
     "track", "tools", "task", "expected_tools", "answer_consistency", "hallucination",
-    "mc_prediction", "mc_answer",
+    "mc_prediction", "mc_answer", "response",
+)  # fmt: skip
+#: The metrics computed from the tool record: ungraded on a sample without it.
+_TOOL_METRICS = (
+    "trajectory_success_score", "trajectory_success_rate", "tool_redundancy_rate",
+    "tool_consistency_f1",
 )  # fmt: skip
 _TOKEN = r"\w+"
 _TOKEN_RE = re.compile(_TOKEN)
@@ -489,8 +495,9 @@ def score(
         ``expected_tools`` (list[str]; enables ``tool_consistency_f1``),
         ``answer_consistency`` (numeric judge score; enables ``answer_consistency``),
         ``hallucination`` (bool, or numeric in [0, 1]; enables ``hallucination_rate``),
-        ``mc_prediction`` and ``mc_answer`` (str option labels; enable ``mc_f1``), and the
-        ``cluster`` column when given.
+        ``mc_prediction`` and ``mc_answer`` (str option labels; enable ``mc_f1``),
+        ``response`` (str: the final answer; gives ``n_missing``), and the ``cluster`` column
+        when given.
     options : BootstrapOptions, optional
         The bootstrap of every interval (default ``BootstrapOptions()``).
     cluster : str, optional
@@ -525,10 +532,17 @@ def score(
         ``answer_consistency``, ``hallucination_rate``, ``mc_f1``; one row per (track, model,
         tools, task, metric) plus the task "overall" (mean of the task means, joint-resampling
         CI) when the frame has a ``task`` column.
-        Column ``n_ungraded`` (int64): the samples of the row's group whose grade or answer is
-        missing (summed over tasks on the overall row): on ``answer_consistency`` and
-        ``hallucination_rate`` rows, a null judge column (left out); on ``mc_f1`` rows, a gold
-        option without a prediction (counted wrong); null on the other metrics.
+        Every row has the coverage columns ``n_graded``, ``n_ungraded`` and ``n_missing``
+        (int64; definitions in :mod:`tumorboard.score.report`; summed over tasks on the
+        overall row). What "graded" means here: the trajectory metrics (success score and
+        rate, redundancy, tool consistency F1) grade a sample that has its tool record; a null
+        ``tool_calls`` (no record) is scored as making no call, as before, and is ungraded
+        (the store gives an empty list to a sample of a run with events that called no tool).
+        ``answer_consistency`` and ``hallucination_rate`` grade a sample with a judge score; a
+        null one is left out (``n_graded`` = ``n``). ``mc_f1`` grades a sample whose
+        predicted option was read; a gold option without a prediction counts as wrong and is
+        ungraded. ``n_missing``: the ungraded samples without any response (a null or blank
+        ``response``; null without that column).
     """
     where = "lammi"
     conv, empty = _tss_options(convention, no_call_ratio)
@@ -545,7 +559,11 @@ def score(
         string_column(frame, "model", where=where),
         bool_column(frame, "output_valid", where=where),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+        pl.col("tool_calls").is_null().alias("_no_tools"),
     )
+    missing = no_response(frame)
+    if missing is not None:
+        frame = frame.with_columns(missing.alias("_missing"))
     has_task = "task" in frame.columns
     if has_task:
         frame = frame.with_columns(string_column(frame, "task", where=where))
@@ -558,7 +576,7 @@ def score(
         ("trajectory_success_rate", "_success", None),
         ("tool_redundancy_rate", "_trr", trr_subset),
     ]
-    ungraded: dict[str, str] = {}
+    ungraded: dict[str, str] = dict.fromkeys(_TOOL_METRICS, "_no_tools")
     if "expected_tools" in per.columns:
         exp = per.get_column("expected_tools")
         if not (isinstance(exp.dtype, pl.List) and exp.dtype.inner in (pl.String, pl.Null)):
@@ -612,7 +630,8 @@ def score(
         ungraded["mc_f1"] = "_ug_mc"
 
     table = summarize_metrics(per, specs, benchmark=BENCHMARK, by_task=has_task, cluster=cluster,
-                              options=opts, ungraded=ungraded, interval=interval)  # fmt: skip
+                              options=opts, ungraded=ungraded, interval=interval,
+                              missing="_missing" if missing is not None else None)  # fmt: skip
     notes = [
         (
             f"TSS = (valid + successful/total tool calls) / 2, with {empty:g} for the call "
@@ -631,7 +650,16 @@ def score(
             "over all their samples (LAMMI-Pathology Table 4 prints TRR 0.000 for a planner that "
             "calls no tool)."
         )
+    k = int(per.get_column("_no_tools").sum())
+    if k:
+        notes.append(
+            f"{', '.join(_TOOL_METRICS[:3])}, tool_consistency_f1: {k} of {per.height} samples "
+            "have no tool record (tool_calls is null) and are scored as making no call; "
+            "n_ungraded counts them per row."
+        )
     for metric, flag in ungraded.items():
+        if metric in _TOOL_METRICS:
+            continue
         k = int(per.get_column(flag).sum())
         if k:
             what = (

@@ -51,19 +51,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 
 from .. import stats
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
-from ..text import box_iou, one_minus_ned
 from ..traj import Store
 from . import _store, _validate
+from ._coverage import COVERAGE_COLUMNS, no_response
+from ._medbench_items import per_item
 from ._summary import with_interval
-from ._validate import bool_column, require_columns, string_column
-from .judge import parse_judge_scores
+from ._validate import require_columns, string_column
 from .report import OVERALL, TABLE_COLUMNS, Report, interval_text, sort_table
 
 __all__ = [
@@ -262,162 +261,10 @@ def _need(frame: pl.DataFrame, metric: str, where: str) -> None:
     require_columns(frame, METRIC_COLUMNS[metric], where=f"{where} (tasks with metric={metric!r})")
 
 
-def _per_item(sub: pl.DataFrame, metric: str, where: str) -> pl.DataFrame:
-    """Compute per-unit [num, den] (scores in [0, 1]) for the rows of one task metric.
-
-    Returns the key columns, task, _row (first input row of the unit), _num, _den and _ungraded
-    (the unit's grade or response is missing and it is scored as wrong / 0: a null ``correct``,
-    ``pred_labels``, ``pred_box`` or ``prediction``, or a null key-point hit).
-    """
-    base = ["track", "model", "tools", "task", "dimension", "_row"]
-    n = sub.height
-    if metric == "accuracy":
-        ok = bool_column(sub, "correct", where=where, null_as=False)
-        return sub.select(base).with_columns(ok.cast(pl.Float64).alias("_num"),
-                                             pl.lit(1.0).alias("_den"),
-                                             sub.get_column("correct").is_null().alias("_ungraded"),
-                                             )  # fmt: skip
-    if metric == "strict_accuracy":
-        ok = bool_column(sub, "correct", where=where, null_as=False)
-        if sub.get_column("item_id").null_count():
-            first = int(sub.filter(pl.col("item_id").is_null()).get_column("_row")[0])
-            raise InvalidArgumentError(
-                f"{where}: column 'item_id' has a missing value at row {first}"
-            )
-        return (
-            sub.with_columns(ok.alias("_ok"), pl.col("correct").is_null().alias("_ungraded"))
-            .group_by(
-                ["track", "model", "tools", "task", "dimension", "item_id"], maintain_order=True
-            )  # fmt: skip
-            .agg(
-                pl.col("_row").first(),
-                pl.col("_ok").all().cast(pl.Float64).alias("_num"),
-                pl.col("_ungraded").any(),
-            )
-            .with_columns(pl.lit(1.0).alias("_den"))
-            .select(*base, "_num", "_den", "_ungraded")
-        )
-    if metric == "micro_f1":
-        for col in ("pred_labels", "gold_labels"):
-            dt = sub.schema[col]
-            if not (isinstance(dt, pl.List) and dt.inner in (pl.String, pl.Null)):
-                raise InvalidTypeError(f"{where}: column {col!r}: expected list[str], got {dt}")
-        if sub.get_column("gold_labels").null_count():
-            first = int(sub.filter(pl.col("gold_labels").is_null()).get_column("_row")[0])
-            raise InvalidArgumentError(
-                f"{where}: column 'gold_labels' has a missing value at row {first}"
-            )
-        p = pl.col("pred_labels").fill_null(pl.lit([], dtype=pl.List(pl.String))).list.unique()
-        g = pl.col("gold_labels").list.unique()
-        tp = p.list.set_intersection(g).list.len().cast(pl.Float64)
-        fp = p.list.set_difference(g).list.len().cast(pl.Float64)
-        fn = g.list.set_difference(p).list.len().cast(pl.Float64)
-        return sub.select(*base, (2.0 * tp).alias("_num"), (2.0 * tp + fp + fn).alias("_den"),
-                          pl.col("pred_labels").is_null().alias("_ungraded"))  # fmt: skip
-    if metric == "keypoint_recall":
-        dt = sub.schema["keypoint_hits"]
-        if not (isinstance(dt, pl.List) and dt.inner in (pl.Boolean, pl.Null)):
-            raise InvalidTypeError(
-                f"{where}: column 'keypoint_hits': expected list[bool], got {dt}"
-            )
-        length = sub.get_column("keypoint_hits").list.len().fill_null(0)
-        if (length == 0).any():
-            first = int(sub.get_column("_row")[int((length == 0).arg_true()[0])])
-            raise InvalidArgumentError(
-                f"{where}: keypoint_hits at row {first} is missing or empty; an item needs at "
-                "least one key point"
-            )
-        hits = pl.col("keypoint_hits").list.eval(pl.element().fill_null(False)).list.sum()
-        missing = pl.col("keypoint_hits").list.eval(pl.element().is_null()).list.any()
-        return sub.select(*base, (hits / pl.col("keypoint_hits").list.len()).alias("_num"),
-                          pl.lit(1.0).alias("_den"), missing.alias("_ungraded"))  # fmt: skip
-    if metric == "iou":
-        gold_s = sub.get_column("gold_box")
-        if gold_s.null_count():
-            first = int(sub.filter(pl.col("gold_box").is_null()).get_column("_row")[0])
-            raise InvalidArgumentError(
-                f"{where}: column 'gold_box' has a missing value at row {first}"
-            )
-        gold = _boxes(gold_s, "gold_box", where)
-        pred_s = sub.get_column("pred_box")
-        has_pred = pred_s.is_not_null().to_numpy()
-        values = np.zeros(n, dtype=np.float64)
-        if has_pred.any():
-            pred = _boxes(pred_s.filter(pred_s.is_not_null()), "pred_box", where)
-            values[has_pred] = box_iou(pred, gold[has_pred])
-        return sub.select(base).with_columns(
-            pl.Series("_num", values), pl.lit(1.0).alias("_den"),
-            pl.Series("_ungraded", ~has_pred, dtype=pl.Boolean),
-        )  # fmt: skip
-    if metric == "one_minus_ned":
-        for col in ("prediction", "reference"):
-            if sub.schema[col] not in (pl.String, pl.Null):
-                raise InvalidTypeError(
-                    f"{where}: column {col!r}: expected strings, got {sub.schema[col]}"
-                )
-        if sub.get_column("reference").null_count():
-            first = int(sub.filter(pl.col("reference").is_null()).get_column("_row")[0])
-            raise InvalidArgumentError(
-                f"{where}: column 'reference' has a missing value at row {first}"
-            )
-        preds = sub.get_column("prediction").cast(pl.String).fill_null("").to_list()
-        refs = sub.get_column("reference").cast(pl.String).to_list()
-        values = one_minus_ned(preds, refs) if n else np.zeros(0)
-        return sub.select(base).with_columns(pl.Series("_num", values, dtype=pl.Float64),
-                                             pl.lit(1.0).alias("_den"),
-                                             sub.get_column("prediction").is_null().alias("_ungraded"),
-                                             )  # fmt: skip
-    if metric == "judge":
-        if sub.schema["judge_output"] not in (pl.String, pl.Null):
-            raise InvalidTypeError(
-                f"{where}: column 'judge_output': expected the judge replies as strings, got "
-                f"{sub.schema['judge_output']}"
-            )
-        ids = sub.get_column("_row")
-        scores = parse_judge_scores(sub.get_column("judge_output").cast(pl.String),
-                                    ids=[f"row {i}" for i in ids.to_list()])  # fmt: skip
-        return sub.select(base).with_columns(
-            pl.Series("_num", scores / 5.0, dtype=pl.Float64), pl.lit(1.0).alias("_den"),
-            pl.lit(False).alias("_ungraded"),
-        )  # fmt: skip
-    if metric == "score":
-        s = sub.get_column("score")
-        if not s.dtype.is_numeric():
-            raise InvalidTypeError(f"{where}: column 'score': expected numeric, got {s.dtype}")
-        v = s.cast(pl.Float64)
-        bad = v.is_null() | v.is_nan() | (v < 0) | (v > 1)
-        if bad.any():
-            i = int(bad.arg_true()[0])
-            raise InvalidArgumentError(
-                f"{where}: column 'score': expected values in [0, 1], got {v[i]} at row "
-                f"{sub['_row'][i]}"
-            )
-        return sub.select(base).with_columns(
-            v.alias("_num"), pl.lit(1.0).alias("_den"), pl.lit(False).alias("_ungraded")
-        )
-    raise AssertionError(metric)  # pragma: no cover - validated by the caller
-
-
-def _boxes(s: pl.Series, col: str, where: str) -> npt.NDArray[np.float64]:
-    """Return a column of list[f64] boxes (x1, y1, x2, y2) as an (n, 4) float64 array."""
-    if isinstance(s.dtype, pl.Array):
-        s = s.arr.to_list()
-    if not (isinstance(s.dtype, pl.List) and s.dtype.inner.is_numeric()):
-        raise InvalidTypeError(f"{where}: column {col!r}: expected list[f64] boxes "
-                               f"(x1, y1, x2, y2), got {s.dtype}")  # fmt: skip
-    lens = s.list.len()
-    if (lens != 4).any():
-        i = int((lens != 4).arg_true()[0])
-        raise InvalidArgumentError(
-            f"{where}: column {col!r} has a box with {lens[i]} numbers; expected 4"
-        )
-    arr = np.asarray(s.to_list(), dtype=np.float64).reshape(-1, 4)
-    return arr
-
-
 def _result_rows(res: Any, keys: dict[str, Any], *, task: Sequence[str], n: Sequence[int],
                  estimate: Sequence[float], extra: dict[str, Any],
-                 n_ungraded: Sequence[int] | None = None) -> pl.DataFrame:  # fmt: skip
+                 coverage: tuple[Sequence[int], Sequence[Any]] | None = None,
+                 ) -> pl.DataFrame:  # fmt: skip
     """Build report-table rows (metric "score", CIs rescaled to 0-100) from a bootstrap result."""
     m = len(res)
     lo = np.asarray(res.ci_low, dtype=np.float64) * 100.0
@@ -440,9 +287,16 @@ def _result_rows(res: Any, keys: dict[str, Any], *, task: Sequence[str], n: Sequ
     }
     for name, values in extra.items():
         cols[name] = pl.Series(name, list(values), dtype=pl.String)
-    if n_ungraded is not None:
-        cols["n_ungraded"] = pl.Series("n_ungraded", list(n_ungraded), dtype=pl.Int64)
+    if coverage is not None:  # (n_ungraded, n_missing)
+        cols["n_ungraded"] = pl.Series("n_ungraded", list(coverage[0]), dtype=pl.Int64)
+        cols["n_missing"] = pl.Series("n_missing", list(coverage[1]), dtype=pl.Int64)
     return pl.DataFrame(cols)
+
+
+def _summed(counts: Sequence[tuple[int, Any]]) -> tuple[list[int], list[Any]]:
+    """Return the ([n_ungraded], [n_missing]) sums of several tasks (n_missing null if unknown)."""
+    missing = [m for _, m in counts]
+    return [sum(u for u, _ in counts)], [None if None in missing else sum(missing)]
 
 
 def _key_cols(key: Sequence[Any]) -> dict[str, np.ndarray]:
@@ -613,11 +467,16 @@ def score(
         ``task_metric`` (the metric, or the "+"-joined metrics of a combined task; null on
         dimension and overall rows). ``n`` counts the units averaged (items; for strict
         accuracy, items, not instances; a combined task: the most of its metrics).
-        ``n_ungraded`` (int64): the units whose grade or answer is missing and that score 0 (a
-        null ``correct`` (strict accuracy: in any instance), ``pred_labels``, ``pred_box`` or
-        ``prediction``, or a null entry of ``keypoint_hits``; always 0 for judge and score
-        tasks, where a missing value is an error), summed over the metrics of a combined task
-        and over the tasks on dimension and overall rows.
+        The coverage columns ``n_graded``, ``n_ungraded`` and ``n_missing`` (int64;
+        definitions in :mod:`tumorboard.score.report`). What "graded" means here: a unit is
+        graded when its metric's input has a value; it is ungraded, and scores 0, with a null
+        ``correct`` (strict accuracy: in any instance), ``pred_labels``, ``pred_box`` or
+        ``prediction``, or a null entry of ``keypoint_hits`` (judge and score tasks: always
+        graded, a missing value is an error), so ``n_graded`` = ``n - n_ungraded``.
+        ``n_missing``: the ungraded units with a null or blank ``prediction`` (the response;
+        strict accuracy: its first instance's; null without that column). A task scored by
+        several metrics counts its input rows ungraded in any of them; dimension and overall
+        rows sum their tasks.
     """
     where = "medbench"
     _validate.convention(convention, allowed=("paper",), default="paper", where=where)
@@ -643,7 +502,7 @@ def score(
             continue
         sub = frame.filter(pl.col("task").is_in(tasks_m))
         _need(sub, metric, where)
-        part = _per_item(sub, metric, f"{where} (metric={metric!r})")
+        part = per_item(sub, metric, f"{where} (metric={metric!r})")
         comp = (
             pl.when(pl.col("task").is_in(list(multi)))
             .then(pl.col("task") + pl.lit(f" [{metric}]"))
@@ -651,6 +510,15 @@ def score(
         )
         pieces.append(part.with_columns(comp.alias("_comp"), pl.lit(metric).alias("_metric")))
     items = pl.concat(pieces, how="vertical").sort("_row", "_comp")
+    missing = no_response(frame, "prediction")  # the response; None: n_missing is null
+    items = items.join(
+        frame.select(
+            "_row", (missing if missing is not None else pl.lit(None, pl.Boolean)).alias("_missing")
+        ),
+        on="_row",
+        how="left",
+        maintain_order="left",
+    ).with_columns((pl.col("_ungraded").fill_null(False) & pl.col("_missing")).alias("_missing"))
     clusters = None
     if cluster is not None:
         cl = frame.select("_row", pl.col(cluster).alias("_cluster"))
@@ -680,11 +548,22 @@ def score(
                "task_metric": [comp_info[c]["_metric"] for c in comps]},
     )  # fmt: skip
     ug = items.group_by(*KEYS, "_comp").agg(
-        pl.col("_ungraded").fill_null(False).sum().cast(pl.Int64).alias("n_ungraded")
+        pl.col("_ungraded").fill_null(False).sum().cast(pl.Int64).alias("n_ungraded"),
+        (pl.col("_missing").sum() if missing is not None else pl.lit(None))
+        .cast(pl.Int64)
+        .alias("n_missing"),
     )
     comp_table = comp_table.join(ug.rename({"_comp": "task"}), on=[*KEYS, "task"], how="left",
                                  maintain_order="left")  # fmt: skip
     comp_table = comp_table.with_columns(pl.col("n_ungraded").fill_null(0))
+    # a task's coverage counts its input rows (units): ungraded in any of its metrics
+    t_cov = {
+        tuple(k): (ug_n, ms_n if missing is not None else None)
+        for *k, ug_n, ms_n in items.group_by(*KEYS, "task", "_row")
+        .agg(pl.col("_ungraded").fill_null(False).any(), pl.col("_missing").any())
+        .group_by(*KEYS, "task").agg(pl.col("_ungraded").sum(), pl.col("_missing").sum())
+        .rows()
+    }  # fmt: skip
 
     def within(task: str) -> dict[str, float]:
         """Return the components of ``task`` with their weights (summing to 1)."""
@@ -704,23 +583,21 @@ def score(
         g = comp_table.filter(in_group)
         c_est = dict(zip(g["task"].to_list(), g["estimate"].to_list(), strict=True))
         c_n = dict(zip(g["task"].to_list(), g["n"].to_list(), strict=True))
-        c_ug = dict(zip(g["task"].to_list(), g["n_ungraded"].to_list(), strict=True))
         tasks_here = sorted({comp_info[c]["task"] for c in c_est})
-        t_est, t_n, t_ug = {}, {}, {}
+        t_est, t_n, t_ug = {}, {}, {t: t_cov[(*key, t)] for t in tasks_here}
         for t in tasks_here:
             w = {c: x for c, x in within(t).items() if c in c_est}
             total = sum(w.values())
             w = {c: x / total for c, x in w.items()}
             t_est[t] = float(sum(x * c_est[c] for c, x in w.items()))
             t_n[t] = max(c_n[c] for c in w)
-            t_ug[t] = sum(c_ug[c] for c in w)
             if t in multi:
                 r = _joint(items, rows, key, w, t, **common)
                 agg_parts.append(_result_rows(
                     r, _key_cols(key), task=[t], n=[t_n[t]], estimate=[t_est[t]],
                     extra={"aggregation": ["task"], "dimension": [dim_of[t]],
                            "task_metric": [spec_of[t]]},
-                    n_ungraded=[t_ug[t]],
+                    coverage=([t_ug[t][0]], [t_ug[t][1]]),
                 ))  # fmt: skip
         dims = sorted({dim_of[x] for x in t_est})
         n_tasks = {d: sum(1 for x in t_est if dim_of[x] == d) for d in dims}
@@ -734,7 +611,7 @@ def score(
                 r, _key_cols(key), task=[f"dimension:{d}"], n=[sum(t_n[x] for x in members)],
                 estimate=[dim_est[d]],
                 extra={"aggregation": ["dimension"], "dimension": [d], "task_metric": [None]},
-                n_ungraded=[sum(t_ug[x] for x in members)],
+                coverage=_summed([t_ug[x] for x in members]),
             ))  # fmt: skip
         weights = {
             c: x / (n_tasks[dim_of[t]] * len(dims))
@@ -747,11 +624,13 @@ def score(
             r, _key_cols(key), task=[OVERALL], n=[sum(t_n.values())],
             estimate=[float(np.mean(list(dim_est.values())))],
             extra={"aggregation": [OVERALL], "dimension": [None], "task_metric": [None]},
-            n_ungraded=[sum(t_ug.values())],
+            coverage=_summed(list(t_ug.values())),
         ))  # fmt: skip
     table = pl.concat([comp_table, *agg_parts], how="vertical")
     table = sort_table(
-        table.select(*TABLE_COLUMNS, "aggregation", "dimension", "task_metric", "n_ungraded")
+        table.with_columns((pl.col("n") - pl.col("n_ungraded")).alias("n_graded")).select(
+            *TABLE_COLUMNS, "aggregation", "dimension", "task_metric", *COVERAGE_COLUMNS
+        )
     )
     notes = [
         "Scores on 0-100. Task rows: per-task metric (accuracy, strict accuracy over "

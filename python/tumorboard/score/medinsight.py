@@ -54,7 +54,8 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from ..traj import Store
 from . import _store, _validate
-from ._summary import summarize_f1_of_means, summarize_frame, ungraded_counts, with_interval
+from ._coverage import with_coverage
+from ._summary import summarize_f1_of_means, summarize_frame, with_interval
 from ._validate import require_columns, string_column
 from .report import Report, interval_note, interval_text, sort_table
 
@@ -291,11 +292,17 @@ def score(
     -------
     Report
         Metrics ``insight_recall``, ``insight_precision``, ``insight_f1`` and, with the judge
-        columns, ``original`` and ``innovation``. Column ``n_ungraded`` (int64): on the
-        ``original`` and ``innovation`` rows, the cases of the row's group without judge scores
-        (a null ``insight_precision_scores`` or ``insight_novelty_votes``), which are left out
-        (cases, whereas ``n`` counts insights; summed over tasks on the overall row); null on
-        the recall, precision and F1 rows, where a missing list is an error. With a ``task``
+        columns, ``original`` and ``innovation``, with the coverage columns ``n_graded``,
+        ``n_ungraded`` and ``n_missing`` (int64; definitions in :mod:`tumorboard.score.report`;
+        summed over tasks on the overall row). What "graded" means here: on the recall,
+        precision and F1 rows, a case is graded when it has at least one generated insight
+        (its response); a case without any (an empty ``insights`` list, a response without a
+        non-empty line, or a ``score_matrix`` without columns) scores R = P = F1 = 0 and is
+        ungraded and missing. On the ``original`` and ``innovation`` rows a case is graded when
+        it has its judge scores; the cases without them (a null
+        ``insight_precision_scores`` or ``insight_novelty_votes``) are left out, so
+        ``n_graded`` = ``n`` (insights) and ``n_ungraded`` counts cases (those of them without
+        an insight are ``n_missing``). With a ``task``
         column, the overall row of ``insight_f1`` under the paper convention is the F1 of the
         mean recall and precision over all the group's cases.
     """
@@ -356,18 +363,25 @@ def score(
         pl.Series("_recall", [x.recall for x in scores], dtype=pl.Float64),
         pl.Series("_precision", [x.precision for x in scores], dtype=pl.Float64),
         pl.Series("_f1", [x.f1 for x in scores], dtype=pl.Float64),
+        # no generated insight (k = 0): no response to grade, scored 0 (module docstring)
+        pl.Series("_no_insight", [np.shape(m)[1] == 0 for m in matrices], dtype=pl.Boolean),
     )
     group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
     common = dict(benchmark=BENCHMARK, group_cols=group_cols, options=opts, overall=has_task)
     closed = dict(interval=interval)
-    no_count = pl.lit(None, dtype=pl.Int64).alias("n_ungraded")
+
+    def covered(part: pl.DataFrame) -> pl.DataFrame:
+        """Add the coverage of a per-case metric: a case without insights is ungraded, 0."""
+        return with_coverage(part, frame, group_cols, ungraded="_no_insight",
+                             missing="_no_insight")  # fmt: skip
+
     per_case = [("insight_recall", "_recall"), ("insight_precision", "_precision")]
     if conv == "tumorboard":
         per_case.append(("insight_f1", "_f1"))
     parts = []
     for m, v in per_case:
         part = summarize_frame(frame, value=v, metric=m, cluster=cluster, **common, **closed)  # type: ignore[arg-type]
-        parts.append(part.with_columns(no_count))
+        parts.append(covered(part))
     if conv == "paper":
         f1 = summarize_f1_of_means(
             frame, recall="_recall", precision="_precision", metric="insight_f1",
@@ -375,7 +389,7 @@ def score(
         )  # fmt: skip
         if interval != "bootstrap":  # F1 of means: not a proportion, the bootstrap's
             f1 = with_interval(f1, "bootstrap")
-        parts.append(f1.with_columns(no_count))
+        parts.append(covered(f1))
 
     judge_cols = ("insight_precision_scores", "insight_novelty_votes")
     unjudged = 0
@@ -417,14 +431,14 @@ def score(
             unit = cluster if cluster is not None else "_case_unit"
             # cases without judge scores are left out of the novelty metrics: count them
             flags = frame.with_columns(
-                pl.any_horizontal([pl.col(c).is_null() for c in judge_cols]).alias("_unjudged")
+                pl.any_horizontal([pl.col(c).is_null() for c in judge_cols]).alias("_unjudged"),
+                pl.lit(False).alias("_in_n"),  # n counts insights: no unjudged case is in it
             )
             unjudged = int(flags.get_column("_unjudged").sum())
-            counts = ungraded_counts(flags, "_unjudged", group_cols)
             for m, v in (("original", "_original"), ("innovation", "_innovation")):
                 part = summarize_frame(ins, value=v, metric=m, cluster=unit, **common, **closed)  # type: ignore[arg-type]
-                part = part.join(counts, on=list(group_cols), how="left", maintain_order="left")
-                parts.append(part.with_columns(pl.col("n_ungraded").fill_null(0)))
+                parts.append(with_coverage(part, flags, group_cols, ungraded="_unjudged",
+                                           missing="_no_insight", counted="_in_n"))  # fmt: skip
     f1_note = (
         "insight_f1 = 2·R̄·P̄/(R̄+P̄), the F1 of the mean recall and mean precision (the "
         "paper's convention); its interval recomputes (ΣR, ΣP, n) on every resample."

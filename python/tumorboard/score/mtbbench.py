@@ -38,6 +38,7 @@ from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from . import _store, _validate
+from ._coverage import COVERAGE_COLUMNS, no_response, with_coverage
 from ._summary import KEY_COLUMNS, summarize_frame
 from ._validate import bool_column, count_column, string_column
 from .report import OVERALL, Report, interval_note, interval_text, sort_table
@@ -122,11 +123,16 @@ def score(
     Returns
     -------
     Report
-        Benchmark "mtbbench"; the table has the standard columns plus the coverage of each
-        accuracy row (int64, null for non-accuracy metrics): ``n_correct``, ``n_graded``
-        (answers with a grade), ``n_ungraded`` (answers without one, a null ``correct``,
-        which count as wrong; ``n_graded + n_ungraded = n``) and ``n_missing`` (of those, the
-        questions never answered: no response; null without a ``response`` column). Metrics:
+        Benchmark "mtbbench"; the table has the standard columns plus ``n_correct`` (int64,
+        accuracy rows; null on the others) and the coverage columns ``n_graded``,
+        ``n_ungraded`` and ``n_missing`` of every row (definitions in
+        :mod:`tumorboard.score.report`; sums over the tasks on the overall rows). What
+        "graded" means here: an answer is graded for ``accuracy`` when it has a grade (a
+        non-null ``correct``); one without (no answer, or one that could not be parsed) counts
+        as wrong and is ungraded. A question is graded for ``files_accessed`` /
+        ``hallucinated_file_rate`` when it has its file list; a null one counts 0 and is
+        ungraded. ``n_missing``: the ungraded questions never answered (a null or blank
+        ``response``; null without that column). Metrics:
 
         * ``accuracy``: share of correct answers per (track, model, tools, task), and a row
           with task "overall" per (track, model, tools): estimate = plain mean of the task
@@ -190,18 +196,21 @@ def score(
         bool_column(frame, "correct", where=where, null_as=False),
         frame.get_column("correct").is_null().alias("__ungraded"),
     ]
-    if "response" in frame.columns:  # answers never given (no response at all)
-        cols.append(frame.get_column("response").is_null().alias("__missing"))
+    missing = no_response(frame)  # answers never given (no response at all)
+    if missing is not None:
+        cols.append(frame.select(missing.alias("__missing")).to_series())
     if cluster_col is not None:
         cols.append(frame.get_column(cluster_col).alias("__cluster"))
     absent = []  # agentic metrics whose inputs no item has: left out, never reported as 0
     if _measured(frame, "files_accessed"):
         cols.append(count_column(frame, "files_accessed", where=where).alias("__files"))
+        cols.append(frame.get_column("files_accessed").is_null().alias("__files_ug"))
     elif "files_accessed" in frame.columns:
         absent.append("files_accessed")
     if _measured(frame, "files_hallucinated"):
         halluc = count_column(frame, "files_hallucinated", where=where) > 0
         cols.append(halluc.alias("__halluc"))
+        cols.append(frame.get_column("files_hallucinated").is_null().alias("__halluc_ug"))
     elif "files_hallucinated" in frame.columns:
         absent.append("hallucinated_file_rate")
     base = pl.DataFrame(cols)
@@ -213,7 +222,7 @@ def score(
         interval=interval,
     )
     acc = summarize_frame(base, value="correct", metric="accuracy", overall=True, **common)
-    acc = _with_n_correct(acc, base)
+    acc = _with_coverage(_with_n_correct(acc, base), base, "__ungraded")
     if conv == "paper":
         acc = paper_cells(acc, level=opts.level)
     parts = [acc]
@@ -221,12 +230,12 @@ def score(
         files = summarize_frame(
             base, value="__files", metric="files_accessed", overall=False, **common
         )
-        parts.append(files.with_columns(*_no_counts()))
+        parts.append(_with_coverage(files.with_columns(_NO_CORRECT), base, "__files_ug"))
     if "__halluc" in base.columns:
         hall = summarize_frame(
             base, value="__halluc", metric="hallucinated_file_rate", overall=False, **common
         )
-        parts.append(hall.with_columns(*_no_counts()))
+        parts.append(_with_coverage(hall.with_columns(_NO_CORRECT), base, "__halluc_ug"))
     table = sort_table(pl.concat(parts, how="vertical"))
     ungraded = int(base.get_column("__ungraded").sum())
     notes = [
@@ -376,46 +385,34 @@ def paper_cells(table: pl.DataFrame, *, level: float = 0.95) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=out.schema)
 
 
-#: The coverage columns of the accuracy rows (null on the other metrics' rows).
-COUNTS = ("n_correct", "n_graded", "n_ungraded", "n_missing")
-
-
-def _no_counts() -> list[pl.Expr]:
-    """Return the null coverage columns (:data:`COUNTS`) of non-accuracy rows."""
-    return [pl.lit(None, dtype=pl.Int64).alias(c) for c in COUNTS]
+#: The coverage columns of the rows: ``n_correct`` (accuracy rows only; null on the others),
+#: then those of every report (:data:`tumorboard.score._coverage.COVERAGE_COLUMNS`).
+COUNTS = ("n_correct", *COVERAGE_COLUMNS)
+_NO_CORRECT = pl.lit(None, dtype=pl.Int64).alias("n_correct")
 
 
 def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
-    """Add the coverage columns per task, and their sums on the overall rows.
-
-    ``n_graded`` + ``n_ungraded`` = ``n``; ``n_missing`` (answers never given: no response) is
-    part of ``n_ungraded``, and null when the input has no ``response`` column.
-    """
+    """Add ``n_correct`` per task to the accuracy rows, and its sum on the overall rows."""
     keys = list(KEY_COLUMNS)
-    missing = (
-        pl.col("__missing").sum().cast(pl.Int64)
-        if "__missing" in base.columns
-        else pl.lit(None, dtype=pl.Int64)
-    )
-    per_task = base.group_by(keys).agg(
-        pl.col("correct").sum().cast(pl.Int64).alias("n_correct"),
-        (~pl.col("__ungraded")).sum().cast(pl.Int64).alias("n_graded"),
-        pl.col("__ungraded").sum().cast(pl.Int64).alias("n_ungraded"),
-        missing.alias("n_missing"),
-    )
+    per_task = base.group_by(keys).agg(pl.col("correct").sum().cast(pl.Int64).alias("n_correct"))
     overall = (
         per_task.group_by(keys[:-1])
-        .agg(
-            pl.col(c).sum()
-            if c != "n_missing" or "__missing" in base.columns
-            else pl.lit(None, dtype=pl.Int64).alias(c)
-            for c in COUNTS
-        )  # fmt: skip
+        .agg(pl.col("n_correct").sum())
         .with_columns(pl.lit(OVERALL).alias("task"))
-        .select(keys + list(COUNTS))
+        .select(*keys, "n_correct")
     )
     counts = pl.concat([per_task, overall], how="vertical")
     return acc.join(counts, on=keys, how="left", maintain_order="left")
+
+
+def _with_coverage(part: pl.DataFrame, base: pl.DataFrame, flag: str) -> pl.DataFrame:
+    """Add ``n_graded``, ``n_ungraded`` and ``n_missing`` to one metric's rows.
+
+    ``flag`` marks the items the metric cannot grade (a null ``correct``, or a null file
+    list), which count as wrong / 0 (:mod:`tumorboard.score._coverage`).
+    """
+    missing = "__missing" if "__missing" in base.columns else None
+    return with_coverage(part, base, KEY_COLUMNS, ungraded=flag, missing=missing)
 
 
 def _resolve_store(df: Any, *, executor: str, where: str) -> Any:

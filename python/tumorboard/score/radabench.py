@@ -91,6 +91,7 @@ from ..stats import BootstrapOptions
 from ..text import sequence_levenshtein
 from ..traj import Store
 from . import _store, _validate
+from ._coverage import no_response
 from ._radabench_metrics import (
     _CATEGORY,
     _DENY,
@@ -166,6 +167,15 @@ _CODE_METRICS = frozenset({
     "plan_levenshtein_code", "plan_gt_levenshtein_code", "optimal_tool_score_code",
     "milestone_hit_rate", "f1_code", "bleu1_code", "rouge_l_code",
     "unsolvability_awareness_rate", "unsolvability_grounding_rate",
+})  # fmt: skip
+
+
+#: The metrics computed from the called chain: ungraded on a case without its tool record.
+_CHAIN_METRICS = frozenset({
+    "tool_chain_levenshtein", "tool_chain_levenshtein_code", "false_discovery_rate",
+    "tool_matching_accuracy", "redundancy_rate_code", "tool_matching_accuracy_code",
+    "pre_failure_progress", "target_hit_rate", "plan_levenshtein", "plan_levenshtein_code",
+    "optimal_tool_score_code", "milestone_hit_rate",
 })  # fmt: skip
 
 
@@ -289,7 +299,7 @@ def _text_metrics(
             )
         frame = frame.with_columns(
             pl.col("response").fill_null("").alias("_response"),
-            pl.col("response").is_null().alias("_no_response"),
+            no_response(frame).alias("_no_response"),  # type: ignore[union-attr]
         )
     elif has_log:
         conclusion = (
@@ -297,7 +307,7 @@ def _text_metrics(
         )
         frame = frame.with_columns(
             conclusion.str.strip_chars().fill_null("").alias("_response"),
-            conclusion.is_null().alias("_no_response"),
+            (conclusion.is_null() | (conclusion.str.strip_chars() == "")).alias("_no_response"),
         )
     else:
         raise InvalidArgumentError(
@@ -472,11 +482,22 @@ def score(
     Returns
     -------
     Report
-        One row per (track, model, tools[, task], metric). Column ``n_ungraded`` (int64): on the
-        text-metric rows, the cases of the row's group with a reference answer but no response
-        (a null ``response``, or without it a log without ``Conclusion:``), which score 0
-        (for the ``_code`` text metrics, only those not left out for an error); summed over
-        tasks on the overall row; null on the other metrics.
+        One row per (track, model, tools[, task], metric), with the coverage columns
+        ``n_graded``, ``n_ungraded`` and ``n_missing`` (int64; definitions in
+        :mod:`tumorboard.score.report`; summed over tasks on the overall row). What "graded"
+        means here: a text metric (``bleu``, ``rouge_l``, ``f1`` and their ``_code``
+        variants) is graded on a case with a reference answer when it has a response (a
+        non-blank ``response``, or without it a non-blank ``Conclusion:`` in the log); a case
+        without one scores 0 and is ungraded (for the ``_code`` text metrics, only those not
+        left out for an error). A tool-chain metric (the Levenshtein distances involving the
+        called chain, false discovery, matching, redundancy, pre-failure progress, target and
+        milestone hits, the code's win rate) is graded when the case has its tool record: a
+        null ``called_tools`` is scored as an empty chain, as before, and is ungraded (the
+        store gives an empty chain to a case of a run with events that called no tool). The
+        metrics read from other columns (completion, ``plan_gt_levenshtein``,
+        ``optimal_tool_score``, the unsolvability rates) grade every case of their subset.
+        ``n_missing``: the ungraded cases without any response (null without a ``response``
+        column or a ``log``).
     """
     where = "radabench"
     conv = _validate.convention(convention, allowed=("paper", "code"), default="paper",
@@ -503,7 +524,10 @@ def score(
         if col in frame.columns:
             _list_str(frame, col, where)
     empty = pl.lit([], dtype=pl.List(pl.String))
-    frame = frame.with_columns(pl.col("called_tools").fill_null(empty))
+    frame = frame.with_columns(
+        pl.col("called_tools").is_null().alias("_no_chain"),
+        pl.col("called_tools").fill_null(empty),
+    )
     gt_len = frame.get_column("gt_tools").list.len().fill_null(0)
     if (gt_len == 0).any():
         i = int((gt_len == 0).arg_true()[0])
@@ -601,10 +625,18 @@ def score(
 
     if conv == "code":
         specs = [x for x in specs if x[0] in _CODE_METRICS]
-    ungraded = {m: "_ug_text" for m in ("bleu", "rouge_l", "f1")}
+    ungraded = {m: "_no_chain" for m in _CHAIN_METRICS}
+    ungraded |= {m: "_ug_text" for m in ("bleu", "rouge_l", "f1")}
     ungraded |= {m: "_ug_text_code" for m in ("bleu1_code", "rouge_l_code", "f1_code")}
+    missing = no_response(frame)
+    if missing is None and has_log:
+        conclusion = pl.col("log").str.extract(r"(?s)Conclusion:(.*)", 1)
+        missing = conclusion.is_null() | (conclusion.str.strip_chars() == "")
+    if missing is not None:
+        frame = frame.with_columns(missing.alias("_missing"))
     table = summarize_metrics(frame, specs, benchmark=BENCHMARK, by_task=has_task,
                               cluster=cluster, options=opts, ungraded=ungraded,
+                              missing="_missing" if missing is not None else None,
                               interval=interval)  # fmt: skip
     notes = [
         "Paper metrics over all cases; *_code metrics reproduce the reference code (redundancy "
@@ -614,6 +646,12 @@ def score(
         "and last called category == last ground-truth category, over all cases.",
     ]
     used = {m for m, _, _ in specs}
+    k = int(frame.get_column("_no_chain").sum())
+    if k:
+        notes.append(
+            f"tool-chain metrics: {k} of {frame.height} cases have no tool record (called_tools "
+            "is null) and are scored as an empty chain; n_ungraded counts them per row."
+        )
     for flag, metrics in (("_ug_text", "bleu, rouge_l, f1"),
                           ("_ug_text_code", "bleu1_code, rouge_l_code, f1_code")):  # fmt: skip
         k = int(frame.get_column(flag).sum()) if flag in frame.columns else 0

@@ -22,6 +22,26 @@ ci_high    f64      upper end of the percentile CI
 pm         f64      half the CI width, (ci_high - ci_low) / 2 (the papers' "±")
 =========  =======  ==============================================================
 
+Coverage columns (every scorer's rows carry them after its own columns; int64):
+
+==========  ======================================================================
+column      meaning
+==========  ======================================================================
+n_graded    the row's items whose value was computed from what they record (a
+            readable answer, a response, a tool or file record, a judge score);
+            ``n - n_ungraded`` where the scorer counts ungraded items in ``n``
+            (as wrong / 0), ``n`` where it leaves them out
+n_ungraded  the items of the row's group whose value could not be computed; each
+            scorer's docstring says what "graded" means for its metrics and whether
+            such items count as wrong / 0 (then they are part of ``n``) or are left
+            out (then not); the report's notes say so when any is
+n_missing   of the ``n_ungraded`` items, those with no response at all (a null or
+            blank response); null when the input has no response column
+==========  ======================================================================
+
+Aggregate rows ("overall", MedBench's dimension rows) carry the sums over their tasks.
+:mod:`tumorboard.score._coverage` computes them, one rule for every scorer.
+
 Rows are sorted by (track, model, tools, metric, task) with task "overall" last in each
 (track, model, tools, metric); :func:`sort_table` does this.
 
@@ -59,6 +79,8 @@ OVERALL = "overall"
 #: The track of a record that names none.
 DEFAULT_TRACK = "default"
 STYLES = ("long", "paper")
+#: The coverage columns every scorer's rows carry (module docstring).
+COVERAGE_COLUMNS = ("n_graded", "n_ungraded", "n_missing")
 
 
 #: How the closed-form proportion intervals are named in captions and notes.
@@ -298,14 +320,19 @@ class Report:
                 dtype == pl.Int64 and got.is_integer()) or (got == pl.Null)  # fmt: skip
             if not ok:
                 raise InvalidTypeError(f"table: column {col!r}: expected {dtype}, got {got}")
+        for col in COVERAGE_COLUMNS:
+            got = table.schema.get(col)
+            if got is not None and not (got.is_integer() or got == pl.Null):
+                raise InvalidTypeError(f"table: column {col!r}: expected Int64, got {got}")
         if not isinstance(benchmark, str) or not benchmark:
             raise InvalidArgumentError(f"benchmark: expected a non-empty string, got {benchmark!r}")
         if isinstance(notes, str):
             notes = (notes,)
         ordered = table.select(
             *(pl.col(c).cast(TABLE_SCHEMA[c]) for c in TABLE_COLUMNS),
-            *(c for c in table.columns if c not in TABLE_SCHEMA),
-        )
+            *(pl.col(c).cast(pl.Int64) if c in COVERAGE_COLUMNS else pl.col(c)
+              for c in table.columns if c not in TABLE_SCHEMA),
+        )  # fmt: skip
         object.__setattr__(self, "table", ordered)
         object.__setattr__(self, "benchmark", benchmark)
         object.__setattr__(self, "title", title)
