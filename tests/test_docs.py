@@ -67,6 +67,7 @@ NOT_RUN_MARK = re.compile(r"not run \((.+)\)")
 NOT_RUN = sorted([
     ("docs/api.md", "needs CUDA: decode=\"gpu\" decodes with nvJPEG on the device"),
     ("docs/api.md", "needs the gated UNI2-h and CONCH weights"),
+    ("docs/api.md", "needs the gated CONCH v1.5 weights"),
     ("docs/api.md", "needs the gated UNI2-h weights"),
     ("docs/api.md", "needs the gated UNI2-h weights"),
     ("docs/api.md", "needs the gated UNI2-h weights"),

@@ -273,7 +273,7 @@ def _render(sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str)
     """
     import polars as pl
 
-    from .stats._compare_html import comparisons_html
+    from .stats import Comparison
 
     several = len(sections) > 1
     if fmt == "md":
@@ -291,7 +291,7 @@ def _render(sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str)
                   for bench, track, _where, result, _ranks in sections]  # fmt: skip
         return pl.concat(frames, how="vertical").write_csv()
     if fmt == "html":
-        return comparisons_html([(where if several else None, result, ranks)
+        return Comparison.page_html([(where if several else None, result, ranks)
                                  for _b, _t, where, result, ranks in sections])  # fmt: skip
     doc: dict[str, Any] = {"comparisons": [], "ranks": {}}
     for bench, track, where, result, ranks in sections:

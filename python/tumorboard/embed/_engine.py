@@ -151,7 +151,6 @@ def encoder_identity(
         )
     if isinstance(model, str):
         from .. import models
-        from ..models._info import RANDOM_WEIGHTS_SOURCE
         from ..models.weights import RANDOM_WEIGHTS, file_fingerprint
 
         info = models.info(model)
@@ -168,7 +167,7 @@ def encoder_identity(
             )
         # Every model with published weights needs them (not only TRIDENT's: Hibou-B has none
         # of TRIDENT's names); only the tiny test models run on random weights by default.
-        real = info.weights_source != RANDOM_WEIGHTS_SOURCE
+        real = info.published_weights
         if weights is None and real and not random_weights:
             raise InvalidArgumentError(
                 f"model {model!r} needs its weights: pass weights=PATH (--weights PATH; official "

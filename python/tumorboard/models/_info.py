@@ -77,6 +77,11 @@ class ModelInfo:
     patch_size: int | None = None
     pooling: str | None = None
 
+    @property
+    def published_weights(self) -> bool:
+        """Whether the model has weights to download (False: random weights only)."""
+        return self.weights_source != RANDOM_WEIGHTS_SOURCE
+
 
 @dataclass(frozen=True)
 class Entry:

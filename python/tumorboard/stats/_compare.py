@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -171,6 +171,26 @@ class Comparison:
         from ._compare_html import comparison_html
 
         return comparison_html(self, ranks)
+
+    @staticmethod
+    def page_html(
+        sections: Sequence[tuple[str | None, Comparison, Mapping[str, Any] | None]],
+    ) -> str:
+        """Return one HTML page of several comparisons (``tumorboard compare``: one per track).
+
+        Parameters
+        ----------
+        sections : sequence of (str or None, Comparison, mapping or None)
+            Each section's heading (None: none), comparison and rank intervals per task.
+
+        Returns
+        -------
+        str
+            A self-contained page: each section as :meth:`to_html` draws it, in order.
+        """
+        from ._compare_html import comparisons_html
+
+        return comparisons_html(sections)
 
     def to_markdown(self) -> str:
         """Return a Markdown table: difference with its interval, p-values, wins/ties/losses."""
