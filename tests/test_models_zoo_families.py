@@ -26,8 +26,13 @@ pytest.importorskip("tifffile")
 
 from test_slides_readers import write_test_slide  # noqa: E402
 from tumorboard import models  # noqa: E402
-from tumorboard.embed import EmbedOptions, _backends, _engine, embed_slides  # noqa: E402
-from tumorboard.embed import read_features  # noqa: E402
+from tumorboard.embed import (  # noqa: E402
+    EmbedOptions,
+    _backends,
+    _engine,
+    embed_slides,
+    read_features,
+)
 from tumorboard.errors import InvalidArgumentError  # noqa: E402
 from tumorboard.models._zoo.families import FAMILIES, family_encoder  # noqa: E402
 from tumorboard.models.fp8 import Fp8Linear, fp8_linears, quantize_fp8  # noqa: E402
@@ -38,7 +43,7 @@ FP8_MODEL_COSINE = 0.98
 
 
 def scrambled(family: str) -> torch.nn.Module:
-    """The family's tiny encoder with every parameter moved off its init (LayerScale counts)."""
+    """Build the family's tiny encoder with every parameter moved off its init."""
     m = family_encoder(family)
     g = torch.Generator().manual_seed(7)
     with torch.no_grad():
@@ -49,7 +54,7 @@ def scrambled(family: str) -> torch.nn.Module:
 
 @pytest.fixture(scope="module")
 def slide(tmp_path_factory):
-    """A 768 x 512 px slide at 20x: 3 x 2 patches of 256 px without segmentation."""
+    """Write a 768 x 512 px slide at 20x: 3 x 2 patches of 256 px without segmentation."""
     path = tmp_path_factory.mktemp("families") / "case.tif"
     img = np.random.default_rng(0).integers(0, 256, (512, 768, 3), dtype=np.uint8)
     write_test_slide(path, img, levels=2)

@@ -1,25 +1,19 @@
-"""One small configuration per architecture family of the patch-encoder zoo, for tests and benchmarks.
+"""One small configuration per architecture family of the encoder zoo, for tests and benchmarks.
 
 Each family is the class (and the pooling, registers, normalisation and resize filter) of one
 group of registry encoders, built small with random parameters:
 
-========================  ==========================================  =================================
-family                    class                                       registry encoders it stands for
-========================  ==========================================  =================================
-``timm-vit``              ``VisionTransformer``, class token          uni_v1, gigapath, kaiko-*, lunit,
-                                                                      gpfm
-``timm-vit-reg-clsmean``  ``ClsMeanViT``, 4 registers, SwiGLU         virchow2 (virchow: no registers);
-                                                                      hoptimus*, h0-mini, openmidnight
-                                                                      share the register path
-``conch-v15``             ``ConchV15Vision``, attentional pooler      conch_v15
-``hf-vit``                ``HFVisionTransformer``, ``ViTModel``       phikon
-``hf-dinov2``             ``HFVisionTransformer``, ``Dinov2Model``    phikon_v2
-``hf-dinov2-registers``   ``Dinov2WithRegistersModel``, SwiGLU        hibou_l, hibou-b
-``hf-dinov2-clsmean``     ``Dinov2Model`` grid resampled, cls+mean    midnight12k
-``keep``                  ``KeepVision``, visual head + L2 norm       keep
-``swin``                  ``SwinTransformer``, conv stem              ctranspath
-``resnet-trunk``          ``ResNetTrunk``, stage 3 average pooled     resnet50
-========================  ==========================================  =================================
+* ``timm-vit``: ``VisionTransformer``, class token (uni_v1, gigapath, kaiko-*, lunit, gpfm);
+* ``timm-vit-reg-clsmean``: ``ClsMeanViT`` with 4 registers and SwiGLU (virchow2; virchow
+  without registers; the register path of hoptimus*, h0-mini, openmidnight);
+* ``conch-v15``: ``ConchV15Vision``, attentional pooler, trunk grid resampled (conch_v15);
+* ``hf-vit``: ``HFVisionTransformer``, ``ViTModel`` layout (phikon);
+* ``hf-dinov2``: ``Dinov2Model`` layout (phikon_v2);
+* ``hf-dinov2-registers``: ``Dinov2WithRegistersModel``, SwiGLU (hibou_l, hibou-b);
+* ``hf-dinov2-clsmean``: ``Dinov2Model``, stored grid resampled, CLS + mean (midnight12k);
+* ``keep``: ``KeepVision``, visual head and L2 normalisation (keep);
+* ``swin``: ``SwinTransformer`` with the conv stem (ctranspath);
+* ``resnet-trunk``: ``ResNetTrunk``, stage 3 average pooled (resnet50).
 
 ``size="tiny"`` gives inputs of 28 to 64 pixels and a few thousand to a few hundred thousand
 parameters (the tests: every family through ONNX export, the uint8 path and resume in seconds);
