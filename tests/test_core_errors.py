@@ -66,7 +66,7 @@ def test_unknown_choice_message_format() -> None:
 def test_submodules_per_domain() -> None:
     """_core holds one submodule per core domain plus the test hooks, nothing else."""
     public = {name for name in dir(_core) if not name.startswith("_")}
-    assert public == {"stats", "text", "tiling", "slides", "seqmask", "testing"}
+    assert public == {"stats", "text", "tiling", "slides", "seqmask", "traj", "testing"}
     assert _core.stats.__name__ == "tumorboard._core.stats"
 
 

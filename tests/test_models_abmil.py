@@ -141,7 +141,7 @@ def test_varlen_empty_bag_pools_to_zero_and_offsets_are_checked():
         ref = m(x[None, 2:5])[0]
     assert torch.equal(out[1], torch.zeros(1, 4))
     torch.testing.assert_close(out[2], ref[0])
-    with pytest.raises(ValueError, match="start at 0 and end at the number of rows 5"):
+    with pytest.raises(ValueError, match="expected to run from 0 to the number of rows 5"):
         m.forward_varlen(x, torch.tensor([0, 2, 4]))
     with pytest.raises(ValueError, match="non-decreasing"):
         m.forward_varlen(x, torch.tensor([0, 3, 2, 5]))

@@ -308,7 +308,7 @@ def test_bad_inputs_name_what_was_expected():
     enc = tiny("mean")
     with pytest.raises(InvalidArgumentError, match=r"features: expected a \[sum N_i, 12\]"):
         enc.forward_varlen(torch.zeros(4, 5), torch.tensor([0, 4]))
-    with pytest.raises(InvalidArgumentError, match="offsets must start at 0"):
+    with pytest.raises(InvalidArgumentError, match="offsets: expected to run from 0 to the number"):
         enc.forward_varlen(torch.zeros(4, 12), torch.tensor([0, 3]))
     with pytest.raises(InvalidArgumentError, match="in_dim: expected a positive int"):
         MeanSlideEncoder(0)

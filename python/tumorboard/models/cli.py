@@ -23,7 +23,8 @@ def add_models_parser(sub: Any) -> None:
         description="List the model registry: each name and its TRIDENT name, kind, output "
         "width, input size, recommended magnification and patch size, the dtype it runs in on "
         "CUDA, the license and whether the weights are gated, and the file to download "
-        "(tumorboard never downloads weights); then TRIDENT's slide encoders: which are built "
+        "(tumorboard never downloads weights), and the patch encoders of TRIDENT not built here "
+        "with the reason; then TRIDENT's slide encoders: which are built "
         "(and why the others are not), the patch encoder each reads, at which magnification "
         "and patch size, the widths in and out and the precision.",
     )
@@ -42,6 +43,18 @@ def _row(info: Any) -> dict[str, Any]:
         "magnification": info.magnification, "patch_size": info.patch_size,
         "gpu_dtype": str(info.gpu_dtype).removeprefix("torch."), "license": info.license,
         "gated": info.gated, "pooling": info.pooling, "weights_source": info.weights_source,
+        "status": "built", "reason": None,
+    }  # fmt: skip
+
+
+def _unbuilt_row(u: Any) -> dict[str, Any]:
+    precision = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(u.precision)
+    return {
+        "name": u.name, "trident_name": u.name, "kind": "encoder", "embed_dim": u.embed_dim,
+        "image_size": u.image_size, "magnification": u.magnification,
+        "patch_size": u.patch_size, "gpu_dtype": precision or u.precision,
+        "license": u.license, "gated": u.gated, "pooling": u.pooling,
+        "weights_source": u.weights_source, "status": "not built", "reason": u.reason,
     }  # fmt: skip
 
 
@@ -78,6 +91,7 @@ def _slide_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def _cmd_models(args: argparse.Namespace) -> int:
     from . import available, info, slide_encoder_info, slide_encoders
+    from ._encoder_table import UNBUILT
 
     slide_rows = [_slide_row(slide_encoder_info(n)) for n in slide_encoders()]
     if args.slide_encoders:
@@ -86,7 +100,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write("\n".join(_slide_table(slide_rows)) + "\n")
         return 0
-    rows = [_row(info(n)) for n in available()]
+    rows = [_row(info(n)) for n in available()] + [_unbuilt_row(u) for u in UNBUILT]
     if args.kind:
         rows = [r for r in rows if r["kind"] == args.kind]
     if args.json:
@@ -97,13 +111,14 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return "" if v is None else ("yes" if v is True else "no" if v is False else str(v))
 
     out = ["| name | TRIDENT | kind | dim | input | mag / patch | CUDA dtype | license | gated "
-           "| weights |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+           "| weights | status |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         mag = f"{r['magnification']:g}x / {r['patch_size']}" if r["magnification"] else ""
         out.append(
             f"| {r['name']} | {cell(r['trident_name'])} | {r['kind']} | {cell(r['embed_dim'])} "
             f"| {cell(r['image_size'])} | {mag} | {r['gpu_dtype']} | {cell(r['license'])} "
-            f"| {cell(r['gated'])} | {r['weights_source']} |"
+            f"| {cell(r['gated'])} | {r['weights_source']} "
+            f"| {r['status'] if r['reason'] is None else 'not built: ' + r['reason']} |"
         )
     if args.kind in (None, "slide_encoder"):
         out += ["", *_slide_table(slide_rows)]

@@ -20,8 +20,10 @@ then a float32 matmul and the same scaling, which is how the tests check the qua
 CPU against the unquantised model.
 
 Only the transformer blocks' linears are quantised (``attn.qkv``, ``attn.proj``, ``mlp.fc1``,
-``mlp.fc2``: >99% of UNI2-h's FLOPs); the patch embedding, norms and attention's softmax stay in
-the autocast precision.
+``mlp.fc2``: >99% of UNI2-h's FLOPs; :func:`fp8_linears` names them for every encoder family,
+Hugging Face layout and Swin included); the patch embedding, norms, attention's softmax and
+heads outside the blocks stay in the autocast precision. A model without block linears (the
+``resnet50`` CNN) is refused.
 
 Accuracy. E4M3 keeps 3 mantissa bits: a relative rounding error of at most 2^-4 per value, about
 0.036 RMS, on both operands, so an output row carries a relative error near 0.05 and its cosine
@@ -38,6 +40,7 @@ run of full UNI2-h (random weights) measured min cosine 0.9988 of FP8 features t
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import torch
@@ -179,15 +182,53 @@ class Fp8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, {mode}"
 
 
-def quantize_fp8(module: Any, *, emulate: bool = False, inplace: bool = False) -> Any:
-    """Replace the block linears of a ViT encoder by :class:`Fp8Linear` layers.
+#: Where the transformer blocks of the zoo's encoders sit: timm-layout ViTs (``blocks.{i}``, also
+#: under CONCH v1.5's ``trunk.`` and KEEP's ``visual.``), Swin (``layers.{s}.blocks.{i}``) and the
+#: Hugging Face layout (``encoder.layer.{i}``).
+_BLOCK_PATH = re.compile(r"(?:^|\.)(?:blocks|encoder\.layer)\.\d+\.")
+
+
+def fp8_linears(module: nn.Module, *, emulate: bool = False) -> list[str]:
+    """Name the linear layers :func:`quantize_fp8` replaces in an encoder.
+
+    Every ``nn.Linear`` inside a transformer block (the paths of :data:`_BLOCK_PATH`): timm
+    ``attn.qkv``, ``attn.proj``, ``mlp.fc1``, ``mlp.fc2``; Hugging Face ``attention.attention.
+    {query,key,value}``, ``attention.output.dense``, the MLP's; Swin's window attention and MLP.
+    Heads and poolers outside the blocks (CONCH v1.5's attentional pooler, KEEP's
+    ``visual_head``, Swin's patch merging) keep the autocast precision. Unless ``emulate``, a
+    linear whose in or out features are not multiples of 16 (``torch._scaled_mm``) is left out.
 
     Parameters
     ----------
     module : torch.nn.Module
-        An encoder with ``blocks`` (the models package's ViTs: ``uni2-h``, ``uni``,
-        ``uni2-tiny``), or any module: then every ``nn.Linear`` inside a child named
-        ``blocks`` is quantised.
+        The encoder.
+    emulate : bool, default False
+        Whether the layers will be emulated (then every block linear is eligible).
+
+    Returns
+    -------
+    list of str
+        Qualified module names, in module order; empty for a model without block linears (a
+        CNN such as ``resnet50``).
+    """
+    out = []
+    for name, m in module.named_modules():
+        if not isinstance(m, nn.Linear) or not _BLOCK_PATH.search(name + "."):
+            continue
+        n, k = m.weight.shape
+        if emulate or not (n % 16 or k % 16):
+            out.append(name)
+    return out
+
+
+def quantize_fp8(module: Any, *, emulate: bool = False, inplace: bool = False) -> Any:
+    """Replace the transformer-block linears of an encoder by :class:`Fp8Linear` layers.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        An encoder with transformer blocks (:func:`fp8_linears` says which layers: the ViTs in
+        the timm and Hugging Face layouts, CONCH v1.5's trunk, KEEP's tower, Swin).
     emulate : bool, default False
         Emulate the FP8 matmul (E4M3 casts + float32 matmul) so it runs on any device.
     inplace : bool, default False
@@ -202,21 +243,21 @@ def quantize_fp8(module: Any, *, emulate: bool = False, inplace: bool = False) -
     Raises
     ------
     InvalidArgumentError
-        The module has no ``blocks`` with linear layers.
+        The module has no eligible block linears (e.g. ``resnet50``, a CNN).
     """
-    blocks = getattr(module, "blocks", None)
-    if not isinstance(blocks, nn.Module):
+    if not isinstance(module, nn.Module):
+        raise InvalidArgumentError(f"FP8: expected a torch module, got {type(module).__name__}")
+    names = fp8_linears(module, emulate=emulate)
+    if not names:
         raise InvalidArgumentError(
-            f"FP8: {type(module).__name__} has no 'blocks' (FP8 quantises a ViT encoder's block "
-            "linears: attn.qkv, attn.proj, mlp.fc1, mlp.fc2)"
+            f"FP8: {type(module).__name__} has no 'blocks' or 'encoder.layer' linears with in and "
+            "out features that are multiples of 16 (FP8 quantises a transformer's block "
+            "linears); use dtype='bf16' for it"
         )
     out = module if inplace else copy.deepcopy(module)
-    targets = [(n, m) for n, m in out.blocks.named_modules() if isinstance(m, nn.Linear)]
-    if not targets:
-        raise InvalidArgumentError(f"FP8: {type(module).__name__}.blocks has no nn.Linear")
-    for name, lin in targets:
+    for name in names:
         parent_name, _, attr = name.rpartition(".")
-        parent = out.blocks.get_submodule(parent_name) if parent_name else out.blocks
-        setattr(parent, attr, Fp8Linear(lin, emulate=emulate))
+        parent = out.get_submodule(parent_name) if parent_name else out
+        setattr(parent, attr, Fp8Linear(getattr(parent, attr), emulate=emulate))
     out.precision = "fp8"
     return out

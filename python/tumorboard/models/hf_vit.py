@@ -184,6 +184,8 @@ class Embeddings(nn.Module):
             if config.num_register_tokens
             else None
         )
+        # Position embeddings fixed for given grids while exporting (see tumorboard.models.onnx).
+        self._pos_embed_fixed: dict[tuple[int, int], torch.Tensor] = {}
 
     def position_embeddings_for_grid(self, rows: int, cols: int) -> torch.Tensor:
         """Return the position embedding ``[1, 1 + rows*cols, D]`` for a patch grid.
@@ -200,6 +202,9 @@ class Embeddings(nn.Module):
             resampled bicubically as the Hugging Face model of this family does (module
             docstring).
         """
+        fixed = self._pos_embed_fixed.get((rows, cols))
+        if fixed is not None:
+            return fixed
         pos = self.position_embeddings
         side = self.config.grid_size
         if (rows, cols) == (side, side):

@@ -51,22 +51,34 @@ _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 def _fixed_pos_embeds(module: nn.Module, size: int) -> Iterator[None]:
     """Precompute every ViT's position embedding for ``size`` so tracing records a constant.
 
-    Antialiased bicubic resampling has no ONNX operator.
+    Antialiased bicubic resampling (timm-layout ViTs, ``Dinov2WithRegistersModel``) has no ONNX
+    operator; the Hugging Face-layout ViTs (:class:`~tumorboard.models.hf_vit.Embeddings`) are
+    fixed the same way.
     """
     import torch
 
+    from .hf_vit import Embeddings
     from .vit import VisionTransformer
 
-    vits = [m for m in module.modules() if isinstance(m, VisionTransformer)]
+    fixed: list[nn.Module] = []
     try:
-        for vit in vits:
-            g = size // vit.config.patch_size
-            with torch.no_grad():
-                vit._pos_embed_fixed = {(g, g): vit.pos_embed_for_grid(g, g).detach().clone()}
+        for m in module.modules():
+            if isinstance(m, VisionTransformer):
+                g = size // m.config.patch_size
+                with torch.no_grad():
+                    m._pos_embed_fixed = {(g, g): m.pos_embed_for_grid(g, g).detach().clone()}
+            elif isinstance(m, Embeddings):
+                g = size // m.config.patch_size
+                with torch.no_grad():
+                    pos = m.position_embeddings_for_grid(g, g).detach().clone()
+                m._pos_embed_fixed = {(g, g): pos}
+            else:
+                continue
+            fixed.append(m)
         yield
     finally:
-        for vit in vits:
-            vit._pos_embed_fixed = {}
+        for m in fixed:
+            m._pos_embed_fixed = {}
 
 
 def export_onnx(

@@ -374,10 +374,10 @@ class _StoreLog:
             for table, entries in _check_entries(doc, "retired").items():
                 for e in entries:
                     if not isinstance(e, dict) or not isinstance(e.get("name"), str):
-                        raise ValueError(f"retired part entry {e!r}")
+                        raise InvalidArgumentError(f"bad retired part entry {e!r}")
                     at = e.get("at")
                     if isinstance(at, bool) or not isinstance(at, (int, float)):
-                        raise ValueError(f"retired part entry {e!r}")
+                        raise InvalidArgumentError(f"bad retired part entry {e!r}")
                     state.removed[table][e["name"]] = float(at)
         except ValueError as exc:
             raise CorruptStoreError(path, f"unreadable checkpoint ({exc}){self._hint}") from None
