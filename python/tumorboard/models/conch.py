@@ -37,7 +37,7 @@ from torch import nn
 
 from .._constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from ..errors import InvalidArgumentError, InvalidTypeError
-from .vit import VisionTransformer, ViTConfig, fit_checkpoint_pos_embed
+from .vit import TrunkPreprocessing, VisionTransformer, ViTConfig, fit_checkpoint_pos_embed
 
 __all__ = [
     "CONCH",
@@ -216,7 +216,7 @@ class AttentionalPooler(nn.Module):
         return self.attn(q, x, x)
 
 
-class ConchVisionEncoder(nn.Module):
+class ConchVisionEncoder(TrunkPreprocessing, nn.Module):
     """CONCH's image tower: ``forward(x [B, 3, H, W]) -> [B, 512]``.
 
     By default ``forward`` returns what TRIDENT stores as ``conch_v1`` patch features: the
@@ -273,26 +273,6 @@ class ConchVisionEncoder(nn.Module):
         self.ln_contrast = nn.LayerNorm(config.embed_dim)
         scale = config.embed_dim**-0.5
         self.proj_contrast = nn.Parameter(scale * torch.randn(config.embed_dim, config.embed_dim))
-
-    @property
-    def image_size(self) -> int:
-        """Input side in pixels."""
-        return self.trunk.image_size
-
-    @property
-    def mean(self) -> tuple[float, ...]:
-        """Per-channel normalisation mean (OpenAI CLIP)."""
-        return self.trunk.mean
-
-    @property
-    def std(self) -> tuple[float, ...]:
-        """Per-channel normalisation std (OpenAI CLIP)."""
-        return self.trunk.std
-
-    @property
-    def interpolation(self) -> str:
-        """Resize filter of the preprocessing ("bicubic")."""
-        return self.trunk.interpolation
 
     def encode_image(
         self, x: torch.Tensor, *, proj_contrast: bool = True, normalize: bool = True

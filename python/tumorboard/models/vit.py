@@ -315,6 +315,36 @@ class Block(nn.Module):
         return x + self.ls2(self.mlp(self.norm2(x)))
 
 
+class TrunkPreprocessing:
+    """The preprocessing facts of an image encoder that wraps a :class:`VisionTransformer`.
+
+    ``image_size``, ``mean``, ``std`` and ``interpolation`` (what the embedding engine resizes
+    and normalises with) are read from the wrapped ViT, the attribute named by ``_trunk``.
+    """
+
+    _trunk = "trunk"
+
+    @property
+    def image_size(self) -> int:
+        """Input side in pixels."""
+        return getattr(self, self._trunk).image_size
+
+    @property
+    def mean(self) -> tuple[float, ...]:
+        """Per-channel normalisation mean."""
+        return getattr(self, self._trunk).mean
+
+    @property
+    def std(self) -> tuple[float, ...]:
+        """Per-channel normalisation std."""
+        return getattr(self, self._trunk).std
+
+    @property
+    def interpolation(self) -> str:
+        """Resize filter of the preprocessing."""
+        return getattr(self, self._trunk).interpolation
+
+
 class VisionTransformer(nn.Module):
     """timm-compatible ViT encoder: ``forward(x) -> [B, embed_dim]``.
 

@@ -31,7 +31,7 @@ from torch import nn
 
 from ..._constants import IMAGENET_MEAN, IMAGENET_STD
 from .._info import Entry, ModelInfo
-from ..vit import UNI, VisionTransformer, ViTConfig
+from ..vit import UNI, TrunkPreprocessing, VisionTransformer, ViTConfig
 
 __all__ = ["ENTRIES", "KEEP_VISUAL", "KeepVision", "keep"]
 
@@ -43,7 +43,7 @@ _TEXT_KEY = re.compile(r"^(text\.|logit_scale$)")
 _LAYERSCALE_WEIGHT = re.compile(r"^(visual\.blocks\.\d+\.ls[12])\.weight$")
 
 
-class KeepVision(nn.Module):
+class KeepVision(TrunkPreprocessing, nn.Module):
     """KEEP's ``encode_image``: ``normalize(visual_head(visual(x)))``, ``[B, 3, H, W] -> [B, 768]``.
 
     Parameters
@@ -65,6 +65,8 @@ class KeepVision(nn.Module):
     image_size, mean, std, interpolation
         The preprocessing (224, ImageNet statistics, bicubic).
     """
+
+    _trunk = "visual"
 
     def __init__(
         self,
@@ -90,26 +92,6 @@ class KeepVision(nn.Module):
             nn.GELU(),
             nn.Linear(self.embed_dim, self.embed_dim),
         )
-
-    @property
-    def image_size(self) -> int:
-        """Input side in pixels."""
-        return self.visual.image_size
-
-    @property
-    def mean(self) -> tuple[float, ...]:
-        """Per-channel normalisation mean (ImageNet)."""
-        return self.visual.mean
-
-    @property
-    def std(self) -> tuple[float, ...]:
-        """Per-channel normalisation std (ImageNet)."""
-        return self.visual.std
-
-    @property
-    def interpolation(self) -> str:
-        """Resize filter of the preprocessing ("bicubic")."""
-        return self.visual.interpolation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Embed ``x [B, 3, H, W]`` to unit-norm ``[B, embed_dim]``."""

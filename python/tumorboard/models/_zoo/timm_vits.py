@@ -46,7 +46,7 @@ from torch import nn
 
 from ..._constants import IMAGENET_MEAN, IMAGENET_STD
 from .._info import Entry, ModelInfo
-from ..vit import VisionTransformer, ViTConfig, fit_checkpoint_pos_embed
+from ..vit import TrunkPreprocessing, VisionTransformer, ViTConfig, fit_checkpoint_pos_embed
 
 __all__ = [
     "CONCH_V15_TRUNK",
@@ -230,7 +230,7 @@ class ConchV15AttentionalPooler(nn.Module):
         return self.to_out(out.transpose(1, 2).reshape(b, n, -1))
 
 
-class ConchV15Vision(nn.Module):
+class ConchV15Vision(TrunkPreprocessing, nn.Module):
     """CONCH v1.5 image tower: ``ln_contrast(attn_pool_contrast(trunk tokens)[:, 0])``, 768-d.
 
     The output TRIDENT stores as ``conch_v15`` features (``CONCHVisionTower.forward``). Keys:
@@ -274,26 +274,6 @@ class ConchV15Vision(nn.Module):
         )
         self.attn_pool_contrast = ConchV15AttentionalPooler(768, config.embed_dim, 8, 1)
         self.ln_contrast = nn.LayerNorm(768)
-
-    @property
-    def image_size(self) -> int:
-        """Input side in pixels."""
-        return self.trunk.image_size
-
-    @property
-    def mean(self) -> tuple[float, ...]:
-        """Per-channel normalisation mean (ImageNet)."""
-        return self.trunk.mean
-
-    @property
-    def std(self) -> tuple[float, ...]:
-        """Per-channel normalisation std (ImageNet)."""
-        return self.trunk.std
-
-    @property
-    def interpolation(self) -> str:
-        """Resize filter of the preprocessing ("bilinear")."""
-        return self.trunk.interpolation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Embed ``x [B, 3, H, W]`` to ``[B, 768]``."""
