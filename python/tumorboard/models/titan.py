@@ -77,19 +77,19 @@ TITAN_TINY = {"in_dim": 16, "width": 48, "depth": 2, "n_heads": 12, "mlp_ratio":
 _BLOCK_ELEMENTS = 1 << 25
 
 
+def _slopes(n: int) -> list[float]:
+    if math.log2(n).is_integer():
+        p = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
+        return [p * p**i for i in range(n)]
+    low = 2 ** math.floor(math.log2(n))
+    return _slopes(low) + _slopes(2 * low)[0::2][: n - low]
+
+
 def alibi_slopes(n_heads: int) -> torch.Tensor:
     """Return ALiBi's head slopes ``m_h`` (float32 ``[n_heads]``; module docstring, step 3)."""
-
-    def slopes(n: int) -> list[float]:
-        if math.log2(n).is_integer():
-            p = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
-            return [p * p**i for i in range(n)]
-        low = 2 ** math.floor(math.log2(n))
-        return slopes(low) + slopes(2 * low)[0::2][: n - low]
-
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
         raise InvalidArgumentError(f"n_heads: expected a positive int, got {n_heads!r}")
-    return torch.tensor(slopes(n_heads), dtype=torch.float32)
+    return torch.tensor(_slopes(n_heads), dtype=torch.float32, device="cpu")
 
 
 def titan_grid(coords: torch.Tensor, patch_size_level0: int) -> tuple[torch.Tensor, int]:
@@ -246,6 +246,10 @@ class TitanSlideEncoder(nn.Module):
         Heads of the attentional pooler.
     """
 
+    #: Tokens per varlen forward the embedding pipeline packs slides up to (the MLP holds
+    #: ``4 width`` floats per token).
+    max_rows = 1 << 15
+
     def __init__(self, in_dim: int = 768, *, width: int = 768, depth: int = 6, n_heads: int = 12,
                  mlp_ratio: float = 4.0, pool_heads: int = 8) -> None:  # fmt: skip
         super().__init__()
@@ -262,7 +266,7 @@ class TitanSlideEncoder(nn.Module):
             raise InvalidArgumentError(f"mlp_ratio: expected a positive number, got {mlp_ratio}")
         self.in_dim, self.embed_dim, self.n_heads = in_dim, width, n_heads
         self.vision_encoder = _TitanVision(in_dim, width, depth, n_heads, mlp_ratio, pool_heads)
-        self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
+        self._slopes = _slopes(n_heads)  # a list, not a tensor: no state, nothing on meta
 
     @staticmethod
     def adapt_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -304,7 +308,7 @@ class TitanSlideEncoder(nn.Module):
         heads, hd = attn.n_heads, width // attn.n_heads
         qkv = attn.qkv(h).reshape(t, 3, heads, hd).permute(1, 2, 0, 3)  # [3, H, T, hd]
         out = torch.empty((heads, t, hd), dtype=h.dtype, device=h.device)
-        slopes = self.slopes.to(h.device)
+        slopes = torch.tensor(self._slopes, dtype=torch.float32, device=h.device)
         for grid, a, b in zip(grids, starts[:-1], starts[1:], strict=True):
             q, k, v = qkv[0, :, a:b], qkv[1, :, a:b], qkv[2, :, a:b]
             n = b - a
