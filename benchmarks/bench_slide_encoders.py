@@ -127,7 +127,7 @@ def _workload(name: str, lengths: list[int], starts: list[int], device: str) -> 
         t_loop = time.perf_counter() - t0
     ok = torch.allclose(a, b, rtol=1e-4, atol=1e-4)
     n = len(lengths)
-    note = (f"{n / t_varlen:.2f} slides/s ({sum(lengths) / t_varlen / 1e3:.1f}k patches/s), "
+    note = (f"{n / t_varlen:.2f} slides/s ({sum(lengths) / t_varlen:,.0f} patches/s), "
             f"F={f}, {device}")  # fmt: skip
     span = "250-5k patches of 512 px" if uses_coords else "1k-20k patches"
     return [Result.make(f"{name}: {n} slides of {span}", t_varlen, ANCHOR, t_loop,

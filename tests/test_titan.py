@@ -290,7 +290,11 @@ def test_small_attention_blocks_give_the_same_result(monkeypatch):
         whole = enc.forward_varlen(f, torch.tensor([0, 25]), coords=c, patch_size_level0=512)
         monkeypatch.setattr(titan_module, "_BLOCK_ELEMENTS", 12 * 26 * 3)  # 3 query rows
         blocked = enc.forward_varlen(f, torch.tensor([0, 25]), coords=c, patch_size_level0=512)
+        monkeypatch.setattr(titan_module, "_DIST_ELEMENTS", 0)  # distances per block, per layer
+        recomputed = enc.forward_varlen(f, torch.tensor([0, 25]), coords=c,
+                                        patch_size_level0=512)  # fmt: skip
     torch.testing.assert_close(blocked, whole, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(recomputed, whole, rtol=1e-5, atol=1e-6)
 
 
 def test_project_maps_into_the_vision_language_space():

@@ -75,6 +75,9 @@ TITAN_TINY = {"in_dim": 16, "width": 48, "depth": 2, "n_heads": 12, "mlp_ratio":
 
 #: Attention logits held at once per slide and layer (heads x query rows x keys).
 _BLOCK_ELEMENTS = 1 << 25
+#: A slide's token-to-token distances are computed once for all layers up to this many
+#: entries (8k tokens); a larger slide recomputes them per block of query rows and layer.
+_DIST_ELEMENTS = 1 << 26
 
 
 def _slopes(n: int) -> list[float]:
@@ -145,17 +148,27 @@ def alibi_bias(grid: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
     return _bias_rows(grid, slopes, 0, grid.shape[0] + 1)
 
 
-def _bias_rows(grid: torch.Tensor, slopes: torch.Tensor, r0: int, r1: int) -> torch.Tensor:
-    """Rows ``r0:r1`` of :func:`alibi_bias` (row/column 0 is the class token)."""
+def _distances(grid: torch.Tensor, r0: int, r1: int) -> torch.Tensor:
+    """Grid distances of token rows ``r0:r1`` to every token, float32 ``[r1 - r0, N + 1]``.
+
+    Row and column 0 (the class token) are 0; computed in float64, as TITAN's numpy, then
+    rounded to float32.
+    """
     n = grid.shape[0]
-    out = torch.zeros((slopes.numel(), r1 - r0, n + 1), dtype=torch.float32, device=grid.device)
-    a, b = max(r0, 1), r1
-    if b > a and n:
+    out = torch.zeros((r1 - r0, n + 1), dtype=torch.float32, device=grid.device)
+    a = max(r0, 1)
+    if r1 > a and n:
         g = grid.to(torch.float64)
-        d = torch.cdist(g[a - 1 : b - 1], g, compute_mode="donot_use_mm_for_euclid_dist")
-        d = d.to(torch.float32)  # [rows, N]
-        out[:, a - r0 :, 1:] = d[None] * slopes.to(grid.device)[:, None, None] * -1.0
+        d = torch.cdist(g[a - 1 : r1 - 1], g, compute_mode="donot_use_mm_for_euclid_dist")
+        out[a - r0 :, 1:] = d.to(torch.float32)
     return out
+
+
+def _bias_rows(grid: torch.Tensor, slopes: torch.Tensor, r0: int, r1: int,
+               dist: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """Rows ``r0:r1`` of :func:`alibi_bias`, from ``dist`` (all rows of :func:`_distances`)."""
+    d = _distances(grid, r0, r1) if dist is None else dist[r0:r1]
+    return d[None] * slopes.to(d.device)[:, None, None] * -1.0
 
 
 class _Attention(nn.Module):
@@ -302,6 +315,7 @@ class TitanSlideEncoder(nn.Module):
         return summed[keep], torch.stack((cells // w, cells % w), dim=1)
 
     def _attention(self, attn: _Attention, h: torch.Tensor, grids: list[torch.Tensor],
+                   dists: list[torch.Tensor | None],
                    starts: list[int]) -> torch.Tensor:  # fmt: skip
         """Self-attention of every slide's tokens (rows ``starts[i]:starts[i+1]`` of ``h``)."""
         t, width = h.shape
@@ -309,13 +323,13 @@ class TitanSlideEncoder(nn.Module):
         qkv = attn.qkv(h).reshape(t, 3, heads, hd).permute(1, 2, 0, 3)  # [3, H, T, hd]
         out = torch.empty((heads, t, hd), dtype=h.dtype, device=h.device)
         slopes = torch.tensor(self._slopes, dtype=torch.float32, device=h.device)
-        for grid, a, b in zip(grids, starts[:-1], starts[1:], strict=True):
+        for grid, dist, a, b in zip(grids, dists, starts[:-1], starts[1:], strict=True):
             q, k, v = qkv[0, :, a:b], qkv[1, :, a:b], qkv[2, :, a:b]
             n = b - a
             rows = max(1, _BLOCK_ELEMENTS // (heads * n))
             for r0 in range(0, n, rows):
                 r1 = min(n, r0 + rows)
-                bias = _bias_rows(grid, slopes, r0, r1).to(h.dtype)
+                bias = _bias_rows(grid, slopes, r0, r1, dist).to(h.dtype)
                 out[:, a + r0 : a + r1] = F.scaled_dot_product_attention(
                     q[:, r0:r1], k, v, attn_mask=bias
                 )
@@ -404,8 +418,10 @@ class TitanSlideEncoder(nn.Module):
             pos += c.shape[0]
             starts.append(starts[-1] + c.shape[0] + 1)
         x = torch.cat(pieces)
+        dists = [_distances(g, 0, g.shape[0] + 1) if (g.shape[0] + 1) ** 2 <= _DIST_ELEMENTS
+                 else None for g in grids]  # fmt: skip
         for block in ve.blocks.modules_list:
-            x = x + self._attention(block.attn, block.norm1(x), grids, starts)
+            x = x + self._attention(block.attn, block.norm1(x), grids, dists, starts)
             x = x + block.mlp(block.norm2(x))
         out[present] = self._pool(ve.norm(x), starts)
         return out
