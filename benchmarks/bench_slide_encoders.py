@@ -8,7 +8,12 @@ full sizes:
 * ``mean-uni_v2`` - the mean of 1536-d UNI2-h features;
 * ``abmil`` - TRIDENT's ABMILSlideEncoder on 1536-d features, one gated head of width 512;
 * ``feather_uni_v2`` - FEATHER over 1536-d features (512-d patch embedding, gated attention 384);
-* ``feather`` - FEATHER over 768-d CONCH v1.5 features.
+* ``feather`` - FEATHER over 768-d CONCH v1.5 features;
+* ``titan`` - TITAN's slide encoder (6 blocks, width 768, 2-D ALiBi) over 768-d CONCH v1.5
+  features with coordinates (each slide a rectangle of a 100-patch-wide grid, 512 px units).
+  TITAN tiles at 512 px, so its slides have a quarter of the patches of the same tissue at
+  256 px: 250-5k patches. Attention is quadratic in that, so in ``--quick`` mode it runs on
+  ``TITAN_QUICK`` slides only (on the CPU a 5k-patch slide takes about a minute).
 
 tumorboard: the slides packed into varlen batches of up to ``MAX_ROWS`` patches, one
 ``forward_varlen`` per batch (what ``embed --slide-encoder`` runs; the fused Triton kernel on
@@ -17,8 +22,7 @@ CUDA, its torch reference on the CPU). Anchor: one slide at a time through the p
 (above 1: tumorboard faster); the note gives tumorboard's slides/s. ``check``: the embeddings of
 both paths agree within 1e-4.
 
-Nothing is asserted on timings. TITAN is not built (see ``tumorboard models --slide-encoders``),
-so it has no row.
+Nothing is asserted on timings.
 
 Usage (from the repository root)::
 
@@ -43,8 +47,13 @@ except ImportError:  # run as a script: ``python benchmarks/bench_slide_encoders
 SEED = 0
 ANCHOR = "one slide at a time"
 ANCHORS = (ANCHOR,)
-ENCODERS = ("mean-uni_v2", "abmil", "feather_uni_v2", "feather")
-IN_DIM = {"mean-uni_v2": 1536, "abmil": 1536, "feather_uni_v2": 1536, "feather": 768}
+ENCODERS = ("mean-uni_v2", "abmil", "feather_uni_v2", "feather", "titan")
+IN_DIM = {"mean-uni_v2": 1536, "abmil": 1536, "feather_uni_v2": 1536, "feather": 768,
+          "titan": 768}  # fmt: skip
+#: Slides TITAN runs on in --quick mode; its slides have a quarter of the patches (512 px).
+TITAN_QUICK = 2
+#: TITAN's grid in the synthetic coordinates: patches per grid row, level-0 patch side.
+GRID_WIDTH, PATCH_LEVEL0 = 100, 512
 
 
 def _encoder(name: str) -> Any:
@@ -73,6 +82,14 @@ def _workload(name: str, lengths: list[int], starts: list[int], device: str) -> 
     pool = torch.randn(2 * max(lengths) + 1, f, device=device)
     enc = _encoder(name).to(device)
     slides = [(i, n) for i, n in enumerate(lengths)]
+    rows = torch.arange(pool.shape[0], device=device)
+    xy = torch.stack((rows // GRID_WIDTH, rows % GRID_WIDTH), 1) * PATCH_LEVEL0
+    uses_coords = name == "titan"
+
+    def extra(parts: list[torch.Tensor]) -> dict[str, Any]:
+        if not uses_coords:
+            return {}
+        return {"coords": torch.cat(parts), "patch_size_level0": PATCH_LEVEL0}
 
     def sync() -> None:
         if device.startswith("cuda"):
@@ -80,18 +97,25 @@ def _workload(name: str, lengths: list[int], starts: list[int], device: str) -> 
 
     def varlen() -> torch.Tensor:
         outs = []
-        for group in _batches(slides, MAX_ROWS):
+        for group in _batches(slides, getattr(enc, "max_rows", MAX_ROWS)):
             x = torch.cat([pool[starts[i] : starts[i] + lengths[i]] for i in group])
             off = torch.tensor([0] + [lengths[i] for i in group], device=device).cumsum(0)
-            outs.append(enc.forward_varlen(x, off))
+            kw = extra([xy[starts[i] : starts[i] + lengths[i]] for i in group])
+            outs.append(enc.forward_varlen(x, off, **kw))
         return torch.cat(outs)
 
     def loop() -> torch.Tensor:
-        return torch.cat([enc(pool[starts[i] : starts[i] + lengths[i]][None]) for i, _ in slides])
+        out = []
+        for i, _ in slides:
+            rows_i = slice(starts[i], starts[i] + lengths[i])
+            kw = extra([xy[rows_i][None]])
+            out.append(enc(pool[rows_i][None], **kw))
+        return torch.cat(out)
 
     with torch.inference_mode():
-        enc.forward_varlen(pool[:1000], torch.tensor([0, 1000], device=device))  # warm-up
-        enc(pool[None, :1000])
+        warm = extra([xy[:200]])
+        enc.forward_varlen(pool[:200], torch.tensor([0, 200], device=device), **warm)  # warm-up
+        enc(pool[None, :200], **extra([xy[None, :200]]))
         sync()
         t0 = time.perf_counter()
         a = varlen()
@@ -103,9 +127,10 @@ def _workload(name: str, lengths: list[int], starts: list[int], device: str) -> 
         t_loop = time.perf_counter() - t0
     ok = torch.allclose(a, b, rtol=1e-4, atol=1e-4)
     n = len(lengths)
-    note = (f"{n / t_varlen:.1f} slides/s ({sum(lengths) / t_varlen / 1e3:.0f}k patches/s), "
+    note = (f"{n / t_varlen:.2f} slides/s ({sum(lengths) / t_varlen:,.0f} patches/s), "
             f"F={f}, {device}")  # fmt: skip
-    return [Result.make(f"{name}: {n} slides of 1k-20k patches", t_varlen, ANCHOR, t_loop,
+    span = "250-5k patches of 512 px" if uses_coords else "1k-20k patches"
+    return [Result.make(f"{name}: {n} slides of {span}", t_varlen, ANCHOR, t_loop,
                         check="same embeddings" if ok else "DIFFER", note=note)]  # fmt: skip
 
 
@@ -120,6 +145,11 @@ def run_results(
     lengths, starts = _slides(n, 1_000, 20_000)
     results: list[Result] = []
     for name in ENCODERS:
+        if name == "titan":  # 512 px tiles: a quarter of the patches of the same tissue
+            k = min(n, TITAN_QUICK) if quick else n
+            few = [max(1, m // 4) for m in lengths[:k]]
+            results += _workload(name, few, [s // 4 for s in starts[:k]], device)
+            continue
         results += _workload(name, lengths, starts, device)
     meta = {"quick": quick, "n_slides": n, "n_patches": sum(lengths), "device": device,
             "torch_threads": torch.get_num_threads(),
@@ -137,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(
         prog="bench_slide_encoders",
-        description="Slides/s of the mean and ABMIL-family slide encoders, varlen vs one by one.",
+        description="Slides/s of the mean, ABMIL-family and TITAN slide encoders, varlen vs one "
+        "by one.",
     )
     parser.add_argument("--quick", action="store_true", help="8 slides instead of 1,000")
     parser.add_argument("--slides", type=positive_int, default=None, help="number of slides")

@@ -134,7 +134,8 @@ def test_abmil_from_a_checkpoint_resumes_and_refuses_other_weights(slide, tmp_pa
 def test_a_refused_slide_encoder_run_does_no_work(slide, tmp_path):
     out = tmp_path / "job"
     cases = [
-        (dict(slide_encoder="titan"), "'titan' is not built"),
+        (dict(slide_encoder="prism"), "'prism' is not built"),
+        (dict(slide_encoder="titan"), "'titan' needs its weights: pass slide_weights=PATH"),
         (dict(slide_encoder="feather", model="uni2-h"), "feather reads conch_v15 features"),
         (dict(slide_encoder="feather", random_weights=True,
               tiling=TilingOptions(patch_size=256)), "feather runs at 20x with 512 px"),
@@ -174,4 +175,5 @@ def test_cli_slide_encoder_as_a_user_sees_it(slide, tmp_path):
     listed = cli("models", "--slide-encoders", "--json")
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["feather"]["patch_encoder"] == "conch_v15" and rows["feather"]["status"] == "built"
-    assert rows["titan"]["status"] == "not built" and rows["titan"]["reason"]
+    assert rows["titan"]["status"] == "built" and rows["titan"]["uses_coords"]
+    assert rows["prism"]["status"] == "not built" and rows["prism"]["reason"]

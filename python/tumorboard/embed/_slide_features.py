@@ -7,7 +7,9 @@ patch encoder the slide encoder reads (:func:`tumorboard.models.slide_encoder_in
 slide's features, many slides per forward (concatenated, no padding:
 ``forward_varlen``), and writes, under ``{job} = {out}/{mag}x_{patch}px_{overlap}px_overlap``
 (mahmoodlab/TRIDENT ``trident/Processor.py``, ``run_slide_feature_extraction_job``:
-``slide_features_{slide_encoder}``, @04e4c2b):
+``slide_features_{slide_encoder}``, @04e4c2b). An encoder that uses coordinates (``titan``)
+also gets each slide's ``coords`` and their ``patch_size_level0`` attribute (its grid unit, as
+TRIDENT passes ``batch['attributes']['patch_size_level0']``). It writes:
 
 * ``{job}/slide_features_{name}/{slide}.h5``: ``features`` [D] float32 with attributes ``name``,
   ``savetodir``, ``encoder`` (TRIDENT's) and ``weights_fingerprint`` (the slide encoder's:
@@ -58,7 +60,8 @@ __all__ = ["SlideFeatures", "read_slide_features"]
 #: The weights fingerprint of an encoder without parameters (``mean-*``).
 NO_WEIGHTS = "none"
 #: Rows of patch features per slide-encoder forward (slides are packed up to it; a larger
-#: slide runs alone).
+#: slide runs alone); an encoder's ``max_rows`` attribute lowers it (TITAN's activations are
+#: width x 4 per token).
 MAX_ROWS = 1 << 18
 
 _TABLE_META = ("encoder", "weights_fingerprint", "patch_encoder", "patch_weights_fingerprint",
@@ -451,7 +454,7 @@ def _encode(
     dev = models.resolve_device(run.device)
     encoder = encoder.to(dev)
     sizes = [(item, int(item[1].n_patches)) for item in todo]
-    for group in _batches(sizes, MAX_ROWS):
+    for group in _batches(sizes, getattr(encoder, "max_rows", MAX_ROWS)):
         t0 = time.perf_counter()
         loaded = []
         for index, r, target in group:
@@ -459,6 +462,11 @@ def _encode(
                 feats, coords, _ = read_features(r.features_path)
                 with h5py.File(r.features_path, "r") as f:
                     cattrs = {k: attr_from_hdf5(v) for k, v in f["coords"].attrs.items()}
+                if info.uses_coords and "patch_size_level0" not in cattrs:
+                    raise InvalidArgumentError(
+                        f"{info.name} reads the grid unit of the coords: expected the coords "
+                        f"attribute patch_size_level0, got {', '.join(sorted(cattrs)) or 'none'}"
+                    )
                 loaded.append((index, r, target, feats, coords, cattrs))
             except Exception as exc:
                 results[index] = SlideResult(r.slide, r.name, "failed",
@@ -468,8 +476,12 @@ def _encode(
         lengths = [len(x[3]) for x in loaded]
         offsets = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.long)
         x = torch.from_numpy(np.concatenate([x[3] for x in loaded])).to(dev, torch.float32)
+        kw = {}
+        if info.uses_coords:  # TITAN: the level-0 coordinates and the grid unit of each slide
+            kw["coords"] = torch.from_numpy(np.concatenate([item[4] for item in loaded])).to(dev)
+            kw["patch_size_level0"] = [int(item[5]["patch_size_level0"]) for item in loaded]
         with torch.inference_mode():
-            emb = encoder.forward_varlen(x, offsets.to(dev)).float().cpu().numpy()
+            emb = encoder.forward_varlen(x, offsets.to(dev), **kw).float().cpu().numpy()
         seconds = (time.perf_counter() - t0) / len(loaded)
         for row, (index, r, target, _, coords, cattrs) in enumerate(loaded):
             attrs = {**identity, "n_patches": int(lengths[row])}

@@ -48,8 +48,9 @@ prints every row (width, input, precision, license, gated, the file to fetch).
 
 Slide encoders (:func:`slide_encoders`, :func:`slide_encoder_info`, :func:`load_slide_encoder`)
 carry TRIDENT's slide-encoder names: ``mean-{patch encoder}``, ``abmil`` and FEATHER
-(``feather``, ``feather_uni_v2``) are built in :mod:`~tumorboard.models.slide_encoder`, each
-mapping concatenated slides (``forward_varlen``) to one vector per slide; titan, prism, chief,
+(``feather``, ``feather_uni_v2``) are built in :mod:`~tumorboard.models.slide_encoder` and
+``titan`` in :mod:`~tumorboard.models.titan`, each mapping concatenated slides
+(``forward_varlen``) to one vector per slide; prism, chief,
 gigapath, madeleine, threads and care are listed with why they are not built.
 
 Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI
@@ -89,6 +90,7 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers
     from .conch_tokenizer import ConchTokenizer
     from .onnx import OnnxEncoder, export_onnx
     from .slide_encoder import FeatherSlideEncoder, MeanSlideEncoder, load_slide_encoder
+    from .titan import TitanSlideEncoder
     from .vit import UNI, UNI2_H, UNI2_TINY, VisionTransformer, ViTConfig
     from .weights import (
         CheckpointKeyError,
@@ -118,6 +120,7 @@ __all__ = [
     "RandomWeightsWarning",
     "SegmentAdapter",
     "SlideEncoderInfo",
+    "TitanSlideEncoder",
     "UNI",
     "UNI2_H",
     "UNI2_TINY",
@@ -178,6 +181,7 @@ _WHERE = {
     "FeatherSlideEncoder": "slide_encoder",
     "MeanSlideEncoder": "slide_encoder",
     "load_slide_encoder": "slide_encoder",
+    "TitanSlideEncoder": "titan",
 }
 _NEEDS_TORCH = {
     "abmil",
@@ -189,6 +193,7 @@ _NEEDS_TORCH = {
     "_registry",
     "_slide_info",
     "slide_encoder",
+    "titan",
 }
 
 

@@ -5,7 +5,7 @@ One :class:`SlideEncoderInfo` row per name of TRIDENT's slide encoder registry
 ``slide_to_patch_encoder_name``; the magnification and patch size of each are those of its
 ``--slide_encoder NAME --patch_size P --mag M`` line in TRIDENT's README@0120b8b): a
 ``mean-{patch encoder}`` row per patch encoder of :func:`tumorboard.models.available`, ``abmil``,
-``feather`` and ``feather_uni_v2`` (built), and ``threads``, ``titan``, ``prism``, ``chief``,
+``feather``, ``feather_uni_v2`` and ``titan`` (built), and ``threads``, ``prism``, ``chief``,
 ``gigapath``, ``madeleine`` and ``care`` (listed with the reason they are not built).
 
 The rows need no torch; the ``mean-*`` rows are made from the patch-encoder registry when first
@@ -95,9 +95,7 @@ _ROWS = (
          reason="neither weights nor architecture are published (TRIDENT lists it as coming "
          "soon)"),
     _row("titan", "conch_v15", "conch_v15", 20.0, 512, 768, 768, "fp16",
-         "Hugging Face MahmoodLab/TITAN (gated)", coords=True,
-         reason="transformer over a 2-D grid of CONCH v1.5 features with 2-D ALiBi; its "
-         "published code is Hugging Face remote code, not yet written here"),
+         "Hugging Face MahmoodLab/TITAN, model.safetensors (gated)", coords=True),
     _row("prism", "virchow", "virchow", 20.0, 224, 2560, 1280, "fp16",
          "Hugging Face paige-ai/Prism (gated)",
          reason="Perceiver slide aggregator shipped as Hugging Face remote code with a BioGPT "

@@ -22,6 +22,9 @@ every patch of the batch in one dense pass and pool slide by slide.
   ``forward_features``, which TRIDENT's ``FeatherSlideEncoder`` returns; load.py@04e4c2b). The
   ``model.`` prefix is the Hugging Face wrapper's (``ABMILModel.model``). A classification head
   (``model.classifier.*``) in a checkpoint is not part of the embedding and is dropped at load.
+* :class:`~tumorboard.models.titan.TitanSlideEncoder` (TRIDENT ``titan``): TITAN's ViT over a
+  2-D grid of CONCH v1.5 features with 2-D ALiBi (:mod:`tumorboard.models.titan`); it also
+  takes the patch coordinates (``forward_varlen(..., coords=, patch_size_level0=)``).
 
 :func:`load_slide_encoder` builds any built encoder by its registry name
 (:func:`~tumorboard.models.slide_encoder_info`) and loads its weights strictly.
@@ -41,6 +44,7 @@ from ..errors import InvalidArgumentError, WeightsError
 from ..kernels import choose_backend
 from ._slide_info import slide_encoder_info, slide_encoders
 from .abmil import ABMILSlideEncoder, _check_offsets
+from .titan import TITAN, TitanSlideEncoder, titan_config
 from .weights import RandomWeightsWarning, load_state_dict, read_state_dict
 
 __all__ = [
@@ -334,7 +338,9 @@ def load_slide_encoder(
         A built slide encoder (:func:`~tumorboard.models.slide_encoders`).
     weights : str or os.PathLike or None, default None
         Its checkpoint (``abmil``: a TRIDENT ``ABMILSlideEncoder`` state dict, whose shapes give
-        the configuration; ``feather*``: the published ``model.safetensors``). None builds
+        the configuration; ``feather*``: the published ``model.safetensors``; ``titan``:
+        MahmoodLab/TITAN's ``model.safetensors``, whose ``text_encoder.*`` and captioning
+        pooler are dropped and whose shapes give width, depth and MLP ratio). None builds
         random parameters from ``seed`` with a
         :class:`~tumorboard.models.RandomWeightsWarning` (``mean-*`` has none to load).
     in_dim : int or None, default None
@@ -385,6 +391,12 @@ def load_slide_encoder(
 
         def build() -> nn.Module:
             return ABMILSlideEncoder(**config)
+    elif info.name == "titan":
+        titan_options = dict(TITAN) if state is None else titan_config(state)
+
+        def build() -> nn.Module:
+            o = dict(titan_options)
+            return TitanSlideEncoder(o.pop("in_dim"), **o)
     else:
         build = feather if info.name == "feather" else feather_uni_v2
     if state is None:
