@@ -280,7 +280,7 @@ def test_cli_compare_ranks(tmp_path):
     block = out.stdout.split("Ranks, overall")[1].splitlines()
     assert block[4].startswith("| model-a | 0.8833 | 1 [1, 1] | 1.000 | yes |")  # 106/120 right
     out = cli("compare", str(store), "--ranks", "--format", "csv")
-    assert out.returncode == 2 and "--ranks: expected --format md, json or html" in out.stderr
+    assert out.returncode == 2 and "--ranks: expected --format md, json, html or svg" in out.stderr
     page = tmp_path / "cmp.html"
     out = cli("compare", str(store), "--ranks", "--n-resamples", "200", "--format", "html",
               "--out", str(page))  # fmt: skip
@@ -288,6 +288,54 @@ def test_cli_compare_ranks(tmp_path):
     text = page.read_text()
     assert text.startswith("<!doctype html>") and text.count("<svg") == 1 + 3 + 3  # forest,
     # a p-value heatmap per task (task0, task1, overall), ranks per task and overall
+
+
+def test_cli_compare_writes_each_picture_as_an_svg_file(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    cli, store = _store_of_three_models(tmp_path)
+    plots = tmp_path / "plots"
+    out = cli("compare", str(store), "--ranks", "--n-resamples", "200", "--format", "svg",
+              "--out", str(plots))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    tasks = ("task0", "task1", "overall")
+    expected = {"forest.svg"} | {f"{kind}-{t}.svg" for kind in ("pvalues", "ranks") for t in tasks}
+    assert {p.name for p in plots.iterdir()} == expected  # no temporary file left behind
+    svg = "{http://www.w3.org/2000/svg}"
+    for path in plots.iterdir():
+        root = ET.parse(path).getroot()
+        assert root.tag == f"{svg}svg", path.name
+        assert root.find(f"{svg}title") is not None
+        assert f"wrote {path}" in out.stdout
+    assert ET.parse(plots / "ranks-overall.svg").getroot().find(f"{svg}title").text == (
+        "Ranks, overall"
+    )
+    # without --ranks: the forest plot and the heatmaps; the same directory is rewritten
+    out = cli("compare", str(store), "--n-resamples", "200", "--format", "svg", "--out",
+              str(tmp_path / "plain"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert len(list((tmp_path / "plain").iterdir())) == 1 + 3
+    out = cli("compare", str(store), "--format", "svg")
+    assert out.returncode == 2 and "--out: expected a directory for --format svg" in out.stderr
+    out = cli("compare", str(store), "--format", "svg", "--out", str(plots / "forest.svg"))
+    assert out.returncode == 2 and "got a file" in out.stderr
+
+
+def test_comparison_svg_names_say_what_they_are():
+    rng = np.random.default_rng(3)
+    values = (rng.random(3 * 40) < 0.7).astype(float)
+    models = np.repeat(["A", "B", "C"], 40)
+    items = np.tile([f"q{i}" for i in range(40)], 3)
+    tasks = np.tile(["dx/1", "dx 1", "stage"] * 13 + ["stage"], 3)
+    opts = stats.BootstrapOptions(n_resamples=200, seed=1)
+    res = stats.compare(values, models=models, items=items, tasks=tasks, options=opts,
+                        n_permutations=200)  # fmt: skip
+    files = res.to_svg(prefix="mtb/multimodal ")
+    assert list(files) == ["mtb_multimodal_forest.svg", "mtb_multimodal_pvalues-dx_1.svg",
+                           "mtb_multimodal_pvalues-dx_1-2.svg",
+                           "mtb_multimodal_pvalues-stage.svg",
+                           "mtb_multimodal_pvalues-overall.svg"]  # fmt: skip
+    assert all(text.startswith('<?xml version="1.0"') for text in files.values())
 
 
 def test_rank_intervals_against_ranks_of_the_engine_distribution():
