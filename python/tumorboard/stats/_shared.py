@@ -26,6 +26,10 @@ from ._options import BootstrapOptions
 
 #: Largest Poisson(1) weight the engine draws (from 32 bits; ``csrc/stats/poisson.cpp``).
 MAX_WEIGHT = 15
+#: The product is used where groups share keys: (keys x groups) at most DENSITY x records.
+DENSITY = 4
+#: Largest (keys x groups x columns) table of per-key sums (1 GiB of float64).
+MAX_CELLS = 2**27
 #: Keys packed into one engine unit group: 4 bits per weight, values up to 16^24 = 2^96, below
 #: the engine's 2^100 limit on an exact fixed-point value.
 PACKED = 25
@@ -63,11 +67,19 @@ def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOpti
     ``W`` holds the engine's Poisson(1) weight of each key in each resample, drawn
     ``KEY_CHUNK`` keys at a time.
     """
-    out = np.zeros((options.n_resamples, per_key.shape[1]), dtype=per_key.dtype)
+    # equal columns have equal sums: the record counts of groups that share every key, a
+    # column every group shares (e.g. BLEU's reference length with one reference)
+    # (found by one fixed projection, then checked equal, so a clash only costs the saving)
+    probe = np.sin(np.arange(per_key.shape[0], dtype=np.float64) + 1.0) @ per_key
+    _, first, column = np.unique(probe, return_index=True, return_inverse=True)
+    if not np.array_equal(per_key[:, first[column]], per_key):
+        first, column = np.arange(per_key.shape[1]), np.arange(per_key.shape[1])
+    distinct = np.ascontiguousarray(per_key[:, first])
+    out = np.zeros((options.n_resamples, distinct.shape[1]), dtype=per_key.dtype)
     for s in range(0, keys.size, KEY_CHUNK):
         part = keys[s : s + KEY_CHUNK]
-        out += _weights(part, options, per_key.dtype) @ per_key[s : s + part.size]
-    return out
+        out += _weights(part, options, per_key.dtype) @ distinct[s : s + part.size]
+    return out[:, column.ravel()]
 
 
 def poisson_shared(
@@ -101,7 +113,7 @@ def poisson_shared(
     dict or None
         What ``_core.stats.poisson_finalize`` returns (with the distribution), or None when the
         shortcut would not be bit-identical (fractional values, BCa, sums beyond 2^53) or saves
-        nothing (fewer than two groups).
+        nothing (fewer than two groups, or groups that share few keys).
     """
     n, k = values.shape
     if lay.n_groups < 2 or options.method == "bca" or options.n_resamples == 0 or n == 0:
@@ -118,11 +130,13 @@ def poisson_shared(
     distinct, key_code = np.unique(unit_key, return_inverse=True)
     g, c = lay.n_groups, k + 1
     # per (key, group) sums of every column and the record count, (keys, groups * (k + 1))
-    cols = np.hstack([values, np.ones((n, 1))])
     size = distinct.size * g * c
+    if distinct.size * g > DENSITY * n or size > MAX_CELLS:
+        return None  # groups share too few keys: the dense product would do mostly zeros
+    cols = np.hstack([values, np.ones((n, 1))])
     flat = key_code * (g * c) + group * c
-    per_key = sum(np.bincount(flat + j, weights=cols[:, j], minlength=size) for j in range(c))
-    per_key = np.asarray(per_key, dtype=np.float64).reshape(distinct.size, g * c)
+    cells = (flat[:, None] + np.arange(c)).ravel()
+    per_key = np.bincount(cells, weights=cols.ravel(), minlength=size).reshape(distinct.size, -1)
     # exact integers, (B, g * c)
     sums = _weighted_sums(distinct, per_key.astype(dtype), options).astype(np.int64)
     full = per_key.sum(axis=0).astype(np.int64)[None, :]
