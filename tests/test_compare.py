@@ -439,6 +439,9 @@ def test_rank_intervals_shared_weights_equal_the_engine_bit_for_bit(clustered):
                                       equal_nan=True), (statistic, f)  # fmt: skip
     assert _shared.poisson_shared(rows[:, 3:4] / 3.0, *_layout(names, items), statistic="mean",
                                   params=[], options=stats.BootstrapOptions()) is None  # fmt: skip
+    own = np.char.add(names, items)  # every model on its own items: nothing shared, engine path
+    assert _shared.poisson_shared(rows[:, 3:4], *_layout(names, own), statistic="mean",
+                                  params=[], options=stats.BootstrapOptions()) is None  # fmt: skip
 
 
 def _layout(names, items):
