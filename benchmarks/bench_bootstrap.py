@@ -23,6 +23,7 @@ never aborts the run.
 Usage (from the repository root)::
 
     python benchmarks/bench_bootstrap.py [--quick] [--json PATH] [--repeat N] [--threads N]
+    python benchmarks/bench_bootstrap.py --only W5    # one workload (W1 ... W5)
     python -m benchmarks.bench_bootstrap --quick
 """
 
@@ -696,13 +697,17 @@ def _import_tumorboard() -> Any:
     return ts
 
 
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
+
+
 def run_results(
     quick: bool = False,
     repeat: int = 3,
     threads: int | None = None,
     log: Callable[[str], None] | None = None,
+    only: Sequence[str] = WORKLOADS,
 ) -> tuple[list[Result], dict[str, Any]]:
-    """Run all workloads; return the result records and run metadata."""
+    """Run the workloads named in ``only`` (all by default); return the records and metadata."""
     if log is None:
 
         def log(msg: str) -> None:
@@ -728,19 +733,26 @@ def run_results(
 
     t0 = time.perf_counter()
     results: list[Result] = []
-    results += _single_workload(
-        ctx, f"W1 0/1 n={_fmt_count(n1)} B=10k percentile", binary, 10_000, "percentile"
-    )
-    results += _single_workload(
-        ctx, f"W2 float n={_fmt_count(n1)} B=10k percentile", skewed, 10_000, "percentile"
-    )
-    results += _single_workload(ctx, f"W3 float n={_fmt_count(n1)} B=1k BCa", skewed, 1000, "bca")
-    results += _grouped_workload(
-        ctx, f"W4 0/1 n={_fmt_count(n4)} 200 groups B=1k", n4, 20, 10, 1000
-    )
-    results += _clustered_workload(
-        ctx, f"W5 clustered 40x5x{n_models5} B=10k", 40, 5, n_models5, 10_000
-    )
+    if "W1" in only:
+        results += _single_workload(
+            ctx, f"W1 0/1 n={_fmt_count(n1)} B=10k percentile", binary, 10_000, "percentile"
+        )
+    if "W2" in only:
+        results += _single_workload(
+            ctx, f"W2 float n={_fmt_count(n1)} B=10k percentile", skewed, 10_000, "percentile"
+        )
+    if "W3" in only:
+        results += _single_workload(
+            ctx, f"W3 float n={_fmt_count(n1)} B=1k BCa", skewed, 1000, "bca"
+        )
+    if "W4" in only:
+        results += _grouped_workload(
+            ctx, f"W4 0/1 n={_fmt_count(n4)} 200 groups B=1k", n4, 20, 10, 1000
+        )
+    if "W5" in only:
+        results += _clustered_workload(
+            ctx, f"W5 clustered 40x5x{n_models5} B=10k", 40, 5, n_models5, 10_000
+        )
     meta = {
         "quick": quick,
         "repeat": repeat,
@@ -788,10 +800,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="threads for tumorboard (default: all cores); anchors are single-threaded",
     )
+    parser.add_argument(
+        "--only",
+        choices=WORKLOADS,
+        action="append",
+        help="run only this workload (repeatable; default: all)",
+    )
     args = parser.parse_args(argv)
 
     try:
-        results, meta = run_results(quick=args.quick, repeat=args.repeat, threads=args.threads)
+        results, meta = run_results(quick=args.quick, repeat=args.repeat, threads=args.threads,
+                                    only=args.only or WORKLOADS)  # fmt: skip
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
-"""Model comparisons at scale: ``stats.compare`` against a vectorised numpy implementation.
+"""Model comparisons at scale: ``stats.compare`` and ``stats.rank_intervals`` against numpy.
 
-Workload: M models answer the same N items (0/1), nested in G patients; every pair of models
+Pairs workload: M models answer the same N items (0/1), nested in G patients; every pair of models
 (M (M - 1) / 2), the clustered paired bootstrap with B resamples (patients resampled whole),
 percentile intervals and bootstrap p-values, McNemar on and the sign-flip test off
 (``n_permutations=0``; it is a second resampling of its own).
@@ -11,10 +11,21 @@ matrix product, and every pair's interval and p-value from the B x M matrix. Tha
 joint-resampling design tumorboard uses (shared Poisson weights instead of multinomial
 counts), so the ratio measures the engine, not the algorithm.
 
+Ranks workload: M models translate the same N items (short synthetic sentences, one reference
+each); each model's per-item BLEU sufficient statistics are computed once
+(``text.bleu_statistics``, timed apart), then ``stats.rank_intervals(statistic="bleu")`` gives
+every model's corpus-BLEU rank interval and P(best) from B shared Poisson resamples. Anchor:
+Poisson(1) weights per item and resample (B x N, in chunks), every model's resampled sums with
+one matrix product, corpus BLEU (sacrebleu's formula, exp smoothing) of each, and the ranks
+within each resample. The point estimates are checked against ``sacrebleu.corpus_bleu`` (when
+installed) to the last bit.
+
 Usage::
 
-    python benchmarks/bench_compare.py            # 50 models x 100k items, 20k patients, B=10k
-    python benchmarks/bench_compare.py --quick    # 20 models x 20k items, 4k patients, B=2k
+    python benchmarks/bench_compare.py            # both workloads, full size
+    python benchmarks/bench_compare.py --quick    # pairs: 20 x 20k items, 4k patients, B=2k;
+                                                  # ranks: 20 models x 2k items, B=2k
+    python benchmarks/bench_compare.py --only ranks   # 50 models x 10k items, B=10k
     python benchmarks/bench_compare.py --json out.json
 
 Nothing here asserts on timings.
@@ -31,9 +42,9 @@ from typing import Any
 import numpy as np
 
 try:
-    from ._timing import Result, format_markdown, write_json
+    from ._timing import Result, best_of, format_markdown, write_json
 except ImportError:  # run as a script
-    from _timing import Result, format_markdown, write_json
+    from _timing import Result, best_of, format_markdown, write_json
 
 ANCHOR = "numpy, vectorised"
 
@@ -107,20 +118,145 @@ def run(models: int, items: int, patients: int, b: int) -> list[Result]:
                         note=f"stats.compare {t_tb:.2f} s, numpy {t_np:.2f} s")]  # fmt: skip
 
 
+WORDS = (
+    "the a tumor margin node stage grade left right upper lower lobe mass biopsy shows no "
+    "evidence of invasive carcinoma with clear margins positive negative lymph nodes are "
+    "involved patient received chemotherapy radiation surgery follow up scan recommended "
+    "mutation detected expression high low score ratio size cm mm metastasis seen"
+).split()
+
+
+def bleu_workload(models: int, items: int, seed: int = 0) -> dict[str, Any]:
+    """Return ``models`` models' hypotheses of ``items`` short references (3 to 20 words).
+
+    A model keeps each reference word with its own probability (0.55 to 0.9) and otherwise
+    writes a random word, and drops a word now and then, so lengths and n-gram matches vary.
+    """
+    rng = np.random.default_rng(seed)
+    vocab = np.array(WORDS)
+    lengths = rng.integers(3, 21, items)
+    ref_tokens = [vocab[rng.integers(0, vocab.size, k)] for k in lengths]
+    refs = [" ".join(t) for t in ref_tokens]
+    skill = rng.uniform(0.55, 0.9, models)
+    hyps = []
+    for m in range(models):
+        out = []
+        for t in ref_tokens:
+            keep = rng.random(t.size) < skill[m]
+            words = np.where(keep, t, vocab[rng.integers(0, vocab.size, t.size)])
+            out.append(" ".join(words[rng.random(t.size) > 0.05]))
+        hyps.append(out)
+    return {"refs": refs, "hyps": hyps, "names": [f"m{m:02d}" for m in range(models)]}
+
+
+def numpy_corpus_bleu(sums: np.ndarray, order: int = 4) -> np.ndarray:
+    """Corpus BLEU (sacrebleu's formula, exp smoothing) of summed statistics ``[..., 2N + 2]``."""
+    matches, totals = sums[..., :order], sums[..., order : 2 * order]
+    sys_len, ref_len = sums[..., 2 * order], sums[..., 2 * order + 1]
+    zero = matches == 0
+    halving = 2.0 ** np.cumsum(zero, axis=-1)  # exp smoothing: 1 / 2^k for the k-th zero
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prec = np.where(zero, 100.0 / (halving * totals), 100.0 * matches / totals)
+        logs = np.where(totals > 0, np.log(prec), -9999999999.0)
+        bp = np.where(sys_len < ref_len,
+                      np.exp(1.0 - ref_len / np.where(sys_len > 0, sys_len, 1.0)), 1.0)  # fmt: skip
+    bp = np.where(sys_len > 0, bp, 0.0)
+    return bp * np.exp(logs.sum(axis=-1) / order)
+
+
+def numpy_rank_intervals(stats: np.ndarray, b: int, seed: int = 0) -> np.ndarray:
+    """Rank intervals of corpus BLEU from Poisson-weighted sums, in numpy.
+
+    ``stats`` is ``[models, items, k]``. Returns ``[models, 4]``: estimate, rank_low,
+    rank_high, p_best.
+    """
+    rng = np.random.default_rng(seed)
+    m, n, k = stats.shape
+    flat = stats.transpose(1, 0, 2).reshape(n, m * k).astype(np.float64)
+    scores = np.empty((b, m))
+    step = max(1, 2**23 // n)
+    for s in range(0, b, step):
+        w = rng.poisson(1.0, size=(min(step, b - s), n)).astype(np.float64)
+        scores[s : s + w.shape[0]] = numpy_corpus_bleu((w @ flat).reshape(-1, m, k))
+    est = numpy_corpus_bleu(stats.sum(axis=1).astype(np.float64))
+    ranks = 1 + (scores[:, None, :] > scores[:, :, None]).sum(axis=-1)  # [B, models]
+    low = np.quantile(ranks, 0.025, axis=0, method="lower")
+    high = np.quantile(ranks, 0.975, axis=0, method="higher")
+    return np.stack([est, low, high, (ranks == 1).mean(axis=0)], 1)
+
+
+def run_ranks(models: int, items: int, b: int) -> list[Result]:
+    """Time rank intervals of corpus BLEU against the numpy anchor; check they agree."""
+    from tumorboard import stats, text
+
+    w = bleu_workload(models, items)
+    t0 = time.perf_counter()
+    per_model = [text.bleu_statistics(h, w["refs"]) for h in w["hyps"]]
+    t_stats = time.perf_counter() - t0
+    rows = np.concatenate(per_model)
+    names = np.repeat(w["names"], items)
+    keys = np.tile(np.arange(items), models)
+    params = text.bleu_statistic_params()
+    opts = stats.BootstrapOptions(n_resamples=b, seed=0)
+    kept: dict[str, Any] = {}
+
+    def tb() -> None:
+        kept["tb"] = stats.rank_intervals(rows, models=names, items=keys, statistic="bleu",
+                                          params=params, options=opts)  # fmt: skip
+
+    def anchor() -> None:
+        kept["np"] = numpy_rank_intervals(np.stack(per_model), b)
+
+    # the best of two calls each (after a warm-up): this shared machine's load varies
+    t_tb = best_of(tb, repeat=2, max_time=30.0)
+    t_np = best_of(anchor, repeat=2, max_time=30.0)
+    res, ref = kept["tb"], kept["np"]
+    by = {d["model"]: d for d in res.to_dicts()}
+    got = np.array([[by[n]["estimate"], by[n]["rank_low"], by[n]["rank_high"], by[n]["p_best"]]
+                    for n in w["names"]])  # fmt: skip
+    notes = []
+    same_est = bool(np.allclose(got[:, 0], ref[:, 0], rtol=1e-12, atol=0))
+    try:
+        import sacrebleu
+    except ImportError:
+        notes.append("sacrebleu not installed: estimates not checked against it")
+        exact = True
+    else:
+        oracle = np.array([sacrebleu.corpus_bleu(h, [w["refs"]]).score for h in w["hyps"]])
+        exact = bool(np.array_equal(got[:, 0], oracle))
+        notes.append(f"estimates {'==' if exact else '!='} sacrebleu.corpus_bleu")
+    # different random streams: rank bounds agree to Monte Carlo error (one rank either way)
+    gap = int(np.max(np.abs(got[:, 1:3] - ref[:, 1:3])))
+    ok = exact and same_est and gap <= 2
+    check = f"{'ok' if ok else 'DIFFERS'} (largest rank-bound gap {gap}; {'; '.join(notes)})"
+    name = f"rank CIs of corpus BLEU, {models} models x {items:,} items, B={b:,}"
+    return [Result.make(name, t_tb, ANCHOR, t_np, check=check,
+                        note=f"stats.rank_intervals {t_tb:.2f} s, numpy {t_np:.2f} s; "
+                             f"bleu_statistics of {models * items:,} pairs {t_stats:.2f} s "
+                             "(once, not in either timing)")]  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(prog="bench_compare", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 models x 20k items, B=2k")
+    parser.add_argument("--only", choices=("pairs", "ranks"), help="run one workload")
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
     args = parser.parse_args(argv)
     shape = (20, 20_000, 4_000, 2_000) if args.quick else (50, 100_000, 20_000, 10_000)
-    results = run(*shape)
+    rank_shape = (20, 2_000, 2_000) if args.quick else (50, 10_000, 10_000)
+    results = []
+    if args.only != "ranks":
+        results += run(*shape)
+    if args.only != "pairs":
+        results += run_ranks(*rank_shape)
     print(f"\n### Model comparisons ({'quick' if args.quick else 'full'})\n")
     print(format_markdown(results, [ANCHOR]))
     for r in results:
         print(f"- {r.workload}: {r.note}")
     if args.json:
-        write_json(results, args.json, {"quick": args.quick, "shape": shape})
+        write_json(results, args.json, {"quick": args.quick, "shape": shape,
+                                        "rank_shape": rank_shape})  # fmt: skip
         print(f"wrote {args.json}")
     return 0
 

@@ -280,7 +280,7 @@ def test_cli_compare_ranks(tmp_path):
     block = out.stdout.split("Ranks, overall")[1].splitlines()
     assert block[4].startswith("| model-a | 0.8833 | 1 [1, 1] | 1.000 | yes |")  # 106/120 right
     out = cli("compare", str(store), "--ranks", "--format", "csv")
-    assert out.returncode == 2 and "--ranks: expected --format md, json or html" in out.stderr
+    assert out.returncode == 2 and "--ranks: expected --format md, json, html or svg" in out.stderr
     page = tmp_path / "cmp.html"
     out = cli("compare", str(store), "--ranks", "--n-resamples", "200", "--format", "html",
               "--out", str(page))  # fmt: skip
@@ -288,6 +288,54 @@ def test_cli_compare_ranks(tmp_path):
     text = page.read_text()
     assert text.startswith("<!doctype html>") and text.count("<svg") == 1 + 3 + 3  # forest,
     # a p-value heatmap per task (task0, task1, overall), ranks per task and overall
+
+
+def test_cli_compare_writes_each_picture_as_an_svg_file(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    cli, store = _store_of_three_models(tmp_path)
+    plots = tmp_path / "plots"
+    out = cli("compare", str(store), "--ranks", "--n-resamples", "200", "--format", "svg",
+              "--out", str(plots))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    tasks = ("task0", "task1", "overall")
+    expected = {"forest.svg"} | {f"{kind}-{t}.svg" for kind in ("pvalues", "ranks") for t in tasks}
+    assert {p.name for p in plots.iterdir()} == expected  # no temporary file left behind
+    svg = "{http://www.w3.org/2000/svg}"
+    for path in plots.iterdir():
+        root = ET.parse(path).getroot()
+        assert root.tag == f"{svg}svg", path.name
+        assert root.find(f"{svg}title") is not None
+        assert f"wrote {path}" in out.stdout
+    assert ET.parse(plots / "ranks-overall.svg").getroot().find(f"{svg}title").text == (
+        "Ranks, overall"
+    )
+    # without --ranks: the forest plot and the heatmaps; the same directory is rewritten
+    out = cli("compare", str(store), "--n-resamples", "200", "--format", "svg", "--out",
+              str(tmp_path / "plain"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert len(list((tmp_path / "plain").iterdir())) == 1 + 3
+    out = cli("compare", str(store), "--format", "svg")
+    assert out.returncode == 2 and "--out: expected a directory for --format svg" in out.stderr
+    out = cli("compare", str(store), "--format", "svg", "--out", str(plots / "forest.svg"))
+    assert out.returncode == 2 and "got a file" in out.stderr
+
+
+def test_comparison_svg_names_say_what_they_are():
+    rng = np.random.default_rng(3)
+    values = (rng.random(3 * 40) < 0.7).astype(float)
+    models = np.repeat(["A", "B", "C"], 40)
+    items = np.tile([f"q{i}" for i in range(40)], 3)
+    tasks = np.tile(["dx/1", "dx 1", "stage"] * 13 + ["stage"], 3)
+    opts = stats.BootstrapOptions(n_resamples=200, seed=1)
+    res = stats.compare(values, models=models, items=items, tasks=tasks, options=opts,
+                        n_permutations=200)  # fmt: skip
+    files = res.to_svg(prefix="mtb/multimodal ")
+    assert list(files) == ["mtb_multimodal_forest.svg", "mtb_multimodal_pvalues-dx_1.svg",
+                           "mtb_multimodal_pvalues-dx_1-2.svg",
+                           "mtb_multimodal_pvalues-stage.svg",
+                           "mtb_multimodal_pvalues-overall.svg"]  # fmt: skip
+    assert all(text.startswith('<?xml version="1.0"') for text in files.values())
 
 
 def test_rank_intervals_against_ranks_of_the_engine_distribution():
@@ -322,6 +370,85 @@ def test_rank_intervals_against_ranks_of_the_engine_distribution():
     )
     with pytest.raises(InvalidArgumentError, match="at least two models"):
         stats.rank_intervals([1.0, 0.0], models=["A", "A"], items=["q1", "q2"])
+
+
+def test_rank_intervals_of_corpus_bleu_through_sufficient_statistics():
+    sacrebleu = pytest.importorskip("sacrebleu")
+    from tumorboard import text
+
+    rng = np.random.default_rng(11)
+    words = "the tumor is a b c stage node margin grade negative positive".split()
+    refs = [" ".join(rng.choice(words, rng.integers(3, 9))) for _ in range(80)]
+    hyps = {}
+    for m, keep in (("A", 0.9), ("B", 0.7), ("C", 0.4)):
+        hyps[m] = [" ".join(w if rng.random() < keep else str(rng.choice(words))
+                            for w in r.split()) for r in refs]  # fmt: skip
+    rows = np.concatenate([text.bleu_statistics(hyps[m], refs) for m in "ABC"])
+    models = np.repeat(list("ABC"), len(refs))
+    items = np.tile([f"q{i}" for i in range(len(refs))], 3)
+    params = text.bleu_statistic_params()
+    opts = stats.BootstrapOptions(n_resamples=500, seed=3)
+    got = stats.rank_intervals(rows, models=models, items=items, statistic="bleu",
+                               params=params, options=opts)  # fmt: skip
+    by = {d["model"]: d for d in got.to_dicts()}
+    for m in "ABC":  # the point estimate is sacrebleu's corpus BLEU, to the last bit
+        assert by[m]["estimate"] == sacrebleu.corpus_bleu(hyps[m], [refs]).score
+    dist = stats.bootstrap_sufficient(rows, statistic="bleu", params=params, groups=models,
+                                      scheme="poisson", keys=items, options=opts,
+                                      return_distribution=True).distribution  # fmt: skip
+    ranks = np.stack([scipy_stats.rankdata(-dist[:, b], method="min") for b in range(500)], 1)
+    for i, m in enumerate(got.models):
+        row = "ABC".index(m)
+        assert got.rank_low[i] == int(np.quantile(ranks[row], 0.025, method="lower"))
+        assert got.rank_high[i] == int(np.quantile(ranks[row], 0.975, method="higher"))
+        assert got.p_best[i] == pytest.approx(float((ranks[row] == 1).mean()))
+    assert got.models[0] == "A"
+    with pytest.raises(InvalidArgumentError, match="params: expected None"):
+        stats.rank_intervals(rows[:, :1], models=models, items=items, params=params)
+
+
+@pytest.mark.parametrize("clustered", [False, True])
+def test_rank_intervals_shared_weights_equal_the_engine_bit_for_bit(clustered):
+    # rank_intervals draws each key's Poisson weights once for every model and sums them with
+    # one matrix product (stats/_shared.py); the distribution is the engine's per-model one
+    from tumorboard.stats import _ranks, _shared
+
+    rng = np.random.default_rng(2)
+    n, k, models = 90, 4, 6
+    rows = rng.integers(0, 9, (models * n, k)).astype(np.float64)
+    names = np.repeat([f"m{i}" for i in range(models)], n)
+    items = np.tile([f"q{i}" for i in range(n)], models)
+    keep = rng.random(models * n) > 0.1  # some items missing for some models
+    rows, names, items = rows[keep], names[keep], items[keep]
+    clusters = np.char.add("p", (np.char.lstrip(items, "q").astype(int) // 4).astype(str))
+    cl = clusters if clustered else None
+    keys = clusters if clustered else items
+    fields = ("n", "n_units", "estimate", "boot_mean", "se", "ci_low", "ci_high", "degenerate",
+              "n_valid", "distribution")  # fmt: skip
+    for statistic, cols in (("ratio", slice(0, 2)), ("f1", slice(0, 3)), ("mean", slice(3, 4)),
+                            ("mean", None)):  # fmt: skip
+        x = rows[:, cols] if cols is not None else rows[:, 3] / 3.0  # fractional: engine path
+        for threads in (1, 2):
+            opts = stats.BootstrapOptions(n_resamples=300, seed=9, threads=threads)
+            got = _ranks._bootstrap_models(x, names, keys, cl, statistic, None, opts)
+            ref = stats.bootstrap(x, groups=names, clusters=cl, statistic=statistic,
+                                  scheme="poisson", keys=keys, options=opts,
+                                  return_distribution=True)  # fmt: skip
+            for f in fields:
+                assert np.array_equal(np.asarray(getattr(got, f)), np.asarray(getattr(ref, f)),
+                                      equal_nan=True), (statistic, f)  # fmt: skip
+    assert _shared.poisson_shared(rows[:, 3:4] / 3.0, *_layout(names, items), statistic="mean",
+                                  params=[], options=stats.BootstrapOptions()) is None  # fmt: skip
+    own = np.char.add(names, items)  # every model on its own items: nothing shared, engine path
+    assert _shared.poisson_shared(rows[:, 3:4], *_layout(names, own), statistic="mean",
+                                  params=[], options=stats.BootstrapOptions()) is None  # fmt: skip
+
+
+def _layout(names, items):
+    from tumorboard.stats import _validate
+
+    lay = _validate.layout(len(names), groups=names)
+    return lay, _validate.record_keys(items, len(names))
 
 
 @pytest.mark.parametrize(("d", "n"), [(0.2, 100), (0.5, 30), (0.1, 1000), (0.35, 7)])

@@ -63,11 +63,14 @@ def add_compare_parser(sub: Any) -> None:
     p.add_argument("--ranks", action="store_true",
                    help="also the bootstrap rank intervals of the models per task and overall "
                    "(rank CI, P(best), tied with the best; shared Poisson resamples)")  # fmt: skip
-    p.add_argument("--format", choices=["md", "csv", "json", "html"], default="md",
+    p.add_argument("--format", choices=["md", "csv", "json", "html", "svg"], default="md",
                    help="md (default), csv (the comparisons), json ({'comparisons': [...], "
-                   "'ranks': {task: [...]}}) or html (forest plot, p-value heatmaps, rank "
-                   "plots and the tables in one page)")  # fmt: skip
-    p.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of stdout")
+                   "'ranks': {task: [...]}}), html (forest plot, p-value heatmaps, rank "
+                   "plots and the tables in one page) or svg (each of those pictures as its "
+                   "own .svg file in the directory --out names)")  # fmt: skip
+    p.add_argument("--out", metavar="FILE",
+                   help="write to FILE (atomically) instead of stdout; with --format svg, the "
+                   "directory the files go to (created if missing)")  # fmt: skip
     p.set_defaults(func=_cmd_compare)
 
 
@@ -190,8 +193,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         items = items.filter(pl.col("track").is_in(args.track))
     if args.ranks and args.format == "csv":
         raise InvalidArgumentError(
-            "--ranks: expected --format md, json or html (csv holds one table)"
+            "--ranks: expected --format md, json, html or svg (csv holds one table)"
         )
+    if args.format == "svg":
+        _svg_directory(args.out)
     dtype = items.schema[args.metric]
     if not (dtype.is_numeric() or dtype == pl.Boolean):
         raise InvalidArgumentError(
@@ -240,6 +245,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             f"{args.store}: no benchmark and track with two models to compare"
             + (f" (--baseline {args.baseline})" if args.baseline else "")
         )
+    if args.format == "svg":
+        for path in _write_svgs(sections, args.out):
+            print(f"wrote {path}")
+        return 0
     text = _render(sections, args.format)
     if args.out:
         with atomic_path(args.out) as tmp:
@@ -248,6 +257,45 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _svg_directory(out: str | None) -> Any:
+    """Return the directory of ``--format svg`` (``--out``), refusing a missing or file path."""
+    from pathlib import Path
+
+    from .errors import InvalidArgumentError
+
+    if not out:
+        raise InvalidArgumentError(
+            "--out: expected a directory for --format svg (one file per picture), got none"
+        )
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InvalidArgumentError(f"--out: expected a directory for --format svg, got a file "
+                                   f"{out!r}")  # fmt: skip
+    return path
+
+
+def _write_svgs(sections: list[tuple[str, str, str, Any, dict[str, Any]]], out: str) -> list[Any]:
+    """Write each section's pictures as .svg files into ``out`` (atomically); return the paths.
+
+    One section's files are ``forest.svg``, ``pvalues-TASK.svg`` and ``ranks-TASK.svg``
+    (:meth:`Comparison.to_svg`); with several, each name starts with ``BENCHMARK-TRACK-``.
+    """
+    from ._io import atomic_path
+
+    directory = _svg_directory(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    several = len(sections) > 1
+    written = []
+    for bench, track, _where, result, ranks in sections:
+        prefix = f"{bench or 'none'}-{track or 'none'}-" if several else ""
+        for name, svg in result.to_svg(ranks, prefix=prefix).items():
+            path = directory / (prefix + name)
+            with atomic_path(path) as tmp:
+                tmp.write_text(svg, encoding="utf-8")
+            written.append(path)
+    return written
 
 
 def _rows(items: Any, *, cluster: bool) -> dict[str, Any]:

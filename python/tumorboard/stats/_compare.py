@@ -172,6 +172,28 @@ class Comparison:
 
         return comparison_html(self, ranks)
 
+    def to_svg(self, ranks: Mapping[str, Any] | None = None, *, prefix: str = "") -> dict[str, str]:
+        """Return the pictures of :meth:`to_html` as standalone SVG documents, by file name.
+
+        Parameters
+        ----------
+        ranks : mapping of str to RankIntervals, optional
+            Rank intervals per task to draw too.
+        prefix : str, default ""
+            Put before every name (e.g. ``"mtbbench-multimodal-"`` for one track's files).
+
+        Returns
+        -------
+        dict of str to str
+            ``"forest.svg"`` (the paired differences; absent when no pair has matched
+            items), ``"pvalues-TASK.svg"`` per task and ``"ranks-TASK.svg"`` per task of
+            ``ranks``, in that order, each after ``prefix``; in ``prefix`` and ``TASK`` every
+            character outside ``A-Z a-z 0-9 . _ -`` becomes ``_`` (a clash gets ``-2``, ...).
+        """
+        from ._compare_html import comparison_svgs
+
+        return comparison_svgs(self, ranks, prefix=prefix)
+
     @staticmethod
     def page_html(
         sections: Sequence[tuple[str | None, Comparison, Mapping[str, Any] | None]],

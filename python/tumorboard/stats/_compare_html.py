@@ -9,17 +9,20 @@
 
 The numbers are those of :meth:`Comparison.to_markdown` / :meth:`RankIntervals.to_markdown`,
 which the page also carries as tables. The SVG is self-contained (no script, no external
-resource), so the page can be mailed or attached to a report.
+resource), so the page can be mailed or attached to a report. Each picture is also a
+standalone SVG document (:func:`comparison_svgs`; ``tumorboard compare --format svg --out
+DIR``).
 """
 
 from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["comparison_html", "forest_svg", "pvalue_heatmap_svg", "rank_svg"]
+__all__ = ["comparison_html", "comparison_svgs", "forest_svg", "pvalue_heatmap_svg", "rank_svg"]
 
 _FONT = 'font-family="sans-serif" font-size="11"'
 
@@ -202,3 +205,37 @@ def comparisons_html(
 def comparison_html(comparison: Any, ranks: Mapping[str, Any] | None = None) -> str:
     """Return one HTML page: the forest plot, a p-value heatmap per task, ranks, and tables."""
     return comparisons_html([(None, comparison, ranks)])
+
+
+def file_stem(name: str) -> str:
+    """Return ``name`` with every character outside ``A-Z a-z 0-9 . _ -`` replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
+
+
+def comparison_svgs(
+    comparison: Any, ranks: Mapping[str, Any] | None = None, *, prefix: str = ""
+) -> dict[str, str]:
+    """Return the forest plot, the p-value heatmaps and the rank plots as SVG files, by name.
+
+    See :meth:`Comparison.to_svg` for the names.
+    """
+    rows = comparison.rows
+    out: dict[str, str] = {}
+
+    def put(stem: str, svg: str) -> None:
+        """Add ``svg`` under ``stem.svg``, or ``stem-2.svg``, ... where the name is taken."""
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", prefix) + stem
+        name, k = f"{stem}.svg", 2
+        while name in out:
+            name, k = f"{stem}-{k}.svg", k + 1
+        out[name] = '<?xml version="1.0" encoding="UTF-8"?>\n' + svg + "\n"
+
+    forest = forest_svg(rows, level=comparison.options.level, correction=comparison.correction)
+    if forest.startswith("<svg"):
+        put("forest", forest)
+    for task in dict.fromkeys(r.task for r in rows):
+        put(f"pvalues-{file_stem(task)}",
+            pvalue_heatmap_svg(rows, task=task, correction=comparison.correction))  # fmt: skip
+    for task, r in (ranks or {}).items():
+        put(f"ranks-{file_stem(task)}", rank_svg(r, title=f"Ranks, {task}"))
+    return out

@@ -14,14 +14,17 @@ quantify the authority of an empirical ranking", *Ann Stat* 37:3929-3959.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from ._bootstrap import bootstrap
+from . import _validate
+from ._bootstrap import BootstrapResult, check_numbers, result, run_engine
 from ._options import BootstrapOptions
+from ._shared import poisson_shared
 
 __all__ = ["RankIntervals", "rank_intervals"]
 
@@ -96,6 +99,52 @@ def _competition_ranks(x: np.ndarray, higher_is_better: bool) -> np.ndarray:
     return 1 + (key[..., None, :] < key[..., :, None]).sum(axis=-1)
 
 
+def _bootstrap_models(
+    values: Any,
+    models: np.ndarray,
+    keys: np.ndarray,
+    clusters: Any,
+    statistic: Any,
+    params: Any,
+    options: BootstrapOptions,
+) -> BootstrapResult:
+    """Return every model's Poisson bootstrap distribution on the shared resamples.
+
+    Validates as ``bootstrap`` (the four statistics of :func:`bootstrap`) or
+    ``bootstrap_sufficient`` (any other engine statistic) would, then draws each key's weights
+    once for all models (``_shared.poisson_shared``) where that is bit-identical to the engine's
+    per-model path, and runs that path otherwise.
+    """
+    arr = _validate.values(values)
+    if isinstance(statistic, str) and statistic in _validate.STATISTIC_COLUMNS:
+        _validate.statistic(statistic, arr)
+        if params is not None:
+            raise InvalidArgumentError(
+                f"params: expected None for statistic {statistic!r} (it takes no parameters), "
+                f"got {reprlib.repr(params)}"
+            )
+        engine_params: list[float] = []
+    else:
+        statistic = _validate.engine_statistic(statistic)
+        if statistic == "f1":
+            _validate.f1_counts(arr, name="values")
+        engine_params = _validate.params(params)
+    lay = _validate.layout(arr.shape[0], groups=models, clusters=clusters)
+    record_keys = _validate.record_keys(keys, arr.shape[0])
+    _validate.resample_memory(options.n_resamples, lay.n_groups, arr.shape[1], scheme="poisson",
+                              return_distribution=True)  # fmt: skip
+    _validate.poisson_magnitudes(arr)
+    out = poisson_shared(arr, lay, record_keys, statistic=statistic, params=engine_params,
+                         options=options)  # fmt: skip
+    if out is None:
+        return run_engine(arr, lay, statistic=statistic, params=engine_params, scheme="poisson",
+                          record_keys=record_keys, options=options, return_distribution=True,
+                          resampler="auto")  # fmt: skip
+    check_numbers(out, lay.keys, statistic=statistic)
+    return result(out, lay.keys, statistic=statistic, scheme="poisson", options=options,
+                  n_resamples=options.n_resamples)  # fmt: skip
+
+
 def rank_intervals(
     values: Any,
     *,
@@ -103,6 +152,7 @@ def rank_intervals(
     items: Any,
     clusters: Any = None,
     statistic: str = "mean",
+    params: Any = None,
     higher_is_better: bool = True,
     options: BootstrapOptions | None = None,
 ) -> RankIntervals:
@@ -112,14 +162,21 @@ def rank_intervals(
     ----------
     values : array_like
         Per (model, item) row: a value (``"mean"``, ``"sum"``) or sufficient-statistic columns
-        (``"ratio"``: 2 columns, ``"f1"``: 3; e.g. BLEU's are ratios of sums).
+        (``"ratio"``: 2 columns, ``"f1"``: 3, ``"bleu"``: the columns of
+        ``tumorboard.text.bleu_statistics``).
     models, items : array_like
         The model and the stable item key of each row; the same key weighs the same in every
         model's resample.
     clusters : array_like, optional
         A cluster (e.g. patient) per row: whole clusters share one weight.
-    statistic : {"mean", "sum", "ratio", "f1"}, default "mean"
-        The statistic ranked.
+    statistic : str, default "mean"
+        The statistic ranked: ``"mean"``, ``"sum"``, ``"ratio"``, ``"f1"``, or any statistic of
+        summed columns the engine registers (``tumorboard._core.stats.statistic_names()``),
+        e.g. ``"bleu"``: corpus BLEU of each model's resampled statistic sums, the same
+        statistic ``tumorboard.text.corpus_bleu(ci=True)`` resamples.
+    params : array_like, optional
+        The statistic's parameters, for engine statistics that take them (``"bleu"``:
+        ``tumorboard.text.bleu_statistic_params(...)``); none for the four above.
     higher_is_better : bool, default True
         Rank 1 goes to the largest statistic (False: the smallest, e.g. an error rate).
     options : BootstrapOptions, optional
@@ -133,8 +190,8 @@ def rank_intervals(
     Raises
     ------
     InvalidArgumentError
-        Fewer than two models, arrays of different lengths, or any argument ``bootstrap``
-        refuses.
+        Fewer than two models, arrays of different lengths, ``params`` with a statistic that
+        takes none, or any argument ``bootstrap`` (``bootstrap_sufficient``) refuses.
     """
     m = np.asarray(models).astype(str)
     if m.ndim != 1:
@@ -147,8 +204,7 @@ def rank_intervals(
         raise InvalidArgumentError(f"items: expected one key per row ({m.size}), got {it.shape}")
     keys = it if clusters is None else np.asarray(clusters).astype(str)
     opts = BootstrapOptions.resolve(options)
-    res = bootstrap(values, groups=m, clusters=clusters, statistic=statistic, scheme="poisson",
-                    keys=keys, options=opts, return_distribution=True)  # fmt: skip
+    res = _bootstrap_models(values, m, keys, clusters, statistic, params, opts)
     group_names = [str(g) for g in res.keys["groups"]]
     order = np.array([group_names.index(n) for n in names])
     dist = np.asarray(res.distribution)[order]  # [models, B]

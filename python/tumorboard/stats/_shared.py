@@ -1,0 +1,156 @@
+"""The Poisson bootstrap of many groups that share their resampling units, as one matrix product.
+
+When every group (e.g. model) is scored on the same items, the Poisson weight of an item in a
+resample depends only on (seed, item or cluster key, resample), so every group's resampled sums
+are one product: the weights ``W`` (resamples x distinct keys), drawn once per key by the engine,
+times the per-key sums of every group's columns (distinct keys x groups * columns). The engine's
+Poisson path draws the same weights once per (group, unit) instead: for 50 models that is 50 times
+the draws and 128-bit accumulations of the same numbers.
+
+The result is bit for bit the engine's: the values are integers (the engine's fixed-point scale
+is then 0 for every column) and every partial sum of the product stays below ``2^24`` (float32)
+or ``2^53`` (float64), where floating-point sums of integers are exact in any order, so the
+sums equal the engine's exact 128-bit ones whatever the BLAS library or thread count; the
+statistic, the distribution and the interval then come from the engine (``poisson_finalize``)
+on those sums. Inputs outside that (fractional values, BCa intervals, sums too large) return
+None and take the engine's own path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core
+from . import _validate
+from ._options import BootstrapOptions
+
+#: Largest Poisson(1) weight the engine draws (from 32 bits; ``csrc/stats/poisson.cpp``).
+MAX_WEIGHT = 15
+#: The product is used where groups share keys: (keys x groups) at most DENSITY x records.
+DENSITY = 4
+#: Largest (keys x groups x columns) table of per-key sums (1 GiB of float64).
+MAX_CELLS = 2**27
+#: Keys packed into one engine unit group: 4 bits per weight, values up to 16^24 = 2^96, below
+#: the engine's 2^100 limit on an exact fixed-point value.
+PACKED = 25
+#: Keys per call of the engine's weight draw (bounds its (groups, resamples + 1) outputs).
+KEY_CHUNK = 2000
+
+
+def _weights(keys: np.ndarray, options: BootstrapOptions, dtype: type) -> np.ndarray:
+    """Return the engine's Poisson(1) weight of each key in each resample, (resamples, keys).
+
+    The engine draws the weight ``w`` of a record from (seed, record key, resample) alone.
+    Keys are drawn ``PACKED`` to a group, key j of a group as one record of value ``16^j``:
+    since a weight is at most 15, the group's exact sum in resample b, ``sum_j w_j 16^j``,
+    holds each key's weight in its own 4 bits of the 128-bit result (``hi``, ``lo``).
+    """
+    b, n = options.n_resamples, keys.size
+    slot = np.arange(n, dtype=np.int64)
+    values = np.ldexp(1.0, 4 * (slot % PACKED))[:, None]
+    g = (n + PACKED - 1) // PACKED
+    drawn = _core.stats.poisson_partials(
+        values, slot // PACKED, g, None, 0, keys, None, "sum", [], 0, b, options.seed,
+        options.engine_threads, False,
+    )  # fmt: skip
+    lo = np.ascontiguousarray(drawn["lo"][:, :b, 0], dtype="<u8").view(np.uint8)  # (g, b * 8)
+    hi = np.ascontiguousarray(drawn["hi"][:, :b, 0], dtype="<i8").view(np.uint8)
+    octets = np.concatenate([lo.reshape(g, b, 8), hi.reshape(g, b, 8)], axis=2)  # (g, b, 16)
+    nibbles = np.stack([octets & 15, octets >> 4], axis=3).reshape(g, b, 32)[:, :, :PACKED]
+    w = nibbles.transpose(1, 0, 2).reshape(b, g * PACKED)[:, :n]
+    return np.ascontiguousarray(w, dtype=dtype)
+
+
+def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOptions) -> np.ndarray:
+    """Return ``W @ per_key``: every resample's weighted sums, (resamples, columns).
+
+    ``W`` holds the engine's Poisson(1) weight of each key in each resample, drawn
+    ``KEY_CHUNK`` keys at a time.
+    """
+    # equal columns have equal sums: the record counts of groups that share every key, a
+    # column every group shares (e.g. BLEU's reference length with one reference)
+    # (found by one fixed projection, then checked equal, so a clash only costs the saving)
+    probe = np.sin(np.arange(per_key.shape[0], dtype=np.float64) + 1.0) @ per_key
+    _, first, column = np.unique(probe, return_index=True, return_inverse=True)
+    if not np.array_equal(per_key[:, first[column]], per_key):
+        first, column = np.arange(per_key.shape[1]), np.arange(per_key.shape[1])
+    distinct = np.ascontiguousarray(per_key[:, first])
+    out = np.zeros((options.n_resamples, distinct.shape[1]), dtype=per_key.dtype)
+    for s in range(0, keys.size, KEY_CHUNK):
+        part = keys[s : s + KEY_CHUNK]
+        out += _weights(part, options, per_key.dtype) @ distinct[s : s + part.size]
+    return out[:, column.ravel()]
+
+
+def poisson_shared(
+    values: np.ndarray,
+    lay: _validate.Layout,
+    record_keys: np.ndarray,
+    *,
+    statistic: str,
+    params: list[float],
+    options: BootstrapOptions,
+) -> dict[str, np.ndarray] | None:
+    """Return the engine's Poisson bootstrap output of grouped rows, or None where not exact.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Validated (n, k) float64 rows.
+    lay : Layout
+        The validated groups and clusters (no strata: the Poisson scheme has none).
+    record_keys : numpy.ndarray
+        The validated uint64 record keys (the weights' keys without clusters).
+    statistic : str
+        The engine statistic.
+    params : list of float
+        Its parameters.
+    options : BootstrapOptions
+        Resamples, level, method, seed and threads.
+
+    Returns
+    -------
+    dict or None
+        What ``_core.stats.poisson_finalize`` returns (with the distribution), or None when the
+        shortcut would not be bit-identical (fractional values, BCa, sums beyond 2^53) or saves
+        nothing (fewer than two groups, or groups that share few keys).
+    """
+    n, k = values.shape
+    if lay.n_groups < 2 or options.method == "bca" or options.n_resamples == 0 or n == 0:
+        return None
+    if not np.array_equal(values, np.round(values)):
+        return None
+    # The last column counts records: the engine's total item weight of each resample.
+    bound = MAX_WEIGHT * max(float(np.abs(values).sum(axis=0).max()), float(n))
+    if bound >= 2.0**53:
+        return None
+    dtype = np.float32 if bound < 2.0**24 else np.float64
+    group = np.zeros(n, dtype=np.int64) if lay.group is None else lay.group
+    unit_key = record_keys if lay.cluster is None else lay.cluster_keys[lay.cluster]
+    distinct, key_code = np.unique(unit_key, return_inverse=True)
+    g, c = lay.n_groups, k + 1
+    # per (key, group) sums of every column and the record count, (keys, groups * (k + 1))
+    size = distinct.size * g * c
+    if distinct.size * g > DENSITY * n or size > MAX_CELLS:
+        return None  # groups share too few keys: the dense product would do mostly zeros
+    cols = np.hstack([values, np.ones((n, 1))])
+    flat = key_code * (g * c) + group * c
+    cells = (flat[:, None] + np.arange(c)).ravel()
+    per_key = np.bincount(cells, weights=cols.ravel(), minlength=size).reshape(distinct.size, -1)
+    # exact integers, (B, g * c)
+    sums = _weighted_sums(distinct, per_key.astype(dtype), options).astype(np.int64)
+    full = per_key.sum(axis=0).astype(np.int64)[None, :]
+    sums = np.concatenate([sums, full]).reshape(-1, g, c).transpose(1, 0, 2)  # (g, B + 1, c)
+    hi = np.ascontiguousarray(np.where(sums[..., :k] < 0, -1, 0), dtype=np.int64)
+    lo = np.ascontiguousarray(sums[..., :k]).view(np.uint64)
+    weight = np.ascontiguousarray(sums[..., k])
+    n_items = np.bincount(group, minlength=g).astype(np.int64)
+    if lay.cluster is None:
+        n_units = n_items
+    else:
+        pairs = np.unique(group * max(lay.n_clusters, 1) + lay.cluster)
+        n_units = np.bincount(pairs // max(lay.n_clusters, 1), minlength=g).astype(np.int64)
+    return _core.stats.poisson_finalize(
+        hi, lo, weight, np.zeros(k, dtype=np.int64), n_items, n_units, np.full(g, np.nan),
+        statistic, params, 0, options.method, options.level, options.engine_threads, True,
+    )  # fmt: skip
