@@ -36,10 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _core
 from .._keys import combine_hashes, hash_labels, label_columns
 from ..errors import InvalidArgumentError
-from . import _validate
+from . import _shared, _validate
 from ._bootstrap import bootstrap, paired_bootstrap
 from ._exact import norm_ppf
 from ._multiple import CORRECTIONS, Correction, adjust_pvalues
@@ -465,7 +464,8 @@ def _joint_by_units(
     Bit-identical to :func:`bootstrap` with ``scheme="poisson"`` on every model's records: the
     engine draws each unit's (cluster's, else item's) Poisson(1) weight keyed by (seed, unit
     key, resample), the same for every model, and sums exactly. Here the engine draws the
-    weights once per unit (not once per unit and model), in blocks of units, and every
+    weights once per unit (not once per unit and model; :func:`._shared.poisson_weights`, 25
+    units packed into one engine group), in blocks of units, and every
     model's resampled sums are one product ``W^T S`` of the weights (units x B) with the
     per-unit sums (units x models); integer values keep every sum exact in float64 (checked
     by :func:`_integral`), so the order of the additions cannot change a bit.
@@ -486,20 +486,12 @@ def _joint_by_units(
     sizes = np.bincount(unit_of, minlength=g).astype(np.float64)
     b = opts.n_resamples
     num, den = np.zeros((b, n_models)), np.zeros(b)
-    step = max(1, 2**23 // max(b, 1))  # units per engine call: ~64 MiB of weights
-    clustered = key_cluster is not None
+    step = max(1, min(_shared.KEY_CHUNK, 2**23 // max(b, 1)))  # ~64 MiB of weights at most
     for lo in range(0, g, step):
         hi = min(g, lo + step)
-        k = hi - lo
-        idx = np.arange(k, dtype=np.int64)
-        keys = np.ascontiguousarray(unit_keys[lo:hi])
-        part = _core.stats.poisson_partials(
-            np.ones((k, 1)), idx, k, idx if clustered else None, k if clustered else 1, keys,
-            keys if clustered else None, "sum", [], 0, b, opts.seed, opts.engine_threads, False,
-        )  # fmt: skip
-        w = np.asarray(part["weight"])[:, :b].astype(np.float64)  # units x B: the weights
-        num += w.T @ sums[lo:hi]
-        den += w.T @ sizes[lo:hi]
+        w = _shared.poisson_weights(np.ascontiguousarray(unit_keys[lo:hi]), opts, np.float64)
+        num += w @ sums[lo:hi]  # (B x units) @ (units x models): exact integer sums
+        den += w @ sizes[lo:hi]
     with np.errstate(invalid="ignore", divide="ignore"):
         dist = (num / den[:, None]).T
     dist = np.ascontiguousarray(dist[:, den > 0])

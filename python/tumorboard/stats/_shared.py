@@ -37,7 +37,7 @@ PACKED = 25
 KEY_CHUNK = 2000
 
 
-def _weights(keys: np.ndarray, options: BootstrapOptions, dtype: type) -> np.ndarray:
+def poisson_weights(keys: np.ndarray, options: BootstrapOptions, dtype: type) -> np.ndarray:
     """Return the engine's Poisson(1) weight of each key in each resample, (resamples, keys).
 
     The engine draws the weight ``w`` of a record from (seed, record key, resample) alone.
@@ -78,7 +78,7 @@ def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOpti
     out = np.zeros((options.n_resamples, distinct.shape[1]), dtype=per_key.dtype)
     for s in range(0, keys.size, KEY_CHUNK):
         part = keys[s : s + KEY_CHUNK]
-        out += _weights(part, options, per_key.dtype) @ distinct[s : s + part.size]
+        out += poisson_weights(part, options, per_key.dtype) @ distinct[s : s + part.size]
     return out[:, column.ravel()]
 
 
