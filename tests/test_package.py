@@ -163,3 +163,17 @@ def test_every_verb_is_listed_with_the_help_its_builder_gives():
         with pytest.raises(SystemExit) as exc:
             cli.build_parser(verbs=(name,)).parse_args([name, "--help"])
         assert exc.value.code == 0
+
+
+def test_the_store_and_recorder_import_without_the_compiled_core():
+    """A harness process writes trajectories with tumorboard.traj alone: no _core at import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nsys.modules['tumorboard._core'] = None  # any import of it fails\n"
+        "import tumorboard.traj, tumorboard.traj.importers\n"
+        "from tumorboard.traj import Recorder, Store\nprint('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

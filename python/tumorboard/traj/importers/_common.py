@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ... import _core
 from ..._json import json_text
 from ...errors import InvalidArgumentError
 from ...errors import ItemConflictError as ItemConflictError  # re-exported
@@ -178,7 +177,10 @@ def line_digests(
         32 hex digits each, equal to :func:`digest` of the same parts.
     """
     # BLAKE2b-128 in the compiled core (csrc/traj/), on every core with the GIL released: the
-    # same bytes as hashlib's, tested against it.
+    # same bytes as hashlib's, tested against it. Imported here: tumorboard.traj (the Recorder
+    # and Store a harness uses) imports without the compiled core.
+    from ... import _core
+
     return _core.traj.line_digests(
         fp, list(item_ids), np.asarray(positions, dtype=np.int64), list(lines), 0
     )

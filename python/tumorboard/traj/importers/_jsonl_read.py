@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import _core
 from ..._json import MAX_JSON_DEPTH, load_json
 from ...errors import InvalidArgumentError
 from ._common import Parsed
@@ -120,6 +119,8 @@ def _suspect(raw: bytes) -> bool:
     ED A0 80: the line reader rejects its line alone; Arrow would pass it to polars) and lines
     with more brackets than :data:`MAX_JSON_DEPTH` (a bound of their depth).
     """
+    from ... import _core  # here: tumorboard.traj imports without the compiled core
+
     every_object, may_break, utf8, max_brackets = _core.traj.scan_chunk(raw)
     return not every_object or may_break or not utf8 or max_brackets > MAX_JSON_DEPTH
 
