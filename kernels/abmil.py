@@ -1,5 +1,9 @@
 """Fused attention-based MIL pooling (Ilse et al., ICML 2018) over variable-length bags.
 
+(Over the house's ~800 lines on purpose: the scores GEMM, the pooling pass and the analytic
+backward share one tile configuration, one autograd Function and one dispatch; split, each part
+would import the others' private pieces.)
+
 Implements :meth:`tumorboard.models.abmil.ABMIL.forward_varlen` (TRIDENT's multi-head, optionally
 gated ABMIL: mahmoodlab/TRIDENT
 ``trident/slide_encoder_models/model_zoo/reusable_blocks/ABMIL.py``@a91fa84) without padding and
