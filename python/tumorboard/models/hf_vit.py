@@ -45,6 +45,7 @@ from torch import nn
 
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from ..errors import InvalidArgumentError
+from .vit import patch_input_size, set_encoder_metadata
 
 __all__ = ["HFViTConfig", "HFVisionTransformer", "dinov2_swiglu_hidden"]
 
@@ -432,18 +433,9 @@ class HFVisionTransformer(nn.Module):
     ) -> None:
         super().__init__()
         self.config = config
-        self.name = name
-        self.embed_dim = config.embed_dim
-        size = config.image_size if image_size is None else int(image_size)
-        if size <= 0 or size % config.patch_size:
-            raise InvalidArgumentError(
-                f"image_size: expected a positive multiple of the patch size {config.patch_size}, "
-                f"got {image_size}"
-            )
-        self.image_size = size
-        self.mean = tuple(float(m) for m in mean)
-        self.std = tuple(float(s) for s in std)
-        self.interpolation = interpolation
+        size = patch_input_size(image_size, config.image_size, config.patch_size)
+        set_encoder_metadata(self, name=name, embed_dim=config.embed_dim, image_size=size,
+                             mean=mean, std=std, interpolation=interpolation)  # fmt: skip
         self.embeddings = Embeddings(config)
         self.encoder = Encoder(config)
         self.layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)

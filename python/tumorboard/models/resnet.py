@@ -32,6 +32,7 @@ from torch import nn
 
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from ..errors import InvalidArgumentError
+from .vit import set_encoder_metadata
 
 __all__ = ["Bottleneck", "ResNetTrunk", "resnet50_trunc"]
 
@@ -135,11 +136,6 @@ class ResNetTrunk(nn.Module):
         size = int(image_size)
         if size < 32:
             raise InvalidArgumentError(f"image_size: expected at least 32, got {image_size}")
-        self.name = name
-        self.image_size = size
-        self.mean = tuple(float(m) for m in mean)
-        self.std = tuple(float(s) for s in std)
-        self.interpolation = interpolation
         self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
@@ -151,7 +147,8 @@ class ResNetTrunk(nn.Module):
             stage += [Bottleneck(channels, width) for _ in range(blocks - 1)]
             self.add_module(f"layer{i + 1}", nn.Sequential(*stage))
         self.num_stages = len(layers)
-        self.embed_dim = channels
+        set_encoder_metadata(self, name=name, embed_dim=channels, image_size=size, mean=mean,
+                             std=std, interpolation=interpolation)  # fmt: skip
         self.reset_parameters()
 
     @torch.no_grad()

@@ -46,7 +46,7 @@ from torch import nn
 
 from .._constants import IMAGENET_MEAN, IMAGENET_STD
 from ..errors import InvalidArgumentError
-from .vit import Mlp
+from .vit import Mlp, set_encoder_metadata
 
 __all__ = [
     "CTRANSPATH",
@@ -388,12 +388,9 @@ class SwinTransformer(nn.Module):
     ) -> None:
         super().__init__()
         self.config = config
-        self.name = name
-        self.image_size = config.image_size
-        self.embed_dim = config.embed_dim * 2 ** (len(config.depths) - 1)
-        self.mean = tuple(float(m) for m in mean)
-        self.std = tuple(float(s) for s in std)
-        self.interpolation = interpolation
+        set_encoder_metadata(self, name=name, image_size=config.image_size,
+                             embed_dim=config.embed_dim * 2 ** (len(config.depths) - 1),
+                             mean=mean, std=std, interpolation=interpolation)  # fmt: skip
         if config.stem == "conv":
             self.patch_embed: nn.Module = ConvStem(config.embed_dim, eps=config.eps)
         else:

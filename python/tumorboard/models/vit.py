@@ -315,6 +315,46 @@ class Block(nn.Module):
         return x + self.ls2(self.mlp(self.norm2(x)))
 
 
+def patch_input_size(image_size: int | None, default: int, patch_size: int) -> int:
+    """Return the input side of a patch-grid encoder: ``image_size``, else ``default``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a positive multiple of ``patch_size``.
+    """
+    size = default if image_size is None else int(image_size)
+    if size <= 0 or size % patch_size:
+        raise InvalidArgumentError(
+            f"image_size: expected a positive multiple of the patch size {patch_size}, "
+            f"got {image_size}"
+        )
+    return size
+
+
+def set_encoder_metadata(
+    module: nn.Module,
+    *,
+    name: str,
+    embed_dim: int,
+    image_size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    interpolation: str,
+) -> None:
+    """Set the attributes every image encoder carries (:class:`tumorboard.models.ModelInfo`).
+
+    ``name``, ``embed_dim`` and the preprocessing the embedding engine applies: ``image_size``,
+    ``mean``, ``std`` (as floats) and ``interpolation``.
+    """
+    module.name = name
+    module.embed_dim = embed_dim
+    module.image_size = image_size
+    module.mean = tuple(float(m) for m in mean)
+    module.std = tuple(float(s) for s in std)
+    module.interpolation = interpolation
+
+
 class TrunkPreprocessing:
     """The preprocessing facts of an image encoder that wraps a :class:`VisionTransformer`.
 
@@ -395,18 +435,9 @@ class VisionTransformer(nn.Module):
     ) -> None:
         super().__init__()
         self.config = config
-        self.name = name
-        self.embed_dim = config.embed_dim
-        size = config.image_size if image_size is None else int(image_size)
-        if size <= 0 or size % config.patch_size:
-            raise InvalidArgumentError(
-                f"image_size: expected a positive multiple of the patch size {config.patch_size}, "
-                f"got {image_size}"
-            )
-        self.image_size = size
-        self.mean = tuple(float(m) for m in mean)
-        self.std = tuple(float(s) for s in std)
-        self.interpolation = interpolation
+        size = patch_input_size(image_size, config.image_size, config.patch_size)
+        set_encoder_metadata(self, name=name, embed_dim=config.embed_dim, image_size=size,
+                             mean=mean, std=std, interpolation=interpolation)  # fmt: skip
         dim = config.embed_dim
         self.patch_embed = PatchEmbed(config.patch_size, dim)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))

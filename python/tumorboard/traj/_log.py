@@ -190,11 +190,14 @@ class _StoreLog:
         Whether what is written is fsynced before it counts as written.
     manifest : dict
         The manifest.
+    retain_s : float
+        Seconds the file of a removed part is kept for readers that listed it.
     """
 
     path: Path
     fsync: bool
     manifest: dict[str, Any]
+    retain_s: float
 
     # ------------------------------------------------------------------ manifest
 
@@ -560,7 +563,7 @@ class _StoreLog:
     def _retained(self, state: _State, table: str, name: str, now: float) -> bool:
         """Tell whether the removed part ``name`` is kept for readers (younger than retain_s)."""
         at = state.removed[table].get(name)
-        return at is not None and now - at < getattr(self, "retain_s", RETAIN_S)
+        return at is not None and now - at < self.retain_s
 
     def _version(self) -> int:
         """Return the newest number in the commit log (it grows with every commit)."""
