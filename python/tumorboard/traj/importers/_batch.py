@@ -14,14 +14,14 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidArgumentError, MissingFileError
 from ..store import Store
 from ._commit import _Entry, _remove_new_empty_store, _write_isolated
-from ._common import ImportOptions, MalformedLog, NotOfFormat, Parsed
+from ._common import ImportOptions, ItemConflictError, MalformedLog, NotOfFormat, Parsed
 from ._report import ImportReport
 
 
@@ -182,104 +182,243 @@ def run_import(
         raise MissingFileError(f"{where}: no {format} logs found (expected {pattern} files)")
     skipped: list[tuple[str, str]] = list(found_skipped)
     failed: list[str] = [f for f, _ in special] + [str(m) for m in missing]
-    entries: list[_Entry] = []
-    records = done_bytes = 0
-    for k, path in enumerate(files):
-        if not str(path).isascii() and not _utf8(str(path)):
-            # the store keeps every item's source path as UTF-8 text
-            skipped.append((str(path), "file name is not UTF-8 text (rename the file)"))
-            failed.append(str(path))
-            continue
-        why = _not_regular(path)
-        if why is None and opts.max_file_bytes is not None:
-            big = path.stat().st_size
-            if big > opts.max_file_bytes:
-                why = (f"file of {big:,} bytes is over the limit of {opts.max_file_bytes:,} "
-                       "bytes (--max-file-mb / max_file_bytes raises it)")  # fmt: skip
-        if why is not None:
-            skipped.append((str(path), why))
-            failed.append(str(path))
-            continue
-        try:
-            raw = b"" if format in _STREAMING else path.read_bytes()
-            size = path.stat().st_size
-        except OSError as exc:
-            skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
-            failed.append(str(path))
-            continue
-        tick = None
-        if progress is not None:
+    total_bytes = sum(_size(p) for p in files)
+    multi = total_bytes > BATCH_BYTES  # committed in several batches
+    checked = False  # strict: every file looked at before the first commit
+    if strict and total_bytes > BATCH_BYTES:
+        # several batches: look at every file before the first is committed, so that a
+        # problem anywhere still leaves the store untouched
+        dry_skipped = list(skipped)
+        dry = _Reader(format, parse, opts, fp, files, dry_skipped, [], None, reader, patient_key)
+        problems: list[tuple[str, str]] = []
+        units: list[_Entry] = []
+        for e, _ in dry.entries():
+            problems += e.parsed.rejected + e.parsed.warnings
+            units.append(_Entry(len(units), e.path, e.content_hash,
+                                Parsed(unit=e.parsed.unit, order=e.parsed.order)))  # fmt: skip
+        _resolve_in_import(units, dry_skipped)
+        _check_strict(src_path, dry_skipped, problems)
+        checked = True
+    files_reader = _Reader(format, parse, opts, fp, files, skipped, failed, progress, reader,
+                           patient_key)  # fmt: skip
+    warnings: list[tuple[str, str]] = []
+    rejected: list[tuple[str, str]] = []
+    totals: dict[str, Any] = {}
+    written: set[str] = set()  # paths with rows written
+    seen: dict[str, None] = {}  # paths of every piece parsed, in order
+    earlier: Any = None  # keys written by the batches before (an import of several batches)
+    batch: list[_Entry] = []
+    batch_bytes = 0
 
-            def tick(n: int, _k: int = k, _base: int = records, _b: int = done_bytes) -> None:
-                progress(_k, len(files), _base + n, _b)
+    def flush() -> None:
+        nonlocal st, batch, batch_bytes, earlier
+        _resolve_in_import(batch, skipped)
+        for e in batch:
+            warnings.extend(e.parsed.warnings)
+            rejected.extend(e.parsed.rejected)
+        if strict and not checked:
+            _check_strict(src_path, skipped, rejected + warnings)
+        if any(e.status == "new" for e in batch):
+            created = st is None
+            st = st if st is not None else Store(store_path)
+            try:
+                with st.write_lock():
+                    result = _write_isolated(st, format, fp, batch, skipped, warnings, failed,
+                                             replace=opts.replace, earlier=earlier)  # fmt: skip
+            except ItemConflictError as exc:
+                if created:
+                    _remove_new_empty_store(st)
+                if totals.get("n_items"):
+                    raise ItemConflictError(
+                        f"{exc} (this import is committed in batches of "
+                        f"{BATCH_BYTES >> 20} MiB of input: {totals['n_items']:,} items of "
+                        "its earlier batches are in the store; a rerun leaves them unchanged)"
+                    ) from None
+                raise
+            except BaseException:
+                if created:
+                    _remove_new_empty_store(st)
+                raise
+            _add_totals(totals, result)
+            new = result.get("written")
+            if new is not None and new.height and multi:
+                import polars as pl
 
-        try:
-            content_hash = _file_hash(path) if format in _STREAMING else hashlib.sha256(
-                raw).hexdigest()  # fmt: skip
-        except OSError as exc:
-            skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
-            failed.append(str(path))
-            continue
-        try:
-            if format == "inspect":
-                result = parse(path, opts, fp, tick, reader=reader, patient_key=patient_key)
-            elif format == "jsonl":
-                result = parse(path, raw, opts, fp, tick)
-            elif format == "mtbbench":
-                result = parse(path, raw, opts, fp, content_hash)
-            else:
-                result = parse(path, raw, opts, fp)
-        except NotOfFormat as exc:  # not a log of the format at all: skipped, not failed
-            skipped.append((str(path), str(exc)))
-            continue
-        except MalformedLog as exc:
-            skipped.append((str(path), str(exc)))
-            failed.append(str(path))
-            continue
-        except UnicodeDecodeError as exc:
-            skipped.append((str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
-            failed.append(str(path))
-            continue
-        except OSError as exc:
-            skipped.append((str(path), f"unreadable: {exc.strerror or exc}"))
-            failed.append(str(path))
-            continue
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - one bad file never costs the others
-            # BaseException: a Rust panic inside polars/pyarrow (pyo3's PanicException) too
-            skipped.append((str(path), f"cannot be read ({type(exc).__name__}: {exc})"[:300]))
-            failed.append(str(path))
-            continue
-        records += result.n_records
-        done_bytes += size
-        entries.append(_Entry(len(entries), path, content_hash, result))
-        if progress is not None:
-            progress(k + 1, len(files), records, done_bytes)
+                earlier = new if earlier is None else pl.concat([earlier, new])
+        for e in batch:
+            if e.status == "new" and e.n_written:
+                written.add(str(e.path))
+        batch, batch_bytes = [], 0
 
-    warnings = [w for e in entries for w in e.parsed.warnings]
-    rejected = [r for e in entries for r in e.parsed.rejected]
-    _resolve_in_import(entries, skipped)
-    if strict:
-        _check_strict(src_path, skipped, rejected + warnings)
+    for entry, size in files_reader.entries():
+        seen[str(entry.path)] = None
+        entry.index = len(batch)
+        batch.append(entry)
+        batch_bytes += size
+        if batch_bytes >= BATCH_BYTES:
+            flush()
+    if batch or not totals:
+        flush()
     report_kw: dict[str, Any] = dict(format=format, source=", ".join(map(str, srcs)),
                                      passed_over=tuple(passed_over),
-                                     store=str(store_path), n_records=records, failed=failed,
-                                     rejected=tuple(rejected))  # fmt: skip
-    live = [e for e in entries if e.status == "new"]
-    if not live:
-        return _report(report_kw, entries, skipped, warnings, t0)
-    created = st is None
-    st = st if st is not None else Store(store_path)
+                                     store=str(store_path), n_records=files_reader.records,
+                                     failed=failed, rejected=tuple(rejected))  # fmt: skip
+    for k in ("n_again", "written"):
+        totals.pop(k, None)
+    imported = tuple(p for p in seen if p in written)
+    unchanged = tuple(p for p in seen if p not in written and p not in {f for f, _ in skipped})
+    return ImportReport(imported=imported, unchanged=unchanged, skipped=tuple(skipped),
+                        warnings=tuple(warnings), seconds=time.perf_counter() - t0,
+                        **{**report_kw, "failed": tuple(failed)}, **totals)  # fmt: skip
+
+
+#: Input bytes parsed before they are committed as one batch: an import of more is committed
+#: in several batches (memory holds one batch's rows, whatever the number of files).
+BATCH_BYTES = 256 << 20
+
+
+def _size(path: Path) -> int:
+    """Return a file's size in bytes (0 when it cannot be read: the read reports it)."""
     try:
-        with st.write_lock():
-            result = _write_isolated(st, format, fp, entries, skipped, warnings, failed,
-                                     replace=opts.replace)  # fmt: skip
-    except BaseException:
-        if created:
-            _remove_new_empty_store(st)
-        raise
-    return _report(report_kw, entries, skipped, warnings, t0, **result)
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _add_totals(totals: dict[str, Any], result: Mapping[str, Any]) -> None:
+    """Add one batch's result to the import's totals (keys written again counted once)."""
+    again = result.get("n_again", 0)
+    for k in ("n_items", "n_new", "n_replaced", "n_unchanged", "n_events"):
+        totals[k] = totals.get(k, 0) + result.get(k, 0)
+    totals["n_items"] -= again
+    totals["n_new"] -= again
+    if "runs" in result:
+        totals["runs"] = tuple(sorted(set(totals.get("runs", ())) | set(result["runs"])))
+        totals["benchmarks"] = tuple(
+            sorted(set(totals.get("benchmarks", ())) | set(result["benchmarks"]))
+        )
+        totals["batch"] = result["batch"]
+
+
+class _Reader:
+    """Reads and parses the files of an import one by one, giving an :class:`_Entry` per piece.
+
+    A file that fails is skipped with the reason (``skipped``, ``failed``); a JSON-lines file
+    larger than :data:`.jsonl.BLOCK_BYTES` is read in blocks and given in pieces.
+    """
+
+    def __init__(self, format: str, parse: Callable[..., Any], opts: ImportOptions, fp: bytes,
+                 files: Sequence[Path], skipped: list[tuple[str, str]], failed: list[str],
+                 progress: Progress | None, reader: str,
+                 patient_key: str | None) -> None:  # fmt: skip
+        self.format, self.parse, self.opts, self.fp = format, parse, opts, fp
+        self.files, self.skipped, self.failed = files, skipped, failed
+        self.progress, self.reader, self.patient_key = progress, reader, patient_key
+        self.records = 0
+        self.done_bytes = 0
+
+    def _skip(self, path: Path, why: str, *, failed: bool = True) -> None:
+        self.skipped.append((str(path), why))
+        if failed:
+            self.failed.append(str(path))
+
+    def entries(self) -> Iterator[tuple[_Entry, int]]:
+        """Yield (entry, input bytes it stands for) per parsed file or piece."""
+        opts, files, format = self.opts, self.files, self.format
+        for k, path in enumerate(files):
+            if not str(path).isascii() and not _utf8(str(path)):
+                # the store keeps every item's source path as UTF-8 text
+                self._skip(path, "file name is not UTF-8 text (rename the file)")
+                continue
+            why = _not_regular(path)
+            if why is None and opts.max_file_bytes is not None:
+                big = path.stat().st_size
+                if big > opts.max_file_bytes:
+                    why = (f"file of {big:,} bytes is over the limit of {opts.max_file_bytes:,} "
+                           "bytes (--max-file-mb / max_file_bytes raises it)")  # fmt: skip
+            if why is not None:
+                self._skip(path, why)
+                continue
+            try:
+                size = path.stat().st_size
+                stream = format in _STREAMING or (format == "jsonl" and size > _jsonl_block_bytes())
+                raw = b"" if stream else path.read_bytes()
+                content_hash = _file_hash(path) if stream else hashlib.sha256(raw).hexdigest()
+            except OSError as exc:
+                self._skip(path, f"unreadable: {exc.strerror or exc}")
+                continue
+            tick = None
+            if self.progress is not None:
+
+                def tick(n: int, _k: int = k, _base: int = self.records,
+                         _b: int = self.done_bytes) -> None:  # fmt: skip
+                    self.progress(_k, len(files), _base + n, _b)  # type: ignore[misc]
+
+            n_pieces = 0
+            try:
+                for parsed, piece_size in self._parse(path, raw, size, content_hash, stream, tick):
+                    self.records += parsed.n_records
+                    n_pieces += 1
+                    yield _Entry(0, path, content_hash, parsed), piece_size
+            except NotOfFormat as exc:  # not a log of the format at all: skipped, not failed
+                self._skip(path, str(exc), failed=False)
+                continue
+            except MalformedLog as exc:
+                self._skip(path, str(exc))
+                continue
+            except UnicodeDecodeError as exc:
+                self._skip(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+                continue
+            except OSError as exc:
+                why = f"unreadable: {exc.strerror or exc}"
+                self._skip(path, why if not n_pieces else f"{why} (after {n_pieces} parts of "
+                           "it were imported; a rerun imports the rest)")  # fmt: skip
+                continue
+            except (KeyboardInterrupt, SystemExit, ItemConflictError):
+                raise
+            except BaseException as exc:  # noqa: BLE001 - one bad file never costs the others
+                # BaseException: a Rust panic inside polars/pyarrow (pyo3's PanicException) too
+                self._skip(path, f"cannot be read ({type(exc).__name__}: {exc})"[:300])
+                continue
+            self.done_bytes += size
+            if self.progress is not None:
+                self.progress(k + 1, len(files), self.records, self.done_bytes)
+
+    def _parse(self, path: Path, raw: bytes, size: int, content_hash: str, stream: bool,
+               tick: Callable[[int], None] | None) -> Iterator[tuple[Parsed, int]]:  # fmt: skip
+        """Yield the file's parsed piece(s) with the input bytes each stands for."""
+        opts, fp, parse = self.opts, self.fp, self.parse
+        if self.format == "inspect":
+            yield parse(path, opts, fp, tick, reader=self.reader,
+                        patient_key=self.patient_key), size  # fmt: skip
+        elif self.format == "jsonl" and stream:
+            from .jsonl import parse_stream
+
+            done = 0
+            for piece in parse_stream(path, opts, fp, tick, piece_bytes=BATCH_BYTES,
+                                      block_bytes=_jsonl_block_bytes()):  # fmt: skip
+                share = min(size - done, _piece_share(piece, size))
+                done += share
+                yield piece, share
+        elif self.format == "jsonl":
+            yield parse(path, raw, opts, fp, tick), size
+        elif self.format == "mtbbench":
+            yield parse(path, raw, opts, fp, content_hash), size
+        else:
+            yield parse(path, raw, opts, fp), size
+
+
+def _jsonl_block_bytes() -> int:
+    """Return the block size of streamed JSON-lines files (:data:`.jsonl.BLOCK_BYTES`)."""
+    from . import jsonl
+
+    return jsonl.BLOCK_BYTES
+
+
+def _piece_share(piece: Parsed, size: int) -> int:
+    """Return the input bytes a piece of a streamed file stands for (its items' Arrow bytes)."""
+    table = piece.items_table
+    return size if table is None else max(1, min(size, table.nbytes))
 
 
 def _utf8(text: str) -> bool:
@@ -304,33 +443,6 @@ def _check_strict(
             f"{src}: --strict: {len(skipped)} file(s) skipped and {len(warnings)} record(s) "
             f"rejected or warned about; nothing was imported: {shown}"
         )
-
-
-def _report(
-    kw: dict[str, Any],
-    entries: Sequence[_Entry],
-    skipped: Sequence[tuple[str, str]],
-    warnings: Sequence[tuple[str, str]],
-    t0: float,
-    **result: Any,
-) -> ImportReport:
-    """Assemble the ImportReport."""
-    imported = tuple(str(e.path) for e in entries if e.status == "new" and e.n_written)
-    unchanged = tuple(
-        str(e.path)
-        for e in entries
-        if e.status == "unchanged" or (e.status == "new" and not e.n_written)
-    )
-    kw = {**kw, "failed": tuple(kw.get("failed", ()))}
-    return ImportReport(
-        imported=imported,
-        unchanged=unchanged,
-        skipped=tuple(skipped),
-        warnings=tuple(warnings),
-        seconds=time.perf_counter() - t0,
-        **kw,
-        **result,
-    )
 
 
 def _resolve_in_import(entries: list[_Entry], skipped: list[tuple[str, str]]) -> None:

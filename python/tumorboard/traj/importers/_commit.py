@@ -63,6 +63,7 @@ def _write_isolated(
     failed: list[str],
     *,
     replace: bool = False,
+    earlier: Any = None,
 ) -> dict[str, Any]:
     """Run :func:`_write`; if the rows of the files do not form tables, skip the bad files.
 
@@ -72,7 +73,8 @@ def _write_isolated(
     statuses = [e.status for e in entries]
     n_skipped, n_warnings = len(skipped), len(warnings)
     try:
-        return _write(st, format, fp, entries, skipped, warnings, replace=replace)
+        return _write(st, format, fp, entries, skipped, warnings, replace=replace,
+                      earlier=earlier)  # fmt: skip
     except ItemConflictError:
         raise
     except InvalidArgumentError:
@@ -88,7 +90,7 @@ def _write_isolated(
         failed.append(str(e.path))
     if not any(e.status == "new" for e in entries):
         return {}
-    return _write(st, format, fp, entries, skipped, warnings, replace=replace)
+    return _write(st, format, fp, entries, skipped, warnings, replace=replace, earlier=earlier)
 
 
 def _unfit(e: _Entry) -> str | None:
@@ -164,8 +166,16 @@ def _write(
     warnings: list[tuple[str, str]],
     *,
     replace: bool = False,
+    earlier: Any = None,
 ) -> dict[str, Any]:
-    """Compare the live entries with the store, then write one batch (the write lock is held)."""
+    """Compare the live entries with the store, then write one batch (the write lock is held).
+
+    ``earlier`` (a polars frame of run_id, patient_id, item_id and source) holds the items
+    earlier batches of the same import wrote (an import committed in several batches): a
+    record with one of their keys replaces it as a later record of one batch replaces an
+    earlier one (with a warning, never refused as another question), and the result counts
+    it in ``n_again`` so that the import's totals count each key once.
+    """
     import polars as pl
     import pyarrow.compute as pc
 
@@ -220,6 +230,7 @@ def _write(
     hide_units = pl.DataFrame(schema={"run_id": pl.String, "patient_id": pl.String})
     n_replaced = 0
     n_unchanged = 0
+    n_again = 0
     if existing.height:
         # units (one MTBBench log per patient and run): unchanged, superseded or replaced whole
         old_units = existing.partition_by(["run_id", "patient_id"], as_dict=True)
@@ -266,7 +277,24 @@ def _write(
             how="inner",
             nulls_equal=True,
         )
-        _check_questions(st, run_ids, joined, replace=replace, warnings=warnings)
+        again_keys = None
+        if earlier is not None and earlier.height and joined.height:
+            again = joined.join(earlier, on=key, how="inner", nulls_equal=True)
+            if again.height:
+                again_keys = again.select("_i")
+                for r in again.head(SHOWN_WARNINGS).rows(named=True):
+                    warnings.append((r["source_right"], f"replaced by {r['source']} (same run, "
+                                     "patient and item id)"))  # fmt: skip
+                if again.height > SHOWN_WARNINGS:
+                    warnings.append(("(this import)", f"{again.height - SHOWN_WARNINGS:,} more "
+                                     "records replaced by later records with the same run, "
+                                     "patient and item id"))  # fmt: skip
+                joined_new = joined.join(earlier.select(key), on=key, how="anti", nulls_equal=True)
+            else:
+                joined_new = joined
+        else:
+            joined_new = joined
+        _check_questions(st, run_ids, joined_new, replace=replace, warnings=warnings)
         # unchanged: the key's one stored row has the same digest; anything else (another
         # digest, a Recorder's row without one, several rows) is replaced, every stored row
         per_key = joined.group_by("_i").agg(
@@ -274,12 +302,17 @@ def _write(
             (pl.col("digest") == pl.col("_old")).fill_null(False).sum().alias("_same"),
         )
         unchanged = (pl.col("_n") == 1) & (pl.col("_same") == 1)
+        if again_keys is not None:  # written by this import: the later record wins, always
+            unchanged = unchanged & ~pl.col("_i").is_in(again_keys.get_column("_i").implode())
         same = per_key.filter(unchanged).get_column("_i")
         n_unchanged += same.len()
         drop_rows.update(same.to_list())
         changed_rows = per_key.filter(~unchanged).get_column("_i")
         changed = loose.filter(pl.col("_i").is_in(changed_rows.implode())).select(key).unique()
         n_replaced += changed.height
+        if again_keys is not None:
+            n_again = int(changed_rows.is_in(again_keys.get_column("_i").implode()).sum())
+            n_replaced -= n_again
         hide_items = changed
         # formats whose items are identified without the patient (inspect: eval, sample and
         # epoch): a stored item of another patient id is the same item, replaced
@@ -398,6 +431,8 @@ def _write(
         "runs": tuple(runs_written),
         "benchmarks": tuple(sorted(b for b in bench if b is not None)),
         "batch": batch,
+        "n_again": n_again,
+        "written": kept.filter(~pl.col("_file").is_in(list(unit_files))).select(*key, "source"),
     }
 
 

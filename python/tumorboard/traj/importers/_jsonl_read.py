@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..._json import MAX_JSON_DEPTH, load_json
 from ...errors import InvalidArgumentError
@@ -31,13 +31,7 @@ def _drop_long_lines(
     rejected: list[tuple[str, str]] = []
     for n, line in zip(numbers, lines, strict=True):
         if len(line) > limit:
-            rejected.append(
-                (
-                    f"{path}:{n}",
-                    f"line of {len(line):,} bytes is over the limit of {limit:,} bytes "
-                    "(--max-line-mb / ImportOptions.max_line_bytes raises it)",
-                )
-            )
+            rejected.append(_too_long(path, n, len(line), limit))
         else:
             keep_n.append(n)
             keep.append(line)
@@ -47,16 +41,91 @@ def _drop_long_lines(
 _SPACE = frozenset(b" \t\r\n\x0b\x0c")
 
 
-def _numbered_lines(raw: bytes) -> tuple[Sequence[int], list[bytes]]:
-    """Return the line numbers and the non-blank lines (split on newlines only)."""
+def _numbered_lines(raw: bytes, first: int = 1) -> tuple[Sequence[int], list[bytes]]:
+    """Return the line numbers and the non-blank lines (split on newlines only).
+
+    ``first`` is the number of the first line of ``raw`` (a block of a longer file).
+    """
     lines = raw.split(b"\n")
     space = _SPACE
     if all(line and line[0] not in space for line in lines[:-1]):
         if not lines[-1].strip():
             lines.pop()
-        return range(1, len(lines) + 1), lines
-    kept = [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
+        return range(first, first + len(lines)), lines
+    kept = [(i, line) for i, line in enumerate(lines, first) if line.strip()]
     return [i for i, _ in kept], [line for _, line in kept]
+
+
+def _too_long(path: Path, lineno: int, size: int, limit: int) -> tuple[str, str]:
+    """Return the rejection of a line over the line bound."""
+    return (
+        f"{path}:{lineno}",
+        f"line of {size:,} bytes is over the limit of {limit:,} bytes "
+        "(--max-line-mb / ImportOptions.max_line_bytes raises it)",
+    )
+
+
+#: A block of a file: (number of its first line, whole lines, lines over the bound skipped).
+Block = tuple[int, bytes, list[tuple[str, str]]]
+
+
+def read_blocks(
+    path: Path, fh: BinaryIO, *, block_bytes: int, max_line_bytes: int | None
+) -> Iterator[Block]:
+    """Read a JSON-lines file in blocks of whole lines, holding at most one block and one line.
+
+    Each block ends at a newline (the last one at the end of the file). A line longer than
+    ``max_line_bytes`` that does not end within the block it starts in is skipped as it is
+    read (never held) and rejected with its length; the lines around it keep their numbers.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file (named in rejections).
+    fh : binary file
+        The open file, at its start.
+    block_bytes : int
+        Bytes read at a time.
+    max_line_bytes : int or None
+        The line bound (None: none).
+
+    Yields
+    ------
+    (int, bytes, list of (str, str))
+        The number of the block's first line, its bytes and the rejections of over-long lines
+        skipped before it.
+    """
+    lineno = 1
+    pending = bytearray()
+    rejected: list[tuple[str, str]] = []
+    skip: list[int] | None = None  # [line number, bytes so far] of an over-long line
+    while True:
+        data = fh.read(block_bytes)
+        if not data:
+            break
+        if skip is not None:
+            nl = data.find(b"\n")
+            if nl < 0:
+                skip[1] += len(data)
+                continue
+            rejected.append(_too_long(path, skip[0], skip[1] + nl, max_line_bytes or 0))
+            lineno, skip, data = skip[0] + 1, None, data[nl + 1 :]
+        pending += data
+        cut = pending.rfind(b"\n")
+        if cut >= 0:
+            body = bytes(pending[: cut + 1])
+            del pending[: cut + 1]
+            yield lineno, body, rejected
+            lineno += body.count(b"\n")
+            rejected = []
+        if max_line_bytes is not None and len(pending) > max_line_bytes:
+            skip = [lineno, len(pending)]
+            pending.clear()
+    if skip is not None:
+        rejected.append(_too_long(path, skip[0], skip[1], max_line_bytes or 0))
+        lineno += 1
+    if pending or rejected:
+        yield lineno, bytes(pending), rejected
 
 
 # ----------------------------------------------------------------------------- line reader

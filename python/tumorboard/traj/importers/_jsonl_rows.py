@@ -37,6 +37,7 @@ class _State:
     # run_id, _h, n: records given a content id so far per identity hash (the next: n)
     occurrences: Any = None
     n_shared: int = 0  # records whose identifying text another record of their run shares
+    n_lines: int = 0  # non-blank lines within the line bound
 
 
 def _finish(
@@ -58,8 +59,9 @@ def _finish(
                 "identifies an item (--item-key KEY[,KEY...])",
             )
         )
-    out.items_table = pa.concat_tables(state.items)
-    out.keys_frame = pl.concat(state.keys)
+    if state.items:  # else every row went out in earlier pieces (jsonl.parse_stream)
+        out.items_table = pa.concat_tables(state.items)
+        out.keys_frame = pl.concat(state.keys)
     m = state.m
     seen = ", ".join(state.keys_seen[:40]) + (", ..." if len(state.keys_seen) > 40 else "")
     wanted = [f for f in opts.field_map if f in keys and f not in ("events", "config")]

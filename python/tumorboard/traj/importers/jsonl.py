@@ -66,7 +66,7 @@ into rows); this module finds the files and runs a file's chunks through them (:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ._common import ImportOptions, MalformedLog, Parsed, files_with_suffix
@@ -78,7 +78,14 @@ from ._jsonl_fields import RUN_FIELDS as RUN_FIELDS  # re-exported
 from ._jsonl_fields import _apply_aliases, _fields, _keys_seen, check_field_map
 from ._jsonl_fields import known_fields as known_fields  # re-exported
 from ._jsonl_identity import CONTENT_ID_PREFIX as CONTENT_ID_PREFIX  # re-exported
-from ._jsonl_read import _drop_long_lines, _numbered_lines, _read_bulk, _read_lines
+from ._jsonl_read import (
+    Block,
+    _drop_long_lines,
+    _numbered_lines,
+    _read_bulk,
+    _read_lines,
+    read_blocks,
+)
 from ._jsonl_rows import _build, _finish, _State
 
 
@@ -97,6 +104,8 @@ def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
 
 #: Lines read and turned into rows at a time (progress is reported after each chunk).
 CHUNK_LINES = 200_000
+#: Bytes of a file read at a time by :func:`parse_stream` (whole lines).
+BLOCK_BYTES = 64 << 20
 
 
 def parse(
@@ -135,45 +144,135 @@ def parse(
     InvalidArgumentError
         ``field_map`` names an unknown field.
     """
+    return next(_parse_blocks(path, iter([(1, raw, [])]), opts, fp, tick, piece_bytes=None))
+
+
+def parse_stream(
+    path: Path,
+    opts: ImportOptions,
+    fp: bytes = b"",
+    tick: Callable[[int], None] | None = None,
+    *,
+    piece_bytes: int,
+    block_bytes: int = BLOCK_BYTES,
+) -> Iterator[Parsed]:
+    """Parse a JSON-lines file read in blocks, giving its rows in pieces of bounded size.
+
+    The file is read :data:`BLOCK_BYTES` at a time (:func:`._jsonl_read.read_blocks`: whole
+    lines; an over-long line is skipped as it is read), so memory holds one block, one line
+    and the rows of one piece, whatever the file's size. A piece is given once its items take
+    ``piece_bytes`` (Arrow bytes) or more; the last piece carries the file's warnings. The
+    rows of all pieces together are those :func:`parse` gives for the whole file.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+    opts, fp, tick
+        As for :func:`parse`.
+    piece_bytes : int
+        The size of the items of a piece that makes it be given.
+    block_bytes : int, default BLOCK_BYTES
+        Bytes read at a time.
+
+    Yields
+    ------
+    Parsed
+        The pieces, in line order.
+
+    Raises
+    ------
+    MalformedLog
+        The file has no valid record (raised before any piece is given).
+    OSError
+        The file cannot be read.
+    """
+    with open(path, "rb") as fh:
+        blocks = read_blocks(path, fh, block_bytes=block_bytes,
+                             max_line_bytes=opts.max_line_bytes)  # fmt: skip
+        yield from _parse_blocks(path, blocks, opts, fp, tick, piece_bytes=piece_bytes)
+
+
+def _parse_blocks(
+    path: Path,
+    blocks: Iterator[Block],
+    opts: ImportOptions,
+    fp: bytes,
+    tick: Callable[[int], None] | None,
+    *,
+    piece_bytes: int | None,
+) -> Iterator[Parsed]:
+    """Run the blocks of a file through the readers; give a piece per ``piece_bytes`` of items.
+
+    With ``piece_bytes`` None the whole file is one piece.
+    """
     check_field_map(opts.field_map, opts.benchmark)
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    linenos_all, lines_all = _numbered_lines(raw)
-    out_rejected: list[tuple[str, str]] = []
-    if opts.max_line_bytes is not None and any(len(x) > opts.max_line_bytes for x in lines_all):
-        linenos_all, lines_all, out_rejected = _drop_long_lines(
-            path, linenos_all, lines_all, opts.max_line_bytes
-        )
     fields = _fields(opts)
     keys = {f: opts.field_map.get(f, f) if not f.startswith("_key:") else f[5:] for f in fields}
-    out = Parsed(n_records=len(lines_all) + len(out_rejected), rejected=out_rejected)
-    _apply_aliases(keys, lines_all, opts, path, out)
+    out = Parsed()
     state = _State()
-    for start in range(0, len(lines_all), CHUNK_LINES):
-        lines = lines_all[start : start + CHUNK_LINES]
-        numbers = linenos_all[start : start + CHUNK_LINES]
-        whole = len(lines) == len(lines_all) and len(lines) == numbers[-1]
-        body = raw if whole else b"\n".join(lines)
-        bulk = _read_bulk(body, lines, keys)
-        if bulk is not None:
-            columns, sample = bulk
-            linenos, texts, events = numbers, lines, None
-        else:
-            columns, linenos, texts, events, sample = _read_lines(path, numbers, lines, keys, out)
-        if not state.keys_seen:
-            state.keys_seen = _keys_seen(sample)
-        if linenos:
-            _build(out, state, path, opts, fp, columns, linenos, texts, events)
-        if tick is not None:
-            tick(start + len(lines))
+    aliased = False
+    seen_lines = 0  # lines read (good or bad) before the current block
+    for first, raw, long_lines in blocks:
+        if first == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        linenos_all, lines_all = _numbered_lines(raw, first)
+        out_rejected: list[tuple[str, str]] = list(long_lines)
+        limit = opts.max_line_bytes
+        if limit is not None and any(len(x) > limit for x in lines_all):
+            linenos_all, lines_all, dropped = _drop_long_lines(path, linenos_all, lines_all, limit)
+            out_rejected += dropped
+        out.n_records += len(lines_all) + len(out_rejected)
+        out.rejected += out_rejected
+        state.n_lines += len(lines_all)
+        if not aliased and lines_all:
+            _apply_aliases(keys, lines_all, opts, path, out)
+            aliased = True
+        for start in range(0, len(lines_all), CHUNK_LINES):
+            lines = lines_all[start : start + CHUNK_LINES]
+            numbers = linenos_all[start : start + CHUNK_LINES]
+            whole = len(lines) == len(lines_all) and len(lines) == numbers[-1] - first + 1
+            body = raw if whole else b"\n".join(lines)
+            bulk = _read_bulk(body, lines, keys)
+            if bulk is not None:
+                columns, sample = bulk
+                linenos, texts, events = numbers, lines, None
+            else:
+                columns, linenos, texts, events, sample = _read_lines(
+                    path, numbers, lines, keys, out
+                )
+            if not state.keys_seen:
+                state.keys_seen = _keys_seen(sample)
+            if linenos:
+                _build(out, state, path, opts, fp, columns, linenos, texts, events)
+            if tick is not None:
+                tick(seen_lines + start + len(lines))
+        seen_lines += len(lines_all)
+        if piece_bytes is not None and sum(t.nbytes for t in state.items) >= piece_bytes:
+            _piece(out, state, path)
+            yield out
+            out = Parsed()
     if state.m == 0:
-        reason = "empty file" if not lines_all else "no valid record (see warnings)"
+        reason = "empty file" if not state.n_lines else "no valid record (see warnings)"
         if out.rejected:
-            first = out.rejected[0]
+            first_bad = out.rejected[0]
             reason = (
-                f"no valid record; first problem: line {first[0].rsplit(':', 1)[1]}: {first[1]}"
+                f"no valid record; first problem: line {first_bad[0].rsplit(':', 1)[1]}: "
+                f"{first_bad[1]}"
             )
         raise MalformedLog(reason)
     _finish(out, state, path, opts, keys)
     out.legacy_sources = (f"{path}:",)
-    return out
+    yield out
+
+
+def _piece(out: Parsed, state: _State, path: Path) -> None:
+    """Move the rows gathered so far in ``state`` into the piece ``out``."""
+    import polars as pl
+    import pyarrow as pa
+
+    out.runs = list(state.runs.values())
+    out.items_table = pa.concat_tables(state.items)
+    out.keys_frame = pl.concat(state.keys)
+    out.legacy_sources = (f"{path}:",)
+    state.items, state.keys = [], []

@@ -1,0 +1,167 @@
+"""Streaming imports: files read in blocks, imports committed in batches, results unchanged.
+
+An import of more input than ``_batch.BATCH_BYTES`` is committed in several batches, and a
+JSON-lines file larger than ``jsonl.BLOCK_BYTES`` is read in blocks of whole lines and given
+in pieces. Both bounds are made tiny here so that small inputs take every path; the store's
+rows and the report's counts must equal those of the same import made in one batch.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+from test_traj_import import logs  # noqa: F401 - the MTBBench fixture
+from tumorboard.errors import InvalidArgumentError
+from tumorboard.traj import Store, import_logs
+from tumorboard.traj.importers import _batch, jsonl
+from tumorboard.traj.importers._jsonl_read import _drop_long_lines, _numbered_lines, read_blocks
+
+COUNTS = ("n_items", "n_new", "n_replaced", "n_unchanged", "n_events", "n_records")
+
+
+def _rows(store: Path) -> dict[str, list[tuple]]:
+    """Every stored row of every table, sorted (the import time and batch id left out)."""
+    st = Store(store)
+    out = {}
+    for table in ("runs", "items", "events"):
+        df = getattr(st, table)().collect()
+        df = df.select(sorted(c for c in df.columns if c not in ("imported_at", "batch")))
+        out[table] = sorted(df.rows(), key=repr)
+    return out
+
+
+def _small_bounds(monkeypatch, *, batch: int, block: int) -> None:
+    monkeypatch.setattr(_batch, "BATCH_BYTES", batch)
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", block)
+
+
+def _lines(n: int, seed: int = 0) -> list[str]:
+    """MTBBench-style answer lines, some without ids (keyed by content), a few bad."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        rec = {
+            "model": f"m{i % 3}",
+            "patient_id": f"P{i % 17}",
+            "task": f"t{i % 4}",
+            "question": f"Q{i % 40}: which?\nA) yes\nB) no",
+            "gold": rng.choice(["A) yes", "B) no"]),
+            "response": rng.choice(["[ANSWER: A) yes]", "[ANSWER: B) no]", "unsure"]),
+        }
+        if i % 5:
+            rec["id"] = f"q{i}"
+        out.append(json.dumps(rec))
+    out[7] = "{not json"
+    out[20] = ""  # a blank line
+    out[33] = json.dumps({"model": "m0", "question": "x" * 3000, "id": "long"})  # over the bound
+    return out
+
+
+def test_read_blocks_equals_splitting_the_whole_file():
+    rng = random.Random(3)
+    lines = [b"x" * rng.choice([0, 1, 5, 30, 90, 200]) for _ in range(300)]
+    raw = b"\n".join(lines) + rng.choice([b"", b"\n"])
+    limit = 100
+    numbers, kept = _numbered_lines(raw)
+    numbers, kept, rejected = _drop_long_lines(Path("f"), numbers, kept, limit)
+    for block in (7, 64, 101, 1000, 10**6):
+        got_n: list[int] = []
+        got: list[bytes] = []
+        got_rej: list[tuple[str, str]] = []
+        for first, body, long_lines in read_blocks(
+            Path("f"), io.BytesIO(raw), block_bytes=block, max_line_bytes=limit
+        ):
+            got_rej += long_lines
+            n, k = _numbered_lines(body, first)
+            n, k, r = _drop_long_lines(Path("f"), n, k, limit)
+            got_n += list(n)
+            got += k
+            got_rej += r
+        assert got_n == list(numbers) and got == kept, block
+        assert sorted(got_rej) == sorted(rejected), block
+
+
+def test_streamed_jsonl_import_equals_one_batch(tmp_path, monkeypatch):
+    src = tmp_path / "logs"
+    src.mkdir()
+    body = _lines(400)
+    (src / "a.jsonl").write_text("\n".join(body) + "\n")
+    (src / "b.jsonl").write_text("\n".join(_lines(150, seed=1)))
+    whole = import_logs("jsonl", src, tmp_path / "whole", max_line_bytes=2000)
+    _small_bounds(monkeypatch, batch=8_000, block=4_000)
+    streamed = import_logs("jsonl", src, tmp_path / "streamed", max_line_bytes=2000)
+    assert _rows(tmp_path / "streamed") == _rows(tmp_path / "whole")
+    for k in COUNTS:
+        assert getattr(streamed, k) == getattr(whole, k), k
+    assert sorted(streamed.rejected) == sorted(whole.rejected)
+    assert any("line of 3,0" in why and where.endswith("a.jsonl:34") for where, why in
+               streamed.rejected)  # fmt: skip
+    assert streamed.imported == whole.imported and streamed.runs == whole.runs
+    assert len(Store(tmp_path / "streamed").parts("items")) > 2  # several batches committed
+    # a rerun with the small bounds adds nothing and leaves the rows as they are (keys that
+    # two files share are written again: the earlier file's batch replaces the later one's)
+    again = import_logs("jsonl", src, tmp_path / "streamed", max_line_bytes=2000)
+    assert again.n_new == 0 and again.n_items + again.n_unchanged >= whole.n_items
+    assert _rows(tmp_path / "streamed") == _rows(tmp_path / "whole")
+    # without keys shared between files a rerun writes nothing
+    single = tmp_path / "single"
+    single.mkdir()
+    (single / "a.jsonl").write_text("\n".join(body) + "\n")
+    import_logs("jsonl", single, tmp_path / "s", max_line_bytes=2000)
+    rerun = import_logs("jsonl", single, tmp_path / "s", max_line_bytes=2000)
+    assert (rerun.n_new, rerun.n_replaced, rerun.n_items) == (0, 0, 0)
+    assert rerun.n_unchanged > 300
+
+
+def test_later_batch_replaces_an_earlier_one_like_a_later_line(tmp_path, monkeypatch):
+    src = tmp_path / "logs"
+    src.mkdir()
+    rec = {"model": "m", "patient_id": "P1", "id": "q1", "gold": "A) yes", "response": "A"}
+    first = [json.dumps({**rec, "id": f"q{i}", "question": f"Q{i}?\nA) yes\nB) no"})
+             for i in range(60)]  # fmt: skip
+    # the same key later, for another question: within one import the later record wins
+    last = json.dumps({**rec, "question": "Another?\nA) yes\nB) no", "response": "B"})
+    (src / "a.jsonl").write_text("\n".join(first) + "\n")
+    (src / "z.jsonl").write_text(last + "\n")
+    whole = import_logs("jsonl", src, tmp_path / "whole")
+    _small_bounds(monkeypatch, batch=2_000, block=1_000)
+    streamed = import_logs("jsonl", src, tmp_path / "streamed")
+    assert _rows(tmp_path / "streamed") == _rows(tmp_path / "whole")
+    for k in ("n_items", "n_new", "n_replaced", "n_unchanged"):
+        assert (
+            getattr(streamed, k) == getattr(whole, k) == {"n_items": 60, "n_new": 60}.get(k, 0)
+        ), k
+    assert any("replaced by" in why and "z.jsonl" in why for _, why in streamed.warnings)
+    items = Store(tmp_path / "streamed").items().filter(pl.col("item_id") == "q1").collect()
+    assert items.get_column("question").to_list() == ["Another?\nA) yes\nB) no"]
+
+
+def test_mtbbench_in_batches_equals_one_batch(logs, tmp_path, monkeypatch):  # noqa: F811
+    kw = {"model_map": logs.parent / "model_map.json"}
+    whole = import_logs("mtbbench", logs, tmp_path / "whole", **kw)
+    _small_bounds(monkeypatch, batch=10_000, block=1_000)
+    batched = import_logs("mtbbench", logs, tmp_path / "batched", **kw)
+    assert _rows(tmp_path / "batched") == _rows(tmp_path / "whole")
+    for k in ("n_items", "n_events", "n_records"):
+        assert getattr(batched, k) == getattr(whole, k), k
+    assert batched.imported == whole.imported
+    assert len(batched.skipped) == len(whole.skipped)
+
+
+def test_strict_import_of_several_batches_writes_nothing_on_a_late_problem(tmp_path, monkeypatch):
+    src = tmp_path / "logs"
+    src.mkdir()
+    good = [json.dumps({"model": "m", "id": f"q{i}", "correct": True}) for i in range(50)]
+    (src / "a.jsonl").write_text("\n".join(good) + "\n")
+    (src / "z.jsonl").write_text("\n".join(good[:5] + ["{broken"]) + "\n")
+    _small_bounds(monkeypatch, batch=1_000, block=500)
+    with pytest.raises(InvalidArgumentError, match="--strict.*nothing was imported"):
+        import_logs("jsonl", src, tmp_path / "store", strict=True)
+    assert not (tmp_path / "store").exists()
+    report = import_logs("jsonl", src, tmp_path / "store")  # without strict: the good lines
+    assert report.n_items == 50 and len(report.rejected) == 1
