@@ -7,6 +7,13 @@
   memory is reported. Anchor: reading the columns the scorer needs with polars alone
   (``scan_parquet(...).select(...).collect()``), in a fresh process too. Target: <= 10x the
   anchor.
+* **streaming import**: one JSON-lines file of about 60 MB and one of about 240 MB imported,
+  each in a fresh process, with the import committed in batches of 32 MiB of input and the
+  file read in blocks of 16 MiB (``_batch.BATCH_BYTES``, ``jsonl.BLOCK_BYTES``: the defaults,
+  256 and 64 MiB, scaled down so that the run takes a minute), against the same imports in one
+  batch. Reported: the peak memory of each; what streaming promises is that the peak stays
+  flat as the input grows four times (one batch's rows at a time), where one batch grows with
+  it.
 * **CLI start**: ``tumorboard --version`` and ``tumorboard --help`` as a user runs them (a new
   interpreter each time), against ``python -c pass``. Target: <= 0.25 s.
 """
@@ -27,6 +34,7 @@ except ImportError:  # run as a script
 
 ANCHOR_POLARS_COLUMNS = "polars read of the scored columns"
 ANCHOR_PYTHON = "python -c pass"
+ANCHOR_ONE_BATCH = "the same import in one batch"
 ITEMS_PER_PATIENT = 10
 
 _SCORE = """
@@ -92,6 +100,59 @@ def write_scale_store(root: Path, *, models: int, tasks: int, items: int, seed: 
             )
         )
     return models * tasks * items
+
+
+_IMPORT = """
+import json, resource, sys, time
+from tumorboard.traj.importers import _batch, jsonl
+_batch.BATCH_BYTES, jsonl.BLOCK_BYTES = int(sys.argv[3]), int(sys.argv[4])
+from tumorboard.traj import Store, import_logs
+t0 = time.perf_counter()
+r = import_logs("jsonl", sys.argv[1], Store(sys.argv[2], fsync=False))
+s = time.perf_counter() - t0
+print(json.dumps({"s": s, "rows": r.n_items, "parts": len(Store(sys.argv[2]).parts("items")),
+                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}))
+"""
+
+
+def stream_import(ctx: Any, lines: Any) -> list[Result]:
+    """Peak memory of streamed and one-batch imports of a file and of one four times larger."""
+    small = 60_000 if ctx.quick else 250_000
+    sizes = (small, 4 * small)
+    text = lines(small)
+    out = []
+    peaks: dict[str, list[float]] = {"streamed": [], "one batch": []}
+    for n in sizes:
+        src = ctx.tmp / f"stream-{n}.jsonl"
+        with open(src, "w") as fh:
+            for rep in range(n // small):
+                # distinct ids per copy: every line a new item
+                fh.write("\n".join(t.replace('"id": "', f'"id": "{rep}-', 1) for t in text))
+                fh.write("\n")
+        mb = src.stat().st_size / 1e6
+        name = f"import one {mb:.0f} MB JSON-lines file ({n:,} lines): peak memory"
+        ctx.log(name)
+        runs = {}
+        for label, batch, block in (("streamed", 32 << 20, 16 << 20),
+                                    ("one batch", 1 << 40, 1 << 40)):  # fmt: skip
+            store = ctx.tmp / f"stream-store-{n}-{batch}"
+            runs[label] = _child(_IMPORT, str(src), str(store), str(batch), str(block))
+            peaks[label].append(runs[label]["peak_gb"])
+            ctx.log(f"  {label}: {runs[label]['s']:.2f} s, {runs[label]['peak_gb']:.2f} GB peak, "
+                    f"{runs[label]['parts']} items part(s)")  # fmt: skip
+        ok = runs["streamed"]["rows"] == runs["one batch"]["rows"] == n
+        ctx.workloads[name] = {"mb": mb, **{f"{k}_{m}": v[m] for k, v in runs.items()
+                                            for m in ("s", "peak_gb", "parts")}}  # fmt: skip
+        out.append(Result.make(
+            name, runs["streamed"]["s"], ANCHOR_ONE_BATCH, runs["one batch"]["s"],
+            check="ok (every line imported)" if ok else "WARN: lines lost",
+            note=f"peak {runs['streamed']['peak_gb']:.2f} GB streamed vs "
+            f"{runs['one batch']['peak_gb']:.2f} GB in one batch"))  # fmt: skip
+    growth = {k: v[1] / v[0] for k, v in peaks.items()}
+    ctx.log(f"  peak growth for 4x the input: streamed {growth['streamed']:.2f}x, one batch "
+            f"{growth['one batch']:.2f}x")  # fmt: skip
+    ctx.workloads["streaming import: peak growth for 4x the input"] = growth
+    return out
 
 
 def _child(code: str, *args: str) -> dict[str, Any]:

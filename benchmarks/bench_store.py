@@ -64,11 +64,25 @@ from typing import Any
 import numpy as np
 
 try:
-    from ._store_scale import ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON, cli_start, score_at_scale
+    from ._store_scale import (
+        ANCHOR_ONE_BATCH,
+        ANCHOR_POLARS_COLUMNS,
+        ANCHOR_PYTHON,
+        cli_start,
+        score_at_scale,
+        stream_import,
+    )
     from ._timing import Result, best_of, format_markdown, write_json
     from .bench_bootstrap import _Check, numpy_grouped
 except ImportError:  # run as a script: ``python benchmarks/bench_store.py``
-    from _store_scale import ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON, cli_start, score_at_scale
+    from _store_scale import (
+        ANCHOR_ONE_BATCH,
+        ANCHOR_POLARS_COLUMNS,
+        ANCHOR_PYTHON,
+        cli_start,
+        score_at_scale,
+        stream_import,
+    )
     from _timing import Result, best_of, format_markdown, write_json
     from bench_bootstrap import _Check, numpy_grouped
 
@@ -79,7 +93,7 @@ ANCHOR_IDS = "the same lines keyed by their ids"
 ANCHOR_NO_CRC = "page checksums off"
 ANCHOR_POLARS = "polars read (collect)"
 ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS, ANCHOR_NO_CRC, ANCHOR_POLARS,
-           ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON)  # fmt: skip
+           ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON, ANCHOR_ONE_BATCH)  # fmt: skip
 N_MODELS, N_TASKS = 20, 10
 N_RESAMPLES = 1000
 SEED = 0
@@ -88,7 +102,7 @@ QUICK_RECORDS = 50_000
 MAX_TIME, MAX_TIME_QUICK, MIN_TIME = 20.0, 1.5, 0.2
 #: Workload names for ``--only``.
 WORKLOADS = ("write", "items", "read", "score", "jsonl", "keys", "mtbbench", "checksums", "scale",
-             "cli")  # fmt: skip
+             "stream", "cli")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
@@ -965,6 +979,8 @@ def run_results(
             results += _page_checksums(ctx, lines)
         if "scale" in only:
             results += score_at_scale(ctx)
+        if "stream" in only:
+            results += stream_import(ctx, lambda k: _jsonl_lines(k, SEED + 5))
         if "cli" in only:
             results += cli_start(ctx)
     meta = {

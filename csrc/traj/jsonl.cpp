@@ -1,5 +1,6 @@
 #include "traj/jsonl.hpp"
 
+#include <array>
 #include <string>
 
 #include "common/parallel.hpp"
@@ -43,53 +44,79 @@ inline std::size_t utf8_length(const std::uint8_t* p, std::size_t n) {
 
 }  // namespace
 
+// Byte classes of scan_chunk: 0 for the bytes it passes over (most text).
+enum : std::uint8_t { kPlain = 0, kNewline, kOpen, kBackslash, kDigit, kHigh };
+
+const std::array<std::uint8_t, 256>& byte_classes() {
+  static const std::array<std::uint8_t, 256> table = [] {
+    std::array<std::uint8_t, 256> t{};
+    t['\n'] = kNewline;
+    t['['] = kOpen;
+    t['{'] = kOpen;
+    t['\\'] = kBackslash;
+    for (int c = '0'; c <= '9'; ++c) t[c] = kDigit;
+    for (int c = 0x80; c < 256; ++c) t[c] = kHigh;
+    return t;
+  }();
+  return table;
+}
+
 ChunkScan scan_chunk(const std::uint8_t* p, std::size_t n) {
+  const auto& cls = byte_classes();
   ChunkScan out;
   std::int64_t brackets = 0;  // on the current line
-  int digits = 0;             // the current run of digits
-  bool line_start = true;     // no byte but blanks yet on this line
-  for (std::size_t i = 0; i < n;) {
-    const std::uint8_t c = p[i];
-    if (line_start && c != '\n' && !is_blank(c)) {
-      if (c != '{') out.every_line_object = false;
-      line_start = false;
-    }
-    if (c >= 0x80) {
-      const std::size_t len = utf8_length(p + i, n - i);
-      if (len == 0) {
-        out.utf8 = false;
+  std::size_t i = 0;
+  auto line_begin = [&] {  // the first byte but blanks of a line must open an object
+    while (i < n && is_blank(p[i])) ++i;
+    if (i < n && p[i] != '\n' && p[i] != '{') out.every_line_object = false;
+  };
+  line_begin();
+  while (i < n) {
+    while (i < n && cls[p[i]] == kPlain) ++i;
+    if (i >= n) break;
+    switch (cls[p[i]]) {
+      case kNewline:
+        if (brackets > out.max_brackets) out.max_brackets = brackets;
+        brackets = 0;
         ++i;
-      } else {
-        i += len;
-      }
-      digits = 0;
-      continue;
-    }
-    if (c == '\n') {
-      if (brackets > out.max_brackets) out.max_brackets = brackets;
-      brackets = 0;
-      line_start = true;
-      digits = 0;
-      ++i;
-      continue;
-    }
-    if (c == '[' || c == '{') ++brackets;
-    if (is_digit(c)) {
-      if (++digits >= 19) out.may_break_limits = true;
-    } else {
-      digits = 0;
-      if (c == 'e' || c == 'E') {
-        std::size_t k = i + 1;
-        if (k < n && p[k] == '+') ++k;
-        if (k + 3 <= n && is_digit(p[k]) && is_digit(p[k + 1]) && is_digit(p[k + 2])) {
+        line_begin();
+        break;
+      case kOpen:
+        ++brackets;
+        ++i;
+        break;
+      case kBackslash:  // an escape that can decode to a surrogate: \uD800-\uDFFF
+        if (i + 3 < n && p[i + 1] == 'u' && (p[i + 2] == 'd' || p[i + 2] == 'D') &&
+            is_hex_high(p[i + 3])) {
           out.may_break_limits = true;
         }
-      } else if (c == '\\' && i + 3 < n && p[i + 1] == 'u' && (p[i + 2] == 'd' || p[i + 2] == 'D') &&
-                 is_hex_high(p[i + 3])) {
-        out.may_break_limits = true;
+        ++i;
+        break;
+      case kDigit: {  // a run of 19 digits (past 64 bits) or an exponent e[+]ddd (past a double)
+        const std::size_t start = i;
+        while (i < n && is_digit(p[i])) ++i;
+        const std::size_t len = i - start;
+        if (len >= 19) out.may_break_limits = true;
+        if (len >= 3 && start >= 1) {
+          const std::uint8_t before = p[start - 1];
+          if (before == 'e' || before == 'E' ||
+              (before == '+' && start >= 2 && (p[start - 2] == 'e' || p[start - 2] == 'E'))) {
+            out.may_break_limits = true;
+          }
+        }
+        break;
+      }
+      default: {  // kHigh: a UTF-8 sequence
+        const std::size_t len = utf8_length(p + i, n - i);
+        if (len == 0) {
+          out.utf8 = false;
+          ++i;
+        } else {
+          i += len;
+        }
+        break;
       }
     }
-    ++i;
   }
   if (brackets > out.max_brackets) out.max_brackets = brackets;
   return out;

@@ -233,7 +233,16 @@ def _write(
     n_again = 0
     if existing.height:
         # units (one MTBBench log per patient and run): unchanged, superseded or replaced whole
-        old_units = existing.partition_by(["run_id", "patient_id"], as_dict=True)
+        units = [by_index[i].parsed.unit for i in unit_files]
+        old_units = (
+            existing.join(
+                pl.DataFrame(units, schema=["run_id", "patient_id"], orient="row"),
+                on=["run_id", "patient_id"],
+                how="semi",
+            ).partition_by(["run_id", "patient_id"], as_dict=True)
+            if units
+            else {}
+        )
         mine_of = keys.partition_by("_file", as_dict=True) if unit_files else {}
         for e in [by_index[i] for i in sorted(unit_files)]:
             run_id, patient = e.parsed.unit  # type: ignore[misc]

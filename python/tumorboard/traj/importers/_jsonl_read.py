@@ -251,7 +251,7 @@ def _read_bulk(
     nested = sorted(
         {k.rsplit(".", 1)[-1] for f, k in keys.items() if _arrow_type(_kind_of(f)) is None}
     )
-    if nested and re.search(f'"(?:{"|".join(map(re.escape, nested))})"'.encode(), raw):
+    if any(f'"{k}"'.encode() in raw for k in nested):  # a substring search each (memmem)
         return None  # events, config, tool calls or matrices: the line reader
     if _suspect(raw):
         return None  # what load_json checks (surrogates, huge numbers, depth): the line reader
