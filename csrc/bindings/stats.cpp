@@ -261,6 +261,27 @@ py::dict poisson_finalize(Array<std::int64_t> hi, Array<std::uint64_t> lo,
   return result_dict(n_items, n_units, d, s, return_distribution);
 }
 
+template <typename T>
+py::array_t<T> weight_matrix(const std::uint64_t* keys, std::size_t n, std::int64_t n_resamples,
+                             std::uint64_t seed, int threads) {
+  py::array_t<T> out({static_cast<py::ssize_t>(n_resamples), static_cast<py::ssize_t>(n)});
+  T* o = out.mutable_data();
+  run_interruptible([&] {
+    tb::stats::poisson_weight_matrix<T>(keys, n, static_cast<std::size_t>(n_resamples), seed,
+                                        threads, o);
+  });
+  return out;
+}
+
+py::array poisson_weights(Array<std::uint64_t> keys, std::int64_t n_resamples,
+                          std::uint64_t seed, int threads, bool float64) {
+  if (keys.ndim() != 1) throw std::invalid_argument("keys: expected a 1-D uint64 array");
+  if (n_resamples < 0) throw std::invalid_argument("n_resamples: expected >= 0");
+  const auto n = static_cast<std::size_t>(keys.size());
+  if (float64) return weight_matrix<double>(keys.data(), n, n_resamples, seed, threads);
+  return weight_matrix<float>(keys.data(), n, n_resamples, seed, threads);
+}
+
 py::array_t<std::uint64_t> hash_strings(Array<std::int64_t> offsets, Array<std::uint8_t> data) {
   const auto count = static_cast<std::size_t>(offsets.size());
   const std::size_t n = count > 0 ? count - 1 : 0;
@@ -314,6 +335,10 @@ void bind_stats(py::module_& m) {
       },
       py::arg("name"), py::arg("params"), py::arg("sums"), py::arg("weight"),
       "Evaluates a registered statistic on column sums and a total item weight.");
+  m.def("poisson_weights", &poisson_weights, py::arg("keys"), py::arg("n_resamples"),
+        py::arg("seed"), py::arg("threads"), py::arg("float64"),
+        "The Poisson(1) weight of each key in each resample, (n_resamples, keys): the weights "
+        "poisson_partials draws for units with these keys.");
   m.def("statistic_names", &statistic_names);
   m.def("hash_strings", &hash_strings, py::arg("offsets"), py::arg("data"),
         "Stable 64-bit hash of each string of an Arrow-style (offsets, bytes) array.");

@@ -39,6 +39,35 @@ int poisson1_from_u32(std::uint32_t x) {
   return w;
 }
 
+template <typename T>
+void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t n_resamples,
+                           std::uint64_t seed, int threads, T* out) {
+  constexpr std::size_t kKeys = 32;  // keys per task: the rows of a task's writes are contiguous
+  const auto key = rng::key_from_seed(seed);
+  const std::size_t n_tasks = (n + kKeys - 1) / kKeys;
+  parallel_for(n_tasks, threads, [&](std::size_t t) {
+    const std::size_t i0 = t * kKeys, i1 = std::min(n, i0 + kKeys);
+    for (std::size_t q = 0; q < n_resamples; q += 4) {
+      for (std::size_t i = i0; i < i1; ++i) {
+        const std::uint64_t ukey = keys[i];
+        const auto r = rng::Philox4x32::block(
+            {static_cast<std::uint32_t>(q / 4), static_cast<std::uint32_t>(ukey),
+             static_cast<std::uint32_t>(ukey >> 32),
+             static_cast<std::uint32_t>(rng::Domain::kPoisson)},
+            key);
+        for (std::size_t j = 0; j < 4 && q + j < n_resamples; ++j) {
+          out[(q + j) * n + i] = static_cast<T>(poisson1_from_u32(r[j]));
+        }
+      }
+    }
+  });
+}
+
+template void poisson_weight_matrix<float>(const std::uint64_t*, std::size_t, std::size_t,
+                                           std::uint64_t, int, float*);
+template void poisson_weight_matrix<double>(const std::uint64_t*, std::size_t, std::size_t,
+                                            std::uint64_t, int, double*);
+
 std::vector<int> exact_scales(const double* values, std::size_t n, std::size_t k) {
   std::vector<int> scale(k, 0);
   for (std::size_t i = 0; i < n; ++i) {

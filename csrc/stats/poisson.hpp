@@ -52,4 +52,11 @@ double poisson_acceleration(const Statistic& stat, const PoissonSums& sums, std:
 // Weight W ~ Poisson(1) from a uniform 32-bit word (inversion; probabilities exact to 2^-32).
 int poisson1_from_u32(std::uint32_t x);
 
+// The weight of every key in every resample, out[b * n + i] = W(seed, keys[i], b): the weights
+// poisson_sums gives the unit of key keys[i] (the same Philox blocks), as a dense matrix for
+// groups that share their units (one draw per key, not per group and key).
+template <typename T>
+void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t n_resamples,
+                           std::uint64_t seed, int threads, T* out);
+
 }  // namespace tb::stats

@@ -464,8 +464,8 @@ def _joint_by_units(
     Bit-identical to :func:`bootstrap` with ``scheme="poisson"`` on every model's records: the
     engine draws each unit's (cluster's, else item's) Poisson(1) weight keyed by (seed, unit
     key, resample), the same for every model, and sums exactly. Here the engine draws the
-    weights once per unit (not once per unit and model; :func:`._shared.poisson_weights`, 25
-    units packed into one engine group), in blocks of units, and every
+    weights once per unit (not once per unit and model; :func:`._shared.poisson_weights`), in
+    blocks of units, and every
     model's resampled sums are one product ``W^T S`` of the weights (units x B) with the
     per-unit sums (units x models); integer values keep every sum exact in float64 (checked
     by :func:`_integral`), so the order of the additions cannot change a bit.

@@ -25,8 +25,10 @@ from ._exact import binom_cdf, binom_pmf
 
 __all__ = ["McNemarResult", "SignFlipResult", "mcnemar", "sign_flip_test"]
 
-#: Discordant pairs up to which McNemar's binomial tail is summed in integers.
-_EXACT_MAX = 20_000
+#: Discordant pairs up to which McNemar's binomial tail is summed in integers (one rounding;
+#: the cost grows as the square of the count); above it, the regularised incomplete beta
+#: function (as scipy's ``binom.cdf``, which statsmodels' exact McNemar calls).
+_EXACT_MAX = 2_000
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,6 @@ MAX_WEIGHT = 15
 DENSITY = 4
 #: Largest (keys x groups x columns) table of per-key sums (1 GiB of float64).
 MAX_CELLS = 2**27
-#: Keys packed into one engine unit group: 4 bits per weight, values up to 16^24 = 2^96, below
-#: the engine's 2^100 limit on an exact fixed-point value.
-PACKED = 25
 #: Keys per call of the engine's weight draw (bounds its (groups, resamples + 1) outputs).
 KEY_CHUNK = 2000
 
@@ -40,25 +37,14 @@ KEY_CHUNK = 2000
 def poisson_weights(keys: np.ndarray, options: BootstrapOptions, dtype: type) -> np.ndarray:
     """Return the engine's Poisson(1) weight of each key in each resample, (resamples, keys).
 
-    The engine draws the weight ``w`` of a record from (seed, record key, resample) alone.
-    Keys are drawn ``PACKED`` to a group, key j of a group as one record of value ``16^j``:
-    since a weight is at most 15, the group's exact sum in resample b, ``sum_j w_j 16^j``,
-    holds each key's weight in its own 4 bits of the 128-bit result (``hi``, ``lo``).
+    The engine draws the weight ``w`` of a record from (seed, record key, resample) alone;
+    ``_core.stats.poisson_weights`` (csrc/stats/poisson.cpp) draws it once per key from the
+    same Philox blocks as the engine's bootstrap, with the GIL released and in parallel.
     """
-    b, n = options.n_resamples, keys.size
-    slot = np.arange(n, dtype=np.int64)
-    values = np.ldexp(1.0, 4 * (slot % PACKED))[:, None]
-    g = (n + PACKED - 1) // PACKED
-    drawn = _core.stats.poisson_partials(
-        values, slot // PACKED, g, None, 0, keys, None, "sum", [], 0, b, options.seed,
-        options.engine_threads, False,
-    )  # fmt: skip
-    lo = np.ascontiguousarray(drawn["lo"][:, :b, 0], dtype="<u8").view(np.uint8)  # (g, b * 8)
-    hi = np.ascontiguousarray(drawn["hi"][:, :b, 0], dtype="<i8").view(np.uint8)
-    octets = np.concatenate([lo.reshape(g, b, 8), hi.reshape(g, b, 8)], axis=2)  # (g, b, 16)
-    nibbles = np.stack([octets & 15, octets >> 4], axis=3).reshape(g, b, 32)[:, :, :PACKED]
-    w = nibbles.transpose(1, 0, 2).reshape(b, g * PACKED)[:, :n]
-    return np.ascontiguousarray(w, dtype=dtype)
+    w = _core.stats.poisson_weights(np.ascontiguousarray(keys, dtype=np.uint64),
+                                    options.n_resamples, options.seed, options.engine_threads,
+                                    dtype == np.float64)  # fmt: skip
+    return w if w.dtype == dtype else w.astype(dtype)
 
 
 def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOptions) -> np.ndarray:
