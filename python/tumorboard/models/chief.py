@@ -45,6 +45,7 @@ the batch in one dense pass, then a softmax and a weighted sum per slide (no pad
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -53,7 +54,7 @@ from torch import nn
 from ..errors import InvalidArgumentError
 from .abmil import _check_offsets, _GatedAttention
 
-__all__ = ["CHIEF", "CHIEF_TINY", "ChiefSlideEncoder", "chief"]
+__all__ = ["CHIEF", "CHIEF_TINY", "ChiefSlideEncoder", "chief", "chief_config"]
 
 #: The published configuration (``size_arg="small"``: 768 -> 512 -> 256; two classes; 19 organs).
 CHIEF = {"in_dim": 768, "hidden": 512, "attn_dim": 256, "n_classes": 2, "n_organs": 19,
@@ -188,3 +189,35 @@ def chief(**options: Any) -> ChiefSlideEncoder:
     """
     config = {**CHIEF, **options}
     return ChiefSlideEncoder(config.pop("in_dim"), **config)
+
+
+def chief_config(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """Read a CHIEF checkpoint's configuration from its shapes.
+
+    Parameters
+    ----------
+    state : Mapping of str to torch.Tensor
+        The state dict.
+
+    Returns
+    -------
+    dict
+        The :class:`ChiefSlideEncoder` arguments (``in_dim``, ``hidden``, ``attn_dim``,
+        ``n_classes``, ``n_organs``, ``text_dim``; the published ``CHIEF_pretraining.pth``
+        gives :data:`CHIEF`). A checkpoint without ``attention_net.0.weight`` or
+        ``attention_net.3.attention_a.0.weight`` gives :data:`CHIEF`; strict loading then lists
+        every key it lacks or has in excess.
+    """
+    first = state.get("attention_net.0.weight")
+    gate = state.get("attention_net.3.attention_a.0.weight")
+    if first is None or gate is None or first.ndim != 2 or gate.ndim != 2:
+        return dict(CHIEF)
+    config = {"in_dim": int(first.shape[1]), "hidden": int(first.shape[0]),
+              "attn_dim": int(gate.shape[0])}  # fmt: skip
+    classes = state.get("classifiers.weight")
+    if classes is not None and classes.ndim == 2:
+        config["n_classes"] = int(classes.shape[0])
+    organs = state.get("organ_embedding")
+    if organs is not None and organs.ndim == 2:
+        config["n_organs"], config["text_dim"] = (int(n) for n in organs.shape)
+    return {**CHIEF, **config}

@@ -57,7 +57,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import InvalidArgumentError, WeightsError
+from ..errors import InvalidArgumentError
 from .abmil import _check_offsets, _GatedAttention
 
 __all__ = ["MADELEINE", "MADELEINE_TINY", "MadeleineSlideEncoder", "madeleine",
@@ -210,7 +210,7 @@ def madeleine(**options: Any) -> MadeleineSlideEncoder:
     return MadeleineSlideEncoder(config.pop("in_dim"), **config)
 
 
-def madeleine_config(state: Mapping[str, torch.Tensor], *, path: Any = "<state dict>") -> dict:
+def madeleine_config(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     """Read a MADELEINE checkpoint's configuration from its shapes.
 
     Parameters
@@ -218,37 +218,26 @@ def madeleine_config(state: Mapping[str, torch.Tensor], *, path: Any = "<state d
     state : Mapping of str to torch.Tensor
         The state dict (``module.`` already stripped, as
         :func:`~tumorboard.models.read_state_dict` does).
-    path : str or os.PathLike, default "<state dict>"
-        The file named in errors.
 
     Returns
     -------
     dict
         ``in_dim``, ``hidden``, ``n_heads``, ``attn_dim`` and ``token_dim``: the
-        :class:`MadeleineSlideEncoder` arguments (strict loading then checks every shape).
-
-    Raises
-    ------
-    WeightsError
-        The checkpoint lacks the first pre-attention layer or the first head.
+        :class:`MadeleineSlideEncoder` arguments. A checkpoint without
+        ``wsi_embedders.pre_attn.0.weight`` or a first head gives the published configuration
+        (:data:`MADELEINE`); strict loading then lists every key it lacks or has in excess.
     """
-    pre = "wsi_embedders.pre_attn.0.weight"
-    head = "wsi_embedders.attn.0.attention_a.0.weight"
-    absent = [k for k in (pre, head) if k not in state]
-    if absent:
-        shown = ", ".join(sorted(state)[:8]) or "none"
-        raise WeightsError(
-            path,
-            f"madeleine: expected a MADELEINE checkpoint with {', '.join(absent)}, got keys "
-            f"{shown}",
-        )
+    pre = state.get("wsi_embedders.pre_attn.0.weight")
+    head = state.get("wsi_embedders.attn.0.attention_a.0.weight")
+    if pre is None or head is None or pre.ndim != 2 or head.ndim != 2:
+        return dict(MADELEINE)
     prefix = "wsi_embedders.attn."
     heads = {k[len(prefix) :].split(".")[0] for k in state if k.startswith(prefix)}
     token = state.get("token_projector.weight")
     return {
-        "in_dim": int(state[pre].shape[1]),
-        "hidden": int(state[pre].shape[0]),
+        "in_dim": int(pre.shape[1]),
+        "hidden": int(pre.shape[0]),
         "n_heads": len(heads),
-        "attn_dim": int(state[head].shape[0]),
+        "attn_dim": int(head.shape[0]),
         "token_dim": int(token.shape[0]) if token is not None else MADELEINE["token_dim"],
     }

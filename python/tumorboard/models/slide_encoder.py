@@ -49,8 +49,8 @@ from ..errors import InvalidArgumentError, WeightsError
 from ..kernels import choose_backend
 from ._slide_info import slide_encoder_info, slide_encoders
 from .abmil import ABMILSlideEncoder, _check_offsets, _GatedAttention
-from .chief import chief
-from .madeleine import MADELEINE, madeleine, madeleine_config
+from .chief import chief, chief_config
+from .madeleine import madeleine, madeleine_config
 from .titan import TITAN, TitanSlideEncoder, titan_config
 from .weights import RandomWeightsWarning, load_state_dict, read_state_dict
 
@@ -332,8 +332,9 @@ def load_slide_encoder(
         the configuration; ``feather*``: the published ``model.safetensors``; ``titan``:
         MahmoodLab/TITAN's ``model.safetensors``, whose ``text_encoder.*`` and captioning
         pooler are dropped and whose shapes give width, depth and MLP ratio; ``chief``:
-        hms-dbmi/CHIEF's ``CHIEF_pretraining.pth``, every key; ``madeleine``:
-        MahmoodLab/madeleine's ``model.pt``, whose shapes give widths and heads). None builds
+        hms-dbmi/CHIEF's ``CHIEF_pretraining.pth``, every key, whose shapes give the widths;
+        ``madeleine``: MahmoodLab/madeleine's ``model.pt``, whose shapes give the widths and
+        heads). None builds
         random parameters from ``seed`` with a
         :class:`~tumorboard.models.RandomWeightsWarning` (``mean-*`` has none to load).
     in_dim : int or None, default None
@@ -390,13 +391,13 @@ def load_slide_encoder(
         def build() -> nn.Module:
             o = dict(titan_options)
             return TitanSlideEncoder(o.pop("in_dim"), **o)
-    elif info.name == "chief":
-        build = chief
-    elif info.name == "madeleine":
-        made_options = dict(MADELEINE) if state is None else madeleine_config(state, path=weights)
+    elif info.name in ("chief", "madeleine"):  # configuration from the checkpoint's shapes
+        make, read = (chief, chief_config) if info.name == "chief" else \
+            (madeleine, madeleine_config)  # fmt: skip
+        config = {} if state is None else read(state)
 
         def build() -> nn.Module:
-            return madeleine(**made_options)
+            return make(**config)
     else:
         build = feather if info.name == "feather" else feather_uni_v2
     if state is None:
