@@ -34,8 +34,9 @@ Checkpoint (Hugging Face MahmoodLab/madeleine ``model.pt`` with ``model_config.j
 ``wsi_embedders.pre_attn.{0,4,8}.*`` (Linear), ``wsi_embedders.pre_attn.{1,5,9}.*``
 (LayerNorm), ``wsi_embedders.attn.{k}.attention_{a,b}.0.*`` ``[512, H]``,
 ``wsi_embedders.attn.{k}.attention_c.*`` ``[1, 512]``, ``token_projector.*`` ``[128, H*K]``,
-``projector.*`` ``[H, H*K]``, saved under DistributedDataParallel's ``module.`` prefix (which
-MADELEINE's ``create_model`` and :func:`~tumorboard.models.read_state_dict` strip). MADELEINE's
+``projector.*`` ``[H, H*K]``, possibly under DistributedDataParallel's ``module.`` prefix
+(MADELEINE's ``create_model`` strips it when present, as
+:func:`~tumorboard.models.read_state_dict` does). MADELEINE's
 code only runs with ``H = 512`` (its projector is sized from the attention width, 512, and its
 output reshaped to ``H``). What is not confirmed from a file: ``model_config.json`` itself.
 ``n_heads = 4``, ``wsi_encoder_hidden_dim = 512`` and ``activation = "softmax"`` are the

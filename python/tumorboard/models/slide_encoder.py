@@ -334,8 +334,7 @@ def load_slide_encoder(
         pooler are dropped and whose shapes give width, depth and MLP ratio; ``chief``:
         hms-dbmi/CHIEF's ``CHIEF_pretraining.pth``, every key, whose shapes give the widths;
         ``madeleine``: MahmoodLab/madeleine's ``model.pt``, whose shapes give the widths and
-        heads). None builds
-        random parameters from ``seed`` with a
+        heads). None builds random parameters from ``seed`` with a
         :class:`~tumorboard.models.RandomWeightsWarning` (``mean-*`` has none to load).
     in_dim : int or None, default None
         The patch feature width; needed for ``mean-*`` of a patch encoder of no fixed width
@@ -391,13 +390,16 @@ def load_slide_encoder(
         def build() -> nn.Module:
             o = dict(titan_options)
             return TitanSlideEncoder(o.pop("in_dim"), **o)
-    elif info.name in ("chief", "madeleine"):  # configuration from the checkpoint's shapes
-        make, read = (chief, chief_config) if info.name == "chief" else \
-            (madeleine, madeleine_config)  # fmt: skip
-        config = {} if state is None else read(state)
+    elif info.name == "chief":  # the checkpoint's shapes give the configuration
+        chief_options = {} if state is None else chief_config(state)
 
         def build() -> nn.Module:
-            return make(**config)
+            return chief(**chief_options)
+    elif info.name == "madeleine":  # the checkpoint's shapes give widths and heads
+        madeleine_options = {} if state is None else madeleine_config(state)
+
+        def build() -> nn.Module:
+            return madeleine(**madeleine_options)
     else:
         build = feather if info.name == "feather" else feather_uni_v2
     if state is None:
