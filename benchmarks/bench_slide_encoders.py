@@ -9,6 +9,9 @@ full sizes:
 * ``abmil`` - TRIDENT's ABMILSlideEncoder on 1536-d features, one gated head of width 512;
 * ``feather_uni_v2`` - FEATHER over 1536-d features (512-d patch embedding, gated attention 384);
 * ``feather`` - FEATHER over 768-d CONCH v1.5 features;
+* ``chief`` - CHIEF's gated attention over 768-d CTransPath features (768 -> 512 -> 256);
+* ``madeleine`` - MADELEINE over 512-d CONCH v1 features (3 pre-attention blocks to 4 x 512,
+  4 gated heads, projector to 512);
 * ``titan`` - TITAN's slide encoder (6 blocks, width 768, 2-D ALiBi) over 768-d CONCH v1.5
   features with coordinates (each slide a rectangle of a 100-patch-wide grid, 512 px units).
   TITAN tiles at 512 px, so its slides have a quarter of the patches of the same tissue at
@@ -47,9 +50,9 @@ except ImportError:  # run as a script: ``python benchmarks/bench_slide_encoders
 SEED = 0
 ANCHOR = "one slide at a time"
 ANCHORS = (ANCHOR,)
-ENCODERS = ("mean-uni_v2", "abmil", "feather_uni_v2", "feather", "titan")
+ENCODERS = ("mean-uni_v2", "abmil", "feather_uni_v2", "feather", "chief", "madeleine", "titan")
 IN_DIM = {"mean-uni_v2": 1536, "abmil": 1536, "feather_uni_v2": 1536, "feather": 768,
-          "titan": 768}  # fmt: skip
+          "chief": 768, "madeleine": 512, "titan": 768}  # fmt: skip
 #: Slides TITAN runs on in --quick mode; its slides have a quarter of the patches (512 px).
 TITAN_QUICK = 2
 #: TITAN's grid in the synthetic coordinates: patches per grid row, level-0 patch side.
@@ -167,8 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(
         prog="bench_slide_encoders",
-        description="Slides/s of the mean, ABMIL-family and TITAN slide encoders, varlen vs one "
-        "by one.",
+        description="Slides/s of the mean, ABMIL-family (FEATHER, CHIEF, MADELEINE) and TITAN "
+        "slide encoders, varlen vs one by one.",
     )
     parser.add_argument("--quick", action="store_true", help="8 slides instead of 1,000")
     parser.add_argument("--slides", type=positive_int, default=None, help="number of slides")

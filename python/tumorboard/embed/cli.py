@@ -118,8 +118,9 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="also write one embedding per slide (TRIDENT slide_features_NAME/): mean-uni_v2 "
-        "(any mean-PATCH_ENCODER), abmil, feather, feather_uni_v2; the patch features it reads "
-        "are made first at its magnification and patch size ('tumorboard models' lists them)",
+        "(any mean-PATCH_ENCODER), abmil, feather, feather_uni_v2, titan, chief, madeleine; the "
+        "patch features it reads are made first at its magnification and patch size "
+        "('tumorboard models --slide-encoders' lists them)",
     )
     p.add_argument(
         "--slide-weights",
@@ -127,10 +128,37 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="PATH",
         help="the slide encoder's checkpoint (abmil: a TRIDENT ABMILSlideEncoder state dict; "
-        "feather*: model.safetensors)",
+        "feather*, titan: model.safetensors; chief: CHIEF_pretraining.pth; madeleine: model.pt)",
     )
-    p.set_defaults(func=run_embed)
+    # left out, --magnification and --patch-size are the slide encoder's (TRIDENT's), else 20x
+    # and 256 px (tiling_defaults)
+    p.set_defaults(func=run_embed, magnification=None, patch_size=None)
     return p
+
+
+def tiling_defaults(args: argparse.Namespace) -> None:
+    """Fill ``--magnification`` and ``--patch-size`` where they were left out.
+
+    With ``--slide-encoder NAME`` they are the magnification and patch size TRIDENT runs NAME
+    at (``chief`` and ``madeleine``: 10x / 256 px, ``feather``: 20x / 512 px; a value given
+    that differs is refused by the engine), otherwise 20x and 256 px.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``embed`` arguments, changed in place.
+    """
+    mag, size = 20.0, 256
+    if args.slide_encoder is not None:
+        from ..models import slide_encoder_info
+
+        info = slide_encoder_info(args.slide_encoder)
+        if info.magnification is not None and info.patch_size is not None:
+            mag, size = info.magnification, info.patch_size
+    if args.magnification is None:
+        args.magnification = mag
+    if args.patch_size is None:
+        args.patch_size = size
 
 
 def embed_options(args: argparse.Namespace) -> EmbedOptions:
@@ -182,6 +210,7 @@ def run_embed(args: argparse.Namespace) -> int:
     from . import _engine
 
     try:
+        tiling_defaults(args)
         tiling = tiling_options(args)
         options = embed_options(args)
         found = collect_inputs(args)

@@ -48,10 +48,11 @@ prints every row (width, input, precision, license, gated, the file to fetch).
 
 Slide encoders (:func:`slide_encoders`, :func:`slide_encoder_info`, :func:`load_slide_encoder`)
 carry TRIDENT's slide-encoder names: ``mean-{patch encoder}``, ``abmil`` and FEATHER
-(``feather``, ``feather_uni_v2``) are built in :mod:`~tumorboard.models.slide_encoder` and
-``titan`` in :mod:`~tumorboard.models.titan`, each mapping concatenated slides
-(``forward_varlen``) to one vector per slide; prism, chief,
-gigapath, madeleine, threads and care are listed with why they are not built.
+(``feather``, ``feather_uni_v2``) are built in :mod:`~tumorboard.models.slide_encoder`,
+``titan`` in :mod:`~tumorboard.models.titan`, ``chief`` in :mod:`~tumorboard.models.chief` and
+``madeleine`` in :mod:`~tumorboard.models.madeleine`, each mapping concatenated slides
+(``forward_varlen``) to one vector per slide; prism,
+gigapath, threads and care are listed with why they are not built.
 
 Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI
 ``uni/get_encoder/get_encoder.py``@42715ef; CONCH, Lu et al., *Nature Medicine* 2024, and
@@ -79,6 +80,7 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers
     from ._slide_info import SlideEncoderInfo, slide_encoder_info, slide_encoders
     from .abmil import ABMIL, ABMILSlideEncoder, MTBBenchRegressor
     from .adapter import SegmentAdapter
+    from .chief import ChiefSlideEncoder
     from .conch import (
         CONCH,
         CONCH_B16,
@@ -88,6 +90,7 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers
         ConchVisionEncoder,
     )
     from .conch_tokenizer import ConchTokenizer
+    from .madeleine import MadeleineSlideEncoder
     from .onnx import OnnxEncoder, export_onnx
     from .slide_encoder import FeatherSlideEncoder, MeanSlideEncoder, load_slide_encoder
     from .titan import TitanSlideEncoder
@@ -108,12 +111,14 @@ __all__ = [
     "CONCH_B16",
     "CONCH_TINY",
     "CheckpointKeyError",
+    "ChiefSlideEncoder",
     "ConchConfig",
     "ConchTextEncoder",
     "ConchTokenizer",
     "ConchVisionEncoder",
     "FeatherSlideEncoder",
     "MTBBenchRegressor",
+    "MadeleineSlideEncoder",
     "MeanSlideEncoder",
     "ModelInfo",
     "OnnxEncoder",
@@ -182,6 +187,8 @@ _WHERE = {
     "MeanSlideEncoder": "slide_encoder",
     "load_slide_encoder": "slide_encoder",
     "TitanSlideEncoder": "titan",
+    "ChiefSlideEncoder": "chief",
+    "MadeleineSlideEncoder": "madeleine",
 }
 _NEEDS_TORCH = {
     "abmil",
@@ -194,6 +201,8 @@ _NEEDS_TORCH = {
     "_slide_info",
     "slide_encoder",
     "titan",
+    "chief",
+    "madeleine",
 }
 
 

@@ -400,3 +400,28 @@ class MTBBenchRegressor(nn.Module):
                 mask = None if mask is None else torch.as_tensor(mask).unsqueeze(0)
             raw = self.forward(x, None if mask is None else torch.as_tensor(mask).to(p.device))
         return raw.float().clamp(0.0, 100.0)
+
+
+class _GatedAttention(nn.Module):
+    """Gated attention scores: ``attention_{a,b}.0`` (tanh, sigmoid), then ``attention_c``.
+
+    The layout of CLAM's ``Attn_Net_Gated`` (Lu et al., *Nature Biomedical Engineering* 2021):
+    ``attention_a.0`` (Linear, tanh) and ``attention_b.0`` (Linear, sigmoid), each followed by
+    dropout, multiplied, then ``attention_c`` (Linear to ``n_heads`` scores).
+
+    The layout FEATHER (MIL-Lab ``GlobalGatedAttention``), CHIEF (``Attn_Net_Gated``) and
+    MADELEINE (``BatchedABMIL``) share; :meth:`forward` returns the raw scores, the softmax
+    over a slide is the caller's.
+    """
+
+    def __init__(self, dim: int, attn_dim: int, dropout: float, n_heads: int = 1) -> None:
+        super().__init__()
+        self.attention_a = nn.Sequential(nn.Linear(dim, attn_dim), nn.Tanh(), nn.Dropout(dropout))
+        self.attention_b = nn.Sequential(
+            nn.Linear(dim, attn_dim), nn.Sigmoid(), nn.Dropout(dropout)
+        )
+        self.attention_c = nn.Linear(attn_dim, n_heads)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """Return the raw scores ``[..., N, n_heads]`` of ``h [..., N, dim]``."""
+        return self.attention_c(self.attention_a(h) * self.attention_b(h))

@@ -25,6 +25,11 @@ every patch of the batch in one dense pass and pool slide by slide.
 * :class:`~tumorboard.models.titan.TitanSlideEncoder` (TRIDENT ``titan``): TITAN's ViT over a
   2-D grid of CONCH v1.5 features with 2-D ALiBi (:mod:`tumorboard.models.titan`); it also
   takes the patch coordinates (``forward_varlen(..., coords=, patch_size_level0=)``).
+* :class:`~tumorboard.models.chief.ChiefSlideEncoder` (TRIDENT ``chief``): CHIEF's gated
+  attention over CTransPath features, pooling the input features (:mod:`tumorboard.models.chief`).
+* :class:`~tumorboard.models.madeleine.MadeleineSlideEncoder` (TRIDENT ``madeleine``):
+  MADELEINE's multi-head gated attention over CONCH v1 features
+  (:mod:`tumorboard.models.madeleine`).
 
 :func:`load_slide_encoder` builds any built encoder by its registry name
 (:func:`~tumorboard.models.slide_encoder_info`) and loads its weights strictly.
@@ -43,7 +48,9 @@ from torch import nn
 from ..errors import InvalidArgumentError, WeightsError
 from ..kernels import choose_backend
 from ._slide_info import slide_encoder_info, slide_encoders
-from .abmil import ABMILSlideEncoder, _check_offsets
+from .abmil import ABMILSlideEncoder, _check_offsets, _GatedAttention
+from .chief import chief, chief_config
+from .madeleine import madeleine, madeleine_config
 from .titan import TITAN, TitanSlideEncoder, titan_config
 from .weights import RandomWeightsWarning, load_state_dict, read_state_dict
 
@@ -100,22 +107,6 @@ class MeanSlideEncoder(nn.Module):
             if b > a:  # one reduction per slide (a handful per batch): dense, no scatter
                 out[i] = features[a:b].mean(0, dtype=torch.float32).to(features.dtype)
         return out
-
-
-class _GatedAttention(nn.Module):
-    """MIL-Lab's ``GlobalGatedAttention``: ``attention_a.0``, ``attention_b.0``, ``attention_c``."""
-
-    def __init__(self, dim: int, attn_dim: int, dropout: float, n_heads: int) -> None:
-        super().__init__()
-        self.attention_a = nn.Sequential(nn.Linear(dim, attn_dim), nn.Tanh(), nn.Dropout(dropout))
-        self.attention_b = nn.Sequential(
-            nn.Linear(dim, attn_dim), nn.Sigmoid(), nn.Dropout(dropout)
-        )
-        self.attention_c = nn.Linear(attn_dim, n_heads)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        """Return the raw scores ``[..., N, n_heads]`` of ``h [..., N, dim]``."""
-        return self.attention_c(self.attention_a(h) * self.attention_b(h))
 
 
 class _FeatherBody(nn.Module):
@@ -340,8 +331,10 @@ def load_slide_encoder(
         Its checkpoint (``abmil``: a TRIDENT ``ABMILSlideEncoder`` state dict, whose shapes give
         the configuration; ``feather*``: the published ``model.safetensors``; ``titan``:
         MahmoodLab/TITAN's ``model.safetensors``, whose ``text_encoder.*`` and captioning
-        pooler are dropped and whose shapes give width, depth and MLP ratio). None builds
-        random parameters from ``seed`` with a
+        pooler are dropped and whose shapes give width, depth and MLP ratio; ``chief``:
+        hms-dbmi/CHIEF's ``CHIEF_pretraining.pth``, every key, whose shapes give the widths;
+        ``madeleine``: MahmoodLab/madeleine's ``model.pt``, whose shapes give the widths and
+        heads). None builds random parameters from ``seed`` with a
         :class:`~tumorboard.models.RandomWeightsWarning` (``mean-*`` has none to load).
     in_dim : int or None, default None
         The patch feature width; needed for ``mean-*`` of a patch encoder of no fixed width
@@ -397,6 +390,16 @@ def load_slide_encoder(
         def build() -> nn.Module:
             o = dict(titan_options)
             return TitanSlideEncoder(o.pop("in_dim"), **o)
+    elif info.name == "chief":  # the checkpoint's shapes give the configuration
+        chief_options = {} if state is None else chief_config(state)
+
+        def build() -> nn.Module:
+            return chief(**chief_options)
+    elif info.name == "madeleine":  # the checkpoint's shapes give widths and heads
+        madeleine_options = {} if state is None else madeleine_config(state)
+
+        def build() -> nn.Module:
+            return madeleine(**madeleine_options)
     else:
         build = feather if info.name == "feather" else feather_uni_v2
     if state is None:
