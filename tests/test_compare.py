@@ -623,3 +623,25 @@ def test_cli_compare_pairs_models_within_each_track(tmp_path):
     }
     out = cli("compare", str(tmp_path / "s"), "--baseline", "claude")
     assert out.returncode == 2 and "baseline: expected one of the models" in out.stderr
+
+
+@pytest.mark.parametrize("kind", ["str", "int", "unicode", "empty"])
+def test_label_codes_equal_numpy_unique(kind):
+    from tumorboard.stats._compare import _codes, _key_codes
+
+    rng = np.random.default_rng(4)
+    pool = {
+        "str": [f"m{i}" for i in range(30)] + ["", "a", "a\x01", "b\x1fc"],
+        "int": list(range(-5, 40)),
+        "unicode": ["é", "e", "ü-x", "日本", "z", "Z", "ä\x00b"],
+        "empty": ["x"],
+    }[kind]
+    labels = np.asarray([pool[i] for i in rng.integers(0, len(pool), 500)])
+    codes, levels = _codes(labels)
+    ref_levels, ref_codes = np.unique(labels.astype(str), return_inverse=True)
+    assert levels.tolist() == ref_levels.tolist() and codes.tolist() == ref_codes.tolist()
+    other = np.asarray([pool[i] for i in rng.integers(0, len(pool), 500)])
+    k_codes, keys = _key_codes(labels, other)
+    joined = np.char.add(np.char.add(labels.astype(str), "\x1f"), other.astype(str))
+    ref_keys, ref_k = np.unique(joined, return_inverse=True)
+    assert keys.tolist() == ref_keys.tolist() and k_codes.tolist() == ref_k.tolist()

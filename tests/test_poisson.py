@@ -685,3 +685,23 @@ def test_partials_table_and_ungrouped_scalars():
     res = whole.finalize()
     assert type(res.estimate) is float and res.estimate == pytest.approx(values.mean())
     assert isinstance(part.finalize().estimate, np.ndarray)
+
+
+@pytest.mark.parametrize("b", [1, 5, 64, 301])
+def test_weight_matrix_is_the_engines_per_unit_draw(b):
+    """``_core.stats.poisson_weights`` gives each key the weight the engine's bootstrap gives it.
+
+    One record per unit, value 1, each its own group: the engine's resampled sum of group i in
+    resample j is then exactly the weight of key i in resample j.
+    """
+    keys = np.random.default_rng(b).integers(0, 2**64 - 1, 37, dtype=np.uint64)
+    n = keys.size
+    drawn = _core.stats.poisson_partials(
+        np.ones((n, 1)), np.arange(n, dtype=np.int64), n, None, 0, keys, None, "sum", [], 0, b,
+        11, 2, False,
+    )  # fmt: skip
+    expected = drawn["lo"][:, :b, 0].astype(np.int64).T  # (B, keys)
+    for threads, f64 in ((1, True), (2, False), (0, True)):
+        got = _core.stats.poisson_weights(keys, b, 11, threads, f64)
+        assert got.shape == (b, n) and got.dtype == (np.float64 if f64 else np.float32)
+        assert np.array_equal(got.astype(np.int64), expected)

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _core
 from .._keys import combine_hashes, hash_labels, label_columns
 from ..errors import InvalidArgumentError
 from . import _shared, _validate
@@ -251,6 +252,51 @@ def _labels(x: Any, name: str, n: int) -> np.ndarray:
     return arr
 
 
+def _text(arr: np.ndarray) -> np.ndarray:
+    """Return labels as a numpy string array (``astype(str)``; strings as they are)."""
+    return arr if arr.dtype.kind == "U" else arr.astype(str)
+
+
+def _codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the code of each label and the sorted distinct labels, as ``np.unique`` does.
+
+    The labels are told apart by a 64-bit hash of their bytes (``_core.stats.hash_strings``)
+    and sorted as integers; only the distinct labels are sorted as strings. Every label is
+    then checked equal to its code's label, so a hash collision costs only the saving.
+    """
+    text = _text(arr)
+    n = text.size
+    width = text.dtype.itemsize
+    if n == 0 or width == 0:
+        return np.unique(text, return_inverse=True)[::-1]  # type: ignore[return-value]
+    data = np.ascontiguousarray(text).view(np.uint8)
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
+    hashes = _core.stats.hash_strings(offsets, data)
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    found = text[first]
+    if not np.array_equal(found[inverse], text):  # a collision: sort the strings themselves
+        levels, codes = np.unique(text, return_inverse=True)
+        return codes.ravel().astype(np.int64), levels
+    order = np.argsort(found, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.ravel()], found[order]
+
+
+def _key_codes(tasks: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the code of each (task, item) and the sorted task-US-item labels (US: 0x1F)."""
+    t_code, t_levels = _codes(tasks)
+    i_code, i_levels = _codes(items)
+    pair = t_code * i_levels.size + i_code
+    present, pair_of = np.unique(pair, return_inverse=True)
+    labels = np.char.add(np.char.add(t_levels[present // i_levels.size], "\x1f"),
+                         i_levels[present % i_levels.size])  # fmt: skip
+    order = np.argsort(labels, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[pair_of.ravel()], labels[order]
+
+
 def compare(
     values: Any,
     *,
@@ -307,10 +353,10 @@ def compare(
         bad = int(np.flatnonzero(~np.isfinite(v))[0])
         raise InvalidArgumentError(f"values: expected finite numbers, row {bad} is {v[bad]}")
     n = v.size
-    m = _labels(models, "models", n).astype(str)
-    it = _labels(items, "items", n).astype(str)
-    tk = _labels(tasks, "tasks", n).astype(str) if tasks is not None else np.full(n, OVERALL)
-    cl = _labels(clusters, "clusters", n).astype(str) if clusters is not None else None
+    m = _labels(models, "models", n)
+    it = _labels(items, "items", n)
+    tk = _labels(tasks, "tasks", n) if tasks is not None else np.full(n, OVERALL)
+    cl = _labels(clusters, "clusters", n) if clusters is not None else None
     if correction not in CORRECTIONS:
         raise InvalidArgumentError(
             f"correction: expected one of {', '.join(CORRECTIONS)}, got {correction!r}"
@@ -324,7 +370,8 @@ def compare(
         raise InvalidArgumentError(
             f"n_permutations: expected an integer >= 0, got {n_permutations!r}"
         )
-    names = sorted(set(m.tolist()))
+    model_idx, levels = _codes(m)
+    names = levels.tolist()
     if len(names) < 2:
         raise InvalidArgumentError(f"models: expected at least two models, got {names}")
     if baseline is not None and baseline not in names:
@@ -332,12 +379,14 @@ def compare(
             f"baseline: expected one of the models {names}, got {baseline!r}"
         )
     # one key per (task, item); each (model, key) at most once
-    key_labels = np.char.add(np.char.add(tk, "\x1f"), it)
-    keys, key_of = np.unique(key_labels, return_inverse=True)
-    key_of = key_of.ravel()
-    model_idx = np.searchsorted(names, m)
-    pair_code = model_idx.astype(np.int64) * keys.size + key_of
-    uniq, counts = np.unique(pair_code, return_counts=True)
+    key_of, keys = _key_codes(tk, it)
+    pair_code = model_idx * keys.size + key_of
+    size = len(names) * keys.size
+    if size <= 4 * n + 1024:
+        counts = np.bincount(pair_code, minlength=size)
+        uniq = np.arange(size)
+    else:
+        uniq, counts = np.unique(pair_code, return_counts=True)
     if (counts > 1).any():
         dup = int(uniq[np.argmax(counts > 1)])
         mi, ki = divmod(dup, keys.size)
@@ -349,16 +398,18 @@ def compare(
     key_cluster: np.ndarray | None = None
     if cl is not None:
         # every row of a key names the key's cluster: compare each row with the key's first row
+        cl_code, cl_levels = _codes(cl)
         first = np.full(keys.size, n, dtype=np.int64)
         np.minimum.at(first, key_of, np.arange(n, dtype=np.int64))
-        key_cluster = cl[first]
-        bad = np.flatnonzero(cl != key_cluster[key_of])
+        key_cluster_code = cl_code[first]
+        key_cluster = cl_levels[key_cluster_code]
+        bad = np.flatnonzero(cl_code != key_cluster_code[key_of])
         if bad.size:
             k_i = int(key_of[bad[0]])
             task, item = keys[k_i].split("\x1f", 1)
             raise InvalidArgumentError(
                 f"task {task!r}, item {item!r}: expected one cluster for every model, got "
-                f"{key_cluster[k_i]!r} and {cl[bad[0]]!r}"
+                f"{key_cluster[k_i]!r} and {cl_levels[cl_code[bad[0]]]!r}"
             )
     # table[model, key] = value, NaN where the model has no row for the key
     table = np.full((len(names), keys.size), np.nan)
