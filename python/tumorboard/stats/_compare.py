@@ -260,27 +260,32 @@ def _text(arr: np.ndarray) -> np.ndarray:
 def _codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return the code of each label and the sorted distinct labels, as ``np.unique`` does.
 
-    The labels are told apart by a 64-bit hash of their bytes (``_core.stats.hash_strings``)
-    and sorted as integers; only the distinct labels are sorted as strings. Every label is
-    then checked equal to its code's label, so a hash collision costs only the saving.
+    The labels are told apart by a 64-bit hash of their fixed-width bytes
+    (``_core.stats.hash_strings``) and sorted as integers; only the distinct labels are sorted
+    as strings. Every label is then checked equal to its code's label (in blocks), so a hash
+    collision costs only the saving.
     """
     text = _text(arr)
-    n = text.size
-    width = text.dtype.itemsize
+    n, width = text.size, text.dtype.itemsize
     if n == 0 or width == 0:
-        return np.unique(text, return_inverse=True)[::-1]  # type: ignore[return-value]
-    data = np.ascontiguousarray(text).view(np.uint8)
-    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
-    hashes = _core.stats.hash_strings(offsets, data)
-    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-    found = text[first]
-    if not np.array_equal(found[inverse], text):  # a collision: sort the strings themselves
         levels, codes = np.unique(text, return_inverse=True)
         return codes.ravel().astype(np.int64), levels
+    data = np.ascontiguousarray(text).view(np.uint8)
+    h = _core.stats.hash_strings(np.arange(0, (n + 1) * width, width, dtype=np.int64), data)
+    distinct, inverse = np.unique(h, return_inverse=True)
+    inverse = inverse.ravel()
+    first = np.empty(distinct.size, dtype=np.int64)
+    first[inverse] = np.arange(n, dtype=np.int64)  # any row of each hash
+    found = text[first]
+    step = 1 << 18
+    for s in range(0, n, step):
+        if not np.array_equal(found[inverse[s : s + step]], text[s : s + step]):
+            levels, codes = np.unique(text, return_inverse=True)  # a collision: sort strings
+            return codes.ravel().astype(np.int64), levels
     order = np.argsort(found, kind="stable")
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
-    return rank[inverse.ravel()], found[order]
+    return rank[inverse], found[order]
 
 
 def _key_codes(tasks: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -288,7 +293,14 @@ def _key_codes(tasks: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.nda
     t_code, t_levels = _codes(tasks)
     i_code, i_levels = _codes(items)
     pair = t_code * i_levels.size + i_code
-    present, pair_of = np.unique(pair, return_inverse=True)
+    size = t_levels.size * i_levels.size
+    if size <= 4 * pair.size + 1024:  # O(n + size): which pairs occur, and their dense codes
+        seen = np.zeros(size, dtype=bool)
+        seen[pair] = True
+        present = np.flatnonzero(seen)
+        pair_of = (np.cumsum(seen) - 1)[pair]
+    else:
+        present, pair_of = np.unique(pair, return_inverse=True)
     labels = np.char.add(np.char.add(t_levels[present // i_levels.size], "\x1f"),
                          i_levels[present % i_levels.size])  # fmt: skip
     order = np.argsort(labels, kind="stable")
