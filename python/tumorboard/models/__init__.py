@@ -49,9 +49,10 @@ prints every row (width, input, precision, license, gated, the file to fetch).
 Slide encoders (:func:`slide_encoders`, :func:`slide_encoder_info`, :func:`load_slide_encoder`)
 carry TRIDENT's slide-encoder names: ``mean-{patch encoder}``, ``abmil`` and FEATHER
 (``feather``, ``feather_uni_v2``) are built in :mod:`~tumorboard.models.slide_encoder` and
-``titan`` in :mod:`~tumorboard.models.titan`, each mapping concatenated slides
-(``forward_varlen``) to one vector per slide; prism, chief,
-gigapath, madeleine, threads and care are listed with why they are not built.
+``titan`` in :mod:`~tumorboard.models.titan`, ``gigapath`` in
+:mod:`~tumorboard.models.gigapath_slide` and ``prism`` in :mod:`~tumorboard.models.prism`, each
+mapping concatenated slides (``forward_varlen``) to one vector per slide; chief, madeleine,
+threads and care are listed with why they are not built.
 
 Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI
 ``uni/get_encoder/get_encoder.py``@42715ef; CONCH, Lu et al., *Nature Medicine* 2024, and
@@ -88,7 +89,9 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers
         ConchVisionEncoder,
     )
     from .conch_tokenizer import ConchTokenizer
+    from .gigapath_slide import GigaPathSlideEncoder
     from .onnx import OnnxEncoder, export_onnx
+    from .prism import PrismSlideEncoder
     from .slide_encoder import FeatherSlideEncoder, MeanSlideEncoder, load_slide_encoder
     from .titan import TitanSlideEncoder
     from .vit import UNI, UNI2_H, UNI2_TINY, VisionTransformer, ViTConfig
@@ -113,10 +116,12 @@ __all__ = [
     "ConchTokenizer",
     "ConchVisionEncoder",
     "FeatherSlideEncoder",
+    "GigaPathSlideEncoder",
     "MTBBenchRegressor",
     "MeanSlideEncoder",
     "ModelInfo",
     "OnnxEncoder",
+    "PrismSlideEncoder",
     "RandomWeightsWarning",
     "SegmentAdapter",
     "SlideEncoderInfo",
@@ -182,6 +187,8 @@ _WHERE = {
     "MeanSlideEncoder": "slide_encoder",
     "load_slide_encoder": "slide_encoder",
     "TitanSlideEncoder": "titan",
+    "GigaPathSlideEncoder": "gigapath_slide",
+    "PrismSlideEncoder": "prism",
 }
 _NEEDS_TORCH = {
     "abmil",
@@ -194,6 +201,8 @@ _NEEDS_TORCH = {
     "_slide_info",
     "slide_encoder",
     "titan",
+    "gigapath_slide",
+    "prism",
 }
 
 

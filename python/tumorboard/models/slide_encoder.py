@@ -25,6 +25,11 @@ every patch of the batch in one dense pass and pool slide by slide.
 * :class:`~tumorboard.models.titan.TitanSlideEncoder` (TRIDENT ``titan``): TITAN's ViT over a
   2-D grid of CONCH v1.5 features with 2-D ALiBi (:mod:`tumorboard.models.titan`); it also
   takes the patch coordinates (``forward_varlen(..., coords=, patch_size_level0=)``).
+* :class:`~tumorboard.models.gigapath_slide.GigaPathSlideEncoder` (TRIDENT ``gigapath``):
+  Prov-GigaPath's LongNet with dilated attention over tile features and coordinates
+  (:mod:`tumorboard.models.gigapath_slide`); it takes the coordinates as ``titan`` does.
+* :class:`~tumorboard.models.prism.PrismSlideEncoder` (TRIDENT ``prism``): PRISM's Perceiver
+  over Virchow tile features (:mod:`tumorboard.models.prism`).
 
 :func:`load_slide_encoder` builds any built encoder by its registry name
 (:func:`~tumorboard.models.slide_encoder_info`) and loads its weights strictly.
@@ -44,6 +49,8 @@ from ..errors import InvalidArgumentError, WeightsError
 from ..kernels import choose_backend
 from ._slide_info import slide_encoder_info, slide_encoders
 from .abmil import ABMILSlideEncoder, _check_offsets
+from .gigapath_slide import GIGAPATH, GigaPathSlideEncoder, gigapath_config
+from .prism import PRISM, PrismSlideEncoder, prism_config
 from .titan import TITAN, TitanSlideEncoder, titan_config
 from .weights import RandomWeightsWarning, load_state_dict, read_state_dict
 
@@ -340,7 +347,10 @@ def load_slide_encoder(
         Its checkpoint (``abmil``: a TRIDENT ``ABMILSlideEncoder`` state dict, whose shapes give
         the configuration; ``feather*``: the published ``model.safetensors``; ``titan``:
         MahmoodLab/TITAN's ``model.safetensors``, whose ``text_encoder.*`` and captioning
-        pooler are dropped and whose shapes give width, depth and MLP ratio). None builds
+        pooler are dropped and whose shapes give width, depth and MLP ratio; ``gigapath``:
+        ``slide_encoder.pth`` of prov-gigapath/prov-gigapath, its ``"model"`` dict, whose
+        shapes give width, depth and FFN width; ``prism``: paige-ai/Prism's checkpoint, of
+        which only ``image_resampler.*`` is used, whose shapes give the widths). None builds
         random parameters from ``seed`` with a
         :class:`~tumorboard.models.RandomWeightsWarning` (``mean-*`` has none to load).
     in_dim : int or None, default None
@@ -397,6 +407,18 @@ def load_slide_encoder(
         def build() -> nn.Module:
             o = dict(titan_options)
             return TitanSlideEncoder(o.pop("in_dim"), **o)
+    elif info.name == "gigapath":
+        giga_options = dict(GIGAPATH) if state is None else gigapath_config(state)
+
+        def build() -> nn.Module:
+            o = dict(giga_options)
+            return GigaPathSlideEncoder(o.pop("in_dim"), **o)
+    elif info.name == "prism":
+        prism_options = dict(PRISM) if state is None else prism_config(state)
+
+        def build() -> nn.Module:
+            o = dict(prism_options)
+            return PrismSlideEncoder(o.pop("in_dim"), **o)
     else:
         build = feather if info.name == "feather" else feather_uni_v2
     if state is None:
