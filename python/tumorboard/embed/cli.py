@@ -118,7 +118,8 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="also write one embedding per slide (TRIDENT slide_features_NAME/): mean-uni_v2 "
-        "(any mean-PATCH_ENCODER), abmil, feather, feather_uni_v2; the patch features it reads "
+        "(any mean-PATCH_ENCODER), abmil, feather, feather_uni_v2, titan, gigapath, prism; the "
+        "patch features it reads "
         "are made first at its magnification and patch size ('tumorboard models' lists them)",
     )
     p.add_argument(
@@ -127,7 +128,8 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="PATH",
         help="the slide encoder's checkpoint (abmil: a TRIDENT ABMILSlideEncoder state dict; "
-        "feather*: model.safetensors)",
+        "feather*, titan: model.safetensors; gigapath: slide_encoder.pth; prism: the full "
+        "checkpoint, of which image_resampler.* is used)",
     )
     p.set_defaults(func=run_embed)
     return p
