@@ -217,15 +217,20 @@ def test_dilated_attention_matches_the_loop_reference(length, heads, segs, ratio
     torch.testing.assert_close(got, brute_dilated(q, k, v, segs, ratios), rtol=1e-5, atol=1e-5)
 
 
-def test_small_attention_blocks_give_the_same_result(monkeypatch):
+def test_blockwise_torch_path_equals_the_fused_cpu_kernel(monkeypatch):
     import tumorboard.models.gigapath_slide as module
 
     torch.manual_seed(1)
     q, k, v = (torch.randn(30, 4, 4) for _ in range(3))
+    fused = dilated_attention(q, k, v, (8, 16), (1, 2))
+    monkeypatch.setattr(module, "_FUSED_CPU", False)
     whole = dilated_attention(q, k, v, (8, 16), (1, 2))
-    monkeypatch.setattr(module, "_BLOCK_ELEMENTS", 20)
+    monkeypatch.setattr(module, "_BLOCK_ELEMENTS", 20)  # blocks of query rows and of batch
     blocked = dilated_attention(q, k, v, (8, 16), (1, 2))
+    torch.testing.assert_close(whole, fused, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(blocked, whole, rtol=1e-6, atol=1e-6)
+    want = brute_dilated(q, k, v, (8, 16), (1, 2))
+    torch.testing.assert_close(blocked, want, rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,6 +343,17 @@ def test_coordinates_change_the_output():
     swapped[[0, 1]] = c[[1, 0]]
     assert not torch.allclose(run(swapped), base, atol=1e-4)  # positions matter
     assert not torch.allclose(run(c + 256 * 3), base, atol=1e-4)  # absolute, not relative
+    # the tile order matters too (segments and dilation pick positions by index) ...
+    perm = torch.from_numpy(rng.permutation(12))
+    with torch.no_grad():
+        moved = enc.forward_varlen(f[perm], off, coords=c[perm], patch_size_level0=256)
+    assert not torch.allclose(moved, base, atol=1e-4)
+    # ... but not with one branch of dilation 1 and segments longer than the slide
+    dense = tiny(5, segment_lengths=(64,), dilated_ratios=(1,))
+    with torch.no_grad():
+        a = dense.forward_varlen(f, off, coords=c, patch_size_level0=256)
+        b = dense.forward_varlen(f[perm], off, coords=c[perm], patch_size_level0=256)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_varlen_batch_equals_one_slide_at_a_time_and_padded():

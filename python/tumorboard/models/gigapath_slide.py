@@ -93,6 +93,9 @@ GIGAPATH_TINY = {"in_dim": 16, "width": 64, "depth": 3, "n_heads": 16, "mlp_rati
 _BLOCK_ELEMENTS = 1 << 25
 #: The log-sum-exp given to a (position, head) that a branch does not cover.
 _NOT_COVERED = -1e8
+#: Use torch's fused CPU attention kernel (it returns the log-sum-exp too) for float32 on the
+#: CPU; the blockwise torch path otherwise (and on CUDA).
+_FUSED_CPU = True
 
 
 def _ceil_to(n: int, m: int) -> int:
@@ -153,9 +156,32 @@ def _scatter(out: torch.Tensor, lse: torch.Tensor, length: int, segment_length: 
     return dense_o, dense_s.masked_fill(dense_s == 0, _NOT_COVERED)
 
 
+def _fused_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               scale: float) -> tuple[torch.Tensor, torch.Tensor] | None:  # fmt: skip
+    """Run torch's fused CPU attention, which returns the log-sum-exp too (None: unavailable).
+
+    ``aten._scaled_dot_product_flash_attention_for_cpu`` (the kernel behind
+    ``scaled_dot_product_attention`` on the CPU) returns ``(out, logsumexp)``; it is a private
+    operator, so any failure or unexpected shape falls back to the blockwise torch path.
+    """
+    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if not _FUSED_CPU or op is None or q.device.type != "cpu" or q.dtype != torch.float32:
+        return None
+    try:
+        out, lse = op(q[None], k[None], v[None], scale=scale)[:2]
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    if out.shape != (1, *q.shape) or lse.shape != (1, *q.shape[:2]):
+        return None
+    return out[0], lse[0].float()
+
+
 def _attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                    scale: float) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Softmax attention ``[B, m, d]`` and its log-sum-exp ``[B, m]`` (float32), blockwise."""
+    fused = _fused_cpu(q, k, v, scale)
+    if fused is not None:
+        return fused
     b, m, _ = q.shape
     out = torch.empty_like(q)
     lse = q.new_empty((b, m), dtype=torch.float32)
