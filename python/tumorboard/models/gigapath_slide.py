@@ -1,7 +1,7 @@
 """Prov-GigaPath's slide encoder: a LongNet transformer with dilated attention over tile features.
 
 Prov-GigaPath (Xu et al., "A whole-slide foundation model for digital pathology from real-world
-data", *Nature* 630, 2024, Methods "Prov-GigaPath slide encoder") embeds a slide from the
+data", *Nature* 630, 2024, Methods: the LongNet slide encoder) embeds a slide from the
 Prov-GigaPath tile features (1536-d) of its 256 px tiles at 20x and their coordinates. Read from
 prov-gigapath/prov-gigapath@09d8e87 (``gigapath/slide_encoder.py``: ``LongNetViT`` and
 ``gigapath_slide_enc12l768d``; ``gigapath/pos_embed.py``; ``gigapath/torchscale/model/LongNet.py``
@@ -27,7 +27,7 @@ coordinates ``c_n = (x_n, y_n)``:
    pre-norm blocks ``x + out_proj(inner_attn_ln(DA(self_attn_layer_norm(x))))`` then
    ``x + fc2(ffn_layernorm(GELU(fc1(final_layer_norm(x)))))`` (LayerNorm eps 1e-5, 16 heads,
    FFN 3072, biases on q/k/v/out projections).
-3. **Dilated attention** ``DA`` (LongNet, Ding et al., arXiv 2307.02486, §2.2;
+3. **Dilated attention** ``DA`` (LongNet, Ding et al., arXiv 2307.02486, §2.2-2.3;
    :func:`dilated_attention`): for each branch ``(w_j, r_j)`` of segment lengths
    ``[1024, 5792, 32768, 185363, 1048576]`` and dilation ratios ``[1, 2, 4, 8, 16]`` (the
    segment lengths are ``LongNetViT.get_optimal_segment_length(262144, 256)``:
@@ -42,7 +42,7 @@ coordinates ``c_n = (x_n, y_n)``:
    weight 0). Outputs go back to ``segment * g' + position`` with ``g'`` the segment length
    rounded up to a multiple of ``r_j``, then the first ``L`` rows are kept, as the
    reference's ``sparse_to_dense`` and ``scattering`` do (they differ from ``segment * g +
-   position`` only for a slide longer than 185,363 tiles, whose branch 4 has ``g`` not a
+   position`` only for a sequence longer than 185,363 tokens, whose branch 4 has ``g`` not a
    multiple of 8).
 4. **Slide embedding**: the hidden states after layer 11 (``encoder_states[11]``: the 11th
    layer's output, before the 12th layer and the encoder's ``layer_norm``), averaged over the

@@ -1,8 +1,9 @@
 """PRISM's slide aggregator: a Perceiver whose latent queries cross-attend to Virchow tile features.
 
 PRISM (Shaikovski et al., "PRISM: A Multi-Modal Generative Foundation Model for Slide-Level
-Histopathology", arXiv 2405.10254, 2024, §2 "Model architecture") embeds a slide from the
-Virchow tile embeddings (2560-d: class token and mean patch token of each 224 px tile at 20x).
+Histopathology", arXiv 2405.10254, 2024: a Perceiver slide encoder and a BioGPT report decoder
+trained CoCa-style) embeds a slide from the Virchow tile embeddings (2560-d: class token and
+mean patch token of each 224 px tile at 20x).
 Only the slide encoder is built here: ``Prism.slide_representations(...)["image_embedding"]``,
 which TRIDENT's ``PRISMSlideEncoder`` returns (mahmoodlab/TRIDENT
 ``trident/slide_encoder_models/load.py``@a91fa84: float16, 1280-d, ``text_decoder = None``).
