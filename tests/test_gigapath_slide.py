@@ -409,6 +409,21 @@ def test_bad_inputs_name_what_was_expected():
         GigaPathSlideEncoder(16, width=64, segment_lengths=(4, 8), dilated_ratios=(1,))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_blockwise_path_equals_the_cpu_at_full_size():
+    """The published configuration on 2,000 tiles (branch 1 cuts them into two segments)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", models.RandomWeightsWarning)
+        enc = load_slide_encoder("gigapath", seed=3)
+    f, c = random_slide(np.random.default_rng(3), 2000, f=1536, side=60)
+    off = torch.tensor([0, 1200, 2000])
+    with torch.inference_mode():
+        cpu = enc.forward_varlen(f, off, coords=c, patch_size_level0=256)
+        gpu = enc.cuda().forward_varlen(f.cuda(), off.cuda(), coords=c.cuda(),
+                                        patch_size_level0=256)  # fmt: skip
+    torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-3, atol=1e-3)
+
+
 # ---------------------------------------------------------------------------------------------
 # end to end: embed_slides(slide_encoder="gigapath") on a generated slide
 # ---------------------------------------------------------------------------------------------

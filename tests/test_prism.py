@@ -253,6 +253,19 @@ def test_bad_inputs_name_what_was_expected():
         PrismSlideEncoder(24, width=16, share_tf_start_layer=-1)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_equals_the_cpu_at_full_size():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", models.RandomWeightsWarning)
+        enc = load_slide_encoder("prism", seed=3)
+    f = torch.randn(3000, 2560)
+    off = torch.tensor([0, 1000, 3000])
+    with torch.inference_mode():
+        cpu = enc.forward_varlen(f, off)
+        gpu = enc.cuda().forward_varlen(f.cuda(), off.cuda())
+    torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-3, atol=1e-3)
+
+
 # ---------------------------------------------------------------------------------------------
 # end to end: tumorboard embed --slide-encoder prism on a generated slide
 # ---------------------------------------------------------------------------------------------
