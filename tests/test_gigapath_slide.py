@@ -407,6 +407,11 @@ def test_bad_inputs_name_what_was_expected():
         GigaPathSlideEncoder(16, width=64, depth=3, layer=4)
     with pytest.raises(InvalidArgumentError, match="segment_lengths, dilated_ratios"):
         GigaPathSlideEncoder(16, width=64, segment_lengths=(4, 8), dilated_ratios=(1,))
+    q = torch.zeros(5, 2, 4)
+    with pytest.raises(InvalidArgumentError, match=r"q, k, v: expected three \[L, H, d\]"):
+        dilated_attention(q, q, q[:4], [8], [1])
+    with pytest.raises(InvalidArgumentError, match="segment_lengths, dilated_ratios"):
+        dilated_attention(q, q, q, [8], [0])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

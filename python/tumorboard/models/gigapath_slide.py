@@ -98,6 +98,15 @@ _NOT_COVERED = -1e8
 _FUSED_CPU = True
 
 
+def _check_branches(seg: tuple[Any, ...], dil: tuple[Any, ...]) -> None:
+    bad = [v for v in seg + dil if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    if not seg or len(seg) != len(dil) or bad:
+        raise InvalidArgumentError(
+            "segment_lengths, dilated_ratios: expected two equally long sequences of "
+            f"positive ints, got {list(seg)} and {list(dil)}"
+        )
+
+
 def _ceil_to(n: int, m: int) -> int:
     return -(-n // m) * m
 
@@ -218,6 +227,12 @@ def dilated_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     torch.Tensor
         ``[L, H, d]``: the branches' outputs combined by their log-sum-exp weights.
     """
+    if q.ndim != 3 or k.shape != q.shape or v.shape != q.shape:
+        raise InvalidArgumentError(
+            "q, k, v: expected three [L, H, d] tensors of one shape, got "
+            f"{list(q.shape)}, {list(k.shape)} and {list(v.shape)}"
+        )
+    _check_branches(tuple(segment_lengths), tuple(dilated_ratios))
     length, heads, d = q.shape
     scale = d**-0.5
     acc = torch.zeros((length, heads, d), dtype=torch.float32, device=q.device)
@@ -371,12 +386,7 @@ class GigaPathSlideEncoder(nn.Module):
         if not mlp_ratio > 0:
             raise InvalidArgumentError(f"mlp_ratio: expected a positive number, got {mlp_ratio}")
         seg, dil = tuple(segment_lengths), tuple(dilated_ratios)
-        bad = [v for v in seg + dil if isinstance(v, bool) or not isinstance(v, int) or v < 1]
-        if not seg or len(seg) != len(dil) or bad:
-            raise InvalidArgumentError(
-                "segment_lengths, dilated_ratios: expected two equally long sequences of "
-                f"positive ints, got {list(seg)} and {list(dil)}"
-            )
+        _check_branches(seg, dil)
         self.in_dim, self.embed_dim, self.n_heads = in_dim, width, n_heads
         self.segment_lengths, self.dilated_ratios = seg, dil
         self.layer, self.grid_size = layer, grid_size
