@@ -17,6 +17,13 @@ full sizes:
   TITAN tiles at 512 px, so its slides have a quarter of the patches of the same tissue at
   256 px: 250-5k patches. Attention is quadratic in that, so in ``--quick`` mode it runs on
   ``TITAN_QUICK`` slides only (on the CPU a 5k-patch slide takes about a minute).
+* ``gigapath`` - Prov-GigaPath's slide encoder (LongNet, 11 of its 12 layers run, width 768,
+  dilated attention over 5 branches) over 1536-d features with coordinates (256 px units),
+  1k-20k patches.
+* ``prism`` - PRISM's Perceiver (513 latents of 1280, 8 cross-attention layers, 48
+  self-attention blocks) over 2560-d Virchow features, 1k-20k patches.
+
+  In ``--quick`` mode both run on ``SLOW_QUICK`` slides of at most ``QUICK_ROWS`` patches.
 
 tumorboard: the slides packed into varlen batches of up to ``MAX_ROWS`` patches, one
 ``forward_varlen`` per batch (what ``embed --slide-encoder`` runs; the fused Triton kernel on
@@ -50,13 +57,21 @@ except ImportError:  # run as a script: ``python benchmarks/bench_slide_encoders
 SEED = 0
 ANCHOR = "one slide at a time"
 ANCHORS = (ANCHOR,)
-ENCODERS = ("mean-uni_v2", "abmil", "feather_uni_v2", "feather", "chief", "madeleine", "titan")
+ENCODERS = ("mean-uni_v2", "abmil", "feather_uni_v2", "feather", "chief", "madeleine", "titan",
+            "gigapath", "prism")  # fmt: skip
 IN_DIM = {"mean-uni_v2": 1536, "abmil": 1536, "feather_uni_v2": 1536, "feather": 768,
-          "chief": 768, "madeleine": 512, "titan": 768}  # fmt: skip
+          "chief": 768, "madeleine": 512, "titan": 768, "gigapath": 1536,
+          "prism": 2560}  # fmt: skip
 #: Slides TITAN runs on in --quick mode; its slides have a quarter of the patches (512 px).
 TITAN_QUICK = 2
-#: TITAN's grid in the synthetic coordinates: patches per grid row, level-0 patch side.
-GRID_WIDTH, PATCH_LEVEL0 = 100, 512
+#: Slides gigapath and prism run on in --quick mode, and their patch caps there (on the CPU a
+#: 1k-patch gigapath slide and any prism slide take tens of seconds).
+SLOW_QUICK = 1
+QUICK_ROWS = {"gigapath": 1_000, "prism": 4_000}
+#: The grid of the synthetic coordinates: patches per grid row; the level-0 patch side of the
+#: encoders that read coordinates.
+GRID_WIDTH = 100
+PATCH_LEVEL0 = {"titan": 512, "gigapath": 256}
 
 
 def _encoder(name: str) -> Any:
@@ -86,13 +101,14 @@ def _workload(name: str, lengths: list[int], starts: list[int], device: str) -> 
     enc = _encoder(name).to(device)
     slides = [(i, n) for i, n in enumerate(lengths)]
     rows = torch.arange(pool.shape[0], device=device)
-    xy = torch.stack((rows // GRID_WIDTH, rows % GRID_WIDTH), 1) * PATCH_LEVEL0
-    uses_coords = name == "titan"
+    uses_coords = name in PATCH_LEVEL0
+    unit = PATCH_LEVEL0.get(name, 1)
+    xy = torch.stack((rows // GRID_WIDTH, rows % GRID_WIDTH), 1) * unit
 
     def extra(parts: list[torch.Tensor]) -> dict[str, Any]:
         if not uses_coords:
             return {}
-        return {"coords": torch.cat(parts), "patch_size_level0": PATCH_LEVEL0}
+        return {"coords": torch.cat(parts), "patch_size_level0": unit}
 
     def sync() -> None:
         if device.startswith("cuda"):
@@ -132,7 +148,7 @@ def _workload(name: str, lengths: list[int], starts: list[int], device: str) -> 
     n = len(lengths)
     note = (f"{n / t_varlen:.2f} slides/s ({sum(lengths) / t_varlen:,.0f} patches/s), "
             f"F={f}, {device}")  # fmt: skip
-    span = "250-5k patches of 512 px" if uses_coords else "1k-20k patches"
+    span = f"{min(lengths):,}-{max(lengths):,} patches" + (f" of {unit} px" if uses_coords else "")
     return [Result.make(f"{name}: {n} slides of {span}", t_varlen, ANCHOR, t_loop,
                         check="same embeddings" if ok else "DIFFER", note=note)]  # fmt: skip
 
@@ -153,6 +169,11 @@ def run_results(
             few = [max(1, m // 4) for m in lengths[:k]]
             results += _workload(name, few, [s // 4 for s in starts[:k]], device)
             continue
+        if name in ("gigapath", "prism") and quick:
+            k = min(n, SLOW_QUICK)
+            few = [min(m, QUICK_ROWS[name]) for m in lengths[:k]]
+            results += _workload(name, few, [s % (max(few) + 1) for s in starts[:k]], device)
+            continue
         results += _workload(name, lengths, starts, device)
     meta = {"quick": quick, "n_slides": n, "n_patches": sum(lengths), "device": device,
             "torch_threads": torch.get_num_threads(),
@@ -170,8 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(
         prog="bench_slide_encoders",
-        description="Slides/s of the mean, ABMIL-family (FEATHER, CHIEF, MADELEINE) and TITAN "
-        "slide encoders, varlen vs one by one.",
+        description="Slides/s of the mean, ABMIL-family (FEATHER, CHIEF, MADELEINE), TITAN, "
+        "Prov-GigaPath and PRISM slide encoders, varlen vs one by one.",
     )
     parser.add_argument("--quick", action="store_true", help="8 slides instead of 1,000")
     parser.add_argument("--slides", type=positive_int, default=None, help="number of slides")

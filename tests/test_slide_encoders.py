@@ -99,9 +99,10 @@ def test_registry_has_tridents_names_and_pairings():
     assert (pair["feather"].in_dim, pair["feather"].embed_dim) == (768, 512)
     assert (pair["feather_uni_v2"].in_dim, pair["feather_uni_v2"].embed_dim) == (1536, 512)
     built = {n for n, r in pair.items() if r.status == "built"}
-    assert {"feather", "feather_uni_v2", "abmil", "titan", "mean-uni_v2"} <= built
+    assert {"feather", "feather_uni_v2", "abmil", "titan", "gigapath", "prism",
+            "mean-uni_v2"} <= built  # fmt: skip
     assert {"chief", "madeleine"} <= built
-    for n in ("threads", "prism", "gigapath", "care"):
+    for n in ("threads", "care"):
         assert pair[n].status == "not built" and pair[n].reason
     assert pair["titan"].uses_coords and pair["gigapath"].uses_coords
     assert models.slide_encoder_info("FEATHER-UNI-V2") is pair["feather_uni_v2"]
@@ -110,8 +111,8 @@ def test_registry_has_tridents_names_and_pairings():
 def test_unknown_and_not_built_names_are_refused_with_the_reason():
     with pytest.raises(InvalidArgumentError, match=r"slide_encoder: expected one of .*titan"):
         models.slide_encoder_info("tiitan")
-    with pytest.raises(InvalidArgumentError, match="'gigapath' is not built.*LongNet"):
-        load_slide_encoder("gigapath")
+    with pytest.raises(InvalidArgumentError, match="'threads' is not built.*coming soon"):
+        load_slide_encoder("threads")
 
 
 # ---------------------------------------------------------------------------------------------

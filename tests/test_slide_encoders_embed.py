@@ -134,7 +134,7 @@ def test_abmil_from_a_checkpoint_resumes_and_refuses_other_weights(slide, tmp_pa
 def test_a_refused_slide_encoder_run_does_no_work(slide, tmp_path):
     out = tmp_path / "job"
     cases = [
-        (dict(slide_encoder="prism"), "'prism' is not built"),
+        (dict(slide_encoder="threads"), "'threads' is not built"),
         (dict(slide_encoder="titan"), "'titan' needs its weights: pass slide_weights=PATH"),
         (dict(slide_encoder="feather", model="uni2-h"), "feather reads conch_v15 features"),
         (dict(slide_encoder="feather", random_weights=True,
@@ -167,13 +167,15 @@ def test_cli_slide_encoder_as_a_user_sees_it(slide, tmp_path):
     assert second.returncode == 0
     assert "slide embeddings: 0 done, 1 skipped complete" in second.stdout
 
-    refused = cli("embed", str(slide), "--out", str(out), "--slide-encoder", "gigapath")
+    refused = cli("embed", str(slide), "--out", str(out), "--slide-encoder", "threads")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     (line,) = refused.stderr.strip().splitlines()
-    assert line.startswith("tumorboard: error: ") and "'gigapath' is not built" in line
+    assert line.startswith("tumorboard: error: ") and "'threads' is not built" in line
 
     listed = cli("models", "--slide-encoders", "--json")
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["feather"]["patch_encoder"] == "conch_v15" and rows["feather"]["status"] == "built"
     assert rows["titan"]["status"] == "built" and rows["titan"]["uses_coords"]
-    assert rows["prism"]["status"] == "not built" and rows["prism"]["reason"]
+    assert rows["gigapath"]["status"] == "built" and rows["gigapath"]["uses_coords"]
+    assert rows["prism"]["status"] == "built" and rows["prism"]["embed_dim"] == 1280
+    assert rows["threads"]["status"] == "not built" and rows["threads"]["reason"]

@@ -7,9 +7,9 @@ patch encoder the slide encoder reads (:func:`tumorboard.models.slide_encoder_in
 slide's features, many slides per forward (concatenated, no padding:
 ``forward_varlen``), and writes, under ``{job} = {out}/{mag}x_{patch}px_{overlap}px_overlap``
 (mahmoodlab/TRIDENT ``trident/Processor.py``, ``run_slide_feature_extraction_job``:
-``slide_features_{slide_encoder}``, @04e4c2b). An encoder that uses coordinates (``titan``)
-also gets each slide's ``coords`` and their ``patch_size_level0`` attribute (its grid unit, as
-TRIDENT passes ``batch['attributes']['patch_size_level0']``). It writes:
+``slide_features_{slide_encoder}``, @04e4c2b). An encoder that uses coordinates (``titan``,
+``gigapath``) also gets each slide's ``coords`` and their ``patch_size_level0`` attribute (its
+grid unit, as TRIDENT passes ``batch['attributes']['patch_size_level0']``). It writes:
 
 * ``{job}/slide_features_{name}/{slide}.h5``: ``features`` [D] float32 with attributes ``name``,
   ``savetodir``, ``encoder`` (TRIDENT's) and ``weights_fingerprint`` (the slide encoder's:
@@ -477,7 +477,7 @@ def _encode(
         offsets = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.long)
         x = torch.from_numpy(np.concatenate([x[3] for x in loaded])).to(dev, torch.float32)
         kw = {}
-        if info.uses_coords:  # TITAN: the level-0 coordinates and the grid unit of each slide
+        if info.uses_coords:  # titan, gigapath: level-0 coordinates, grid unit of each slide
             kw["coords"] = torch.from_numpy(np.concatenate([item[4] for item in loaded])).to(dev)
             kw["patch_size_level0"] = [int(item[5]["patch_size_level0"]) for item in loaded]
         with torch.inference_mode():

@@ -118,9 +118,9 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="also write one embedding per slide (TRIDENT slide_features_NAME/): mean-uni_v2 "
-        "(any mean-PATCH_ENCODER), abmil, feather, feather_uni_v2, titan, chief, madeleine; the "
-        "patch features it reads are made first at its magnification and patch size "
-        "('tumorboard models --slide-encoders' lists them)",
+        "(any mean-PATCH_ENCODER), abmil, feather, feather_uni_v2, titan, chief, madeleine, "
+        "gigapath, prism; the patch features it reads are made first at its magnification and "
+        "patch size ('tumorboard models --slide-encoders' lists them)",
     )
     p.add_argument(
         "--slide-weights",
@@ -128,7 +128,9 @@ def add_embed_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="PATH",
         help="the slide encoder's checkpoint (abmil: a TRIDENT ABMILSlideEncoder state dict; "
-        "feather*, titan: model.safetensors; chief: CHIEF_pretraining.pth; madeleine: model.pt)",
+        "feather*, titan: model.safetensors; chief: CHIEF_pretraining.pth; madeleine: model.pt; "
+        "gigapath: slide_encoder.pth; prism: the full checkpoint, of which image_resampler.* is "
+        "used)",
     )
     # left out, --magnification and --patch-size are the slide encoder's (TRIDENT's), else 20x
     # and 256 px (tiling_defaults)

@@ -49,10 +49,11 @@ prints every row (width, input, precision, license, gated, the file to fetch).
 Slide encoders (:func:`slide_encoders`, :func:`slide_encoder_info`, :func:`load_slide_encoder`)
 carry TRIDENT's slide-encoder names: ``mean-{patch encoder}``, ``abmil`` and FEATHER
 (``feather``, ``feather_uni_v2``) are built in :mod:`~tumorboard.models.slide_encoder`,
-``titan`` in :mod:`~tumorboard.models.titan`, ``chief`` in :mod:`~tumorboard.models.chief` and
-``madeleine`` in :mod:`~tumorboard.models.madeleine`, each mapping concatenated slides
-(``forward_varlen``) to one vector per slide; prism,
-gigapath, threads and care are listed with why they are not built.
+``titan`` in :mod:`~tumorboard.models.titan`, ``chief`` in :mod:`~tumorboard.models.chief`,
+``madeleine`` in :mod:`~tumorboard.models.madeleine`, ``gigapath`` in
+:mod:`~tumorboard.models.gigapath_slide` and ``prism`` in :mod:`~tumorboard.models.prism`, each
+mapping concatenated slides (``forward_varlen``) to one vector per slide; threads and care are
+listed with why they are not built.
 
 Sources: UNI and UNI2-h, Chen et al., *Nature Medicine* 2024, and mahmoodlab/UNI
 ``uni/get_encoder/get_encoder.py``@42715ef; CONCH, Lu et al., *Nature Medicine* 2024, and
@@ -91,7 +92,9 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers
     )
     from .conch_tokenizer import ConchTokenizer
     from .madeleine import MadeleineSlideEncoder
+    from .gigapath_slide import GigaPathSlideEncoder
     from .onnx import OnnxEncoder, export_onnx
+    from .prism import PrismSlideEncoder
     from .slide_encoder import FeatherSlideEncoder, MeanSlideEncoder, load_slide_encoder
     from .titan import TitanSlideEncoder
     from .vit import UNI, UNI2_H, UNI2_TINY, VisionTransformer, ViTConfig
@@ -117,11 +120,13 @@ __all__ = [
     "ConchTokenizer",
     "ConchVisionEncoder",
     "FeatherSlideEncoder",
+    "GigaPathSlideEncoder",
     "MTBBenchRegressor",
     "MadeleineSlideEncoder",
     "MeanSlideEncoder",
     "ModelInfo",
     "OnnxEncoder",
+    "PrismSlideEncoder",
     "RandomWeightsWarning",
     "SegmentAdapter",
     "SlideEncoderInfo",
@@ -189,6 +194,8 @@ _WHERE = {
     "TitanSlideEncoder": "titan",
     "ChiefSlideEncoder": "chief",
     "MadeleineSlideEncoder": "madeleine",
+    "GigaPathSlideEncoder": "gigapath_slide",
+    "PrismSlideEncoder": "prism",
 }
 _NEEDS_TORCH = {
     "abmil",
@@ -203,6 +210,8 @@ _NEEDS_TORCH = {
     "titan",
     "chief",
     "madeleine",
+    "gigapath_slide",
+    "prism",
 }
 
 

@@ -5,8 +5,8 @@ One :class:`SlideEncoderInfo` row per name of TRIDENT's slide encoder registry
 ``slide_to_patch_encoder_name``; the magnification and patch size of each are those of its
 ``--slide_encoder NAME --patch_size P --mag M`` line in TRIDENT's README@0120b8b): a
 ``mean-{patch encoder}`` row per patch encoder of :func:`tumorboard.models.available`, ``abmil``,
-``feather``, ``feather_uni_v2``, ``titan``, ``chief`` and ``madeleine`` (built), and
-``threads``, ``prism``, ``gigapath`` and ``care`` (listed with the reason they are not built).
+``feather``, ``feather_uni_v2``, ``titan``, ``chief``, ``madeleine``, ``gigapath`` and
+``prism`` (built), and ``threads`` and ``care`` (listed with the reason they are not built).
 
 The rows need no torch; the ``mean-*`` rows are made from the patch-encoder registry when first
 asked for.
@@ -97,16 +97,12 @@ _ROWS = (
     _row("titan", "conch_v15", "conch_v15", 20.0, 512, 768, 768, "fp16",
          "Hugging Face MahmoodLab/TITAN, model.safetensors (gated)", coords=True),
     _row("prism", "virchow", "virchow", 20.0, 224, 2560, 1280, "fp16",
-         "Hugging Face paige-ai/Prism (gated)",
-         reason="Perceiver slide aggregator shipped as Hugging Face remote code with a BioGPT "
-         "decoder; not yet written here"),
+         "Hugging Face paige-ai/Prism (gated; only its image_resampler.* keys are used)"),
     _row("chief", "ctranspath", "ctranspath", 10.0, 256, 768, 768, "fp32",
          "hms-dbmi/CHIEF model_weight/CHIEF_pretraining.pth (Google Drive link in CHIEF's "
          "README)"),
     _row("gigapath", "gigapath", "gigapath", 20.0, 256, 1536, 768, "fp16",
-         "Hugging Face prov-gigapath/prov-gigapath, slide_encoder.pth (gated)", coords=True,
-         reason="LongNet dilated attention over patch coordinates (12 layers, 768-d, layer 11 "
-         "output); needs a dilated-attention kernel not yet written here"),
+         "Hugging Face prov-gigapath/prov-gigapath, slide_encoder.pth (gated)", coords=True),
     _row("madeleine", "conch", "conch_v1", 10.0, 256, 512, 512, "bf16",
          "Hugging Face MahmoodLab/madeleine, model.pt (gated)"),
     _row("feather", "conch_v15", "conch_v15", 20.0, 512, 768, 512, "fp32",

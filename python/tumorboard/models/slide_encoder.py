@@ -30,6 +30,11 @@ every patch of the batch in one dense pass and pool slide by slide.
 * :class:`~tumorboard.models.madeleine.MadeleineSlideEncoder` (TRIDENT ``madeleine``):
   MADELEINE's multi-head gated attention over CONCH v1 features
   (:mod:`tumorboard.models.madeleine`).
+* :class:`~tumorboard.models.gigapath_slide.GigaPathSlideEncoder` (TRIDENT ``gigapath``):
+  Prov-GigaPath's LongNet with dilated attention over tile features and coordinates
+  (:mod:`tumorboard.models.gigapath_slide`); it takes the coordinates as ``titan`` does.
+* :class:`~tumorboard.models.prism.PrismSlideEncoder` (TRIDENT ``prism``): PRISM's Perceiver
+  over Virchow tile features (:mod:`tumorboard.models.prism`).
 
 :func:`load_slide_encoder` builds any built encoder by its registry name
 (:func:`~tumorboard.models.slide_encoder_info`) and loads its weights strictly.
@@ -50,7 +55,9 @@ from ..kernels import choose_backend
 from ._slide_info import slide_encoder_info, slide_encoders
 from .abmil import ABMILSlideEncoder, _check_offsets, _GatedAttention
 from .chief import chief, chief_config
+from .gigapath_slide import GIGAPATH, GigaPathSlideEncoder, gigapath_config
 from .madeleine import madeleine, madeleine_config
+from .prism import PRISM, PrismSlideEncoder, prism_config
 from .titan import TITAN, TitanSlideEncoder, titan_config
 from .weights import RandomWeightsWarning, load_state_dict, read_state_dict
 
@@ -334,7 +341,10 @@ def load_slide_encoder(
         pooler are dropped and whose shapes give width, depth and MLP ratio; ``chief``:
         hms-dbmi/CHIEF's ``CHIEF_pretraining.pth``, every key, whose shapes give the widths;
         ``madeleine``: MahmoodLab/madeleine's ``model.pt``, whose shapes give the widths and
-        heads). None builds random parameters from ``seed`` with a
+        heads; ``gigapath``: ``slide_encoder.pth`` of prov-gigapath/prov-gigapath, its
+        ``"model"`` dict, whose shapes give width, depth and FFN width; ``prism``:
+        paige-ai/Prism's checkpoint, of which only ``image_resampler.*`` is used, whose shapes
+        give the widths). None builds random parameters from ``seed`` with a
         :class:`~tumorboard.models.RandomWeightsWarning` (``mean-*`` has none to load).
     in_dim : int or None, default None
         The patch feature width; needed for ``mean-*`` of a patch encoder of no fixed width
@@ -400,6 +410,18 @@ def load_slide_encoder(
 
         def build() -> nn.Module:
             return madeleine(**madeleine_options)
+    elif info.name == "gigapath":
+        giga_options = dict(GIGAPATH) if state is None else gigapath_config(state)
+
+        def build() -> nn.Module:
+            o = dict(giga_options)
+            return GigaPathSlideEncoder(o.pop("in_dim"), **o)
+    elif info.name == "prism":
+        prism_options = dict(PRISM) if state is None else prism_config(state)
+
+        def build() -> nn.Module:
+            o = dict(prism_options)
+            return PrismSlideEncoder(o.pop("in_dim"), **o)
     else:
         build = feather if info.name == "feather" else feather_uni_v2
     if state is None:
