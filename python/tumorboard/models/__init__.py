@@ -91,8 +91,8 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers
         ConchVisionEncoder,
     )
     from .conch_tokenizer import ConchTokenizer
-    from .madeleine import MadeleineSlideEncoder
     from .gigapath_slide import GigaPathSlideEncoder
+    from .madeleine import MadeleineSlideEncoder
     from .onnx import OnnxEncoder, export_onnx
     from .prism import PrismSlideEncoder
     from .slide_encoder import FeatherSlideEncoder, MeanSlideEncoder, load_slide_encoder
