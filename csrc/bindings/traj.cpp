@@ -9,6 +9,7 @@
 
 #include "bindings/common.hpp"
 #include "traj/jsonl.hpp"
+#include "traj/pages.hpp"
 
 namespace tb::bindings {
 
@@ -34,6 +35,23 @@ py::tuple scan_chunk(const py::bytes& data) {
   }
   return py::make_tuple(scan.every_line_object, scan.may_break_limits, scan.utf8,
                         scan.max_brackets);
+}
+
+py::tuple verify_pages(const py::bytes& data) {
+  const std::string_view view = bytes_view(data, "data");
+  tb::traj::PageScan scan;
+  {
+    py::gil_scoped_release release;
+    scan = tb::traj::verify_pages(reinterpret_cast<const std::uint8_t*>(view.data()), view.size());
+  }
+  return py::make_tuple(scan.checked, scan.unchecked, scan.error_at, scan.crc_mismatch,
+                        scan.error);
+}
+
+py::int_ crc32_bytes(const py::bytes& data) {
+  const std::string_view view = bytes_view(data, "data");
+  return py::int_(tb::traj::crc32(reinterpret_cast<const std::uint8_t*>(view.data()),
+                                  view.size()));
 }
 
 py::list line_digests(const py::bytes& fp, const py::list& ids, Array<std::int64_t> positions,
@@ -79,6 +97,10 @@ void bind_traj(py::module_& m) {
   m.def("scan_chunk", &scan_chunk, py::arg("data"),
         "Scan JSON lines once: (every line an object, may break load_json's limits, valid "
         "UTF-8, most '[' and '{' on one line).");
+  m.def("verify_pages", &verify_pages, py::arg("data"),
+        "Walk the pages of one Parquet column chunk: (checked, unchecked, error byte or -1, "
+        "CRC mismatch, reason).");
+  m.def("crc32", &crc32_bytes, py::arg("data"), "zlib's CRC-32 of the bytes.");
   m.def("line_digests", &line_digests, py::arg("fp"), py::arg("ids"), py::arg("positions"),
         py::arg("lines"), py::arg("threads") = 0,
         "BLAKE2b-128 hex digests of fp NUL id NUL position NUL line, one per line.");
