@@ -93,3 +93,60 @@ def test_line_digests_reject_mismatched_lengths():
 
     with pytest.raises(InvalidArgumentError, match="same length"):
         _core.traj.line_digests(b"", ["a"], np.zeros(2, np.int64), [b"x"], 1)
+
+
+def _depth(value) -> int:
+    """Nesting levels of arrays and objects of a parsed value (a top-level list: 1)."""
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+DOCUMENTS = [*EDGES, b'["[[[{", {"a": "]]\\"[["}, [[[]]]]', b'"\\\\"', b'{"a": [1, [2, [3]]]}',
+             b'[' * 150 + b']' * 150, b'{"x": "\\u00e9\\"{{{"}']  # fmt: skip
+
+
+@pytest.mark.parametrize("raw", DOCUMENTS)
+def test_scan_document_depth_and_limits(raw):
+    import json
+
+    may_break, utf8, depth = _core.traj.scan_document(raw)
+    assert (may_break, utf8) == _oracle(raw)[1:3]
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return  # not JSON: the depth is only a bound
+    assert depth == _depth(value)
+
+
+def test_load_json_fast_path_equals_the_checked_path(monkeypatch):
+    """``load_json`` gives the same value or the same error with and without its compiled scan."""
+    import json
+
+    from tumorboard import _json
+    from tumorboard.errors import InvalidArgumentError
+
+    rng = random.Random(11)
+    alphabet = [b"{", b"}", b"[", b"]", b'"', b"\\", b"u", b"d", b"8", b"0", b"1", b"9", b"e",
+                b"E", b"+", b"-", b".", b":", b",", b" ", b"\n", b"a", b"N", b"\xed\xa0\x80",
+                b"\xc3\xa9", b"null", b"true", b'"k"', b'"v"']  # fmt: skip
+    docs = list(DOCUMENTS) + [
+        json.dumps({"q": "x" * 50, "n": [1, 2.5, -3e10], "d": {"e": [[{}]]}}).encode(),
+        b'{"a": NaN}', b"\xef\xbb\xbf{\"a\": 1}", b'[' * 101 + b']' * 101,
+    ]  # fmt: skip
+    docs += [b"".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 30)))
+             for _ in range(1500)]  # fmt: skip
+
+    def outcome(raw):
+        try:
+            return ("ok", _json.load_json(raw))
+        except InvalidArgumentError as exc:
+            return ("error", str(exc))
+
+    fast = [outcome(d) for d in docs]
+    monkeypatch.setattr(_json, "_checked_fast", lambda raw, max_depth: False)
+    slow = [outcome(d) for d in docs]
+    assert fast == slow
+    assert sum(kind == "ok" for kind, _ in fast) > 20

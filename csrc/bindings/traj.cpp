@@ -37,6 +37,17 @@ py::tuple scan_chunk(const py::bytes& data) {
                         scan.max_brackets);
 }
 
+py::tuple scan_document(const py::bytes& data) {
+  const std::string_view view = bytes_view(data, "data");
+  tb::traj::DocumentScan scan;
+  {
+    py::gil_scoped_release release;
+    scan = tb::traj::scan_document(reinterpret_cast<const std::uint8_t*>(view.data()),
+                                   view.size());
+  }
+  return py::make_tuple(scan.may_break_limits, scan.utf8, scan.max_depth);
+}
+
 py::tuple verify_pages(const py::bytes& data) {
   const std::string_view view = bytes_view(data, "data");
   tb::traj::PageScan scan;
@@ -97,6 +108,8 @@ void bind_traj(py::module_& m) {
   m.def("scan_chunk", &scan_chunk, py::arg("data"),
         "Scan JSON lines once: (every line an object, may break load_json's limits, valid "
         "UTF-8, most '[' and '{' on one line).");
+  m.def("scan_document", &scan_document, py::arg("data"),
+        "Scan one JSON document: (may break load_json's limits, valid UTF-8, deepest nesting).");
   m.def("verify_pages", &verify_pages, py::arg("data"),
         "Walk the pages of one Parquet column chunk: (checked, unchecked, error byte or -1, "
         "CRC mismatch, reason).");

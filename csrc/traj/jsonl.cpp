@@ -122,6 +122,32 @@ ChunkScan scan_chunk(const std::uint8_t* p, std::size_t n) {
   return out;
 }
 
+DocumentScan scan_document(const std::uint8_t* p, std::size_t n) {
+  const ChunkScan chunk = scan_chunk(p, n);
+  DocumentScan out;
+  out.may_break_limits = chunk.may_break_limits;
+  out.utf8 = chunk.utf8;
+  std::int64_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t c = p[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped byte, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > out.max_depth) out.max_depth = depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return out;
+}
+
 void line_digests(std::string_view fp, const std::vector<std::string_view>& ids,
                   const std::int64_t* positions, const std::vector<std::string_view>& lines,
                   char* out, int threads) {

@@ -29,6 +29,16 @@ struct ChunkScan {
 // Scans n bytes of JSON lines once.
 ChunkScan scan_chunk(const std::uint8_t* data, std::size_t n);
 
+// What one scan of a JSON document finds: scan_chunk's may_break_limits and utf8, and the
+// deepest nesting of arrays and objects outside strings (exact for valid JSON).
+struct DocumentScan {
+  bool may_break_limits = false;
+  bool utf8 = true;
+  std::int64_t max_depth = 0;
+};
+
+DocumentScan scan_document(const std::uint8_t* data, std::size_t n);
+
 // The 32 lowercase hex digits of BLAKE2b-128 of fp, NUL, ids[i], NUL, the decimal positions[i],
 // NUL, lines[i], for every i, written to out + 32 * i. Runs on up to `threads` threads (0: all
 // cores); each digest depends on its own inputs only.

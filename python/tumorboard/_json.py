@@ -138,6 +138,19 @@ def load_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     {'a': [1, 2]}
     """
     raw: bytes | None = bytes(data) if isinstance(data, (bytes, bytearray)) else None
+    if raw is not None and _checked_fast(raw, max_depth):
+        # one compiled pass found nothing to walk for: strict UTF-8, no lone surrogate escape,
+        # no number past the limits, no deeper nesting than max_depth
+        try:
+            return json.loads(raw, parse_constant=_no_constant)
+        except RecursionError:
+            raise InvalidArgumentError(f"JSON nested deeper than {max_depth} levels") from None
+        except _Constant as exc:
+            raise InvalidArgumentError(
+                f"not valid JSON ({exc.args[0]} is not a JSON number, RFC 8259 §6)"
+            ) from None
+        except ValueError as exc:
+            raise InvalidArgumentError(f"not valid JSON ({str(exc)[:100]})") from None
     try:
         if raw is not None:
             # strict decoding: json.loads would decode bytes with "surrogatepass", letting an
@@ -164,6 +177,23 @@ def load_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     elif raw.count(b"[") + raw.count(b"{") > max_depth:
         _check_depth(value, max_depth)
     return value
+
+
+def _checked_fast(raw: bytes, max_depth: int) -> bool:
+    """Tell whether UTF-8 JSON text needs none of :func:`load_json`'s checks after parsing.
+
+    ``_core.traj.scan_document`` (csrc/traj/jsonl.cpp) scans the bytes once: strict UTF-8, the
+    test of :func:`may_break_limits` and the deepest nesting outside strings. False (the walk
+    decides) for text in another encoding or with a byte-order mark, or without the core.
+    """
+    try:
+        from . import _core
+    except ImportError:  # pragma: no cover - a source tree without the compiled core
+        return False
+    may_break, utf8, depth = _core.traj.scan_document(raw)
+    if may_break or not utf8 or depth > max_depth:
+        return False
+    return json.detect_encoding(raw) == "utf-8"
 
 
 def _where(path: tuple[Any, ...] | None) -> str:
