@@ -220,12 +220,8 @@ def _write(
 
     # against the store
     run_ids = keys.get_column("run_id").unique().sort().to_list()
-    existing = (
-        st._scan_paths("items", st.parts("items"), part_column=True)
-        .filter(pl.col("run_id").is_in(run_ids))
-        .select(*key, "digest", "source", "__part")
-        .collect()
-    )
+    existing = _stored_rows(st, keys, run_ids, [by_index[i].parsed.unit for i in unit_files],
+                            [p for e in live for p in e.parsed.legacy_sources])  # fmt: skip
     hide_items = pl.DataFrame(schema={k: pl.String for k in key})
     hide_units = pl.DataFrame(schema={"run_id": pl.String, "patient_id": pl.String})
     n_replaced = 0
@@ -443,6 +439,38 @@ def _write(
         "n_again": n_again,
         "written": kept.filter(~pl.col("_file").is_in(list(unit_files))).select(*key, "source"),
     }
+
+
+def _stored_rows(st: Store, keys: Any, run_ids: list[str], units: list[Any],
+                 legacy: list[str]) -> Any:  # fmt: skip
+    """Return the stored item rows a batch is compared with (key, digest, source, part).
+
+    Only the rows that can matter are read, so that memory follows the batch, not the store:
+    those of the batch's (run, item) pairs (a key, or an item keyed without its patient), of
+    its MTBBench units (run, patient) and, where its files may have them, items an earlier
+    tumorboard keyed by line number (``L<line>``).
+    """
+    import polars as pl
+
+    key = ["run_id", "patient_id", "item_id"]
+    scan = (
+        st._scan_paths("items", st.parts("items"), part_column=True)
+        .filter(pl.col("run_id").is_in(run_ids))
+        .select(*key, "digest", "source", "__part")
+        .with_row_index("_r")  # tells apart stored rows that are alike in every column
+    )
+    wanted = scan.join(keys.select("run_id", "item_id").unique().lazy(),
+                       on=["run_id", "item_id"], how="semi", nulls_equal=True)  # fmt: skip
+    frames = [wanted]
+    if units:
+        pairs = pl.DataFrame(units, schema=["run_id", "patient_id"], orient="row")
+        frames.append(scan.join(pairs.lazy(), on=["run_id", "patient_id"], how="semi"))
+    if legacy:
+        frames.append(scan.filter(pl.col("item_id").str.contains(r"^L\d+$")))
+    if len(frames) == 1:
+        return wanted.drop("_r").collect()
+    both = pl.concat(frames).unique(subset="_r", maintain_order=True).sort("_r")
+    return both.drop("_r").collect()
 
 
 def _check_questions(st: Store, run_ids: list[str], joined: Any, *, replace: bool,
