@@ -165,3 +165,31 @@ def test_strict_import_of_several_batches_writes_nothing_on_a_late_problem(tmp_p
     assert not (tmp_path / "store").exists()
     report = import_logs("jsonl", src, tmp_path / "store")  # without strict: the good lines
     assert report.n_items == 50 and len(report.rejected) == 1
+
+
+def test_a_killed_import_resumes_where_its_last_batch_ended(tmp_path, monkeypatch):
+    from tumorboard.traj.importers import _commit
+
+    src = tmp_path / "logs"
+    src.mkdir()
+    (src / "a.jsonl").write_text("\n".join(_lines(300)) + "\n")
+    whole = import_logs("jsonl", src, tmp_path / "whole", max_line_bytes=2000)
+    _small_bounds(monkeypatch, batch=8_000, block=4_000)
+    real = _commit._write_isolated
+    calls = []
+
+    def killed_after_two(*args, **kw):
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the user's Ctrl-C after two batches were committed
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_batch, "_write_isolated", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        import_logs("jsonl", src, tmp_path / "store", max_line_bytes=2000)
+    partial = Store(tmp_path / "store").items().collect().height
+    assert 0 < partial < whole.n_items  # the two committed batches are kept
+    monkeypatch.setattr(_batch, "_write_isolated", real)
+    rerun = import_logs("jsonl", src, tmp_path / "store", max_line_bytes=2000)
+    assert rerun.n_unchanged == partial and rerun.n_new == whole.n_items - partial
+    assert _rows(tmp_path / "store") == _rows(tmp_path / "whole")
