@@ -61,6 +61,33 @@ def _check_offsets(features: torch.Tensor, offsets: torch.Tensor) -> torch.Tenso
     return offsets
 
 
+def _padded_rows(
+    features: torch.Tensor,
+    mask: torch.Tensor | None,
+    in_dim: int,
+    coords: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Check a padded batch ``[B, N, in_dim]``; return its real rows, their offsets and coords.
+
+    ``mask [B, N]`` (True = a real patch; None: every row) drops the padding, so a padded
+    batch runs through an encoder's ``forward_varlen`` on exactly its slides' rows.
+    """
+    if features.ndim != 3 or features.shape[-1] != in_dim:
+        raise InvalidArgumentError(
+            f"features: expected a [B, N, {in_dim}] tensor, got shape {list(features.shape)}"
+        )
+    if coords is not None and coords.shape != (*features.shape[:2], 2):
+        raise InvalidArgumentError(
+            f"coords: expected shape {[*features.shape[:2], 2]}, got {list(coords.shape)}"
+        )
+    if mask is None:
+        mask = torch.ones(features.shape[:2], dtype=torch.bool, device=features.device)
+    mask = mask.bool()
+    counts = mask.sum(dim=1)
+    offsets = torch.cat((counts.new_zeros(1), counts.cumsum(0)))
+    return features[mask], offsets, None if coords is None else coords[mask]
+
+
 class ABMIL(nn.Module):
     """Multi-head (gated) attention pooling with TRIDENT's parameter names.
 

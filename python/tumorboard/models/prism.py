@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import InvalidArgumentError, WeightsError
-from .abmil import _check_offsets
+from .abmil import _check_offsets, _padded_rows
 
 __all__ = ["PRISM", "PRISM_TINY", "PrismSlideEncoder", "prism", "prism_config"]
 
@@ -322,17 +322,8 @@ class PrismSlideEncoder(nn.Module):
         ``mask`` (True = real tile) drops padding rows; the slides are then embedded as in
         :meth:`forward_varlen`.
         """
-        if features.ndim != 3 or features.shape[-1] != self.in_dim:
-            raise InvalidArgumentError(
-                f"features: expected a [B, N, {self.in_dim}] tensor, "
-                f"got shape {list(features.shape)}"
-            )
-        if mask is None:
-            mask = torch.ones(features.shape[:2], dtype=torch.bool, device=features.device)
-        mask = mask.bool()
-        counts = mask.sum(dim=1)
-        offsets = torch.cat((counts.new_zeros(1), counts.cumsum(0)))
-        return self.forward_varlen(features[mask], offsets)
+        rows, offsets, _ = _padded_rows(features, mask, self.in_dim)
+        return self.forward_varlen(rows, offsets)
 
 
 def _prefixed(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -61,7 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import InvalidArgumentError
-from .abmil import _check_offsets
+from .abmil import _check_offsets, _padded_rows
 
 __all__ = ["TITAN", "TITAN_TINY", "TitanSlideEncoder", "alibi_bias", "alibi_slopes",
            "titan", "titan_grid"]  # fmt: skip
@@ -439,21 +439,8 @@ class TitanSlideEncoder(nn.Module):
         ``mask [B, N]`` (True = real patch) drops padding rows; the slides are then embedded
         as in :meth:`forward_varlen`.
         """
-        if features.ndim != 3 or features.shape[-1] != self.in_dim:
-            raise InvalidArgumentError(
-                f"features: expected a [B, N, {self.in_dim}] tensor, "
-                f"got shape {list(features.shape)}"
-            )
-        if coords.shape != (*features.shape[:2], 2):
-            raise InvalidArgumentError(
-                f"coords: expected shape {[*features.shape[:2], 2]}, got {list(coords.shape)}"
-            )
-        if mask is None:
-            mask = torch.ones(features.shape[:2], dtype=torch.bool, device=features.device)
-        mask = mask.bool()
-        counts = mask.sum(dim=1)
-        offsets = torch.cat((counts.new_zeros(1), counts.cumsum(0)))
-        return self.forward_varlen(features[mask], offsets, coords=coords[mask],
+        rows, offsets, flat = _padded_rows(features, mask, self.in_dim, coords)
+        return self.forward_varlen(rows, offsets, coords=flat,
                                    patch_size_level0=patch_size_level0)  # fmt: skip
 
 
