@@ -110,15 +110,31 @@ DOCUMENTS = [*EDGES, b'["[[[{", {"a": "]]\\"[["}, [[[]]]]', b'"\\\\"', b'{"a": [
 
 @pytest.mark.parametrize("raw", DOCUMENTS)
 def test_scan_document_depth_and_limits(raw):
+    """Exact depth; strict UTF-8; nothing past a limit goes unflagged (strings are text)."""
     import json
 
+    from tumorboard import _json
+
     may_break, utf8, depth = _core.traj.scan_document(raw)
-    assert (may_break, utf8) == _oracle(raw)[1:3]
+    assert utf8 == _oracle(raw)[2]
     try:
         value = json.loads(raw)
     except ValueError:
         return  # not JSON: the depth is only a bound
     assert depth == _depth(value)
+    if utf8 and not may_break:
+        _json._check_value(value, 10**6)  # the walk finds nothing the scan did not flag
+
+
+@pytest.mark.parametrize(
+    ("raw", "flagged"),
+    [(b'{"id": "3e000", "n": "12345678901234567890"}', False), (b'{"a": 1e400}', True),
+     (b'{"a": 1E+400}', True), (b'{"a": 1e-400}', False), (b'["\\\\ud800"]', False),
+     (b'["\\ud800"]', True), (b'{"a": 12345678901234567890}', True), (b'[1.5e30, 7]', False),
+     (b'[0.0007203610002761707]', False), (b'[12345678901234567890.5]', True)],
+)  # fmt: skip
+def test_scan_document_reads_strings_as_text(raw, flagged):
+    assert _core.traj.scan_document(raw)[0] is flagged
 
 
 def test_load_json_fast_path_equals_the_checked_path(monkeypatch):

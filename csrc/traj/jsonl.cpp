@@ -123,16 +123,20 @@ ChunkScan scan_chunk(const std::uint8_t* p, std::size_t n) {
 }
 
 DocumentScan scan_document(const std::uint8_t* p, std::size_t n) {
-  const ChunkScan chunk = scan_chunk(p, n);
   DocumentScan out;
-  out.may_break_limits = chunk.may_break_limits;
-  out.utf8 = chunk.utf8;
+  out.utf8 = scan_chunk(p, n).utf8;
   std::int64_t depth = 0;
   bool in_string = false;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint8_t c = p[i];
     if (in_string) {
       if (c == '\\') {
+        // an escape that can decode to a surrogate (\uD800-\uDFFF): a pair is fine, a lone
+        // one is not Unicode text; load_json's walk tells them apart
+        if (i + 3 < n && p[i + 1] == 'u' && (p[i + 2] == 'd' || p[i + 2] == 'D') &&
+            is_hex_high(p[i + 3])) {
+          out.may_break_limits = true;
+        }
         ++i;  // the escaped byte, whatever it is
       } else if (c == '"') {
         in_string = false;
@@ -143,6 +147,19 @@ DocumentScan scan_document(const std::uint8_t* p, std::size_t n) {
       if (++depth > out.max_depth) out.max_depth = depth;
     } else if (c == ']' || c == '}') {
       --depth;
+    } else if (is_digit(c)) {  // a number: an integer part of 19 digits, or an exponent e[+]ddd
+      const std::size_t start = i;
+      while (i + 1 < n && is_digit(p[i + 1])) ++i;
+      const std::size_t len = i - start + 1;
+      const bool fraction = start >= 1 && p[start - 1] == '.';  // digits after the point
+      if (len >= 19 && !fraction) out.may_break_limits = true;
+      if (len >= 3 && start >= 1) {
+        const std::uint8_t before = p[start - 1];
+        if (before == 'e' || before == 'E' ||
+            (before == '+' && start >= 2 && (p[start - 2] == 'e' || p[start - 2] == 'E'))) {
+          out.may_break_limits = true;
+        }
+      }
     }
   }
   return out;

@@ -29,8 +29,11 @@ struct ChunkScan {
 // Scans n bytes of JSON lines once.
 ChunkScan scan_chunk(const std::uint8_t* data, std::size_t n);
 
-// What one scan of a JSON document finds: scan_chunk's may_break_limits and utf8, and the
-// deepest nesting of arrays and objects outside strings (exact for valid JSON).
+// What one scan of a JSON document finds: whether it is strict UTF-8 (as scan_chunk), the
+// deepest nesting of arrays and objects outside strings (exact for valid JSON), and
+// may_break_limits as scan_chunk tests it but aware of strings: surrogate escapes only inside
+// strings, integer parts of 19 digits and exponents only outside them (an id such as "3e000"
+// inside a string is text, not a number; a long fraction cannot overflow).
 struct DocumentScan {
   bool may_break_limits = false;
   bool utf8 = true;
