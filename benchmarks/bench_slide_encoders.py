@@ -169,7 +169,8 @@ def run_results(
             continue
         results += _workload(name, lengths, starts, device)
     meta = {"quick": quick, "n_slides": n, "n_patches": sum(lengths), "device": device,
-            "titan_slides": min(n, titan_slides or (TITAN_QUICK if quick else n)),
+            "titan_slides": (min(n, titan_slides or (TITAN_QUICK if quick else n))
+                             if "titan" in names else None),
             "encoders": list(names), "torch_threads": torch.get_num_threads(),
             "total_wall_s": time.perf_counter() - t0}  # fmt: skip
     return results, meta
