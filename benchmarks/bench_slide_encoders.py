@@ -16,7 +16,8 @@ full sizes:
   features with coordinates (each slide a rectangle of a 100-patch-wide grid, 512 px units).
   TITAN tiles at 512 px, so its slides have a quarter of the patches of the same tissue at
   256 px: 250-5k patches. Attention is quadratic in that, so in ``--quick`` mode it runs on
-  ``TITAN_QUICK`` slides only (on the CPU a 5k-patch slide takes about a minute).
+  ``TITAN_QUICK`` slides only (on the CPU a 5k-patch slide takes about a minute), and
+  ``--titan-slides N`` runs it on the first N slides of any run (its line names N).
 * ``gigapath`` - Prov-GigaPath's slide encoder (LongNet, 11 of its 12 layers run, width 768,
   dilated attention over 5 branches) over 1536-d features with coordinates (256 px units),
   1k-20k patches.
@@ -36,8 +37,8 @@ Nothing is asserted on timings.
 
 Usage (from the repository root)::
 
-    python benchmarks/bench_slide_encoders.py [--quick] [--slides N] [--device cpu|cuda]
-        [--json PATH]
+    python benchmarks/bench_slide_encoders.py [--quick] [--slides N] [--titan-slides N]
+        [--only NAME ...] [--device cpu|cuda] [--json PATH]
 """
 
 from __future__ import annotations
@@ -154,18 +155,31 @@ def _workload(name: str, lengths: list[int], starts: list[int], device: str) -> 
 
 
 def run_results(
-    *, quick: bool = False, slides: int | None = None, device: str = "cpu"
+    *,
+    quick: bool = False,
+    slides: int | None = None,
+    device: str = "cpu",
+    titan_slides: int | None = None,
+    only: Sequence[str] | None = None,
 ) -> tuple[list[Result], dict[str, Any]]:
-    """Run every workload; return the results and a metadata dict."""
+    """Run the workloads (``only``: some of :data:`ENCODERS`); return results and metadata.
+
+    ``titan_slides`` runs TITAN on the first that many slides only (default: all of them, or
+    :data:`TITAN_QUICK` in ``quick`` mode); its result line names the count.
+    """
     import torch
 
+    names = ENCODERS if only is None else tuple(only)
+    unknown = sorted(set(names) - set(ENCODERS))
+    if unknown:
+        raise ValueError(f"unknown encoders {unknown}; expected some of {ENCODERS}")
     t0 = time.perf_counter()
     n = slides or (8 if quick else 1000)
     lengths, starts = _slides(n, 1_000, 20_000)
     results: list[Result] = []
-    for name in ENCODERS:
+    for name in (e for e in ENCODERS if e in names):
         if name == "titan":  # 512 px tiles: a quarter of the patches of the same tissue
-            k = min(n, TITAN_QUICK) if quick else n
+            k = min(n, titan_slides or (TITAN_QUICK if quick else n))
             few = [max(1, m // 4) for m in lengths[:k]]
             results += _workload(name, few, [s // 4 for s in starts[:k]], device)
             continue
@@ -176,14 +190,24 @@ def run_results(
             continue
         results += _workload(name, lengths, starts, device)
     meta = {"quick": quick, "n_slides": n, "n_patches": sum(lengths), "device": device,
-            "torch_threads": torch.get_num_threads(),
+            "titan_slides": (min(n, titan_slides or (TITAN_QUICK if quick else n))
+                             if "titan" in names else None),
+            "encoders": list(names), "torch_threads": torch.get_num_threads(),
             "total_wall_s": time.perf_counter() - t0}  # fmt: skip
     return results, meta
 
 
-def run(quick: bool = False, slides: int | None = None, device: str = "cpu") -> list[dict]:
+def run(
+    quick: bool = False,
+    slides: int | None = None,
+    device: str = "cpu",
+    titan_slides: int | None = None,
+    only: Sequence[str] | None = None,
+) -> list[dict]:
     """Run the benchmark and return one dict per (workload, anchor) record."""
-    results, _ = run_results(quick=quick, slides=slides, device=device)
+    results, _ = run_results(
+        quick=quick, slides=slides, device=device, titan_slides=titan_slides, only=only
+    )
     return [asdict(r) for r in results]
 
 
@@ -196,10 +220,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="8 slides instead of 1,000")
     parser.add_argument("--slides", type=positive_int, default=None, help="number of slides")
+    parser.add_argument("--titan-slides", type=positive_int, default=None, metavar="N",
+                        help=f"run TITAN on the first N slides only (default: all; "
+                        f"{TITAN_QUICK} with --quick)")  # fmt: skip
+    parser.add_argument("--only", nargs="+", choices=ENCODERS, metavar="NAME",
+                        help=f"run only these encoders ({', '.join(ENCODERS)})")  # fmt: skip
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
     args = parser.parse_args(argv)
-    results, meta = run_results(quick=args.quick, slides=args.slides, device=args.device)
+    results, meta = run_results(quick=args.quick, slides=args.slides, device=args.device,
+                                titan_slides=args.titan_slides, only=args.only)  # fmt: skip
     mode = "quick" if args.quick else "full"
     print(f"\n### tumorboard slide-encoder benchmark ({mode} mode, {meta['n_slides']} slides, "
           f"{meta['n_patches']} patches, {args.device}, "
@@ -207,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_markdown(results, ANCHORS))
     for r in results:
         print(f"- {r.workload.split(':')[0]}: {r.note}")
+    if "titan" in meta["encoders"] and meta["titan_slides"] < meta["n_slides"]:
+        print(f"\nTITAN ran on the first {meta['titan_slides']} of the {meta['n_slides']} slides "
+              "only (--titan-slides / --quick): its slides/s is from those.")  # fmt: skip
     print(
         "\nratio = anchor time / tumorboard time (>1: tumorboard faster); tumorboard packs the "
         "slides into varlen batches, the anchor runs them one at a time. "

@@ -115,6 +115,15 @@ def test_unknown_and_not_built_names_are_refused_with_the_reason():
         load_slide_encoder("threads")
 
 
+def test_care_is_listed_with_what_is_missing():
+    # CARE's layers and keys are only in the gated Hugging Face repository's remote code: the
+    # refusal says so, and the row keeps TRIDENT's pairing and output width.
+    row = models.slide_encoder_info("care")
+    assert (row.in_dim, row.embed_dim, row.precision, row.uses_coords) == (768, 512, "fp32", True)
+    with pytest.raises(InvalidArgumentError, match=r"'care' is not built.*gated Zipper-1/CARE"):
+        load_slide_encoder("care")
+
+
 # ---------------------------------------------------------------------------------------------
 # key sets at full size, strict loading
 # ---------------------------------------------------------------------------------------------

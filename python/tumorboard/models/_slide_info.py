@@ -8,6 +8,17 @@ One :class:`SlideEncoderInfo` row per name of TRIDENT's slide encoder registry
 ``feather``, ``feather_uni_v2``, ``titan``, ``chief``, ``madeleine``, ``gigapath`` and
 ``prism`` (built), and ``threads`` and ``care`` (listed with the reason they are not built).
 
+``care`` (Zhang et al., "CARE: A Molecular-Guided Foundation Model with Adaptive Region Modeling
+for Whole Slide Image Analysis", CVPR 2026, arXiv 2602.21637): its row is TRIDENT's
+``CARESlideEncoder`` (``load.py``@a91fa84, added in bb82938, PR #218): CONCH v1.5 features at
+20x / 512 px, coordinates divided by ``patch_size_level0``, float32, the model's 512-d
+``wsi_embedding``. It is not built because no public source found gives the architecture: the
+model code is remote code inside the gated Hugging Face repository Zipper-1/CARE, and
+zdipath/CARE@7cd2301 (``care_wsi_encoder_api_temp.py``) imports ``models.CARE.CareSSL``
+(``embed_dim=512, id_dim=768, num_heads=8, num_region=8``), a module absent from every commit
+of that repository, and loads its checkpoint with ``strict=False``. Neither gives the layer list
+nor the checkpoint's key names and shapes, which a strict loader needs.
+
 The rows need no torch; the ``mean-*`` rows are made from the patch-encoder registry when first
 asked for.
 """
@@ -111,8 +122,10 @@ _ROWS = (
          _FEATHER_SOURCE.format("uni_v2")),
     _row("care", "conch_v15", "conch_v15", 20.0, 512, 768, 512, "fp32",
          "Hugging Face Zipper-1/CARE (gated)", coords=True,
-         reason="its architecture is published only as Hugging Face remote code "
-         "(Zipper-1/CARE); not yet written here"),
+         reason="its layers and checkpoint key names are not public: the model is Hugging Face "
+         "remote code inside the gated Zipper-1/CARE repository, and the authors' GitHub "
+         "zdipath/CARE only calls it (its models.CARE.CareSSL module is in none of its commits; "
+         "it loads the weights with strict=False)"),
     _row("abmil", None, None, None, None, None, None, "fp32",
          "your own training run (TRIDENT ABMILSlideEncoder layout, model.* keys)"),
 )  # fmt: skip
