@@ -329,3 +329,28 @@ def test_mtbbench_scorer_executors(cluster, store):
         mtbbench.score(store, executor="ray", cluster="patient")
     with pytest.raises(ValueError, match="executor: expected"):
         mtbbench.score(store, executor="spark")
+
+
+def test_ray_slide_encoder_equals_local_run(cluster, collection, tmp_path):
+    """``slide_encoder=`` with ``executor="ray"`` equals a local run.
+
+    The patch stage runs on Ray; the slide vectors are pooled in the driver.
+    """
+    import warnings
+
+    import numpy as np
+    from tumorboard.embed import embed_slides, read_slide_features
+
+    runs = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # random weights
+        for executor in ("local", "ray"):
+            runs[executor] = embed_slides(
+                collection, model="uni2-tiny", slide_encoder="abmil", random_weights=True,
+                out=tmp_path / executor, executor=executor, **_embed_kwargs(),
+            )  # fmt: skip
+    local, dist = runs["local"], runs["ray"]
+    assert local.ok and dist.ok and [r.status for r in dist.results] == ["done"] * 2
+    a = read_slide_features(local.patch_report.job_dir, local.slide_encoder)
+    b = read_slide_features(dist.patch_report.job_dir, dist.slide_encoder)
+    assert a.names == b.names and np.array_equal(a.features, b.features)
