@@ -185,7 +185,7 @@ def run_import(
     total_bytes = sum(_size(p) for p in files)
     multi = total_bytes > BATCH_BYTES  # committed in several batches
     checked = False  # strict: every file looked at before the first commit
-    if strict and total_bytes > BATCH_BYTES:
+    if strict and multi:
         # several batches: look at every file before the first is committed, so that a
         # problem anywhere still leaves the store untouched
         dry_skipped = list(skipped)
@@ -266,7 +266,8 @@ def run_import(
     for k in ("n_again", "written"):
         totals.pop(k, None)
     imported = tuple(p for p in seen if p in written)
-    unchanged = tuple(p for p in seen if p not in written and p not in {f for f, _ in skipped})
+    passed = written | {f for f, _ in skipped}  # built once, not per path
+    unchanged = tuple(p for p in seen if p not in passed)
     return ImportReport(imported=imported, unchanged=unchanged, skipped=tuple(skipped),
                         warnings=tuple(warnings), seconds=time.perf_counter() - t0,
                         **{**report_kw, "failed": tuple(failed)}, **totals)  # fmt: skip
