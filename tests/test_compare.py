@@ -645,3 +645,29 @@ def test_label_codes_equal_numpy_unique(kind):
     joined = np.char.add(np.char.add(labels.astype(str), "\x1f"), other.astype(str))
     ref_keys, ref_k = np.unique(joined, return_inverse=True)
     assert keys.tolist() == ref_keys.tolist() and k_codes.tolist() == ref_k.tolist()
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 13, 84])
+def test_factorize_fixed_codes_records_in_first_appearance_order(width):
+    """Equal bytes get equal codes, counted up as records first appear.
+
+    5,000 distinct records force the table of ``_core.stats.factorize_fixed`` to grow.
+    """
+    from tumorboard import _core
+
+    rng = np.random.default_rng(width)
+    distinct = min(5000, 256**width)
+    pool = rng.integers(0, 256, (distinct, width), dtype=np.uint8)
+    pool = np.unique(pool, axis=0)
+    rows = pool[rng.integers(0, pool.shape[0], 40_000)]
+    rows[::7] = pool[0]  # runs and repeats of one record
+    codes, first = _core.stats.factorize_fixed(np.ascontiguousarray(rows).ravel(), width)
+    as_bytes = [r.tobytes() for r in rows]
+    seen: dict[bytes, int] = {}
+    expected = [seen.setdefault(b, len(seen)) for b in as_bytes]
+    assert codes.tolist() == expected
+    assert [as_bytes[i] for i in first] == list(seen)
+    with pytest.raises(ValueError, match="whole number of records"):
+        _core.stats.factorize_fixed(np.zeros(10, np.uint8), 3)
+    with pytest.raises(ValueError, match="positive record width"):
+        _core.stats.factorize_fixed(np.zeros(10, np.uint8), 0)

@@ -11,6 +11,7 @@
 #include "bindings/common.hpp"
 #include "common/rng.hpp"
 #include "stats/bootstrap.hpp"
+#include "stats/factorize.hpp"
 #include "stats/poisson.hpp"
 #include "stats/statistic.hpp"
 #include "stats/units.hpp"
@@ -299,6 +300,21 @@ py::array_t<std::uint64_t> hash_strings(Array<std::int64_t> offsets, Array<std::
   return out;
 }
 
+py::tuple factorize_fixed_bytes(Array<std::uint8_t> data, std::int64_t width) {
+  if (width <= 0) throw std::invalid_argument("width: expected a positive record width in bytes");
+  const auto total = static_cast<std::size_t>(data.size());
+  const auto w = static_cast<std::size_t>(width);
+  if (total % w != 0) {
+    throw std::invalid_argument("data: expected a whole number of records of width bytes");
+  }
+  const std::size_t n = total / w;
+  py::array_t<std::int64_t> codes(static_cast<py::ssize_t>(n));
+  auto* c = codes.mutable_data();
+  const auto* bytes = data.data();
+  const auto first = run_interruptible([&] { return factorize_fixed(bytes, n, w, c); });
+  return py::make_tuple(codes, to_numpy(first));
+}
+
 py::array_t<std::uint64_t> mix64_array(Array<std::uint64_t> x) {
   py::array_t<std::uint64_t> out(x.size());
   for (py::ssize_t i = 0; i < x.size(); ++i) out.mutable_data()[i] = tb::rng::mix64(x.data()[i]);
@@ -342,6 +358,9 @@ void bind_stats(py::module_& m) {
   m.def("statistic_names", &statistic_names);
   m.def("hash_strings", &hash_strings, py::arg("offsets"), py::arg("data"),
         "Stable 64-bit hash of each string of an Arrow-style (offsets, bytes) array.");
+  m.def("factorize_fixed", &factorize_fixed_bytes, py::arg("data"), py::arg("width"),
+        "Dense codes of the fixed-width records of a byte buffer, in order of first appearance, "
+        "and the index of each code's first record: (codes, first).");
   m.def("mix64", &mix64_array, py::arg("x"), "SplitMix64 finalizer of each word.");
 }
 

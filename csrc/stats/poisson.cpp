@@ -32,31 +32,51 @@ double to_double(int128 v, int scale) { return std::ldexp(static_cast<double>(v)
 
 }  // namespace
 
-int poisson1_from_u32(std::uint32_t x) {
-  const auto& t = poisson_thresholds();
-  int w = 0;
-  while (x >= t[w]) ++w;
+namespace {
+
+// The count of thresholds at or below x (t is nondecreasing and t[15] = 2^32 > x): the first
+// four without a branch (W <= 3 has probability 0.981), the rest by a loop.
+inline int poisson1_from_table(std::uint32_t x, const std::array<std::uint64_t, 16>& t) {
+  int w = (x >= t[0]) + (x >= t[1]) + (x >= t[2]) + (x >= t[3]);
+  if (w == 4) [[unlikely]] {
+    while (x >= t[w]) ++w;
+  }
   return w;
 }
+
+}  // namespace
+
+int poisson1_from_u32(std::uint32_t x) { return poisson1_from_table(x, poisson_thresholds()); }
 
 template <typename T>
 void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t n_resamples,
                            std::uint64_t seed, int threads, T* out) {
-  constexpr std::size_t kKeys = 32;  // keys per task: the rows of a task's writes are contiguous
+  // A task fills a tile of the matrix: kQuads blocks of four resamples (rows) by kKeys keys, row
+  // segments written front to back. Every weight is its own Philox draw, so the tiling changes
+  // no value.
+  constexpr std::size_t kQuads = 8, kKeys = 4096;
   const auto key = rng::key_from_seed(seed);
-  const std::size_t n_tasks = (n + kKeys - 1) / kKeys;
-  parallel_for(n_tasks, threads, [&](std::size_t t) {
-    const std::size_t i0 = t * kKeys, i1 = std::min(n, i0 + kKeys);
-    for (std::size_t q = 0; q < n_resamples; q += 4) {
+  const auto& table = poisson_thresholds();
+  const std::size_t n_quads = (n_resamples + 3) / 4;
+  const std::size_t quad_tiles = (n_quads + kQuads - 1) / kQuads;
+  const std::size_t key_tiles = (n + kKeys - 1) / kKeys;
+  parallel_for(quad_tiles * key_tiles, threads, [&](std::size_t t) {
+    const std::size_t i0 = (t % key_tiles) * kKeys, i1 = std::min(n, i0 + kKeys);
+    const std::size_t quad0 = (t / key_tiles) * kQuads;
+    const std::size_t quad1 = std::min(n_quads, quad0 + kQuads);
+    for (std::size_t quad = quad0; quad < quad1; ++quad) {
+      const std::size_t q = quad * 4;
+      const std::size_t rows = std::min<std::size_t>(4, n_resamples - q);
+      T* row = out + q * n;
       for (std::size_t i = i0; i < i1; ++i) {
         const std::uint64_t ukey = keys[i];
         const auto r = rng::Philox4x32::block(
-            {static_cast<std::uint32_t>(q / 4), static_cast<std::uint32_t>(ukey),
+            {static_cast<std::uint32_t>(quad), static_cast<std::uint32_t>(ukey),
              static_cast<std::uint32_t>(ukey >> 32),
              static_cast<std::uint32_t>(rng::Domain::kPoisson)},
             key);
-        for (std::size_t j = 0; j < 4 && q + j < n_resamples; ++j) {
-          out[(q + j) * n + i] = static_cast<T>(poisson1_from_u32(r[j]));
+        for (std::size_t j = 0; j < rows; ++j) {
+          row[j * n + i] = static_cast<T>(poisson1_from_table(r[j], table));
         }
       }
     }
@@ -137,6 +157,7 @@ PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
     for (std::size_t b0 = 0; b0 < B; b0 += kBlock) tasks.push_back({g, b0, std::min(B, b0 + kBlock)});
   }
   const auto key = rng::key_from_seed(seed);
+  const auto& table = poisson_thresholds();
   parallel_for(tasks.size(), threads, [&](std::size_t t) {
     const Task& task = tasks[t];
     const std::size_t nb = task.b1 - task.b0;
@@ -153,7 +174,7 @@ PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
              static_cast<std::uint32_t>(rng::Domain::kPoisson)},
             key);
         for (std::size_t j = 0; j < 4 && q + j < task.b1; ++j) {
-          const int w = poisson1_from_u32(r[j]);
+          const int w = poisson1_from_table(r[j], table);
           if (w == 0) continue;
           const std::size_t bb = q + j - task.b0;
           for (std::size_t c = 0; c < k; ++c) acc[bb * k + c] += static_cast<int128>(w) * row[c];
