@@ -705,3 +705,12 @@ def test_weight_matrix_is_the_engines_per_unit_draw(b):
         got = _core.stats.poisson_weights(keys, b, 11, threads, f64)
         assert got.shape == (b, n) and got.dtype == (np.float64 if f64 else np.float32)
         assert np.array_equal(got.astype(np.int64), expected)
+        # written into the front of a caller's larger buffer (the rest untouched), as a view
+        buf = np.full(b * n + 3, -1.0, dtype=got.dtype)
+        view = _core.stats.poisson_weights(keys, b, 11, threads, f64, out=buf)
+        assert np.shares_memory(view, buf) and np.array_equal(view, got)
+        assert (buf[b * n :] == -1).all()
+    with pytest.raises(ValueError, match="at least n_resamples"):
+        _core.stats.poisson_weights(keys, b, 11, 1, True, out=np.empty(b * n - 1))
+    with pytest.raises(ValueError, match="no conversion"):
+        _core.stats.poisson_weights(keys, b, 11, 1, True, out=np.empty(b * n, np.float32))

@@ -264,8 +264,27 @@ py::dict poisson_finalize(Array<std::int64_t> hi, Array<std::uint64_t> lo,
 
 template <typename T>
 py::array_t<T> weight_matrix(const std::uint64_t* keys, std::size_t n, std::int64_t n_resamples,
-                             std::uint64_t seed, int threads) {
-  py::array_t<T> out({static_cast<py::ssize_t>(n_resamples), static_cast<py::ssize_t>(n)});
+                             std::uint64_t seed, int threads, std::optional<py::array> reuse) {
+  const py::ssize_t rows = static_cast<py::ssize_t>(n_resamples), cols = static_cast<py::ssize_t>(n);
+  py::array_t<T> out;
+  if (reuse) {
+    // A caller's buffer of at least rows x cols: its first rows * cols elements, as a matrix.
+    auto buf = py::array_t<T>::ensure(*reuse);
+    if (!buf || !(buf.flags() & py::array::c_style) || !buf.writeable() ||
+        buf.size() < rows * cols) {
+      throw std::invalid_argument(
+          "out: expected a writeable C-contiguous array of the weights' dtype with at least "
+          "n_resamples * len(keys) elements");
+    }
+    if (buf.ptr() != reuse->ptr()) {
+      throw std::invalid_argument("out: expected an array of the weights' dtype (no conversion)");
+    }
+    out = py::array_t<T>({rows, cols}, {cols * static_cast<py::ssize_t>(sizeof(T)),
+                                        static_cast<py::ssize_t>(sizeof(T))},
+                         buf.mutable_data(), buf);
+  } else {
+    out = py::array_t<T>({rows, cols});
+  }
   T* o = out.mutable_data();
   run_interruptible([&] {
     tb::stats::poisson_weight_matrix<T>(keys, n, static_cast<std::size_t>(n_resamples), seed,
@@ -275,12 +294,13 @@ py::array_t<T> weight_matrix(const std::uint64_t* keys, std::size_t n, std::int6
 }
 
 py::array poisson_weights(Array<std::uint64_t> keys, std::int64_t n_resamples,
-                          std::uint64_t seed, int threads, bool float64) {
+                          std::uint64_t seed, int threads, bool float64,
+                          std::optional<py::array> out) {
   if (keys.ndim() != 1) throw std::invalid_argument("keys: expected a 1-D uint64 array");
   if (n_resamples < 0) throw std::invalid_argument("n_resamples: expected >= 0");
   const auto n = static_cast<std::size_t>(keys.size());
-  if (float64) return weight_matrix<double>(keys.data(), n, n_resamples, seed, threads);
-  return weight_matrix<float>(keys.data(), n, n_resamples, seed, threads);
+  if (float64) return weight_matrix<double>(keys.data(), n, n_resamples, seed, threads, out);
+  return weight_matrix<float>(keys.data(), n, n_resamples, seed, threads, out);
 }
 
 py::array_t<std::uint64_t> hash_strings(Array<std::int64_t> offsets, Array<std::uint8_t> data) {
@@ -352,9 +372,10 @@ void bind_stats(py::module_& m) {
       py::arg("name"), py::arg("params"), py::arg("sums"), py::arg("weight"),
       "Evaluates a registered statistic on column sums and a total item weight.");
   m.def("poisson_weights", &poisson_weights, py::arg("keys"), py::arg("n_resamples"),
-        py::arg("seed"), py::arg("threads"), py::arg("float64"),
+        py::arg("seed"), py::arg("threads"), py::arg("float64"), py::arg("out") = py::none(),
         "The Poisson(1) weight of each key in each resample, (n_resamples, keys): the weights "
-        "poisson_partials draws for units with these keys.");
+        "poisson_partials draws for units with these keys. With out (a C-contiguous buffer of "
+        "the dtype, at least that many elements) they are written into its front, as a view.");
   m.def("statistic_names", &statistic_names);
   m.def("hash_strings", &hash_strings, py::arg("offsets"), py::arg("data"),
         "Stable 64-bit hash of each string of an Arrow-style (offsets, bytes) array.");

@@ -543,9 +543,10 @@ def _joint_by_units(
     dtype = np.float32 if bound < 2.0**24 else np.float64
     unit_sums, unit_sizes = sums.astype(dtype), sizes.astype(dtype)
     step = max(1, min(_shared.KEY_CHUNK, 2**23 // max(b, 1)))  # ~64 MiB of weights at most
+    buffer = np.empty(b * min(step, g), dtype=dtype)
     for lo in range(0, g, step):
         hi = min(g, lo + step)
-        w = _shared.poisson_weights(np.ascontiguousarray(unit_keys[lo:hi]), opts, dtype)
+        w = _shared.poisson_weights(np.ascontiguousarray(unit_keys[lo:hi]), opts, dtype, buffer)
         num += w @ unit_sums[lo:hi]  # (B x units) @ (units x models): exact integer sums
         den += w @ unit_sizes[lo:hi]
     with np.errstate(invalid="ignore", divide="ignore"):

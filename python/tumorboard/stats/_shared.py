@@ -34,13 +34,22 @@ MAX_CELLS = 2**27
 KEY_CHUNK = 2000
 
 
-def poisson_weights(keys: np.ndarray, options: BootstrapOptions, dtype: type) -> np.ndarray:
+def poisson_weights(
+    keys: np.ndarray, options: BootstrapOptions, dtype: type, buffer: np.ndarray | None = None
+) -> np.ndarray:
     """Return the engine's Poisson(1) weight of each key in each resample, (resamples, keys).
 
     The engine draws the weight ``w`` of a record from (seed, record key, resample) alone;
     ``_core.stats.poisson_weights`` (csrc/stats/poisson.cpp) draws it once per key from the
     same Philox blocks as the engine's bootstrap, with the GIL released and in parallel.
+    ``buffer`` (C-contiguous, of ``dtype``, large enough) is written in place of a fresh
+    array, so chunked callers fault in the pages once.
     """
+    if buffer is not None and buffer.dtype == dtype:
+        return _core.stats.poisson_weights(np.ascontiguousarray(keys, dtype=np.uint64),
+                                           options.n_resamples, options.seed,
+                                           options.engine_threads, dtype == np.float64,
+                                           out=buffer)  # fmt: skip
     w = _core.stats.poisson_weights(np.ascontiguousarray(keys, dtype=np.uint64),
                                     options.n_resamples, options.seed, options.engine_threads,
                                     dtype == np.float64)  # fmt: skip
@@ -62,9 +71,11 @@ def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOpti
         first, column = np.arange(per_key.shape[1]), np.arange(per_key.shape[1])
     distinct = np.ascontiguousarray(per_key[:, first])
     out = np.zeros((options.n_resamples, distinct.shape[1]), dtype=per_key.dtype)
+    buffer = np.empty(options.n_resamples * min(KEY_CHUNK, keys.size), dtype=per_key.dtype)
     for s in range(0, keys.size, KEY_CHUNK):
         part = keys[s : s + KEY_CHUNK]
-        out += poisson_weights(part, options, per_key.dtype) @ distinct[s : s + part.size]
+        w = poisson_weights(part, options, per_key.dtype, buffer)
+        out += w @ distinct[s : s + part.size]
     return out[:, column.ravel()]
 
 
