@@ -558,9 +558,19 @@ def _joint_by_units(
 
 def _pair_resamples(joint: _Joint, pairs: list[tuple[int, int]]) -> np.ndarray:
     """Every pair's resampled differences, ``[pairs, B]`` (rows contiguous)."""
+    dist = joint.dist
+    m = dist.shape[0]
+    if pairs == list(itertools.combinations(range(m), 2)):
+        # all pairs in order: model a against the block of models after it, without gathers
+        out = np.empty((len(pairs), dist.shape[1]))
+        at = 0
+        for a in range(m - 1):
+            np.subtract(dist[a], dist[a + 1 :], out=out[at : at + m - 1 - a])
+            at += m - 1 - a
+        return out
     a = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
     b = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs))
-    return joint.dist[a] - joint.dist[b]
+    return dist[a] - dist[b]
 
 
 def _band(
@@ -715,14 +725,18 @@ def _complete_family(
         lo, hi = 2.0 * d - hi, 2.0 * d - lo
     size = dstar.shape[1]
     se = dstar.std(axis=1, ddof=1) if size > 1 else np.full(len(pairs), np.nan)
-    dev = np.abs(dstar - d[:, None])
+    dev = np.subtract(dstar, d[:, None], out=dstar)  # |d* - d|, in place: d* is not read again
+    np.abs(dev, out=dev)
     extreme = np.count_nonzero(dev >= np.abs(d)[:, None], axis=1)
     p_boot = np.minimum(1.0, (1.0 + extreme) / (1.0 + size))
     p_boot = np.where((joint.n_units < 2) | ((se == 0) & (d == 0)), 1.0, p_boot)
     means = [float(row.mean()) for row in sub]
     clusters = key_cluster[in_task] if key_cluster is not None else None
     if binary:
-        both = sub @ sub.T  # items both got right, per pair of models
+        # items both got right, per pair of models (float32 counts are exact below 2^24)
+        exact32 = n_keys < 2**24
+        pattern = sub.astype(np.float32) if exact32 else sub
+        both = (pattern @ pattern.T).astype(np.float64)
         right = sub.sum(axis=1)
     z = norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)
     nan = float("nan")
