@@ -671,3 +671,26 @@ def test_factorize_fixed_codes_records_in_first_appearance_order(width):
         _core.stats.factorize_fixed(np.zeros(10, np.uint8), 3)
     with pytest.raises(ValueError, match="positive record width"):
         _core.stats.factorize_fixed(np.zeros(10, np.uint8), 0)
+
+
+def test_string_codes_sort_as_polars_sorts_strings():
+    """Each string label's code is its rank among the distinct labels in polars' string order.
+
+    ``_keys.dense_codes`` of strings goes through ``_core.stats.factorize_strings(sort=True)``.
+    """
+    import polars as pl
+    from tumorboard._keys import dense_codes
+
+    rng = np.random.default_rng(9)
+    pool = ["", "a", "a\x00", "a\x00b", "ab", "abcdefgh", "abcdefghi", "abcdefgh\x00", "abcdefgg",
+            "é", "e\u0301", "日本", "Z", "z", "\U0001f600", "p0001", "p01", "p1"]  # fmt: skip
+    pool += [f"patient-{i:06d}" for i in rng.integers(0, 10**6, 3000)]
+    labels = pl.Series([pool[i] for i in rng.integers(0, len(pool), 20_000)])
+    levels = labels.unique().sort()
+    expected = labels.cast(pl.Enum(levels)).to_physical().to_numpy()
+    assert dense_codes(labels).tolist() == expected.tolist()
+    assert (
+        dense_codes(labels[7:300]).tolist()
+        == dense_codes(pl.Series(labels[7:300].to_list())).tolist()
+    )
+    assert dense_codes(labels.cast(pl.Categorical)).tolist() == expected.tolist()

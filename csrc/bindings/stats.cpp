@@ -335,6 +335,24 @@ py::tuple factorize_fixed_bytes(Array<std::uint8_t> data, std::int64_t width) {
   return py::make_tuple(codes, to_numpy(first));
 }
 
+py::tuple factorize_string_offsets(Array<std::int64_t> offsets, Array<std::uint8_t> data,
+                                   bool sort) {
+  const auto count = static_cast<std::size_t>(offsets.size());
+  const std::size_t n = count > 0 ? count - 1 : 0;
+  const std::int64_t* off = offsets.data();
+  check_offsets(off, count, static_cast<std::int64_t>(data.size()), "offsets",
+                OffsetSpan::kWithin);
+  py::array_t<std::int64_t> codes(static_cast<py::ssize_t>(n));
+  auto* c = codes.mutable_data();
+  const auto* bytes = data.data();
+  const auto first = run_interruptible([&] {
+    auto f = factorize_offsets(bytes, off, n, c);
+    if (sort) sort_codes(bytes, off, n, c, f);
+    return f;
+  });
+  return py::make_tuple(codes, to_numpy(first));
+}
+
 py::array_t<std::uint64_t> mix64_array(Array<std::uint64_t> x) {
   py::array_t<std::uint64_t> out(x.size());
   for (py::ssize_t i = 0; i < x.size(); ++i) out.mutable_data()[i] = tb::rng::mix64(x.data()[i]);
@@ -382,6 +400,11 @@ void bind_stats(py::module_& m) {
   m.def("factorize_fixed", &factorize_fixed_bytes, py::arg("data"), py::arg("width"),
         "Dense codes of the fixed-width records of a byte buffer, in order of first appearance, "
         "and the index of each code's first record: (codes, first).");
+  m.def("factorize_strings", &factorize_string_offsets, py::arg("offsets"), py::arg("data"),
+        py::arg("sort") = false,
+        "Dense codes of the strings of an Arrow-style (offsets, bytes) array, in order of first "
+        "appearance (with sort, in byte-wise lexicographic order of the strings), and the index "
+        "of each code's first string: (codes, first).");
   m.def("mix64", &mix64_array, py::arg("x"), "SplitMix64 finalizer of each word.");
 }
 

@@ -99,8 +99,13 @@ def dense_codes(s: pl.Series) -> np.ndarray:
         if hi - lo <= 4 * len(x) + 1024:
             return compact_codes(x.astype(np.int64, copy=False) - lo, hi - lo + 1)
     if s.dtype in (pl.String, pl.Categorical) and len(s):
-        # A hash lookup into the sorted distinct labels: O(n), ~10x faster than a string sort.
         labels = s.cast(pl.String)
+        if labels.null_count() == 0:
+            # A byte-comparing hash table codes the labels in O(n), then only the distinct
+            # labels are sorted, byte-wise as polars sorts strings
+            # (``_core.stats.factorize_strings``)
+            return _core.stats.factorize_strings(*_string_buffers(labels), sort=True)[0]
+        # A hash lookup into the sorted distinct labels: O(n), ~10x faster than a string sort.
         levels = labels.unique().sort()
         return labels.cast(pl.Enum(levels)).to_physical().to_numpy().astype(np.int64, copy=False)
     return (s.rank("dense").to_numpy().astype(np.int64, copy=False)) - 1
@@ -153,17 +158,21 @@ def hash_labels(s: pl.Series | np.ndarray) -> np.ndarray:
         raw = s.cast(pl.Float64).to_numpy() + 0.0  # -0.0 and 0.0 hash alike
         return _core.stats.mix64(np.ascontiguousarray(raw).view(np.uint64) ^ _GOLDEN)
     if dtype in (pl.String, pl.Categorical, pl.Enum):
-        arr = s.cast(pl.String).to_arrow()
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks()
-        arr = arr.cast(pa.large_string())
-        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
-            arr.offset : arr.offset + len(arr) + 1
-        ]
-        data = arr.buffers()[2]
-        payload = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
-        return _core.stats.hash_strings(np.ascontiguousarray(offsets), payload)
+        return _core.stats.hash_strings(*_string_buffers(s.cast(pl.String)))
     raise InvalidArgumentError(f"labels of type {dtype} cannot be hashed; use integers or strings")
+
+
+def _string_buffers(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Return the (int64 offsets, uint8 bytes) of a string Series' UTF-8 values (Arrow layout)."""
+    arr = s.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = arr.cast(pa.large_string())
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)
+    offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
+    data = arr.buffers()[2]
+    payload = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return np.ascontiguousarray(offsets), payload
 
 
 def combine_hashes(columns: list[np.ndarray]) -> np.ndarray:
