@@ -401,7 +401,7 @@ def test_a_hostile_sample_costs_only_itself(logs, tmp_path):
     why = {where.split("#", 1)[1]: reason for where, reason in report.rejected}
     ids = [n[len("samples/") : -len(".json")].replace("_epoch_", ":") for n in names[:5]]
     assert set(why) == set(ids)
-    assert "nested too deeply" in why[ids[0]]
+    assert "JSON nested deeper than 100 levels" in why[ids[0]]
     assert "$.input: the string holds a lone surrogate U+D800" in why[ids[1]]
     assert "$.big: integer of 400 digits is outside the signed 64-bit range" in why[ids[2]]
     assert why[ids[3]].startswith("skipped: items: importer produced a value that does not fit")
@@ -459,3 +459,19 @@ def test_a_log_where_every_sample_errored_says_so(logs, tmp_path):
     s = _cli("score", store, "--benchmark", "inspect")
     assert s.returncode == 2, s
     assert f"none of the {n} stored samples has a score: every one ended in an error" in s.stderr
+
+
+def test_the_direct_reader_imports_without_pandas(logs, tmp_path):
+    """The direct import never loads pandas (``pa.array`` would: half a second)."""
+    code = (
+        "import sys\n"
+        "from tumorboard.traj import import_logs\n"
+        f"rep = import_logs('inspect', {str(logs['eval'])!r}, {str(tmp_path / 's')!r})\n"
+        "assert rep.n_items > 0, rep\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from ...errors import InvalidArgumentError
@@ -561,7 +562,11 @@ def _events_of(
     for e in live:
         p = e.parsed
         if p.events_table is not None:
-            mine = pa.array(sorted(r for f, r in kept_pairs if f == e.index), type=pa.int32())
+            kept_rows = np.array(sorted(r for f, r in kept_pairs if f == e.index), np.int32)
+            # from the buffer: pa.array() would import pandas (half a second) for its checks
+            mine = pa.Array.from_buffers(
+                pa.int32(), len(kept_rows), [None, pa.py_buffer(kept_rows)]
+            )
             t = p.events_table.filter(pc.is_in(p.events_table.column("_row"), value_set=mine))
             tables.append(t.drop_columns(["_row"]))
             counts[e.index] = t.num_rows

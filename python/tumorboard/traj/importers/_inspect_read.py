@@ -11,7 +11,6 @@ becomes a :class:`_BadSample`, so that it costs its sample only. The optional de
 from __future__ import annotations
 
 import io
-import json
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..._json import load_json, may_break_limits
+from ..._json import load_json
 from ...errors import InvalidArgumentError, MissingDependencyError
 from ._common import MalformedLog, NotOfFormat
 
@@ -81,18 +80,14 @@ def _member_bytes(zf: zipfile.ZipFile, fh: Any, info: zipfile.ZipInfo) -> bytes:
 def _load_member(raw: bytes) -> Any:
     """Parse a member's JSON; raise InvalidArgumentError naming what breaks a limit.
 
-    ``json.loads`` first (``load_json``'s walk over the containers would cost as much again on
-    every sample); only text that may hold a lone surrogate escape or an out-of-range number
-    (``may_break_limits``, a cheap scan) is read again by ``load_json``, whose message names
-    the place.
+    :func:`tumorboard._json.load_json`: one compiled scan checks UTF-8, depth, numbers and
+    surrogate escapes, then one ``json.loads`` parses; only text the scan flags is walked in
+    Python, for a message that names the place.
     """
     try:
-        value = json.loads(raw)
+        return load_json(raw)
     except RecursionError:
         raise InvalidArgumentError("JSON nested too deeply to read") from None
-    except ValueError as exc:  # UnicodeDecodeError included
-        raise InvalidArgumentError(f"not valid JSON ({str(exc)[:100]})") from None
-    return load_json(raw) if may_break_limits(raw) else value
 
 
 def _split_member(name: str) -> tuple[str, int] | None:
