@@ -72,6 +72,32 @@ def _stored_attrs(features: Path) -> dict[str, Any]:
     return out
 
 
+def _numeric_array(values: np.ndarray, dtype: Any) -> Any:
+    """Return ``values`` as a flat pyarrow array of ``dtype`` (no nulls) over a numpy buffer.
+
+    The same array as ``pa.array(values.reshape(-1), pa.from_numpy_dtype(dtype))``, built from
+    the buffer: ``pa.array`` imports pandas on its first call in a process (to look for pandas
+    objects), 0.2-0.5 s that would land in the first slide's time.
+    """
+    import pyarrow as pa
+
+    flat = np.ascontiguousarray(values, dtype=dtype).reshape(-1)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(flat.dtype), len(flat),
+                                 [None, pa.py_buffer(flat)])  # fmt: skip
+
+
+def _repeated_string(text: str, n: int) -> Any:
+    """Return a pyarrow string array of ``n`` times ``text`` (``pa.array([text] * n)``)."""
+    import pyarrow as pa
+
+    raw = text.encode("utf-8")
+    if len(raw) * n >= 2**31:  # past string offsets (int32); never for a slide name in practice
+        return pa.array([text] * n, pa.string())
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(raw * n)])  # fmt: skip
+
+
 class _Writer:
     """Streams one slide's embeddings into temporary .h5 and .parquet files.
 
@@ -130,21 +156,20 @@ class _Writer:
 
         if not self.buf:
             return
-        emb = np.concatenate([b[0] for b in self.buf])
-        xy = np.concatenate([b[1] for b in self.buf])
+        emb = np.concatenate([b[0] for b in self.buf]) if len(self.buf) > 1 else self.buf[0][0]
+        xy = np.concatenate([b[1] for b in self.buf]) if len(self.buf) > 1 else self.buf[0][1]
         d = emb.shape[1]
         if self.pq_writer is None:
-            self.pq_writer = self.pq.ParquetWriter(self.pq_tmp, self._schema(d))
-        table = pa.table(
-            {
-                "slide": pa.array([self.job.name] * len(xy), pa.string()),
-                "x": pa.array(xy[:, 0], pa.int64()),
-                "y": pa.array(xy[:, 1], pa.int64()),
-                "embedding": pa.FixedSizeListArray.from_arrays(
-                    pa.array(emb.reshape(-1), pa.float32()), d
-                ),
-            },
-            schema=self._schema(d),
+            self.pq_schema = self._schema(d)  # built once: the writer's and every table's
+            self.pq_writer = self.pq.ParquetWriter(self.pq_tmp, self.pq_schema)
+        table = pa.Table.from_arrays(
+            [
+                _repeated_string(self.job.name, len(xy)),
+                _numeric_array(xy[:, 0], np.int64),
+                _numeric_array(xy[:, 1], np.int64),
+                pa.FixedSizeListArray.from_arrays(_numeric_array(emb, np.float32), d),
+            ],
+            schema=self.pq_schema,
         )
         self.pq_writer.write_table(table)
         self.buf, self.buf_rows = [], 0
@@ -189,12 +214,14 @@ class _Writer:
         if coords.shape[0] != self.rows:
             raise CoreError(f"{self.rows} embeddings for {coords.shape[0]} patches")
         cds = self.h5.create_dataset("coords", data=coords, maxshape=(None, 2))
+        coords_attrs = cds.attrs  # one attribute manager per dataset, not one per attribute
         for k, v in (job.coords_attrs or {}).items():
-            cds.attrs[k] = attr_to_hdf5(v)
-        self.features.attrs["name"] = job.name
-        self.features.attrs["savetodir"] = savetodir
+            coords_attrs[k] = attr_to_hdf5(v)
+        features_attrs = self.features.attrs
+        features_attrs["name"] = job.name
+        features_attrs["savetodir"] = savetodir
         for k, v in self.attrs.items():
-            self.features.attrs[k] = attr_to_hdf5(v)
+            features_attrs[k] = attr_to_hdf5(v)
         width = int(self.features.shape[1])
         self.h5.close()
         self._flush()
