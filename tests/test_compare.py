@@ -694,3 +694,15 @@ def test_string_codes_sort_as_polars_sorts_strings():
         == dense_codes(pl.Series(labels[7:300].to_list())).tolist()
     )
     assert dense_codes(labels.cast(pl.Categorical)).tolist() == expected.tolist()
+
+
+def test_repeated_numpy_labels_convert_to_the_same_series():
+    """Long numpy string arrays are converted through their distinct labels: the same Series."""
+    import polars as pl
+    from tumorboard._keys import as_series
+
+    rng = np.random.default_rng(2)
+    pool = np.array(["a", "é", "", "日本x", "a\x00b", "m01", "\U0001f600 z"])
+    for arr in (pool[rng.integers(0, pool.size, 9000)], np.arange(6000).astype(str)):
+        got = as_series(arr, name="items", n=arr.size)
+        assert got.equals(pl.Series("items", arr)) and got.name == "items"

@@ -28,6 +28,24 @@ def _sortable_labels(dtype: Any) -> bool:
     return dtype != pl.Object and not dtype.is_nested()
 
 
+#: numpy string arrays at least this long are converted through their distinct labels.
+_DISTINCT_FIRST = 4096
+
+
+def _unicode_series(name: str, arr: np.ndarray) -> pl.Series:
+    """Return ``pl.Series(name, arr)`` of a numpy string array, converting each label once.
+
+    polars decodes every element's UCS-4 text; labels repeat (models, items of many models),
+    so the distinct ones are found by their bytes (``_core.stats.factorize_fixed``), converted,
+    and gathered: the same Series, 4-10x faster for repeated labels.
+    """
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    codes, first = _core.stats.factorize_fixed(flat.view(np.uint8), arr.itemsize)
+    if 2 * first.size > flat.size:  # mostly distinct: nothing to save
+        return pl.Series(name, arr)
+    return pl.Series(name, flat[first]).gather(codes)
+
+
 def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
     """Convert a 1-D label array-like to a polars Series of length n, rejecting nulls/NaN."""
     if isinstance(obj, pl.Series):
@@ -47,6 +65,8 @@ def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
         try:
             if arr.dtype == object:
                 s = pl.Series(name, arr.tolist(), strict=False)
+            elif arr.dtype.kind == "U" and arr.size >= _DISTINCT_FIRST and arr.itemsize:
+                s = _unicode_series(name, arr)
             else:
                 s = pl.Series(name, arr)
         except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as exc:
