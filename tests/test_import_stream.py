@@ -62,6 +62,18 @@ def _lines(n: int, seed: int = 0) -> list[str]:
     return out
 
 
+def test_numbered_lines_keeps_every_line_that_is_not_blank():
+    # the fast test (the smallest line starts above b" ") and the line-by-line one agree
+    rng = random.Random(5)
+    starts = [b"{", b"x", b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\x01", b"\x7f", b"", b"\xc3"]
+    for _ in range(200):
+        lines = [rng.choice(starts) + b"a" * rng.randint(0, 3) for _ in range(rng.randint(0, 6))]
+        raw = b"\n".join(lines) + rng.choice([b"", b"\n", b"\n \n"])
+        numbers, kept = _numbered_lines(raw, 4)
+        want = [(i, x) for i, x in enumerate(raw.split(b"\n"), 4) if x.strip()]
+        assert list(zip(numbers, kept, strict=True)) == want, raw
+
+
 def test_read_blocks_equals_splitting_the_whole_file():
     rng = random.Random(3)
     lines = [b"x" * rng.choice([0, 1, 5, 30, 90, 200]) for _ in range(300)]

@@ -48,7 +48,11 @@ def _numbered_lines(raw: bytes, first: int = 1) -> tuple[Sequence[int], list[byt
     """
     lines = raw.split(b"\n")
     space = _SPACE
-    if all(line and line[0] not in space for line in lines[:-1]):
+    head = lines[:-1]
+    # the smallest line starting above b" " (and so above every blank) vouches for all of them
+    # in one C-level pass; otherwise each line is looked at
+    smallest = min(head, default=b"!")
+    if (smallest and smallest[0] > 32) or all(line and line[0] not in space for line in head):
         if not lines[-1].strip():
             lines.pop()
         return range(first, first + len(lines)), lines
@@ -110,11 +114,17 @@ def read_blocks(
                 continue
             rejected.append(_too_long(path, skip[0], skip[1] + nl, max_line_bytes or 0))
             lineno, skip, data = skip[0] + 1, None, data[nl + 1 :]
-        pending += data
-        cut = pending.rfind(b"\n")
-        if cut >= 0:
-            body = bytes(pending[: cut + 1])
-            del pending[: cut + 1]
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending += data
+        else:
+            # the block's whole lines, copied once: the bytes read as they are when nothing is
+            # pending and the block ends at a newline (the common case), else joined once
+            if pending:
+                body = b"".join((pending, memoryview(data)[: cut + 1]))
+            else:
+                body = data if cut == len(data) - 1 else data[: cut + 1]
+            pending = bytearray(memoryview(data)[cut + 1 :])
             yield lineno, body, rejected
             lineno += body.count(b"\n")
             rejected = []
@@ -194,6 +204,11 @@ def _suspect(raw: bytes) -> bool:
     return not every_object or may_break or not utf8 or max_brackets > MAX_JSON_DEPTH
 
 
+#: Bytes Arrow's JSON reader parses per task: fewer, larger tasks than 1 MiB ones (fewer chunks
+#: to stitch and combine); a line longer than a block makes Arrow refuse the chunk, which then
+#: goes to the line reader (the same rows).
+_ARROW_BLOCK_BYTES = 8 << 20
+
 _ID_NUMBER = re.compile(r"Column\((/[^)]*)\) changed from string to number")
 
 
@@ -265,7 +280,7 @@ def _read_bulk(
         try:
             table = paj.read_json(
                 io.BytesIO(raw),
-                read_options=paj.ReadOptions(block_size=1 << 20),
+                read_options=paj.ReadOptions(block_size=_ARROW_BLOCK_BYTES),
                 parse_options=paj.ParseOptions(
                     explicit_schema=schema, unexpected_field_behavior="ignore"
                 ),
