@@ -18,7 +18,7 @@ import pytest
 from test_traj_import import logs  # noqa: F401 - the MTBBench fixture
 from tumorboard.errors import InvalidArgumentError
 from tumorboard.traj import Store, import_logs
-from tumorboard.traj.importers import _batch, jsonl
+from tumorboard.traj.importers import _batch, _jsonl_read, jsonl
 from tumorboard.traj.importers._jsonl_read import _drop_long_lines, _numbered_lines, read_blocks
 
 COUNTS = ("n_items", "n_new", "n_replaced", "n_unchanged", "n_events", "n_records")
@@ -72,6 +72,50 @@ def test_numbered_lines_keeps_every_line_that_is_not_blank():
         numbers, kept = _numbered_lines(raw, 4)
         want = [(i, x) for i, x in enumerate(raw.split(b"\n"), 4) if x.strip()]
         assert list(zip(numbers, kept, strict=True)) == want, raw
+
+
+def _sparse_lines(seed: int) -> list[str]:
+    """Return records that leave optional fields out, some only on late lines, one key escaped."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(300):
+        answer = rng.choice(["[ANSWER: A]", "[ANSWER: B]", "B"])
+        rec = {"id": f"q{i}", "model": f"m{i % 3}", "question": f"Q{i % 7}?\nA) x\nB) y",
+               "gold": "A", "response": answer}  # fmt: skip
+        if i == 299:
+            rec["latency_s"] = 1.5  # one key only on the last line
+        if i % 50 == 7:
+            rec["flags"] = ["x"]
+        if i % 97 == 3:
+            rec["meta"] = {"task": "t"}
+        out.append(json.dumps(rec))
+    if seed % 2:  # a key spelled with an escape on one line
+        out[150] = out[150].replace('"model"', '"\\u006dodel"', 1)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bulk_reader_without_absent_keys_equals_the_full_schema(tmp_path, monkeypatch, seed):
+    # the bulk reader leaves keys no line has out of Arrow's schema; the rows are those of the
+    # full schema, whatever keys occur late, escaped or nested
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(_sparse_lines(seed)) + "\n")
+    kw = {"field_map": {"item_id": "id", "task": "meta.task"}, "benchmark": "mtbbench"}
+    full = _jsonl_read._quoted_keys
+    seen: list[set[str]] = []
+    monkeypatch.setattr(
+        _jsonl_read, "_quoted_keys", lambda *a: seen.append(full(*a)[1]) or full(*a)
+    )
+    narrowed = import_logs("jsonl", log, tmp_path / "narrowed", **kw)
+    # read in bulk, leaving keys out (none with the escape: it could spell a key)
+    assert seen and (bool(seen[0]) != bool(seed % 2)) and "latency_s" not in seen[0]
+    monkeypatch.setattr(
+        _jsonl_read, "_quoted_keys", lambda raw, nested, keys: (full(raw, nested, keys)[0], set())
+    )
+    whole = import_logs("jsonl", log, tmp_path / "whole", **kw)
+    assert _rows(tmp_path / "narrowed") == _rows(tmp_path / "whole")
+    assert narrowed.warnings == whole.warnings and narrowed.rejected == whole.rejected
+    assert narrowed.n_items == whole.n_items == 300
 
 
 def test_read_blocks_equals_splitting_the_whole_file():
