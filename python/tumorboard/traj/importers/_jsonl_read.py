@@ -211,6 +211,12 @@ def _suspect(raw: bytes) -> bool:
 _ARROW_BLOCK_BYTES = 8 << 20
 
 
+#: A key the bulk reader may leave out when it does not occur quoted: not dotted, and without
+#: what JSON writes only escaped (quote, backslash, control characters) or may write escaped
+#: otherwise than with a \u escape (a key "a/b" may be written "a\/b").
+_PLAIN_KEY = re.compile(r'[^."\\/\x00-\x1f]+')
+
+
 def _quoted_keys(
     raw: bytes, nested: Sequence[str], keys: Mapping[str, str]
 ) -> tuple[bool, set[str]]:
@@ -218,15 +224,15 @@ def _quoted_keys(
 
     One compiled pass over the quotes (``_core.traj.quoted_present``, csrc/traj/quoted.cpp)
     tells, for each name, whether ``"name"`` occurs in the bytes. A field is absent when its
-    key (not dotted, and no parent of a dotted key) never occurs quoted and the chunk has no
-    ``\u`` escape (which could spell a key another way): Arrow's reader then parses without
-    it, a quarter less work on logs that leave most optional fields out.
+    key (plain, :data:`_PLAIN_KEY`, and no parent of a dotted key) never occurs quoted and
+    the chunk has no ``\u`` escape (which could spell a key another way): Arrow's reader then
+    parses without it, a quarter less work on logs that leave most optional fields out.
     """
     from ... import _core
 
     plain = sorted(
-        {k for k in keys.values() if "." not in k and not any(o.startswith(k + ".") for o in
-                                                              keys.values())}
+        {k for k in keys.values() if _PLAIN_KEY.fullmatch(k) and not any(o.startswith(k + ".")
+                                                                         for o in keys.values())}
     )  # fmt: skip
     names = [*nested, *plain]
     found = dict(zip(names, _core.traj.quoted_present(raw, [n.encode() for n in names]),
