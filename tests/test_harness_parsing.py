@@ -188,6 +188,27 @@ def test_batch_parser_equals_scalar_parser(responses, tag_content):
     assert batch == scalar
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(_ALPHABET, max_size=12).map("".join) | st.none(), min_size=1, max_size=6),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_batch_parser_reads_repeated_responses_once_with_the_same_letters(
+    responses, tag_content, rng
+):
+    # each response three times, shuffled: the batch parser reads each distinct one once
+    many = responses * 3
+    rng.shuffle(many)
+    options = [OPTS if i % 3 else None for i in range(len(many))]
+    batch = parse_answers(many, options=options, tag_content=tag_content)
+    scalar = [
+        None if r is None else parse_answer(r, options=o, tag_content=tag_content).letter
+        for r, o in zip(many, options, strict=True)
+    ]
+    assert batch == scalar
+
+
 def test_batch_parser_handles_nulls_and_checks_lengths():
     assert parse_answers(["[ANSWER: a]", None, "c]"]) == ["A", None, "C"]
     with pytest.raises(ValueError, match="options: expected 2 entries"):

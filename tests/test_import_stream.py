@@ -18,7 +18,7 @@ import pytest
 from test_traj_import import logs  # noqa: F401 - the MTBBench fixture
 from tumorboard.errors import InvalidArgumentError
 from tumorboard.traj import Store, import_logs
-from tumorboard.traj.importers import _batch, jsonl
+from tumorboard.traj.importers import _batch, _jsonl_read, jsonl
 from tumorboard.traj.importers._jsonl_read import _drop_long_lines, _numbered_lines, read_blocks
 
 COUNTS = ("n_items", "n_new", "n_replaced", "n_unchanged", "n_events", "n_records")
@@ -60,6 +60,69 @@ def _lines(n: int, seed: int = 0) -> list[str]:
     out[20] = ""  # a blank line
     out[33] = json.dumps({"model": "m0", "question": "x" * 3000, "id": "long"})  # over the bound
     return out
+
+
+def test_numbered_lines_keeps_every_line_that_is_not_blank():
+    # the fast test (the smallest line starts above b" ") and the line-by-line one agree
+    rng = random.Random(5)
+    starts = [b"{", b"x", b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\x01", b"\x7f", b"", b"\xc3"]
+    for _ in range(200):
+        lines = [rng.choice(starts) + b"a" * rng.randint(0, 3) for _ in range(rng.randint(0, 6))]
+        raw = b"\n".join(lines) + rng.choice([b"", b"\n", b"\n \n"])
+        numbers, kept = _numbered_lines(raw, 4)
+        want = [(i, x) for i, x in enumerate(raw.split(b"\n"), 4) if x.strip()]
+        assert list(zip(numbers, kept, strict=True)) == want, raw
+
+
+def _sparse_lines(seed: int) -> list[str]:
+    """Return records that leave optional fields out, some only on late lines, one key escaped."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(300):
+        answer = rng.choice(["[ANSWER: A]", "[ANSWER: B]", "B"])
+        rec = {"id": f"q{i}", "model": f"m{i % 3}", "question": f"Q{i % 7}?\nA) x\nB) y",
+               "gold": "A", "response": answer}  # fmt: skip
+        if i == 299:
+            rec["latency_s"] = 1.5  # one key only on the last line
+        if i % 50 == 7:
+            rec["flags"] = ["x"]
+        if i % 97 == 3:
+            rec["meta"] = {"task": "t"}
+        line = json.dumps(rec)
+        if seed == 2 and i % 3 == 0:  # a key JSON may spell with an escape other than \u
+            line = line[:-1] + f', "pat\\/id": "p{i % 5}"}}'
+        out.append(line)
+    if seed % 2:  # a key spelled with an escape on one line
+        out[150] = out[150].replace('"model"', '"\\u006dodel"', 1)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bulk_reader_without_absent_keys_equals_the_full_schema(tmp_path, monkeypatch, seed):
+    # the bulk reader leaves keys no line has out of Arrow's schema; the rows are those of the
+    # full schema, whatever keys occur late, escaped or nested
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(_sparse_lines(seed)) + "\n")
+    field_map = {"item_id": "id", "task": "meta.task", "patient_id": "pat/id"}
+    kw = {"field_map": field_map, "benchmark": "mtbbench"}
+    full = _jsonl_read._quoted_keys
+    seen: list[set[str]] = []
+    monkeypatch.setattr(
+        _jsonl_read, "_quoted_keys", lambda *a: seen.append(full(*a)[1]) or full(*a)
+    )
+    narrowed = import_logs("jsonl", log, tmp_path / "narrowed", **kw)
+    # read in bulk, leaving keys out (none with the escape: it could spell a key)
+    assert seen and (bool(seen[0]) != bool(seed % 2)) and "latency_s" not in seen[0]
+    monkeypatch.setattr(
+        _jsonl_read, "_quoted_keys", lambda raw, nested, keys: (full(raw, nested, keys)[0], set())
+    )
+    whole = import_logs("jsonl", log, tmp_path / "whole", **kw)
+    assert _rows(tmp_path / "narrowed") == _rows(tmp_path / "whole")
+    assert narrowed.warnings == whole.warnings and narrowed.rejected == whole.rejected
+    assert narrowed.n_items == whole.n_items == 300
+    if seed == 2:  # the escaped key was read
+        patients = Store(tmp_path / "narrowed").items().collect().get_column("patient_id")
+        assert patients.null_count() == 200
 
 
 def test_read_blocks_equals_splitting_the_whole_file():

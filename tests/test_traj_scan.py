@@ -5,7 +5,8 @@ checked against an independent Python oracle (the regular expression of a line t
 object, :func:`tumorboard._json.may_break_limits`, ``bytes.decode("utf-8")`` and a per-line
 count) on hand-picked edges and on random bytes. ``line_digests`` is checked against
 ``hashlib.blake2b`` (RFC 7693) across the block boundaries of the hash (0, 127, 128, 129, 256
-bytes) and for any thread count.
+bytes) and for any thread count. ``quoted_present`` is checked against ``b'"' + name + b'"' in
+data`` on random bytes made of quotes, backslashes and the names' letters.
 """
 
 from __future__ import annotations
@@ -166,3 +167,18 @@ def test_load_json_fast_path_equals_the_checked_path(monkeypatch):
     slow = [outcome(d) for d in docs]
     assert fast == slow
     assert sum(kind == "ok" for kind, _ in fast) > 20
+
+
+def test_quoted_present_equals_the_substring_test():
+    rng = random.Random(11)
+    pieces = [b'"', b"a", b"b", b"\\", b"x", b'"a"', b"ab", b"\n", b"\xc3\xa9"]
+    for _ in range(5000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        names = [
+            b"".join(
+                rng.choice([b"a", b"b", b'"', b"x", b"\xc3\xa9"]) for _ in range(rng.randint(0, 3))
+            )
+            for _ in range(rng.randint(0, 5))
+        ]
+        want = [b'"' + name + b'"' in data for name in names]
+        assert _core.traj.quoted_present(data, names) == want, (data, names)

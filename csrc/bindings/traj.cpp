@@ -10,6 +10,7 @@
 #include "bindings/common.hpp"
 #include "traj/jsonl.hpp"
 #include "traj/pages.hpp"
+#include "traj/quoted.hpp"
 
 namespace tb::bindings {
 
@@ -102,6 +103,22 @@ py::list line_digests(const py::bytes& fp, const py::list& ids, Array<std::int64
   return out;
 }
 
+py::list quoted_present(const py::bytes& data, const py::list& names) {
+  const std::string_view view = bytes_view(data, "data");
+  std::vector<std::string_view> name_views;
+  name_views.reserve(names.size());
+  for (const py::handle& name : names) name_views.push_back(bytes_view(name, "names"));
+  std::vector<bool> found;
+  {
+    py::gil_scoped_release release;
+    found = tb::traj::quoted_present(reinterpret_cast<const std::uint8_t*>(view.data()),
+                                     view.size(), name_views);
+  }
+  py::list out(found.size());
+  for (std::size_t k = 0; k < found.size(); ++k) out[k] = py::bool_(found[k]);
+  return out;
+}
+
 }  // namespace
 
 void bind_traj(py::module_& m) {
@@ -110,6 +127,8 @@ void bind_traj(py::module_& m) {
         "UTF-8, most '[' and '{' on one line).");
   m.def("scan_document", &scan_document, py::arg("data"),
         "Scan one JSON document: (may break load_json's limits, valid UTF-8, deepest nesting).");
+  m.def("quoted_present", &quoted_present, py::arg("data"), py::arg("names"),
+        "For each name (bytes), whether '\"' name '\"' occurs in data: one pass over the quotes.");
   m.def("verify_pages", &verify_pages, py::arg("data"),
         "Walk the pages of one Parquet column chunk: (checked, unchecked, error byte or -1, "
         "CRC mismatch, reason).");

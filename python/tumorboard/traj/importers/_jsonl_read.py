@@ -2,9 +2,10 @@
 
 Lines are split on newlines only and over-long ones rejected before any parsing. The bulk
 reader reads a chunk of well-typed object lines with Arrow's JSON reader and an explicit schema
-of the record keys; anything it cannot vouch for (events or other nested values, what
-:func:`tumorboard._json.load_json` would refuse, a type mismatch) returns None and goes to the
-line reader, which reads each line with ``load_json`` and names every bad one. Both give the
+of the record keys (those that occur in the chunk; the others are columns of nulls); anything
+it cannot vouch for (events or other nested values, what :func:`tumorboard._json.load_json`
+would refuse, a type mismatch) returns None and goes to the line reader, which reads each line
+with ``load_json`` and names every bad one. Both give the
 same columns, which :mod:`._jsonl_rows` turns into rows.
 """
 
@@ -48,7 +49,11 @@ def _numbered_lines(raw: bytes, first: int = 1) -> tuple[Sequence[int], list[byt
     """
     lines = raw.split(b"\n")
     space = _SPACE
-    if all(line and line[0] not in space for line in lines[:-1]):
+    head = lines[:-1]
+    # the smallest line starting above b" " (and so above every blank) vouches for all of them
+    # in one C-level pass; otherwise each line is looked at
+    smallest = min(head, default=b"!")
+    if (smallest and smallest[0] > 32) or all(line and line[0] not in space for line in head):
         if not lines[-1].strip():
             lines.pop()
         return range(first, first + len(lines)), lines
@@ -110,11 +115,17 @@ def read_blocks(
                 continue
             rejected.append(_too_long(path, skip[0], skip[1] + nl, max_line_bytes or 0))
             lineno, skip, data = skip[0] + 1, None, data[nl + 1 :]
-        pending += data
-        cut = pending.rfind(b"\n")
-        if cut >= 0:
-            body = bytes(pending[: cut + 1])
-            del pending[: cut + 1]
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending += data
+        else:
+            # the block's whole lines, copied once: the bytes read as they are when nothing is
+            # pending and the block ends at a newline (the common case), else joined once
+            if pending:
+                body = b"".join((pending, memoryview(data)[: cut + 1]))
+            else:
+                body = data if cut == len(data) - 1 else data[: cut + 1]
+            pending = bytearray(memoryview(data)[cut + 1 :])
             yield lineno, body, rejected
             lineno += body.count(b"\n")
             rejected = []
@@ -194,6 +205,46 @@ def _suspect(raw: bytes) -> bool:
     return not every_object or may_break or not utf8 or max_brackets > MAX_JSON_DEPTH
 
 
+#: Bytes Arrow's JSON reader parses per task: fewer, larger tasks than 1 MiB ones (fewer chunks
+#: to stitch and combine); a line longer than a block makes Arrow refuse the chunk, which then
+#: goes to the line reader (the same rows).
+_ARROW_BLOCK_BYTES = 8 << 20
+
+
+#: A key the bulk reader may leave out when it does not occur quoted: not dotted, and without
+#: what JSON writes only escaped (quote, backslash, control characters) or may write escaped
+#: otherwise than with a \u escape (a key "a/b" may be written "a\/b").
+_PLAIN_KEY = re.compile(r'[^."\\/\x00-\x1f]+')
+
+
+def _quoted_keys(
+    raw: bytes, nested: Sequence[str], keys: Mapping[str, str]
+) -> tuple[bool, set[str]]:
+    r"""Return whether a nested key occurs in a chunk, and the fields whose key no line has.
+
+    One compiled pass over the quotes (``_core.traj.quoted_present``, csrc/traj/quoted.cpp)
+    tells, for each name, whether ``"name"`` occurs in the bytes. A field is absent when its
+    key (plain, :data:`_PLAIN_KEY`, and no parent of a dotted key) never occurs quoted and
+    the chunk has no ``\u`` escape (which could spell a key another way): Arrow's reader then
+    parses without it, a quarter less work on logs that leave most optional fields out.
+    """
+    from ... import _core
+
+    plain = sorted(
+        {k for k in keys.values() if _PLAIN_KEY.fullmatch(k) and not any(o.startswith(k + ".")
+                                                                         for o in keys.values())}
+    )  # fmt: skip
+    names = [*nested, *plain]
+    found = dict(zip(names, _core.traj.quoted_present(raw, [n.encode() for n in names]),
+                     strict=True))  # fmt: skip
+    if any(found[k] for k in nested):
+        return True, set()
+    missing = {k for k in plain if not found[k]}
+    if not missing or b"\\u" in raw or all(k in missing for k in keys.values()):
+        return False, set()  # (a schema of no field is not narrowed to)
+    return False, {f for f, k in keys.items() if k in missing}
+
+
 _ID_NUMBER = re.compile(r"Column\((/[^)]*)\) changed from string to number")
 
 
@@ -251,21 +302,23 @@ def _read_bulk(
     nested = sorted(
         {k.rsplit(".", 1)[-1] for f, k in keys.items() if _arrow_type(_kind_of(f)) is None}
     )
-    if any(f'"{k}"'.encode() in raw for k in nested):  # a substring search each (memmem)
+    keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}
+    nested_found, absent = _quoted_keys(raw, nested, keys)
+    if nested_found:
         return None  # events, config, tool calls or matrices: the line reader
     if _suspect(raw):
         return None  # what load_json checks (surrogates, huge numbers, depth): the line reader
-    keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}
+    read = {f: k for f, k in keys.items() if f not in absent}
     number_ids: set[str] = set()
     table = None
     for _ in range(4):
-        schema = _explicit_schema(keys, number_ids)
+        schema = _explicit_schema(read, number_ids)
         if schema is None:
             return None
         try:
             table = paj.read_json(
                 io.BytesIO(raw),
-                read_options=paj.ReadOptions(block_size=1 << 20),
+                read_options=paj.ReadOptions(block_size=_ARROW_BLOCK_BYTES),
                 parse_options=paj.ParseOptions(
                     explicit_schema=schema, unexpected_field_behavior="ignore"
                 ),
@@ -281,6 +334,9 @@ def _read_bulk(
         return None
     columns: dict[str, Any] = {}
     for f, key in keys.items():
+        if f in absent:  # what Arrow gives a key no line has: nulls of the field's type
+            columns[f] = pa.nulls(table.num_rows, type=_arrow_type(_kind_of(f)))
+            continue
         arr: Any = table
         for part in key.split("."):
             arr = arr.column(part) if isinstance(arr, pa.Table) else pc.struct_field(arr, part)

@@ -219,7 +219,7 @@ def _parse_blocks(
         linenos_all, lines_all = _numbered_lines(raw, first)
         out_rejected: list[tuple[str, str]] = list(long_lines)
         limit = opts.max_line_bytes
-        if limit is not None and any(len(x) > limit for x in lines_all):
+        if limit is not None and max(map(len, lines_all), default=0) > limit:
             linenos_all, lines_all, dropped = _drop_long_lines(path, linenos_all, lines_all, limit)
             out_rejected += dropped
         out.n_records += len(lines_all) + len(out_rejected)
