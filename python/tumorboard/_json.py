@@ -141,32 +141,17 @@ def load_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if raw is not None and _checked_fast(raw, max_depth):
         # one compiled pass found nothing to walk for: strict UTF-8, no lone surrogate escape,
         # no number past the limits, no deeper nesting than max_depth
+        return _loads(raw, max_depth)
+    if raw is not None:
         try:
-            return json.loads(raw, parse_constant=_no_constant)
-        except RecursionError:
-            raise InvalidArgumentError(f"JSON nested deeper than {max_depth} levels") from None
-        except _Constant as exc:
-            raise InvalidArgumentError(
-                f"not valid JSON ({exc.args[0]} is not a JSON number, RFC 8259 §6)"
-            ) from None
-        except ValueError as exc:
-            raise InvalidArgumentError(f"not valid JSON ({str(exc)[:100]})") from None
-    try:
-        if raw is not None:
             # strict decoding: json.loads would decode bytes with "surrogatepass", letting an
             # encoded lone surrogate (ED A0 80) through as text that cannot be written back
             data = raw.decode(json.detect_encoding(raw))
-        value = json.loads(data, parse_constant=_no_constant)
-    except RecursionError:
-        raise InvalidArgumentError(f"JSON nested deeper than {max_depth} levels") from None
-    except _Constant as exc:
-        raise InvalidArgumentError(
-            f"not valid JSON ({exc.args[0]} is not a JSON number, RFC 8259 §6)"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise InvalidArgumentError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except ValueError as exc:
-        raise InvalidArgumentError(f"not valid JSON ({str(exc)[:100]})") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidArgumentError(
+                f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+    value = _loads(data, max_depth)
     if raw is None:
         try:
             raw = data.encode("utf-8")
@@ -177,6 +162,20 @@ def load_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     elif raw.count(b"[") + raw.count(b"{") > max_depth:
         _check_depth(value, max_depth)
     return value
+
+
+def _loads(text: bytes | str, max_depth: int) -> Any:
+    """Return ``json.loads(text)`` (JSON numbers only), its errors as InvalidArgumentError."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise InvalidArgumentError(f"JSON nested deeper than {max_depth} levels") from None
+    except _Constant as exc:
+        raise InvalidArgumentError(
+            f"not valid JSON ({exc.args[0]} is not a JSON number, RFC 8259 §6)"
+        ) from None
+    except ValueError as exc:
+        raise InvalidArgumentError(f"not valid JSON ({str(exc)[:100]})") from None
 
 
 def _checked_fast(raw: bytes, max_depth: int) -> bool:

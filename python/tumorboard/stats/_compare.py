@@ -581,9 +581,9 @@ def _band(
     """Max-T simultaneous band of every pair's difference (empty without a joint bootstrap)."""
     if joint is None or joint.dist.shape[1] < 2:
         return {}
-    est, dist = joint.est, joint.dist
+    est = joint.est
     d = np.array([est[a] - est[b] for a, b in pairs])
-    dstar = np.stack([dist[a] - dist[b] for a, b in pairs])  # [pairs, B]
+    dstar = _pair_resamples(joint, pairs)
     se = dstar.std(axis=1, ddof=1)
     return _band_from(np.abs(dstar - d[:, None]), d, se, pairs, level)
 
@@ -734,8 +734,7 @@ def _complete_family(
     clusters = key_cluster[in_task] if key_cluster is not None else None
     if binary:
         # items both got right, per pair of models (float32 counts are exact below 2^24)
-        exact32 = n_keys < 2**24
-        pattern = sub.astype(np.float32) if exact32 else sub
+        pattern = sub.astype(np.float32) if n_keys < 2**24 else sub
         both = (pattern @ pattern.T).astype(np.float64)
         right = sub.sum(axis=1)
     z = norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)

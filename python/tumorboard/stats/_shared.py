@@ -45,14 +45,10 @@ def poisson_weights(
     ``buffer`` (C-contiguous, of ``dtype``, large enough) is written in place of a fresh
     array, so chunked callers fault in the pages once.
     """
-    if buffer is not None and buffer.dtype == dtype:
-        return _core.stats.poisson_weights(np.ascontiguousarray(keys, dtype=np.uint64),
-                                           options.n_resamples, options.seed,
-                                           options.engine_threads, dtype == np.float64,
-                                           out=buffer)  # fmt: skip
+    out = buffer if buffer is not None and buffer.dtype == dtype else None
     w = _core.stats.poisson_weights(np.ascontiguousarray(keys, dtype=np.uint64),
                                     options.n_resamples, options.seed, options.engine_threads,
-                                    dtype == np.float64)  # fmt: skip
+                                    dtype == np.float64, out=out)  # fmt: skip
     return w if w.dtype == dtype else w.astype(dtype)
 
 

@@ -77,19 +77,6 @@ def _member_bytes(zf: zipfile.ZipFile, fh: Any, info: zipfile.ZipInfo) -> bytes:
     return out
 
 
-def _load_member(raw: bytes) -> Any:
-    """Parse a member's JSON; raise InvalidArgumentError naming what breaks a limit.
-
-    :func:`tumorboard._json.load_json`: one compiled scan checks UTF-8, depth, numbers and
-    surrogate escapes, then one ``json.loads`` parses; only text the scan flags is walked in
-    Python, for a message that names the place.
-    """
-    try:
-        return load_json(raw)
-    except RecursionError:
-        raise InvalidArgumentError("JSON nested too deeply to read") from None
-
-
 def _split_member(name: str) -> tuple[str, int] | None:
     """Return (sample id, epoch) of a ``samples/<id>_epoch_<n>.json`` member name."""
     if not name.startswith("samples/") or not name.endswith(".json"):
@@ -115,7 +102,7 @@ def _direct_eval(path: Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
         fh.close()
         raise MalformedLog("no header.json or _journal/start.json (not an inspect_ai log)")
     try:
-        header = _load_member(_member_bytes(zf, fh, infos[head_name]))
+        header = load_json(_member_bytes(zf, fh, infos[head_name]))
     except (InvalidArgumentError, MalformedLog, zipfile.BadZipFile, zlib.error) as exc:
         fh.close()
         raise MalformedLog(f"{head_name}: {exc}") from None
@@ -134,7 +121,7 @@ def _direct_eval(path: Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
             for key in order:
                 info = members[key]
                 try:
-                    yield _load_member(_member_bytes(zf, fh, info))
+                    yield load_json(_member_bytes(zf, fh, info))
                 except (InvalidArgumentError, MalformedLog, zipfile.BadZipFile, zlib.error) as exc:
                     # one damaged member costs its sample, not the samples after it
                     reason = str(exc).removeprefix(f"zip member {info.filename}: ")
