@@ -145,6 +145,47 @@ def test_temp_files_and_stale_cleanup(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden", "a.h5"]
 
 
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # reaped: the pid names no process now
+    return proc.pid
+
+
+def test_dead_only_cleanup_keeps_live_writers_files(tmp_path):
+    dead = tmp_path / f".a.h5.{_dead_pid()}.0123abcd.tmp"
+    own = tmp_path / f".a.h5.{os.getpid()}.89abcdef.tmp"  # maybe in progress in another thread
+    parent = tmp_path / f".a.h5.{os.getppid()}.00000000.tmp"  # a live process
+    for p in (dead, own, parent):
+        p.write_bytes(b"x")
+    assert remove_temp_files(tmp_path, target="a.h5", dead_only=True) == 1
+    assert temp_files(tmp_path) == sorted([own, parent])
+
+
+def test_coords_and_geojson_writes_remove_a_killed_writers_leftovers(tmp_path):
+    """A killed run leaves its temporary file; the next write of the target removes it."""
+    pytest.importorskip("h5py")
+    from tumorboard import slides
+
+    coords = tmp_path / "patches" / "case_patches.h5"
+    geo = tmp_path / "contours_geojson" / "case.geojson"
+    dead = _dead_pid()
+    for target in (coords, geo):
+        target.parent.mkdir()
+        (target.parent / f".{target.name}.{dead}.0123abcd.tmp").write_bytes(b"half")
+        (target.parent / f".{target.name}.{os.getppid()}.89abcdef.tmp").write_bytes(b"live")
+    slides.write_coords(coords, _grid(tmp_path))
+    img = np.full((64, 64, 3), 255, np.uint8)
+    img[16:48, 16:48] = (150, 60, 120)
+    slides.segment_image(img, preset="bwh_biopsy", mpp=8.0).write_geojson(geo)
+    for target in (coords, geo):
+        left = temp_files(target.parent)
+        assert [p.name.split(".")[-3] for p in left] == [str(os.getppid())], left
+        assert target.exists()
+
+
 # ----------------------------------------------------------------------------- trajectory store
 
 

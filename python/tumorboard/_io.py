@@ -222,7 +222,11 @@ def temp_files(directory: str | os.PathLike[str], *, target: str | None = None) 
 
 
 def remove_temp_files(
-    directory: str | os.PathLike[str], *, target: str | None = None, min_age_s: float = 0.0
+    directory: str | os.PathLike[str],
+    *,
+    target: str | None = None,
+    min_age_s: float = 0.0,
+    dead_only: bool = False,
 ) -> int:
     """Remove temporary files of :func:`atomic_path` left in a directory by killed writers.
 
@@ -235,6 +239,9 @@ def remove_temp_files(
     min_age_s : float, default 0.0
         Only files not modified for at least this many seconds, so that a concurrent writer's
         file in progress survives (the trajectory store uses an hour).
+    dead_only : bool, default False
+        Only files whose writing process (the ``pid`` in the name) no longer runs on this
+        machine, so that another live process writing the same target keeps its file.
 
     Returns
     -------
@@ -244,8 +251,27 @@ def remove_temp_files(
     now = time.time()
     removed = 0
     for p in temp_files(directory, target=target):
+        if dead_only and _writer_alive(p.name):
+            continue
         with contextlib.suppress(OSError):
             if min_age_s <= 0 or now - p.stat().st_mtime >= min_age_s:
                 p.unlink()
                 removed += 1
     return removed
+
+
+def _writer_alive(name: str) -> bool:
+    """Tell whether the writer named in a temporary file name still runs (POSIX ``kill``)."""
+    m = _TEMP_RE.match(name)
+    if m is None:
+        return False
+    pid = int(m.group("pid"))
+    if pid == os.getpid():
+        return True  # this process's own file: it may be in progress in another thread
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # exists under another user, or unknowable: keep the file
+    return True

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._hdf5 import attr_from_hdf5, attr_to_hdf5
-from .._io import atomic_path
+from .._io import atomic_path, remove_temp_files
 from ..errors import CoordsFileError as CoordsFileError  # re-exported
 from ..errors import InvalidArgumentError, MissingDependencyError
 
@@ -131,6 +131,7 @@ def write_coords(
     clash = sorted(set(attrs or {}) & set(fixed))
     if clash:
         raise InvalidArgumentError(f"attrs: {clash} are TRIDENT's coords attributes")
+    remove_temp_files(p.parent, target=p.name, dead_only=True)  # left by a killed run
     with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
         ds = f.create_dataset("coords", data=coords, chunks=(1, 2), maxshape=(None, 2))
         for k, v in {**fixed, **(attrs or {})}.items():

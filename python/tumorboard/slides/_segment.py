@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _core
-from .._io import atomic_path
+from .._io import atomic_path, remove_temp_files
 from .._json import json_text
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validate
@@ -387,6 +387,7 @@ class TissueMask:
         """Write :meth:`to_geojson` to ``path`` (atomically) and return the path."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
+        remove_temp_files(p.parent, target=p.name, dead_only=True)  # left by a killed run
         with atomic_path(p) as tmp:
             tmp.write_text(json_text(self.to_geojson()), encoding="utf-8")
         return p
