@@ -51,3 +51,54 @@ def test_only_whole_numbers_take_the_cluster_sums():
     assert not _summary._integral(np.array([0.0, 0.5]))
     assert not _summary._integral(np.array([], dtype=np.float64))
     assert not _summary._integral(np.array([2.0**53, 1.0]))
+
+
+def _with_coverage_columns(df: pl.DataFrame, seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = df.height
+    correct = [
+        None if u < 0.1 else bool(c) for u, c in zip(rng.random(n), df["correct"], strict=True)
+    ]
+    response = [None if u < 0.05 else ("  " if u < 0.08 else "A") for u in rng.random(n)]
+    files = [None if u < 0.2 else [f"f{j}" for j in range(int(u * 4))] for u in rng.random(n)]
+    return df.with_columns(
+        pl.Series("correct", correct, dtype=pl.Boolean),
+        pl.Series("response", response, dtype=pl.String),
+        pl.Series("files_accessed", files, dtype=pl.List(pl.String)),
+        pl.Series("tools", rng.random(n) < 0.5),
+    )
+
+
+@pytest.mark.parametrize(
+    ("cluster", "interval"),
+    [(None, "bootstrap"), ("patient_id", "bootstrap"), ("patient_id", "wilson_deff")],
+)
+def test_columns_coded_once_give_the_same_report(cluster, interval, monkeypatch):
+    """Key and cluster columns coded once (and counted by bincounts) change nothing."""
+    df = _with_coverage_columns(_frame(3), 4)
+    opts = BootstrapOptions(n_resamples=150, seed=9)
+    fast = mtbbench.score(df, options=opts, cluster=cluster, interval=interval).table
+    # nothing coded: stats.bootstrap codes every call, polars group-bys count
+    monkeypatch.setattr(mtbbench, "code_columns", lambda frame, names: {})
+    monkeypatch.setattr(_summary, "code_columns", lambda frame, names: {})
+    slow = mtbbench.score(df, options=opts, cluster=cluster, interval=interval).table
+    assert set(fast["metric"].unique()) == {"accuracy", "files_accessed"}
+    assert fast["n_missing"].drop_nulls().sum() > 0 and fast["n_ungraded"].sum() > 0
+    assert fast.equals(slow)
+
+
+def test_coded_labels_keep_sorted_dense_codes():
+    from tumorboard import _keys
+
+    s = pl.Series("m", ["b", "a", "c", "b", "a"])
+    coded = _keys.Coded.of(s)
+    assert coded.codes.tolist() == [1, 0, 2, 1, 0] and len(coded) == 5
+    sub = coded.gather(np.array([2, 0, 3]))
+    assert sub.labels.to_list() == ["c", "b", "b"] and sub.codes.tolist() == [1, 0, 0]
+    assert _keys.dense_codes(pl.Series([True, True])).tolist() == [0, 0]
+    assert _keys.dense_codes(pl.Series([True, False, True])).tolist() == [1, 0, 1]
+    codes, keys, n = _keys.factorize({"m": coded, "t": pl.Series([1, 1, 2, 1, 1])})
+    assert n == 3 and codes.tolist() == [1, 0, 2, 1, 0]
+    assert keys["m"].tolist() == ["a", "b", "c"] and keys["t"].tolist() == [1, 1, 2]
+    with pytest.raises(Exception, match="expected 4 entries"):
+        _keys.label_columns({"m": coded}, name="groups", n=4)

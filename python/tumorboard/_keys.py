@@ -7,6 +7,7 @@ Python loop over records.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +45,41 @@ def _unicode_series(name: str, arr: np.ndarray) -> pl.Series:
     if 2 * first.size > flat.size:  # mostly distinct: nothing to save
         return pl.Series(name, arr)
     return pl.Series(name, flat[first]).gather(codes)
+
+
+@dataclass(frozen=True, eq=False)
+class Coded:
+    """Labels with their dense codes already computed, to code a column once for many calls.
+
+    A scorer that bootstraps, counts and joins on the same key columns several times codes each
+    column once (:meth:`of`) and passes ``Coded`` columns wherever labels are taken
+    (``groups=``, ``clusters=``: :func:`label_columns` and :func:`factorize` use the codes as
+    they are). Internal and trusted: the labels were validated when the column was coded.
+
+    Attributes
+    ----------
+    labels : polars.Series
+        The labels (no nulls).
+    codes : numpy.ndarray
+        int64 codes 0..m-1 in sorted order of the labels, as :func:`dense_codes` gives them.
+    """
+
+    labels: pl.Series
+    codes: np.ndarray
+
+    @classmethod
+    def of(cls, s: pl.Series) -> Coded:
+        """Code a label Series (:func:`dense_codes`)."""
+        return cls(s, dense_codes(s))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def gather(self, idx: np.ndarray) -> Coded:
+        """Return the labels at positions ``idx``, their codes made dense again (same order)."""
+        sub = self.codes[idx]
+        size = int(self.codes.max()) + 1 if self.codes.size else 0
+        return Coded(self.labels.gather(idx), compact_codes(sub, size) if sub.size else sub)
 
 
 def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
@@ -90,29 +126,45 @@ def as_series(obj: Any, *, name: str, n: int) -> pl.Series:
     return s
 
 
-def label_columns(obj: Labels, *, name: str, n: int) -> dict[str, pl.Series]:
+def label_columns(obj: Labels, *, name: str, n: int) -> dict[str, pl.Series | Coded]:
     """Return the key columns of a groups/clusters/strata argument.
 
-    The argument is one array, a mapping of columns, or a DataFrame.
+    The argument is one array, a mapping of columns, or a DataFrame; :class:`Coded` columns
+    are kept as they are (their length is checked).
     """
     if isinstance(obj, pl.DataFrame):
         items = list(obj.to_dict().items())
     elif isinstance(obj, Mapping):
         items = list(obj.items())
+    elif isinstance(obj, Coded):
+        items = [(obj.labels.name or name, obj)]
     else:
         default = obj.name if isinstance(obj, pl.Series) and obj.name else name
         items = [(default, obj)]
     if not items:
         raise InvalidArgumentError(f"{name}: expected at least one key column")
-    return {str(k): as_series(v, name=f"{name}[{k!r}]", n=n) for k, v in items}
+    out: dict[str, pl.Series | Coded] = {}
+    for k, v in items:
+        if isinstance(v, Coded):
+            if len(v) != n:
+                raise InvalidArgumentError(
+                    f"{name}[{k!r}]: expected {n} entries (one per record), got {len(v)}"
+                )
+            out[str(k)] = v
+        else:
+            out[str(k)] = as_series(v, name=f"{name}[{k!r}]", n=n)
+    return out
 
 
 def dense_codes(s: pl.Series) -> np.ndarray:
     """Return codes 0..m-1 in sorted order of the labels.
 
-    Integers with a compact range take an O(n) bincount path; strings look their code up in the
-    sorted distinct labels; everything else is ranked by polars.
+    Integers with a compact range take an O(n) bincount path (booleans too: False < True);
+    strings look their code up in the sorted distinct labels; everything else is ranked by
+    polars.
     """
+    if s.dtype == pl.Boolean and len(s) and s.null_count() == 0:
+        return compact_codes(s.cast(pl.Int64).to_numpy(), 2)
     if s.dtype.is_integer() and len(s):
         x = s.to_numpy()
         lo, hi = int(x.min()), int(x.max())
@@ -138,9 +190,14 @@ def compact_codes(x: np.ndarray, size: int) -> np.ndarray:
     return remap[x]
 
 
-def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
-    """Return joint dense codes of key columns (lexicographic order) and the key values per code."""
-    codes = [dense_codes(s) for s in cols.values()]
+def factorize(
+    cols: Mapping[str, pl.Series | Coded],
+) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    """Return joint dense codes of key columns (lexicographic order) and the key values per code.
+
+    :class:`Coded` columns bring their codes; the others are coded here (:func:`dense_codes`).
+    """
+    codes = [s.codes if isinstance(s, Coded) else dense_codes(s) for s in cols.values()]
     combined = codes[0]
     size = int(combined.max()) + 1 if combined.size else 0
     for c in codes[1:]:
@@ -158,7 +215,10 @@ def factorize(cols: dict[str, pl.Series]) -> tuple[np.ndarray, dict[str, np.ndar
     n_codes = int(inverse.max()) + 1 if inverse.size else 0
     first = np.zeros(n_codes, dtype=np.int64)
     first[inverse] = np.arange(inverse.size)  # any occurrence carries the key values
-    keys = {name: s.gather(first).to_numpy() for name, s in cols.items()}
+    keys = {
+        name: (s.labels if isinstance(s, Coded) else s).gather(first).to_numpy()
+        for name, s in cols.items()
+    }
     return inverse, keys, n_codes
 
 

@@ -21,11 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from .report import COVERAGE_COLUMNS, OVERALL
 
-__all__ = ["COVERAGE_COLUMNS", "coverage_counts", "no_response", "with_coverage"]
+__all__ = ["COVERAGE_COLUMNS", "Grouping", "coverage_counts", "no_response", "with_coverage"]
+
+#: The joint codes of a frame's group columns as :func:`tumorboard._keys.factorize` gives them:
+#: each row's group code, the key values of each group, the number of groups.
+Grouping = tuple[np.ndarray, dict[str, np.ndarray], int]
 
 
 def no_response(frame: pl.DataFrame, column: str = "response") -> pl.Expr | None:
@@ -62,6 +67,7 @@ def coverage_counts(
     missing: str | None,
     counted: str | None = None,
     overall: bool = True,
+    grouping: Grouping | None = None,
 ) -> pl.DataFrame:
     """Count the ungraded, missing and counted-ungraded items of ``frame`` per group.
 
@@ -80,6 +86,10 @@ def coverage_counts(
         The Boolean column flagging the items in ``n`` (default: all of them).
     overall : bool, default True
         Add the "overall" rows when ``task`` is a group column.
+    grouping : Grouping, optional
+        The joint codes of ``group_cols`` over the rows of ``frame``, when the caller has them
+        (:func:`tumorboard._keys.factorize`): the counts are then integer bincounts, the same
+        numbers as the polars group-by without hashing the keys again.
 
     Returns
     -------
@@ -95,11 +105,23 @@ def coverage_counts(
         if missing is not None
         else pl.lit(None, dtype=pl.Int64)
     )
-    counts = frame.group_by(keys).agg(
-        ug.sum().cast(pl.Int64).alias("n_ungraded"),
-        miss.alias("n_missing"),
-        (ug & inn).sum().cast(pl.Int64).alias("_ug_in_n"),
-    )
+    if grouping is not None:
+        flags = frame.select(ug.alias("ug"), inn.alias("inn"),
+                             (pl.col(missing).fill_null(False) if missing is not None
+                              else pl.lit(False)).alias("miss"))  # fmt: skip
+        ugv, innv, missv = (flags.get_column(c).to_numpy() for c in ("ug", "inn", "miss"))
+        counts = group_counts(
+            frame, keys, grouping,
+            {"n_ungraded": ugv, "n_missing": ugv & missv, "_ug_in_n": ugv & innv},
+        )  # fmt: skip
+        if missing is None:
+            counts = counts.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_missing"))
+    else:
+        counts = frame.group_by(keys).agg(
+            ug.sum().cast(pl.Int64).alias("n_ungraded"),
+            miss.alias("n_missing"),
+            (ug & inn).sum().cast(pl.Int64).alias("_ug_in_n"),
+        )
     if not overall or "task" not in keys:
         return counts
     sums = ("n_ungraded", "n_missing", "_ug_in_n")
@@ -117,6 +139,39 @@ def coverage_counts(
     return pl.concat([counts, over], how="vertical")
 
 
+def group_counts(
+    frame: pl.DataFrame,
+    group_cols: Sequence[str],
+    grouping: Grouping,
+    flags: dict[str, np.ndarray],
+) -> pl.DataFrame:
+    """Count the rows of each group where each Boolean flag is set, by integer bincounts.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        The rows (it gives the key columns' types).
+    group_cols : sequence of str
+        The group columns, in the order of ``grouping``'s keys.
+    grouping : Grouping
+        The joint codes of ``group_cols`` over the rows.
+    flags : dict of str to numpy.ndarray
+        Output column name -> one Boolean per row.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per group: the key columns (typed as in ``frame``), then one Int64 count per
+        flag.
+    """
+    codes, key_values, n_groups = grouping
+    cols = [pl.Series(c, key_values[c], dtype=frame.schema[c]) for c in group_cols]
+    for name, flag in flags.items():
+        hits = np.bincount(codes[np.asarray(flag, dtype=bool)], minlength=n_groups)
+        cols.append(pl.Series(name, hits.astype(np.int64, copy=False), dtype=pl.Int64))
+    return pl.DataFrame(cols)
+
+
 def with_coverage(
     part: pl.DataFrame,
     frame: pl.DataFrame,
@@ -125,6 +180,7 @@ def with_coverage(
     ungraded: str | None,
     missing: str | None,
     counted: str | None = None,
+    grouping: Grouping | None = None,
 ) -> pl.DataFrame:
     """Append ``n_graded``, ``n_ungraded`` and ``n_missing`` to one metric's report rows.
 
@@ -138,6 +194,8 @@ def with_coverage(
         The group columns of the rows.
     ungraded, missing, counted : str, optional
         As in :func:`coverage_counts`.
+    grouping : Grouping, optional
+        As in :func:`coverage_counts`.
 
     Returns
     -------
@@ -146,7 +204,8 @@ def with_coverage(
         is None.
     """
     keys = list(group_cols)
-    counts = coverage_counts(frame, keys, ungraded=ungraded, missing=missing, counted=counted)
+    counts = coverage_counts(frame, keys, ungraded=ungraded, missing=missing, counted=counted,
+                             grouping=grouping)  # fmt: skip
     part = part.drop([c for c in (*COVERAGE_COLUMNS, "_ug_in_n") if c in part.columns])
     out = part.join(counts, on=keys, how="left", nulls_equal=True, maintain_order="left")
     out = out.with_columns(

@@ -131,6 +131,7 @@ def summarize_frame(
     options: BootstrapOptions,
     overall: bool,
     interval: str = "bootstrap",
+    coded: Mapping[str, _keys.Coded] | None = None,
 ) -> pl.DataFrame:
     """Compute :func:`summarize` on a frame the caller has validated (nothing is checked again).
 
@@ -150,6 +151,10 @@ def summarize_frame(
         As in :func:`summarize`.
     interval : str, default "bootstrap"
         As in :func:`summarize` (checked by the caller, :func:`~._validate.interval`).
+    coded : mapping of str to tumorboard._keys.Coded, optional
+        Key and cluster columns of ``frame`` the caller has coded already
+        (:func:`code_columns`), so that several metrics of one frame code them once; the
+        others are coded here.
 
     Returns
     -------
@@ -159,17 +164,22 @@ def summarize_frame(
     groups = list(group_cols)
     frame, keys, extras = _keyed(frame, groups)
     values = frame.get_column(value).cast(pl.Float64).to_numpy()
-    clusters = frame.get_column(cluster) if cluster is not None else None
+    names = [*keys, *([cluster] if cluster is not None else [])]
+    known = dict(coded or {})
+    known.update(code_columns(frame, [c for c in names if c not in known]))
+    key_cols = {c: known.get(c, frame.get_column(c)) for c in keys}
+    clusters = None if cluster is None else known.get(cluster, frame.get_column(cluster))
 
-    res = stats.bootstrap(values, groups=frame.select(keys), clusters=clusters, options=options)
+    res = stats.bootstrap(values, groups=key_cols, clusters=clusters, options=options)
     per_group = _rows(res.keys, res, benchmark, metric, keys)
     parts = [per_group]
     if overall and "task" in groups:
         parts.append(
-            _overall_rows(frame, values, per_group, keys, clusters, benchmark, metric, options)
+            _overall_rows(key_cols, values, per_group, keys, clusters, benchmark, metric, options)
         )
     if interval != "bootstrap":
-        parts[0] = _closed_form(per_group, frame, values, keys, clusters, interval, options.level)
+        labels = clusters.labels if isinstance(clusters, _keys.Coded) else clusters
+        parts[0] = _closed_form(per_group, frame, values, keys, labels, interval, options.level)
         parts[1:] = [with_interval(p, "bootstrap") for p in parts[1:]]
     out = pl.concat(parts, how="vertical")
     return sort_table(out, extra_keys=extras)
@@ -223,6 +233,24 @@ def _closed_form(
         pl.Series("pm", (hi - lo) / 2.0, dtype=pl.Float64),
         pl.lit(interval, dtype=pl.String).alias("interval"),
     )
+
+
+#: Label types whose codes :func:`code_columns` computes (others are validated per call).
+_CODED_TYPES = (pl.String, pl.Boolean, pl.Categorical, pl.Enum)
+
+
+def code_columns(frame: pl.DataFrame, names: Sequence[str]) -> dict[str, _keys.Coded]:
+    """Code the key and cluster columns of ``frame`` once (:class:`tumorboard._keys.Coded`).
+
+    Only columns without nulls, of string, Boolean, categorical or integer type, are coded;
+    the others are left to the per-call validation (which names a missing or NaN label).
+    """
+    out = {}
+    for c in names:
+        s = frame.get_column(c)
+        if s.null_count() == 0 and (s.dtype in _CODED_TYPES or s.dtype.is_integer()):
+            out[c] = _keys.Coded.of(s)
+    return out
 
 
 def _keyed(frame: pl.DataFrame, groups: Sequence[str]) -> tuple[pl.DataFrame, list[str], list[str]]:
@@ -308,11 +336,11 @@ def _rows(keys: dict[str, np.ndarray], res: Any, benchmark: str, metric: str,
 
 
 def _overall_rows(
-    frame: pl.DataFrame,
+    key_cols: Mapping[str, pl.Series | _keys.Coded],
     values: np.ndarray,
     per_group: pl.DataFrame,
     keys: Sequence[str],
-    clusters: pl.Series | None,
+    clusters: pl.Series | _keys.Coded | None,
     benchmark: str,
     metric: str,
     options: BootstrapOptions,
@@ -330,10 +358,10 @@ def _overall_rows(
     plain = per_group.group_by(okeys).agg(
         pl.col("estimate").mean().alias("_plain"), pl.col("n").sum().alias("_n")
     )
-    layout = _task_layout(frame, okeys)
+    layout = _task_layout(key_cols, okeys)
     if layout is None:
         g = None
-        coded = _task_layout_polars(frame, okeys)
+        coded = _task_layout_polars(key_cols, okeys)
         k_row = coded.get_column("_k").to_numpy()
         t_local = coded.get_column("_t").to_numpy()
     else:
@@ -343,8 +371,8 @@ def _overall_rows(
     for k in np.unique(k_row).tolist():
         idx = np.flatnonzero(k_row == k)
         if exact:
-            rows, group_frame, sub_clusters = _cluster_rows(
-                frame, idx, g, t_local, values, clusters, okeys, k
+            rows, group_cols, sub_clusters = _cluster_rows(
+                key_cols, idx, g, t_local, values, clusters, okeys, k
             )
         else:
             rows = np.zeros((idx.size, 2 * k), dtype=np.float64)
@@ -352,10 +380,10 @@ def _overall_rows(
             t = t_local[idx]
             rows[pos, 2 * t] = values[idx]
             rows[pos, 2 * t + 1] = 1.0
-            group_frame = frame.select(okeys)[idx]
+            group_cols = {c: key_cols[c].gather(idx) for c in okeys}
             sub_clusters = None if clusters is None else clusters.gather(idx)
         res = stats.bootstrap_sufficient(
-            rows, statistic="mean_of_ratios", params=np.ones(k), groups=group_frame,
+            rows, statistic="mean_of_ratios", params=np.ones(k), groups=group_cols,
             clusters=sub_clusters, options=options,
         )  # fmt: skip
         res_keys = dict(res.keys)
@@ -382,7 +410,7 @@ def _integral(values: np.ndarray) -> bool:
 
 
 def _task_layout(
-    frame: pl.DataFrame, okeys: Sequence[str]
+    key_cols: Mapping[str, pl.Series | _keys.Coded], okeys: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Return each row's group code, its task's index among its group's tasks, and k.
 
@@ -391,11 +419,12 @@ def _task_layout(
     key has missing values or the groups x tasks table would be large (the caller ranks with
     polars instead).
     """
-    cols = {c: frame.get_column(c) for c in okeys}
-    if any(s.null_count() for s in cols.values()):
+    cols = {c: key_cols[c] for c in okeys}
+    if any(isinstance(s, pl.Series) and s.null_count() for s in cols.values()):
         return None
     g, _, n_groups = _keys.factorize(cols)
-    task = _keys.dense_codes(frame.get_column("task"))
+    tcol = key_cols["task"]
+    task = tcol.codes if isinstance(tcol, _keys.Coded) else _keys.dense_codes(tcol)
     n_tasks = int(task.max()) + 1 if task.size else 0
     if n_groups * n_tasks > 4 * task.size + 1024:
         return None
@@ -405,13 +434,20 @@ def _task_layout(
     return g, local[g, task], present.sum(axis=1, dtype=np.int64)[g]
 
 
-def _task_layout_polars(frame: pl.DataFrame, okeys: Sequence[str]) -> pl.DataFrame:
+def _task_layout_polars(
+    key_cols: Mapping[str, pl.Series | _keys.Coded], okeys: Sequence[str]
+) -> pl.DataFrame:
     """Return ``_t`` and ``_k`` of :func:`_task_layout` computed by polars (any key values)."""
-    task = frame.get_column("task")
+
+    def labels(c: str) -> pl.Series:
+        col = key_cols[c]
+        return (col.labels if isinstance(col, _keys.Coded) else col).alias(c)
+
+    task = labels("task")
     if task.dtype == pl.String:  # sorted codes: the dense rank below sorts integers
         task = task.cast(pl.Enum(task.unique().sort())).to_physical()
     return (
-        frame.select(okeys)
+        pl.DataFrame([labels(c) for c in okeys])
         .with_columns(task.alias("task"))
         .select(
             (pl.col("task").rank("dense").over(okeys) - 1).cast(pl.Int64).alias("_t"),
@@ -421,15 +457,15 @@ def _task_layout_polars(frame: pl.DataFrame, okeys: Sequence[str]) -> pl.DataFra
 
 
 def _cluster_rows(
-    frame: pl.DataFrame,
+    key_cols: Mapping[str, pl.Series | _keys.Coded],
     idx: np.ndarray,
     g: np.ndarray,
     t_local: np.ndarray,
     values: np.ndarray,
-    clusters: pl.Series,
+    clusters: pl.Series | _keys.Coded,
     okeys: Sequence[str],
     k: int,
-) -> tuple[np.ndarray, pl.DataFrame, pl.Series]:
+) -> tuple[np.ndarray, dict[str, pl.Series | _keys.Coded], _keys.Coded]:
     """Return one [sum_t, count_t] row per (group, cluster) of rows ``idx``, its groups, clusters.
 
     The bootstrap resamples a group's clusters whole and adds up each cluster's rows first, so
@@ -439,9 +475,9 @@ def _cluster_rows(
     one per item to one per (group, cluster): a 10M-item store clustered by patient builds a
     matrix the size of its patients, not of its items times 2k.
     """
-    c = _keys.dense_codes(clusters.gather(idx))
-    n_c = int(c.max()) + 1
-    unit = g[idx].astype(np.int64) * n_c + c
+    coded = clusters if isinstance(clusters, _keys.Coded) else _keys.Coded.of(clusters)
+    n_c = int(coded.codes.max()) + 1  # codes of all rows: a subset's are in the same order
+    unit = g[idx].astype(np.int64) * n_c + coded.codes[idx]
     size = int(unit.max()) + 1
     if size <= 4 * unit.size + 1024:
         unit = _keys.compact_codes(unit, size)
@@ -454,7 +490,7 @@ def _cluster_rows(
     rows[:, 1::2] = np.bincount(cell, minlength=n_units * k).reshape(-1, k)
     first = np.empty(n_units, dtype=np.int64)
     first[unit] = idx  # any row of a unit carries its labels
-    return rows, frame.select(okeys)[first], clusters.gather(first)
+    return rows, {c: key_cols[c].gather(first) for c in okeys}, coded.gather(first)
 
 
 def summarize_metrics(

@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import polars as pl
 
+from .. import _keys
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
 from . import _store, _validate
-from ._coverage import COVERAGE_COLUMNS, no_response, with_coverage
-from ._summary import KEY_COLUMNS, summarize_frame
+from ._coverage import COVERAGE_COLUMNS, Grouping, group_counts, no_response, with_coverage
+from ._summary import KEY_COLUMNS, code_columns, summarize_frame
 from ._validate import bool_column, count_column, string_column
 from .report import OVERALL, Report, interval_note, interval_text, sort_table
 
@@ -214,15 +215,23 @@ def score(
     elif "files_hallucinated" in frame.columns:
         absent.append("hallucinated_file_rate")
     base = pl.DataFrame(cols)
+    # every metric groups, clusters and counts on the same columns: code them once
+    coded = code_columns(base, [*KEY_COLUMNS, *(["__cluster"] if cluster_col else [])])
+    grouping = (
+        _keys.factorize({k: coded[k] for k in KEY_COLUMNS})
+        if all(k in coded for k in KEY_COLUMNS)
+        else None
+    )
     common = dict(
         benchmark="mtbbench",
         group_cols=KEY_COLUMNS,
         cluster="__cluster" if cluster_col is not None else None,
         options=opts,
         interval=interval,
+        coded=coded,
     )
     acc = summarize_frame(base, value="correct", metric="accuracy", overall=True, **common)
-    acc = _with_coverage(_with_n_correct(acc, base), base, "__ungraded")
+    acc = _with_coverage(_with_n_correct(acc, base, grouping), base, "__ungraded", grouping)
     if conv == "paper":
         acc = paper_cells(acc, level=opts.level)
     parts = [acc]
@@ -230,12 +239,12 @@ def score(
         files = summarize_frame(
             base, value="__files", metric="files_accessed", overall=False, **common
         )
-        parts.append(_with_coverage(files.with_columns(_NO_CORRECT), base, "__files_ug"))
+        parts.append(_with_coverage(files.with_columns(_NO_CORRECT), base, "__files_ug", grouping))
     if "__halluc" in base.columns:
         hall = summarize_frame(
             base, value="__halluc", metric="hallucinated_file_rate", overall=False, **common
         )
-        parts.append(_with_coverage(hall.with_columns(_NO_CORRECT), base, "__halluc_ug"))
+        parts.append(_with_coverage(hall.with_columns(_NO_CORRECT), base, "__halluc_ug", grouping))
     table = sort_table(pl.concat(parts, how="vertical"))
     ungraded = int(base.get_column("__ungraded").sum())
     notes = [
@@ -391,10 +400,22 @@ COUNTS = ("n_correct", *COVERAGE_COLUMNS)
 _NO_CORRECT = pl.lit(None, dtype=pl.Int64).alias("n_correct")
 
 
-def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
-    """Add ``n_correct`` per task to the accuracy rows, and its sum on the overall rows."""
+def _with_n_correct(
+    acc: pl.DataFrame, base: pl.DataFrame, grouping: Grouping | None = None
+) -> pl.DataFrame:
+    """Add ``n_correct`` per task to the accuracy rows, and its sum on the overall rows.
+
+    ``grouping`` (the joint codes of the key columns, when every one has them) counts by
+    integer bincounts instead of a polars group-by; the counts are the same.
+    """
     keys = list(KEY_COLUMNS)
-    per_task = base.group_by(keys).agg(pl.col("correct").sum().cast(pl.Int64).alias("n_correct"))
+    if grouping is not None:
+        right = base.get_column("correct").to_numpy()
+        per_task = group_counts(base, keys, grouping, {"n_correct": right})
+    else:
+        per_task = base.group_by(keys).agg(
+            pl.col("correct").sum().cast(pl.Int64).alias("n_correct")
+        )
     overall = (
         per_task.group_by(keys[:-1])
         .agg(pl.col("n_correct").sum())
@@ -405,14 +426,17 @@ def _with_n_correct(acc: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
     return acc.join(counts, on=keys, how="left", maintain_order="left")
 
 
-def _with_coverage(part: pl.DataFrame, base: pl.DataFrame, flag: str) -> pl.DataFrame:
+def _with_coverage(
+    part: pl.DataFrame, base: pl.DataFrame, flag: str, grouping: Grouping | None = None
+) -> pl.DataFrame:
     """Add ``n_graded``, ``n_ungraded`` and ``n_missing`` to one metric's rows.
 
     ``flag`` marks the items the metric cannot grade (a null ``correct``, or a null file
     list), which count as wrong / 0 (:mod:`tumorboard.score._coverage`).
     """
     missing = "__missing" if "__missing" in base.columns else None
-    return with_coverage(part, base, KEY_COLUMNS, ungraded=flag, missing=missing)
+    return with_coverage(part, base, KEY_COLUMNS, ungraded=flag, missing=missing,
+                         grouping=grouping)  # fmt: skip
 
 
 def _resolve_store(df: Any, *, executor: str, where: str) -> Any:
