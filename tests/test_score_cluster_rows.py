@@ -35,7 +35,7 @@ def test_cluster_sums_give_the_per_item_report(method, monkeypatch):
     df = _frame(1)
     opts = BootstrapOptions(n_resamples=200, seed=5, method=method)
     fast = mtbbench.score(df, options=opts, cluster="patient_id").table
-    monkeypatch.setattr(_summary, "_integral", lambda values: False)  # the per-item matrix
+    monkeypatch.setattr(_summary, "_integral", lambda values, **kw: False)  # the per-item matrix
     slow = mtbbench.score(df, options=opts, cluster="patient_id").table
     assert fast.filter(pl.col("task") == "overall").height == 5
     assert fast.equals(slow)
@@ -51,6 +51,8 @@ def test_only_whole_numbers_take_the_cluster_sums():
     assert not _summary._integral(np.array([0.0, 0.5]))
     assert not _summary._integral(np.array([], dtype=np.float64))
     assert not _summary._integral(np.array([2.0**53, 1.0]))
+    assert _summary._integral(np.array([0.0, 1.0]), boolean=True)
+    assert not _summary._integral(np.array([], dtype=np.float64), boolean=True)
 
 
 def _with_coverage_columns(df: pl.DataFrame, seed: int) -> pl.DataFrame:
@@ -102,3 +104,31 @@ def test_coded_labels_keep_sorted_dense_codes():
     assert keys["m"].tolist() == ["a", "b", "c"] and keys["t"].tolist() == [1, 1, 2]
     with pytest.raises(Exception, match="expected 4 entries"):
         _keys.label_columns({"m": coded}, name="groups", n=4)
+    # joint codes of the same Coded columns are computed once and shared, read-only
+    t = _keys.Coded.of(pl.Series([1, 1, 2, 1, 1]))
+    first = _keys.factorize({"m": coded, "t": t})
+    again = _keys.factorize({"m": coded, "t": t})
+    assert again[0] is first[0] and not first[0].flags.writeable
+    again[1]["m"][0] = "changed"  # a caller's copy of the keys
+    assert _keys.factorize({"m": coded, "t": t})[1]["m"].tolist() == ["a", "b", "c"]
+    other = _keys.factorize({"m2": coded, "t": t})  # other names: another result
+    assert other[0] is not first[0] and list(other[1]) == ["m2", "t"]
+
+
+def test_string_views_code_every_chunk_as_one_column():
+    """Polars' string views, chunk by chunk, give the codes of the offsets layout."""
+    from tumorboard import _core, _keys
+
+    long = pl.Series([f"{'x' * 20}{i % 7}" for i in range(3000)])
+    short = pl.Series(["b", "a", "", "é" * 6, "a" * 12, "a" * 13])
+    for s in (long, long.slice(5, 100), pl.concat([long.slice(7, 50), short], rechunk=False)):
+        views = _keys._string_views(s)
+        assert views is not None and len(views) == s.n_chunks()
+        got = _core.stats.factorize_string_views(views, sort=True)[0]
+        want = _core.stats.factorize_strings(*_keys._string_buffers(s), sort=True)[0]
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(_keys.dense_codes(s), s.rank("dense").to_numpy() - 1)
+    bad = np.zeros(16, np.uint8)
+    bad[0] = 40  # a 40-byte string in buffer 0, which holds 10 bytes
+    with pytest.raises(ValueError, match="outside the data buffers"):
+        _core.stats.factorize_string_views([(bad, [np.zeros(10, np.uint8)])])

@@ -345,11 +345,36 @@ py::tuple factorize_string_offsets(Array<std::int64_t> offsets, Array<std::uint8
   py::array_t<std::int64_t> codes(static_cast<py::ssize_t>(n));
   auto* c = codes.mutable_data();
   const auto* bytes = data.data();
-  const auto first = run_interruptible([&] {
-    auto f = factorize_offsets(bytes, off, n, c);
-    if (sort) sort_codes(bytes, off, n, c, f);
-    return f;
-  });
+  const auto first = run_interruptible([&] { return factorize_offsets(bytes, off, n, c, sort); });
+  return py::make_tuple(codes, to_numpy(first));
+}
+
+py::tuple factorize_string_views(const py::list& chunks, bool sort) {
+  std::vector<Array<std::uint8_t>> held;  // keeps every view and data buffer alive
+  std::vector<ViewChunk> parts;
+  std::size_t n = 0;
+  for (const auto& item : chunks) {
+    const auto pair = py::cast<py::tuple>(item);
+    if (pair.size() != 2) {
+      throw std::invalid_argument("chunks: expected (views, buffers) pairs");
+    }
+    held.push_back(py::cast<Array<std::uint8_t>>(pair[0]));
+    const auto total = static_cast<std::size_t>(held.back().size());
+    if (total % 16 != 0) throw std::invalid_argument("views: expected 16 bytes per string");
+    ViewChunk chunk{held.back().data(), total / 16, {}};
+    std::vector<std::int64_t> sizes;
+    for (const auto& b : py::cast<py::list>(pair[1])) {
+      held.push_back(py::cast<Array<std::uint8_t>>(b));
+      chunk.buffers.push_back(held.back().data());
+      sizes.push_back(static_cast<std::int64_t>(held.back().size()));
+    }
+    check_views(chunk.views, chunk.n, sizes);
+    n += chunk.n;
+    parts.push_back(std::move(chunk));
+  }
+  py::array_t<std::int64_t> codes(static_cast<py::ssize_t>(n));
+  auto* c = codes.mutable_data();
+  const auto first = run_interruptible([&] { return factorize_views(parts, sort, c); });
   return py::make_tuple(codes, to_numpy(first));
 }
 
@@ -405,6 +430,11 @@ void bind_stats(py::module_& m) {
         "Dense codes of the strings of an Arrow-style (offsets, bytes) array, in order of first "
         "appearance (with sort, in byte-wise lexicographic order of the strings), and the index "
         "of each code's first string: (codes, first).");
+  m.def("factorize_string_views", &factorize_string_views, py::arg("chunks"),
+        py::arg("sort") = false,
+        "factorize_strings for the chunks of an Arrow string-view column, coded as one column: "
+        "a list of (views, buffers) pairs, the 16-byte views as uint8 and the data buffers as "
+        "a list of uint8 arrays; every view is checked against its chunk's buffers.");
   m.def("mix64", &mix64_array, py::arg("x"), "SplitMix64 finalizer of each word.");
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "common/rng.hpp"
 
@@ -51,26 +53,27 @@ constexpr std::size_t kBlock = 64;
 // are kept together in `pool` (code c at pool[start[c], start[c + 1])), so a lookup touches the
 // slot and one short, nearby record. Records are looked up in blocks: the block's hashes are
 // computed and their slots prefetched first, then each candidate's bytes, so the cache misses of
-// a block overlap instead of following one another. `Records` gives ptr(r) and len(r).
-template <class Records>
-std::vector<std::int64_t> factorize(const Records& rec, std::size_t n, std::int64_t* codes) {
+// a block overlap instead of following one another. `Records` gives ptr(r) and len(r); `add`
+// may be called for several runs of records (the chunks of one column), numbered on from `base`.
+struct Table {
   std::vector<std::int64_t> first;
   std::vector<std::uint8_t> pool;
   std::vector<std::size_t> start{0};
   std::size_t capacity = 1024;
-  std::vector<std::uint64_t> slot(capacity, kEmpty);
-  const auto bytes_of = [&](std::size_t c) { return pool.data() + start[c]; };
-  const auto len_of = [&](std::size_t c) { return start[c + 1] - start[c]; };
-  const auto equal = [&](std::size_t c, const std::uint8_t* p, std::size_t len) {
+  std::vector<std::uint64_t> slot = std::vector<std::uint64_t>(1024, kEmpty);
+
+  const std::uint8_t* bytes_of(std::size_t c) const { return pool.data() + start[c]; }
+  std::size_t len_of(std::size_t c) const { return start[c + 1] - start[c]; }
+  bool equal(std::size_t c, const std::uint8_t* p, std::size_t len) const {
     return len_of(c) == len && same_bytes(bytes_of(c), p, len);
-  };
-  const auto place = [&](std::uint64_t h, std::uint64_t code) {
+  }
+  void place(std::uint64_t h, std::uint64_t code) {
     std::size_t s = h & (capacity - 1);
     while (slot[s] != kEmpty) s = (s + 1) & (capacity - 1);
     slot[s] = (h >> 32) << 32 | code;
-  };
+  }
   // The code of the record with hash h, or -1 when the table has none.
-  const auto find = [&](std::uint64_t h, const std::uint8_t* p, std::size_t len) -> std::int64_t {
+  std::int64_t find(std::uint64_t h, const std::uint8_t* p, std::size_t len) const {
     const std::uint64_t tag = h >> 32;
     for (std::size_t s = h & (capacity - 1); slot[s] != kEmpty; s = (s + 1) & (capacity - 1)) {
       if ((slot[s] >> 32) == tag && equal(slot[s] & 0xFFFFFFFFull, p, len)) {
@@ -78,68 +81,111 @@ std::vector<std::int64_t> factorize(const Records& rec, std::size_t n, std::int6
       }
     }
     return -1;
-  };
-  std::uint64_t hash[kBlock];
-  std::int64_t candidate[kBlock];
-  bool repeat[kBlock];
-  for (std::size_t r0 = 0; r0 < n; r0 += kBlock) {
-    const std::size_t m = std::min(kBlock, n - r0);
-    for (std::size_t j = 0; j < m; ++j) {
-      const std::size_t r = r0 + j, len = rec.len(r);
-      repeat[j] = r > 0 && rec.len(r - 1) == len && same_bytes(rec.ptr(r - 1), rec.ptr(r), len);
-      if (repeat[j]) continue;  // a run of equal records (sorted columns): no lookup
-      hash[j] = record_hash(rec.ptr(r), len);
-      __builtin_prefetch(slot.data() + (hash[j] & (capacity - 1)));
-    }
-    for (std::size_t j = 0; j < m; ++j) {  // the first slot with the record's tag, if any
-      candidate[j] = -1;
-      if (repeat[j]) continue;
-      const std::uint64_t tag = hash[j] >> 32;
-      for (std::size_t s = hash[j] & (capacity - 1); slot[s] != kEmpty;
-           s = (s + 1) & (capacity - 1)) {
-        if ((slot[s] >> 32) == tag) {
-          candidate[j] = static_cast<std::int64_t>(slot[s] & 0xFFFFFFFFull);
-          const std::uint8_t* at = bytes_of(static_cast<std::size_t>(candidate[j]));
-          const std::size_t len = len_of(static_cast<std::size_t>(candidate[j]));
-          for (std::size_t b = 0; b < len; b += 64) __builtin_prefetch(at + b);
-          if (len > 0) __builtin_prefetch(at + len - 1);
-          break;
-        }
+  }
+
+  template <class Records>
+  void add(const Records& rec, std::size_t n, std::int64_t* codes, std::size_t base) {
+    std::uint64_t hash[kBlock];
+    std::int64_t candidate[kBlock];
+    bool repeat[kBlock];
+    for (std::size_t r0 = 0; r0 < n; r0 += kBlock) {
+      const std::size_t m = std::min(kBlock, n - r0);
+      for (std::size_t j = 0; j < m; ++j) {
+        const std::size_t r = r0 + j, len = rec.len(r);
+        repeat[j] = r > 0 && rec.same_as_previous(r);
+        if (repeat[j]) continue;  // a run of equal records (sorted columns): no lookup
+        hash[j] = record_hash(rec.ptr(r), len);
+        __builtin_prefetch(slot.data() + (hash[j] & (capacity - 1)));
       }
-    }
-    for (std::size_t j = 0; j < m; ++j) {
-      if (repeat[j]) {
-        codes[r0 + j] = codes[r0 + j - 1];
-        continue;
-      }
-      const std::uint8_t* p = rec.ptr(r0 + j);
-      const std::size_t len = rec.len(r0 + j);
-      std::int64_t code = candidate[j];
-      if (code < 0 || !equal(static_cast<std::size_t>(code), p, len)) {
-        code = find(hash[j], p, len);  // the table may have grown since: look again
-      }
-      if (code < 0) {
-        if (first.size() >= 0xFFFFFFFFull) {
-          throw std::length_error("factorize: more than 2^32 - 1 distinct records");
-        }
-        code = static_cast<std::int64_t>(first.size());
-        first.push_back(static_cast<std::int64_t>(r0 + j));
-        pool.insert(pool.end(), p, p + len);
-        start.push_back(pool.size());
-        if (2 * first.size() > capacity) {  // keep the load at most 1/2: grow and re-insert
-          capacity *= 2;
-          slot.assign(capacity, kEmpty);
-          for (std::size_t c = 0; c < first.size(); ++c) {
-            place(record_hash(bytes_of(c), len_of(c)), c);
+      for (std::size_t j = 0; j < m; ++j) {  // the first slot with the record's tag, if any
+        candidate[j] = -1;
+        if (repeat[j]) continue;
+        const std::uint64_t tag = hash[j] >> 32;
+        for (std::size_t s = hash[j] & (capacity - 1); slot[s] != kEmpty;
+             s = (s + 1) & (capacity - 1)) {
+          if ((slot[s] >> 32) == tag) {
+            candidate[j] = static_cast<std::int64_t>(slot[s] & 0xFFFFFFFFull);
+            const std::uint8_t* at = bytes_of(static_cast<std::size_t>(candidate[j]));
+            const std::size_t len = len_of(static_cast<std::size_t>(candidate[j]));
+            for (std::size_t b = 0; b < len; b += 64) __builtin_prefetch(at + b);
+            if (len > 0) __builtin_prefetch(at + len - 1);
+            break;
           }
-        } else {
-          place(hash[j], static_cast<std::uint64_t>(code));
         }
       }
-      codes[r0 + j] = code;
+      for (std::size_t j = 0; j < m; ++j) {
+        if (repeat[j]) {
+          codes[r0 + j] = codes[r0 + j - 1];
+          continue;
+        }
+        const std::uint8_t* p = rec.ptr(r0 + j);
+        const std::size_t len = rec.len(r0 + j);
+        std::int64_t code = candidate[j];
+        if (code < 0 || !equal(static_cast<std::size_t>(code), p, len)) {
+          code = find(hash[j], p, len);  // the table may have grown since: look again
+        }
+        if (code < 0) {
+          if (first.size() >= 0xFFFFFFFFull) {
+            throw std::length_error("factorize: more than 2^32 - 1 distinct records");
+          }
+          code = static_cast<std::int64_t>(first.size());
+          first.push_back(static_cast<std::int64_t>(base + r0 + j));
+          pool.insert(pool.end(), p, p + len);
+          start.push_back(pool.size());
+          if (2 * first.size() > capacity) {  // keep the load at most 1/2: grow and re-insert
+            capacity *= 2;
+            slot.assign(capacity, kEmpty);
+            for (std::size_t c = 0; c < first.size(); ++c) {
+              place(record_hash(bytes_of(c), len_of(c)), c);
+            }
+          } else {
+            place(hash[j], static_cast<std::uint64_t>(code));
+          }
+        }
+        codes[r0 + j] = code;
+      }
     }
   }
-  return first;
+
+  // Renumbers the n codes in byte-wise lexicographic order of their records (a proper prefix
+  // first) and puts `first` in that order. Sorted by the first eight bytes as a big-endian word
+  // (cache-friendly, settles most pairs), then, among equal prefixes, by the whole records.
+  void sort(std::int64_t* codes, std::size_t n) {
+    const std::size_t m = first.size();
+    struct Entry {
+      std::uint64_t prefix;
+      std::int64_t code;
+    };
+    std::vector<Entry> order(m);
+    for (std::size_t c = 0; c < m; ++c) {
+      const std::uint8_t* p = bytes_of(c);
+      const std::size_t len = std::min<std::size_t>(8, len_of(c));
+      std::uint64_t prefix = 0;
+      for (std::size_t i = 0; i < 8; ++i) prefix = prefix << 8 | (i < len ? p[i] : 0);
+      order[c] = {prefix, static_cast<std::int64_t>(c)};
+    }
+    std::sort(order.begin(), order.end(), [&](const Entry& a, const Entry& b) {
+      if (a.prefix != b.prefix) return a.prefix < b.prefix;
+      const auto ca = static_cast<std::size_t>(a.code), cb = static_cast<std::size_t>(b.code);
+      const std::size_t la = len_of(ca), lb = len_of(cb);
+      const int cmp = std::memcmp(bytes_of(ca), bytes_of(cb), std::min(la, lb));
+      return cmp != 0 ? cmp < 0 : la < lb;  // distinct records: never equal
+    });
+    std::vector<std::int64_t> rank(m), sorted_first(m);
+    for (std::size_t k = 0; k < m; ++k) {
+      rank[static_cast<std::size_t>(order[k].code)] = static_cast<std::int64_t>(k);
+      sorted_first[k] = first[static_cast<std::size_t>(order[k].code)];
+    }
+    for (std::size_t r = 0; r < n; ++r) codes[r] = rank[static_cast<std::size_t>(codes[r])];
+    first.swap(sorted_first);
+  }
+};
+
+// Whether record r (> 0) equals record r - 1: the runs of a sorted column skip the lookup.
+template <class Records>
+bool same_bytes_as_previous(const Records& rec, std::size_t r) {
+  const std::size_t len = rec.len(r);
+  return rec.len(r - 1) == len && same_bytes(rec.ptr(r - 1), rec.ptr(r), len);
 }
 
 struct FixedRecords {
@@ -147,6 +193,7 @@ struct FixedRecords {
   std::size_t width;
   const std::uint8_t* ptr(std::size_t r) const { return data + r * width; }
   std::size_t len(std::size_t) const { return width; }
+  bool same_as_previous(std::size_t r) const { return same_bytes_as_previous(*this, r); }
 };
 
 struct OffsetRecords {
@@ -156,56 +203,81 @@ struct OffsetRecords {
   std::size_t len(std::size_t r) const {
     return static_cast<std::size_t>(offsets[r + 1] - offsets[r]);
   }
+  bool same_as_previous(std::size_t r) const { return same_bytes_as_previous(*this, r); }
+};
+
+struct ViewRecords {
+  const std::uint8_t* views;
+  const std::vector<const std::uint8_t*>* buffers;
+  std::int32_t field(std::size_t r, std::size_t at) const {
+    std::int32_t v;
+    std::memcpy(&v, views + 16 * r + at, 4);
+    return v;
+  }
+  const std::uint8_t* ptr(std::size_t r) const {
+    const std::int32_t len = field(r, 0);
+    if (len <= 12) return views + 16 * r + 4;
+    return (*buffers)[static_cast<std::size_t>(field(r, 8))] + field(r, 12);
+  }
+  std::size_t len(std::size_t r) const { return static_cast<std::size_t>(field(r, 0)); }
+  // Two equal views of a string of at most 12 bytes hold it whole: one 16-byte compare (views
+  // that differ only in padding fall through to the byte compare).
+  bool same_as_previous(std::size_t r) const {
+    std::uint64_t a[2], b[2];
+    std::memcpy(a, views + 16 * (r - 1), 16);
+    std::memcpy(b, views + 16 * r, 16);
+    if (a[0] == b[0] && a[1] == b[1] && static_cast<std::int32_t>(a[0]) <= 12) return true;
+    return same_bytes_as_previous(*this, r);
+  }
 };
 
 }  // namespace
 
 std::vector<std::int64_t> factorize_fixed(const std::uint8_t* data, std::size_t n,
                                           std::size_t width, std::int64_t* codes) {
-  return factorize(FixedRecords{data, width}, n, codes);
+  Table t;
+  t.add(FixedRecords{data, width}, n, codes, 0);
+  return std::move(t.first);
 }
 
 std::vector<std::int64_t> factorize_offsets(const std::uint8_t* data,
                                             const std::int64_t* offsets, std::size_t n,
-                                            std::int64_t* codes) {
-  return factorize(OffsetRecords{data, offsets}, n, codes);
+                                            std::int64_t* codes, bool sort) {
+  Table t;
+  t.add(OffsetRecords{data, offsets}, n, codes, 0);
+  if (sort) t.sort(codes, n);
+  return std::move(t.first);
 }
 
-void sort_codes(const std::uint8_t* data, const std::int64_t* offsets, std::size_t n,
-                std::int64_t* codes, std::vector<std::int64_t>& first) {
-  const std::size_t m = first.size();
-  // Sorted by the first eight bytes as a big-endian word (cache-friendly, settles most pairs),
-  // then, among equal prefixes, by the whole strings.
-  struct Entry {
-    std::uint64_t prefix;
-    std::int64_t code;
-  };
-  const auto bytes = [&](std::int64_t c) { return data + offsets[first[c]]; };
-  const auto length = [&](std::int64_t c) {
-    return static_cast<std::size_t>(offsets[first[c] + 1] - offsets[first[c]]);
-  };
-  std::vector<Entry> order(m);
-  for (std::size_t c = 0; c < m; ++c) {
-    const auto code = static_cast<std::int64_t>(c);
-    const std::uint8_t* p = bytes(code);
-    const std::size_t len = std::min<std::size_t>(8, length(code));
-    std::uint64_t prefix = 0;
-    for (std::size_t i = 0; i < 8; ++i) prefix = prefix << 8 | (i < len ? p[i] : 0);
-    order[c] = {prefix, code};
+std::vector<std::int64_t> factorize_views(const std::vector<ViewChunk>& chunks, bool sort,
+                                          std::int64_t* codes) {
+  Table t;
+  std::size_t base = 0;
+  for (const auto& chunk : chunks) {
+    t.add(ViewRecords{chunk.views, &chunk.buffers}, chunk.n, codes + base, base);
+    base += chunk.n;
   }
-  std::sort(order.begin(), order.end(), [&](const Entry& a, const Entry& b) {
-    if (a.prefix != b.prefix) return a.prefix < b.prefix;
-    const std::size_t la = length(a.code), lb = length(b.code);
-    const int cmp = std::memcmp(bytes(a.code), bytes(b.code), std::min(la, lb));
-    return cmp != 0 ? cmp < 0 : la < lb;  // distinct strings: never equal
-  });
-  std::vector<std::int64_t> rank(m), sorted_first(m);
-  for (std::size_t k = 0; k < m; ++k) {
-    rank[static_cast<std::size_t>(order[k].code)] = static_cast<std::int64_t>(k);
-    sorted_first[k] = first[static_cast<std::size_t>(order[k].code)];
+  if (sort) t.sort(codes, base);
+  return std::move(t.first);
+}
+
+void check_views(const std::uint8_t* views, std::size_t n,
+                 const std::vector<std::int64_t>& sizes) {
+  for (std::size_t r = 0; r < n; ++r) {
+    std::int32_t len, index, offset;
+    std::memcpy(&len, views + 16 * r, 4);
+    if (len < 0) {
+      throw std::invalid_argument("views: string " + std::to_string(r) + " has a negative length");
+    }
+    if (len <= 12) continue;
+    std::memcpy(&index, views + 16 * r + 8, 4);
+    std::memcpy(&offset, views + 16 * r + 12, 4);
+    if (index < 0 || static_cast<std::size_t>(index) >= sizes.size() || offset < 0 ||
+        static_cast<std::int64_t>(offset) + len > sizes[static_cast<std::size_t>(index)]) {
+      throw std::invalid_argument("views: string " + std::to_string(r) +
+                                  " points outside the data buffers");
+    }
   }
-  for (std::size_t r = 0; r < n; ++r) codes[r] = rank[static_cast<std::size_t>(codes[r])];
-  first.swap(sorted_first);
 }
 
 }  // namespace tb::stats

@@ -16,15 +16,31 @@ std::vector<std::int64_t> factorize_fixed(const std::uint8_t* data, std::size_t 
                                           std::size_t width, std::int64_t* codes);
 
 // The same for n variable-length records: record r is data[offsets[r], offsets[r + 1]).
-// The offsets must be non-decreasing and within the data (the caller checks).
+// The offsets must be non-decreasing and within the data (the caller checks). With `sort`, the
+// codes count up in the byte-wise lexicographic order of the strings (a proper prefix first: the
+// order of Arrow/polars string sorts and of UTF-8 code points), and `first` is in that order.
 std::vector<std::int64_t> factorize_offsets(const std::uint8_t* data,
                                             const std::int64_t* offsets, std::size_t n,
-                                            std::int64_t* codes);
+                                            std::int64_t* codes, bool sort);
 
-// Renumbers codes (from factorize_offsets, with `first`) so that they count up in the byte-wise
-// lexicographic order of the strings (a proper prefix first: the order of Arrow/polars string
-// sorts and of UTF-8 code points), and puts `first` in that order.
-void sort_codes(const std::uint8_t* data, const std::int64_t* offsets, std::size_t n,
-                std::int64_t* codes, std::vector<std::int64_t>& first);
+// One chunk of an Arrow string-view array (Arrow columnar format, "Variable-size Binary View
+// Layout"): 16 bytes per string at `views`, an int32 length, then the string itself when it has
+// at most 12 bytes, else its first 4 bytes, an int32 buffer index and an int32 offset into
+// `buffers`. The caller checks every view against the buffers (check_views).
+struct ViewChunk {
+  const std::uint8_t* views;
+  std::size_t n;
+  std::vector<const std::uint8_t*> buffers;
+};
+
+// factorize_offsets for the strings of several view chunks, numbered on across them (the chunks
+// of one column, coded without joining them first).
+std::vector<std::int64_t> factorize_views(const std::vector<ViewChunk>& chunks, bool sort,
+                                          std::int64_t* codes);
+
+// Throws std::invalid_argument naming the first view whose length is negative or whose bytes
+// lie outside its buffer (sizes[i]: the size of buffers[i] in bytes).
+void check_views(const std::uint8_t* views, std::size_t n,
+                 const std::vector<std::int64_t>& sizes);
 
 }  // namespace tb::stats

@@ -6,6 +6,7 @@ Python loop over records.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -175,7 +176,10 @@ def dense_codes(s: pl.Series) -> np.ndarray:
         if labels.null_count() == 0:
             # A byte-comparing hash table codes the labels in O(n), then only the distinct
             # labels are sorted, byte-wise as polars sorts strings
-            # (``_core.stats.factorize_strings``)
+            # (``_core.stats.factorize_strings``); polars' own string views are read in place
+            views = _string_views(labels)
+            if views is not None:
+                return _core.stats.factorize_string_views(views, sort=True)[0]
             return _core.stats.factorize_strings(*_string_buffers(labels), sort=True)[0]
         # A hash lookup into the sorted distinct labels: O(n), ~10x faster than a string sort.
         levels = labels.unique().sort()
@@ -196,7 +200,46 @@ def factorize(
     """Return joint dense codes of key columns (lexicographic order) and the key values per code.
 
     :class:`Coded` columns bring their codes; the others are coded here (:func:`dense_codes`).
+    The joint codes of the same :class:`Coded` columns (the same objects, in the same order,
+    under the same names) are computed once while those objects live
+    (:data:`_JOINT`): a scorer's bootstrap, counts and metrics group on them many times.
     """
+    token = _joint_token(cols)
+    if token is not None:
+        hit = _JOINT.get(token[0])
+        if hit is not None and hit[0] == token[1]:
+            inverse, keys, n_codes = hit[1]
+            return inverse, {k: v.copy() for k, v in keys.items()}, n_codes
+    out = _factorize(cols)
+    if token is not None:
+        out[0].setflags(write=False)  # shared by every caller: never changed in place
+        _JOINT[token[0]] = (token[1], (out[0], {k: v.copy() for k, v in out[1].items()}, out[2]))
+    return out
+
+
+#: Joint codes of Coded columns, held while the first column's Coded object lives: the key is
+#: that object, the value (ids and names of all the columns, the result). The other columns are
+#: held by ``_JOINT_REFS`` beside their first column, so their ids cannot be reused meanwhile.
+_JOINT: weakref.WeakKeyDictionary[Coded, tuple[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
+_JOINT_REFS: weakref.WeakKeyDictionary[Coded, list[Coded]] = weakref.WeakKeyDictionary()
+
+
+def _joint_token(cols: Mapping[str, Any]) -> tuple[Coded, tuple[Any, ...]] | None:
+    """Return (first column, identity of all the columns) when every column is Coded."""
+    values = list(cols.values())
+    if len(values) < 2 or not all(isinstance(v, Coded) for v in values):
+        return None
+    held = _JOINT_REFS.setdefault(values[0], [])
+    for v in values[1:]:
+        if not any(v is h for h in held):
+            held.append(v)
+    return values[0], tuple((name, id(v)) for name, v in cols.items())
+
+
+def _factorize(
+    cols: Mapping[str, pl.Series | Coded],
+) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    """Compute :func:`factorize` (no cache)."""
     codes = [s.codes if isinstance(s, Coded) else dense_codes(s) for s in cols.values()]
     combined = codes[0]
     size = int(combined.max()) + 1 if combined.size else 0
@@ -253,6 +296,33 @@ def _string_buffers(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     data = arr.buffers()[2]
     payload = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
     return np.ascontiguousarray(offsets), payload
+
+
+def _string_views(s: pl.Series) -> list[tuple[np.ndarray, list[np.ndarray]]] | None:
+    """Return the (16-byte views, data buffers) of each chunk of a string Series, in place.
+
+    polars keeps strings in Arrow's string-view layout (Arrow columnar format, "Variable-size
+    Binary View Layout"); each chunk exported at the newest compatibility level comes out
+    without a copy, where :func:`_string_buffers` joins the chunks and rewrites every string
+    into the offsets layout. None when a chunk does not export as a string-view array.
+    """
+    out = []
+    for chunk in s.get_chunks():
+        try:
+            arr = chunk.to_arrow(compat_level=pl.CompatLevel.newest())
+        except (AttributeError, TypeError):  # pragma: no cover - polars without compat levels
+            return None
+        if isinstance(arr, pa.ChunkedArray):
+            if arr.num_chunks != 1:
+                return None
+            arr = arr.chunk(0)
+        if arr.type != pa.string_view():
+            return None
+        bufs = arr.buffers()
+        lo, hi = 16 * arr.offset, 16 * (arr.offset + len(arr))
+        views = np.frombuffer(bufs[1], dtype=np.uint8)[lo:hi] if len(arr) else np.zeros(0, np.uint8)
+        out.append((views, [np.frombuffer(b, dtype=np.uint8) for b in bufs[2:] if b is not None]))
+    return out
 
 
 def combine_hashes(columns: list[np.ndarray]) -> np.ndarray:

@@ -175,7 +175,17 @@ def summarize_frame(
     parts = [per_group]
     if overall and "task" in groups:
         parts.append(
-            _overall_rows(key_cols, values, per_group, keys, clusters, benchmark, metric, options)
+            _overall_rows(
+                key_cols,
+                values,
+                per_group,
+                keys,
+                clusters,
+                benchmark,
+                metric,
+                options,
+                boolean=frame.schema[value] == pl.Boolean,
+            )  # fmt: skip
         )
     if interval != "bootstrap":
         labels = clusters.labels if isinstance(clusters, _keys.Coded) else clusters
@@ -344,6 +354,8 @@ def _overall_rows(
     benchmark: str,
     metric: str,
     options: BootstrapOptions,
+    *,
+    boolean: bool = False,
 ) -> pl.DataFrame:
     """Compute one task="overall" row per (track, model, tools, extras).
 
@@ -366,7 +378,7 @@ def _overall_rows(
         t_local = coded.get_column("_t").to_numpy()
     else:
         g, t_local, k_row = layout
-    exact = clusters is not None and g is not None and _integral(values)
+    exact = clusters is not None and g is not None and _integral(values, boolean=boolean)
     pieces = []
     for k in np.unique(k_row).tolist():
         idx = np.flatnonzero(k_row == k)
@@ -400,8 +412,13 @@ def _overall_rows(
 _EXACT_SUM = float(2**53)
 
 
-def _integral(values: np.ndarray) -> bool:
-    """Tell whether per-cluster sums of ``values`` are exact in any order (whole numbers)."""
+def _integral(values: np.ndarray, *, boolean: bool = False) -> bool:
+    """Tell whether per-cluster sums of ``values`` are exact in any order (whole numbers).
+
+    ``boolean``: the values are a Boolean column's 0/1 (whole numbers, no scan needed).
+    """
+    if boolean:
+        return bool(values.size) and values.size < _EXACT_SUM
     return bool(
         values.size
         and np.abs(values).sum() < _EXACT_SUM
@@ -428,10 +445,11 @@ def _task_layout(
     n_tasks = int(task.max()) + 1 if task.size else 0
     if n_groups * n_tasks > 4 * task.size + 1024:
         return None
-    present = np.bincount(g * n_tasks + task, minlength=n_groups * n_tasks) > 0
+    cell = g * n_tasks + task
+    present = np.bincount(cell, minlength=n_groups * n_tasks) > 0
     present = present.reshape(n_groups, n_tasks)
     local = np.cumsum(present, axis=1, dtype=np.int64) - 1
-    return g, local[g, task], present.sum(axis=1, dtype=np.int64)[g]
+    return g, local.ravel()[cell], present.sum(axis=1, dtype=np.int64)[g]
 
 
 def _task_layout_polars(
