@@ -25,11 +25,12 @@ in use (``Report.convention``).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .._scorer_names import SCORER_NAMES
 from ..errors import InvalidArgumentError
-from . import inspect, lammi, medbench, medinsight, mtbbench, radabench
 from ._store import store_frame
 from ._summary import summarize
 from ._validate import DEFAULT_TRACK
@@ -53,8 +54,22 @@ __all__ = [
     "summarize",
 ]
 
-# the names are kept once, in tumorboard._scorer_names (the CLI reads them without polars)
-_SCORERS: dict[str, Callable[..., Report]] = {name: globals()[name].score for name in SCORER_NAMES}
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from . import inspect, lammi, medbench, medinsight, mtbbench, radabench
+
+# The names are kept once, in tumorboard._scorer_names (the CLI reads them without polars). The
+# scorer modules are imported when first used (PEP 562 module __getattr__): scoring one
+# benchmark does not import the other five (their text metrics, judges and plots).
+
+
+def __getattr__(name: str) -> Any:
+    if name in SCORER_NAMES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(SCORER_NAMES))
 
 
 def benchmarks() -> list[str]:
@@ -65,7 +80,7 @@ def benchmarks() -> list[str]:
     list of str
         The names, sorted; each is a module of :mod:`tumorboard.score`.
     """
-    return sorted(_SCORERS)
+    return sorted(SCORER_NAMES)
 
 
 def get(name: str) -> Callable[..., Report]:
@@ -87,8 +102,9 @@ def get(name: str) -> Callable[..., Report]:
     InvalidArgumentError
         An unknown name.
     """
-    if isinstance(name, str) and name in _SCORERS:
-        return _SCORERS[name]
+    if isinstance(name, str) and name in SCORER_NAMES:
+        score: Callable[..., Report] = importlib.import_module(f"{__name__}.{name}").score
+        return score
     raise InvalidArgumentError(
         f"benchmark: unknown scorer {name!r}; expected one of {benchmarks()}"
     )

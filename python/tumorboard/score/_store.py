@@ -118,27 +118,47 @@ def _frame(st: Store, benchmark: str, tracks: Sequence[str] | None) -> pl.DataFr
     """Build :func:`store_frame`'s frame from one state of the store (run by ``Store.read``)."""
     st.verify(("runs", "items"))
     items = st.items(with_runs=True)
-    present = items.select(pl.col("benchmark").unique()).collect().get_column("benchmark")
-    if benchmark not in present.to_list():
-        have = ", ".join(sorted(str(b) for b in present.drop_nulls().to_list())) or "none"
-        hint = (
-            "; import with --benchmark to record which benchmark a run belongs to"
-            if have != "none"
-            else ""
-        )
-        raise InvalidArgumentError(
-            f"{st.path}: no items of benchmark {benchmark!r} (benchmarks present: {have}){hint}"
-        )
-    lf = items.filter(pl.col("benchmark") == benchmark)
+    # the runs table is small: a benchmark no run has cannot have items (the items' own check,
+    # a join of every item, runs only to word the error)
+    runs = st.scan("runs").select(pl.col("benchmark").unique()).collect().get_column("benchmark")
+    if benchmark not in runs.to_list():
+        raise _no_items(st, items, benchmark)
+    # as items.filter(benchmark == ...), but the runs are filtered before the join, an inner
+    # join of the same rows in the same order (a left join then a filter of every item costs
+    # more than the read of a large store's columns)
+    runs_of = (
+        st.scan("runs")
+        .select("run_id", "benchmark", "track", "model", "tools")
+        .unique(subset="run_id", keep="first", maintain_order=True)
+        .filter(pl.col("benchmark") == benchmark)
+        .with_columns(pl.col("tools").fill_null(False))
+    )
+    lf = st.items().join(runs_of, on="run_id", how="inner", maintain_order="left")
     if tracks:
         lf = lf.filter(pl.col("track").is_in(list(tracks)))
     frame = _BUILDERS[benchmark](st, lf)
+    if frame.height == 0 and not tracks:
+        raise _no_items(st, items, benchmark)
     if frame.height == 0:
         raise InvalidArgumentError(
             f"{st.path}: no items of benchmark {benchmark!r} left in tracks "
             f"{', '.join(tracks or ())}"
         )
     return frame
+
+
+def _no_items(st: Store, items: Any, benchmark: str) -> InvalidArgumentError:
+    """Return the error for a store without items of ``benchmark``, naming those it has."""
+    present = items.select(pl.col("benchmark").unique()).collect().get_column("benchmark")
+    have = ", ".join(sorted(str(b) for b in present.drop_nulls().to_list())) or "none"
+    hint = (
+        "; import with --benchmark to record which benchmark a run belongs to"
+        if have != "none"
+        else ""
+    )
+    return InvalidArgumentError(
+        f"{st.path}: no items of benchmark {benchmark!r} (benchmarks present: {have}){hint}"
+    )
 
 
 def resolve(df: Any, benchmark: str) -> Any:
