@@ -378,6 +378,28 @@ py::tuple factorize_string_views(const py::list& chunks, bool sort) {
   return py::make_tuple(codes, to_numpy(first));
 }
 
+// The first row of each code 0..n_codes-1 among `codes` (-1 for a code that does not occur).
+py::array_t<std::int64_t> first_rows(Array<std::int64_t> codes, std::int64_t n_codes) {
+  if (n_codes < 0) throw std::invalid_argument("n_codes: expected >= 0");
+  py::array_t<std::int64_t> out(static_cast<py::ssize_t>(n_codes));
+  auto* o = out.mutable_data();
+  std::fill(o, o + n_codes, std::int64_t{-1});
+  const auto* c = codes.data();
+  const auto n = static_cast<std::int64_t>(codes.size());
+  std::int64_t missing = n_codes;
+  for (std::int64_t r = 0; r < n && missing > 0; ++r) {
+    const std::int64_t k = c[r];
+    if (k < 0 || k >= n_codes) {
+      throw std::invalid_argument("codes: expected values in [0, n_codes)");
+    }
+    if (o[k] < 0) {
+      o[k] = r;
+      --missing;
+    }
+  }
+  return out;
+}
+
 py::array_t<std::uint64_t> mix64_array(Array<std::uint64_t> x) {
   py::array_t<std::uint64_t> out(x.size());
   for (py::ssize_t i = 0; i < x.size(); ++i) out.mutable_data()[i] = tb::rng::mix64(x.data()[i]);
@@ -435,6 +457,9 @@ void bind_stats(py::module_& m) {
         "factorize_strings for the chunks of an Arrow string-view column, coded as one column: "
         "a list of (views, buffers) pairs, the 16-byte views as uint8 and the data buffers as "
         "a list of uint8 arrays; every view is checked against its chunk's buffers.");
+  m.def("first_rows", &first_rows, py::arg("codes"), py::arg("n_codes"),
+        "The first row of each code 0..n_codes-1 (-1 where a code does not occur); the scan "
+        "stops once every code has been seen.");
   m.def("mix64", &mix64_array, py::arg("x"), "SplitMix64 finalizer of each word.");
 }
 

@@ -256,8 +256,7 @@ def _factorize(
     else:
         inverse = np.unique(combined, return_inverse=True)[1].astype(np.int64, copy=False)
     n_codes = int(inverse.max()) + 1 if inverse.size else 0
-    first = np.zeros(n_codes, dtype=np.int64)
-    first[inverse] = np.arange(inverse.size)  # any occurrence carries the key values
+    first = _core.stats.first_rows(inverse, n_codes)  # any occurrence carries the key values
     keys = {
         name: (s.labels if isinstance(s, Coded) else s).gather(first).to_numpy()
         for name, s in cols.items()

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .. import _keys, stats
+from .. import _core, _keys, stats
 from .._typing import Frame
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..stats import BootstrapOptions
@@ -495,19 +495,22 @@ def _cluster_rows(
     """
     coded = clusters if isinstance(clusters, _keys.Coded) else _keys.Coded.of(clusters)
     n_c = int(coded.codes.max()) + 1  # codes of all rows: a subset's are in the same order
-    unit = g[idx].astype(np.int64) * n_c + coded.codes[idx]
+    every = idx.size == g.size  # all rows (every group has k tasks): no gathers
+    g_at, c_at = (g, coded.codes) if every else (g[idx], coded.codes[idx])
+    t_at, v_at = (t_local, values) if every else (t_local[idx], values[idx])
+    unit = g_at.astype(np.int64) * n_c + c_at
     size = int(unit.max()) + 1
     if size <= 4 * unit.size + 1024:
         unit = _keys.compact_codes(unit, size)
     else:
         unit = np.unique(unit, return_inverse=True)[1].astype(np.int64, copy=False)
     n_units = int(unit.max()) + 1
-    cell = unit * k + t_local[idx]
+    cell = unit * k + t_at
     rows = np.empty((n_units, 2 * k), dtype=np.float64)
-    rows[:, 0::2] = np.bincount(cell, weights=values[idx], minlength=n_units * k).reshape(-1, k)
+    rows[:, 0::2] = np.bincount(cell, weights=v_at, minlength=n_units * k).reshape(-1, k)
     rows[:, 1::2] = np.bincount(cell, minlength=n_units * k).reshape(-1, k)
-    first = np.empty(n_units, dtype=np.int64)
-    first[unit] = idx  # any row of a unit carries its labels
+    first = _core.stats.first_rows(unit, n_units)  # any row of a unit carries its labels
+    first = first if every else idx[first]
     return rows, {c: key_cols[c].gather(first) for c in okeys}, coded.gather(first)
 
 
