@@ -11,7 +11,9 @@ the task means on every resample (engine statistic ``"mean_of_ratios"`` with equ
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -253,14 +255,25 @@ def code_columns(frame: pl.DataFrame, names: Sequence[str]) -> dict[str, _keys.C
     """Code the key and cluster columns of ``frame`` once (:class:`tumorboard._keys.Coded`).
 
     Only columns without nulls, of string, Boolean, categorical or integer type, are coded;
-    the others are left to the per-call validation (which names a missing or NaN label).
+    the others are left to the per-call validation (which names a missing or NaN label). Large
+    columns are coded on threads at once (the string coding releases the GIL); each column's
+    codes are the same whatever the threads.
     """
-    out = {}
+    todo = []
     for c in names:
         s = frame.get_column(c)
         if s.null_count() == 0 and (s.dtype in _CODED_TYPES or s.dtype.is_integer()):
-            out[c] = _keys.Coded.of(s)
-    return out
+            todo.append((c, s))
+    workers = min(len(todo), os.cpu_count() or 1)
+    if workers < 2 or frame.height < _THREADED_ROWS:
+        return {c: _keys.Coded.of(s) for c, s in todo}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        coded = list(pool.map(lambda item: _keys.Coded.of(item[1]), todo))
+    return {c: k for (c, _), k in zip(todo, coded, strict=True)}
+
+
+#: Frames at least this long code their columns on threads (:func:`code_columns`).
+_THREADED_ROWS = 1 << 20
 
 
 def _keyed(frame: pl.DataFrame, groups: Sequence[str]) -> tuple[pl.DataFrame, list[str], list[str]]:
