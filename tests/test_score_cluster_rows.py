@@ -80,6 +80,9 @@ def test_columns_coded_once_give_the_same_report(cluster, interval, monkeypatch)
     df = _with_coverage_columns(_frame(3), 4)
     opts = BootstrapOptions(n_resamples=150, seed=9)
     fast = mtbbench.score(df, options=opts, cluster=cluster, interval=interval).table
+    monkeypatch.setattr(_summary, "_THREADED_ROWS", 0)  # columns coded on threads
+    threaded = mtbbench.score(df, options=opts, cluster=cluster, interval=interval).table
+    assert threaded.equals(fast)
     # nothing coded: stats.bootstrap codes every call, polars group-bys count
     monkeypatch.setattr(mtbbench, "code_columns", lambda frame, names: {})
     monkeypatch.setattr(_summary, "code_columns", lambda frame, names: {})
