@@ -276,8 +276,8 @@ def test_cli_compare_ranks(tmp_path):
     cli, store = _store_of_three_models(tmp_path)
     out = cli("compare", str(store), "--ranks", "--n-resamples", "400")
     assert out.returncode == 0, out.stderr
-    assert "Ranks, overall (400 of 400 resamples):" in out.stdout
-    block = out.stdout.split("Ranks, overall")[1].splitlines()
+    assert "Ranks by mean correct, overall (400 of 400 resamples):" in out.stdout
+    block = out.stdout.split("Ranks by mean correct, overall")[1].splitlines()
     assert block[4].startswith("| model-a | 0.8833 | 1 [1, 1] | 1.000 | yes |")  # 106/120 right
     out = cli("compare", str(store), "--ranks", "--format", "csv")
     assert out.returncode == 2 and "--ranks: expected --format md, json, html or svg" in out.stderr
@@ -288,6 +288,53 @@ def test_cli_compare_ranks(tmp_path):
     text = page.read_text()
     assert text.startswith("<!doctype html>") and text.count("<svg") == 1 + 3 + 3  # forest,
     # a p-value heatmap per task (task0, task1, overall), ranks per task and overall
+
+
+def test_cli_compare_ranks_by_corpus_bleu(tmp_path):
+    """--rank-statistic bleu ranks by corpus BLEU, equal to sacrebleu's on each model's items."""
+    import json
+    import random
+
+    sacrebleu = pytest.importorskip("sacrebleu")
+    from test_logs_to_scores import cli, write_jsonl
+
+    rng = random.Random(1)
+    refs = ["the biopsy shows a moderately differentiated lung adenocarcinoma",
+            "no evidence of malignancy in the submitted tissue",
+            "findings consistent with squamous cell carcinoma of the lung",
+            "the tumour is positive for ttf1 and napsin a"]  # fmt: skip
+    records = []
+    for model, keep in (("fair", 0.6), ("good", 0.9), ("poor", 0.3)):
+        for i in range(60):
+            ref = refs[i % 4]
+            words = [w if rng.random() < keep else "tissue" for w in ref.split()]
+            records.append({"model": model, "patient_id": f"p{i // 4}", "task": f"t{i % 2}",
+                            "item_id": f"q{i}", "question": f"Case {i}: the report?",
+                            "gold": ref, "response": " ".join(words) if i != 7 else None,
+                            "correct": rng.random() < keep})  # fmt: skip
+    log = write_jsonl(tmp_path / "log.jsonl", records)
+    assert cli("import", "jsonl", str(log), "--store", str(tmp_path / "s")).returncode == 0
+    out = cli("compare", str(tmp_path / "s"), "--rank-statistic", "bleu", "--n-resamples",
+              "300", "--format", "json")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "3 item(s) without a response or a reference left out of the BLEU ranks" in out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["ranked_by"] == "corpus BLEU" and set(doc["ranks"]) == {"t0", "t1", "overall"}
+    overall = doc["ranks"]["overall"]
+    assert [r["model"] for r in overall] == ["good", "fair", "poor"]
+    for r in overall:
+        mine = [x for x in records if x["model"] == r["model"] and x["response"] is not None]
+        want = sacrebleu.corpus_bleu([x["response"] for x in mine], [[x["gold"] for x in mine]])
+        assert r["estimate"] == pytest.approx(want.score, abs=1e-9)
+    md = cli("compare", str(tmp_path / "s"), "--rank-statistic", "bleu", "--n-resamples", "100")
+    assert md.returncode == 0 and "Ranks by corpus BLEU, overall" in md.stdout
+    # a store whose items have no reference text: told, not ranked by nothing
+    bare = write_jsonl(tmp_path / "bare.jsonl", [
+        {**r, "gold": None, "correct": r["correct"]} for r in records[:40]
+    ])  # fmt: skip
+    assert cli("import", "jsonl", str(bare), "--store", str(tmp_path / "b")).returncode == 0
+    out = cli("compare", str(tmp_path / "b"), "--rank-statistic", "bleu")
+    assert out.returncode == 2 and "no item has both a response and a reference" in out.stderr
 
 
 def test_cli_compare_writes_each_picture_as_an_svg_file(tmp_path):

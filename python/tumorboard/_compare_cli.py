@@ -63,6 +63,16 @@ def add_compare_parser(sub: Any) -> None:
     p.add_argument("--ranks", action="store_true",
                    help="also the bootstrap rank intervals of the models per task and overall "
                    "(rank CI, P(best), tied with the best; shared Poisson resamples)")  # fmt: skip
+    p.add_argument(
+        "--rank-statistic", choices=["mean", "bleu"], default="mean",
+        help="what --ranks ranks: mean (default), the mean of --metric; bleu, corpus BLEU of "
+        "each model's responses against the items' references (gold_text, else gold), "
+        "resampled through its sufficient statistics as sacrebleu defines it (implies --ranks)",
+    )  # fmt: skip
+    p.add_argument(
+        "--bleu-tokenize", choices=["13a", "zh", "char", "none"], default="13a",
+        help="the BLEU tokenizer of --rank-statistic bleu (sacrebleu's names; default 13a)",
+    )  # fmt: skip
     p.add_argument("--format", choices=["md", "csv", "json", "html", "svg"], default="md",
                    help="md (default), csv (the comparisons), json ({'comparisons': [...], "
                    "'ranks': {task: [...]}}), html (forest plot, p-value heatmaps, rank "
@@ -191,6 +201,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         items = items.filter(pl.col("benchmark") == args.benchmark)
     if args.track:
         items = items.filter(pl.col("track").is_in(args.track))
+    if args.rank_statistic != "mean":
+        args.ranks = True
     if args.ranks and args.format == "csv":
         raise InvalidArgumentError(
             "--ranks: expected --format md, json, html or svg (csv holds one table)"
@@ -204,6 +216,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )
     items = items.with_columns(pl.col(args.metric).cast(pl.Float64).alias("_value"))
     missing = items.filter(pl.col("_value").is_null() | pl.col("_value").is_nan()).height
+    texts = _texts(items) if args.rank_statistic == "bleu" else None
     items = items.filter(pl.col("_value").is_not_null() & pl.col("_value").is_not_nan())
     if missing:
         print(f"tumorboard: note: {missing:,} item(s) without a {args.metric} value left out",
@@ -238,7 +251,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             clusters=rows["clusters"], baseline=args.baseline, correction=args.correction,
             options=opts, n_permutations=args.n_permutations,
         )  # fmt: skip
-        ranks = _ranks(rows, opts) if args.ranks else {}
+        if texts is not None:
+            ranks = _bleu_ranks(texts, bench, track, sub, args, opts)
+        else:
+            ranks = _ranks(rows, opts) if args.ranks else {}
         sections.append((bench, track, where, result, ranks))
     if not sections:
         raise InvalidArgumentError(
@@ -249,7 +265,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         for path in _write_svgs(sections, args.out):
             print(f"wrote {path}")
         return 0
-    text = _render(sections, args.format)
+    ranked_by = "corpus BLEU" if args.rank_statistic == "bleu" else f"mean {args.metric}"
+    text = _render(sections, args.format, ranked_by=ranked_by)
     if args.out:
         with atomic_path(args.out) as tmp:
             tmp.write_text(text, encoding="utf-8")
@@ -312,7 +329,9 @@ def _rows(items: Any, *, cluster: bool) -> dict[str, Any]:
     }
 
 
-def _render(sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str) -> str:
+def _render(
+    sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str, *, ranked_by: str = ""
+) -> str:
     """Render the comparisons of each (benchmark, track) in ``fmt``.
 
     One section is written as before sections existed; several get a heading each (md, html),
@@ -329,7 +348,8 @@ def _render(sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str)
         for _bench, _track, where, result, ranks in sections:
             text = (f"## {where}\n\n" if several else "") + result.to_markdown() + "\n"
             for task, r in ranks.items():
-                text += f"\nRanks, {task} ({r.n_valid:,} of {r.n_resamples:,} resamples):\n\n"
+                text += (f"\nRanks by {ranked_by}, {task} ({r.n_valid:,} of "
+                         f"{r.n_resamples:,} resamples):\n\n")  # fmt: skip
                 text += r.to_markdown() + "\n"
             out.append(text)
         return "\n".join(out)
@@ -341,7 +361,7 @@ def _render(sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str)
     if fmt == "html":
         return Comparison.page_html([(where if several else None, result, ranks)
                                  for _b, _t, where, result, ranks in sections])  # fmt: skip
-    doc: dict[str, Any] = {"comparisons": [], "ranks": {}}
+    doc: dict[str, Any] = {"comparisons": [], "ranks": {}, "ranked_by": ranked_by}
     for bench, track, where, result, ranks in sections:
         doc["comparisons"] += [{"benchmark": bench, "track": track, **d}
                                for d in result.to_dicts()]  # fmt: skip
@@ -350,8 +370,14 @@ def _render(sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str)
     return json.dumps(doc, indent=2, allow_nan=True) + "\n"
 
 
-def _ranks(rows: dict[str, Any], opts: Any) -> dict[str, Any]:
-    """Rank intervals per task (sorted) and overall, on the rows the comparisons use."""
+def _ranks(
+    rows: dict[str, Any], opts: Any, *, statistic: str = "mean", params: Any = None
+) -> dict[str, Any]:
+    """Rank intervals per task (sorted) and overall, on the rows the comparisons use.
+
+    ``rows["values"]`` holds one value per row (``statistic="mean"``) or the sufficient
+    statistics of an engine statistic (``"bleu"``: :func:`tumorboard.text.bleu_statistics`).
+    """
     import numpy as np
 
     from .stats import rank_intervals
@@ -366,8 +392,65 @@ def _ranks(rows: dict[str, Any], opts: Any) -> dict[str, Any]:
         keys = np.char.add(np.char.add(tasks[sel], "\x1f"), rows["items"][sel].astype(str))
         out[task] = rank_intervals(rows["values"][sel], models=models[sel], items=keys,
                                    clusters=clusters[sel] if clusters is not None else None,
+                                   statistic=statistic, params=params,
                                    options=opts)  # fmt: skip
     return out
+
+
+def _texts(items: Any) -> Any:
+    """Return the items that have a response and a reference (gold_text, else gold) for BLEU.
+
+    Refuses a store where no item has both, naming what is missing.
+    """
+    import polars as pl
+
+    from .errors import InvalidArgumentError
+
+    ref = pl.coalesce(
+        pl.col("gold_text").cast(pl.Utf8) if "gold_text" in items.columns else pl.lit(None),
+        pl.col("gold").cast(pl.Utf8) if "gold" in items.columns else pl.lit(None),
+    )
+    out = items.with_columns(ref.alias("_reference")).filter(
+        pl.col("response").is_not_null() & pl.col("_reference").is_not_null()
+    )
+    if out.height == 0:
+        raise InvalidArgumentError(
+            "--rank-statistic bleu: no item has both a response and a reference (gold_text or "
+            "gold); import the logs with the reference text in a gold or gold_text field"
+        )
+    left = items.height - out.height
+    if left:
+        print(f"tumorboard: note: {left:,} item(s) without a response or a reference left out "
+              "of the BLEU ranks", file=sys.stderr)  # fmt: skip
+    return out
+
+
+def _bleu_ranks(texts: Any, bench: str, track: str, sub: Any, args: Any, opts: Any) -> Any:
+    """Rank the systems of one (benchmark, track) by corpus BLEU (sacrebleu's definition).
+
+    The rows are the section's items with a response and a reference; the systems are labelled
+    as in the comparisons (``sub``'s ``_system``, by (model, track, tools)).
+    """
+    import polars as pl
+
+    from .text import bleu_statistic_params, bleu_statistics
+
+    rows = texts.with_columns(
+        pl.col("benchmark").cast(pl.Utf8).fill_null(""), pl.col("track").cast(pl.Utf8).fill_null("")
+    ).filter((pl.col("benchmark") == bench) & (pl.col("track") == track))
+    systems = sub.select("model", "track", "tools", "_system").unique()
+    rows = rows.join(systems, on=["model", "track", "tools"], how="inner", nulls_equal=True,
+                     maintain_order="left")  # fmt: skip
+    if rows.height == 0:
+        return {}
+    arrays = _rows(rows.with_columns(pl.lit(0.0).alias("_value")),
+                   cluster=args.cluster == "patient")  # fmt: skip
+    arrays["values"] = bleu_statistics(
+        rows.get_column("response").to_list(),
+        rows.get_column("_reference").to_list(),
+        tokenizer=args.bleu_tokenize,
+    )
+    return _ranks(arrays, opts, statistic="bleu", params=bleu_statistic_params())
 
 
 def _system_labels(items: Any) -> list[str]:
