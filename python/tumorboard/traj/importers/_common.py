@@ -286,8 +286,9 @@ def _rows_table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
     """Build a conforming Arrow table of ``table`` from row dicts (one conversion per column).
 
     The columns are built by polars (``pyarrow.array`` on Python lists would import pandas,
-    a tenth of a second), checked (keys not null, enum columns in their values) and cast to
-    the table's Arrow types.
+    a tenth of a second; tables without list columns straight from the row dicts, the others
+    a column at a time so that repeated lists convert once), checked (keys not null, enum
+    columns in their values) and cast to the table's Arrow types.
 
     Parameters
     ----------
@@ -311,9 +312,13 @@ def _rows_table(rows: Sequence[Mapping[str, Any]], table: str) -> pa.Table:
     schema = schema_of(table)
     pschema = polars_schema(table)
     try:
-        df = pl.DataFrame(
-            [_column([r.get(name) for r in rows], name, dtype) for name, dtype in pschema.items()]
-        )
+        if any(isinstance(dtype, pl.List) for dtype in pschema.values()):
+            df = pl.DataFrame(
+                [_column([r.get(name) for r in rows], name, dtype)
+                 for name, dtype in pschema.items()]
+            )  # fmt: skip
+        else:  # polars reads the row dicts itself (2-3x faster than a list per column)
+            df = pl.from_dicts(rows, schema=pschema, strict=True)
     except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
         raise InvalidArgumentError(
             f"{table}: importer produced a value that does not fit the schema: {exc}"
