@@ -37,6 +37,22 @@ ANCHOR_PYTHON = "python -c pass"
 ANCHOR_ONE_BATCH = "the same import in one batch"
 ITEMS_PER_PATIENT = 10
 
+#: The child scripts' peak memory: Linux's VmHWM, which exec resets (``getrusage``'s ru_maxrss
+#: keeps the forking parent's peak, so a child of a large benchmark process reported the
+#: parent's peak instead of its own).
+_PEAK = """
+def peak_gb():
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024 / 1e9
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+"""
+
 _SCORE = """
 import json, resource, sys, time
 t0 = time.perf_counter()
@@ -47,7 +63,7 @@ rep = mtbbench.score(Store(sys.argv[1], create=False), cluster="patient_id",
                      options=BootstrapOptions(n_resamples=1000, seed=0))
 s = time.perf_counter() - t0
 print(json.dumps({"s": s, "rows": rep.table.height,
-                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}))
+                  "peak_gb": peak_gb()}))
 """
 _READ = """
 import json, resource, sys, time
@@ -57,7 +73,7 @@ df = pl.scan_parquet(sys.argv[1] + "/items/*.parquet").select(
     "run_id", "patient_id", "item_id", "task", "correct").collect()
 s = time.perf_counter() - t0
 print(json.dumps({"s": s, "rows": df.height,
-                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}))
+                  "peak_gb": peak_gb()}))
 """
 
 
@@ -111,7 +127,7 @@ t0 = time.perf_counter()
 r = import_logs("jsonl", sys.argv[1], Store(sys.argv[2], fsync=False))
 s = time.perf_counter() - t0
 print(json.dumps({"s": s, "rows": r.n_items, "parts": len(Store(sys.argv[2]).parts("items")),
-                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}))
+                  "peak_gb": peak_gb()}))
 """
 
 
@@ -156,8 +172,8 @@ def stream_import(ctx: Any, lines: Any) -> list[Result]:
 
 
 def _child(code: str, *args: str) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True,
-                         text=True)  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", _PEAK + code, *args], check=True,
+                         capture_output=True, text=True)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
