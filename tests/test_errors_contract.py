@@ -29,7 +29,7 @@ SOURCES = [ROOT / "python" / "tumorboard", ROOT / "kernels"]
 PROTOCOL = {"AttributeError", "KeyError", "IndexError", "AssertionError", "NotImplementedError",
             "SystemExit"}  # fmt: skip
 #: helpers that build an exception for the caller to raise: their result class is checked
-BUILDERS = {"_missing_extra": "MissingDependencyError"}
+BUILDERS = {"_missing_extra": "MissingDependencyError", "_no_items": "InvalidArgumentError"}
 
 
 def _error_classes() -> dict[str, type]:
