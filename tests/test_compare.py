@@ -328,6 +328,8 @@ def test_cli_compare_ranks_by_corpus_bleu(tmp_path):
         assert r["estimate"] == pytest.approx(want.score, abs=1e-9)
     md = cli("compare", str(tmp_path / "s"), "--rank-statistic", "bleu", "--n-resamples", "100")
     assert md.returncode == 0 and "Ranks by corpus BLEU, overall" in md.stdout
+    out = cli("compare", str(tmp_path / "s"), "--bleu-tokenize", "char")  # without bleu ranks
+    assert out.returncode == 2 and "only with --rank-statistic bleu" in out.stderr
     # a store whose items have no reference text: told, not ranked by nothing
     bare = write_jsonl(tmp_path / "bare.jsonl", [
         {**r, "gold": None, "correct": r["correct"]} for r in records[:40]

@@ -201,6 +201,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         items = items.filter(pl.col("benchmark") == args.benchmark)
     if args.track:
         items = items.filter(pl.col("track").is_in(args.track))
+    if args.bleu_tokenize != "13a" and args.rank_statistic != "bleu":
+        raise InvalidArgumentError(
+            f"--bleu-tokenize {args.bleu_tokenize}: only with --rank-statistic bleu"
+        )
     if args.rank_statistic != "mean":
         args.ranks = True
     if args.ranks and args.format == "csv":
