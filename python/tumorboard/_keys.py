@@ -208,32 +208,29 @@ def factorize(
     if token is not None:
         hit = _JOINT.get(token[0])
         if hit is not None and hit[0] == token[1]:
-            inverse, keys, n_codes = hit[1]
+            inverse, keys, n_codes = hit[2]
             return inverse, {k: v.copy() for k, v in keys.items()}, n_codes
     out = _factorize(cols)
     if token is not None:
         out[0].setflags(write=False)  # shared by every caller: never changed in place
-        _JOINT[token[0]] = (token[1], (out[0], {k: v.copy() for k, v in out[1].items()}, out[2]))
+        first, ids, others = token
+        _JOINT[first] = (ids, others, (out[0], {k: v.copy() for k, v in out[1].items()}, out[2]))
     return out
 
 
-#: Joint codes of Coded columns, held while the first column's Coded object lives: the key is
-#: that object, the value (ids and names of all the columns, the result). The other columns are
-#: held by ``_JOINT_REFS`` beside their first column, so their ids cannot be reused meanwhile.
-_JOINT: weakref.WeakKeyDictionary[Coded, tuple[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
-_JOINT_REFS: weakref.WeakKeyDictionary[Coded, list[Coded]] = weakref.WeakKeyDictionary()
+#: Joint codes of Coded columns, held while the first column's Coded object lives. The key is
+#: that object; the value holds the names and ids of all the columns, the other columns
+#: themselves (so that their ids cannot be reused meanwhile) and the result.
+_JOINT: weakref.WeakKeyDictionary[Coded, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
-def _joint_token(cols: Mapping[str, Any]) -> tuple[Coded, tuple[Any, ...]] | None:
-    """Return (first column, identity of all the columns) when every column is Coded."""
+def _joint_token(cols: Mapping[str, Any]) -> tuple[Coded, tuple[Any, ...], list[Coded]] | None:
+    """Return (first column, names and ids of all the columns, the others) if all are Coded."""
     values = list(cols.values())
     if len(values) < 2 or not all(isinstance(v, Coded) for v in values):
         return None
-    held = _JOINT_REFS.setdefault(values[0], [])
-    for v in values[1:]:
-        if not any(v is h for h in held):
-            held.append(v)
-    return values[0], tuple((name, id(v)) for name, v in cols.items())
+    others = [v for v in values[1:] if v is not values[0]]  # the key itself stays weak
+    return values[0], tuple((name, id(v)) for name, v in cols.items()), others
 
 
 def _factorize(

@@ -445,45 +445,28 @@ def _task_layout(
     """Return each row's group code, its task's index among its group's tasks, and k.
 
     Groups are the ``okeys`` values, tasks are numbered in sorted order within each group
-    (0..k-1), k is the group's number of tasks. Integer work on dense codes (O(n)); None when a
-    key has missing values or the groups x tasks table would be large (the caller ranks with
-    polars instead).
-    """
-    cols = {c: key_cols[c] for c in okeys}
-    if any(isinstance(s, pl.Series) and s.null_count() for s in cols.values()):
-        return None
-    if all(isinstance(s, _keys.Coded) for s in key_cols.values()):
-        return _task_layout_coded(key_cols, okeys)
-    g, _, n_groups = _keys.factorize(cols)
-    tcol = key_cols["task"]
-    task = tcol.codes if isinstance(tcol, _keys.Coded) else _keys.dense_codes(tcol)
-    n_tasks = int(task.max()) + 1 if task.size else 0
-    if n_groups * n_tasks > 4 * task.size + 1024:
-        return None
-    cell = g * n_tasks + task
-    present = np.bincount(cell, minlength=n_groups * n_tasks) > 0
-    present = present.reshape(n_groups, n_tasks)
-    local = np.cumsum(present, axis=1, dtype=np.int64) - 1
-    return g, local.ravel()[cell], present.sum(axis=1, dtype=np.int64)[g]
+    (0..k-1), k is the group's number of tasks. None when a key has missing values or the
+    groups x tasks table would be large (the caller ranks with polars instead).
 
-
-def _task_layout_coded(
-    key_cols: Mapping[str, _keys.Coded], okeys: Sequence[str]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Compute :func:`_task_layout` from the joint codes of all the key columns.
-
-    The per-group bootstrap has coded every (okeys, task) group already (the joint codes of the
-    same Coded columns are computed once), so the layout is worked out on the groups, one row
+    The layout is worked out on the (okeys, task) groups of the per-group bootstrap, one row
     each, and gathered to the rows: three gathers instead of passes of integer work over every
-    row. The codes are the same: the groups' okeys values and tasks, coded in sorted order, are
-    the rows' values and tasks coded in sorted order.
+    row (with Coded columns the groups' joint codes are computed once, for both). The codes are
+    the same: the groups' okeys values and tasks, coded in sorted order, are the rows' values
+    and tasks coded in sorted order.
     """
-    joint, values, n_joint = _keys.factorize(key_cols)  # the bootstrap's, cached
-    n = joint.size
-    g_of, _, n_groups = _keys.factorize({c: pl.Series(c, values[c]) for c in okeys})
-    t_of = _keys.dense_codes(pl.Series("task", values["task"]))
+    if any(isinstance(key_cols[c], pl.Series) and key_cols[c].null_count() for c in okeys):
+        return None
+    joint, values, _ = _keys.factorize(key_cols)  # the bootstrap's groups
+
+    def per_group(c: str) -> pl.Series:  # one value per group, in the column's own type
+        col = key_cols[c]
+        dtype = col.labels.dtype if isinstance(col, _keys.Coded) else col.dtype
+        return pl.Series(c, values[c], dtype=dtype)
+
+    g_of, _, n_groups = _keys.factorize({c: per_group(c) for c in okeys})
+    t_of = _keys.dense_codes(per_group("task"))
     n_tasks = int(t_of.max()) + 1 if t_of.size else 0
-    if n_groups * n_tasks > 4 * n + 1024:
+    if n_groups * n_tasks > 4 * joint.size + 1024:
         return None
     present = np.zeros((n_groups, n_tasks), dtype=bool)
     present[g_of, t_of] = True
