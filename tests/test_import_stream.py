@@ -204,6 +204,43 @@ def test_later_batch_replaces_an_earlier_one_like_a_later_line(tmp_path, monkeyp
     assert items.get_column("question").to_list() == ["Another?\nA) yes\nB) no"]
 
 
+def test_rows_of_earlier_batches_are_followed_into_copied_parts(tmp_path, monkeypatch):
+    # An import tells its own earlier rows from the store's by the parts that hold them. Here a
+    # batch replaces a row of an earlier batch's part (the part is copied without it) and a
+    # later batch a row of that copy; another batch replaces a row that was in the store
+    # before the import (its part's copy holds rows of the store, not of this import).
+    rec = {"model": "m", "patient_id": "P1", "gold": "A) yes", "response": "A"}
+
+    def line(i: int, question: str = "Q") -> str:
+        return json.dumps({**rec, "id": f"q{i}", "question": f"{question}{i}?\nA) yes\nB) no"})
+
+    before = tmp_path / "before.jsonl"
+    before.write_text("\n".join(line(i) for i in range(100, 130)) + "\n")
+    src = tmp_path / "logs"
+    src.mkdir()
+    (src / "a.jsonl").write_text("\n".join(line(i) for i in range(60)) + "\n")
+    for name, i in (("b.jsonl", 1), ("c.jsonl", 2), ("d.jsonl", 101), ("e.jsonl", 102)):
+        (src / name).write_text(line(i, "Other") + "\n")
+    reports = {}
+    for how in ("whole", "batched"):
+        import_logs("jsonl", before, tmp_path / how)
+        if how == "batched":
+            _small_bounds(monkeypatch, batch=100, block=1_000)
+        reports[how] = import_logs("jsonl", src, tmp_path / how, replace=True)
+    whole, batched = reports["whole"], reports["batched"]
+    assert len(Store(tmp_path / "batched").parts("items")) > len(
+        Store(tmp_path / "whole").parts("items")
+    )  # several batches, with copies of replaced parts
+    assert _rows(tmp_path / "batched") == _rows(tmp_path / "whole")
+    for k in ("n_items", "n_new", "n_replaced", "n_unchanged"):
+        assert getattr(batched, k) == getattr(whole, k), k
+    # q1 and q2 are this import's own (60 new items); q101 and q102 were stored before
+    assert (whole.n_items, whole.n_new, whole.n_replaced) == (62, 60, 2)
+    warned = [why for _, why in batched.warnings if "replaced by" in why]
+    assert any("c.jsonl" in why for why in warned) and any("b.jsonl" in why for why in warned)
+    assert not any("d.jsonl" in why or "e.jsonl" in why for why in warned)
+
+
 def test_mtbbench_in_batches_equals_one_batch(logs, tmp_path, monkeypatch):  # noqa: F811
     kw = {"model_map": logs.parent / "model_map.json"}
     whole = import_logs("mtbbench", logs, tmp_path / "whole", **kw)

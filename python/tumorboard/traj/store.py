@@ -60,6 +60,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -520,7 +521,7 @@ class Store(_StoreMaintenance):
         imports: pa.Table,
         *,
         replace: Mapping[str, Sequence[tuple[Path, pa.Table]]] | None = None,
-    ) -> None:
+    ) -> BatchParts:
         """Write one atomic import batch: its parts and its imports rows, in one commit.
 
         The parts of each table in ``tables``, the replacement copies of ``replace`` and the
@@ -540,6 +541,11 @@ class Store(_StoreMaintenance):
         replace : mapping of str to sequence of (pathlib.Path, pyarrow.Table), optional
             Per table: (listed part, its rows to keep). Each part is swapped for a copy holding
             only the kept rows (none when no row is kept) when the batch commits.
+
+        Returns
+        -------
+        BatchParts
+            The names of the parts the batch added, copied and removed.
 
         Raises
         ------
@@ -572,6 +578,7 @@ class Store(_StoreMaintenance):
                 removes.setdefault(table, []).append(source.name)
         prefix = f"imp-{batch}"
         add: dict[str, list[tuple[Path, int]]] = {}
+        copies: dict[str, dict[str, str]] = {}
         try:
             for table, data in tables.items():
                 if data.num_rows:
@@ -583,6 +590,7 @@ class Store(_StoreMaintenance):
                         name = self._new_part_name(prefix)
                         part = self._write_file(table, kept, name, replaces=[Path(source).name])
                         add.setdefault(table, []).append((part, kept.num_rows))
+                        copies.setdefault(table, {})[Path(source).name] = part.name
             part = self._write_file("imports", imports, self._new_part_name(prefix))
             add.setdefault("imports", []).append((part, imports.num_rows))
         except BaseException:
@@ -595,6 +603,32 @@ class Store(_StoreMaintenance):
                     with contextlib.suppress(FileNotFoundError):
                         (self.path / table / name).unlink()
                 _fault("import:source-removed")
+        copied = {p for c in copies.values() for p in c.values()}
+        return BatchParts(
+            added={t: tuple(p.name for p, _ in v if p.name not in copied) for t, v in add.items()},
+            copies=copies,
+            removed={t: tuple(v) for t, v in removes.items()},
+        )
+
+
+@dataclass(frozen=True)
+class BatchParts:
+    """The part files one :meth:`Store.commit_batch` added, copied and removed, per table.
+
+    Attributes
+    ----------
+    added : dict of str to tuple of str
+        The names of the new parts of the batch's rows (the imports part among them).
+    copies : dict of str to dict of str to str
+        Replaced part name to the name of its copy holding the rows it keeps (a part whose
+        rows are all replaced has no copy).
+    removed : dict of str to tuple of str
+        The names of the parts the batch replaced.
+    """
+
+    added: dict[str, tuple[str, ...]]
+    copies: dict[str, dict[str, str]]
+    removed: dict[str, tuple[str, ...]]
 
 
 def _is_read_failure(exc: BaseException) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...errors import InvalidArgumentError, MissingFileError
 from ..store import Store
-from ._commit import _Entry, _remove_new_empty_store, _write_isolated
+from ._commit import _Entry, _remove_new_empty_store, _write_isolated, own_parts_after
 from ._common import ImportOptions, ItemConflictError, MalformedLog, NotOfFormat, Parsed
 from ._report import ImportReport
 
@@ -206,12 +206,12 @@ def run_import(
     totals: dict[str, Any] = {}
     written: set[str] = set()  # paths with rows written
     seen: dict[str, None] = {}  # paths of every piece parsed, in order
-    earlier: Any = None  # keys written by the batches before (an import of several batches)
+    own_parts: frozenset[str] = frozenset()  # items parts of the batches before (if several)
     batch: list[_Entry] = []
     batch_bytes = 0
 
     def flush() -> None:
-        nonlocal st, batch, batch_bytes, earlier
+        nonlocal st, batch, batch_bytes, own_parts
         _resolve_in_import(batch, skipped)
         for e in batch:
             warnings.extend(e.parsed.warnings)
@@ -224,7 +224,7 @@ def run_import(
             try:
                 with st.write_lock():
                     result = _write_isolated(st, format, fp, batch, skipped, warnings, failed,
-                                             replace=opts.replace, earlier=earlier)  # fmt: skip
+                                             replace=opts.replace, own_parts=own_parts)  # fmt: skip
             except ItemConflictError as exc:
                 if created:
                     _remove_new_empty_store(st)
@@ -240,11 +240,8 @@ def run_import(
                     _remove_new_empty_store(st)
                 raise
             _add_totals(totals, result)
-            new = result.get("written")
-            if new is not None and new.height and multi:
-                import polars as pl
-
-                earlier = new if earlier is None else pl.concat([earlier, new])
+            if multi:
+                own_parts = own_parts_after(own_parts, result)
         for e in batch:
             if e.status == "new" and e.n_written:
                 written.add(str(e.path))
@@ -263,7 +260,7 @@ def run_import(
                                      passed_over=tuple(passed_over),
                                      store=str(store_path), n_records=files_reader.records,
                                      failed=failed, rejected=tuple(rejected))  # fmt: skip
-    for k in ("n_again", "written"):
+    for k in ("n_again", "parts", "units"):
         totals.pop(k, None)
     imported = tuple(p for p in seen if p in written)
     passed = written | {f for f, _ in skipped}  # built once, not per path
@@ -417,7 +414,14 @@ def _jsonl_block_bytes() -> int:
 
 
 def _piece_share(piece: Parsed, size: int) -> int:
-    """Return the input bytes a piece of a streamed file stands for (its items' Arrow bytes)."""
+    """Return the input bytes a piece of a streamed file stands for.
+
+    The bytes of the blocks it was read from (:attr:`Parsed.n_bytes`). Its items' Arrow bytes
+    are no measure: they run about half again over the input, so that the last third of a
+    large file went into one batch.
+    """
+    if piece.n_bytes:
+        return min(size, piece.n_bytes)
     table = piece.items_table
     return size if table is None else max(1, min(size, table.nbytes))
 

@@ -12,7 +12,7 @@ files not form tables, only those files are skipped (:func:`_write_isolated`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,7 +64,7 @@ def _write_isolated(
     failed: list[str],
     *,
     replace: bool = False,
-    earlier: Any = None,
+    own_parts: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Run :func:`_write`; if the rows of the files do not form tables, skip the bad files.
 
@@ -74,8 +74,9 @@ def _write_isolated(
     statuses = [e.status for e in entries]
     n_skipped, n_warnings = len(skipped), len(warnings)
     try:
-        return _write(st, format, fp, entries, skipped, warnings, replace=replace,
-                      earlier=earlier)  # fmt: skip
+        return _write(
+            st, format, fp, entries, skipped, warnings, replace=replace, own_parts=own_parts
+        )
     except ItemConflictError:
         raise
     except InvalidArgumentError:
@@ -91,7 +92,7 @@ def _write_isolated(
         failed.append(str(e.path))
     if not any(e.status == "new" for e in entries):
         return {}
-    return _write(st, format, fp, entries, skipped, warnings, replace=replace, earlier=earlier)
+    return _write(st, format, fp, entries, skipped, warnings, replace=replace, own_parts=own_parts)
 
 
 def _unfit(e: _Entry) -> str | None:
@@ -170,15 +171,16 @@ def _write(
     warnings: list[tuple[str, str]],
     *,
     replace: bool = False,
-    earlier: Any = None,
+    own_parts: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Compare the live entries with the store, then write one batch (the write lock is held).
 
-    ``earlier`` (a polars frame of run_id, patient_id, item_id and source) holds the items
-    earlier batches of the same import wrote (an import committed in several batches): a
-    record with one of their keys replaces it as a later record of one batch replaces an
+    ``own_parts`` names the items parts that hold what earlier batches of the same import wrote
+    (an import committed in several batches; :func:`own_parts_after` keeps it): a record with the
+    key of a stored row in one of them replaces it as a later record of one batch replaces an
     earlier one (with a warning, never refused as another question), and the result counts
-    it in ``n_again`` so that the import's totals count each key once.
+    it in ``n_again`` so that the import's totals count each key once. Part names, not keys:
+    memory does not grow with the rows an import has written.
     """
     import polars as pl
     import pyarrow.compute as pc
@@ -281,28 +283,27 @@ def _write(
             ~pl.col("_file").is_in(list(unit_files)) & ~pl.col("_i").is_in(list(drop_rows))
         )
         joined = loose.join(
-            existing.select(*key, pl.col("digest").alias("_old")),
+            existing.select(*key, pl.col("digest").alias("_old"),
+                            pl.col("source").alias("_old_source"), pl.col("__part").alias("_part")),
             on=key,
             how="inner",
             nulls_equal=True,
-        )
+        )  # fmt: skip
         again_keys = None
-        if earlier is not None and earlier.height and joined.height:
-            again = joined.join(earlier, on=key, how="inner", nulls_equal=True)
+        joined_new = joined
+        if own_parts and joined.height:
+            in_mine = pl.col("_part").is_in(list(own_parts))
+            again = joined.filter(in_mine)
             if again.height:
                 again_keys = again.select("_i")
                 for r in again.head(SHOWN_WARNINGS).rows(named=True):
-                    warnings.append((r["source_right"], f"replaced by {r['source']} (same run, "
+                    warnings.append((r["_old_source"], f"replaced by {r['source']} (same run, "
                                      "patient and item id)"))  # fmt: skip
                 if again.height > SHOWN_WARNINGS:
                     warnings.append(("(this import)", f"{again.height - SHOWN_WARNINGS:,} more "
                                      "records replaced by later records with the same run, "
                                      "patient and item id"))  # fmt: skip
-                joined_new = joined.join(earlier.select(key), on=key, how="anti", nulls_equal=True)
-            else:
-                joined_new = joined
-        else:
-            joined_new = joined
+                joined_new = joined.filter(~in_mine)
         _check_questions(st, run_ids, joined_new, replace=replace, warnings=warnings)
         # unchanged: the key's one stored row has the same digest; anything else (another
         # digest, a Recorder's row without one, several rows) is replaced, every stored row
@@ -417,7 +418,7 @@ def _write(
         ],
         "imports",
     )
-    st.commit_batch(
+    parts = st.commit_batch(
         batch,
         {"runs": runs_out, "items": items_out, "events": events_out},
         imports,
@@ -441,8 +442,28 @@ def _write(
         "benchmarks": tuple(sorted(b for b in bench if b is not None)),
         "batch": batch,
         "n_again": n_again,
-        "written": kept.filter(~pl.col("_file").is_in(list(unit_files))).select(*key, "source"),
+        "parts": parts,
+        "units": bool(unit_files),
     }
+
+
+def own_parts_after(own: frozenset[str], result: dict[str, Any]) -> frozenset[str]:
+    """Return the items parts that hold what an import has written, after one more batch.
+
+    ``own`` before the batch, ``result`` what :func:`_write` returned for it. The batch's new
+    items parts join (unless the batch held MTBBench units: a unit is replaced whole, never
+    as a later record of the import); a part of ``own`` that the batch replaced leaves, and
+    its copy, holding the rows it keeps, joins.
+    """
+    parts = result.get("parts")
+    if parts is None:
+        return own
+    copies = parts.copies.get("items", {})
+    out = set(own) - set(parts.removed.get("items", ()))
+    out |= {copy for source, copy in copies.items() if source in own}
+    if not result.get("units"):
+        out |= set(parts.added.get("items", ()))
+    return frozenset(out)
 
 
 def _stored_rows(st: Store, keys: Any, run_ids: list[str], units: list[Any],
@@ -457,24 +478,67 @@ def _stored_rows(st: Store, keys: Any, run_ids: list[str], units: list[Any],
     import polars as pl
 
     key = ["run_id", "patient_id", "item_id"]
-    scan = (
-        st._scan_paths("items", st.parts("items"), part_column=True)
-        .filter(pl.col("run_id").is_in(run_ids))
-        .select(*key, "digest", "source", "__part")
-        .with_row_index("_r")  # tells apart stored rows that are alike in every column
-    )
-    wanted = scan.join(keys.select("run_id", "item_id").unique().lazy(),
-                       on=["run_id", "item_id"], how="semi", nulls_equal=True)  # fmt: skip
-    frames = [wanted]
-    if units:
-        pairs = pl.DataFrame(units, schema=["run_id", "patient_id"], orient="row")
-        frames.append(scan.join(pairs.lazy(), on=["run_id", "patient_id"], how="semi"))
-    if legacy:
-        frames.append(scan.filter(pl.col("item_id").str.contains(r"^L\d+$")))
-    if len(frames) == 1:
-        return wanted.drop("_r").collect()
-    both = pl.concat(frames).unique(subset="_r", maintain_order=True).sort("_r")
-    return both.drop("_r").collect()
+    wanted_keys = keys.select("run_id", "item_id").unique().lazy()
+    pairs = pl.DataFrame(units, schema=["run_id", "patient_id"], orient="row").lazy()
+    out = []
+    # a group of parts at a time (parts in store order, rows in part order, as one scan of
+    # the whole store gives them): memory holds one group's key columns and the matching rows,
+    # not the key columns of every stored row of the batch's runs. The keys are matched first;
+    # the digests and sources are read only for the rows that match (none, for new items), and
+    # each row's part is named from the parts' row counts (a file path per stored row cost
+    # more than the keys).
+    for paths, counts in _part_groups(st.parts("items")):
+        lf = st._scan_paths("items", paths)
+        scan = lf.select(key).with_row_index("_r").filter(pl.col("run_id").is_in(run_ids))
+        frames = [scan.join(wanted_keys, on=["run_id", "item_id"], how="semi", nulls_equal=True)]
+        if units:
+            frames.append(scan.join(pairs, on=["run_id", "patient_id"], how="semi"))
+        if legacy:
+            frames.append(scan.filter(pl.col("item_id").str.contains(r"^L\d+$")))
+        both = frames[0] if len(frames) == 1 else pl.concat(frames).unique(subset="_r")
+        rows = both.select("_r").collect().get_column("_r").sort()
+        if rows.len():
+            found = (
+                lf.select(*key, "digest", "source")
+                .with_row_index("_r")
+                .join(rows.to_frame().lazy(), on="_r", how="semi")
+                .collect()
+                .sort("_r")
+            )
+        elif out:
+            continue
+        else:
+            found = lf.select(*key, "digest", "source").with_row_index("_r").clear().collect()
+        out.append(found.select(*key, "digest", "source", _part_names(paths, counts, rows)))
+    return out[0] if len(out) == 1 else pl.concat(out)
+
+
+def _part_names(paths: Sequence[Path], counts: Sequence[int], rows: Any) -> Any:
+    """Return the file names of the parts that hold ``rows`` (row numbers over ``paths``)."""
+    import polars as pl
+
+    at = np.searchsorted(np.cumsum(counts), rows.to_numpy(), side="right")
+    return pl.Series("__part", [p.name for p in paths], pl.String).gather(at)
+
+
+#: Stored rows of items parts read at a time when a batch is compared with the store.
+_GROUP_ROWS = 1 << 19
+
+
+def _part_groups(paths: Sequence[Path]) -> Iterator[tuple[list[Path], list[int]]]:
+    """Yield the parts in order with their row counts, about :data:`_GROUP_ROWS` rows a group."""
+    import pyarrow.parquet as pq
+
+    group: list[Path] = []
+    counts: list[int] = []
+    for p in paths:
+        group.append(p)
+        counts.append(pq.read_metadata(p).num_rows)
+        if sum(counts) >= _GROUP_ROWS:
+            yield group, counts
+            group, counts = [], []
+    if group or not paths:
+        yield group, counts
 
 
 def _check_questions(st: Store, run_ids: list[str], joined: Any, *, replace: bool,
@@ -651,20 +715,29 @@ def _swaps(
     parts = st.parts(table)
     if not parts:
         return []
-    lf = st._scan_paths(table, parts, part_column=True)
-    hits = []
-    if runs is not None:
-        hits.append(lf.join(runs.lazy(), on="run_id", how="semi"))
-    if items is not None and items.height:
-        hits.append(lf.join(items.lazy(), on=key, how="semi", nulls_equal=True))
-    if units is not None and units.height:
-        hits.append(lf.join(units.lazy(), on=key[:2], how="semi", nulls_equal=True))
-    if not hits:
+    if (
+        runs is None
+        and not (items is not None and items.height)
+        and not (units is not None and units.height)
+    ):
         return []
-    names = pl.concat([h.select("__part") for h in hits]).unique().collect()
+    names: set[str] = set()
+    # the parts with rows to hide, a group of parts at a time (see _stored_rows)
+    for paths, counts in _part_groups(parts):
+        lf = st._scan_paths(table, paths).with_row_index("_r")
+        hits = []
+        if runs is not None:
+            hits.append(lf.join(runs.lazy(), on="run_id", how="semi"))
+        if items is not None and items.height:
+            hits.append(lf.join(items.lazy(), on=key, how="semi", nulls_equal=True))
+        if units is not None and units.height:
+            hits.append(lf.join(units.lazy(), on=key[:2], how="semi", nulls_equal=True))
+        rows = pl.concat([h.select("_r") for h in hits]).unique().collect().get_column("_r")
+        if rows.len():
+            names.update(_part_names(paths, counts, rows.sort()).unique().to_list())
     out = []
     by_name = {p.name: p for p in parts}
-    for name in sorted(names.get_column("__part").to_list()):
+    for name in sorted(names):
         path = by_name[name]
         df = pl.read_parquet(path).with_row_index("__r")
         drop = []

@@ -229,6 +229,9 @@ class Parsed:
         Source prefixes (``"path:"``) of items that earlier tumorboard versions keyed by line
         number (``L<line>``): stored items of the file's runs with such ids and sources are
         replaced by this file's items.
+    n_bytes : int
+        The input bytes the rows were read from, where a parser reads a file in pieces (a
+        streamed JSON-lines file: the bytes of the piece's blocks); 0 when it is the whole file.
     """
 
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -244,6 +247,7 @@ class Parsed:
     events_table: Any = None
     keyed_without_patient: bool = False
     legacy_sources: tuple[str, ...] = ()
+    n_bytes: int = 0
 
     @property
     def n_items(self) -> int:

@@ -214,6 +214,7 @@ def _parse_blocks(
     aliased = False
     seen_lines = 0  # lines read (good or bad) before the current block
     for first, raw, long_lines in blocks:
+        out.n_bytes += len(raw)
         if first == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
         linenos_all, lines_all = _numbered_lines(raw, first)
