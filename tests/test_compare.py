@@ -474,9 +474,13 @@ def test_rank_intervals_shared_weights_equal_the_engine_bit_for_bit(clustered):
     keys = clusters if clustered else items
     fields = ("n", "n_units", "estimate", "boot_mean", "se", "ci_low", "ci_high", "degenerate",
               "n_valid", "distribution")  # fmt: skip
+    # large whole numbers: each model's sums fit float32's exact range, all models' do not
+    big = rows[:, 3] * 600.0
+    assert 15 * big.sum() >= 2**24 > 15 * max(big[names == g].sum() for g in set(names))
     for statistic, cols in (("ratio", slice(0, 2)), ("f1", slice(0, 3)), ("mean", slice(3, 4)),
-                            ("mean", None)):  # fmt: skip
-        x = rows[:, cols] if cols is not None else rows[:, 3] / 3.0  # fractional: engine path
+                            ("mean", None), ("mean", "big")):  # fmt: skip
+        x = (big if isinstance(cols, str) else rows[:, cols] if cols is not None
+             else rows[:, 3] / 3.0)  # fractional: engine path  # fmt: skip
         for threads in (1, 2):
             opts = stats.BootstrapOptions(n_resamples=300, seed=9, threads=threads)
             got = _ranks._bootstrap_models(x, names, keys, cl, statistic, None, opts)
@@ -491,6 +495,24 @@ def test_rank_intervals_shared_weights_equal_the_engine_bit_for_bit(clustered):
     own = np.char.add(names, items)  # every model on its own items: nothing shared, engine path
     assert _shared.poisson_shared(rows[:, 3:4], *_layout(names, own), statistic="mean",
                                   params=[], options=stats.BootstrapOptions()) is None  # fmt: skip
+
+
+def test_rank_intervals_integer_items_are_keyed_by_their_text():
+    # integer item ids are keyed by their decimal text (the weights of "17" and of 17 agree)
+    rng = np.random.default_rng(4)
+    n, models = 200, 4
+    rows = rng.integers(0, 2, (models * n, 1)).astype(np.float64)
+    names = np.repeat([f"m{i}" for i in range(models)], n)
+    ids = np.tile(np.arange(n) * 7 - 300, models)  # negatives too
+    opts = stats.BootstrapOptions(n_resamples=400, seed=3)
+    by_int = stats.rank_intervals(rows, models=names, items=ids, options=opts)
+    by_text = stats.rank_intervals(rows, models=names, items=ids.astype(str), options=opts)
+    assert by_int.to_dicts() == by_text.to_dicts()
+    clusters = ids // 5
+    a = stats.rank_intervals(rows, models=names, items=ids, clusters=clusters, options=opts)
+    b = stats.rank_intervals(rows, models=names, items=ids.astype(str), clusters=clusters,
+                             options=opts)  # fmt: skip
+    assert a.to_dicts() == b.to_dicts()
 
 
 def _layout(names, items):

@@ -117,7 +117,6 @@ def poisson_shared(
     bound = MAX_WEIGHT * max(float(np.abs(values).sum(axis=0).max()), float(n))
     if bound >= 2.0**53:
         return None
-    dtype = np.float32 if bound < 2.0**24 else np.float64
     group = np.zeros(n, dtype=np.int64) if lay.group is None else lay.group
     unit_key = record_keys if lay.cluster is None else lay.cluster_keys[lay.cluster]
     distinct, key_code = np.unique(unit_key, return_inverse=True)
@@ -130,6 +129,11 @@ def poisson_shared(
     flat = key_code * (g * c) + group * c
     cells = (flat[:, None] + np.arange(c)).ravel()
     per_key = np.bincount(cells, weights=cols.ravel(), minlength=size).reshape(distinct.size, -1)
+    # every partial sum of a product column is at most MAX_WEIGHT times the column's sum of
+    # magnitudes: one group's sums, not the whole table's (50 models' BLEU statistics fit
+    # float32 where their total does not)
+    column_bound = MAX_WEIGHT * float(np.abs(per_key).sum(axis=0).max(initial=0.0))
+    dtype = np.float32 if column_bound < 2.0**24 else np.float64
     # exact integers, (B, g * c)
     sums = _weighted_sums(distinct, per_key.astype(dtype), options).astype(np.int64)
     full = per_key.sum(axis=0).astype(np.int64)[None, :]
