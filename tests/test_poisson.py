@@ -714,3 +714,19 @@ def test_weight_matrix_is_the_engines_per_unit_draw(b):
         _core.stats.poisson_weights(keys, b, 11, 1, True, out=np.empty(b * n - 1))
     with pytest.raises(ValueError, match="no conversion"):
         _core.stats.poisson_weights(keys, b, 11, 1, True, out=np.empty(b * n, np.float32))
+
+
+def test_weight_matrix_avx2_path_equals_the_scalar_path():
+    # csrc/common/philox_avx2.hpp draws eight keys' Philox blocks at once where the CPU has
+    # AVX2; the scalar loop (forced here) must give the same matrix, weights of 4 and more
+    # (past the vector compare) and keys past the last group of eight included
+    keys = np.random.default_rng(5).integers(0, 2**64 - 1, 1003, dtype=np.uint64)
+    try:
+        was = _core.testing.set_scalar_only(True)
+        scalar = {f64: _core.stats.poisson_weights(keys, 257, 3, 2, f64) for f64 in (False, True)}
+    finally:
+        _core.testing.set_scalar_only(was)
+    for f64 in (False, True):
+        fast = _core.stats.poisson_weights(keys, 257, 3, 2, f64)
+        assert np.array_equal(fast, scalar[f64])
+    assert (scalar[True] >= 5).sum() > 100 and scalar[True].max() >= 7

@@ -10,6 +10,7 @@
 
 #include "bindings/common.hpp"
 #include "bindings/errors.hpp"
+#include "common/philox_avx2.hpp"
 #include "common/rng.hpp"
 #include "stats/binomial.hpp"
 #include "stats/poisson.hpp"
@@ -100,6 +101,15 @@ py::array_t<std::int64_t> poisson1_from_u32(Array<std::uint32_t> x) {
 }  // namespace
 
 void bind_testing(py::module_& m) {
+  m.def(
+      "set_scalar_only",
+      [](bool on) {
+        const bool was = tb::rng::scalar_only();
+        tb::rng::scalar_only_flag().store(on);
+        return was;
+      },
+      py::arg("on"),
+      "Run the scalar random-number paths even where AVX2 ones exist; returns the old setting.");
   m.def("throw_exception", &throw_exception, py::arg("kind"), py::arg("message"),
         "Throws the C++ exception named by kind ('invalid_argument', 'bad_alloc', ...) with "
         "message, to test the exception map.");

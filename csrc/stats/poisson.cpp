@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../common/parallel.hpp"
+#include "../common/philox_avx2.hpp"
 #include "../common/rng.hpp"
 
 namespace tb::stats {
@@ -48,6 +49,57 @@ inline int poisson1_from_table(std::uint32_t x, const std::array<std::uint64_t, 
 
 int poisson1_from_u32(std::uint32_t x) { return poisson1_from_table(x, poisson_thresholds()); }
 
+#ifdef TB_HAVE_AVX2_PATH
+// Weights of keys[i0, i1) in the rows of resamples 4 * quad .. 4 * quad + rows - 1 (row j at
+// row + j * n), eight keys per Philox8 call, the thresholds compared eight at a time; the
+// same values as the scalar loop of poisson_weight_matrix. Returns the first key not done.
+template <typename T>
+__attribute__((target("avx2"))) std::size_t weight_rows_avx2(
+    const std::uint64_t* keys, std::size_t i0, std::size_t i1, std::size_t n,
+    std::uint32_t quad, std::size_t rows, const rng::Philox4x32::Key& key,
+    const std::array<std::uint64_t, 16>& table, T* row) {
+  const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  __m256i t[4];  // x >= t[c] (unsigned) as !(t[c] > x) on sign-flipped words
+  for (int c = 0; c < 4; ++c) {
+    t[c] = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(table[c]) ^ 0x80000000u));
+  }
+  const __m256i four = _mm256_set1_epi32(4);
+  std::size_t i = i0;
+  for (; i + 8 <= i1; i += 8) {
+    __m256i r[4];
+    rng::philox8(quad, keys + i, static_cast<std::uint32_t>(rng::Domain::kPoisson), key[0],
+                 key[1], r);
+    for (std::size_t j = 0; j < rows; ++j) {
+      const __m256i x = _mm256_xor_si256(r[j], flip);
+      __m256i w = _mm256_add_epi32(
+          _mm256_add_epi32(_mm256_cmpgt_epi32(t[0], x), _mm256_cmpgt_epi32(t[1], x)),
+          _mm256_add_epi32(_mm256_cmpgt_epi32(t[2], x), _mm256_cmpgt_epi32(t[3], x)));
+      w = _mm256_add_epi32(four, w);  // 4 minus the thresholds above x
+      if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(w, four)) != 0) [[unlikely]] {
+        alignas(32) std::uint32_t words[8];
+        alignas(32) std::int32_t ws[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(words), r[j]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(ws), w);
+        for (int l = 0; l < 8; ++l) {
+          while (ws[l] >= 4 && words[l] >= table[ws[l]]) ++ws[l];
+        }
+        w = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws));
+      }
+      T* dst = row + j * n + i;
+      if constexpr (sizeof(T) == 4) {
+        _mm256_storeu_ps(reinterpret_cast<float*>(dst), _mm256_cvtepi32_ps(w));
+      } else {
+        _mm256_storeu_pd(reinterpret_cast<double*>(dst),
+                         _mm256_cvtepi32_pd(_mm256_castsi256_si128(w)));
+        _mm256_storeu_pd(reinterpret_cast<double*>(dst) + 4,
+                         _mm256_cvtepi32_pd(_mm256_extracti128_si256(w, 1)));
+      }
+    }
+  }
+  return i;
+}
+#endif
+
 template <typename T>
 void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t n_resamples,
                            std::uint64_t seed, int threads, T* out) {
@@ -60,6 +112,9 @@ void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t
   const std::size_t n_quads = (n_resamples + 3) / 4;
   const std::size_t quad_tiles = (n_quads + kQuads - 1) / kQuads;
   const std::size_t key_tiles = (n + kKeys - 1) / kKeys;
+#ifdef TB_HAVE_AVX2_PATH
+  const bool simd = rng::avx2_available() && !rng::scalar_only();
+#endif
   parallel_for(quad_tiles * key_tiles, threads, [&](std::size_t t) {
     const std::size_t i0 = (t % key_tiles) * kKeys, i1 = std::min(n, i0 + kKeys);
     const std::size_t quad0 = (t / key_tiles) * kQuads;
@@ -68,7 +123,14 @@ void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t
       const std::size_t q = quad * 4;
       const std::size_t rows = std::min<std::size_t>(4, n_resamples - q);
       T* row = out + q * n;
-      for (std::size_t i = i0; i < i1; ++i) {
+      std::size_t start = i0;
+#ifdef TB_HAVE_AVX2_PATH
+      if (simd) {
+        start = weight_rows_avx2<T>(keys, i0, i1, n, static_cast<std::uint32_t>(quad), rows, key,
+                                    table, row);
+      }
+#endif
+      for (std::size_t i = start; i < i1; ++i) {
         const std::uint64_t ukey = keys[i];
         const auto r = rng::Philox4x32::block(
             {static_cast<std::uint32_t>(quad), static_cast<std::uint32_t>(ukey),
