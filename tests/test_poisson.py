@@ -730,3 +730,36 @@ def test_weight_matrix_avx2_path_equals_the_scalar_path():
         fast = _core.stats.poisson_weights(keys, 257, 3, 2, f64)
         assert np.array_equal(fast, scalar[f64])
     assert (scalar[True] >= 5).sum() > 100 and scalar[True].max() >= 7
+
+
+@pytest.mark.parametrize("case", ["binary", "fractional", "wide", "clustered"])
+def test_poisson_bootstrap_avx2_path_equals_the_scalar_path(case):
+    # the engine's Poisson sums take eight units' weights at a time where the CPU has AVX2 (and
+    # add in int64 where a group's sums fit): the same integers as the scalar loop, forced here
+    rng = np.random.default_rng(len(case))
+    n = 2_000 + 13  # groups of sizes that are not multiples of eight
+    values = {
+        "binary": (rng.random((n, 1)) < 0.6).astype(np.float64),
+        "fractional": rng.normal(size=(n, 2)).round(3),
+        "wide": rng.integers(-(2**60), 2**60, (n, 1)).astype(np.float64),  # past int64 sums
+        "clustered": rng.integers(0, 5, (n, 2)).astype(np.float64),
+    }[case]
+    groups = rng.integers(0, 3, n)
+    clusters = rng.integers(0, 300, n) if case == "clustered" else None
+    opts = BootstrapOptions(n_resamples=203, seed=4)
+    statistic = "mean" if values.shape[1] == 1 else "ratio"
+
+    def run():
+        r = bootstrap(values, groups=groups, clusters=clusters, statistic=statistic,
+                            scheme="poisson", keys=np.arange(n), options=opts,
+                            return_distribution=True)  # fmt: skip
+        return np.asarray(r.distribution), np.asarray(r.ci_low), np.asarray(r.ci_high)
+
+    fast = run()
+    try:
+        was = _core.testing.set_scalar_only(True)
+        scalar = run()
+    finally:
+        _core.testing.set_scalar_only(was)
+    for a, b in zip(fast, scalar, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)

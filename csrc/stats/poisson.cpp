@@ -50,49 +50,72 @@ inline int poisson1_from_table(std::uint32_t x, const std::array<std::uint64_t, 
 int poisson1_from_u32(std::uint32_t x) { return poisson1_from_table(x, poisson_thresholds()); }
 
 #ifdef TB_HAVE_AVX2_PATH
+// The Poisson(1) weights of eight keys in the `rows` (<= 4) resamples 4 * quad + j: the
+// Philox blocks of eight keys per call, the thresholds compared eight at a time; the same
+// values as poisson1_from_table of each lane's words. As a vector per row j (w[j]).
+__attribute__((target("avx2"))) inline void poisson_weights8_vec(
+    const std::uint64_t* keys, std::uint32_t quad, std::size_t rows,
+    const rng::Philox4x32::Key& key, const std::array<std::uint64_t, 16>& table, __m256i w[4]) {
+  const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i four = _mm256_set1_epi32(4);
+  __m256i r[4];
+  rng::philox8(quad, keys, static_cast<std::uint32_t>(rng::Domain::kPoisson), key[0], key[1], r);
+  for (std::size_t j = 0; j < rows; ++j) {
+    // x >= t (unsigned) as !(t > x) on sign-flipped words; 4 minus the thresholds above x
+    const __m256i x = _mm256_xor_si256(r[j], flip);
+    __m256i above = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i t = _mm256_set1_epi32(
+          static_cast<int>(static_cast<std::uint32_t>(table[c]) ^ 0x80000000u));
+      above = _mm256_add_epi32(above, _mm256_cmpgt_epi32(t, x));
+    }
+    w[j] = _mm256_add_epi32(four, above);
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(w[j], four)) != 0) [[unlikely]] {
+      alignas(32) std::uint32_t words[8];
+      alignas(32) std::int32_t ws[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(words), r[j]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(ws), w[j]);
+      for (int l = 0; l < 8; ++l) {
+        while (ws[l] >= 4 && words[l] >= table[ws[l]]) ++ws[l];
+      }
+      w[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws));
+    }
+  }
+}
+
+// poisson_weights8_vec, written to ws[j][lane].
+__attribute__((target("avx2"))) void poisson_weights8(const std::uint64_t* keys,
+                                                      std::uint32_t quad, std::size_t rows,
+                                                      const rng::Philox4x32::Key& key,
+                                                      const std::array<std::uint64_t, 16>& table,
+                                                      std::int32_t ws[4][8]) {
+  __m256i w[4];
+  poisson_weights8_vec(keys, quad, rows, key, table, w);
+  for (std::size_t j = 0; j < rows; ++j) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(ws[j]), w[j]);
+  }
+}
+
 // Weights of keys[i0, i1) in the rows of resamples 4 * quad .. 4 * quad + rows - 1 (row j at
-// row + j * n), eight keys per Philox8 call, the thresholds compared eight at a time; the
-// same values as the scalar loop of poisson_weight_matrix. Returns the first key not done.
+// row + j * n), eight keys at a time; returns the first key not done (the rest: scalar).
 template <typename T>
 __attribute__((target("avx2"))) std::size_t weight_rows_avx2(
     const std::uint64_t* keys, std::size_t i0, std::size_t i1, std::size_t n,
     std::uint32_t quad, std::size_t rows, const rng::Philox4x32::Key& key,
     const std::array<std::uint64_t, 16>& table, T* row) {
-  const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-  __m256i t[4];  // x >= t[c] (unsigned) as !(t[c] > x) on sign-flipped words
-  for (int c = 0; c < 4; ++c) {
-    t[c] = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(table[c]) ^ 0x80000000u));
-  }
-  const __m256i four = _mm256_set1_epi32(4);
   std::size_t i = i0;
   for (; i + 8 <= i1; i += 8) {
-    __m256i r[4];
-    rng::philox8(quad, keys + i, static_cast<std::uint32_t>(rng::Domain::kPoisson), key[0],
-                 key[1], r);
+    __m256i w[4];
+    poisson_weights8_vec(keys + i, quad, rows, key, table, w);
     for (std::size_t j = 0; j < rows; ++j) {
-      const __m256i x = _mm256_xor_si256(r[j], flip);
-      __m256i w = _mm256_add_epi32(
-          _mm256_add_epi32(_mm256_cmpgt_epi32(t[0], x), _mm256_cmpgt_epi32(t[1], x)),
-          _mm256_add_epi32(_mm256_cmpgt_epi32(t[2], x), _mm256_cmpgt_epi32(t[3], x)));
-      w = _mm256_add_epi32(four, w);  // 4 minus the thresholds above x
-      if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(w, four)) != 0) [[unlikely]] {
-        alignas(32) std::uint32_t words[8];
-        alignas(32) std::int32_t ws[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(words), r[j]);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(ws), w);
-        for (int l = 0; l < 8; ++l) {
-          while (ws[l] >= 4 && words[l] >= table[ws[l]]) ++ws[l];
-        }
-        w = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws));
-      }
       T* dst = row + j * n + i;
       if constexpr (sizeof(T) == 4) {
-        _mm256_storeu_ps(reinterpret_cast<float*>(dst), _mm256_cvtepi32_ps(w));
+        _mm256_storeu_ps(reinterpret_cast<float*>(dst), _mm256_cvtepi32_ps(w[j]));
       } else {
         _mm256_storeu_pd(reinterpret_cast<double*>(dst),
-                         _mm256_cvtepi32_pd(_mm256_castsi256_si128(w)));
+                         _mm256_cvtepi32_pd(_mm256_castsi256_si128(w[j])));
         _mm256_storeu_pd(reinterpret_cast<double*>(dst) + 4,
-                         _mm256_cvtepi32_pd(_mm256_extracti128_si256(w, 1)));
+                         _mm256_cvtepi32_pd(_mm256_extracti128_si256(w[j], 1)));
       }
     }
   }
@@ -220,12 +243,78 @@ PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
   }
   const auto key = rng::key_from_seed(seed);
   const auto& table = poisson_thresholds();
+#ifdef TB_HAVE_AVX2_PATH
+  const bool simd = rng::avx2_available() && !rng::scalar_only();
+  // Groups whose sums fit 64 bits (every weight is at most 15): there the eight-unit path adds
+  // in int64, without a branch on zero weights; the sums are the same integers.
+  std::vector<char> fits64(G, 0);
+  std::vector<std::int64_t> items64(u.n_units());
+  for (std::size_t unit = 0; unit < u.n_units(); ++unit) {
+    items64[unit] = static_cast<std::int64_t>(u.weight[unit]);
+  }
+  for (std::size_t g = 0; g < G && simd; ++g) {
+    constexpr int128 kLimit = int128{1} << 58;  // 16 * limit < 2^63
+    std::vector<int128> total(k + 1, 0);
+    bool ok = true;
+    for (std::size_t unit = u.group_begin(g); unit < u.group_end(g) && ok; ++unit) {
+      for (std::size_t c = 0; c < k; ++c) {
+        const int128 v = fixed_rows[unit * k + c];
+        total[c] += v < 0 ? -v : v;
+        ok = ok && v < kLimit && -v < kLimit && total[c] < kLimit;
+      }
+      total[k] += items64[unit];
+      ok = ok && total[k] < kLimit;
+    }
+    fits64[g] = ok ? 1 : 0;
+  }
+#endif
   parallel_for(tasks.size(), threads, [&](std::size_t t) {
     const Task& task = tasks[t];
     const std::size_t nb = task.b1 - task.b0;
     std::vector<int128> acc(nb * k, 0);
     std::vector<std::int64_t> wacc(nb, 0);
-    for (std::size_t unit = u.group_begin(task.g); unit < u.group_end(task.g); ++unit) {
+    // adds weight w of unit `unit` in resample q + j (exact integers: any order, same sums)
+    auto add = [&](std::size_t unit, std::size_t bb, int w) {
+      const int128* row = fixed_rows.data() + unit * k;
+      for (std::size_t c = 0; c < k; ++c) acc[bb * k + c] += static_cast<int128>(w) * row[c];
+      wacc[bb] += w * static_cast<std::int64_t>(u.weight[unit]);
+    };
+    std::size_t first = u.group_begin(task.g);
+#ifdef TB_HAVE_AVX2_PATH
+    if (simd) {
+      // eight units' Philox blocks per call (csrc/common/philox_avx2.hpp), the same words
+      alignas(32) std::int32_t ws[4][8];
+      const bool narrow = fits64[task.g] != 0;
+      std::vector<std::int64_t> acc64(narrow ? nb * k : 0, 0);
+      for (; first + 8 <= u.group_end(task.g); first += 8) {
+        for (std::size_t q = task.b0; q < task.b1; q += 4) {
+          const std::size_t rows = std::min<std::size_t>(4, task.b1 - q);
+          poisson_weights8(unit_keys + first, static_cast<std::uint32_t>(q / 4), rows, key, table,
+                           ws);
+          for (std::size_t j = 0; j < rows; ++j) {
+            const std::size_t bb = q + j - task.b0;
+            if (!narrow) {
+              for (int l = 0; l < 8; ++l) {
+                if (ws[j][l] != 0) add(first + l, bb, ws[j][l]);
+              }
+              continue;
+            }
+            std::int64_t* a = acc64.data() + bb * k;
+            std::int64_t wsum = 0;
+            for (int l = 0; l < 8; ++l) {
+              const std::int64_t w = ws[j][l];
+              const int128* row = fixed_rows.data() + (first + l) * k;
+              for (std::size_t c = 0; c < k; ++c) a[c] += w * static_cast<std::int64_t>(row[c]);
+              wsum += w * items64[first + l];
+            }
+            wacc[bb] += wsum;
+          }
+        }
+      }
+      for (std::size_t i = 0; i < acc64.size(); ++i) acc[i] += acc64[i];
+    }
+#endif
+    for (std::size_t unit = first; unit < u.group_end(task.g); ++unit) {
       const std::uint64_t ukey = unit_keys[unit];
       const int128* row = fixed_rows.data() + unit * k;
       const auto items = static_cast<std::int64_t>(u.weight[unit]);
