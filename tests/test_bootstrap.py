@@ -1345,3 +1345,47 @@ def test_f1_of_means_distribution_matches_numpy_on_given_resamples():
     with pytest.raises(ValueError, match="needs 2 value column"):
         bootstrap_sufficient(np.zeros((3, 3)), statistic="f1_of_means",
                              options=BootstrapOptions(n_resamples=20))  # fmt: skip
+
+
+@pytest.mark.parametrize("units", [1, 2, 7, 40, 200, 256, 257])
+@pytest.mark.parametrize("unit_weights", [True, False])
+def test_index_draws_avx2_path_equals_the_scalar_path(units, unit_weights):
+    # groups of one stratum of whole-number rows draw eight resamples at once with AVX2
+    # (csrc/stats/bootstrap.cpp, packed_draws8); resamples with a rejected candidate are redone
+    # by the scalar path (200 units reject often). Forced scalar: the same distributions.
+    from tumorboard import _core
+
+    rng = np.random.default_rng(units)
+    per = 1 if unit_weights else 3  # items per cluster: unit weights 1 or 3
+    n = units * per * 3
+    groups = np.repeat(np.arange(3), units * per)
+    clusters = np.repeat(np.arange(3 * units), per)
+    values = rng.integers(-4, 6, n).astype(np.float64)
+    values[::7] = -0.0
+    opts = BootstrapOptions(n_resamples=203, seed=6, method="percentile")
+
+    def run(x, **kw):
+        r = bootstrap(x, groups=groups, clusters=clusters if per > 1 else None,
+                      options=opts, return_distribution=True, **kw)  # fmt: skip
+        return [np.asarray(getattr(r, f)) for f in ("distribution", "ci_low", "ci_high", "se")]
+
+    cases = [values, values / 4.0]  # whole numbers (packed path) and fractions (scalar only)
+    fast = [run(x) for x in cases]
+    try:
+        was = _core.testing.set_scalar_only(True)
+        slow = [run(x) for x in cases]
+    finally:
+        _core.testing.set_scalar_only(was)
+    for a, b in zip(fast, slow, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert np.array_equal(x, y, equal_nan=True)
+    # the percentile interval is numpy's percentiles of the distribution at scipy's
+    # alpha = (1 - level) / 2 (0.025000000000000022), two selections in one pass
+    alpha = (1 - 0.95) / 2
+    dist, lo, hi, _ = fast[0]
+    for g in range(3):
+        ok = dist[g][~np.isnan(dist[g])]
+        if units > 1:
+            assert np.array_equal(
+                [lo[g], hi[g]], np.percentile(ok, [100 * alpha, 100 * (1 - alpha)])
+            )

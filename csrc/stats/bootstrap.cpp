@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "../common/parallel.hpp"
+#include "../common/philox_avx2.hpp"
 #include "../common/rng.hpp"
 #include "binomial.hpp"
 #include "normal.hpp"
@@ -239,6 +240,131 @@ int pow2_exponent(const std::vector<double>& v, double mean) {
   return (e > 200 || e < -200) ? e : 0;
 }
 
+#ifdef TB_HAVE_AVX2_PATH
+// A group of one stratum of whole-number unit rows (k = 1, at most 256 units: 16-bit draws),
+// packed for the AVX2 index draw: unit i as ((row_i - lo) << 32) | weight_i, so that one
+// 64-bit gather and add per draw sums both. Every sum of n draws is an exact integer (below
+// 2^31 and 2^32 in its halves, below 2^53 in magnitude), so it equals the engine's double sum
+// in any order, bit for bit.
+struct PackedGroup {
+  bool ok = false;
+  double lo = 0;
+  std::uint32_t n = 0;
+  std::vector<std::int64_t> v;
+};
+
+PackedGroup pack_group(const Units& u, const StratumPlan& p) {
+  PackedGroup out;
+  const std::size_t n = p.end - p.begin;
+  if (u.k != 1 || p.counts || n == 0 || n > 256) return out;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, wmax = 0;
+  for (std::size_t i = p.begin; i < p.end; ++i) {
+    const double r = u.rows[i], w = u.weight[i];
+    if (!std::isfinite(r) || r != std::floor(r) || !std::isfinite(w) || w != std::floor(w) ||
+        w < 0) {
+      return out;
+    }
+    lo = std::min(lo, r);
+    hi = std::max(hi, r);
+    wmax = std::max(wmax, w);
+  }
+  const double dn = static_cast<double>(n);
+  if ((hi - lo) * dn >= 0x1.0p31 || wmax * dn >= 0x1.0p32 ||
+      std::max(std::fabs(lo), std::fabs(hi)) * dn >= 0x1.0p53) {
+    return out;
+  }
+  out.v.resize(n);
+  for (std::size_t i = p.begin; i < p.end; ++i) {
+    out.v[i - p.begin] = (static_cast<std::int64_t>(u.rows[i] - lo) << 32) |
+                         static_cast<std::int64_t>(u.weight[i]);
+  }
+  out.lo = lo;
+  out.n = static_cast<std::uint32_t>(n);
+  out.ok = true;
+  return out;
+}
+
+// 64 x 64 -> low 64-bit products of four lanes by a constant (AVX2 has 32 x 32 -> 64 only).
+__attribute__((target("avx2"))) inline __m256i mul64(__m256i a, std::uint64_t c) {
+  const __m256i clo = _mm256_set1_epi64x(static_cast<long long>(c & 0xffffffffu));
+  const __m256i chi = _mm256_set1_epi64x(static_cast<long long>(c >> 32));
+  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(a, chi),
+                                         _mm256_mul_epu32(_mm256_srli_epi64(a, 32), clo));
+  return _mm256_add_epi64(_mm256_mul_epu32(a, clo), _mm256_slli_epi64(cross, 32));
+}
+
+__attribute__((target("avx2"))) inline __m256i rotl64(__m256i x, int k) {
+  return _mm256_or_si256(_mm256_slli_epi64(x, k), _mm256_srli_epi64(x, 64 - k));
+}
+
+// rng::splitmix64 of four lanes (state advanced in place).
+__attribute__((target("avx2"))) inline __m256i splitmix4(__m256i& state) {
+  state = _mm256_add_epi64(state, _mm256_set1_epi64x(static_cast<long long>(0x9E3779B97F4A7C15ull)));
+  __m256i z = state;
+  z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), 0xBF58476D1CE4E5B9ull);
+  z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), 0x94D049BB133111EBull);
+  return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+}
+
+// The index draws of eight resamples b .. b + 7 of a packed group at once: for each, the
+// stream rng::Stream(seed, group_key, b + l, kIndexResample) and the 16-bit candidates of
+// rng::BoundedDraws<16>, as draw_stratum takes them, four resamples per vector. sum[l] is the
+// packed sum of resample b + l's n draws; redo[l] is set where a candidate was rejected within
+// them (the lane then took other draws than its candidates: the scalar path redoes it).
+__attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::uint64_t seed,
+                                                   std::uint64_t group_key, std::uint32_t b,
+                                                   std::int64_t sum[8], bool redo[8]) {
+  alignas(32) std::uint64_t ctr[8];
+  for (std::uint32_t l = 0; l < 8; ++l) {
+    ctr[l] = (group_key >> 32) | (static_cast<std::uint64_t>(b + l) << 32);
+  }
+  const auto key = rng::key_from_seed(seed);
+  __m256i r[4];
+  rng::philox8(static_cast<std::uint32_t>(group_key), ctr,
+               static_cast<std::uint32_t>(rng::Domain::kIndexResample), key[0], key[1], r);
+  alignas(32) std::uint32_t words[4][8];
+  for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(words[j]), r[j]);
+  alignas(32) std::uint64_t sm[8];
+  for (int l = 0; l < 8; ++l) {
+    sm[l] = (static_cast<std::uint64_t>(words[0][l]) << 32 | words[1][l]) ^
+            (static_cast<std::uint64_t>(words[2][l]) << 32 | words[3][l]);
+  }
+  const std::uint32_t n = pg.n;
+  const __m256i range = _mm256_set1_epi64x(n);
+  const __m256i threshold = _mm256_set1_epi64x((65536u - n) % n);
+  const __m256i low16 = _mm256_set1_epi64x(0xffff);
+  const auto* table = reinterpret_cast<const long long*>(pg.v.data());
+  for (int h = 0; h < 2; ++h) {
+    __m256i state = _mm256_load_si256(reinterpret_cast<const __m256i*>(sm + 4 * h));
+    __m256i s0 = splitmix4(state), s1 = splitmix4(state);
+    __m256i s2 = splitmix4(state), s3 = splitmix4(state);
+    __m256i acc = _mm256_setzero_si256(), bad = _mm256_setzero_si256();
+    for (std::uint32_t t = 0; t < n; t += 4) {
+      // xoshiro256++ (rng::Stream::next), four lanes
+      const __m256i word = _mm256_add_epi64(rotl64(_mm256_add_epi64(s0, s3), 23), s0);
+      const __m256i sh = _mm256_slli_epi64(s1, 17);
+      s2 = _mm256_xor_si256(s2, s0);
+      s3 = _mm256_xor_si256(s3, s1);
+      s1 = _mm256_xor_si256(s1, s2);
+      s0 = _mm256_xor_si256(s0, s3);
+      s2 = _mm256_xor_si256(s2, sh);
+      s3 = rotl64(s3, 45);
+      const std::uint32_t take = std::min<std::uint32_t>(4, n - t);
+      for (std::uint32_t c = 0; c < take; ++c) {
+        const __m256i x = _mm256_and_si256(_mm256_srli_epi64(word, static_cast<int>(16 * c)), low16);
+        const __m256i m = _mm256_mul_epu32(x, range);
+        bad = _mm256_or_si256(bad, _mm256_cmpgt_epi64(threshold, _mm256_and_si256(m, low16)));
+        acc = _mm256_add_epi64(acc, _mm256_i64gather_epi64(table, _mm256_srli_epi64(m, 16), 8));
+      }
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sum + 4 * h), acc);
+    alignas(32) std::int64_t flags[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(flags), bad);
+    for (int l = 0; l < 4; ++l) redo[4 * h + l] = flags[l] != 0;
+  }
+}
+#endif
+
 }  // namespace
 
 double acceleration_from_jackknife(const std::vector<double>& theta) {
@@ -313,10 +439,22 @@ Distribution multinomial_bootstrap(const Units& u, const Statistic& stat,
     for (std::size_t b0 = 0; b0 < B; b0 += block) tasks.push_back({g, b0, std::min(B, b0 + block)});
   }
 
+#ifdef TB_HAVE_AVX2_PATH
+  // groups of one stratum of whole-number rows: eight resamples' draws at a time
+  std::vector<PackedGroup> packed(G);
+  if (rng::avx2_available() && !rng::scalar_only()) {
+    for (std::size_t g = 0; g < G; ++g) {
+      if (u.group_strata[g + 1] - u.group_strata[g] == 1) {
+        packed[g] = pack_group(u, plans[u.group_strata[g]]);
+      }
+    }
+  }
+#endif
+
   parallel_for(tasks.size(), opt.threads, [&](std::size_t t) {
     const Task& task = tasks[t];
     std::vector<double> sums(k);
-    for (std::size_t b = task.b0; b < task.b1; ++b) {
+    auto one = [&](std::size_t b) {
       rng::Stream stream(opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b),
                          rng::Domain::kIndexResample);
       std::fill(sums.begin(), sums.end(), 0.0);
@@ -325,7 +463,29 @@ Distribution multinomial_bootstrap(const Units& u, const Statistic& stat,
         resample_stratum(u, plans[h], stream, sums.data(), &weight);
       }
       dist.theta[task.g * B + b] = stat.evaluate(sums.data(), weight);
+    };
+    std::size_t b = task.b0;
+#ifdef TB_HAVE_AVX2_PATH
+    const PackedGroup& pg = packed[task.g];
+    if (pg.ok) {
+      std::int64_t sum[8];
+      bool redo[8];
+      for (; b + 8 <= task.b1; b += 8) {
+        packed_draws8(pg, opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b), sum, redo);
+        for (std::size_t l = 0; l < 8; ++l) {
+          if (redo[l]) {
+            one(b + l);
+            continue;
+          }
+          // the exact sums: rows above lo in the high half, weights in the low half
+          const double a = static_cast<double>(sum[l] >> 32) + static_cast<double>(pg.n) * pg.lo;
+          const double w = static_cast<double>(sum[l] & 0xffffffff);
+          dist.theta[task.g * B + b + l] = stat.evaluate(&a, 0.0 + w);
+        }
+      }
     }
+#endif
+    for (; b < task.b1; ++b) one(b);
   });
 
   parallel_for(G, opt.threads, [&](std::size_t g) {
@@ -373,6 +533,55 @@ Distribution distribution_from_counts(const Units& u, const Statistic& stat,
                                                     u.weight.data(), m, k)
                            : kNaN);
   return dist;
+}
+
+namespace {
+
+// The two order-statistic indices numpy's 'linear' percentile q (in percent) interpolates
+// between, and the weight of the second.
+struct Interp {
+  std::int64_t lo, hi;
+  double gamma;
+};
+
+Interp linear_index(std::size_t size, double q_percent) {
+  // numpy: q /= 100; virtual index = n*q + (alpha + q*(1 - alpha - beta)) - 1, alpha = beta = 1.
+  const double q = q_percent / 100.0;
+  const double n = static_cast<double>(size);
+  const double virt = n * q + (1.0 + q * (1.0 - 1.0 - 1.0)) - 1.0;
+  const double prev = std::floor(virt);
+  const auto last = static_cast<std::int64_t>(size) - 1;
+  return {std::clamp<std::int64_t>(static_cast<std::int64_t>(prev), 0, last),
+          std::clamp<std::int64_t>(static_cast<std::int64_t>(prev) + 1, 0, last), virt - prev};
+}
+
+// numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5.
+double lerp(double x, double y, double gamma) {
+  const double diff = y - x;
+  return gamma >= 0.5 ? y - diff * (1.0 - gamma) : x + diff * gamma;
+}
+
+}  // namespace
+
+void percentile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
+                     double* high) {
+  const Interp l = linear_index(a.size(), q_low), h = linear_index(a.size(), q_high);
+  if (a.empty() || h.lo <= l.hi) {  // overlapping selections: one at a time
+    *low = percentile_linear(a, q_low);
+    *high = percentile_linear(a, q_high);
+    return;
+  }
+  // After nth_element at l.lo, a[l.lo + 1:] holds the values >= a[l.lo]: the upper order
+  // statistics are selected there (same values as from the whole array).
+  std::nth_element(a.begin(), a.begin() + l.lo, a.end());
+  const double x = a[l.lo];
+  std::nth_element(a.begin() + l.lo + 1, a.begin() + l.hi, a.end());
+  const double y = l.hi == l.lo ? x : a[l.hi];
+  std::nth_element(a.begin() + l.hi + 1, a.begin() + h.lo, a.end());
+  const double hx = a[h.lo];
+  const double hy = h.hi == h.lo ? hx : *std::min_element(a.begin() + h.lo + 1, a.end());
+  *low = lerp(x, y, l.gamma);
+  *high = lerp(hx, hy, h.gamma);
 }
 
 double percentile_linear(std::vector<double>& a, double q_percent) {
@@ -431,7 +640,7 @@ Summary summarize(const Distribution& dist, const std::vector<std::size_t>& unit
     const int e = pow2_exponent(v, mean);
     double ss = 0;
     for (double t : v) {
-      const double d = std::ldexp(t - mean, -e);
+      const double d = e == 0 ? t - mean : std::ldexp(t - mean, -e);  // ldexp(x, 0) == x
       ss += d * d;
     }
     s.boot_mean[g] = mean;
@@ -452,8 +661,8 @@ Summary summarize(const Distribution& dist, const std::vector<std::size_t>& unit
       q_hi = ndtr(z0 + num2 / (1.0 - a * num2));
       if (std::isnan(q_lo) || std::isnan(q_hi)) return;  // undefined BCa: CI stays NaN
     }
-    const double lo = percentile_linear(v, q_lo * 100.0);
-    const double hi = percentile_linear(v, q_hi * 100.0);
+    double lo = 0, hi = 0;
+    percentile_pair(v, q_lo * 100.0, q_hi * 100.0, &lo, &hi);
     if (method == Method::kBasic) {
       s.ci_low[g] = 2.0 * est - hi;
       s.ci_high[g] = 2.0 * est - lo;

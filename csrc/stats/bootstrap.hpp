@@ -68,4 +68,9 @@ Summary summarize(const Distribution& dist, const std::vector<std::size_t>& unit
 // numpy.percentile(a, q) with the default 'linear' method, q in percent. Reorders `a`.
 double percentile_linear(std::vector<double>& a, double q_percent);
 
+// percentile_linear of q_low and of q_high (q_low <= q_high) with one pass of selections where
+// their order statistics do not overlap; the same values. Reorders `a`.
+void percentile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
+                     double* high);
+
 }  // namespace tb::stats
