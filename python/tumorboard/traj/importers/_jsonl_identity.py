@@ -47,6 +47,8 @@ def _identities(df: Any, objects: Mapping[str, list[Any]], opts: ImportOptions) 
 
     item_id = col("item_id")
     need = item_id.is_null() | (item_id == "")
+    if not need.any():  # every row has its item id: nothing to hash
+        return df.with_columns(pl.lit(None, dtype=pl.UInt64).alias("_idh")), []
     if opts.item_key:
         index = df.get_column("_i").to_list()
         values = [objects.get(_key_field(k)) or [None] * (max(index, default=-1) + 1)
