@@ -590,22 +590,12 @@ void percentile_pair(std::vector<double>& a, double q_low, double q_high, double
 }
 
 double percentile_linear(std::vector<double>& a, double q_percent) {
-  // numpy: q /= 100; virtual index = n*q + (alpha + q*(1 - alpha - beta)) - 1, alpha = beta = 1.
-  const double q = q_percent / 100.0;
-  const double n = static_cast<double>(a.size());
-  const double virt = n * q + (1.0 + q * (1.0 - 1.0 - 1.0)) - 1.0;
-  const double prev = std::floor(virt);
-  const double gamma = virt - prev;
-  const auto last = static_cast<std::int64_t>(a.size()) - 1;
-  const auto lo = std::clamp<std::int64_t>(static_cast<std::int64_t>(prev), 0, last);
-  const auto hi = std::clamp<std::int64_t>(static_cast<std::int64_t>(prev) + 1, 0, last);
+  const Interp at = linear_index(a.size(), q_percent);
   // Selection instead of a sort: O(B). After nth_element, a[lo + 1:] holds values >= a[lo].
-  std::nth_element(a.begin(), a.begin() + lo, a.end());
-  const double x = a[lo];
-  const double y = hi == lo ? x : *std::min_element(a.begin() + lo + 1, a.end());
-  const double diff = y - x;
-  // numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5.
-  return gamma >= 0.5 ? y - diff * (1.0 - gamma) : x + diff * gamma;
+  std::nth_element(a.begin(), a.begin() + at.lo, a.end());
+  const double x = a[at.lo];
+  const double y = at.hi == at.lo ? x : *std::min_element(a.begin() + at.lo + 1, a.end());
+  return lerp(x, y, at.gamma);
 }
 
 Summary summarize(const Distribution& dist, const std::vector<std::size_t>& units_per_group,

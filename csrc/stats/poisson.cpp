@@ -248,8 +248,8 @@ PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
   // Groups whose sums fit 64 bits (every weight is at most 15): there the eight-unit path adds
   // in int64, without a branch on zero weights; the sums are the same integers.
   std::vector<char> fits64(G, 0);
-  std::vector<std::int64_t> items64(u.n_units());
-  for (std::size_t unit = 0; unit < u.n_units(); ++unit) {
+  std::vector<std::int64_t> items64(simd ? u.n_units() : 0);
+  for (std::size_t unit = 0; unit < items64.size(); ++unit) {
     items64[unit] = static_cast<std::int64_t>(u.weight[unit]);
   }
   for (std::size_t g = 0; g < G && simd; ++g) {
@@ -316,8 +316,6 @@ PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
 #endif
     for (std::size_t unit = first; unit < u.group_end(task.g); ++unit) {
       const std::uint64_t ukey = unit_keys[unit];
-      const int128* row = fixed_rows.data() + unit * k;
-      const auto items = static_cast<std::int64_t>(u.weight[unit]);
       for (std::size_t q = task.b0; q < task.b1; q += 4) {
         const auto r = rng::Philox4x32::block(
             {static_cast<std::uint32_t>(q / 4), static_cast<std::uint32_t>(ukey),
@@ -326,10 +324,7 @@ PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
             key);
         for (std::size_t j = 0; j < 4 && q + j < task.b1; ++j) {
           const int w = poisson1_from_table(r[j], table);
-          if (w == 0) continue;
-          const std::size_t bb = q + j - task.b0;
-          for (std::size_t c = 0; c < k; ++c) acc[bb * k + c] += static_cast<int128>(w) * row[c];
-          wacc[bb] += w * items;
+          if (w != 0) add(unit, q + j - task.b0, w);
         }
       }
     }

@@ -208,26 +208,18 @@ class _StoreParts(_StoreLog):
                 f"{table}: the table does not have the {table} schema; use write()"
             )
 
-    def _scan_paths(self, table: str, paths: Sequence[Path], *, part_column: bool = False) -> Any:
-        """Return a LazyFrame over ``paths`` with the table's schema (and a ``__part`` column).
-
-        With ``part_column``, ``__part`` holds the file name of each row's part.
-        """
+    def _scan_paths(self, table: str, paths: Sequence[Path]) -> Any:
+        """Return a LazyFrame over ``paths`` with the table's schema."""
         import polars as pl
 
         schema = polars_schema(table)
         if not paths:
-            lf = pl.LazyFrame(schema=schema)
-            return lf.with_columns(pl.lit(None, pl.String).alias("__part")) if part_column else lf
-        lf = pl.scan_parquet(
+            return pl.LazyFrame(schema=schema)
+        return pl.scan_parquet(
             [str(p) for p in paths],
             schema=schema,
             missing_columns="insert",
             extra_columns="ignore",
             hive_partitioning=False,
             glob=False,
-            include_file_paths="__part" if part_column else None,
         )
-        if part_column:
-            lf = lf.with_columns(pl.col("__part").str.split("/").list.last())
-        return lf

@@ -578,12 +578,14 @@ class Store(_StoreMaintenance):
                 removes.setdefault(table, []).append(source.name)
         prefix = f"imp-{batch}"
         add: dict[str, list[tuple[Path, int]]] = {}
+        fresh: dict[str, list[str]] = {}
         copies: dict[str, dict[str, str]] = {}
         try:
             for table, data in tables.items():
                 if data.num_rows:
                     part = self._write_file(table, data, self._new_part_name(prefix))
                     add.setdefault(table, []).append((part, data.num_rows))
+                    fresh.setdefault(table, []).append(part.name)
             for table, swaps in (replace or {}).items():
                 for source, kept in swaps:
                     if kept.num_rows:
@@ -593,6 +595,7 @@ class Store(_StoreMaintenance):
                         copies.setdefault(table, {})[Path(source).name] = part.name
             part = self._write_file("imports", imports, self._new_part_name(prefix))
             add.setdefault("imports", []).append((part, imports.num_rows))
+            fresh.setdefault("imports", []).append(part.name)
         except BaseException:
             _unlink_all(p for v in add.values() for p, _ in v)
             raise
@@ -603,9 +606,8 @@ class Store(_StoreMaintenance):
                     with contextlib.suppress(FileNotFoundError):
                         (self.path / table / name).unlink()
                 _fault("import:source-removed")
-        copied = {p for c in copies.values() for p in c.values()}
         return BatchParts(
-            added={t: tuple(p.name for p, _ in v if p.name not in copied) for t, v in add.items()},
+            added={t: tuple(v) for t, v in fresh.items()},
             copies=copies,
             removed={t: tuple(v) for t, v in removes.items()},
         )
