@@ -339,6 +339,79 @@ def test_cli_compare_ranks_by_corpus_bleu(tmp_path):
     assert out.returncode == 2 and "no item has both a response and a reference" in out.stderr
 
 
+def _insight_records() -> list[dict]:
+    """MedInsightBench cases of three analysts of different skill (two tasks, 4 cases/patient)."""
+    import random
+
+    rng = random.Random(3)
+    pool = ["mortality rises with age", "women live longer than men",
+            "smoking rates fell after 2000", "obesity doubles diabetes risk",
+            "income predicts access to care", "rural areas lack specialists"]  # fmt: skip
+    noise = ["the data has many rows", "the sample is large", "age is recorded in years"]
+    out = []
+    for model, keep in (("analyst-a", 0.8), ("analyst-b", 0.5), ("analyst-c", 0.2)):
+        for i in range(40):
+            gt = [pool[(i + k) % 6] for k in range(3)]
+            gen = [g for g in gt if rng.random() < keep] + [x for x in noise if rng.random() < 0.3]
+            out.append({"model": model, "patient_id": f"p{i // 4}", "item_id": f"c{i}",
+                        "task": f"t{i % 2}", "gt_insights": gt,
+                        "response": "\n".join(f"- {x}" for x in gen)})  # fmt: skip
+    return out
+
+
+def test_cli_compare_ranks_by_insight_f1_of_means(tmp_path):
+    """--rank-statistic f1_of_means ranks by MedInsightBench's insight F1, as `score` prints it.
+
+    The F1 of mean recall and mean precision per task and overall; the pairwise table compares
+    the analysts case by case.
+    """
+    import json
+
+    import polars as pl
+    from test_logs_to_scores import cli, write_jsonl
+    from tumorboard.score.medinsight import case_scores
+
+    log = write_jsonl(tmp_path / "mi.jsonl", _insight_records())
+    store = tmp_path / "s"
+    imp = cli("import", "jsonl", str(log), "--store", str(store), "--benchmark", "medinsight")
+    assert imp.returncode == 0, imp.stderr
+    out = cli("compare", str(store), "--rank-statistic", "f1_of_means", "--n-resamples", "300",
+              "--format", "json")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["metric"] == "insight_f1" and doc["ranked_by"].startswith("insight F1")
+    assert set(doc["ranks"]) == {"t0", "t1", "overall"}
+    scored = cli("score", str(store), "--benchmark", "medinsight", "--n-resamples", "100",
+                 "--format", "json")  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    f1 = {(r["model"], r["task"]): r["estimate"] for r in json.loads(scored.stdout)["rows"]
+          if r["metric"] == "insight_f1"}  # fmt: skip
+    for task, ranks in doc["ranks"].items():
+        assert [r["model"] for r in ranks] == ["analyst-a", "analyst-b", "analyst-c"]
+        for r in ranks:  # the same F1 of means (the rank engine sums in exact fixed point,
+            # the scorer in float64 row order: equal to the last bits of a double)
+            assert r["estimate"] == pytest.approx(f1[(r["model"], task)], rel=1e-14), (task, r)
+    # the pairwise differences are of the per-case F1 values, matched by patient and item
+    cases = case_scores(store)
+    mean = dict(cases.group_by("model").agg(pl.col("insight_f1").mean()).iter_rows())
+    row = next(c for c in doc["comparisons"] if c["task"] == "overall"
+               and (c["model_a"], c["model_b"]) == ("analyst-a", "analyst-c"))  # fmt: skip
+    assert row["n_matched"] == 40 and row["n_only_a"] == row["n_only_b"] == 0
+    assert row["difference"] == pytest.approx(mean["analyst-a"] - mean["analyst-c"], abs=1e-12)
+    md = cli("compare", str(store), "--metric", "insight_recall", "--ranks", "--n-resamples",
+             "100")  # fmt: skip
+    assert md.returncode == 0 and "Ranks by mean insight_recall, overall" in md.stdout
+    # what a user gets wrong is named
+    bad = cli("compare", str(store), "--rank-statistic", "f1_of_means", "--metric", "correct")
+    assert bad.returncode == 2
+    assert "expected --metric insight_recall, insight_precision, insight_f1" in bad.stderr
+    bad = cli("compare", str(store), "--metric", "insight_f1", "--benchmark", "mtbbench")
+    assert bad.returncode == 2 and "expected --benchmark medinsight" in bad.stderr
+    cli3, other = _store_of_three_models(tmp_path / "other")
+    bad = cli3("compare", str(other), "--rank-statistic", "f1_of_means")
+    assert bad.returncode == 2 and "medinsight" in bad.stderr
+
+
 def test_cli_compare_writes_each_picture_as_an_svg_file(tmp_path):
     import xml.etree.ElementTree as ET
 

@@ -38,8 +38,10 @@ def add_compare_parser(sub: Any) -> None:
     )
     p.add_argument("store", help="the store directory")
     p.add_argument(
-        "--metric", default="correct",
-        help="the items column compared (default: correct, the 0/1 grade)",
+        "--metric", default=None,
+        help="the items column compared (default: correct, the 0/1 grade), or for "
+        "MedInsightBench items a per-case metric of its scorer: insight_recall, "
+        "insight_precision or insight_f1 (the default with --rank-statistic f1_of_means)",
     )  # fmt: skip
     p.add_argument("--benchmark", help="only runs of this benchmark (default: all)")
     p.add_argument("--track", nargs="+", help="only these tracks")
@@ -64,10 +66,12 @@ def add_compare_parser(sub: Any) -> None:
                    help="also the bootstrap rank intervals of the models per task and overall "
                    "(rank CI, P(best), tied with the best; shared Poisson resamples)")  # fmt: skip
     p.add_argument(
-        "--rank-statistic", choices=["mean", "bleu"], default="mean",
+        "--rank-statistic", choices=["mean", "bleu", "f1_of_means"], default="mean",
         help="what --ranks ranks: mean (default), the mean of --metric; bleu, corpus BLEU of "
         "each model's responses against the items' references (gold_text, else gold), "
-        "resampled through its sufficient statistics as sacrebleu defines it (implies --ranks)",
+        "resampled through its sufficient statistics as sacrebleu defines it; f1_of_means, "
+        "MedInsightBench's insight F1 (the F1 of the mean insight recall and mean insight "
+        "precision), resampled through the per-case recall and precision (implies --ranks)",
     )  # fmt: skip
     p.add_argument(
         "--bleu-tokenize", choices=["13a", "zh", "char", "none"], default="13a",
@@ -186,7 +190,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         st.verify(("runs", "items"))
         return st.items(with_runs=True).collect()
 
-    items = store.read(read)
+    insight = args.metric in _INSIGHT_METRICS or args.rank_statistic == "f1_of_means"
+    if args.metric is None:
+        args.metric = "insight_f1" if args.rank_statistic == "f1_of_means" else "correct"
+    if insight:
+        items = _insight_items(store, args)
+    else:
+        items = store.read(read)
     if args.metric not in items.columns:
         raise InvalidArgumentError(
             f"--metric {args.metric}: expected a column of the store's items "
@@ -257,6 +267,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )  # fmt: skip
         if texts is not None:
             ranks = _bleu_ranks(texts, bench, track, sub, args, opts)
+        elif args.rank_statistic == "f1_of_means":
+            rp = sub.select("insight_recall", "insight_precision").to_numpy()
+            ranks = _ranks({**rows, "values": rp}, opts, statistic="f1_of_means")
         else:
             ranks = _ranks(rows, opts) if args.ranks else {}
         sections.append((bench, track, where, result, ranks))
@@ -269,8 +282,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         for path in _write_svgs(sections, args.out):
             print(f"wrote {path}")
         return 0
-    ranked_by = "corpus BLEU" if args.rank_statistic == "bleu" else f"mean {args.metric}"
-    text = _render(sections, args.format, ranked_by=ranked_by)
+    ranked_by = {
+        "bleu": "corpus BLEU",
+        "f1_of_means": "insight F1 (F1 of the mean recall and mean precision)",
+    }.get(args.rank_statistic, f"mean {args.metric}")
+    text = _render(sections, args.format, ranked_by=ranked_by, metric=args.metric)
     if args.out:
         with atomic_path(args.out) as tmp:
             tmp.write_text(text, encoding="utf-8")
@@ -278,6 +294,41 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+#: MedInsightBench's per-case metrics, computed from the store as its scorer computes them.
+_INSIGHT_METRICS = ("insight_recall", "insight_precision", "insight_f1")
+
+
+def _insight_items(store: Any, args: argparse.Namespace) -> Any:
+    """Return the MedInsightBench items with each case's insight recall, precision and F1.
+
+    The values are those :func:`tumorboard.score.medinsight.score` averages (ROUGE-1 F matrices
+    of the insights, or the stored score matrices); a case is keyed by its patient and item.
+    Refuses a metric that is not one of :data:`_INSIGHT_METRICS` and a ``--benchmark`` other
+    than medinsight.
+    """
+    import polars as pl
+
+    from .errors import InvalidArgumentError
+    from .score import store_frame
+    from .score.medinsight import case_scores
+
+    if args.metric not in _INSIGHT_METRICS:
+        raise InvalidArgumentError(
+            f"--rank-statistic f1_of_means: expected --metric {', '.join(_INSIGHT_METRICS)} "
+            f"(MedInsightBench's per-case metrics, compared pairwise), got {args.metric}"
+        )
+    if args.benchmark not in (None, "medinsight"):
+        raise InvalidArgumentError(
+            f"--metric {args.metric}: a MedInsightBench metric; expected --benchmark medinsight "
+            f"(or none), got {args.benchmark}"
+        )
+    cases = case_scores(store_frame(store, "medinsight", tracks=args.track))
+    task = pl.col("task") if "task" in cases.columns else pl.lit(None, pl.Utf8).alias("task")
+    return cases.with_columns(
+        pl.lit("medinsight").alias("benchmark"), task, pl.col("case_id").alias("item_id")
+    )
 
 
 def _svg_directory(out: str | None) -> Any:
@@ -334,7 +385,11 @@ def _rows(items: Any, *, cluster: bool) -> dict[str, Any]:
 
 
 def _render(
-    sections: list[tuple[str, str, str, Any, dict[str, Any]]], fmt: str, *, ranked_by: str = ""
+    sections: list[tuple[str, str, str, Any, dict[str, Any]]],
+    fmt: str,
+    *,
+    ranked_by: str = "",
+    metric: str = "correct",
 ) -> str:
     """Render the comparisons of each (benchmark, track) in ``fmt``.
 
@@ -365,7 +420,8 @@ def _render(
     if fmt == "html":
         return Comparison.page_html([(where if several else None, result, ranks)
                                  for _b, _t, where, result, ranks in sections])  # fmt: skip
-    doc: dict[str, Any] = {"comparisons": [], "ranks": {}, "ranked_by": ranked_by}
+    doc: dict[str, Any] = {"comparisons": [], "ranks": {}, "ranked_by": ranked_by,
+                           "metric": metric}  # fmt: skip
     for bench, track, where, result, ranks in sections:
         doc["comparisons"] += [{"benchmark": bench, "track": track, **d}
                                for d in result.to_dicts()]  # fmt: skip

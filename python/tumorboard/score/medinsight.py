@@ -59,7 +59,7 @@ from ._summary import summarize_f1_of_means, summarize_frame, with_interval
 from ._validate import require_columns, string_column
 from .report import Report, interval_note, interval_text, sort_table
 
-__all__ = ["InsightScores", "insight_scores", "novelty_rates", "score"]
+__all__ = ["InsightScores", "case_scores", "insight_scores", "novelty_rates", "score"]
 
 BENCHMARK = "medinsight"
 REQUIRED = ("model", "case_id", "score_matrix | insights + gt_insights")
@@ -231,6 +231,110 @@ def _list_of_str(frame: pl.DataFrame, col: str, where: str) -> list[list[str]]:
     return out
 
 
+def _cases(df: Any, *, cluster: str | None, where: str) -> pl.DataFrame:
+    """Validate a scorer frame and add each case's recall, precision and F1.
+
+    The columns ``_recall``, ``_precision``, ``_f1`` and ``_no_insight`` (no generated
+    insight), as :func:`score` and :func:`case_scores` read them.
+    """
+    frame = _validate.input_frame(df, required=["model", "case_id"], optional=OPTIONAL,
+                                  where=where, cluster=cluster)  # fmt: skip
+    if "score_matrix" not in frame.columns and not (
+        "insights" in frame.columns and "gt_insights" in frame.columns
+    ):
+        raise InvalidArgumentError(
+            f"{where}: the input frame needs a 'score_matrix' column, or both 'insights' and "
+            f"'gt_insights'; required columns: {', '.join(REQUIRED)} (got: "
+            f"{', '.join(frame.columns) or 'none'})"
+        )
+    frame = frame.with_columns(
+        string_column(frame, "model", where=where), string_column(frame, "case_id", where=where)
+    )
+    if "task" in frame.columns:
+        frame = frame.with_columns(string_column(frame, "task", where=where))
+
+    if "score_matrix" in frame.columns:
+        s = frame.get_column("score_matrix")
+        if not (isinstance(s.dtype, pl.List) and isinstance(s.dtype.inner, pl.List)):
+            raise InvalidTypeError(
+                f"{where}: column 'score_matrix': expected list[list[f64]], got {s.dtype}"
+            )
+        matrices = []
+        for i, m in enumerate(s.to_list()):
+            if m is None or len(m) == 0:
+                raise InvalidArgumentError(
+                    f"{where}: score_matrix at row {i} has no ground-truth insight (row)"
+                )
+            widths = {len(r) if r is not None else -1 for r in m}
+            if len(widths) != 1 or -1 in widths:
+                raise InvalidArgumentError(
+                    f"{where}: score_matrix at row {i} is ragged or has a null row"
+                )
+            try:
+                matrices.append(_matrix(m, f"score_matrix at row {i}"))
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgumentError(f"{where}: {exc}") from exc
+    else:
+        gt = _list_of_str(frame, "gt_insights", where)
+        gen = _list_of_str(frame, "insights", where)
+        for i, g in enumerate(gt):
+            if not g:
+                raise InvalidArgumentError(f"{where}: gt_insights at row {i} is empty")
+        matrices = _rouge1_matrices(gt, gen)
+
+    scores = [insight_scores(m) for m in matrices]
+    frame = frame.with_columns(
+        pl.Series("_recall", [x.recall for x in scores], dtype=pl.Float64),
+        pl.Series("_precision", [x.precision for x in scores], dtype=pl.Float64),
+        pl.Series("_f1", [x.f1 for x in scores], dtype=pl.Float64),
+        # no generated insight (k = 0): no response to grade, scored 0 (module docstring)
+        pl.Series("_no_insight", [np.shape(m)[1] == 0 for m in matrices], dtype=pl.Boolean),
+    )
+    return frame
+
+
+def case_scores(df: Frame | Store | str | os.PathLike[str]) -> pl.DataFrame:
+    """Return each case's insight recall, precision and F1, as :func:`score` computes them.
+
+    The per-case values behind :func:`score`'s group rows (definitions: module docstring), for
+    paired comparisons of models case by case or for an F1 of means resampled by another
+    grouping (``tumorboard compare --rank-statistic f1_of_means``).
+
+    Parameters
+    ----------
+    df : polars DataFrame or LazyFrame, pyarrow Table, or a trajectory Store
+        As :func:`score` takes it (``model``, ``case_id`` and ``score_matrix`` or ``insights``
+        plus ``gt_insights``); a Store or its directory is read with
+        :func:`~tumorboard.score.store_frame`.
+
+    Returns
+    -------
+    polars.DataFrame
+        The validated input, one row per case in input order (``track`` and ``tools`` filled
+        in as :func:`score` does), with ``insight_recall``, ``insight_precision`` and
+        ``insight_f1`` (Float64) and ``no_insight`` (Boolean: the case has no generated
+        insight and scores 0).
+
+    Raises
+    ------
+    InvalidArgumentError, InvalidTypeError
+        What :func:`score` raises for its input.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> frame = pl.DataFrame({"model": ["m"], "case_id": ["c0"],
+    ...                       "score_matrix": [[[1.0, 0.0], [0.0, 0.0]]]})
+    >>> case_scores(frame).select("insight_recall", "insight_precision", "insight_f1").row(0)
+    (0.5, 0.5, 0.5)
+    """
+    frame = _cases(_store.resolve(df, BENCHMARK), cluster=None, where="medinsight")
+    return frame.rename(
+        {"_recall": "insight_recall", "_precision": "insight_precision", "_f1": "insight_f1",
+         "_no_insight": "no_insight"}
+    )  # fmt: skip
+
+
 def score(
     df: Frame | Store | str | os.PathLike[str],
     *,
@@ -312,60 +416,8 @@ def score(
     df = _store.resolve(df, BENCHMARK)
     opts = BootstrapOptions.resolve(options)
     interval = _validate.interval(interval, cluster=cluster, where=where)
-    frame = _validate.input_frame(df, required=["model", "case_id"], optional=OPTIONAL,
-                                  where=where, cluster=cluster)  # fmt: skip
-    if "score_matrix" not in frame.columns and not (
-        "insights" in frame.columns and "gt_insights" in frame.columns
-    ):
-        raise InvalidArgumentError(
-            f"{where}: the input frame needs a 'score_matrix' column, or both 'insights' and "
-            f"'gt_insights'; required columns: {', '.join(REQUIRED)} (got: "
-            f"{', '.join(frame.columns) or 'none'})"
-        )
-    frame = frame.with_columns(
-        string_column(frame, "model", where=where), string_column(frame, "case_id", where=where)
-    )
+    frame = _cases(df, cluster=cluster, where=where)
     has_task = "task" in frame.columns
-    if has_task:
-        frame = frame.with_columns(string_column(frame, "task", where=where))
-
-    if "score_matrix" in frame.columns:
-        s = frame.get_column("score_matrix")
-        if not (isinstance(s.dtype, pl.List) and isinstance(s.dtype.inner, pl.List)):
-            raise InvalidTypeError(
-                f"{where}: column 'score_matrix': expected list[list[f64]], got {s.dtype}"
-            )
-        matrices = []
-        for i, m in enumerate(s.to_list()):
-            if m is None or len(m) == 0:
-                raise InvalidArgumentError(
-                    f"{where}: score_matrix at row {i} has no ground-truth insight (row)"
-                )
-            widths = {len(r) if r is not None else -1 for r in m}
-            if len(widths) != 1 or -1 in widths:
-                raise InvalidArgumentError(
-                    f"{where}: score_matrix at row {i} is ragged or has a null row"
-                )
-            try:
-                matrices.append(_matrix(m, f"score_matrix at row {i}"))
-            except (TypeError, ValueError) as exc:
-                raise InvalidArgumentError(f"{where}: {exc}") from exc
-    else:
-        gt = _list_of_str(frame, "gt_insights", where)
-        gen = _list_of_str(frame, "insights", where)
-        for i, g in enumerate(gt):
-            if not g:
-                raise InvalidArgumentError(f"{where}: gt_insights at row {i} is empty")
-        matrices = _rouge1_matrices(gt, gen)
-
-    scores = [insight_scores(m) for m in matrices]
-    frame = frame.with_columns(
-        pl.Series("_recall", [x.recall for x in scores], dtype=pl.Float64),
-        pl.Series("_precision", [x.precision for x in scores], dtype=pl.Float64),
-        pl.Series("_f1", [x.f1 for x in scores], dtype=pl.Float64),
-        # no generated insight (k = 0): no response to grade, scored 0 (module docstring)
-        pl.Series("_no_insight", [np.shape(m)[1] == 0 for m in matrices], dtype=pl.Boolean),
-    )
     group_cols = ("track", "model", "tools", "task") if has_task else ("track", "model", "tools")
     common = dict(benchmark=BENCHMARK, group_cols=group_cols, options=opts, overall=has_task)
     closed = dict(interval=interval)
