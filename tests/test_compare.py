@@ -817,6 +817,36 @@ def test_factorize_fixed_codes_records_in_first_appearance_order(width):
         _core.stats.factorize_fixed(np.zeros(10, np.uint8), 0)
 
 
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 16, 84])
+def test_factorize_fixed_tells_records_apart_by_their_zero_bytes(width):
+    """Records that differ only in where their zero bytes are get different codes.
+
+    The table keys a fixed-width record by its bytes up to the last nonzero one; mostly-zero
+    records (numpy's padded labels, bytes with zeros inside) must still be told apart.
+    """
+    from tumorboard import _core
+
+    rng = np.random.default_rng(100 + width)
+    rows = np.zeros((30_000, width), dtype=np.uint8)
+    for r in rows:  # few nonzero bytes, anywhere, of few values: many near-collisions
+        k = rng.integers(0, min(width, 3) + 1)
+        r[rng.integers(0, width, k)] = rng.integers(1, 3, k)
+    rows[::5] = 0  # the all-zero record, often and in runs
+    rows[1::5] = rows[0::5]
+    codes, first = _core.stats.factorize_fixed(np.ascontiguousarray(rows).ravel(), width)
+    as_bytes = [r.tobytes() for r in rows]
+    seen: dict[bytes, int] = {}
+    expected = [seen.setdefault(b, len(seen)) for b in as_bytes]
+    assert codes.tolist() == expected
+    assert [as_bytes[i] for i in first] == list(seen)
+    # numpy labels, padded with zeros to the column's width (<U1 cuts "ab" to "a")
+    labels = np.array(["a", "ab", "", "a", "ba", "b", ""] * 3, dtype=f"<U{width}")
+    codes, _ = _core.stats.factorize_fixed(labels.view(np.uint8), labels.dtype.itemsize)
+    seen_labels: dict[str, int] = {}
+    assert codes.tolist() == [seen_labels.setdefault(x, len(seen_labels)) for x in labels.tolist()]
+    assert len(seen_labels) == (3 if width == 1 else 5)
+
+
 def test_string_codes_sort_as_polars_sorts_strings():
     """Each string label's code is its rank among the distinct labels in polars' string order.
 

@@ -87,12 +87,16 @@ struct Table {
   void add(const Records& rec, std::size_t n, std::int64_t* codes, std::size_t base) {
     std::uint64_t hash[kBlock];
     std::int64_t candidate[kBlock];
+    std::size_t lens[kBlock];
     bool repeat[kBlock];
+    std::size_t prev_len = 0;  // the length of record r - 1
     for (std::size_t r0 = 0; r0 < n; r0 += kBlock) {
       const std::size_t m = std::min(kBlock, n - r0);
       for (std::size_t j = 0; j < m; ++j) {
         const std::size_t r = r0 + j, len = rec.len(r);
-        repeat[j] = r > 0 && rec.same_as_previous(r);
+        lens[j] = len;
+        repeat[j] = r > 0 && rec.same_as_previous(r, len, prev_len);
+        prev_len = len;
         if (repeat[j]) continue;  // a run of equal records (sorted columns): no lookup
         hash[j] = record_hash(rec.ptr(r), len);
         __builtin_prefetch(slot.data() + (hash[j] & (capacity - 1)));
@@ -119,7 +123,7 @@ struct Table {
           continue;
         }
         const std::uint8_t* p = rec.ptr(r0 + j);
-        const std::size_t len = rec.len(r0 + j);
+        const std::size_t len = lens[j];
         std::int64_t code = candidate[j];
         if (code < 0 || !equal(static_cast<std::size_t>(code), p, len)) {
           code = find(hash[j], p, len);  // the table may have grown since: look again
@@ -181,19 +185,36 @@ struct Table {
   }
 };
 
-// Whether record r (> 0) equals record r - 1: the runs of a sorted column skip the lookup.
+// Whether record r (> 0), of len bytes, equals record r - 1, of prev_len bytes: the runs of a
+// sorted column skip the lookup.
 template <class Records>
-bool same_bytes_as_previous(const Records& rec, std::size_t r) {
-  const std::size_t len = rec.len(r);
-  return rec.len(r - 1) == len && same_bytes(rec.ptr(r - 1), rec.ptr(r), len);
+bool same_bytes_as_previous(const Records& rec, std::size_t r, std::size_t len,
+                            std::size_t prev_len) {
+  return prev_len == len && same_bytes(rec.ptr(r - 1), rec.ptr(r), len);
 }
 
+// Fixed-width records are keyed by their bytes up to the last nonzero one: the rest of a record
+// is zeros, so two records of one width are equal exactly when these prefixes are. A numpy
+// string column pads every label to the longest (UTF-32: "q7" in a <U21 column is 8 bytes of
+// 84), and the hash and the compares then read only what the labels hold.
 struct FixedRecords {
   const std::uint8_t* data;
   std::size_t width;
   const std::uint8_t* ptr(std::size_t r) const { return data + r * width; }
-  std::size_t len(std::size_t) const { return width; }
-  bool same_as_previous(std::size_t r) const { return same_bytes_as_previous(*this, r); }
+  std::size_t len(std::size_t r) const {
+    const std::uint8_t* p = ptr(r);
+    std::size_t n = width;
+    for (; n >= 8; n -= 8) {  // trailing zero words, then bytes
+      std::uint64_t w;
+      std::memcpy(&w, p + n - 8, 8);
+      if (w != 0) return n - static_cast<std::size_t>(__builtin_clzll(w) / 8);
+    }
+    while (n > 0 && p[n - 1] == 0) --n;
+    return n;
+  }
+  bool same_as_previous(std::size_t r, std::size_t len, std::size_t prev_len) const {
+    return same_bytes_as_previous(*this, r, len, prev_len);
+  }
 };
 
 struct OffsetRecords {
@@ -203,7 +224,9 @@ struct OffsetRecords {
   std::size_t len(std::size_t r) const {
     return static_cast<std::size_t>(offsets[r + 1] - offsets[r]);
   }
-  bool same_as_previous(std::size_t r) const { return same_bytes_as_previous(*this, r); }
+  bool same_as_previous(std::size_t r, std::size_t len, std::size_t prev_len) const {
+    return same_bytes_as_previous(*this, r, len, prev_len);
+  }
 };
 
 struct ViewRecords {
@@ -222,12 +245,12 @@ struct ViewRecords {
   std::size_t len(std::size_t r) const { return static_cast<std::size_t>(field(r, 0)); }
   // Two equal views of a string of at most 12 bytes hold it whole: one 16-byte compare (views
   // that differ only in padding fall through to the byte compare).
-  bool same_as_previous(std::size_t r) const {
+  bool same_as_previous(std::size_t r, std::size_t len, std::size_t prev_len) const {
     std::uint64_t a[2], b[2];
     std::memcpy(a, views + 16 * (r - 1), 16);
     std::memcpy(b, views + 16 * r, 16);
     if (a[0] == b[0] && a[1] == b[1] && static_cast<std::int32_t>(a[0]) <= 12) return true;
-    return same_bytes_as_previous(*this, r);
+    return same_bytes_as_previous(*this, r, len, prev_len);
   }
 };
 

@@ -278,9 +278,15 @@ def _codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[codes], found[order]
 
 
-def _key_codes(tasks: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return the code of each (task, item) and the sorted task-US-item labels (US: 0x1F)."""
-    t_code, t_levels = _codes(tasks)
+def _key_codes(tasks: np.ndarray | None, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the code of each (task, item) and the sorted task-US-item labels (US: 0x1F).
+
+    ``tasks`` None: every row's task is ``OVERALL`` (nothing to code).
+    """
+    if tasks is None:
+        t_code, t_levels = np.zeros(items.size, dtype=np.int64), np.array([OVERALL])
+    else:
+        t_code, t_levels = _codes(tasks)
     i_code, i_levels = _codes(items)
     pair = t_code * i_levels.size + i_code
     size = t_levels.size * i_levels.size
@@ -357,7 +363,7 @@ def compare(
     n = v.size
     m = _labels(models, "models", n)
     it = _labels(items, "items", n)
-    tk = _labels(tasks, "tasks", n) if tasks is not None else np.full(n, OVERALL)
+    tk = _labels(tasks, "tasks", n) if tasks is not None else None
     cl = _labels(clusters, "clusters", n) if clusters is not None else None
     if correction not in CORRECTIONS:
         raise InvalidArgumentError(
