@@ -1347,6 +1347,40 @@ def test_f1_of_means_distribution_matches_numpy_on_given_resamples():
                              options=BootstrapOptions(n_resamples=20))  # fmt: skip
 
 
+@pytest.mark.parametrize("units", [3, 15, 16, 17, 33, 63, 64, 65])
+@pytest.mark.parametrize("top", [254, 255, 256])
+def test_byte_table_draws_equal_the_scalar_path(units, top):
+    # up to 64 clusters whose sums (above the least) and sizes fit a byte draw sixteen
+    # candidates at a time from byte tables (packed_draws8_bytes); one cluster of `top` items,
+    # all 1, puts both the largest sum and the largest size at the edge of a byte
+    from tumorboard import _core
+
+    rng = np.random.default_rng(units * 1000 + top)
+    sizes = np.concatenate([[top], rng.integers(1, 4, units - 1)])
+    clusters = np.repeat(np.arange(units), sizes)
+    values = np.concatenate([np.ones(top), rng.integers(0, 2, clusters.size - top)]).astype(float)
+    groups = np.zeros(clusters.size, dtype=np.int64)
+    perm = rng.permutation(clusters.size)
+    opts = BootstrapOptions(n_resamples=203, seed=11, method="percentile")
+
+    def run():
+        r = bootstrap(values[perm], groups=groups, clusters=clusters[perm], options=opts,
+                      return_distribution=True)  # fmt: skip
+        return [np.asarray(getattr(r, f)) for f in ("distribution", "ci_low", "ci_high", "se")]
+
+    fast = run()
+    try:
+        was = _core.testing.set_scalar_only(True)
+        slow = run()
+    finally:
+        _core.testing.set_scalar_only(was)
+    for x, y in zip(fast, slow, strict=True):
+        assert np.array_equal(x, y, equal_nan=True)
+    # each resample is a weighted mean of whole clusters: sum / size with integer parts
+    dist = fast[0].ravel()
+    assert np.all((dist >= 0) & (dist <= 1)) and np.unique(dist).size >= min(units, 7)
+
+
 @pytest.mark.parametrize("units", [1, 2, 7, 40, 200, 256, 257])
 @pytest.mark.parametrize("unit_weights", [True, False])
 def test_index_draws_avx2_path_equals_the_scalar_path(units, unit_weights):

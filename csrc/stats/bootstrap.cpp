@@ -230,14 +230,18 @@ void full_sums(const Units& u, std::size_t g, double* sums, double* weight) {
 
 // The exponent e of the power of two 2^e nearest above max |t - mean| (0 when that is 0 or not
 // finite): deviations divided by 2^e lie in [-1, 1], so their squares and cubes stay in range.
-int pow2_exponent(const std::vector<double>& v, double mean) {
-  double top = 0.0;
-  for (double t : v) top = std::max(top, std::fabs(t - mean));
+int pow2_exponent_of(double top) {
   if (!(top > 0.0) || !std::isfinite(top)) return 0;
   int e = 0;
   std::frexp(top, &e);
   // Leave ordinary magnitudes alone (bit-identical sums); rescale only near the float limits.
   return (e > 200 || e < -200) ? e : 0;
+}
+
+int pow2_exponent(const std::vector<double>& v, double mean) {
+  double top = 0.0;
+  for (double t : v) top = std::max(top, std::fabs(t - mean));
+  return pow2_exponent_of(top);
 }
 
 #ifdef TB_HAVE_AVX2_PATH
@@ -246,11 +250,18 @@ int pow2_exponent(const std::vector<double>& v, double mean) {
 // 64-bit load and add per draw sums both. Every sum of n draws is an exact integer (below
 // 2^31 and 2^32 in its halves, below 2^53 in magnitude), so it equals the engine's double sum
 // in any order, bit for bit.
+//
+// Where there are at most 64 units and every (row - lo) and weight fits a byte (a few dozen
+// patients, as in MTBBench's runs), `bytes` is set and tv, tw hold them: packed_draws8_bytes
+// then looks sixteen candidates up at a time in registers (byte shuffles of 16-entry tables).
 struct PackedGroup {
   bool ok = false;
+  bool bytes = false;
   double lo = 0;
   std::uint32_t n = 0;
   std::vector<std::int64_t> v;
+  std::uint8_t tv[64] = {};
+  std::uint8_t tw[64] = {};
 };
 
 PackedGroup pack_group(const Units& u, const StratumPlan& p) {
@@ -281,6 +292,13 @@ PackedGroup pack_group(const Units& u, const StratumPlan& p) {
   out.lo = lo;
   out.n = static_cast<std::uint32_t>(n);
   out.ok = true;
+  out.bytes = n <= 64 && hi - lo <= 255 && wmax <= 255;
+  if (out.bytes) {
+    for (std::size_t i = p.begin; i < p.end; ++i) {
+      out.tv[i - p.begin] = static_cast<std::uint8_t>(u.rows[i] - lo);
+      out.tw[i - p.begin] = static_cast<std::uint8_t>(u.weight[i]);
+    }
+  }
   return out;
 }
 
@@ -311,9 +329,10 @@ __attribute__((target("avx2"))) inline __m256i splitmix4(__m256i& state) {
 // rng::BoundedDraws<16>, as draw_stratum takes them, four resamples per vector. sum[l] is the
 // packed sum of resample b + l's n draws; redo[l] is set where a candidate was rejected within
 // them (the lane then took other draws than its candidates: the scalar path redoes it).
-__attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::uint64_t seed,
-                                                   std::uint64_t group_key, std::uint32_t b,
-                                                   std::int64_t sum[8], bool redo[8]) {
+// The SplitMix64 seeds of the streams rng::Stream(seed, group_key, b + l, kIndexResample),
+// l = 0..7, from one Philox call of eight counters.
+__attribute__((target("avx2"))) void stream_seeds8(std::uint64_t seed, std::uint64_t group_key,
+                                                   std::uint32_t b, std::uint64_t sm[8]) {
   alignas(32) std::uint64_t ctr[8];
   for (std::uint32_t l = 0; l < 8; ++l) {
     ctr[l] = (group_key >> 32) | (static_cast<std::uint64_t>(b + l) << 32);
@@ -324,11 +343,31 @@ __attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::u
                static_cast<std::uint32_t>(rng::Domain::kIndexResample), key[0], key[1], r);
   alignas(32) std::uint32_t words[4][8];
   for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(words[j]), r[j]);
-  alignas(32) std::uint64_t sm[8];
   for (int l = 0; l < 8; ++l) {
     sm[l] = (static_cast<std::uint64_t>(words[0][l]) << 32 | words[1][l]) ^
             (static_cast<std::uint64_t>(words[2][l]) << 32 | words[3][l]);
   }
+}
+
+// One xoshiro256++ step (rng::Stream::next) of four lanes: the output word, state advanced.
+__attribute__((target("avx2"))) inline __m256i xoshiro4(__m256i& s0, __m256i& s1, __m256i& s2,
+                                                        __m256i& s3) {
+  const __m256i word = _mm256_add_epi64(rotl64(_mm256_add_epi64(s0, s3), 23), s0);
+  const __m256i sh = _mm256_slli_epi64(s1, 17);
+  s2 = _mm256_xor_si256(s2, s0);
+  s3 = _mm256_xor_si256(s3, s1);
+  s1 = _mm256_xor_si256(s1, s2);
+  s0 = _mm256_xor_si256(s0, s3);
+  s2 = _mm256_xor_si256(s2, sh);
+  s3 = rotl64(s3, 45);
+  return word;
+}
+
+__attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::uint64_t seed,
+                                                   std::uint64_t group_key, std::uint32_t b,
+                                                   std::int64_t sum[8], bool redo[8]) {
+  alignas(32) std::uint64_t sm[8];
+  stream_seeds8(seed, group_key, b, sm);
   const std::uint32_t n = pg.n;
   const __m256i range = _mm256_set1_epi64x(n);
   const __m256i threshold = _mm256_set1_epi64x((65536u - n) % n);
@@ -344,15 +383,7 @@ __attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::u
     std::int64_t acc[4] = {0, 0, 0, 0};
     alignas(32) std::int64_t idx[4];
     for (std::uint32_t t = 0; t < n; t += 4) {
-      // xoshiro256++ (rng::Stream::next), four lanes
-      const __m256i word = _mm256_add_epi64(rotl64(_mm256_add_epi64(s0, s3), 23), s0);
-      const __m256i sh = _mm256_slli_epi64(s1, 17);
-      s2 = _mm256_xor_si256(s2, s0);
-      s3 = _mm256_xor_si256(s3, s1);
-      s1 = _mm256_xor_si256(s1, s2);
-      s0 = _mm256_xor_si256(s0, s3);
-      s2 = _mm256_xor_si256(s2, sh);
-      s3 = rotl64(s3, 45);
+      const __m256i word = xoshiro4(s0, s1, s2, s3);
       const std::uint32_t take = std::min<std::uint32_t>(4, n - t);
       for (std::uint32_t c = 0; c < take; ++c) {
         const __m256i x = _mm256_and_si256(_mm256_srli_epi64(word, static_cast<int>(16 * c)), low16);
@@ -366,6 +397,88 @@ __attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::u
     alignas(32) std::int64_t flags[4];
     _mm256_store_si256(reinterpret_cast<__m256i*>(flags), bad);
     for (int l = 0; l < 4; ++l) redo[4 * h + l] = flags[l] != 0;
+  }
+}
+
+// packed_draws8 for a group with byte tables (pg.bytes): the same candidates, taken sixteen
+// at a time as 16-bit lanes (lane 4 l + c of a word vector is candidate c of resample l's
+// word). Lemire's index is the high half of candidate * n (mulhi), the rejection test is on the
+// low half (mullo); the unit's row and weight come from byte shuffles of the 16-entry pieces of
+// tv and tw, chosen by index / 16. Each 16-bit lane adds at most 16 bytes (n <= 64), so the
+// sums cannot overflow; the four lanes of a resample are added at the end. Same sums as
+// packed_draws8, bit for bit.
+__attribute__((target("avx2"))) void packed_draws8_bytes(const PackedGroup& pg,
+                                                         std::uint64_t seed,
+                                                         std::uint64_t group_key,
+                                                         std::uint32_t b, std::int64_t sum[8],
+                                                         bool redo[8]) {
+  alignas(32) std::uint64_t sm[8];
+  stream_seeds8(seed, group_key, b, sm);
+  const std::uint32_t n = pg.n;
+  const int pieces = static_cast<int>((n + 15) / 16);
+  __m256i tv[4], tw[4];
+  for (int c = 0; c < pieces; ++c) {
+    tv[c] = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pg.tv + 16 * c)));
+    tw[c] = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pg.tw + 16 * c)));
+  }
+  const __m256i range = _mm256_set1_epi16(static_cast<short>(n));
+  const __m256i threshold = _mm256_set1_epi16(static_cast<short>((65536u - n) % n));
+  const __m256i nibble = _mm256_set1_epi16(0x000F);
+  const __m256i zero_high = _mm256_set1_epi16(static_cast<short>(0x8000));  // byte 1 -> 0
+  const __m256i zero_low = _mm256_set1_epi16(0x0080);                       // byte 0 -> 0
+  const __m256i low_byte = _mm256_set1_epi16(0x00FF);
+  // the candidates the last word gives (n % 4 of each resample's four, when n % 4 != 0)
+  alignas(32) std::uint16_t last[16];
+  for (int i = 0; i < 16; ++i) last[i] = (n % 4 == 0 || static_cast<std::uint32_t>(i % 4) < n % 4) ? 0xFFFF : 0;
+  const __m256i keep_last = _mm256_load_si256(reinterpret_cast<const __m256i*>(last));
+  for (int h = 0; h < 2; ++h) {
+    __m256i state = _mm256_load_si256(reinterpret_cast<const __m256i*>(sm + 4 * h));
+    __m256i s0 = splitmix4(state), s1 = splitmix4(state);
+    __m256i s2 = splitmix4(state), s3 = splitmix4(state);
+    __m256i bad = _mm256_setzero_si256();
+    __m256i acc_v = _mm256_setzero_si256(), acc_w = _mm256_setzero_si256();
+    for (std::uint32_t t = 0; t < n; t += 4) {
+      const __m256i x = xoshiro4(s0, s1, s2, s3);
+      const __m256i idx = _mm256_mulhi_epu16(x, range);
+      __m256i rejected = _mm256_subs_epu16(threshold, _mm256_mullo_epi16(x, range));
+      const __m256i at = _mm256_and_si256(idx, nibble);
+      const __m256i ctl_v = _mm256_or_si256(at, zero_high);
+      const __m256i ctl_w = _mm256_or_si256(_mm256_slli_epi16(at, 8), zero_low);
+      const __m256i piece = _mm256_srli_epi16(idx, 4);
+      __m256i unit = _mm256_setzero_si256();  // row - lo in byte 0, weight in byte 1
+      for (int c = 0; c < pieces; ++c) {
+        const __m256i mine = _mm256_cmpeq_epi16(piece, _mm256_set1_epi16(static_cast<short>(c)));
+        const __m256i both = _mm256_or_si256(_mm256_shuffle_epi8(tv[c], ctl_v),
+                                             _mm256_shuffle_epi8(tw[c], ctl_w));
+        unit = _mm256_or_si256(unit, _mm256_and_si256(both, mine));
+      }
+      if (t + 4 > n) {
+        unit = _mm256_and_si256(unit, keep_last);
+        rejected = _mm256_and_si256(rejected, keep_last);
+      }
+      bad = _mm256_or_si256(bad, rejected);
+      acc_v = _mm256_add_epi16(acc_v, _mm256_and_si256(unit, low_byte));
+      acc_w = _mm256_add_epi16(acc_w, _mm256_srli_epi16(unit, 8));
+    }
+    // each resample's four 16-bit lanes: pairs by madd, then the two halves of its 64 bits
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i v = _mm256_madd_epi16(acc_v, ones), w = _mm256_madd_epi16(acc_w, ones);
+    v = _mm256_and_si256(_mm256_add_epi32(v, _mm256_srli_epi64(v, 32)),
+                         _mm256_set1_epi64x(0xffffffff));
+    w = _mm256_and_si256(_mm256_add_epi32(w, _mm256_srli_epi64(w, 32)),
+                         _mm256_set1_epi64x(0xffffffff));
+    alignas(32) std::int64_t out[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out),
+                       _mm256_or_si256(_mm256_slli_epi64(v, 32), w));
+    alignas(32) std::int64_t flags[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(flags),
+                       _mm256_cmpeq_epi64(bad, _mm256_setzero_si256()));
+    for (int l = 0; l < 4; ++l) {
+      sum[4 * h + l] = out[l];
+      redo[4 * h + l] = flags[l] == 0;
+    }
   }
 }
 #endif
@@ -476,7 +589,12 @@ Distribution multinomial_bootstrap(const Units& u, const Statistic& stat,
       std::int64_t sum[8];
       bool redo[8];
       for (; b + 8 <= task.b1; b += 8) {
-        packed_draws8(pg, opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b), sum, redo);
+        if (pg.bytes) {
+          packed_draws8_bytes(pg, opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b), sum,
+                              redo);
+        } else {
+          packed_draws8(pg, opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b), sum, redo);
+        }
         for (std::size_t l = 0; l < 8; ++l) {
           if (redo[l]) {
             one(b + l);
@@ -566,6 +684,67 @@ double lerp(double x, double y, double gamma) {
   return gamma >= 0.5 ? y - diff * (1.0 - gamma) : x + diff * gamma;
 }
 
+// Order statistics lo and hi (hi = lo or lo + 1) of w, where w holds the values of ranks
+// first .. first + w.size() - 1 of the whole array (in any order).
+void select_in(std::vector<double>& w, std::int64_t first, const Interp& at, double* x,
+               double* y) {
+  const auto k = static_cast<std::size_t>(at.lo - first);
+  std::nth_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(k), w.end());
+  *x = w[k];
+  *y = at.hi == at.lo ? *x
+                      : *std::min_element(w.begin() + static_cast<std::ptrdiff_t>(k) + 1, w.end());
+}
+
+// The four order statistics of percentile_pair in one pass over a (a Floyd-Rivest-style
+// selection, deterministic): the bounds of a window around each pair of ranks are read from a
+// sorted sample of 512 values at a fixed stride, one pass counts the values below each window
+// and gathers the values inside it, and the ranks are selected within the windows (about a
+// tenth of the array). Returns false, leaving out unset, where a window misses its ranks
+// (an unusual sample) or the two windows meet; the caller then selects in the whole array.
+bool windowed_pair(const std::vector<double>& a, const Interp& l, const Interp& h, double out[4]) {
+  constexpr std::size_t kSample = 512;
+  constexpr std::int64_t kMargin = 24;  // sample ranks either side: ~7 standard errors at 2.5%
+  const std::size_t n = a.size();
+  if (n < 8 * kSample) return false;
+  std::vector<double> sample(kSample);
+  for (std::size_t i = 0; i < kSample; ++i) sample[i] = a[i * n / kSample];
+  std::sort(sample.begin(), sample.end());
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  auto bounds = [&](const Interp& at, double* lo, double* hi) {
+    const double scale = static_cast<double>(kSample) / static_cast<double>(n);
+    const auto i0 = static_cast<std::int64_t>(std::floor(static_cast<double>(at.lo) * scale)) -
+                    kMargin;
+    const auto i1 = static_cast<std::int64_t>(std::ceil(static_cast<double>(at.hi) * scale)) +
+                    kMargin;
+    *lo = i0 < 0 ? -kInf : sample[static_cast<std::size_t>(i0)];
+    *hi = i1 >= static_cast<std::int64_t>(kSample) ? kInf : sample[static_cast<std::size_t>(i1)];
+  };
+  double l0, l1, h0, h1;
+  bounds(l, &l0, &l1);
+  bounds(h, &h0, &h1);
+  if (!(l1 < h0)) return false;
+  std::vector<double> wl, wh;
+  wl.reserve(n / 8);
+  wh.reserve(n / 8);
+  std::int64_t below_l = 0, below_h = 0;
+  for (const double v : a) {
+    below_l += v < l0;
+    below_h += v < h0;
+    if (v >= l0 && v <= l1) {
+      wl.push_back(v);
+    } else if (v >= h0 && v <= h1) {
+      wh.push_back(v);
+    }
+  }
+  const auto nl = static_cast<std::int64_t>(wl.size()), nh = static_cast<std::int64_t>(wh.size());
+  if (below_l > l.lo || l.hi >= below_l + nl || below_h > h.lo || h.hi >= below_h + nh) {
+    return false;
+  }
+  select_in(wl, below_l, l, &out[0], &out[1]);
+  select_in(wh, below_h, h, &out[2], &out[3]);
+  return true;
+}
+
 }  // namespace
 
 void percentile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
@@ -576,15 +755,22 @@ void percentile_pair(std::vector<double>& a, double q_low, double q_high, double
     *high = percentile_linear(a, q_high);
     return;
   }
-  // After nth_element at l.lo, a[l.lo + 1:] holds the values >= a[l.lo]: the upper order
-  // statistics are selected there (same values as from the whole array).
-  std::nth_element(a.begin(), a.begin() + l.lo, a.end());
-  const double x = a[l.lo];
-  std::nth_element(a.begin() + l.lo + 1, a.begin() + l.hi, a.end());
-  const double y = l.hi == l.lo ? x : a[l.hi];
-  std::nth_element(a.begin() + l.hi + 1, a.begin() + h.lo, a.end());
+  double o[4];
+  if (windowed_pair(a, l, h, o)) {
+    *low = lerp(o[0], o[1], l.gamma);
+    *high = lerp(o[2], o[3], h.gamma);
+    return;
+  }
+  // Two selections (same values as from the whole array): after nth_element at h.lo, a[:h.lo]
+  // holds the values <= a[h.lo] and a[h.lo + 1:] those >= it, so order statistic h.hi is the
+  // least of the short tail, and l.lo is selected within a[:h.lo]; then a[l.lo + 1 : h.lo + 1]
+  // holds every value between, and order statistic l.hi is its least.
+  std::nth_element(a.begin(), a.begin() + h.lo, a.end());
   const double hx = a[h.lo];
   const double hy = h.hi == h.lo ? hx : *std::min_element(a.begin() + h.lo + 1, a.end());
+  std::nth_element(a.begin(), a.begin() + l.lo, a.begin() + h.lo);
+  const double x = a[l.lo];
+  const double y = l.hi == l.lo ? x : *std::min_element(a.begin() + l.lo + 1, a.begin() + h.lo + 1);
   *low = lerp(x, y, l.gamma);
   *high = lerp(hx, hy, h.gamma);
 }
@@ -610,29 +796,38 @@ Summary summarize(const Distribution& dist, const std::vector<std::size_t>& unit
   s.degenerate.assign(G, 0);
   const double alpha = (1.0 - level) / 2.0;
   parallel_for(G, threads, [&](std::size_t g) {
-    std::vector<double> v;
-    v.reserve(B);
+    // one pass: the valid values, their sum in order, the first least and the greatest
+    std::vector<double> v(B);
+    std::size_t m = 0;
+    double mean = 0, mn = 0, mx = 0;
     for (std::size_t b = 0; b < B; ++b) {
       const double t = dist.theta[g * B + b];
-      if (!std::isnan(t)) v.push_back(t);
+      if (std::isnan(t)) continue;
+      if (m == 0) {
+        mn = mx = t;
+      } else {
+        if (t < mn) mn = t;  // strict: the first of equal least values (its sign of zero)
+        if (t > mx) mx = t;
+      }
+      mean += t;
+      v[m++] = t;
     }
-    s.n_valid[g] = static_cast<std::int64_t>(v.size());
+    v.resize(m);
+    s.n_valid[g] = static_cast<std::int64_t>(m);
     const double est = dist.estimate[g];
-    const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
-    if (units_per_group[g] < 2 || v.empty() || *mn == *mx) {
+    if (units_per_group[g] < 2 || m == 0 || mn == mx) {
       s.degenerate[g] = 1;
-      s.boot_mean[g] = v.empty() ? est : *mn;
+      s.boot_mean[g] = m == 0 ? est : mn;
       s.se[g] = 0.0;
       s.ci_low[g] = s.ci_high[g] = est;
       return;
     }
-    const double nv = static_cast<double>(v.size());
-    double mean = 0;
-    for (double t : v) mean += t;
+    const double nv = static_cast<double>(m);
     mean /= nv;
     // Squares of deviations near 1e-300 underflow (a spread would read as se = 0) and near
     // 1e300 overflow: square them divided by a power of two (exact) and scale the root back.
-    const int e = pow2_exponent(v, mean);
+    // (Rounded subtraction is monotone: max |t - mean| is at the least or the greatest t.)
+    const int e = pow2_exponent_of(std::max(std::fabs(mn - mean), std::fabs(mx - mean)));
     double ss = 0;
     for (double t : v) {
       const double d = e == 0 ? t - mean : std::ldexp(t - mean, -e);  // ldexp(x, 0) == x
