@@ -36,6 +36,7 @@ import time
 import numpy as np
 import polars as pl
 import pytest
+from _scalar_paths import assert_same_arrays, fast_and_scalar
 from scipy import stats as sps
 from tumorboard import _core
 from tumorboard.stats import (
@@ -1347,13 +1348,38 @@ def test_f1_of_means_distribution_matches_numpy_on_given_resamples():
                              options=BootstrapOptions(n_resamples=20))  # fmt: skip
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 4095, 4096, 10_000, 100_003])
+@pytest.mark.parametrize("shape", ["normal", "ties", "sorted", "strided", "infinite"])
+def test_percentile_pair_equals_numpy(n, shape):
+    # the engine's interval percentiles: from 4096 values on, selected in windows read from a
+    # fixed-stride sample (a sorted or stride-aligned array defeats the sample: the whole array
+    # is selected instead); numpy's linear percentiles either way, bit for bit
+    from tumorboard import _core
+
+    rng = np.random.default_rng(n)
+    x = {
+        "normal": lambda: rng.normal(size=n),
+        "ties": lambda: rng.integers(0, 201, n) / 200.0,  # W5's 201 values of a clustered mean
+        "sorted": lambda: np.sort(rng.normal(size=n)),
+        "strided": lambda: np.where(np.arange(n) % 19 == 0, 5.0, rng.normal(size=n)),
+        "infinite": lambda: np.where(rng.random(n) < 0.03, np.inf, rng.normal(size=n)),
+    }[shape]()
+    if n == 0:
+        return  # nothing to select: summarize never asks (its empty case is degenerate)
+    for lo, hi in ((2.5, 97.5), (0.5, 99.5), (5.0, 95.0), (10.0, 10.0), (0.0, 100.0), (49.0, 51.0)):
+        got = _core.testing.percentile_pair(x.tolist(), lo, hi)
+        with np.errstate(invalid="ignore"):  # inf - inf between two infinite order statistics
+            want = np.percentile(x, [lo, hi])
+        assert got[0] == want[0] or (np.isnan(got[0]) and np.isnan(want[0])), (lo, got, want)
+        assert got[1] == want[1] or (np.isnan(got[1]) and np.isnan(want[1])), (hi, got, want)
+
+
 @pytest.mark.parametrize("units", [3, 15, 16, 17, 33, 63, 64, 65])
 @pytest.mark.parametrize("top", [254, 255, 256])
 def test_byte_table_draws_equal_the_scalar_path(units, top):
     # up to 64 clusters whose sums (above the least) and sizes fit a byte draw sixteen
     # candidates at a time from byte tables (packed_draws8_bytes); one cluster of `top` items,
     # all 1, puts both the largest sum and the largest size at the edge of a byte
-    from tumorboard import _core
 
     rng = np.random.default_rng(units * 1000 + top)
     sizes = np.concatenate([[top], rng.integers(1, 4, units - 1)])
@@ -1368,14 +1394,8 @@ def test_byte_table_draws_equal_the_scalar_path(units, top):
                       return_distribution=True)  # fmt: skip
         return [np.asarray(getattr(r, f)) for f in ("distribution", "ci_low", "ci_high", "se")]
 
-    fast = run()
-    try:
-        was = _core.testing.set_scalar_only(True)
-        slow = run()
-    finally:
-        _core.testing.set_scalar_only(was)
-    for x, y in zip(fast, slow, strict=True):
-        assert np.array_equal(x, y, equal_nan=True)
+    fast, slow = fast_and_scalar(run)
+    assert_same_arrays(fast, slow)
     # each resample is a weighted mean of whole clusters: sum / size with integer parts
     dist = fast[0].ravel()
     assert np.all((dist >= 0) & (dist <= 1)) and np.unique(dist).size >= min(units, 7)
@@ -1387,7 +1407,6 @@ def test_index_draws_avx2_path_equals_the_scalar_path(units, unit_weights):
     # groups of one stratum of whole-number rows draw eight resamples at once with AVX2
     # (csrc/stats/bootstrap.cpp, packed_draws8); resamples with a rejected candidate are redone
     # by the scalar path (200 units reject often). Forced scalar: the same distributions.
-    from tumorboard import _core
 
     rng = np.random.default_rng(units)
     per = 1 if unit_weights else 3  # items per cluster: unit weights 1 or 3
@@ -1404,15 +1423,9 @@ def test_index_draws_avx2_path_equals_the_scalar_path(units, unit_weights):
         return [np.asarray(getattr(r, f)) for f in ("distribution", "ci_low", "ci_high", "se")]
 
     cases = [values, values / 4.0]  # whole numbers (packed path) and fractions (scalar only)
-    fast = [run(x) for x in cases]
-    try:
-        was = _core.testing.set_scalar_only(True)
-        slow = [run(x) for x in cases]
-    finally:
-        _core.testing.set_scalar_only(was)
+    fast, slow = fast_and_scalar(lambda: [run(x) for x in cases])
     for a, b in zip(fast, slow, strict=True):
-        for x, y in zip(a, b, strict=True):
-            assert np.array_equal(x, y, equal_nan=True)
+        assert_same_arrays(a, b)
     # the percentile interval is numpy's percentiles of the distribution at scipy's
     # alpha = (1 - level) / 2 (0.025000000000000022), two selections in one pass
     alpha = (1 - 0.95) / 2

@@ -791,6 +791,53 @@ def test_label_codes_equal_numpy_unique(kind):
     assert keys.tolist() == ref_keys.tolist() and k_codes.tolist() == ref_k.tolist()
 
 
+@pytest.mark.parametrize("b", [0, 1, 2, 999, 4096, 10_001])
+def test_row_quantile_pair_equals_numpy_quantile(b):
+    """Every pair's interval comes from ``_core.stats.row_quantile_pair``: np.quantile's values.
+
+    Rows of draws, of ties, sorted, with infinities and with a NaN (numpy: NaN), at the
+    levels a comparison asks for; rows without values give NaN (numpy raises there).
+    """
+    from tumorboard import _core
+
+    rng = np.random.default_rng(b)
+    x = rng.normal(size=(6, b))
+    x[1] = np.round(x[1] * 4) / 4  # ties
+    x[2] = np.sort(x[2])
+    x[3, ::17] = np.inf
+    x[4, b // 2 :] = -np.inf
+    if b:
+        x[5, b // 3] = np.nan
+    for level in (0.95, 0.9, 0.99, 0.5):
+        alpha = 1.0 - level
+        lo, hi = _core.stats.row_quantile_pair(x, alpha / 2.0, 1.0 - alpha / 2.0)
+        if b == 0:
+            assert np.isnan(lo).all() and np.isnan(hi).all()
+            continue
+        with np.errstate(invalid="ignore"):  # inf - inf between infinite order statistics
+            want = np.quantile(x, [alpha / 2.0, 1.0 - alpha / 2.0], axis=1)
+        assert np.array_equal(lo, want[0], equal_nan=True), level
+        assert np.array_equal(hi, want[1], equal_nan=True), level
+        one = _core.stats.row_quantile_pair(x, alpha / 2.0, 1.0 - alpha / 2.0, threads=1)
+        assert np.array_equal(one[0], lo, equal_nan=True)
+    with pytest.raises(ValueError, match="q_low <= q_high"):
+        _core.stats.row_quantile_pair(x, 0.9, 0.1)
+    with pytest.raises(ValueError, match="2-D"):
+        _core.stats.row_quantile_pair(x.ravel(), 0.1, 0.9)
+
+
+def _assert_codes_in_first_appearance_order(rows: np.ndarray, width: int) -> None:
+    """Check ``factorize_fixed`` of the byte rows against a dict of their bytes."""
+    from tumorboard import _core
+
+    codes, first = _core.stats.factorize_fixed(np.ascontiguousarray(rows).ravel(), width)
+    as_bytes = [r.tobytes() for r in rows]
+    seen: dict[bytes, int] = {}
+    expected = [seen.setdefault(b, len(seen)) for b in as_bytes]
+    assert codes.tolist() == expected
+    assert [as_bytes[i] for i in first] == list(seen)
+
+
 @pytest.mark.parametrize("width", [1, 3, 8, 13, 84])
 def test_factorize_fixed_codes_records_in_first_appearance_order(width):
     """Equal bytes get equal codes, counted up as records first appear.
@@ -805,12 +852,7 @@ def test_factorize_fixed_codes_records_in_first_appearance_order(width):
     pool = np.unique(pool, axis=0)
     rows = pool[rng.integers(0, pool.shape[0], 40_000)]
     rows[::7] = pool[0]  # runs and repeats of one record
-    codes, first = _core.stats.factorize_fixed(np.ascontiguousarray(rows).ravel(), width)
-    as_bytes = [r.tobytes() for r in rows]
-    seen: dict[bytes, int] = {}
-    expected = [seen.setdefault(b, len(seen)) for b in as_bytes]
-    assert codes.tolist() == expected
-    assert [as_bytes[i] for i in first] == list(seen)
+    _assert_codes_in_first_appearance_order(rows, width)
     with pytest.raises(ValueError, match="whole number of records"):
         _core.stats.factorize_fixed(np.zeros(10, np.uint8), 3)
     with pytest.raises(ValueError, match="positive record width"):
@@ -833,12 +875,7 @@ def test_factorize_fixed_tells_records_apart_by_their_zero_bytes(width):
         r[rng.integers(0, width, k)] = rng.integers(1, 3, k)
     rows[::5] = 0  # the all-zero record, often and in runs
     rows[1::5] = rows[0::5]
-    codes, first = _core.stats.factorize_fixed(np.ascontiguousarray(rows).ravel(), width)
-    as_bytes = [r.tobytes() for r in rows]
-    seen: dict[bytes, int] = {}
-    expected = [seen.setdefault(b, len(seen)) for b in as_bytes]
-    assert codes.tolist() == expected
-    assert [as_bytes[i] for i in first] == list(seen)
+    _assert_codes_in_first_appearance_order(rows, width)
     # numpy labels, padded with zeros to the column's width (<U1 cuts "ab" to "a")
     labels = np.array(["a", "ab", "", "a", "ba", "b", ""] * 3, dtype=f"<U{width}")
     codes, _ = _core.stats.factorize_fixed(labels.view(np.uint8), labels.dtype.itemsize)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from _scalar_paths import assert_same_arrays, fast_and_scalar
 from scipy import stats as sps
 from tumorboard import _core
 from tumorboard.errors import InvalidArgumentError, InvalidTypeError
@@ -721,14 +722,11 @@ def test_weight_matrix_avx2_path_equals_the_scalar_path():
     # AVX2; the scalar loop (forced here) must give the same matrix, weights of 4 and more
     # (past the vector compare) and keys past the last group of eight included
     keys = np.random.default_rng(5).integers(0, 2**64 - 1, 1003, dtype=np.uint64)
-    try:
-        was = _core.testing.set_scalar_only(True)
-        scalar = {f64: _core.stats.poisson_weights(keys, 257, 3, 2, f64) for f64 in (False, True)}
-    finally:
-        _core.testing.set_scalar_only(was)
+    fast, scalar = fast_and_scalar(
+        lambda: {f64: _core.stats.poisson_weights(keys, 257, 3, 2, f64) for f64 in (False, True)}
+    )
     for f64 in (False, True):
-        fast = _core.stats.poisson_weights(keys, 257, 3, 2, f64)
-        assert np.array_equal(fast, scalar[f64])
+        assert np.array_equal(fast[f64], scalar[f64])
     assert (scalar[True] >= 5).sum() > 100 and scalar[True].max() >= 7
 
 
@@ -755,11 +753,5 @@ def test_poisson_bootstrap_avx2_path_equals_the_scalar_path(case):
                             return_distribution=True)  # fmt: skip
         return np.asarray(r.distribution), np.asarray(r.ci_low), np.asarray(r.ci_high)
 
-    fast = run()
-    try:
-        was = _core.testing.set_scalar_only(True)
-        scalar = run()
-    finally:
-        _core.testing.set_scalar_only(was)
-    for a, b in zip(fast, scalar, strict=True):
-        assert np.array_equal(a, b, equal_nan=True)
+    fast, scalar = fast_and_scalar(run)
+    assert_same_arrays(fast, scalar)

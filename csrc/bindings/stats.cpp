@@ -1,5 +1,6 @@
 // _core.stats: the bootstrap engine (multinomial and Poisson), registered statistics and the
 // stable hashes behind resampling keys (csrc/stats/, csrc/common/rng.hpp).
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "bindings/common.hpp"
+#include "common/parallel.hpp"
 #include "common/rng.hpp"
 #include "stats/bootstrap.hpp"
 #include "stats/factorize.hpp"
@@ -303,6 +305,39 @@ py::array poisson_weights(Array<std::uint64_t> keys, std::int64_t n_resamples,
   return weight_matrix<float>(keys.data(), n, n_resamples, seed, threads, out);
 }
 
+// numpy.quantile(values, [q_low, q_high], axis=1) of a C-contiguous 2-D float64 array, one
+// row per task on up to `threads` threads: (low, high), NaN for a row holding a NaN (numpy's
+// result there) and for rows of no values (where numpy raises an IndexError).
+py::tuple row_quantile_pair(Array<double> values, double q_low, double q_high, int threads) {
+  if (values.ndim() != 2) throw std::invalid_argument("values: expected a 2-D array");
+  if (!(0.0 <= q_low && q_low <= q_high && q_high <= 1.0)) {
+    throw std::invalid_argument("q_low, q_high: expected 0 <= q_low <= q_high <= 1");
+  }
+  const auto rows = static_cast<std::size_t>(values.shape(0));
+  const auto cols = static_cast<std::size_t>(values.shape(1));
+  py::array_t<double> low(static_cast<py::ssize_t>(rows)), high(static_cast<py::ssize_t>(rows));
+  const double* v = values.data();
+  double* lo = low.mutable_data();
+  double* hi = high.mutable_data();
+  run_interruptible([&] {
+    tb::parallel_for(rows, threads, [&](std::size_t r) {
+      std::vector<double> row(v + r * cols, v + (r + 1) * cols);
+      if (row.empty()) {
+        lo[r] = hi[r] = std::numeric_limits<double>::quiet_NaN();
+        return;
+      }
+      for (const double x : row) {
+        if (std::isnan(x)) {
+          lo[r] = hi[r] = std::numeric_limits<double>::quiet_NaN();
+          return;
+        }
+      }
+      tb::stats::quantile_pair(row, q_low, q_high, &lo[r], &hi[r]);
+    });
+  });
+  return py::make_tuple(low, high);
+}
+
 py::array_t<std::uint64_t> hash_strings(Array<std::int64_t> offsets, Array<std::uint8_t> data) {
   const auto count = static_cast<std::size_t>(offsets.size());
   const std::size_t n = count > 0 ? count - 1 : 0;
@@ -441,6 +476,10 @@ void bind_stats(py::module_& m) {
         "The Poisson(1) weight of each key in each resample, (n_resamples, keys): the weights "
         "poisson_partials draws for units with these keys. With out (a C-contiguous buffer of "
         "the dtype, at least that many elements) they are written into its front, as a view.");
+  m.def("row_quantile_pair", &row_quantile_pair, py::arg("values"), py::arg("q_low"),
+        py::arg("q_high"), py::arg("threads") = 0,
+        "numpy.quantile(values, [q_low, q_high], axis=1) of a 2-D float64 array (linear "
+        "method, bit for bit): (low, high), one per row.");
   m.def("statistic_names", &statistic_names);
   m.def("hash_strings", &hash_strings, py::arg("offsets"), py::arg("data"),
         "Stable 64-bit hash of each string of an Arrow-style (offsets, bytes) array.");

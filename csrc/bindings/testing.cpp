@@ -7,12 +7,15 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings/common.hpp"
 #include "bindings/errors.hpp"
 #include "common/philox_avx2.hpp"
 #include "common/rng.hpp"
 #include "stats/binomial.hpp"
+#include "stats/bootstrap.hpp"
 #include "stats/poisson.hpp"
 
 namespace tb::bindings {
@@ -124,6 +127,16 @@ void bind_testing(py::module_& m) {
         "Binomial(n, p) variates from the engine's sampler (for distribution tests).");
   m.def("poisson1_from_u32", &poisson1_from_u32, py::arg("x"),
         "Poisson(1) weights by inversion of uniform 32-bit words.");
+  m.def(
+      "percentile_pair",
+      [](std::vector<double> values, double q_low, double q_high) {
+        double low = 0, high = 0;
+        tb::stats::percentile_pair(values, q_low, q_high, &low, &high);
+        return std::make_pair(low, high);
+      },
+      py::arg("values"), py::arg("q_low"), py::arg("q_high"),
+      "The engine's two linear percentiles (q in percent) of the values, as the intervals "
+      "select them (for comparison with numpy.percentile).");
 }
 
 }  // namespace tb::bindings

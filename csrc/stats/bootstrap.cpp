@@ -431,7 +431,7 @@ __attribute__((target("avx2"))) void packed_draws8_bytes(const PackedGroup& pg,
   const __m256i low_byte = _mm256_set1_epi16(0x00FF);
   // the candidates the last word gives (n % 4 of each resample's four, when n % 4 != 0)
   alignas(32) std::uint16_t last[16];
-  for (int i = 0; i < 16; ++i) last[i] = (n % 4 == 0 || static_cast<std::uint32_t>(i % 4) < n % 4) ? 0xFFFF : 0;
+  for (std::uint32_t i = 0; i < 16; ++i) last[i] = (n % 4 == 0 || i % 4 < n % 4) ? 0xFFFF : 0;
   const __m256i keep_last = _mm256_load_si256(reinterpret_cast<const __m256i*>(last));
   for (int h = 0; h < 2; ++h) {
     __m256i state = _mm256_load_si256(reinterpret_cast<const __m256i*>(sm + 4 * h));
@@ -667,11 +667,13 @@ struct Interp {
   double gamma;
 };
 
-Interp linear_index(std::size_t size, double q_percent) {
-  // numpy: q /= 100; virtual index = n*q + (alpha + q*(1 - alpha - beta)) - 1, alpha = beta = 1.
-  const double q = q_percent / 100.0;
+Interp linear_index(std::size_t size, double q) {
+  // numpy.quantile, q in [0, 1] (numpy.percentile divides by 100 first): the 'linear' method's
+  // virtual index is (n - 1) * q (numpy/lib/_function_base_impl.py, _QuantileMethods['linear'];
+  // not the Hyndman-Fan form n*q + (alpha + q*(1 - alpha - beta)) - 1 with alpha = beta = 1 of
+  // the other continuous methods, equal in exact arithmetic but not always to the last bit).
   const double n = static_cast<double>(size);
-  const double virt = n * q + (1.0 + q * (1.0 - 1.0 - 1.0)) - 1.0;
+  const double virt = (n - 1.0) * q;
   const double prev = std::floor(virt);
   const auto last = static_cast<std::int64_t>(size) - 1;
   return {std::clamp<std::int64_t>(static_cast<std::int64_t>(prev), 0, last),
@@ -747,12 +749,12 @@ bool windowed_pair(const std::vector<double>& a, const Interp& l, const Interp& 
 
 }  // namespace
 
-void percentile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
-                     double* high) {
+void quantile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
+                   double* high) {
   const Interp l = linear_index(a.size(), q_low), h = linear_index(a.size(), q_high);
   if (a.empty() || h.lo <= l.hi) {  // overlapping selections: one at a time
-    *low = percentile_linear(a, q_low);
-    *high = percentile_linear(a, q_high);
+    *low = quantile_linear(a, q_low);
+    *high = quantile_linear(a, q_high);
     return;
   }
   double o[4];
@@ -775,8 +777,17 @@ void percentile_pair(std::vector<double>& a, double q_low, double q_high, double
   *high = lerp(hx, hy, h.gamma);
 }
 
+void percentile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
+                     double* high) {
+  quantile_pair(a, q_low / 100.0, q_high / 100.0, low, high);
+}
+
 double percentile_linear(std::vector<double>& a, double q_percent) {
-  const Interp at = linear_index(a.size(), q_percent);
+  return quantile_linear(a, q_percent / 100.0);
+}
+
+double quantile_linear(std::vector<double>& a, double q) {
+  const Interp at = linear_index(a.size(), q);
   // Selection instead of a sort: O(B). After nth_element, a[lo + 1:] holds values >= a[lo].
   std::nth_element(a.begin(), a.begin() + at.lo, a.end());
   const double x = a[at.lo];
