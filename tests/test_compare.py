@@ -405,6 +405,9 @@ def test_cli_compare_ranks_by_insight_f1_of_means(tmp_path):
     bad = cli("compare", str(store), "--rank-statistic", "f1_of_means", "--metric", "correct")
     assert bad.returncode == 2
     assert "expected --metric insight_recall, insight_precision, insight_f1" in bad.stderr
+    bad = cli("compare", str(store), "--metric", "insight_f1x")  # a typo: told the choices
+    assert bad.returncode == 2 and "--metric insight_f1x: expected a column" in bad.stderr
+    assert "or for MedInsightBench items one of insight_recall" in bad.stderr
     bad = cli("compare", str(store), "--metric", "insight_f1", "--benchmark", "mtbbench")
     assert bad.returncode == 2 and "expected --benchmark medinsight" in bad.stderr
     cli3, other = _store_of_three_models(tmp_path / "other")

@@ -200,7 +200,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.metric not in items.columns:
         raise InvalidArgumentError(
             f"--metric {args.metric}: expected a column of the store's items "
-            f"({', '.join(sorted(items.columns))})"
+            f"({', '.join(sorted(items.columns))}), or for MedInsightBench items one of "
+            f"{', '.join(_INSIGHT_METRICS)}"
         )
     if args.benchmark is not None:
         have = sorted(str(b) for b in items.get_column("benchmark").drop_nulls().unique())
