@@ -324,11 +324,6 @@ __attribute__((target("avx2"))) inline __m256i splitmix4(__m256i& state) {
   return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
 }
 
-// The index draws of eight resamples b .. b + 7 of a packed group at once: for each, the
-// stream rng::Stream(seed, group_key, b + l, kIndexResample) and the 16-bit candidates of
-// rng::BoundedDraws<16>, as draw_stratum takes them, four resamples per vector. sum[l] is the
-// packed sum of resample b + l's n draws; redo[l] is set where a candidate was rejected within
-// them (the lane then took other draws than its candidates: the scalar path redoes it).
 // The SplitMix64 seeds of the streams rng::Stream(seed, group_key, b + l, kIndexResample),
 // l = 0..7, from one Philox call of eight counters.
 __attribute__((target("avx2"))) void stream_seeds8(std::uint64_t seed, std::uint64_t group_key,
@@ -363,6 +358,11 @@ __attribute__((target("avx2"))) inline __m256i xoshiro4(__m256i& s0, __m256i& s1
   return word;
 }
 
+// The index draws of eight resamples b .. b + 7 of a packed group at once: for each, the
+// stream rng::Stream(seed, group_key, b + l, kIndexResample) and the 16-bit candidates of
+// rng::BoundedDraws<16>, as draw_stratum takes them, four resamples per vector. sum[l] is the
+// packed sum of resample b + l's n draws; redo[l] is set where a candidate was rejected within
+// them (the lane then took other draws than its candidates: the scalar path redoes it).
 __attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::uint64_t seed,
                                                    std::uint64_t group_key, std::uint32_t b,
                                                    std::int64_t sum[8], bool redo[8]) {
@@ -660,7 +660,7 @@ Distribution distribution_from_counts(const Units& u, const Statistic& stat,
 
 namespace {
 
-// The two order-statistic indices numpy's 'linear' percentile q (in percent) interpolates
+// The two order-statistic indices numpy's 'linear' quantile q (in [0, 1]) interpolates
 // between, and the weight of the second.
 struct Interp {
   std::int64_t lo, hi;
@@ -782,16 +782,10 @@ void percentile_pair(std::vector<double>& a, double q_low, double q_high, double
   quantile_pair(a, q_low / 100.0, q_high / 100.0, low, high);
 }
 
-double percentile_linear(std::vector<double>& a, double q_percent) {
-  return quantile_linear(a, q_percent / 100.0);
-}
-
 double quantile_linear(std::vector<double>& a, double q) {
   const Interp at = linear_index(a.size(), q);
-  // Selection instead of a sort: O(B). After nth_element, a[lo + 1:] holds values >= a[lo].
-  std::nth_element(a.begin(), a.begin() + at.lo, a.end());
-  const double x = a[at.lo];
-  const double y = at.hi == at.lo ? x : *std::min_element(a.begin() + at.lo + 1, a.end());
+  double x = 0, y = 0;
+  select_in(a, 0, at, &x, &y);  // selection instead of a sort: O(B)
   return lerp(x, y, at.gamma);
 }
 

@@ -65,19 +65,16 @@ struct Summary {
 Summary summarize(const Distribution& dist, const std::vector<std::size_t>& units_per_group,
                   Method method, double level, int threads);
 
-// numpy.percentile(a, q) with the default 'linear' method, q in percent. Reorders `a`.
-double percentile_linear(std::vector<double>& a, double q_percent);
-
 // numpy.quantile(a, q) with the default 'linear' method, q in [0, 1]. Reorders `a`.
 double quantile_linear(std::vector<double>& a, double q);
 
-// percentile_linear of q_low and of q_high (q_low <= q_high) with one pass of selections where
-// their order statistics do not overlap; the same values. Reorders `a`.
-void percentile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
-                     double* high);
-
-// quantile_linear of q_low and of q_high (q_low <= q_high), as percentile_pair selects them.
+// quantile_linear of q_low and of q_high (q_low <= q_high), the order statistics of both
+// selected together where they do not overlap; the same values. Reorders `a`.
 void quantile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
                    double* high);
+
+// quantile_pair of q_low / 100 and q_high / 100 (numpy.percentile's q, in percent).
+void percentile_pair(std::vector<double>& a, double q_low, double q_high, double* low,
+                     double* high);
 
 }  // namespace tb::stats

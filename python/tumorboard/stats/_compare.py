@@ -633,7 +633,10 @@ def _from_joint(joint: _Joint, a: int, b: int, opts: BootstrapOptions) -> _Diff:
     d = float(joint.est[a] - joint.est[b])
     dstar = joint.dist[a] - joint.dist[b]
     alpha = 1.0 - opts.level
-    lo, hi = (float(q) for q in np.quantile(dstar, [alpha / 2.0, 1.0 - alpha / 2.0]))
+    # the interval as _complete_family takes it (np.quantile's values)
+    q = _core.stats.row_quantile_pair(dstar[None, :], alpha / 2.0, 1.0 - alpha / 2.0,
+                                      opts.engine_threads)  # fmt: skip
+    lo, hi = float(q[0][0]), float(q[1][0])
     if opts.method == "basic":
         lo, hi = 2.0 * d - hi, 2.0 * d - lo
     se = float(dstar.std(ddof=1)) if dstar.size > 1 else float("nan")
