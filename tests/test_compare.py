@@ -573,50 +573,6 @@ def test_rank_intervals_shared_weights_equal_the_engine_bit_for_bit(clustered):
                                   params=[], options=stats.BootstrapOptions()) is None  # fmt: skip
 
 
-@pytest.mark.parametrize("clustered", [False, True])
-def test_shared_weights_rebuild_stepped_bleu_totals_bit_for_bit(clustered):
-    # BLEU's n-gram totals of sentences of 3+ tokens step down by one per order
-    # (totals_n = hyp_len - n + 1, so hyp_len = totals_4 + 3): the shared product skips
-    # them and adds the counts back; models with shorter sentences (no step) and missing
-    # items take the product
-    from tumorboard import text
-    from tumorboard.stats import _ranks, _shared
-
-    rng = np.random.default_rng(12)
-    n, words = 80, np.array(["the", "cell", "tumor", "margin", "is", "clear", "grade", "two"])
-    refs = [" ".join(rng.choice(words, rng.integers(3, 12))) for _ in range(n)]
-    hyps = {
-        "long": [" ".join(rng.choice(words, rng.integers(3, 12))) for _ in range(n)],
-        "short": [" ".join(rng.choice(words, rng.integers(1, 12))) for _ in range(n)],
-        "empty": ["" if i % 7 == 0 else " ".join(rng.choice(words, 4)) for i in range(n)],
-        "sparse": [" ".join(rng.choice(words, rng.integers(3, 6))) for _ in range(n)],
-    }
-    rows = np.concatenate([text.bleu_statistics(h, refs) for h in hyps.values()])
-    names = np.repeat(list(hyps), n)
-    items = np.tile(np.arange(n).astype(str), len(hyps))
-    keep = (names != "sparse") | (rng.random(names.size) > 0.3)
-    rows, names, items = rows[keep], names[keep], items[keep]
-    clusters = np.array([f"p{int(i) // 3}" for i in items]) if clustered else None
-    keys = clusters if clustered else items
-    params = text.bleu_statistic_params()
-    # the per-key table really has stepped columns for the long models and not for the others
-    per_key = np.hstack([rows[names == "long"], np.ones(((names == "long").sum(), 1))])
-    stepped, steps = _shared._steps(per_key, 1)
-    assert stepped.tolist() == [False] * 5 + [True] * 4 + [False] * 2  # hyp_len = totals_4 + 3
-    assert steps[5:9].tolist() == [-1, -1, -1, 3]
-    per_short = np.hstack([rows[names == "short"], np.ones(((names == "short").sum(), 1))])
-    assert not _shared._steps(per_short, 1)[0][5:8].all()
-    for threads in (1, 2):
-        opts = stats.BootstrapOptions(n_resamples=300, seed=5, threads=threads)
-        got = _ranks._bootstrap_models(rows, names, keys, clusters, "bleu", params, opts)
-        ref = stats.bootstrap_sufficient(rows, statistic="bleu", params=params, groups=names,
-                                         clusters=clusters, scheme="poisson", keys=keys,
-                                         options=opts, return_distribution=True)  # fmt: skip
-        for f in ("estimate", "ci_low", "ci_high", "se", "distribution"):
-            assert np.array_equal(np.asarray(getattr(got, f)), np.asarray(getattr(ref, f)),
-                                  equal_nan=True), f  # fmt: skip
-
-
 def test_rank_intervals_integer_items_are_keyed_by_their_text():
     # integer item ids are keyed by their decimal text (the weights of "17" and of 17 agree)
     rng = np.random.default_rng(4)

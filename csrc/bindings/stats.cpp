@@ -257,7 +257,7 @@ py::dict poisson_finalize(Array<std::int64_t> hi, Array<std::uint64_t> lo,
   Distribution d;
   Summary s;
   run_interruptible([&] {
-    d = poisson_distribution(ps, *stat);
+    d = poisson_distribution(ps, *stat, threads);
     d.acceleration.assign(acceleration.data(), acceleration.data() + acceleration.size());
     s = summarize(d, mg, m, level, threads);
   });

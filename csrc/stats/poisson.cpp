@@ -344,7 +344,7 @@ PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
   return out;
 }
 
-Distribution poisson_distribution(const PoissonSums& ps, const Statistic& stat) {
+Distribution poisson_distribution(const PoissonSums& ps, const Statistic& stat, int threads) {
   const std::size_t G = ps.n_groups, B = ps.n_resamples, k = ps.k, S = B + 1;
   Distribution dist;
   dist.n_groups = G;
@@ -353,9 +353,13 @@ Distribution poisson_distribution(const PoissonSums& ps, const Statistic& stat) 
   dist.estimate.resize(G);
   dist.acceleration.assign(G, std::numeric_limits<double>::quiet_NaN());
   dist.used_counts.assign(G, 0);
-  std::vector<double> sums(k);
-  for (std::size_t g = 0; g < G; ++g) {
-    for (std::size_t b = 0; b < S; ++b) {
+  // each slot's value depends on its own sums only: blocks of slots in parallel, same values
+  constexpr std::size_t kBlock = 4096;
+  const std::size_t per_group = (S + kBlock - 1) / kBlock;
+  parallel_for(G * per_group, threads, [&](std::size_t task) {
+    const std::size_t g = task / per_group, b0 = (task % per_group) * kBlock;
+    std::vector<double> sums(k);
+    for (std::size_t b = b0; b < std::min(S, b0 + kBlock); ++b) {
       const std::size_t slot = g * S + b;
       for (std::size_t c = 0; c < k; ++c) sums[c] = to_double(ps.sums[slot * k + c], ps.scale[c]);
       const double v = stat.evaluate(sums.data(), static_cast<double>(ps.weight[slot]));
@@ -365,7 +369,7 @@ Distribution poisson_distribution(const PoissonSums& ps, const Statistic& stat) 
         dist.estimate[g] = v;
       }
     }
-  }
+  });
   return dist;
 }
 

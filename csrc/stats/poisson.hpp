@@ -42,8 +42,9 @@ PoissonSums poisson_sums(const Units& u, const std::vector<int128>& fixed_rows,
                          const std::vector<int>& scale, const std::uint64_t* unit_keys,
                          std::uint64_t seed, std::int64_t n_resamples, int threads);
 
-// Turns (possibly merged) sums into the bootstrap distribution and the full-data estimate.
-Distribution poisson_distribution(const PoissonSums& sums, const Statistic& stat);
+// Turns (possibly merged) sums into the bootstrap distribution and the full-data estimate, on up
+// to `threads` threads (the values do not depend on the count).
+Distribution poisson_distribution(const PoissonSums& sums, const Statistic& stat, int threads);
 
 // Jackknife acceleration for one group from exact fixed-point sums (single-process BCa).
 double poisson_acceleration(const Statistic& stat, const PoissonSums& sums, std::size_t g,

@@ -30,8 +30,6 @@ MAX_WEIGHT = 15
 DENSITY = 4
 #: Largest (keys x groups x columns) table of per-key sums (1 GiB of float64).
 MAX_CELLS = 2**27
-#: Keys whose columns nominate stepped columns (``_steps``) before the check at every key.
-PROBE_KEYS = 256
 #: Keys per call of the engine's weight draw (bounds its (groups, resamples + 1) outputs).
 KEY_CHUNK = 2000
 
@@ -54,82 +52,27 @@ def poisson_weights(
     return w if w.dtype == dtype else w.astype(dtype)
 
 
-def _steps(per_key: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Find the columns that are the column before them plus a whole multiple of the count.
-
-    ``per_key`` is (keys, groups * c): each group's c columns, its record count last. Column
-    j (not the first or the count) of a group is *stepped* when ``P[:, j] - P[:, j - 1]``
-    equals ``step * count`` for one integer ``step`` at every key, e.g. BLEU's hypothesis
-    n-gram totals of sentences of at least N - 1 tokens (``totals_n = hyp_len - (n - 1)``,
-    sacrebleu's ``extract_all_word_ngrams``): its resampled sums are then those of column
-    j - 1 plus ``step`` times the resampled counts, exactly, and need no product.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        A (groups * c) bool mask of the stepped columns and their integer steps (0 elsewhere).
-    """
-    keys, width = per_key.shape
-    c = width // groups
-    table = per_key.reshape(keys, groups, c)
-    stepped = np.zeros((groups, c), dtype=bool)
-    steps = np.zeros((groups, c), dtype=np.int64)
-    if c < 3 or keys == 0:
-        return stepped.ravel(), steps.ravel()
-    # candidates from the first keys (cheap), then each candidate checked at every key
-    head = table[:PROBE_KEYS]
-    diff = head[:, :, 1 : c - 1] - head[:, :, : c - 2]
-    count = head[:, :, c - 1 :]
-    n = count.sum(axis=0, dtype=np.float64)
-    step = np.round(diff.sum(axis=0, dtype=np.float64) / np.where(n > 0, n, 1.0))
-    maybe = (n > 0) & np.all(diff == step * count, axis=0)
-    for g, j in zip(*np.nonzero(maybe), strict=True):
-        d = table[:, g, j + 1] - table[:, g, j]
-        if np.array_equal(d, step[g, j] * table[:, g, c - 1]):
-            stepped[g, j + 1], steps[g, j + 1] = True, int(step[g, j])
-    return stepped.ravel(), steps.ravel()
-
-
-def _weighted_sums(
-    keys: np.ndarray, per_key: np.ndarray, options: BootstrapOptions, *, groups: int = 0
-) -> np.ndarray:
-    """Return ``W @ per_key``: every resample's weighted sums, (resamples, columns), as int64.
+def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOptions) -> np.ndarray:
+    """Return ``W @ per_key``: every resample's weighted sums, (resamples, columns).
 
     ``W`` holds the engine's Poisson(1) weight of each key in each resample, drawn
-    ``KEY_CHUNK`` keys at a time. ``per_key`` holds whole numbers whose products stay exact
-    in its dtype. With ``groups`` (its columns are that many blocks, each block's record
-    count last), stepped columns (:func:`_steps`) are rebuilt from their neighbours instead
-    of multiplied; the sums are the same integers.
+    ``KEY_CHUNK`` keys at a time.
     """
-    width = per_key.shape[1]
-    stepped = np.zeros(width, dtype=bool)
-    steps = np.zeros(width, dtype=np.int64)
-    if groups:
-        stepped, steps = _steps(per_key, groups)
-    c = width // groups if groups else width
-    # a stepped column takes its sums from the column before it and the group's count
-    count_col = (np.arange(width) // c) * c + (c - 1)
-    kept = np.flatnonzero(~stepped)
     # equal columns have equal sums: the record counts of groups that share every key, a
     # column every group shares (e.g. BLEU's reference length with one reference)
     # (found by one fixed projection, then checked equal, so a clash only costs the saving)
-    table = per_key[:, kept]
-    probe = np.sin(np.arange(table.shape[0], dtype=np.float64) + 1.0) @ table
+    probe = np.sin(np.arange(per_key.shape[0], dtype=np.float64) + 1.0) @ per_key
     _, first, column = np.unique(probe, return_index=True, return_inverse=True)
-    if not np.array_equal(table[:, first[column]], table):
-        first, column = np.arange(table.shape[1]), np.arange(table.shape[1])
-    distinct = np.ascontiguousarray(table[:, first])
+    if not np.array_equal(per_key[:, first[column]], per_key):
+        first, column = np.arange(per_key.shape[1]), np.arange(per_key.shape[1])
+    distinct = np.ascontiguousarray(per_key[:, first])
     out = np.zeros((options.n_resamples, distinct.shape[1]), dtype=per_key.dtype)
     buffer = np.empty(options.n_resamples * min(KEY_CHUNK, keys.size), dtype=per_key.dtype)
     for s in range(0, keys.size, KEY_CHUNK):
         part = keys[s : s + KEY_CHUNK]
         w = poisson_weights(part, options, per_key.dtype, buffer)
         out += w @ distinct[s : s + part.size]
-    sums = np.empty((options.n_resamples, width), dtype=np.int64)
-    sums[:, kept] = out[:, column.ravel()]
-    for j in np.flatnonzero(stepped):  # ascending: column j - 1 is complete before j
-        sums[:, j] = sums[:, j - 1] + steps[j] * sums[:, count_col[j]]
-    return sums
+    return out[:, column.ravel()]
 
 
 def poisson_shared(
@@ -192,7 +135,7 @@ def poisson_shared(
     column_bound = MAX_WEIGHT * float(np.abs(per_key).sum(axis=0).max(initial=0.0))
     dtype = np.float32 if column_bound < 2.0**24 else np.float64
     # exact integers, (B, g * c)
-    sums = _weighted_sums(distinct, per_key.astype(dtype), options, groups=g)
+    sums = _weighted_sums(distinct, per_key.astype(dtype), options).astype(np.int64)
     full = per_key.sum(axis=0).astype(np.int64)[None, :]
     sums = np.concatenate([sums, full]).reshape(-1, g, c).transpose(1, 0, 2)  # (g, B + 1, c)
     hi = np.ascontiguousarray(np.where(sums[..., :k] < 0, -1, 0), dtype=np.int64)
