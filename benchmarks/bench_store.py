@@ -27,10 +27,12 @@ repeated question texts as in MTBBench, 0-4 files accessed per question):
   200,000), versus ``json.loads`` of the lines alone.
 * **import + score MTBBench logs**: ``import_logs("mtbbench", ...)`` of logs written by
   :func:`write_mtbbench_logs` in the shape and size of the 950 released MTBBench logs, then
-  ``tumorboard.score.mtbbench.score(store)`` (1000 resamples), in one process and as the
-  command line (``tumorboard import`` then ``tumorboard score``, two processes, interpreter
-  start-up included); target <= 2 s. Anchor: a reference-style scorer (``json.load`` of every
-  log, then the numpy bootstrap per run and task).
+  ``tumorboard.score.mtbbench.score(store)`` (1000 resamples) in one process, against a
+  reference-style scorer (``json.load`` of every log, then the numpy bootstrap per run and
+  task). Issue 26's rows: the import alone, and the command line as a user runs it
+  (``tumorboard import`` of each track's folder, then ``tumorboard score``: three processes,
+  interpreter start-up included), both against ``json.load`` of the same files alone (targets:
+  the import within 1.5x that anchor, the three commands within 2.5x).
 * **page checksums**: the same JSON lines imported into a store with Parquet page checksums
   (the default) and into one without (``Store(page_checksums=False)``), in the same run; the
   cost is ``on / off - 1`` of import time (target, with content keys: <= 10%). And
@@ -92,8 +94,9 @@ ANCHOR_REF = "json.load + numpy (reference-style scorer)"
 ANCHOR_IDS = "the same lines keyed by their ids"
 ANCHOR_NO_CRC = "page checksums off"
 ANCHOR_POLARS = "polars read (collect)"
+ANCHOR_JSON_LOAD = "json.load of the same files alone"
 ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS, ANCHOR_NO_CRC, ANCHOR_POLARS,
-           ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON, ANCHOR_ONE_BATCH)  # fmt: skip
+           ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON, ANCHOR_ONE_BATCH, ANCHOR_JSON_LOAD)  # fmt: skip
 N_MODELS, N_TASKS = 20, 10
 N_RESAMPLES = 1000
 SEED = 0
@@ -732,28 +735,56 @@ def _import_and_score(ctx: _Ctx) -> list[Result]:
                           **_slow(ctx))  # fmt: skip
     acc = rep.table.filter(rep.table["metric"] == "accuracy")
     ok = imp.n_items == counts["records"] and acc.height > 0 and len(ref) > 0
-    # the command line, as a user runs it: two processes, from interpreter start to the report
+    check = "ok (every question imported)" if ok else "WARN: questions lost"
+    # issue 26's anchor: json.load of the same files alone (no grading, no rows)
+    paths = sorted(root.rglob("*_chatlog_*.json"))
+
+    def load_all() -> int:
+        n = 0
+        for path in paths:
+            with open(path, encoding="utf-8") as fh:
+                n += len(json.load(fh))
+        return n
+
+    load_s, _ = ctx.time("json.load of the files", load_all, **_slow(ctx))
+
+    def import_only() -> Any:
+        return import_logs("mtbbench", root, Store(_fresh(ctx, f"mtb-store-{next(runs)}"),
+                                                   fsync=False))  # fmt: skip
+
+    imp_s, _ = ctx.time("tumorboard (import_logs alone)", import_only, max_time=10.0)
+    # the command line, as a user runs it: one import per track, then the score; each
+    # process from interpreter start to its output
     store = _fresh(ctx, "mtb-cli")
     cmd = [sys.executable, "-m", "tumorboard.cli"]
     t0 = time.perf_counter()
-    subprocess.run([*cmd, "import", "mtbbench", str(root), "--store", str(store)], check=True,
-                   capture_output=True)  # fmt: skip
+    for folder in ("agent_logs_hancock", "agent_logs_msk"):
+        subprocess.run([*cmd, "import", "mtbbench", str(root / folder), "--store", str(store)],
+                       check=True, capture_output=True)  # fmt: skip
     subprocess.run([*cmd, "score", str(store)], check=True, capture_output=True)
     cli_s = time.perf_counter() - t0
-    ctx.log(f"  command line (import + score, 2 processes): {cli_s:.2f} s")
-    check = "ok (every question imported)" if ok else "WARN: questions lost"
-    name_cli = f"{name}, command line (2 processes)"
-    ctx.workloads[name] = {**counts, "target_s": 2.0}
-    ctx.workloads[name_cli] = {**counts, "target_s": 2.0}
+    ctx.log(f"  command line (import x 2 tracks + score, 3 processes): {cli_s:.2f} s")
+    name_imp = f"import {counts['files']} MTBBench-style logs ({counts['bytes'] / 1e6:.0f} MB)"
+    name_cli = f"{name}, command line (import x 2 tracks + score, 3 processes)"
+    for key in (name, name_imp, name_cli):
+        ctx.workloads[key] = dict(counts)
     return [
-        Result.make(name, tb_s, ANCHOR_REF, ref_s, check=check, note="target <= 2 s"),
+        Result.make(name, tb_s, ANCHOR_REF, ref_s, check=check),
+        Result.make(
+            name_imp,
+            imp_s,
+            ANCHOR_JSON_LOAD,
+            load_s,
+            check=check,
+            note="target: import within 1.5x the anchor (ratio >= 0.67)",
+        ),  # fmt: skip
         Result.make(
             name_cli,
             cli_s,
-            ANCHOR_REF,
-            ref_s,
+            ANCHOR_JSON_LOAD,
+            load_s,
             check=check,
-            note="interpreter start-up included; target <= 2 s",
+            note="interpreter start-up included; target <= 2.5x the anchor (ratio >= 0.4)",
         ),  # fmt: skip
     ]
 
