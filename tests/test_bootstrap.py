@@ -1376,13 +1376,15 @@ def test_percentile_pair_equals_numpy(n, shape):
 
 @pytest.mark.parametrize("units", [3, 15, 16, 17, 33, 63, 64, 65])
 @pytest.mark.parametrize("top", [254, 255, 256])
-def test_byte_table_draws_equal_the_scalar_path(units, top):
+@pytest.mark.parametrize("equal", [False, True])
+def test_byte_table_draws_equal_the_scalar_path(units, top, equal):
     # up to 64 clusters whose sums (above the least) and sizes fit a byte draw sixteen
     # candidates at a time from byte tables (packed_draws8_bytes); one cluster of `top` items,
-    # all 1, puts both the largest sum and the largest size at the edge of a byte
+    # all 1, puts both the largest sum and the largest size at the edge of a byte. With equal
+    # sizes (every cluster `top` items) the sizes are not looked up (n * size per resample)
 
     rng = np.random.default_rng(units * 1000 + top)
-    sizes = np.concatenate([[top], rng.integers(1, 4, units - 1)])
+    sizes = np.full(units, top) if equal else np.concatenate([[top], rng.integers(1, 4, units - 1)])
     clusters = np.repeat(np.arange(units), sizes)
     values = np.concatenate([np.ones(top), rng.integers(0, 2, clusters.size - top)]).astype(float)
     groups = np.zeros(clusters.size, dtype=np.int64)

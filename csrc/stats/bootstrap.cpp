@@ -257,6 +257,7 @@ int pow2_exponent(const std::vector<double>& v, double mean) {
 struct PackedGroup {
   bool ok = false;
   bool bytes = false;
+  bool same_weight = false;  // every unit has weight tw[0] (equal cluster sizes, unit items)
   double lo = 0;
   std::uint32_t n = 0;
   std::vector<std::int64_t> v;
@@ -294,9 +295,11 @@ PackedGroup pack_group(const Units& u, const StratumPlan& p) {
   out.ok = true;
   out.bytes = n <= 64 && hi - lo <= 255 && wmax <= 255;
   if (out.bytes) {
+    out.same_weight = true;
     for (std::size_t i = p.begin; i < p.end; ++i) {
       out.tv[i - p.begin] = static_cast<std::uint8_t>(u.rows[i] - lo);
       out.tw[i - p.begin] = static_cast<std::uint8_t>(u.weight[i]);
+      out.same_weight = out.same_weight && u.weight[i] == u.weight[p.begin];
     }
   }
   return out;
@@ -407,6 +410,9 @@ __attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::u
 // tv and tw, chosen by index / 16. Each 16-bit lane adds at most 16 bytes (n <= 64), so the
 // sums cannot overflow; the four lanes of a resample are added at the end. Same sums as
 // packed_draws8, bit for bit.
+// With kSameWeight (pg.same_weight) the weights are not looked up: each resample's n draws weigh
+// n * tw[0] whichever units they pick.
+template <bool kSameWeight>
 __attribute__((target("avx2"))) void packed_draws8_bytes(const PackedGroup& pg,
                                                          std::uint64_t seed,
                                                          std::uint64_t group_key,
@@ -450,8 +456,10 @@ __attribute__((target("avx2"))) void packed_draws8_bytes(const PackedGroup& pg,
       __m256i unit = _mm256_setzero_si256();  // row - lo in byte 0, weight in byte 1
       for (int c = 0; c < pieces; ++c) {
         const __m256i mine = _mm256_cmpeq_epi16(piece, _mm256_set1_epi16(static_cast<short>(c)));
-        const __m256i both = _mm256_or_si256(_mm256_shuffle_epi8(tv[c], ctl_v),
-                                             _mm256_shuffle_epi8(tw[c], ctl_w));
+        const __m256i both =
+            kSameWeight ? _mm256_shuffle_epi8(tv[c], ctl_v)
+                        : _mm256_or_si256(_mm256_shuffle_epi8(tv[c], ctl_v),
+                                          _mm256_shuffle_epi8(tw[c], ctl_w));
         unit = _mm256_or_si256(unit, _mm256_and_si256(both, mine));
       }
       if (t + 4 > n) {
@@ -460,15 +468,16 @@ __attribute__((target("avx2"))) void packed_draws8_bytes(const PackedGroup& pg,
       }
       bad = _mm256_or_si256(bad, rejected);
       acc_v = _mm256_add_epi16(acc_v, _mm256_and_si256(unit, low_byte));
-      acc_w = _mm256_add_epi16(acc_w, _mm256_srli_epi16(unit, 8));
+      if (!kSameWeight) acc_w = _mm256_add_epi16(acc_w, _mm256_srli_epi16(unit, 8));
     }
     // each resample's four 16-bit lanes: pairs by madd, then the two halves of its 64 bits
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i v = _mm256_madd_epi16(acc_v, ones), w = _mm256_madd_epi16(acc_w, ones);
     v = _mm256_and_si256(_mm256_add_epi32(v, _mm256_srli_epi64(v, 32)),
                          _mm256_set1_epi64x(0xffffffff));
-    w = _mm256_and_si256(_mm256_add_epi32(w, _mm256_srli_epi64(w, 32)),
-                         _mm256_set1_epi64x(0xffffffff));
+    w = kSameWeight ? _mm256_set1_epi64x(static_cast<long long>(n) * pg.tw[0])
+                    : _mm256_and_si256(_mm256_add_epi32(w, _mm256_srli_epi64(w, 32)),
+                                       _mm256_set1_epi64x(0xffffffff));
     alignas(32) std::int64_t out[4];
     _mm256_store_si256(reinterpret_cast<__m256i*>(out),
                        _mm256_or_si256(_mm256_slli_epi64(v, 32), w));
@@ -569,6 +578,7 @@ Distribution multinomial_bootstrap(const Units& u, const Statistic& stat,
   }
 #endif
 
+  const bool mean = stat.is_mean();
   parallel_for(tasks.size(), opt.threads, [&](std::size_t t) {
     const Task& task = tasks[t];
     std::vector<double> sums(k);
@@ -589,9 +599,12 @@ Distribution multinomial_bootstrap(const Units& u, const Statistic& stat,
       std::int64_t sum[8];
       bool redo[8];
       for (; b + 8 <= task.b1; b += 8) {
-        if (pg.bytes) {
-          packed_draws8_bytes(pg, opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b), sum,
-                              redo);
+        if (pg.bytes && pg.same_weight) {
+          packed_draws8_bytes<true>(pg, opt.seed, group_keys[task.g],
+                                    static_cast<std::uint32_t>(b), sum, redo);
+        } else if (pg.bytes) {
+          packed_draws8_bytes<false>(pg, opt.seed, group_keys[task.g],
+                                     static_cast<std::uint32_t>(b), sum, redo);
         } else {
           packed_draws8(pg, opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b), sum, redo);
         }
@@ -603,7 +616,9 @@ Distribution multinomial_bootstrap(const Units& u, const Statistic& stat,
           // the exact sums: rows above lo in the high half, weights in the low half
           const double a = static_cast<double>(sum[l] >> 32) + static_cast<double>(pg.n) * pg.lo;
           const double w = static_cast<double>(sum[l] & 0xffffffff);
-          dist.theta[task.g * B + b + l] = stat.evaluate(&a, 0.0 + w);
+          // the mean inline (Mean::evaluate's w > 0 ? a / w : NaN), other statistics called
+          dist.theta[task.g * B + b + l] =
+              mean ? (w > 0 ? a / w : kNaN) : stat.evaluate(&a, 0.0 + w);
         }
       }
     }

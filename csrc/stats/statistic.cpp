@@ -18,6 +18,7 @@ class Mean final : public Statistic {
  public:
   std::size_t n_columns() const override { return 1; }
   double evaluate(const double* s, double w) const override { return w > 0 ? s[0] / w : kNaN; }
+  bool is_mean() const override { return true; }
 };
 
 // Sum of column 0.

@@ -25,6 +25,8 @@ class Statistic {
   // sums: n_columns() weighted column sums; weight: total number of items in the (re)sample.
   // Returns NaN where the statistic is undefined (e.g. 0/0), never throws.
   virtual double evaluate(const double* sums, double weight) const = 0;
+  // True for the mean, sum(col 0) / weight (NaN for weight <= 0), which hot loops may inline.
+  virtual bool is_mean() const { return false; }
 };
 
 // Builds a statistic by name. `k` is the number of value columns supplied; `params` carries
