@@ -255,10 +255,16 @@ def _factorize(
     n_codes = int(inverse.max()) + 1 if inverse.size else 0
     first = _core.stats.first_rows(inverse, n_codes)  # any occurrence carries the key values
     keys = {
-        name: (s.labels if isinstance(s, Coded) else s).gather(first).to_numpy()
-        for name, s in cols.items()
+        name: _gather(s.labels if isinstance(s, Coded) else s, first) for name, s in cols.items()
     }
     return inverse, keys, n_codes
+
+
+def _gather(s: pl.Series, rows: np.ndarray) -> np.ndarray:
+    """Return ``s.gather(rows).to_numpy()``; numeric labels (no nulls) are taken in numpy."""
+    if (s.dtype.is_numeric() or s.dtype == pl.Boolean) and not s.null_count():
+        return s.to_numpy()[rows]  # the same values and dtype, without a polars query
+    return s.gather(rows).to_numpy()
 
 
 def hash_labels(s: pl.Series | np.ndarray) -> np.ndarray:
