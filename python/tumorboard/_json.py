@@ -99,7 +99,12 @@ def json_text(value: Any) -> str | None:
     """
     if value is None:
         return None
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return _ENCODER.encode(value)
+
+
+#: json_text's encoder, built once: ``json.dumps(value, ensure_ascii=False, sort_keys=True,
+#: default=str)`` builds this same encoder on every call, then calls its ``encode``.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 
 
 class _Constant(InvalidArgumentError):
