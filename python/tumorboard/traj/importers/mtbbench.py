@@ -76,6 +76,9 @@ _LONGITUDINAL = (
 # ``(?:^|\n)\s*Question:\s``, which rescans every run of newlines once per newline (quadratic).
 _QUESTION_PROMPT = re.compile(r"^[^\S\n]*Question:\s", re.MULTILINE)
 _IHC_IMAGE = re.compile(r"cells in (\S+?) are positively stained")
+#: The openers of the tags an assistant message may hold, matched as their own parsers match
+#: them (case-insensitively): group 1 a file request, 2 a CONCH call, 3 an answer.
+_ASSISTANT_TAGS = re.compile(r"\[(?:(REQUEST)|(CONCH)|(ANSWER)):", re.IGNORECASE)
 
 
 def _options(question: str) -> tuple[str, ...]:
@@ -446,7 +449,12 @@ def _events(
             continue
         add(item_id, role=role, kind="message", output=content)
         if role == "assistant":
-            requested = parse_requests(content) if "[" in content else None
+            # which parsers can find anything: one scan instead of three (each parser finds
+            # nothing without its opener)
+            found = (
+                {m.lastindex for m in _ASSISTANT_TAGS.finditer(content)} if "[" in content else ()
+            )
+            requested = parse_requests(content) if 1 in found else None
             if requested:
                 split = split_requests(requested, available) if available else None
                 add(
@@ -463,7 +471,7 @@ def _events(
                 )
             nxt = conversation[idx + 1]["content"] if idx + 1 < len(conversation) else None
             failed = nxt is not None and "[ERROR" in nxt  # once: calls may be many, nxt long
-            for j, call in enumerate(parse_conch(content) if "[" in content else ()):
+            for j, call in enumerate(parse_conch(content) if 2 in found else ()):
                 # MTBBench runs the first call of a message; the reply is stored with it only,
                 # so a message of many calls cannot multiply a long reply
                 reply = nxt if j == 0 else None
@@ -477,7 +485,7 @@ def _events(
                     ok=None if reply is None else not failed,
                     error=reply if failed else None,
                 )
-            tags = bracket_tags(content, "ANSWER", keep_empty=True) if "[" in content else None
+            tags = bracket_tags(content, "ANSWER", keep_empty=True) if 3 in found else None
             if tags:
                 add(
                     item_id,
