@@ -138,6 +138,64 @@ def test_scan_document_reads_strings_as_text(raw, flagged):
     assert _core.traj.scan_document(raw)[0] is flagged
 
 
+def _document_oracle(raw: bytes) -> tuple[bool, bool, int]:
+    """scan_document's three answers, a byte at a time (the reference for its fast paths)."""
+    try:
+        raw.decode("utf-8")
+        utf8 = True
+    except UnicodeDecodeError:
+        utf8 = False
+    may_break, depth, deepest, in_string, i, n = False, 0, 0, False, 0, len(raw)
+    digits = b"0123456789"
+    while i < n:
+        c = raw[i : i + 1]
+        if in_string:
+            if c == b"\\":
+                high = raw[i + 3 : i + 4]
+                if i + 3 < n and raw[i + 1 : i + 3] in (b"ud", b"uD") and high in b"89abcdefABCDEF":
+                    may_break = True
+                i += 2
+                continue
+            in_string = c != b'"'
+        elif c == b'"':
+            in_string = True
+        elif c in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in (b"]", b"}"):
+            depth -= 1
+        elif c and c in digits:
+            start = i
+            while i + 1 < n and raw[i + 1 : i + 2] in digits and raw[i + 1 : i + 2]:
+                i += 1
+            run = i - start + 1
+            if run >= 19 and raw[start - 1 : start] != b".":
+                may_break = True
+            before = raw[start - 1 : start] if start else b""
+            exponent = before in (b"e", b"E") and before != b""
+            signed = before == b"+" and start >= 2 and raw[start - 2 : start - 1] in (b"e", b"E")
+            if run >= 3 and (exponent or signed):
+                may_break = True
+        i += 1
+    return may_break, utf8, deepest
+
+
+def test_scan_document_long_strings_equal_a_byte_at_a_time():
+    # strings are skipped eight bytes at a time up to a quote or a backslash, and ASCII is
+    # validated eight bytes at a time: documents with long strings whose quotes, escapes,
+    # surrogate escapes and multi-byte (or broken) UTF-8 fall at every offset of a word
+    rng = random.Random(23)
+    pieces = [b"a" * 9, b"\\\"", b"\\\\", b"\\ud83d", b"\\uDC00", b"\xc3\xa9", b"\xe2\x82\xac",
+              b"\xf0\x9f\x98\x80", b"\xed\xa0\x80", b"\xc3", b"\x80", b"[{", b"1e400", b" ",
+              b"12345678901234567890", b"x" * 17]  # fmt: skip
+    for _ in range(400):
+        body = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        for raw in (b'["' + b"z" * rng.randint(0, 9) + body + b'", [1, {"k": 2}]]',
+                    b"[" + body + b"]", b'{"a": "' + body):  # fmt: skip
+            may_break, utf8, depth = _core.traj.scan_document(raw)
+            assert (may_break, utf8, depth) == _document_oracle(raw), raw
+
+
 def test_load_json_fast_path_equals_the_checked_path(monkeypatch):
     """``load_json`` gives the same value or the same error with and without its compiled scan."""
     import json
