@@ -59,7 +59,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -685,6 +685,13 @@ def write_mtbbench_logs(root: Path, seed: int = 0, *, scale: float = 1.0) -> dic
     return {"files": files, "records": records, "bytes": size}
 
 
+def read_logs(paths: list[Path]) -> Iterator[tuple[Path, Any]]:
+    """Yield each log file and its ``json.load`` (the anchors' reading of the logs)."""
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            yield path, json.load(fh)
+
+
 def reference_score(root: Path, seed: int) -> np.ndarray:
     """Score MTBBench logs as an independent script would: json.load, then numpy loops.
 
@@ -693,9 +700,7 @@ def reference_score(root: Path, seed: int) -> np.ndarray:
     percentile interval from the chunked numpy bootstrap of ``bench_bootstrap``.
     """
     model, task, values = [], [], []
-    for path in sorted(root.rglob("*_chatlog_*.json")):
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+    for path, doc in read_logs(sorted(root.rglob("*_chatlog_*.json"))):
         run = f"{path.parent.parent.name}/{path.parent.name}"
         for pos, rec in enumerate(r for r in doc if "question" in r):
             q = rec["question"].lower()
@@ -740,15 +745,9 @@ def _import_and_score(ctx: _Ctx) -> list[Result]:
     imp_s, _ = ctx.time("tumorboard (import_logs alone)", import_only, max_time=10.0)
     # the anchor: json.load of the same files alone (no grading, no rows)
     paths = sorted(root.rglob("*_chatlog_*.json"))
-
-    def load_all() -> int:
-        n = 0
-        for path in paths:
-            with open(path, encoding="utf-8") as fh:
-                n += len(json.load(fh))
-        return n
-
-    load_s, _ = ctx.time("json.load of the files", load_all, **_slow(ctx))
+    load_s, _ = ctx.time(
+        "json.load of the files", lambda: sum(len(d) for _, d in read_logs(paths)), **_slow(ctx)
+    )
     tb_s, (imp, rep) = ctx.time("tumorboard (import_logs + score.mtbbench)", ours, max_time=10.0)
     ref_s, ref = ctx.time("reference-style scorer", lambda: reference_score(root, SEED + 1),
                           **_slow(ctx))  # fmt: skip

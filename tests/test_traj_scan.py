@@ -164,15 +164,15 @@ def _document_oracle(raw: bytes) -> tuple[bool, bool, int]:
             deepest = max(deepest, depth)
         elif c in (b"]", b"}"):
             depth -= 1
-        elif c and c in digits:
+        elif c in digits:
             start = i
-            while i + 1 < n and raw[i + 1 : i + 2] in digits and raw[i + 1 : i + 2]:
+            while i + 1 < n and raw[i + 1 : i + 2] in digits:
                 i += 1
             run = i - start + 1
             if run >= 19 and raw[start - 1 : start] != b".":
                 may_break = True
             before = raw[start - 1 : start] if start else b""
-            exponent = before in (b"e", b"E") and before != b""
+            exponent = before in (b"e", b"E")
             signed = before == b"+" and start >= 2 and raw[start - 2 : start - 1] in (b"e", b"E")
             if run >= 3 and (exponent or signed):
                 may_break = True

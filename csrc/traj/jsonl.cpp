@@ -43,6 +43,22 @@ inline std::size_t utf8_length(const std::uint8_t* p, std::size_t n) {
   return 0;
 }
 
+// Whether p[i] (a backslash) starts an escape that can decode to a surrogate (\uD800-\uDFFF):
+// a pair is fine, a lone one is not Unicode text; load_json's walk tells them apart.
+inline bool surrogate_escape_at(const std::uint8_t* p, std::size_t i, std::size_t n) {
+  return i + 3 < n && p[i + 1] == 'u' && (p[i + 2] == 'd' || p[i + 2] == 'D') &&
+         is_hex_high(p[i + 3]);
+}
+
+// Whether the run of len digits at p[start] is an exponent of three digits or more (e[+]ddd),
+// which can be past a double's range; load_json's walk decides.
+inline bool long_exponent_at(const std::uint8_t* p, std::size_t start, std::size_t len) {
+  if (len < 3 || start < 1) return false;
+  const std::uint8_t before = p[start - 1];
+  return before == 'e' || before == 'E' ||
+         (before == '+' && start >= 2 && (p[start - 2] == 'e' || p[start - 2] == 'E'));
+}
+
 inline std::uint64_t load8(const std::uint8_t* p) {
   std::uint64_t w;
   std::memcpy(&w, p, 8);
@@ -117,24 +133,14 @@ ChunkScan scan_chunk(const std::uint8_t* p, std::size_t n) {
         ++i;
         break;
       case kBackslash:  // an escape that can decode to a surrogate: \uD800-\uDFFF
-        if (i + 3 < n && p[i + 1] == 'u' && (p[i + 2] == 'd' || p[i + 2] == 'D') &&
-            is_hex_high(p[i + 3])) {
-          out.may_break_limits = true;
-        }
+        if (surrogate_escape_at(p, i, n)) out.may_break_limits = true;
         ++i;
         break;
       case kDigit: {  // a run of 19 digits (past 64 bits) or an exponent e[+]ddd (past a double)
         const std::size_t start = i;
         while (i < n && is_digit(p[i])) ++i;
         const std::size_t len = i - start;
-        if (len >= 19) out.may_break_limits = true;
-        if (len >= 3 && start >= 1) {
-          const std::uint8_t before = p[start - 1];
-          if (before == 'e' || before == 'E' ||
-              (before == '+' && start >= 2 && (p[start - 2] == 'e' || p[start - 2] == 'E'))) {
-            out.may_break_limits = true;
-          }
-        }
+        if (len >= 19 || long_exponent_at(p, start, len)) out.may_break_limits = true;
         break;
       }
       default: {  // kHigh: a UTF-8 sequence
@@ -169,12 +175,7 @@ DocumentScan scan_document(const std::uint8_t* p, std::size_t n) {
       }
       if (i >= n) break;
       if (p[i] == '\\') {
-        // an escape that can decode to a surrogate (\uD800-\uDFFF): a pair is fine, a lone
-        // one is not Unicode text; load_json's walk tells them apart
-        if (i + 3 < n && p[i + 1] == 'u' && (p[i + 2] == 'd' || p[i + 2] == 'D') &&
-            is_hex_high(p[i + 3])) {
-          out.may_break_limits = true;
-        }
+        if (surrogate_escape_at(p, i, n)) out.may_break_limits = true;
         i += 2;  // the backslash and the escaped byte, whatever it is
         continue;
       }
@@ -194,13 +195,8 @@ DocumentScan scan_document(const std::uint8_t* p, std::size_t n) {
       while (i + 1 < n && is_digit(p[i + 1])) ++i;
       const std::size_t len = i - start + 1;
       const bool fraction = start >= 1 && p[start - 1] == '.';  // digits after the point
-      if (len >= 19 && !fraction) out.may_break_limits = true;
-      if (len >= 3 && start >= 1) {
-        const std::uint8_t before = p[start - 1];
-        if (before == 'e' || before == 'E' ||
-            (before == '+' && start >= 2 && (p[start - 2] == 'e' || p[start - 2] == 'E'))) {
-          out.may_break_limits = true;
-        }
+      if ((len >= 19 && !fraction) || long_exponent_at(p, start, len)) {
+        out.may_break_limits = true;
       }
     }
     ++i;
