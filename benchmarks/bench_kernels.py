@@ -46,9 +46,20 @@ try:
 except ImportError:  # run as a script: ``python benchmarks/bench_kernels.py``
     from _timing import Result, format_markdown, write_json
 
-#: H100 SXM dense bf16 tensor-core peak and HBM3 bandwidth (NVIDIA datasheet).
+#: H100 SXM / H200 dense bf16 tensor-core peak (NVIDIA datasheets: the same for both).
 PEAK_BF16_FLOPS = 989e12
+#: HBM bandwidth by device name, most specific first (NVIDIA datasheets: H200 4.8 TB/s HBM3e,
+#: H100 NVL 3.9, H100 PCIe 2.0, H100 SXM 3.35); the H100 SXM figure for other devices.
+HBM_PEAKS = (("H200", 4.8e12), ("H100 NVL", 3.9e12), ("H100 PCIe", 2.0e12), ("H100", 3.35e12))
 PEAK_HBM_BYTES = 3.35e12
+
+
+def hbm_peak(device_name: str | None) -> float:
+    """Return the HBM datasheet bandwidth (bytes/s) of a GPU named ``device_name``."""
+    for key, peak in HBM_PEAKS:
+        if device_name and key in device_name:
+            return peak
+    return PEAK_HBM_BYTES
 SEED = 0
 
 ANCHOR_PADDED = "eager padded"
@@ -235,6 +246,7 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
     t_bwd = timer(lambda: _bwd_triton(dy, h, seg, gamma_c), repeat)
     t_fb_eager = timer(fwd_bwd(lambda: eager(hg, gg)), repeat)
     elem = h.element_size() * tokens * dim
+    peak = hbm_peak(torch.cuda.get_device_name() if h.is_cuda else None)
     t_copy = timer(lambda: h.clone(), repeat)  # the achievable bandwidth, same run
     bw_copy = 2 * elem / t_copy
     bw_fwd = 2 * elem / t_fwd
@@ -247,8 +259,9 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
         "fwd_tb_s": bw_fwd / 1e12,
         "fwd_bwd_tb_s": bw_fb / 1e12,
         "copy_tb_s": bw_copy / 1e12,
-        "fwd_share_of_peak": bw_fwd / PEAK_HBM_BYTES,
-        "fwd_bwd_share_of_peak": bw_fb / PEAK_HBM_BYTES,
+        "hbm_peak_tb_s": peak / 1e12,
+        "fwd_share_of_peak": bw_fwd / peak,
+        "fwd_bwd_share_of_peak": bw_fb / peak,
         "fwd_share_of_copy": bw_fwd / bw_copy,
         "fwd_bwd_share_of_copy": bw_fb / bw_copy,
         "bwd_kernel_ms": 1e3 * t_bwd,
@@ -259,7 +272,7 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
 
     def note(bw: float) -> str:
         return (
-            f"{bw / 1e12:.2f} TB/s = {100 * bw / PEAK_HBM_BYTES:.0f}% of the HBM datasheet peak, "
+            f"{bw / 1e12:.2f} TB/s = {100 * bw / peak:.0f}% of the {peak / 1e12:.2f} TB/s HBM datasheet peak, "
             f"{100 * bw / bw_copy:.0f}% of a device-to-device copy in the same run "
             f"({bw_copy / 1e12:.2f} TB/s)"
         )
@@ -364,7 +377,9 @@ def run_results(
         "device": torch.cuda.get_device_name() if device == "cuda" else device,
         "ratio": "anchor s / tumorboard s (above 1: tumorboard faster)",
         "peak_bf16_flops": PEAK_BF16_FLOPS,
-        "peak_hbm_bytes_per_s": PEAK_HBM_BYTES,
+        "peak_hbm_bytes_per_s": hbm_peak(torch.cuda.get_device_name())
+        if device == "cuda"
+        else PEAK_HBM_BYTES,
         "total_wall_s": time.perf_counter() - t_start,
         "figures": dict(FIGURES),
         "only": list(only),

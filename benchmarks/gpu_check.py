@@ -337,7 +337,7 @@ def evaluate_targets(steps: dict[str, Any]) -> list[dict[str, Any]]:
     add("segment-masked scale, T = 32k, D = 4096", ">= 85% of HBM bandwidth fwd and fwd+bwd",
         [(f1, 0.85, ">="), (f2, 0.85, ">=")],
         f"fwd {fmt(f1 and 100 * f1, '.0f', '%')}, fwd+bwd {fmt(f2 and 100 * f2, '.0f', '%')} "
-        f"of the 3.35 TB/s datasheet peak ({fmt(c1 and 100 * c1, '.0f', '%')} / "
+        f"of the {fmt(_num(seg.get('hbm_peak_tb_s')) or 3.35, '.2f')} TB/s datasheet peak ({fmt(c1 and 100 * c1, '.0f', '%')} / "
         f"{fmt(c2 and 100 * c2, '.0f', '%')} of a device copy in the same run)")  # fmt: skip
     dp = _get(kernels, "meta", "figures", "down_proj") or {}
     ratio = _num(dp.get("ratio_vs_gemm"))
