@@ -37,10 +37,12 @@ bench: $(STAMP)
 # wheel if needed, runs the CUDA tests and the GPU benchmarks and writes benchmarks/results/.
 # It uses the interpreter that has torch with CUDA: .venv's when it exists, else python3.
 GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+# GPU_CHECK_ARGS reaches the shell unexpanded by make ($(value ...)), so a shell variable in it
+# stays one: GPU_CHECK_ARGS='--copy-to $OUT' copies to the folder $OUT names, not to 'UT'.
 gpu-check:
-	$(GPU_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+	$(GPU_PY) benchmarks/gpu_check.py $(value GPU_CHECK_ARGS)
 
-# The README's GPU section, regenerated from the latest benchmarks/results/ file.
+# The README's GPU section, regenerated from the newest benchmarks/results/ file of each GPU.
 gpu-readme:
 	$(GPU_PY) benchmarks/gpu_check.py readme
 

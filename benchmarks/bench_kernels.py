@@ -60,6 +60,8 @@ def hbm_peak(device_name: str | None) -> float:
         if device_name and key in device_name:
             return peak
     return PEAK_HBM_BYTES
+
+
 SEED = 0
 
 ANCHOR_PADDED = "eager padded"
@@ -72,6 +74,26 @@ ANCHORS = (ANCHOR_PADDED, ANCHOR_LOOP, ANCHOR_COMPILE, ANCHOR_EAGER, ANCHOR_GEMM
 #: Derived figures of the last run (bandwidth shares, dispatcher choice), written to the JSON
 #: meta as ``figures`` for the targets that are not a time ratio.
 FIGURES: dict[str, Any] = {}
+
+
+def _host_dispatch(fn: Callable[[], Any], device: str, calls: int = 50) -> float:
+    """Seconds the host takes to issue one call of ``fn``, the device not waited for.
+
+    On CUDA, ``calls`` back-to-back calls are timed on the host clock without synchronising in
+    between: when this exceeds the device time per call the loop is dispatch-bound.
+    """
+    import torch
+
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    seconds = (time.perf_counter() - t0) / calls
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return seconds
 
 
 def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
@@ -237,7 +259,9 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
         check = _close(y, eager(h, gamma), 1e-2 if dtype == torch.bfloat16 else 1e-5)
         t_fwd = timer(lambda: segment_scale(h, seg, gamma, backend="triton"), repeat)
         t_fwd_eager = timer(lambda: eager(h, gamma), repeat)
-    t_fb = timer(fwd_bwd(lambda: segment_scale(hg, seg, gg, backend="triton")), repeat)
+    fb_triton = fwd_bwd(lambda: segment_scale(hg, seg, gg, backend="triton"))
+    t_fb = timer(fb_triton, repeat)
+    t_fb_host = _host_dispatch(fb_triton, device)
     # the backward kernel alone (dh and the dgamma partials, with their fixed-order sum): what
     # is left of fwd+bwd beyond the two kernels is autograd and launch overhead
     from tumorboard.kernels.segment_scale import _bwd_triton
@@ -268,11 +292,15 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
         "bwd_kernel_tb_s": bw_bwd / 1e12,
         "bwd_kernel_share_of_copy": bw_bwd / bw_copy,
         "fwd_bwd_overhead_ms": 1e3 * (t_fb - t_fwd - t_bwd),
+        # the host's time to dispatch one iteration: above the two kernels' time, the loop is
+        # dispatch-bound (the GPU waits on Python and the launches)
+        "fwd_bwd_host_dispatch_ms": 1e3 * t_fb_host,
     }
 
     def note(bw: float) -> str:
         return (
-            f"{bw / 1e12:.2f} TB/s = {100 * bw / peak:.0f}% of the {peak / 1e12:.2f} TB/s HBM datasheet peak, "
+            f"{bw / 1e12:.2f} TB/s = {100 * bw / peak:.0f}% of the {peak / 1e12:.2f} TB/s HBM "
+            "datasheet peak, "
             f"{100 * bw / bw_copy:.0f}% of a device-to-device copy in the same run "
             f"({bw_copy / 1e12:.2f} TB/s)"
         )
@@ -283,7 +311,9 @@ def bench_segment_scale(*, device: str, repeat: int, tokens: int, dim: int) -> l
         Result.make(f"segment scale fwd+bwd {tag}", t_fb, ANCHOR_EAGER, t_fb_eager, check=check,
                     note=f"{note(bw_fb)}; the backward kernel alone {1e3 * t_bwd:.3f} ms = "
                          f"{bw_bwd / 1e12:.2f} TB/s ({100 * bw_bwd / bw_copy:.0f}% of the copy), "
-                         f"autograd and launches {1e3 * (t_fb - t_fwd - t_bwd):.3f} ms"),
+                         f"autograd and launches {1e3 * (t_fb - t_fwd - t_bwd):.3f} ms; the host "
+                         f"dispatches one iteration in {1e3 * t_fb_host:.3f} ms"
+                         f"{' (dispatch-bound)' if t_fb_host > t_fwd + t_bwd else ''}"),
     ]  # fmt: skip
 
 

@@ -22,13 +22,17 @@ CUDA device it writes nothing and says the GPU figures are pending (``--allow-cp
 steps at tiny size, to check the driver itself).
 
 ``python benchmarks/gpu_check.py readme`` regenerates the GPU section of docs/benchmarks.md from
-the latest results file (between ``<!-- gpu-results:begin -->`` and ``<!-- gpu-results:end -->``).
+the newest results file of each GPU (between ``<!-- gpu-results:begin -->`` and
+``<!-- gpu-results:end -->``). ``merge`` folds the files of separate calls on one GPU into one,
+oldest first, as ``--update`` would have (for a lent machine that empties its output folder and
+re-copies the working tree between commands, where an ``--update`` run finds no earlier file).
 
 Usage (from the repository root)::
 
     make gpu-check                      # = python benchmarks/gpu_check.py
     python benchmarks/gpu_check.py [--budget S] [--steps env,kernels,...] [--patches N]
     python benchmarks/gpu_check.py readme
+    python benchmarks/gpu_check.py merge OLDEST.json ... NEWEST.json   # one GPU's calls, in order
 """
 
 from __future__ import annotations
@@ -337,7 +341,8 @@ def evaluate_targets(steps: dict[str, Any]) -> list[dict[str, Any]]:
     add("segment-masked scale, T = 32k, D = 4096", ">= 85% of HBM bandwidth fwd and fwd+bwd",
         [(f1, 0.85, ">="), (f2, 0.85, ">=")],
         f"fwd {fmt(f1 and 100 * f1, '.0f', '%')}, fwd+bwd {fmt(f2 and 100 * f2, '.0f', '%')} "
-        f"of the {fmt(_num(seg.get('hbm_peak_tb_s')) or 3.35, '.2f')} TB/s datasheet peak ({fmt(c1 and 100 * c1, '.0f', '%')} / "
+        f"of the {fmt(_num(seg.get('hbm_peak_tb_s')) or 3.35, '.2f')} TB/s datasheet peak "
+        f"({fmt(c1 and 100 * c1, '.0f', '%')} / "
         f"{fmt(c2 and 100 * c2, '.0f', '%')} of a device copy in the same run)")  # fmt: skip
     dp = _get(kernels, "meta", "figures", "down_proj") or {}
     ratio = _num(dp.get("ratio_vs_gemm"))
@@ -395,7 +400,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     )
     runs = results.get("runs", [])
     if len(runs) > 1:
-        out += ["", "Runs merged into this file (`gpu_check.py --update`):", ""]
+        out += ["", "Runs merged into this file (`gpu_check.py --update` or `merge`):", ""]
         out += [
             f"- `{str(r.get('commit'))[:12]}` at {r.get('date_utc')} UTC: "
             f"{', '.join(r.get('steps', []))} (`{r.get('command')}`)"
@@ -443,20 +448,45 @@ def render_markdown(results: dict[str, Any]) -> str:
 
 def latest_results(folder: Path = RESULTS) -> Path | None:
     """Return the newest results file (by its run's date, then its name), or None."""
-    files = sorted(folder.glob("*.json"), key=lambda p: (
-        (_load_json(p) or {}).get("env", {}).get("date_utc", ""), p.name))  # fmt: skip
-    return files[-1] if files else None
+    files = latest_per_gpu(folder)
+    return files[0] if files else None
 
 
-def readme_section(results_path: Path | None) -> str:
-    """Return the text between the README's GPU-results markers, from ``results_path``."""
-    if results_path is None:
+def latest_per_gpu(folder: Path = RESULTS) -> list[Path]:
+    """Return the newest results file of each GPU model, newest first.
+
+    One H100 file, one H200 file, ...: figures of different cards are never merged or compared.
+    """
+    newest: dict[str, tuple[str, str, Path]] = {}
+    for p in folder.glob("*.json"):
+        env = (_load_json(p) or {}).get("env", {})
+        key = (env.get("date_utc", ""), p.name, p)
+        gpu = gpu_slug(env.get("gpu"))
+        if gpu not in newest or key[:2] > newest[gpu][:2]:
+            newest[gpu] = key
+    return [k[2] for k in sorted(newest.values(), key=lambda k: k[:2], reverse=True)]
+
+
+def readme_section(results_paths: Path | Sequence[Path] | None) -> str:
+    """Return the text between the README's GPU-results markers, from ``results_paths``.
+
+    ``results_paths``: the newest results file of each GPU, newest first (one path or None
+    accepted).
+    """
+    if isinstance(results_paths, Path):
+        results_paths = [results_paths]
+    if not results_paths:
         return ("No GPU results file yet: `make gpu-check` on a CUDA machine writes one to "
                 "`benchmarks/results/`.\n")  # fmt: skip
-    results = json.loads(results_path.read_text())
-    rel = results_path.relative_to(ROOT) if results_path.is_relative_to(ROOT) else results_path
-    return (f"Generated from `{rel}` by `python benchmarks/gpu_check.py readme`; do not edit "
-            f"by hand.\n\n{render_markdown(results)}")  # fmt: skip
+    rels = []
+    for p in results_paths:
+        rels.append(f"`{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}`")
+    parts = [
+        f"Generated from {', '.join(rels)} (the newest results file of each GPU, newest "
+        "first) by `python benchmarks/gpu_check.py readme`; do not edit by hand.\n"
+    ]
+    parts += [render_markdown(json.loads(p.read_text())) for p in results_paths]
+    return "\n".join(parts)
 
 
 #: The document whose GPU section is generated (between README_BEGIN and README_END).
@@ -464,7 +494,7 @@ GPU_DOC = ROOT / "docs" / "benchmarks.md"
 
 
 def update_readme(readme: Path = GPU_DOC, folder: Path = RESULTS) -> bool:
-    """Rewrite the GPU section of docs/benchmarks.md from the latest results file.
+    """Rewrite the GPU section of docs/benchmarks.md from the newest results file of each GPU.
 
     Returns whether the text changed.
     """
@@ -473,7 +503,7 @@ def update_readme(readme: Path = GPU_DOC, folder: Path = RESULTS) -> bool:
         raise SystemExit(f"{readme}: no '{README_BEGIN}' ... '{README_END}' block to fill")
     head, rest = text.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)
-    new = f"{head}{README_BEGIN}\n{readme_section(latest_results(folder))}{README_END}{tail}"
+    new = f"{head}{README_BEGIN}\n{readme_section(latest_per_gpu(folder))}{README_END}{tail}"
     if new == text:
         return False
     tmp = readme.with_name(readme.name + ".tmp")
@@ -545,6 +575,47 @@ def merge_step(name: str, old: dict[str, Any] | None, new: dict[str, Any],
     return merged
 
 
+def merge_results(paths: Sequence[Path]) -> dict[str, Any]:
+    """Merge results files of one GPU, oldest first, as ``--update`` runs would have.
+
+    For calls whose results folder does not survive between them (a lent machine that empties
+    its output folder and re-copies the working tree for each command): each call writes its own
+    file, and ``gpu_check.py merge OLDEST.json ... NEWEST.json`` folds them into one, each later
+    file's steps merged into the earlier record by :func:`merge_step` and its runs appended.
+    """
+    if not paths:
+        raise SystemExit("gpu_check merge: name the results files to merge, oldest first")
+    loaded = []
+    for p in paths:
+        data = _load_json(Path(p))
+        if data is None or not isinstance(data.get("steps"), dict):
+            raise SystemExit(f"gpu_check merge: {p} is not a gpu-check results file (no 'steps')")
+        loaded.append(data)
+    base = loaded[0]
+    gpus = {gpu_slug(d.get("env", {}).get("gpu")) for d in loaded}
+    if len(gpus) > 1:
+        raise SystemExit(f"gpu_check merge: the files measured different GPUs ({sorted(gpus)}); "
+                         "figures of different cards are kept in separate files")  # fmt: skip
+    base.setdefault("runs", [{"commit": base["env"].get("commit"),
+                              "date_utc": base["env"].get("date_utc"),
+                              "command": base.get("command"),
+                              "steps": list(base["steps"])}])  # fmt: skip
+    for later in loaded[1:]:
+        runs = later.get("runs") or [{"commit": later["env"].get("commit"),
+                                      "date_utc": later["env"].get("date_utc"),
+                                      "command": later.get("command"),
+                                      "steps": list(later["steps"])}]  # fmt: skip
+        for name, rec in later["steps"].items():
+            base["steps"][name] = merge_step(name, base["steps"].get(name), rec, runs[-1])
+        base["runs"].extend(runs)
+        base["findings"] = [*base.get("findings", []), *later.get("findings", [])]
+        base["wall_s"] = round(float(base.get("wall_s", 0)) + float(later.get("wall_s", 0)), 1)
+    if not base.get("findings"):
+        base.pop("findings", None)
+    base["targets"] = evaluate_targets(base["steps"])
+    return base
+
+
 # ---- the run -------------------------------------------------------------------------------
 
 
@@ -598,7 +669,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmarks/results/{gpu}-{date}.json and .md ('readme': regenerate the GPU section of "
         "docs/benchmarks.md from the latest results file).",
     )
-    parser.add_argument("action", nargs="?", default="run", choices=("run", "readme"))
+    parser.add_argument("action", nargs="?", default="run", choices=("run", "readme", "merge"))
+    parser.add_argument("files", nargs="*", type=Path,
+                        help="merge: results files of one GPU, oldest first")  # fmt: skip
     parser.add_argument("--budget", type=float, default=560.0, metavar="SECONDS",
                         help="the whole run's time limit; later steps get what is left "
                         "(default 560)")  # fmt: skip
@@ -659,6 +732,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"docs/benchmarks.md GPU section {state} from "
               f"{latest_results() or 'no results file'}")  # fmt: skip
         return 0
+    if args.action == "merge":
+        merged = merge_results(args.files)
+        folder = Path(args.results_dir) if args.results_dir else RESULTS
+        first = merged["env"]
+        stem = f"{gpu_slug(first.get('gpu'))}-{str(first.get('date_utc', ''))[:10]}"
+        json_path, md_path = folder / f"{stem}.json", folder / f"{stem}.md"
+        _write_atomic(json_path, json.dumps(merged, indent=1, default=str) + "\n")
+        _write_atomic(md_path, render_markdown(merged))
+        print(f"gpu_check merge: {len(args.files)} files -> {json_path} and {md_path}")
+        return 0
+    if args.files:
+        parser.error("results files are named only with 'merge'")
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:

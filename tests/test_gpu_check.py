@@ -133,12 +133,93 @@ def test_junit_counts_reads_passes_failures_and_skips(tmp_path):
     assert gc.junit_counts(tmp_path / "missing.xml") is None
 
 
-def test_readme_gpu_section_is_generated_from_the_latest_results_file():
+def test_readme_gpu_section_is_generated_from_the_latest_results_file_of_each_gpu():
     text = (REPO / "docs" / "benchmarks.md").read_text()
     block = text.split(gc.README_BEGIN, 1)[1].split(gc.README_END, 1)[0]
-    assert block == "\n" + gc.readme_section(gc.latest_results()), (
+    assert block == "\n" + gc.readme_section(gc.latest_per_gpu()), (
         "docs/benchmarks.md's GPU section is stale: run `make gpu-readme`"
     )
+    gpus = {json.loads(p.read_text())["env"]["gpu"] for p in gc.latest_per_gpu()}
+    for gpu in gpus:  # every card's newest figures are shown, none merged with another's
+        assert f"### GPU results: {gpu}," in block
+
+
+def _results_file(path: Path, gpu: str, date: str, steps: dict, runs=None) -> Path:
+    env = {"gpu": gpu, "date_utc": date, "commit": "c0ffee", "cuda_available": True}
+    data = {"schema": 1, "env": env, "command": "make gpu-check", "steps": steps,
+            "wall_s": 10.0, **({"runs": runs} if runs else {})}  # fmt: skip
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_latest_per_gpu_keeps_the_newest_file_of_each_card(tmp_path):
+    a = _results_file(tmp_path / "h100-a.json", "NVIDIA H100 80GB HBM3", "2026-11-27 04:47", {})
+    b = _results_file(tmp_path / "h100-b.json", "NVIDIA H100 80GB HBM3", "2026-11-27 08:00", {})
+    c = _results_file(tmp_path / "h200.json", "NVIDIA H200", "2026-11-28 06:08", {})
+    assert gc.latest_per_gpu(tmp_path) == [c, b]
+    assert gc.latest_results(tmp_path) == c
+    section = gc.readme_section([c, b])
+    assert section.index("NVIDIA H200,") < section.index("NVIDIA H100 80GB HBM3,")
+    assert "h200.json" in section and "h100-b.json" in section and "h100-a" not in section
+    assert gc.latest_per_gpu(tmp_path / "none") == []
+    assert "No GPU results file yet" in gc.readme_section([])
+    assert a.exists()
+
+
+def test_merge_folds_separate_calls_like_update(tmp_path):
+    gpu = "NVIDIA H200"
+    tests = {
+        "status": "ok",
+        "counts": {"passed": 3, "failed": 0, "errors": 0, "skipped": 0, "failing": []},
+    }
+    e1 = {"status": "ok", "seconds": 100.0, "data": {
+        "sections": ["e2e"], "lines": ["run 1 table"], "trident_style": {"svs-like": 250.0},
+        "end_to_end": {"bf16 compiled svs-like": {"patches_per_s": 1200.0, "peer": 250.0,
+                                                  "ratio": 4.8}}}}  # fmt: skip
+    e2 = {"status": "ok", "seconds": 50.0, "data": {
+        "sections": ["idle"], "lines": ["### header", "run 2 table"],
+        "end_to_end": {"bf16 compiled svs-like": {"skipped": "time budget", "peer": 240.0}},
+        "idle": {"between_slides_share": 0.16, "idle_share": 0.18}}}  # fmt: skip
+    f1 = _results_file(tmp_path / "1.json", gpu, "2026-11-28 06:08", {"tests": tests, "embed": e1})
+    run2 = [{"commit": "beef", "date_utc": "2026-11-28 06:16", "command": "x", "steps": ["embed"]}]
+    f2 = _results_file(tmp_path / "2.json", gpu, "2026-11-28 06:16", {"embed": e2}, runs=run2)
+    out = gpu_check("merge", str(f1), str(f2), "--results-dir", str(tmp_path / "out"))
+    assert out.returncode == 0, out.stderr
+    merged = json.loads((tmp_path / "out" / "h200-2026-11-28.json").read_text())
+    assert [r["date_utc"] for r in merged["runs"]] == ["2026-11-28 06:08", "2026-11-28 06:16"]
+    assert merged["steps"]["tests"] == tests  # not re-run later: kept
+    e2e = merged["steps"]["embed"]["data"]["end_to_end"]["bf16 compiled svs-like"]
+    assert e2e["patches_per_s"] == 1200.0  # a later skip is no measurement
+    assert merged["steps"]["embed"]["data"]["idle"]["between_slides_share"] == 0.16
+    assert merged["wall_s"] == 20.0
+    idle = next(t for t in merged["targets"] if t["workload"].startswith("GPU idle"))
+    assert idle["met"] is False and "16.00%" in idle["measured"]
+    md = (tmp_path / "out" / "h200-2026-11-28.md").read_text()
+    assert md == gc.render_markdown(merged) and "`merge`" in md
+
+
+def test_merge_refuses_files_of_different_cards_and_non_results(tmp_path):
+    f1 = _results_file(tmp_path / "1.json", "NVIDIA H200", "2026-11-28 06:08", {})
+    f2 = _results_file(tmp_path / "2.json", "NVIDIA H100 80GB HBM3", "2026-11-28 06:16", {})
+    out = gpu_check("merge", str(f1), str(f2), "--results-dir", str(tmp_path / "o"))
+    assert out.returncode != 0 and "different GPUs" in out.stderr
+    (tmp_path / "x.json").write_text("{}")
+    out = gpu_check("merge", str(f1), str(tmp_path / "x.json"), "--results-dir", str(tmp_path))
+    assert out.returncode != 0 and "x.json is not a gpu-check results file" in out.stderr
+    out = gpu_check("merge", "--results-dir", str(tmp_path))
+    assert out.returncode != 0 and "name the results files" in out.stderr
+    out = gpu_check(str(f1))
+    assert out.returncode != 0
+    assert not (tmp_path / "o").exists()
+
+
+def test_makefile_passes_shell_variables_in_gpu_check_args_through():
+    # `make gpu-check GPU_CHECK_ARGS='--copy-to $OUT'` once copied to a folder named 'UT'
+    out = subprocess.run(["make", "-n", "-C", str(REPO), "gpu-check",
+                          "GPU_CHECK_ARGS=--copy-to $OUT"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "gpu_check.py --copy-to $OUT" in out.stdout
 
 
 def test_results_files_in_the_repository_are_complete():
