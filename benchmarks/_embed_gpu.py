@@ -458,36 +458,106 @@ def gpu_decode_loader(grid: list[tuple[Path, np.ndarray, int, int]], *, threads:
             "mean_uint8_diff": float(diff.mean())}  # fmt: skip
 
 
-def forward_timeline(run: Any) -> tuple[Any, list[tuple[float, float]]]:
+def forward_timeline(
+    run: Any, host: dict[str, list] | None = None
+) -> tuple[Any, list[tuple[float, float]]]:
     """Call ``run()`` while CUDA events bracket every encoder forward of the embedding engine.
 
     Returns ``run()``'s value and the (start, end) milliseconds of each forward on the GPU's
     timeline, relative to an event recorded before ``run()``. The events are recorded on the
     forward's own stream and never synchronised until the end, so the run is not slowed.
+
+    ``host``, when given, is filled with the host side on the same clock (the reference event
+    is recorded on an idle device, so its GPU time is the host time it was recorded at):
+    ``submit`` (ms each batch reached ``TorchBackend.submit``), ``launch`` ((start, end) ms of
+    each forward's launch on the host) and ``finish`` ((start, end) ms of each slide's files
+    being written). :func:`boundary_report` reads them.
     """
     import torch
-    from tumorboard.embed import TorchBackend
+    from tumorboard.embed import TorchBackend, _outputs
 
     pairs: list[tuple[Any, Any]] = []
     original = TorchBackend._forward
+    original_submit = TorchBackend.submit
+    original_finish = _outputs._Writer.finish
+    rec = host if host is not None else {}
+    rec.update(submit=[], launch=[], finish=[])
+    h0 = 0.0
+
+    def now() -> float:
+        return 1e3 * (time.perf_counter() - h0)
 
     def timed(self: Any, x: Any) -> Any:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t = now()
         start.record()
         y = original(self, x)
         end.record()
+        rec["launch"].append((t, now()))
         pairs.append((start, end))
         return y
 
+    def submit(self: Any, images: Any) -> None:
+        rec["submit"].append(now())
+        original_submit(self, images)
+
+    def finish(self: Any, *a: Any, **k: Any) -> Any:
+        t = now()
+        try:
+            return original_finish(self, *a, **k)
+        finally:
+            rec["finish"].append((t, now()))
+
+    torch.cuda.synchronize()
     ref = torch.cuda.Event(enable_timing=True)
     ref.record()
+    torch.cuda.synchronize()
+    h0 = time.perf_counter()
     TorchBackend._forward = timed  # type: ignore[method-assign]
+    TorchBackend.submit = submit  # type: ignore[method-assign]
+    _outputs._Writer.finish = finish  # type: ignore[method-assign]
     try:
         value = run()
     finally:
         TorchBackend._forward = original  # type: ignore[method-assign]
+        TorchBackend.submit = original_submit  # type: ignore[method-assign]
+        _outputs._Writer.finish = original_finish  # type: ignore[method-assign]
     torch.cuda.synchronize()
     return value, [(ref.elapsed_time(s), ref.elapsed_time(e)) for s, e in pairs]
+
+
+def boundary_report(spans: list[tuple[float, float]], batches_per_slide: list[int],
+                    host: dict[str, list]) -> dict[str, float]:  # fmt: skip
+    """Where the GPU's idle time at slide boundaries comes from (medians over the boundaries).
+
+    For each boundary (the previous slide's last forward ends on the GPU at ``E``; the next
+    slide's first forward starts at ``S``): ``gap_ms`` = S - E; ``submit_after_idle_ms`` = when
+    the host submitted the next slide's first batch, minus E (above 0: the host was late, the
+    GPU waited on it); ``launch_end_after_idle_ms`` = when the host finished launching that
+    forward, minus E; ``start_after_launch_ms`` = S minus when its launch began (a GPU-side
+    wait: the copy, another stream); ``host_late_share`` = the share of boundaries whose first
+    batch was submitted after E. ``finish_ms`` is the median time a slide's files took to
+    write (the consumer thread, between batches).
+    """
+    subs, launches = host.get("submit", []), host.get("launch", [])
+    rows: list[tuple[float, float, float, float]] = []
+    k = 0
+    for nb in batches_per_slide[:-1]:
+        k += nb
+        if 0 < k < len(spans) and k < len(subs) and k < len(launches):
+            end_prev, start_next = spans[k - 1][1], spans[k][0]
+            rows.append((start_next - end_prev, subs[k] - end_prev, launches[k][1] - end_prev,
+                         start_next - launches[k][0]))  # fmt: skip
+    fin = [e - s for s, e in host.get("finish", [])]
+    if not rows:
+        return {"boundaries": 0}
+    cols = np.asarray(rows)
+    med = np.median(cols, axis=0)
+    return {"boundaries": len(rows), "gap_ms": float(med[0]),
+            "submit_after_idle_ms": float(med[1]), "launch_end_after_idle_ms": float(med[2]),
+            "start_after_launch_ms": float(med[3]),
+            "host_late_share": float(np.mean(cols[:, 1] > 0)),
+            "finish_ms": float(np.median(fin)) if fin else float("nan")}  # fmt: skip
 
 
 def idle_shares(spans: list[tuple[float, float]], batches_per_slide: list[int]) -> dict[str, float]:
@@ -843,21 +913,34 @@ def run(*, patches: int | None, json_path: str | None, budget: float | None = No
                         warnings.simplefilter("ignore")
                         embed_slides(paths[:1], out=root / "idle-warmup", **run_kw)
                         t0 = time.perf_counter()
+                        host: dict[str, list] = {}
                         rep, spans = forward_timeline(
-                            lambda: embed_slides(paths, out=root / "idle-out", **run_kw)
+                            lambda: embed_slides(paths, out=root / "idle-out", **run_kw), host
                         )
                         wall = time.perf_counter() - t0
                     per_slide = [-(-r.n_patches // batch) for r in rep.results]
                     shares = idle_shares(spans, per_slide)
                     shares.update({"wall_s": wall, "patches": rep.n_patches,
                                    "patches_per_s": rep.n_patches / wall})  # fmt: skip
+                    bounds = boundary_report(spans, per_slide, host)
+                    shares["boundaries"] = bounds
                     record["idle"] = shares
                     between, idle = shares["between_slides_share"], shares["idle_share"]
                     say(f"GPU idle, {idle_slides} SVS-like slides of "
                         f"{rep.n_patches // idle_slides} patches, compiled bf16: "
                         f"{100 * between:.2f}% of the forward window between slides, "
                         f"{100 * idle:.2f}% idle in all ({rep.n_patches / wall:.0f} patches/s "
-                        f"over {wall:.1f} s wall)\n")  # fmt: skip
+                        f"over {wall:.1f} s wall)")  # fmt: skip
+                    if bounds.get("boundaries"):
+                        say(f"  at the {bounds['boundaries']} slide boundaries (medians): GPU gap "
+                            f"{bounds['gap_ms']:.1f} ms; the next slide's first batch submitted "
+                            f"{bounds['submit_after_idle_ms']:+.1f} ms and launched "
+                            f"{bounds['launch_end_after_idle_ms']:+.1f} ms after the GPU went "
+                            f"idle ({100 * bounds['host_late_share']:.0f}% of boundaries late); "
+                            f"it started {bounds['start_after_launch_ms']:.1f} ms after its "
+                            f"launch began; a slide's files took {bounds['finish_ms']:.1f} ms "
+                            "to write")  # fmt: skip
+                    say("")
                     _dump(record, json_path)
                 except Exception as exc:  # report and go on: the other figures still count
                     record["idle"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}

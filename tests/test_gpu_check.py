@@ -286,6 +286,27 @@ def test_idle_shares_hand_worked():
     assert r["between_slides_share"] == pytest.approx(5 / 40)
 
 
+def test_boundary_report_hand_worked():
+    eg = _load("tb_embed_gpu", REPO / "benchmarks" / "_embed_gpu.py")
+    # three slides of two forwards; boundary 1: the next first batch submitted 3 ms after the
+    # GPU went idle (host late), boundary 2: submitted 50 ms early, the GPU still idle 4 ms
+    spans = [(0, 10), (10, 20), (25, 35), (35, 45), (49, 59), (59, 69)]
+    host = {
+        "submit": [0, 5, 23, 30, -5, 50],
+        "launch": [(0, 1), (5, 6), (23, 24), (30, 31), (-5, 47), (50, 51)],
+        "finish": [(30, 40), (60, 80)],
+    }
+    r = eg.boundary_report([tuple(map(float, s)) for s in spans], [2, 2, 2], host)
+    assert r["boundaries"] == 2
+    assert r["gap_ms"] == pytest.approx((5 + 4) / 2)
+    assert r["submit_after_idle_ms"] == pytest.approx((3 + -50) / 2)
+    assert r["launch_end_after_idle_ms"] == pytest.approx((4 + 2) / 2)
+    assert r["start_after_launch_ms"] == pytest.approx((2 + 54) / 2)
+    assert r["host_late_share"] == pytest.approx(0.5)
+    assert r["finish_ms"] == pytest.approx(15.0)
+    assert eg.boundary_report([(0.0, 1.0)], [1], host) == {"boundaries": 0}
+
+
 def test_update_merges_a_partial_rerun_record_by_record():
     old = {
         "status": "ok",
