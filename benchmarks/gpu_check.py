@@ -774,6 +774,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     this_run = {"commit": env_info.get("commit"), "date_utc": env_info["date_utc"],
                 "command": results["command"], "steps": steps}  # fmt: skip
     base = _load_json(json_path) if args.update else None
+    if args.update and base is None:
+        print(f"gpu-check: --update found no results file of this GPU for today at {json_path}: "
+              "this run writes a new one. Where each call starts from a fresh copy of the tree, "
+              "keep each call's file and fold them with `gpu_check.py merge OLDEST.json ... "
+              "NEWEST.json`.", flush=True)  # fmt: skip
     if base is not None:
         base.setdefault("runs", [{"commit": base["env"].get("commit"),
                                   "date_utc": base["env"].get("date_utc"),

@@ -270,6 +270,18 @@ def test_allow_cpu_writes_a_results_file_and_its_markdown(tmp_path):
     assert (tmp_path / "copy" / "gpu-check-logs.tar.gz").exists()
 
 
+def test_update_says_when_it_finds_no_earlier_file(tmp_path):
+    # a lent machine re-copies the tree for each command: an --update run there starts afresh
+    args = ("--allow-cpu", "--update", "--steps", "env", "--results-dir", str(tmp_path))
+    first = gpu_check(*args)
+    assert first.returncode == 0, first.stderr
+    assert "found no results file" in first.stdout and "gpu_check.py merge" in first.stdout
+    again = gpu_check(*args)
+    assert again.returncode == 0 and "found no results file" not in again.stdout
+    (data,) = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert len(data["runs"]) == 2
+
+
 def test_unknown_step_is_refused_with_the_valid_names():
     out = gpu_check("--steps", "env,kernals")
     assert out.returncode == 2
