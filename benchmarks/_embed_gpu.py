@@ -430,6 +430,47 @@ def _cos(a: Any, b: Any) -> float:
 # ---- GPU decode, GPU idle between slides, the encoder table ---------------------------------
 
 
+#: nvImageCodec configurations the decode section compares (``TUMORBOARD_NVIMGCODEC_BACKENDS``,
+#: ``TUMORBOARD_NVIMGCODEC_OPTIONS``): the hardware JPEG engines first, CUDA decoding with the
+#: Huffman stage on the GPU too, and CPU Huffman with GPU IDCT.
+DECODE_VARIANTS = {
+    "hw_gpu_only,gpu_only": ("hw_gpu_only,gpu_only", ""),
+    "gpu_only, GPU Huffman": ("gpu_only", "nvjpeg_cuda_decoder:hybrid_huffman_threshold=0"),
+    "hybrid_cpu_gpu": ("hybrid_cpu_gpu", ""),
+}
+
+
+def decode_variants(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
+                    size: int, limit: int, left: Any) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Measure the GPU-decode loader under each of :data:`DECODE_VARIANTS` (8 s each at most).
+
+    A configuration that cannot decode a tile, or reads one more than the decoder's check
+    allows away from libjpeg, is reported with its error; the environment is restored.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    keys = ("TUMORBOARD_NVIMGCODEC_BACKENDS", "TUMORBOARD_NVIMGCODEC_OPTIONS")
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        for name, (backends, options) in DECODE_VARIANTS.items():
+            if left() < 60:
+                out[name] = {"skipped": "time budget"}
+                continue
+            os.environ[keys[0]], os.environ[keys[1]] = backends, options
+            try:
+                rate = loader_rate(grid, threads=threads, batch=batch, size=size, limit=limit,
+                                   decode="gpu", device="cuda", max_seconds=8.0)  # fmt: skip
+                out[name] = {"patches_per_s": rate}
+            except Exception as exc:  # a configuration this GPU or build does not support
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return out
+
+
 def gpu_decode_loader(grid: list[tuple[Path, np.ndarray, int, int]], *, threads: int, batch: int,
                       size: int, limit: int, device: str) -> dict[str, float]:  # fmt: skip
     """Patches/s of ``PatchLoader(decode="gpu")`` alone, and its largest uint8 difference.
@@ -809,8 +850,18 @@ def run(*, patches: int | None, json_path: str | None, budget: float | None = No
                     say(
                         f"loader with --decode gpu, {max(1, cores - 1)} threads: "
                         f"{gd['patches_per_s']:.0f} patches/s; largest difference to CPU decode "
-                        f"{gd['max_uint8_diff']} uint8 levels (mean {gd['mean_uint8_diff']:.3f})\n"
+                        f"{gd['max_uint8_diff']} uint8 levels (mean {gd['mean_uint8_diff']:.3f})"
                     )
+                    variants = decode_variants(g["svs-like"], threads=max(1, cores - 1),
+                                               batch=64, size=size, limit=min(limit, 2048),
+                                               left=left)  # fmt: skip
+                    record["loader"]["gpu_decode_variants"] = variants
+                    for name, v in variants.items():
+                        rate = v.get("patches_per_s")
+                        say(f"  nvImageCodec {name}: "
+                            + (f"{rate:.0f} patches/s" if rate is not None
+                               else v.get("error") or v.get("skipped", "?")))  # fmt: skip
+                    say("")
                 except Exception as exc:  # report and go on: the other figures still count
                     decode_why = f"{type(exc).__name__}: {exc}"[:300]
                     record["loader"]["gpu_decode"] = {"error": decode_why}

@@ -298,6 +298,31 @@ def test_idle_shares_hand_worked():
     assert r["between_slides_share"] == pytest.approx(5 / 40)
 
 
+def test_decode_variants_set_and_restore_the_decoder_environment(monkeypatch):
+    eg = _load("tb_embed_gpu", REPO / "benchmarks" / "_embed_gpu.py")
+    monkeypatch.setenv("TUMORBOARD_NVIMGCODEC_BACKENDS", "gpu_only")
+    monkeypatch.delenv("TUMORBOARD_NVIMGCODEC_OPTIONS", raising=False)
+    seen = []
+
+    def rate(grid, **kw):
+        seen.append((os.environ["TUMORBOARD_NVIMGCODEC_BACKENDS"],
+                     os.environ["TUMORBOARD_NVIMGCODEC_OPTIONS"], kw["decode"]))  # fmt: skip
+        if "hybrid" in seen[-1][0]:
+            raise RuntimeError("no hybrid backend in this build")
+        return 1000.0 + len(seen)
+
+    monkeypatch.setattr(eg, "loader_rate", rate)
+    out = eg.decode_variants([], threads=2, batch=64, size=224, limit=128, left=lambda: 600.0)
+    assert [v[:2] for v in seen] == list(eg.DECODE_VARIANTS.values())
+    assert {v[2] for v in seen} == {"gpu"}
+    assert out["hw_gpu_only,gpu_only"] == {"patches_per_s": 1001.0}
+    assert out["hybrid_cpu_gpu"]["error"].startswith("RuntimeError: no hybrid backend")
+    assert os.environ["TUMORBOARD_NVIMGCODEC_BACKENDS"] == "gpu_only"
+    assert "TUMORBOARD_NVIMGCODEC_OPTIONS" not in os.environ
+    late = eg.decode_variants([], threads=2, batch=64, size=224, limit=128, left=lambda: 10.0)
+    assert all(v == {"skipped": "time budget"} for v in late.values())
+
+
 def test_boundary_report_hand_worked():
     eg = _load("tb_embed_gpu", REPO / "benchmarks" / "_embed_gpu.py")
     # three slides of two forwards; boundary 1: the next first batch submitted 3 ms after the

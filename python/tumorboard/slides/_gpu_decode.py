@@ -3,8 +3,10 @@
 :class:`GpuTileDecoder` reads a batch of patches of one pyramid level: it finds the tiles the
 batch needs, reads their bytes with ``os.pread``, turns each into a complete JPEG interchange
 stream (:func:`jpeg_stream`), decodes them all in one nvImageCodec call (nvJPEG on the GPU),
-assembles the square regions on the device (white outside the level and for sparse tiles), and
-resizes and normalises them there with torch. CPU decoding (the compiled reader of
+assembles the square regions on the device in one gather (white outside the level and for
+sparse tiles), and resizes and normalises them there with torch. The reads and stream fix-ups
+happen before the decoder's lock is taken, so loader threads overlap them with another batch's
+decode; :func:`decoder_tuning` reads which nvImageCodec backends to use from the environment. CPU decoding (the compiled reader of
 :class:`~tumorboard.slides.PatchLoader`) stays the default; this path is for slides whose
 decoding would still starve the GPU.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -259,6 +262,70 @@ def _import_nvimgcodec() -> Any:
     return nvimgcodec
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """A planned batch (:meth:`GpuTileDecoder._prepare`): its tiles' streams and pixel map.
+
+    Region ``i``'s pixel ``(y, x)`` is pixel ``(sy[i, y], sx[i, x])`` of decoded tile slot
+    ``grid[i, ry[i, y], rx[i, x]]`` (slot ``len(tiles)``: white, outside the level or sparse).
+    """
+
+    n: int
+    rs: int
+    tiles: list[int]
+    streams: list[bytes]
+    grid: np.ndarray
+    ry: np.ndarray
+    rx: np.ndarray
+    sy: np.ndarray
+    sx: np.ndarray
+
+
+#: nvImageCodec backend kinds ``TUMORBOARD_NVIMGCODEC_BACKENDS`` may name (comma-separated, in
+#: order of preference): the hardware JPEG engines, CUDA decoding, CPU Huffman + GPU IDCT.
+BACKEND_KINDS = ("hw_gpu_only", "gpu_only", "hybrid_cpu_gpu")
+
+
+def decoder_tuning() -> tuple[list[str], str]:
+    """Return the nvImageCodec backend kinds and extra decoder options set in the environment.
+
+    ``TUMORBOARD_NVIMGCODEC_BACKENDS`` (e.g. ``hw_gpu_only,gpu_only``; unset: nvImageCodec
+    chooses per image among all of them) and ``TUMORBOARD_NVIMGCODEC_OPTIONS`` (appended to the
+    decoder's options, nvImageCodec's ``"<decoder>:<option>=<value>"`` syntax, e.g.
+    ``nvjpeg_cuda_decoder:hybrid_huffman_threshold=0``): tuning knobs for measuring which
+    decoding path is fastest on a GPU; the pixels are checked against libjpeg either way.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown backend kind.
+    """
+    import os
+
+    raw = os.environ.get("TUMORBOARD_NVIMGCODEC_BACKENDS", "")
+    kinds = [k.strip().lower() for k in raw.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in BACKEND_KINDS]
+    if bad:
+        raise InvalidArgumentError(
+            f"TUMORBOARD_NVIMGCODEC_BACKENDS: expected a comma-separated list of "
+            f"{', '.join(BACKEND_KINDS)}, got {raw!r}"
+        )
+    return kinds, os.environ.get("TUMORBOARD_NVIMGCODEC_OPTIONS", "").strip()
+
+
+def _span_mask(rel: np.ndarray, size: int) -> np.ndarray:
+    """Per region, which of ``size`` grid rows (or columns) its pixels fall in.
+
+    ``rel`` is (n, rs): each pixel row's grid row, ``size`` where the pixel is outside the
+    level. The rows used are the contiguous block between the smallest and largest.
+    """
+    inside = rel < size
+    lo = np.where(inside, rel, size).min(axis=1)
+    hi = np.where(inside, rel, -1).max(axis=1)
+    k = np.arange(size)
+    return (k >= lo[:, None]) & (k <= hi[:, None])
+
+
 class GpuTileDecoder:
     """Batch reader of one JPEG-tiled TIFF level: nvImageCodec decode, torch resize.
 
@@ -337,7 +404,14 @@ class GpuTileDecoder:
         options = ":fancy_upsampling=1"
         if backend == "gpu":
             index = dev.index if dev.index is not None else torch.cuda.current_device()
-            self._decoder = nvimgcodec.Decoder(device_id=index, options=options)
+            kinds, extra = decoder_tuning()
+            kw: dict[str, Any] = {}
+            if kinds:
+                kw["backends"] = [nvimgcodec.Backend(getattr(nvimgcodec.BackendKind, k.upper()))
+                                  for k in kinds]  # fmt: skip
+            self._decoder = nvimgcodec.Decoder(
+                device_id=index, options=f"{options} {extra}".strip(), **kw
+            )
             self._stream = torch.cuda.Stream(dev)
         else:
             self._decoder = nvimgcodec.Decoder(
@@ -350,25 +424,6 @@ class GpuTileDecoder:
         self._verified = False  # the first decoded tile is checked against libjpeg
 
     # -- reading -----------------------------------------------------------------------------
-
-    def _spans(self, xy: np.ndarray, read_size: int) -> list[list[tuple[int, ...]]]:
-        """Per region, the (tile, dst y0, y1, x0, x1, src y0, x0) copies that fill it."""
-        tw, th, lw, lh = self.tile_width, self.tile_height, self.width, self.height
-        out = []
-        for rx0, ry0 in xy.tolist():
-            x0, y0 = max(rx0, 0), max(ry0, 0)
-            x1, y1 = min(rx0 + read_size, lw), min(ry0 + read_size, lh)
-            copies = []
-            if x1 > x0 and y1 > y0:
-                for ty in range(y0 // th, (y1 - 1) // th + 1):
-                    ay0, ay1 = max(y0, ty * th), min(y1, (ty + 1) * th)
-                    for tx in range(x0 // tw, (x1 - 1) // tw + 1):
-                        ax0, ax1 = max(x0, tx * tw), min(x1, (tx + 1) * tw)
-                        copies.append((ty * self._tiles_x + tx, ay0 - ry0, ay1 - ry0,
-                                       ax0 - rx0, ax1 - rx0, ay0 - ty * th,
-                                       ax0 - tx * tw))  # fmt: skip
-            out.append(copies)
-        return out
 
     def _streams(self, tiles: list[int]) -> list[bytes]:
         from ._readers import SlideError
@@ -383,14 +438,20 @@ class GpuTileDecoder:
                 raise SlideError(path, f"tile {t} of level {lv} is corrupt ({exc})") from exc
         return out
 
-    def _decode(self, tiles: list[int]) -> dict[int, torch.Tensor]:
-        """Decode ``tiles`` (non-sparse) in one call; return them as (h, w, 3) uint8 tensors."""
+    def _decode(
+        self, tiles: list[int], streams: list[bytes] | None = None
+    ) -> dict[int, torch.Tensor]:
+        """Decode ``tiles`` (non-sparse) in one call; return them as (h, w, 3) uint8 tensors.
+
+        ``streams`` are their JPEG streams when already read (:meth:`_prepare`).
+        """
         from ._readers import SlideError
 
         torch = self.torch
         if not tiles:
             return {}
-        streams = self._streams(tiles)
+        if streams is None:
+            streams = self._streams(tiles)
         if self._stream is not None:
             images = self._decoder.decode(streams, cuda_stream=self._stream.cuda_stream)
         else:
@@ -466,36 +527,83 @@ class GpuTileDecoder:
         SlideError
             A truncated or corrupt tile (named with its index and level).
         """
+        prepared = self._prepare(coords, read_size)
         with self._lock, self._on_stream():
-            out = self._regions(coords, read_size)
+            out = self._regions(prepared)
             self._sync()
         return out
 
-    def _regions(self, coords: np.ndarray, read_size: int) -> torch.Tensor:
-        torch = self.torch
+    def _prepare(self, coords: np.ndarray, read_size: int) -> _Batch:
+        """Plan a batch and read its tiles' JPEG streams.
+
+        The file reads and stream fix-ups run in Python outside the decoder's lock: one loader
+        thread prepares a batch while another decodes.
+        """
         cs = np.asarray(coords, dtype=np.int64).reshape(-1, 2)
         xy = (cs / self._downsample).astype(np.int64)  # the slide's own int(x / downsample)
         rs = int(read_size)
-        spans = self._spans(xy, rs)
-        needed = sorted({c[0] for copies in spans for c in copies})
-        decoded = self._decode([t for t in needed if self._counts[t] > 0])
-        out = torch.full((len(cs), rs, rs, 3), 255, dtype=torch.uint8, device=self.device)
-        for i, copies in enumerate(spans):
-            for t, dy0, dy1, dx0, dx1, sy0, sx0 in copies:
-                tile = decoded.get(t)
-                if tile is None:
-                    continue  # sparse: stays white
-                h, w = dy1 - dy0, dx1 - dx0
-                if tile.shape[0] < sy0 + h or tile.shape[1] < sx0 + w:
-                    from ._readers import SlideError
+        tw, th, lw, lh = self.tile_width, self.tile_height, self.width, self.height
+        n = len(xy)
+        # per region, its rows' and columns' level coordinates; outside the level: white
+        ys = xy[:, 1:2] + np.arange(rs)  # (n, rs)
+        xs = xy[:, 0:1] + np.arange(rs)
+        ty, tx = np.floor_divide(ys, th), np.floor_divide(xs, tw)
+        ty0, tx0 = ty[:, 0].clip(0), tx[:, 0].clip(0)
+        # tile rows/columns relative to the region's first; `grid` slots beyond the level or of
+        # sparse tiles point at the white tile
+        gh = int((ty - ty0[:, None]).max(initial=0)) + 1
+        gw = int((tx - tx0[:, None]).max(initial=0)) + 1
+        ry = np.where((ys >= 0) & (ys < lh), ty - ty0[:, None], gh)
+        rx = np.where((xs >= 0) & (xs < lw), tx - tx0[:, None], gw)
+        gy = ty0[:, None] + np.arange(gh)  # (n, gh) tile rows of each region's grid
+        gx = tx0[:, None] + np.arange(gw)
+        ids = gy[:, :, None] * self._tiles_x + gx[:, None, :]  # (n, gh, gw)
+        # the grid cells some pixel of the region inside the level falls in (a contiguous
+        # block: rows rmin..rmax, columns cmin..cmax)
+        used_r = _span_mask(ry, gh)
+        used_c = _span_mask(rx, gw)
+        ids = np.where(used_r[:, :, None] & used_c[:, None, :], ids, -1)
+        flat = ids[ids >= 0]
+        needed = np.unique(flat[self._counts[flat] > 0]) if flat.size else flat
+        white = len(needed)
+        pos = np.searchsorted(needed, ids).clip(0, max(white - 1, 0))
+        found = (ids >= 0) & (white > 0) & (needed[pos] == ids if white else False)
+        grid = np.full((n, gh + 1, gw + 1), white, dtype=np.int32)
+        grid[:, :gh, :gw] = np.where(found, pos, white)
+        tiles = [int(t) for t in needed]
+        i32 = np.int32
+        return _Batch(
+            n=n, rs=rs, tiles=tiles, streams=self._streams(tiles), grid=grid, ry=ry.astype(i32),
+            rx=rx.astype(i32), sy=np.mod(ys, th).astype(i32), sx=np.mod(xs, tw).astype(i32),
+        )  # fmt: skip
 
-                    raise SlideError(
-                        self.slide.path,
-                        f"tile {t} of level {self.level} decodes to {tuple(tile.shape[:2])}, "
-                        f"smaller than the {self.tile_height}x{self.tile_width} tile",
-                    )
-                out[i, dy0:dy1, dx0:dx1] = tile[sy0 : sy0 + h, sx0 : sx0 + w, :3]
-        return out
+    def _regions(self, batch: _Batch) -> torch.Tensor:
+        """Decode a prepared batch and assemble its regions on the device (one gather)."""
+        from ._readers import SlideError
+
+        torch = self.torch
+        decoded = self._decode(batch.tiles, batch.streams)
+        th, tw = self.tile_height, self.tile_width
+        stack = []
+        for t in batch.tiles:
+            tile = decoded[t]
+            if tile.shape[0] < th or tile.shape[1] < tw:
+                raise SlideError(
+                    self.slide.path,
+                    f"tile {t} of level {self.level} decodes to {tuple(tile.shape[:2])}, "
+                    f"smaller than the {th}x{tw} tile",
+                )
+            stack.append(tile[:th, :tw, :3])
+        stack.append(torch.full((th, tw, 3), 255, dtype=torch.uint8, device=self.device))
+        tiles = torch.stack(stack)  # (T + 1, th, tw, 3); the last one white
+
+        def dev(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+        grid, ry, rx = dev(batch.grid), dev(batch.ry), dev(batch.rx)
+        b = torch.arange(batch.n, device=self.device)[:, None, None]
+        slot = grid[b, ry[:, :, None], rx[:, None, :]]  # (n, rs, rs) tile of each pixel
+        return tiles[slot, dev(batch.sy)[:, :, None], dev(batch.sx)[:, None, :]]
 
     def load(
         self,
@@ -541,8 +649,9 @@ class GpuTileDecoder:
             )
         mean = IMAGENET_MEAN if mean is None else mean
         std = IMAGENET_STD if std is None else std
+        prepared = self._prepare(coords, read_size)
         with self._lock, self._on_stream():
-            raw = self._regions(coords, read_size).permute(0, 3, 1, 2)
+            raw = self._regions(prepared).permute(0, 3, 1, 2)
             if raw.shape[2:] == (oh, ow):
                 u8 = raw.contiguous()
             else:
