@@ -6,9 +6,9 @@ stream (:func:`jpeg_stream`), decodes them all in one nvImageCodec call (nvJPEG 
 assembles the square regions on the device in one gather (white outside the level and for
 sparse tiles), and resizes and normalises them there with torch. The reads and stream fix-ups
 happen before the decoder's lock is taken, so loader threads overlap them with another batch's
-decode; :func:`decoder_tuning` reads which nvImageCodec backends to use from the environment. CPU decoding (the compiled reader of
-:class:`~tumorboard.slides.PatchLoader`) stays the default; this path is for slides whose
-decoding would still starve the GPU.
+decode; :func:`decoder_tuning` reads which nvImageCodec backends to use from the environment.
+CPU decoding (the compiled reader of :class:`~tumorboard.slides.PatchLoader`) stays the
+default; this path is for slides whose decoding would still starve the GPU.
 
 The pixels: nvJPEG's inverse DCT and colour conversion may differ from libjpeg-turbo's by a unit
 here and there, and the resize is torch's antialiased filter (the same PIL filters in float32
