@@ -353,7 +353,9 @@ class GpuTileDecoder:
     -----
     One ``decode`` call per batch decodes the batch's unique tiles (a tile shared by several
     patches is decoded once per batch). The decoder is not re-entrant: :meth:`load` holds a
-    lock, and on CUDA works on its own stream and returns once the batch is complete.
+    lock while it decodes and queues the batch's work on its own CUDA stream, then waits for
+    that work with the lock released (another thread's batch is decoded meanwhile) and returns
+    once the batch is complete.
     """
 
     def __init__(
@@ -530,7 +532,8 @@ class GpuTileDecoder:
         prepared = self._prepare(coords, read_size)
         with self._lock, self._on_stream():
             out = self._regions(prepared)
-            self._sync()
+            done = self._record()
+        self._wait(done)
         return out
 
     def _prepare(self, coords: np.ndarray, read_size: int) -> _Batch:
@@ -665,7 +668,8 @@ class GpuTileDecoder:
                 f.div_(f.new_full((), 255.0)).sub_(m).div_(s)  # as normalize_uint8 / the core
                 out = f.to({"float32": torch.float32, "float16": torch.float16,
                             "bfloat16": torch.bfloat16}[dtype])  # fmt: skip
-            self._sync()
+            done = self._record()
+        self._wait(done)
         return out
 
     def _on_stream(self) -> Any:
@@ -675,10 +679,20 @@ class GpuTileDecoder:
             return contextlib.nullcontext()
         return self.torch.cuda.stream(self._stream)
 
-    def _sync(self) -> None:
-        # the batch is complete when it is handed over: the consumer may use another stream
-        if self._stream is not None:
-            self._stream.synchronize()
+    def _record(self) -> Any:
+        """Mark the end of this batch's work on the decoder's stream (None on the CPU)."""
+        if self._stream is None:
+            return None
+        event = self.torch.cuda.Event()
+        event.record(self._stream)
+        return event
+
+    @staticmethod
+    def _wait(event: Any) -> None:
+        # the batch is complete when it is handed over (the consumer may use another stream);
+        # waited for after the lock is released, so another thread's batch is decoded meanwhile
+        if event is not None:
+            event.synchronize()
 
 
 def _resize_uint8(x: torch.Tensor, oh: int, ow: int, mode: str) -> torch.Tensor:
