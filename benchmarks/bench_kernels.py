@@ -401,15 +401,14 @@ def run_results(
         results += bench_down_proj(device=device, repeat=repeat, **proj)
     import torch
 
+    meta_device = torch.cuda.get_device_name() if device == "cuda" else device
     meta = {
         "quick": quick,
         "repeat": repeat,
-        "device": torch.cuda.get_device_name() if device == "cuda" else device,
+        "device": meta_device,
         "ratio": "anchor s / tumorboard s (above 1: tumorboard faster)",
         "peak_bf16_flops": PEAK_BF16_FLOPS,
-        "peak_hbm_bytes_per_s": hbm_peak(torch.cuda.get_device_name())
-        if device == "cuda"
-        else PEAK_HBM_BYTES,
+        "peak_hbm_bytes_per_s": hbm_peak(meta_device),
         "total_wall_s": time.perf_counter() - t_start,
         "figures": dict(FIGURES),
         "only": list(only),

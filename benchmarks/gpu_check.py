@@ -467,20 +467,15 @@ def latest_per_gpu(folder: Path = RESULTS) -> list[Path]:
     return [k[2] for k in sorted(newest.values(), key=lambda k: k[:2], reverse=True)]
 
 
-def readme_section(results_paths: Path | Sequence[Path] | None) -> str:
+def readme_section(results_paths: Sequence[Path]) -> str:
     """Return the text between the README's GPU-results markers, from ``results_paths``.
 
-    ``results_paths``: the newest results file of each GPU, newest first (one path or None
-    accepted).
+    ``results_paths``: the newest results file of each GPU, newest first.
     """
-    if isinstance(results_paths, Path):
-        results_paths = [results_paths]
     if not results_paths:
         return ("No GPU results file yet: `make gpu-check` on a CUDA machine writes one to "
                 "`benchmarks/results/`.\n")  # fmt: skip
-    rels = []
-    for p in results_paths:
-        rels.append(f"`{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}`")
+    rels = [f"`{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}`" for p in results_paths]
     parts = [
         f"Generated from {', '.join(rels)} (the newest results file of each GPU, newest "
         "first) by `python benchmarks/gpu_check.py readme`; do not edit by hand.\n"
@@ -575,6 +570,20 @@ def merge_step(name: str, old: dict[str, Any] | None, new: dict[str, Any],
     return merged
 
 
+def _runs_of(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return a results file's runs (a file written before runs were recorded: its one run)."""
+    return results.get("runs") or [{"commit": results["env"].get("commit"),
+                                     "date_utc": results["env"].get("date_utc"),
+                                     "command": results.get("command"),
+                                     "steps": list(results.get("steps", {}))}]  # fmt: skip
+
+
+def _results_paths(folder: Path, env: dict[str, Any]) -> tuple[Path, Path]:
+    """Return the .json and .md paths of the results of ``env``'s GPU and day in ``folder``."""
+    stem = f"{gpu_slug(env.get('gpu'))}-{str(env.get('date_utc', ''))[:10]}"
+    return folder / f"{stem}.json", folder / f"{stem}.md"
+
+
 def merge_results(paths: Sequence[Path]) -> dict[str, Any]:
     """Merge results files of one GPU, oldest first, as ``--update`` runs would have.
 
@@ -596,15 +605,9 @@ def merge_results(paths: Sequence[Path]) -> dict[str, Any]:
     if len(gpus) > 1:
         raise SystemExit(f"gpu_check merge: the files measured different GPUs ({sorted(gpus)}); "
                          "figures of different cards are kept in separate files")  # fmt: skip
-    base.setdefault("runs", [{"commit": base["env"].get("commit"),
-                              "date_utc": base["env"].get("date_utc"),
-                              "command": base.get("command"),
-                              "steps": list(base["steps"])}])  # fmt: skip
+    base["runs"] = _runs_of(base)
     for later in loaded[1:]:
-        runs = later.get("runs") or [{"commit": later["env"].get("commit"),
-                                      "date_utc": later["env"].get("date_utc"),
-                                      "command": later.get("command"),
-                                      "steps": list(later["steps"])}]  # fmt: skip
+        runs = _runs_of(later)
         for name, rec in later["steps"].items():
             base["steps"][name] = merge_step(name, base["steps"].get(name), rec, runs[-1])
         base["runs"].extend(runs)
@@ -735,9 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.action == "merge":
         merged = merge_results(args.files)
         folder = Path(args.results_dir) if args.results_dir else RESULTS
-        first = merged["env"]
-        stem = f"{gpu_slug(first.get('gpu'))}-{str(first.get('date_utc', ''))[:10]}"
-        json_path, md_path = folder / f"{stem}.json", folder / f"{stem}.md"
+        json_path, md_path = _results_paths(folder, merged["env"])
         _write_atomic(json_path, json.dumps(merged, indent=1, default=str) + "\n")
         _write_atomic(md_path, render_markdown(merged))
         print(f"gpu_check merge: {len(args.files)} files -> {json_path} and {md_path}")
@@ -767,10 +768,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                               if given else ""),
                                "budget_s": args.budget, "steps": {}}  # fmt: skip
     out_dir = Path(args.results_dir) if args.results_dir else (RESULTS if cuda else None)
-    stem = f"{gpu_slug(env_info.get('gpu'))}-{env_info['date_utc'][:10]}"
     if out_dir is None:
         out_dir = WORK / "results"
-    json_path, md_path = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
+    json_path, md_path = _results_paths(out_dir, env_info)
     this_run = {"commit": env_info.get("commit"), "date_utc": env_info["date_utc"],
                 "command": results["command"], "steps": steps}  # fmt: skip
     base = _load_json(json_path) if args.update else None
@@ -780,10 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "keep each call's file and fold them with `gpu_check.py merge OLDEST.json ... "
               "NEWEST.json`.", flush=True)  # fmt: skip
     if base is not None:
-        base.setdefault("runs", [{"commit": base["env"].get("commit"),
-                                  "date_utc": base["env"].get("date_utc"),
-                                  "command": base.get("command"),
-                                  "steps": list(base.get("steps", {}))}])  # fmt: skip
+        base["runs"] = _runs_of(base)
         base["runs"].append(this_run)
         results = base
     else:

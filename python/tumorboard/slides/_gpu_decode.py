@@ -30,6 +30,7 @@ References
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from dataclasses import dataclass
@@ -270,8 +271,6 @@ class _Batch:
     ``grid[i, ry[i, y], rx[i, x]]`` (slot ``len(tiles)``: white, outside the level or sparse).
     """
 
-    n: int
-    rs: int
     tiles: list[int]
     streams: list[bytes]
     grid: np.ndarray
@@ -300,8 +299,6 @@ def decoder_tuning() -> tuple[list[str], str]:
     InvalidArgumentError
         An unknown backend kind.
     """
-    import os
-
     raw = os.environ.get("TUMORBOARD_NVIMGCODEC_BACKENDS", "")
     kinds = [k.strip().lower() for k in raw.split(",") if k.strip()]
     bad = [k for k in kinds if k not in BACKEND_KINDS]
@@ -440,20 +437,16 @@ class GpuTileDecoder:
                 raise SlideError(path, f"tile {t} of level {lv} is corrupt ({exc})") from exc
         return out
 
-    def _decode(
-        self, tiles: list[int], streams: list[bytes] | None = None
-    ) -> dict[int, torch.Tensor]:
+    def _decode(self, tiles: list[int], streams: list[bytes]) -> dict[int, torch.Tensor]:
         """Decode ``tiles`` (non-sparse) in one call; return them as (h, w, 3) uint8 tensors.
 
-        ``streams`` are their JPEG streams when already read (:meth:`_prepare`).
+        ``streams`` are their JPEG streams, read by :meth:`_prepare`.
         """
         from ._readers import SlideError
 
         torch = self.torch
         if not tiles:
             return {}
-        if streams is None:
-            streams = self._streams(tiles)
         if self._stream is not None:
             images = self._decoder.decode(streams, cuda_stream=self._stream.cuda_stream)
         else:
@@ -567,16 +560,16 @@ class GpuTileDecoder:
         used_c = _span_mask(rx, gw)
         ids = np.where(used_r[:, :, None] & used_c[:, None, :], ids, -1)
         flat = ids[ids >= 0]
-        needed = np.unique(flat[self._counts[flat] > 0]) if flat.size else flat
+        needed = np.unique(flat[self._counts[flat] > 0])  # sorted; sparse tiles stay white
         white = len(needed)
-        pos = np.searchsorted(needed, ids).clip(0, max(white - 1, 0))
-        found = (ids >= 0) & (white > 0) & (needed[pos] == ids if white else False)
         grid = np.full((n, gh + 1, gw + 1), white, dtype=np.int32)
-        grid[:, :gh, :gw] = np.where(found, pos, white)
+        if white:  # each cell's slot in `needed` (-1 and sparse ids are not found there)
+            pos = np.searchsorted(needed, ids).clip(0, white - 1)
+            grid[:, :gh, :gw] = np.where(needed[pos] == ids, pos, white)
         tiles = [int(t) for t in needed]
         i32 = np.int32
         return _Batch(
-            n=n, rs=rs, tiles=tiles, streams=self._streams(tiles), grid=grid, ry=ry.astype(i32),
+            tiles=tiles, streams=self._streams(tiles), grid=grid, ry=ry.astype(i32),
             rx=rx.astype(i32), sy=np.mod(ys, th).astype(i32), sx=np.mod(xs, tw).astype(i32),
         )  # fmt: skip
 
@@ -604,7 +597,7 @@ class GpuTileDecoder:
             return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
         grid, ry, rx = dev(batch.grid), dev(batch.ry), dev(batch.rx)
-        b = torch.arange(batch.n, device=self.device)[:, None, None]
+        b = torch.arange(len(batch.grid), device=self.device)[:, None, None]
         slot = grid[b, ry[:, :, None], rx[:, None, :]]  # (n, rs, rs) tile of each pixel
         return tiles[slot, dev(batch.sy)[:, :, None], dev(batch.sx)[:, None, :]]
 
