@@ -772,8 +772,16 @@ def test_cli_compare_pairs_models_within_each_track(tmp_path):
     assert out.returncode == 2 and "baseline: expected one of the models" in out.stderr
 
 
-@pytest.mark.parametrize("kind", ["str", "int", "unicode", "empty"])
+@pytest.mark.parametrize(
+    "kind", ["str", "int", "unicode", "empty", "uint8", "int_sparse", "uint64_top"]
+)
 def test_label_codes_equal_numpy_unique(kind):
+    """Labels are coded as ``np.unique`` of their strings codes them, integers included.
+
+    Integers take their own path (a presence table over a compact range, else their eight
+    bytes; only the distinct values become strings), which must give the codes and levels of
+    ``astype(str)``: "10" sorts before "9", "-1" before "0".
+    """
     from tumorboard.stats._compare import _codes, _key_codes
 
     rng = np.random.default_rng(4)
@@ -782,12 +790,15 @@ def test_label_codes_equal_numpy_unique(kind):
         "int": list(range(-5, 40)),
         "unicode": ["é", "e", "ü-x", "日本", "z", "Z", "ä\x00b"],
         "empty": ["x"],
+        "uint8": np.arange(250, dtype=np.uint8)[::7],
+        "int_sparse": [-(2**63), 2**63 - 1, 0, -1, 10**12, 9, 10],
+        "uint64_top": np.array([2**64 - 1, 2**64 - 2, 2**63, 5], dtype=np.uint64),
     }[kind]
-    labels = np.asarray([pool[i] for i in rng.integers(0, len(pool), 500)])
+    labels = np.asarray(pool)[rng.integers(0, len(pool), 500)]
     codes, levels = _codes(labels)
     ref_levels, ref_codes = np.unique(labels.astype(str), return_inverse=True)
     assert levels.tolist() == ref_levels.tolist() and codes.tolist() == ref_codes.tolist()
-    other = np.asarray([pool[i] for i in rng.integers(0, len(pool), 500)])
+    other = np.asarray(pool)[rng.integers(0, len(pool), 500)]
     k_codes, keys = _key_codes(labels, other)
     joined = np.char.add(np.char.add(labels.astype(str), "\x1f"), other.astype(str))
     ref_keys, ref_k = np.unique(joined, return_inverse=True)
@@ -920,3 +931,66 @@ def test_repeated_numpy_labels_convert_to_the_same_series():
     for arr in (pool[rng.integers(0, pool.size, 9000)], np.arange(6000).astype(str)):
         got = as_series(arr, name="items", n=arr.size)
         assert got.equals(pl.Series("items", arr)) and got.name == "items"
+
+
+@pytest.mark.parametrize("b", [0, 1, 2, 7, 129, 1000, 10_001])
+def test_pair_summaries_equal_numpy_on_the_resampled_differences(b):
+    """Every pair's summaries, computed without the [pairs, B] array, equal numpy's on it.
+
+    ``np.quantile`` of the differences, ``std(ddof=1)`` (numpy's pairwise sums, bit for bit),
+    the count of ``|d* - d| >= |d|`` and the per-resample maximum of ``|d* - d| / se`` over
+    the pairs with ``se > 0``, on any thread count; a pair of equal models has se 0 and stays
+    out of the maximum; rows with a NaN give NaN intervals, as ``np.quantile`` does.
+    """
+    from tumorboard import _core
+
+    rng = np.random.default_rng(b)
+    m = 7
+    dist = rng.normal(0.6, 0.05, (m, b))
+    dist[3] = dist[2]  # se 0
+    dist[4] = np.round(dist[4] * 50) / 50  # ties
+    if b > 3:
+        dist[6, b // 2] = np.nan
+    est = np.nanmean(dist, axis=1) + 1e-3 if b else np.full(m, 0.5)
+    pairs = list(itertools.combinations(range(m), 2)) + [(5, 0), (1, 1)]
+    a = np.array([p[0] for p in pairs])
+    bb = np.array([p[1] for p in pairs])
+    d = est[a] - est[bb]
+    got = _core.stats.pair_summaries(dist, a, bb, d, 0.025, 0.975)
+    one = _core.stats.pair_summaries(dist, a, bb, d, 0.025, 0.975, threads=1)
+    for key in ("low", "high", "se", "extreme", "max_ratio"):
+        assert np.array_equal(got[key], one[key], equal_nan=True), key
+    dstar = dist[a] - dist[bb]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se = dstar.std(axis=1, ddof=1) if b > 1 else np.full(len(pairs), np.nan)
+        dev = np.abs(dstar - d[:, None])
+    assert np.array_equal(got["se"], se, equal_nan=True)
+    assert got["extreme"].tolist() == np.count_nonzero(dev >= np.abs(d)[:, None], axis=1).tolist()
+    if b:
+        want = np.quantile(dstar, [0.025, 0.975], axis=1)
+        assert np.array_equal(got["low"], want[0], equal_nan=True)
+        assert np.array_equal(got["high"], want[1], equal_nan=True)
+    live = se > 0
+    assert got["any_live"] == bool(live.any())
+    if live.any():
+        ratio = dev / np.where(live, se, 1.0)[:, None]
+        ratio[~live] = 0.0
+        assert np.array_equal(got["max_ratio"], ratio.max(axis=0), equal_nan=True)
+    with pytest.raises(ValueError, match="out of range"):
+        _core.stats.pair_summaries(dist, a + m, bb, d, 0.025, 0.975)
+
+
+def test_compare_integer_labels_equal_their_strings():
+    """Integer item and cluster ids give exactly the comparison of their decimal strings."""
+    rng = np.random.default_rng(21)
+    n_items, n_models = 300, 4
+    patient = rng.integers(0, 60, n_items)
+    values = (rng.random(n_models * n_items) < 0.7).astype(float)
+    models = np.repeat([f"m{i}" for i in range(n_models)], n_items)
+    items = np.tile(np.arange(n_items) * 7 - 100, n_models)
+    clusters = np.tile(patient, n_models)
+    opts = stats.BootstrapOptions(n_resamples=400, seed=2)
+    kw = {"models": models, "options": opts, "n_permutations": 50}
+    as_int = stats.compare(values, items=items, clusters=clusters, **kw)
+    as_str = stats.compare(values, items=items.astype(str), clusters=clusters.astype(str), **kw)
+    assert as_int.to_dicts() == as_str.to_dicts()

@@ -14,6 +14,7 @@
 #include "common/rng.hpp"
 #include "stats/bootstrap.hpp"
 #include "stats/factorize.hpp"
+#include "stats/pairs.hpp"
 #include "stats/poisson.hpp"
 #include "stats/statistic.hpp"
 #include "stats/units.hpp"
@@ -413,6 +414,31 @@ py::tuple factorize_string_views(const py::list& chunks, bool sort) {
   return py::make_tuple(codes, to_numpy(first));
 }
 
+// stats.compare's pairs of one family (stats/pairs.hpp): dist is models x resamples, pair p is
+// model a[p] minus model b[p] with difference of estimates d[p].
+py::dict pair_summaries(Array<double> dist, Array<std::int64_t> a, Array<std::int64_t> b,
+                        Array<double> d, double q_low, double q_high, int threads) {
+  if (dist.ndim() != 2) throw std::invalid_argument("dist: expected a 2-D array");
+  if (a.ndim() != 1 || b.size() != a.size() || d.size() != a.size()) {
+    throw std::invalid_argument("a, b, d: expected 1-D arrays of one length");
+  }
+  const auto n_models = static_cast<std::size_t>(dist.shape(0));
+  const auto n_resamples = static_cast<std::size_t>(dist.shape(1));
+  const auto n_pairs = static_cast<std::size_t>(a.size());
+  tb::stats::PairSummaries s = run_interruptible([&] {
+    return tb::stats::pair_summaries(dist.data(), n_models, n_resamples, a.data(), b.data(),
+                                     d.data(), n_pairs, q_low, q_high, threads);
+  });
+  py::dict out;
+  out["low"] = to_numpy(s.low);
+  out["high"] = to_numpy(s.high);
+  out["se"] = to_numpy(s.se);
+  out["extreme"] = to_numpy(s.extreme);
+  out["max_ratio"] = to_numpy(s.max_ratio);
+  out["any_live"] = s.any_live;
+  return out;
+}
+
 // The first row of each code 0..n_codes-1 among `codes` (-1 for a code that does not occur).
 py::array_t<std::int64_t> first_rows(Array<std::int64_t> codes, std::int64_t n_codes) {
   if (n_codes < 0) throw std::invalid_argument("n_codes: expected >= 0");
@@ -480,6 +506,12 @@ void bind_stats(py::module_& m) {
         py::arg("q_high"), py::arg("threads") = 0,
         "numpy.quantile(values, [q_low, q_high], axis=1) of a 2-D float64 array (linear "
         "method, bit for bit): (low, high), one per row.");
+  m.def("pair_summaries", &pair_summaries, py::arg("dist"), py::arg("a"), py::arg("b"),
+        py::arg("d"), py::arg("q_low"), py::arg("q_high"), py::arg("threads") = 0,
+        "Every pair's resampled differences dist[a] - dist[b] summarised without building "
+        "them: low, high (numpy.quantile, linear), se (numpy.std ddof=1, bit for bit), extreme "
+        "(#|d* - d| >= |d|), max_ratio (per resample, the max over pairs with se > 0 of "
+        "|d* - d| / se) and any_live.");
   m.def("statistic_names", &statistic_names);
   m.def("hash_strings", &hash_strings, py::arg("offsets"), py::arg("data"),
         "Stable 64-bit hash of each string of an Arrow-style (offsets, bytes) array.");

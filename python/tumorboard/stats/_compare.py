@@ -264,6 +264,8 @@ def _codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (``_core.stats.factorize_fixed``: a hash table that compares the bytes, O(n), no sort of
     the n labels); only the distinct labels are sorted, as strings.
     """
+    if arr.dtype.kind in "iu" and arr.size:
+        return _int_codes(arr.reshape(-1))
     text = _text(arr)
     n, width = text.size, text.dtype.itemsize
     if n == 0 or width == 0:
@@ -272,6 +274,36 @@ def _codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     flat = np.ascontiguousarray(text).reshape(-1)
     codes, first = _core.stats.factorize_fixed(flat.view(np.uint8), width)
     found = flat[first]
+    order = np.argsort(found, kind="stable")
+    if np.array_equal(order, np.arange(order.size)):  # first seen in sorted order (a sorted
+        return codes, found  # column): the codes are already the ranks
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[codes], found[order]
+
+
+def _int_codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_codes` of integer labels, without a string per row: the same codes and levels.
+
+    The distinct values are found by a presence table over their range where it is compact
+    (else by their eight bytes, ``factorize_fixed``); only they are turned into strings and
+    sorted as strings, the order ``astype(str)`` would give.
+    """
+    lo, hi = int(arr.min()), int(arr.max())
+    span = hi - lo + 1
+    if span <= 4 * arr.size + 1024:
+        offset = (arr - np.asarray(lo, dtype=arr.dtype)).astype(np.int64)
+        present = np.zeros(span, dtype=bool)
+        present[offset] = True
+        values = np.flatnonzero(present)
+        names = (values.astype(arr.dtype) + np.asarray(lo, dtype=arr.dtype)).astype(str)
+        order = np.argsort(names, kind="stable")
+        rank_of = np.empty(span, dtype=np.int64)
+        rank_of[values[order]] = np.arange(order.size)
+        return rank_of[offset], names[order]
+    ints = np.ascontiguousarray(arr, dtype=np.int64 if arr.dtype.kind == "i" else np.uint64)
+    codes, first = _core.stats.factorize_fixed(ints.view(np.uint8), 8)
+    found = ints[first].astype(str)
     order = np.argsort(found, kind="stable")
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
@@ -283,11 +315,11 @@ def _key_codes(tasks: np.ndarray | None, items: np.ndarray) -> tuple[np.ndarray,
 
     ``tasks`` None: every row's task is ``OVERALL`` (nothing to code).
     """
-    if tasks is None:
-        t_code, t_levels = np.zeros(items.size, dtype=np.int64), np.array([OVERALL])
-    else:
-        t_code, t_levels = _codes(tasks)
     i_code, i_levels = _codes(items)
+    if tasks is None:
+        # one task: every item level occurs, and a common prefix keeps their sorted order
+        return i_code, np.char.add(OVERALL + "\x1f", i_levels)
+    t_code, t_levels = _codes(tasks)
     pair = t_code * i_levels.size + i_code
     size = t_levels.size * i_levels.size
     if size <= 4 * pair.size + 1024:  # O(n + size): which pairs occur, and their dense codes
@@ -391,11 +423,16 @@ def compare(
     pair_code = model_idx * keys.size + key_of
     size = len(names) * keys.size
     if size <= 4 * n + 1024:
-        counts = np.bincount(pair_code, minlength=size)
-        uniq = np.arange(size)
+        seen = np.zeros(size, dtype=bool)  # a presence table finds that some pair repeats;
+        seen[pair_code] = True  # the counts below only say which
+        repeats = int(np.count_nonzero(seen)) != n
+        if repeats:
+            counts = np.bincount(pair_code, minlength=size)
+            uniq = np.arange(size)
     else:
         uniq, counts = np.unique(pair_code, return_counts=True)
-    if (counts > 1).any():
+        repeats = bool((counts > 1).any())
+    if repeats:
         dup = int(uniq[np.argmax(counts > 1)])
         mi, ki = divmod(dup, keys.size)
         task, item = keys[ki].split("\x1f", 1)
@@ -407,8 +444,7 @@ def compare(
     if cl is not None:
         # every row of a key names the key's cluster: compare each row with the key's first row
         cl_code, cl_levels = _codes(cl)
-        first = np.full(keys.size, n, dtype=np.int64)
-        np.minimum.at(first, key_of, np.arange(n, dtype=np.int64))
+        first = _core.stats.first_rows(key_of, keys.size)  # every key occurs
         key_cluster_code = cl_code[first]
         key_cluster = cl_levels[key_cluster_code]
         bad = np.flatnonzero(cl_code != key_cluster_code[key_of])
@@ -422,8 +458,11 @@ def compare(
     # table[model, key] = value, NaN where the model has no row for the key
     table = np.full((len(names), keys.size), np.nan)
     table[model_idx, key_of] = v
-    binary = bool(np.isin(v, (0.0, 1.0)).all())
-    key_task = np.array([k.split("\x1f", 1)[0] for k in keys.tolist()])
+    binary = bool(((v == 0.0) | (v == 1.0)).all())
+    if tk is None:
+        key_task = np.full(keys.size, OVERALL)
+    else:
+        key_task = np.array([k.split("\x1f", 1)[0] for k in keys.tolist()])
     task_names = sorted(set(key_task.tolist()))
     families = [(t, key_task == t) for t in task_names if t != OVERALL]
     families.append((OVERALL, np.ones(keys.size, dtype=bool)))
@@ -542,19 +581,21 @@ def _joint_by_units(
         sums[:, m] = np.bincount(unit_of, weights=sub[m], minlength=g)
     sizes = np.bincount(unit_of, minlength=g).astype(np.float64)
     b = opts.n_resamples
-    num, den = np.zeros((b, n_models)), np.zeros(b)
+    num = np.zeros((b, n_models + 1))  # every model's resampled sums, then the weights
     # float32 products are exact too while every partial sum stays below 2^24 (a weight is at
     # most 15): half the memory traffic and twice the GEMM speed of float64
     bound = max(float(np.abs(sub).max(initial=0.0)), 1.0) * n_keys * 16.0
     dtype = np.float32 if bound < 2.0**24 else np.float64
-    unit_sums, unit_sizes = sums.astype(dtype), sizes.astype(dtype)
+    unit_cols = np.concatenate([sums, sizes[:, None]], axis=1).astype(dtype)
     step = max(1, min(_shared.KEY_CHUNK, 2**23 // max(b, 1)))  # ~64 MiB of weights at most
     buffer = np.empty(b * min(step, g), dtype=dtype)
     for lo in range(0, g, step):
         hi = min(g, lo + step)
         w = _shared.poisson_weights(np.ascontiguousarray(unit_keys[lo:hi]), opts, dtype, buffer)
-        num += w @ unit_sums[lo:hi]  # (B x units) @ (units x models): exact integer sums
-        den += w @ unit_sizes[lo:hi]
+        # (B x units) @ (units x (models + 1)): exact integer sums, one product for the
+        # models' sums and the resampled sizes
+        num += w @ unit_cols[lo:hi]
+    num, den = num[:, :n_models], num[:, n_models]
     with np.errstate(invalid="ignore", divide="ignore"):
         dist = (num / den[:, None]).T
     dist = np.ascontiguousarray(dist[:, den > 0])
@@ -562,21 +603,11 @@ def _joint_by_units(
     return _Joint(dist=dist, est=est, n_units=int(g))
 
 
-def _pair_resamples(joint: _Joint, pairs: list[tuple[int, int]]) -> np.ndarray:
-    """Every pair's resampled differences, ``[pairs, B]`` (rows contiguous)."""
-    dist = joint.dist
-    m = dist.shape[0]
-    if pairs == list(itertools.combinations(range(m), 2)):
-        # all pairs in order: model a against the block of models after it, without gathers
-        out = np.empty((len(pairs), dist.shape[1]))
-        at = 0
-        for a in range(m - 1):
-            np.subtract(dist[a], dist[a + 1 :], out=out[at : at + m - 1 - a])
-            at += m - 1 - a
-        return out
+def _pair_arrays(joint: _Joint, pairs: list[tuple[int, int]]) -> dict[str, Any]:
+    """Every pair's resampled differences summarised (``_core.stats.pair_summaries``)."""
     a = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
     b = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs))
-    return dist[a] - dist[b]
+    return {"a": a, "b": b, "d": joint.est[a] - joint.est[b]}
 
 
 def _band(
@@ -587,29 +618,27 @@ def _band(
     """Max-T simultaneous band of every pair's difference (empty without a joint bootstrap)."""
     if joint is None or joint.dist.shape[1] < 2:
         return {}
-    est = joint.est
-    d = np.array([est[a] - est[b] for a, b in pairs])
-    dstar = _pair_resamples(joint, pairs)
-    se = dstar.std(axis=1, ddof=1)
-    return _band_from(np.abs(dstar - d[:, None]), d, se, pairs, level)
+    x = _pair_arrays(joint, pairs)
+    s = _core.stats.pair_summaries(joint.dist, x["a"], x["b"], x["d"], 0.0, 1.0)
+    return _band_of(s["max_ratio"] if s["any_live"] else None, x["d"], s["se"], pairs, level)
 
 
-def _band_from(
-    dev: np.ndarray,
+def _band_of(
+    max_ratio: np.ndarray | None,
     d: np.ndarray,
     se: np.ndarray,
     pairs: list[tuple[int, int]],
     level: float,
 ) -> dict[tuple[int, int], tuple[float, float]]:
-    """Return the band from every pair's ``|d* - d|`` (``dev``, [pairs, B], overwritten)."""
-    live = se > 0
-    if not live.any():
+    """Return the band d +- c se, c the ``level`` quantile of ``max_ratio``.
+
+    ``max_ratio`` holds, per resample, the maximum over the pairs with se > 0 of
+    ``|d* - d| / se`` (Romano & Wolf 2005's max-T); None where no pair has se > 0: then every
+    pair's band is its difference.
+    """
+    if max_ratio is None:
         return {p: (float(x), float(x)) for p, x in zip(pairs, d, strict=True)}
-    # |d* - d| / se of the live pairs; the others' rows become 0, which cannot raise a maximum
-    # of non-negative ratios
-    np.divide(dev, np.where(live, se, 1.0)[:, None], out=dev)
-    dev[~live] = 0.0
-    c = float(np.quantile(np.max(dev, axis=0), level))
+    c = float(np.quantile(max_ratio, level))
     return {p: (float(x - c * e), float(x + c * e)) for p, x, e in zip(pairs, d, se, strict=True)}
 
 
@@ -718,28 +747,25 @@ def _complete_family(
     """Every pair of a family where every model has every item, vectorised over the pairs.
 
     The same numbers as :func:`_pair` with :func:`_from_joint`: intervals, standard errors and
-    bootstrap p-values from the ``[pairs, B]`` resampled differences at once; McNemar's
+    bootstrap p-values of every pair in one compiled pass over the shared resamples; McNemar's
     discordant counts (and wins/ties/losses of 0/1 outcomes) from one product of the outcome
     matrix with itself. Returns the rows and the family's simultaneous band (:func:`_band`).
     """
-    dstar = _pair_resamples(joint, pairs)
     n_keys = sub.shape[1]
     alpha = 1.0 - opts.level
-    a_idx = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
-    b_idx = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs))
-    d = joint.est[a_idx] - joint.est[b_idx]
-    # np.quantile(dstar, [alpha / 2, 1 - alpha / 2], axis=1), bit for bit: two selections per
-    # row in the compiled core, rows in parallel, no copy of the whole [pairs, B] array
-    lo, hi = _core.stats.row_quantile_pair(dstar, alpha / 2.0, 1.0 - alpha / 2.0,
-                                           opts.engine_threads)  # fmt: skip
+    x = _pair_arrays(joint, pairs)
+    d = x["d"]
+    # every pair's d* = dist[a] - dist[b] summarised in the compiled core, pairs in parallel,
+    # without the [pairs, B] array: np.quantile(d*, [alpha / 2, 1 - alpha / 2]),
+    # d*.std(ddof=1) and #{|d* - d| >= |d|} bit for bit, and the per-resample maximum of
+    # |d* - d| / se behind the max-T band
+    s = _core.stats.pair_summaries(joint.dist, x["a"], x["b"], d, alpha / 2.0,
+                                   1.0 - alpha / 2.0, opts.engine_threads)  # fmt: skip
+    lo, hi, se = s["low"], s["high"], s["se"]
     if opts.method == "basic":
         lo, hi = 2.0 * d - hi, 2.0 * d - lo
-    size = dstar.shape[1]
-    se = dstar.std(axis=1, ddof=1) if size > 1 else np.full(len(pairs), np.nan)
-    dev = np.subtract(dstar, d[:, None], out=dstar)  # |d* - d|, in place: d* is not read again
-    np.abs(dev, out=dev)
-    extreme = np.count_nonzero(dev >= np.abs(d)[:, None], axis=1)
-    p_boot = np.minimum(1.0, (1.0 + extreme) / (1.0 + size))
+    size = joint.dist.shape[1]
+    p_boot = np.minimum(1.0, (1.0 + s["extreme"]) / (1.0 + size))
     p_boot = np.where((joint.n_units < 2) | ((se == 0) & (d == 0)), 1.0, p_boot)
     means = [float(row.mean()) for row in sub]
     clusters = key_cluster[in_task] if key_cluster is not None else None
@@ -782,5 +808,7 @@ def _complete_family(
             p_mcnemar_mid=float(p_mid), test=test, p_value=float(p), p_adjusted=nan,
             wins=wins, ties=ties, losses=losses, mde=z * float(se[i]),
         ))  # fmt: skip
-    band = _band_from(dev, d, se, pairs, opts.level) if size > 1 else {}
+    band: dict[tuple[int, int], tuple[float, float]] = {}
+    if size > 1:
+        band = _band_of(s["max_ratio"] if s["any_live"] else None, d, se, pairs, opts.level)
     return rows, band

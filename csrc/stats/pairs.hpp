@@ -1,0 +1,33 @@
+// Every pair of a family of models bootstrapped on shared resamples (stats.compare): each pair's
+// percentile interval, standard error and bootstrap p-value count from its resampled
+// differences, and the per-resample maximum of the studentised deviations behind the max-T
+// simultaneous band (Romano & Wolf 2005, "Exact and approximate stepdown methods for multiple
+// hypothesis testing", JASA 100; Westfall & Young 1993, ch. 2), without materialising the
+// pairs x resamples matrix of differences.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tb::stats {
+
+struct PairSummaries {
+  std::vector<double> low, high;     // numpy.quantile(d*, [q_low, q_high]) of each pair
+  std::vector<double> se;            // numpy.std(d*, ddof=1), bit for bit (NaN below 2 resamples)
+  std::vector<std::int64_t> extreme;  // #{ |d* - d| >= |d| }
+  std::vector<double> max_ratio;     // per resample: max over pairs with se > 0 of |d* - d| / se
+  bool any_live = false;             // some pair has se > 0
+};
+
+// numpy's pairwise summation of x[0..n) (numpy/_core/src/umath/loops_utils.h.src,
+// pairwise_sum): what numpy.add.reduce gives along a contiguous row of a 2-D array.
+double numpy_pairwise_sum(const double* x, std::size_t n);
+
+// dist is models x n_resamples (C order); pair p is model a[p] minus model b[p], d[p] its
+// difference of estimates. Pairs run in parallel; every result is independent of `threads`.
+PairSummaries pair_summaries(const double* dist, std::size_t n_models, std::size_t n_resamples,
+                             const std::int64_t* a, const std::int64_t* b, const double* d,
+                             std::size_t n_pairs, double q_low, double q_high, int threads);
+
+}  // namespace tb::stats
