@@ -97,17 +97,22 @@ def numpy_compare(matrix: np.ndarray, patient: np.ndarray, b: int, seed: int = 0
 def run(models: int, items: int, patients: int, b: int) -> list[Result]:
     """Time both implementations once on the workload; check they agree.
 
-    tumorboard runs twice, on the labels as strings (as a store or a CSV gives them) and with
-    item and patient ids as integers (as the anchor gets them); the two give the same rows,
-    and each is compared with the one anchor time of this run.
+    tumorboard runs three times: on the labels as numpy strings, as polars string columns (as
+    a store or a DataFrame gives them; what ``tumorboard compare`` passes) and with item and
+    patient ids as integers (as the anchor gets them); the three give the same rows, and each
+    is compared with the one anchor time of this run.
     """
     from tumorboard import stats
 
     w = workload(models, items, patients)
     opts = stats.BootstrapOptions(n_resamples=b, seed=0)
+    import polars as pl
+
     ids = {"items": np.tile(np.arange(items), models), "clusters": np.tile(w["patient"], models)}
+    frame = {"items": pl.Series(w["items"]), "clusters": pl.Series(w["clusters"])}
     timed = {}
-    for kind, labels in (("string labels", w), ("integer item and patient ids", ids)):
+    for kind, labels in (("numpy string labels", w), ("polars string columns", frame),
+                         ("integer item and patient ids", ids)):  # fmt: skip
         t0 = time.perf_counter()
         res = stats.compare(w["values"], models=w["models"], items=labels["items"],
                             clusters=labels["clusters"], options=opts,
@@ -116,15 +121,17 @@ def run(models: int, items: int, patients: int, b: int) -> list[Result]:
     t0 = time.perf_counter()
     ref = numpy_compare(w["matrix"], w["patient"], b)
     t_np = time.perf_counter() - t0
-    (t_str, res), (_, res_int) = timed.values()
+    (_, res), (_, res_pl), (_, res_int) = timed.values()
     rows = [r for r in res.rows if r.task == "overall"]
     got = np.array([[r.ci_low, r.ci_high] for r in rows])
     # different random streams: the intervals agree to Monte Carlo error, not to the digit
     width = np.median(ref[:, 1] - ref[:, 0])
     worst = float(np.max(np.abs(got - ref[:, :2]))) / width
-    same = json.dumps(res.to_dicts()) == json.dumps(res_int.to_dicts())  # NaN == NaN there
+    text = json.dumps(res.to_dicts())  # NaN == NaN there
+    same = text == json.dumps(res_pl.to_dicts()) == json.dumps(res_int.to_dicts())
+    kinds = "give the same rows" if same else "DIFFER"
     check = (f"{'ok' if worst < 0.2 and same else 'DIFFERS'} (largest bound gap {worst:.3f} of a "
-             f"CI width; integer ids {'give the same rows' if same else 'DIFFER'})")  # fmt: skip
+             f"CI width; the three label kinds {kinds})")  # fmt: skip
     pairs = models * (models - 1) // 2
     name = f"{models} models x {items:,} items in {patients:,} patients, {pairs} pairs, B={b:,}"
     return [Result.make(f"{name}, {kind}", t, ANCHOR, t_np, check=check,

@@ -106,6 +106,65 @@ def test_sign_flip_monte_carlo_is_seeded_and_close_to_scipy():
     assert not a.exact and abs(a.p_value - want) < 5 * np.sqrt(want * (1 - want) / 40_000) + 1e-4
 
 
+def _numpy_sign_flip_p(d, clusters, n_resamples, seed):
+    """Return the Monte Carlo sign-flip p-value as tumorboard computed it in numpy to 2026-11."""
+    sums = d
+    if clusters is not None:
+        sums = np.bincount(np.unique(clusters, return_inverse=True)[1].ravel(), weights=d)
+    units = sums.size
+    tol = 1e-14 * max(1.0, float(np.abs(sums).sum()))
+    rng = np.random.default_rng(seed)
+    hits = done = 0
+    while done < n_resamples:
+        m = min(n_resamples - done, max(1, 2**22 // units))
+        signs = rng.integers(0, 2, size=(m, units), dtype=np.int8) * 2 - 1
+        hits += int(np.count_nonzero(np.abs(signs @ sums) >= abs(float(d.sum())) - tol))
+        done += m
+    return min(1.0, (1.0 + hits) / (1.0 + n_resamples))
+
+
+@pytest.mark.parametrize(
+    ("n", "n_clusters", "n_resamples", "kind"),
+    [(300, None, 40_000, "normal"), (9_001, 4_099, 3_000, "ternary"), (2_000, 611, 9_999, "cents"),
+     (70, 17, 500, "normal"), (5_000, None, 2_000, "ternary")],
+)  # fmt: skip
+def test_sign_flip_monte_carlo_draws_the_patterns_numpy_drew(n, n_clusters, n_resamples, kind):
+    """The compiled Monte Carlo count uses numpy's patterns: the same p-value, draw for draw.
+
+    Chunks of 2^22 // units patterns whose sign bytes end inside a 32-bit output, or inside a
+    64-bit one (numpy keeps its high half for the next chunk), are among the shapes.
+    """
+    rng = np.random.default_rng(n)
+    d = {
+        "normal": rng.normal(0.03, 1.0, n),
+        "ternary": rng.integers(-1, 2, n).astype(float),
+        "cents": np.round(rng.normal(0.0, 1.0, n), 2),
+    }[kind]
+    clusters = None if n_clusters is None else rng.integers(0, n_clusters, n).astype(str)
+    for seed in (0, 7):
+        got = stats.sign_flip_test(d, clusters=clusters, n_resamples=n_resamples, seed=seed)
+        assert not got.exact
+        assert got.p_value == _numpy_sign_flip_p(d, clusters, n_resamples, seed)
+
+
+def test_sign_flip_hits_counts_every_pattern_on_any_thread_count():
+    """``_core.stats.sign_flip_hits`` against a hand count, units in and out of groups of 8."""
+    from tumorboard import _core
+
+    rng = np.random.default_rng(3)
+    for units in (1, 7, 8, 9, 16, 21):
+        x = rng.integers(-3, 4, units).astype(float)
+        bytes_ = rng.integers(0, 256, 600 * units).astype(np.uint8)
+        signs = np.where(bytes_.reshape(600, units) >= 128, 1.0, -1.0)
+        stat = np.abs(signs @ x)
+        for threshold in (0.0, 2.0, float(np.median(stat))):
+            want = int(np.count_nonzero(stat >= threshold))
+            for threads in (1, 2, 3):
+                assert _core.stats.sign_flip_hits(x, bytes_, 600, threshold, threads) == want
+    with pytest.raises(ValueError, match="at least n_patterns"):
+        _core.stats.sign_flip_hits(np.ones(4), np.zeros(7, np.uint8), 2, 1.0)
+
+
 CASES = [(1, 0), (7, 1), (7, 6), (40, 0), (40, 39), (40, 40), (500, 250), (500, 3)]
 
 
@@ -994,3 +1053,41 @@ def test_compare_integer_labels_equal_their_strings():
     as_int = stats.compare(values, items=items, clusters=clusters, **kw)
     as_str = stats.compare(values, items=items.astype(str), clusters=clusters.astype(str), **kw)
     assert as_int.to_dicts() == as_str.to_dicts()
+
+
+def test_compare_takes_polars_and_arrow_label_columns_as_numpy_strings():
+    """Label columns given as polars Series or Arrow arrays compare as their numpy strings.
+
+    Strings are coded in polars' buffers (sorted byte-wise, which for UTF-8 is numpy's
+    code-point order: "Z" < "a" < "é" < "日"), integers by value; a column with nulls or a
+    label ending in NUL goes the numpy way (``np.asarray`` of it), whatever it gives.
+    """
+    import polars as pl
+    import pyarrow as pa
+    from tumorboard.stats._compare import _codes
+
+    rng = np.random.default_rng(8)
+    pool = np.array(["é", "Z", "a", "日本", "a\x1fb", "", "ab", "a\x01"])
+    n_items, n_models = 120, 3
+    items = np.char.add(pool[rng.integers(0, pool.size, n_items)], np.arange(n_items).astype(str))
+    models = np.repeat(["m-é", "m-Z", "m-a"], n_items)
+    values = (rng.random(n_items * n_models) < 0.6).astype(float)
+    clusters = np.tile(pool[np.arange(n_items) % pool.size], n_models)
+    opts = stats.BootstrapOptions(n_resamples=300, seed=4)
+    kw = {"options": opts, "n_permutations": 40}
+    want = stats.compare(values, models=models, items=np.tile(items, n_models), clusters=clusters,
+                         tasks=np.tile(np.where(np.arange(n_items) % 2, "t1", "t0"), n_models),
+                         **kw)  # fmt: skip
+    tasks = pl.Series(np.tile(np.where(np.arange(n_items) % 2, "t1", "t0"), n_models))
+    for wrap in (pl.Series, pa.array, lambda x: pl.Series(x).cast(pl.Categorical)):
+        got = stats.compare(values, models=wrap(models), items=wrap(np.tile(items, n_models)),
+                            clusters=wrap(clusters), tasks=tasks, **kw)  # fmt: skip
+        assert got.to_dicts() == want.to_dicts()
+    for col in (pl.Series(["a\x00", "a", "b", "b"]), pl.Series(["a", None, "b", "a"]),
+                pl.Series([3, 10, -1, 3]), pl.Series([2**63, 5], dtype=pl.UInt64)):  # fmt: skip
+        codes, levels = _codes(col)
+        ref_levels, ref_codes = np.unique(np.asarray(col.to_numpy()).astype(str),
+                                          return_inverse=True)  # fmt: skip
+        assert levels.tolist() == ref_levels.tolist() and codes.tolist() == ref_codes.tolist()
+    with pytest.raises(InvalidArgumentError, match="items: expected one label per value"):
+        stats.compare(values, models=models, items=pl.Series(items), **kw)

@@ -15,6 +15,7 @@
 #include "stats/bootstrap.hpp"
 #include "stats/factorize.hpp"
 #include "stats/pairs.hpp"
+#include "stats/signflip.hpp"
 #include "stats/poisson.hpp"
 #include "stats/statistic.hpp"
 #include "stats/units.hpp"
@@ -439,6 +440,24 @@ py::dict pair_summaries(Array<double> dist, Array<std::int64_t> a, Array<std::in
   return out;
 }
 
+// stats.sign_flip_test's Monte Carlo count (stats/signflip.hpp): the signs of pattern r are the
+// top bits of bytes[r * units .. (r + 1) * units).
+std::int64_t sign_flip_hits(Array<double> sums, Array<std::uint8_t> bytes, std::int64_t n_patterns,
+                            double threshold, int threads) {
+  if (sums.ndim() != 1 || bytes.ndim() != 1) {
+    throw std::invalid_argument("sums, bytes: expected 1-D arrays");
+  }
+  const auto units = static_cast<std::size_t>(sums.size());
+  if (n_patterns < 0 ||
+      static_cast<std::size_t>(bytes.size()) < static_cast<std::size_t>(n_patterns) * units) {
+    throw std::invalid_argument("bytes: expected at least n_patterns * units sign bytes");
+  }
+  return run_interruptible([&] {
+    return tb::stats::sign_flip_hits(sums.data(), units, bytes.data(),
+                                     static_cast<std::size_t>(n_patterns), threshold, threads);
+  });
+}
+
 // The first row of each code 0..n_codes-1 among `codes` (-1 for a code that does not occur).
 py::array_t<std::int64_t> first_rows(Array<std::int64_t> codes, std::int64_t n_codes) {
   if (n_codes < 0) throw std::invalid_argument("n_codes: expected >= 0");
@@ -512,6 +531,10 @@ void bind_stats(py::module_& m) {
         "them: low, high (numpy.quantile, linear), se (numpy.std ddof=1, bit for bit), extreme "
         "(#|d* - d| >= |d|), max_ratio (per resample, the max over pairs with se > 0 of "
         "|d* - d| / se) and any_live.");
+  m.def("sign_flip_hits", &sign_flip_hits, py::arg("sums"), py::arg("bytes"),
+        py::arg("n_patterns"), py::arg("threshold"), py::arg("threads") = 0,
+        "How many sign patterns give |sum of +-sums| >= threshold; pattern r keeps a unit's "
+        "sign where the top bit of bytes[r * units + unit] is set.");
   m.def("statistic_names", &statistic_names);
   m.def("hash_strings", &hash_strings, py::arg("offsets"), py::arg("data"),
         "Stable 64-bit hash of each string of an Arrow-style (offsets, bytes) array.");

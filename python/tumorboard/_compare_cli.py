@@ -376,12 +376,13 @@ def _rows(items: Any, *, cluster: bool) -> dict[str, Any]:
     import polars as pl
 
     patient = items.get_column("patient_id").cast(pl.Utf8).fill_null("")
+    # the label columns stay polars Series: compare() codes them in polars' own buffers
     return {
         "values": items.get_column("_value").to_numpy(),
-        "models": items.get_column("_system").to_numpy().astype(str),
-        "items": (patient + "\x1f" + items.get_column("item_id").cast(pl.Utf8)).to_numpy(),
-        "tasks": items.get_column("task").cast(pl.Utf8).fill_null("").to_numpy(),
-        "clusters": patient.to_numpy() if cluster else None,
+        "models": items.get_column("_system").cast(pl.Utf8),
+        "items": patient + "\x1f" + items.get_column("item_id").cast(pl.Utf8),
+        "tasks": items.get_column("task").cast(pl.Utf8).fill_null(""),
+        "clusters": patient if cluster else None,
     }
 
 
@@ -443,14 +444,17 @@ def _ranks(
 
     from .stats import rank_intervals
 
-    tasks, models, clusters = rows["tasks"].astype(str), rows["models"], rows["clusters"]
+    tasks = rows["tasks"].to_numpy().astype(str)
+    models = rows["models"].to_numpy().astype(str)
+    clusters = rows["clusters"].to_numpy() if rows["clusters"] is not None else None
+    items = rows["items"].to_numpy()
     out = {}
     for task in [*sorted(set(tasks.tolist())), "overall"]:
         sel = tasks == task if task != "overall" else np.ones(tasks.size, bool)
         if len(set(models[sel].tolist())) < 2:
             continue
         # an item is the same item within its task (compare keys them the same way)
-        keys = np.char.add(np.char.add(tasks[sel], "\x1f"), rows["items"][sel].astype(str))
+        keys = np.char.add(np.char.add(tasks[sel], "\x1f"), items[sel].astype(str))
         out[task] = rank_intervals(rows["values"][sel], models=models[sel], items=keys,
                                    clusters=clusters[sel] if clusters is not None else None,
                                    statistic=statistic, params=params,

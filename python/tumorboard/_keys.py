@@ -174,17 +174,24 @@ def dense_codes(s: pl.Series) -> np.ndarray:
     if s.dtype in (pl.String, pl.Categorical) and len(s):
         labels = s.cast(pl.String)
         if labels.null_count() == 0:
-            # A byte-comparing hash table codes the labels in O(n), then only the distinct
-            # labels are sorted, byte-wise as polars sorts strings
-            # (``_core.stats.factorize_strings``); polars' own string views are read in place
-            views = _string_views(labels)
-            if views is not None:
-                return _core.stats.factorize_string_views(views, sort=True)[0]
-            return _core.stats.factorize_strings(*_string_buffers(labels), sort=True)[0]
+            return string_codes(labels)[0]
         # A hash lookup into the sorted distinct labels: O(n), ~10x faster than a string sort.
         levels = labels.unique().sort()
         return labels.cast(pl.Enum(levels)).to_physical().to_numpy().astype(np.int64, copy=False)
     return (s.rank("dense").to_numpy().astype(np.int64, copy=False)) - 1
+
+
+def string_codes(labels: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Return the codes of a String Series without nulls, and the first row of each code.
+
+    A byte-comparing hash table codes the labels in O(n), then only the distinct labels are
+    sorted, byte-wise as polars sorts strings (``_core.stats.factorize_strings``; UTF-8's byte
+    order is the code-point order); polars' own string views are read in place.
+    """
+    views = _string_views(labels)
+    if views is not None:
+        return _core.stats.factorize_string_views(views, sort=True)
+    return _core.stats.factorize_strings(*_string_buffers(labels), sort=True)
 
 
 def compact_codes(x: np.ndarray, size: int) -> np.ndarray:

@@ -35,16 +35,17 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from .. import _core
-from .._keys import combine_hashes, hash_labels, label_columns
+from .._keys import combine_hashes, hash_labels, label_columns, string_codes
 from ..errors import InvalidArgumentError
 from . import _shared, _validate
 from ._bootstrap import bootstrap, paired_bootstrap
 from ._exact import norm_ppf
 from ._multiple import CORRECTIONS, Correction, adjust_pvalues
 from ._options import BootstrapOptions
-from ._paired_tests import mcnemar, mcnemar_counts, sign_flip_test
+from ._paired_tests import mcnemar, mcnemar_counts, sign_flip_sums, sign_flip_test
 
 __all__ = ["Comparison", "ComparisonRow", "compare"]
 
@@ -243,7 +244,14 @@ def _p(x: float) -> str:
     return "n/a" if math.isnan(x) else (f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}")
 
 
-def _labels(x: Any, name: str, n: int) -> np.ndarray:
+def _labels(x: Any, name: str, n: int) -> np.ndarray | pl.Series:
+    """Return one label per value: a polars Series as it is (an Arrow array as one), else numpy."""
+    if type(x).__module__.startswith("pyarrow"):
+        x = pl.Series(name, x)
+    if isinstance(x, pl.Series):
+        if len(x) != n:
+            raise InvalidArgumentError(f"{name}: expected one label per value ({n}), got {len(x)}")
+        return x
     arr = np.asarray(x)
     if arr.ndim != 1 or arr.size != n:
         raise InvalidArgumentError(
@@ -252,18 +260,47 @@ def _labels(x: Any, name: str, n: int) -> np.ndarray:
     return arr
 
 
+def _series_codes(s: pl.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_codes` of a polars column of strings or integers in place (None: not one).
+
+    Strings are coded in polars' own buffers (:func:`.._keys.string_codes`, sorted byte-wise:
+    UTF-8's byte order is the code-point order numpy sorts strings by), integers as
+    :func:`_int_codes` codes them; only the distinct labels become numpy strings. Columns with
+    nulls, of other types, or with a label ending in NUL (which numpy's strings drop) are left
+    to the numpy path (None), so a column gives what ``np.asarray`` of it gives.
+    """
+    if not len(s) or s.null_count():
+        return None
+    if s.dtype.is_integer():
+        return _int_codes(s.to_numpy())
+    if s.dtype in (pl.Categorical, pl.Enum):
+        s = s.cast(pl.String)
+    if s.dtype != pl.String:
+        return None
+    codes, first = string_codes(s)
+    found = s.gather(first)
+    if found.str.ends_with("\x00").any():
+        return None
+    return codes, found.to_numpy().astype(str)
+
+
 def _text(arr: np.ndarray) -> np.ndarray:
     """Return labels as a numpy string array (``astype(str)``; strings as they are)."""
     return arr if arr.dtype.kind == "U" else arr.astype(str)
 
 
-def _codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _codes(arr: np.ndarray | pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """Return the code of each label and the sorted distinct labels, as ``np.unique`` does.
 
     The labels are coded in order of first appearance by their fixed-width bytes
     (``_core.stats.factorize_fixed``: a hash table that compares the bytes, O(n), no sort of
     the n labels); only the distinct labels are sorted, as strings.
     """
+    if isinstance(arr, pl.Series):
+        coded = _series_codes(arr)
+        if coded is not None:
+            return coded
+        arr = arr.to_numpy()
     if arr.dtype.kind in "iu" and arr.size:
         return _int_codes(arr.reshape(-1))
     text = _text(arr)
@@ -777,11 +814,18 @@ def _complete_family(
     z = norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)
     nan = float("nan")
     rows = []
+    # the permutation test's clusters, coded once for every pair (sign_flip_test codes them
+    # with np.unique and sums each cluster's differences with np.bincount: the same sums)
+    cluster_of = None
+    if n_permutations and clusters is not None:
+        cluster_of = np.unique(clusters, return_inverse=True)[1].ravel()
     for i, (a_i, b_i) in enumerate(pairs):
         p_perm = nan
         if n_permutations:
-            p_perm = sign_flip_test(sub[a_i] - sub[b_i], clusters=clusters,
-                                    n_resamples=n_permutations, seed=opts.seed).p_value  # fmt: skip
+            diff = sub[a_i] - sub[b_i]
+            sums = diff if cluster_of is None else np.bincount(cluster_of, weights=diff)
+            p_perm = sign_flip_sums(diff, sums, n_resamples=n_permutations,
+                                    seed=opts.seed).p_value  # fmt: skip
         p_mc = p_mid = nan
         if binary:
             only_a = int(right[a_i] - both[a_i, b_i])

@@ -15,11 +15,13 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .. import _core
 from ..errors import InvalidArgumentError
 from ._exact import binom_cdf, binom_pmf
 
@@ -199,15 +201,26 @@ def sign_flip_test(
     if n == 0:
         return SignFlipResult(float("nan"), 1.0, 0, True, 0)
     if clusters is None:
-        sums = d
-    else:
-        labels = np.asarray(clusters)
-        if labels.shape != d.shape:
-            raise InvalidArgumentError(
-                f"clusters: expected one label per difference ({n}), got shape {labels.shape}"
-            )
-        _, inverse = np.unique(labels, return_inverse=True)
-        sums = np.bincount(inverse.ravel(), weights=d)
+        return sign_flip_sums(d, d, n_resamples=n_resamples, seed=seed)
+    labels = np.asarray(clusters)
+    if labels.shape != d.shape:
+        raise InvalidArgumentError(
+            f"clusters: expected one label per difference ({n}), got shape {labels.shape}"
+        )
+    _, inverse = np.unique(labels, return_inverse=True)
+    return sign_flip_sums(d, np.bincount(inverse.ravel(), weights=d), n_resamples=n_resamples,
+                          seed=seed)  # fmt: skip
+
+
+def sign_flip_sums(
+    d: np.ndarray, sums: np.ndarray, *, n_resamples: int, seed: int
+) -> SignFlipResult:
+    """:func:`sign_flip_test` of differences ``d`` whose units (items or clusters) sum to ``sums``.
+
+    For callers that test many pairs over one set of clusters (``stats.compare``): the
+    clusters are coded once, not per pair. Arguments are not checked again.
+    """
+    n = d.size
     units = sums.size
     observed = float(d.sum())
     # ties with the observed statistic up to rounding count as "as extreme" (as scipy does)
@@ -222,14 +235,44 @@ def sign_flip_test(
             stats = (np.where(bits == 1, -1.0, 1.0) * sums).sum(axis=1)
             hits += int(np.count_nonzero(np.abs(stats) >= abs(observed) - tol))
         return SignFlipResult(observed / n, min(1.0, hits / total), units, True, total)
+    # The patterns numpy's Generator.integers(0, 2, size=(m, units), dtype=np.int8) * 2 - 1
+    # draws in chunks of m patterns (what this test drew through 2026-11): its Lemire draw
+    # of {0, 1} from a byte is the byte's top bit, and the bytes are those of the 32-bit
+    # outputs, low byte first, each chunk starting on a fresh output. They are read from the
+    # raw 64-bit outputs (low half first) and summed in the compiled core.
     rng = np.random.default_rng(seed)
+    sums = np.ascontiguousarray(sums, dtype=np.float64)
+    threshold = abs(observed) - tol
     hits = 0
     done = 0
+    spare = np.zeros(0, dtype="<u4")  # the high half of a 64-bit output not yet used
     while done < n_resamples:
         m = min(n_resamples - done, max(1, 2**22 // max(units, 1)))
-        signs = rng.integers(0, 2, size=(m, units), dtype=np.int8) * 2 - 1
-        stats = signs @ sums
-        hits += int(np.count_nonzero(np.abs(stats) >= abs(observed) - tol))
+        need = -(-m * units // 4)
+        words, spare = _next_uint32(rng, need, spare)
+        hits += _core.stats.sign_flip_hits(sums, words.view(np.uint8), m, threshold)
         done += m
     p = (1.0 + hits) / (1.0 + n_resamples)
     return SignFlipResult(observed / n, min(1.0, p), units, False, n_resamples)
+
+
+def _next_uint32(
+    rng: np.random.Generator, need: int, spare: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the next ``need`` 32-bit outputs of ``rng`` (as little-endian words) and the spare.
+
+    numpy's 32-bit draws from a 64-bit generator take the low half of an output first and keep
+    the high half for the next (PCG64's ``has_uint32``); ``spare`` carries that half between
+    calls. The 64-bit outputs are drawn as full-range integers, which numpy returns as they
+    come (``bit_generator.random_raw`` gives the same, four times slower).
+    """
+    k = max(0, -(-(need - spare.size) // 2))
+    raw = rng.integers(0, 2**64, size=k, dtype=np.uint64)
+    if sys.byteorder == "little":  # a 64-bit word's memory is its low half, then its high half
+        halves = raw.view(np.uint32)
+    else:  # pragma: no cover - no big-endian machine runs the tests
+        halves = np.empty(2 * k, dtype="<u4")
+        halves[0::2] = raw & np.uint64(0xFFFFFFFF)
+        halves[1::2] = raw >> np.uint64(32)
+    words = np.concatenate([spare, halves]) if spare.size else halves
+    return words[:need], words[need:].copy()
