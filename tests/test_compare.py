@@ -1091,3 +1091,22 @@ def test_compare_takes_polars_and_arrow_label_columns_as_numpy_strings():
         assert levels.tolist() == ref_levels.tolist() and codes.tolist() == ref_codes.tolist()
     with pytest.raises(InvalidArgumentError, match="items: expected one label per value"):
         stats.compare(values, models=models, items=pl.Series(items), **kw)
+
+
+def test_system_labels_name_a_model_by_track_and_tools_only_where_it_is_ambiguous():
+    """A model run with and without tools in a track is told apart; other models keep names."""
+    import polars as pl
+    from tumorboard._compare_cli import _system_labels
+
+    items = pl.DataFrame(
+        {
+            "model": ["gpt", "gpt", "llama", "gpt", "llama", "mistral"],
+            "track": ["hancock", "hancock", "hancock", "hancock", "hancock", None],
+            "tools": [True, False, True, None, True, None],
+        },
+        schema={"model": pl.String, "track": pl.String, "tools": pl.Boolean},
+    )
+    assert _system_labels(items).to_list() == [
+        "gpt (hancock, tools)", "gpt (hancock, no tools)", "llama", "gpt (hancock, no tools)",
+        "llama", "mistral",
+    ]  # fmt: skip

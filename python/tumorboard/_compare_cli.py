@@ -246,7 +246,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     subs = []
     for bench, track in groups.rows():
         sub = items.filter((pl.col("benchmark") == bench) & (pl.col("track") == track))
-        subs.append((bench, track, sub.with_columns(pl.Series("_system", _system_labels(sub)))))
+        subs.append((bench, track, sub.with_columns(_system_labels(sub))))
     known = sorted({s for *_, sub in subs for s in sub.get_column("_system").to_list()})
     if args.baseline is not None and args.baseline not in known:
         raise InvalidArgumentError(
@@ -518,18 +518,25 @@ def _bleu_ranks(texts: Any, bench: str, track: str, sub: Any, args: Any, opts: A
     return _ranks(arrays, opts, statistic="bleu", params=bleu_statistic_params())
 
 
-def _system_labels(items: Any) -> list[str]:
-    """Label each row's system: the model, or ``model (track, tools)`` where one is ambiguous."""
+def _system_labels(items: Any) -> Any:
+    """Label each row's system: the model, or ``model (track, tools)`` where one is ambiguous.
+
+    Returns a String Series named ``_system`` (polars expressions: no Python per row).
+    """
     import polars as pl
 
-    combos = items.select("model", "track", "tools").unique()
-    ambiguous = set(
-        combos.group_by("model").len().filter(pl.col("len") > 1).get_column("model").to_list()
+    model = pl.col("model").cast(pl.Utf8).fill_null("None")
+    combos = items.select(model, "track", "tools").unique()
+    ambiguous = combos.group_by("model").len().filter(pl.col("len") > 1).get_column("model")
+    tools = (
+        pl.when(pl.col("tools").fill_null(False))
+        .then(pl.lit("tools"))
+        .otherwise(pl.lit("no tools"))
     )
-    out = []
-    for model, track, tools in items.select("model", "track", "tools").iter_rows():
-        if model in ambiguous:
-            out.append(f"{model} ({track}, {'tools' if tools else 'no tools'})")
-        else:
-            out.append(str(model))
-    return out
+    track = pl.col("track").cast(pl.Utf8).fill_null("None")
+    label = (
+        pl.when(model.is_in(ambiguous.to_list()))
+        .then(pl.format("{} ({}, {})", model, track, tools))
+        .otherwise(model)
+    )
+    return items.select(label.alias("_system")).to_series()
