@@ -128,12 +128,19 @@ def _numpy_sign_flip_p(d, clusters, n_resamples, seed):
     [(300, None, 40_000, "normal"), (9_001, 4_099, 3_000, "ternary"), (2_000, 611, 9_999, "cents"),
      (70, 17, 500, "normal"), (5_000, None, 2_000, "ternary")],
 )  # fmt: skip
-def test_sign_flip_monte_carlo_draws_the_patterns_numpy_drew(n, n_clusters, n_resamples, kind):
+@pytest.mark.parametrize("in_core", [True, False])
+def test_sign_flip_monte_carlo_draws_the_patterns_numpy_drew(
+    n, n_clusters, n_resamples, kind, in_core, monkeypatch
+):
     """The compiled Monte Carlo count uses numpy's patterns: the same p-value, draw for draw.
 
     Chunks of 2^22 // units patterns whose sign bytes end inside a 32-bit output, or inside a
-    64-bit one (numpy keeps its high half for the next chunk), are among the shapes.
+    64-bit one (numpy keeps its high half for the next chunk), are among the shapes; the
+    generator's outputs come from the core's PCG64 (jumped ahead per task) or from numpy.
     """
+    from tumorboard.stats import _paired_tests
+
+    monkeypatch.setattr(_paired_tests, "_PCG64_IN_CORE", in_core)
     rng = np.random.default_rng(n)
     d = {
         "normal": rng.normal(0.03, 1.0, n),
@@ -145,6 +152,25 @@ def test_sign_flip_monte_carlo_draws_the_patterns_numpy_drew(n, n_clusters, n_re
         got = stats.sign_flip_test(d, clusters=clusters, n_resamples=n_resamples, seed=seed)
         assert not got.exact
         assert got.p_value == _numpy_sign_flip_p(d, clusters, n_resamples, seed)
+
+
+def test_core_pcg64_is_numpys():
+    """The core's PCG64 gives numpy's outputs, also after a jump ahead of any length."""
+    from tumorboard import _core
+
+    for seed in (0, 5, 2**63 + 11):
+        gen = np.random.default_rng(seed).bit_generator
+        st = gen.state["state"]
+        words = [(v >> s) & (2**64 - 1) for v in (st["state"], st["inc"]) for s in (64, 0)]
+        want = gen.random_raw(3000)
+        assert np.array_equal(_core.stats.pcg64_outputs(words, 0, 3000), want)
+        for skip in (1, 7, 1024, 2999):
+            assert np.array_equal(_core.stats.pcg64_outputs(words, skip, 1), want[skip : skip + 1])
+    gen = np.random.default_rng(1).bit_generator
+    st = gen.state["state"]
+    words = [(v >> s) & (2**64 - 1) for v in (st["state"], st["inc"]) for s in (64, 0)]
+    gen.advance(10**15)
+    assert _core.stats.pcg64_outputs(words, 10**15, 2).tolist() == gen.random_raw(2).tolist()
 
 
 def test_sign_flip_hits_counts_every_pattern_on_any_thread_count():
@@ -163,6 +189,15 @@ def test_sign_flip_hits_counts_every_pattern_on_any_thread_count():
                 assert _core.stats.sign_flip_hits(x, bytes_, 600, threshold, threads) == want
     with pytest.raises(ValueError, match="at least n_patterns"):
         _core.stats.sign_flip_hits(np.ones(4), np.zeros(7, np.uint8), 2, 1.0)
+    # generated in the core: one count whatever the threads, equal to numpy's drawn bytes
+    x = rng.integers(-2, 3, 37).astype(float)
+    st = np.random.default_rng(9).bit_generator.state["state"]
+    words = [(v >> s) & (2**64 - 1) for v in (st["state"], st["inc"]) for s in (64, 0)]
+    gen = np.random.default_rng(9)
+    drawn = np.concatenate([gen.integers(0, 2, size=(m, 37), dtype=np.int8) for m in (500, 500, 3)])
+    want = int(np.count_nonzero(np.abs((drawn * 2 - 1) @ x) >= 3.0))
+    for threads in (1, 2, 3):
+        assert _core.stats.sign_flip_hits_pcg64(x, words, 1003, 500, 3.0, threads) == want
 
 
 CASES = [(1, 0), (7, 1), (7, 6), (40, 0), (40, 39), (40, 40), (500, 250), (500, 3)]

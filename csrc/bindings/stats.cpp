@@ -458,6 +458,28 @@ std::int64_t sign_flip_hits(Array<double> sums, Array<std::uint8_t> bytes, std::
   });
 }
 
+// numpy's PCG64 state as four 64-bit words: state (high, low), increment (high, low).
+tb::stats::Pcg64 pcg64_from_words(const std::vector<std::uint64_t>& w) {
+  if (w.size() != 4) throw std::invalid_argument("state: expected four 64-bit words");
+  using u128 = unsigned __int128;
+  return {(static_cast<u128>(w[0]) << 64) | w[1], (static_cast<u128>(w[2]) << 64) | w[3]};
+}
+
+std::int64_t sign_flip_hits_pcg64(Array<double> sums, const std::vector<std::uint64_t>& state,
+                                  std::int64_t n_patterns, std::int64_t chunk, double threshold,
+                                  int threads) {
+  if (sums.ndim() != 1) throw std::invalid_argument("sums: expected a 1-D array");
+  if (n_patterns < 0 || chunk < 1) {
+    throw std::invalid_argument("n_patterns, chunk: expected >= 0 and >= 1");
+  }
+  const tb::stats::Pcg64 start = pcg64_from_words(state);
+  return run_interruptible([&] {
+    return tb::stats::sign_flip_hits_pcg64(sums.data(), static_cast<std::size_t>(sums.size()),
+                                           start, static_cast<std::size_t>(n_patterns),
+                                           static_cast<std::size_t>(chunk), threshold, threads);
+  });
+}
+
 // The first row of each code 0..n_codes-1 among `codes` (-1 for a code that does not occur).
 py::array_t<std::int64_t> first_rows(Array<std::int64_t> codes, std::int64_t n_codes) {
   if (n_codes < 0) throw std::invalid_argument("n_codes: expected >= 0");
@@ -535,6 +557,22 @@ void bind_stats(py::module_& m) {
         py::arg("n_patterns"), py::arg("threshold"), py::arg("threads") = 0,
         "How many sign patterns give |sum of +-sums| >= threshold; pattern r keeps a unit's "
         "sign where the top bit of bytes[r * units + unit] is set.");
+  m.def("sign_flip_hits_pcg64", &sign_flip_hits_pcg64, py::arg("sums"), py::arg("state"),
+        py::arg("n_patterns"), py::arg("chunk"), py::arg("threshold"), py::arg("threads") = 0,
+        "sign_flip_hits of the patterns numpy's Generator.integers(0, 2, size=(m, units), "
+        "dtype=np.int8) draws in chunks of m = chunk patterns from a fresh PCG64 of this state "
+        "(state high, low, increment high, low), generated in the core.");
+  m.def(
+      "pcg64_outputs",
+      [](const std::vector<std::uint64_t>& state, std::uint64_t skip, std::size_t n) {
+        tb::stats::Pcg64 gen = pcg64_from_words(state);
+        gen.advance(skip);
+        std::vector<std::uint64_t> out(n);
+        for (auto& v : out) v = gen.next();
+        return to_numpy(out);
+      },
+      py::arg("state"), py::arg("skip"), py::arg("n"),
+      "Outputs skip .. skip + n - 1 of a PCG64 of this state (for tests against numpy).");
   m.def("statistic_names", &statistic_names);
   m.def("hash_strings", &hash_strings, py::arg("offsets"), py::arg("data"),
         "Stable 64-bit hash of each string of an Arrow-style (offsets, bytes) array.");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "common/parallel.hpp"
@@ -23,14 +24,11 @@ inline unsigned top_bits8(const std::uint8_t* p) {
   return static_cast<unsigned>((t * 0x0102040810204080ull) >> 56);
 }
 
-}  // namespace
-
-std::int64_t sign_flip_hits(const double* x, std::size_t n_units, const std::uint8_t* bytes,
-                            std::size_t n_patterns, double threshold, int threads) {
-  if (n_patterns == 0) return 0;
+// The lookup tables: table[g * 256 + pattern] is the signed sum of group g's units (bit i of the
+// pattern set: unit 8 g + i keeps its sign), added in unit order.
+std::vector<double> group_tables(const double* x, std::size_t n_units) {
   const std::size_t full = n_units / kGroup, tail = n_units % kGroup;
   const std::size_t n_groups = full + (tail ? 1 : 0);
-  // table[g][pattern]: the signed sum of group g's units, added in unit order
   std::vector<double> table(n_groups * 256);
   for (std::size_t g = 0; g < n_groups; ++g) {
     const std::size_t size = g < full ? kGroup : tail;
@@ -43,6 +41,110 @@ std::int64_t sign_flip_hits(const double* x, std::size_t n_units, const std::uin
       table[g * 256 + pattern] = acc;
     }
   }
+  return table;
+}
+
+// The signed sum of one pattern whose sign bytes are row[0 .. n_units).
+inline double pattern_sum(const std::vector<double>& table, const std::uint8_t* row,
+                          std::size_t n_units) {
+  const std::size_t full = n_units / kGroup, tail = n_units % kGroup;
+  double stat = 0.0;
+  for (std::size_t g = 0; g < full; ++g) stat += table[g * 256 + top_bits8(row + g * kGroup)];
+  if (tail) {
+    unsigned pattern = 0;
+    for (std::size_t i = 0; i < tail; ++i) {
+      pattern |= static_cast<unsigned>(row[full * kGroup + i] >> 7) << i;
+    }
+    stat += table[full * 256 + pattern];
+  }
+  return stat;
+}
+
+using u128 = unsigned __int128;
+
+constexpr u128 kPcgMultiplier =
+    (static_cast<u128>(0x2360ED051FC65DA4ull) << 64) | 0x4385DF649FCCF645ull;
+
+}  // namespace
+
+void Pcg64::advance(u128 steps) {
+  // Brown 1994, "Random number generation with arbitrary strides": the affine map of `steps`
+  // LCG steps, composed by squaring
+  u128 acc_mult = 1, acc_plus = 0, cur_mult = kPcgMultiplier, cur_plus = inc;
+  while (steps > 0) {
+    if (steps & 1) {
+      acc_mult *= cur_mult;
+      acc_plus = acc_plus * cur_mult + cur_plus;
+    }
+    cur_plus = (cur_mult + 1) * cur_plus;
+    cur_mult *= cur_mult;
+    steps >>= 1;
+  }
+  state = acc_mult * state + acc_plus;
+}
+
+std::uint64_t Pcg64::next() {
+  state = state * kPcgMultiplier + inc;
+  const auto hi = static_cast<std::uint64_t>(state >> 64), lo = static_cast<std::uint64_t>(state);
+  const unsigned rot = static_cast<unsigned>(state >> 122);
+  const std::uint64_t v = hi ^ lo;
+  return (v >> rot) | (v << ((64u - rot) & 63u));
+}
+
+std::int64_t sign_flip_hits_pcg64(const double* x, std::size_t n_units, Pcg64 start,
+                                  std::size_t n_patterns, std::size_t chunk, double threshold,
+                                  int threads) {
+  if (n_patterns == 0 || n_units == 0) return 0;
+  if (chunk == 0) throw std::invalid_argument("chunk: expected >= 1");
+  const std::vector<double> table = group_tables(x, n_units);
+  // tasks: runs of rows within one chunk, about 64 KiB of sign bytes each; a chunk's bytes
+  // start at four times the 32-bit outputs the chunks before it took
+  struct Task {
+    std::uint64_t first_byte;  // of the task's first row, in the generator's byte stream
+    std::size_t rows;
+  };
+  std::vector<Task> tasks;
+  const std::size_t rows_per_task = std::max<std::size_t>(1, (std::size_t{1} << 16) / n_units);
+  std::uint64_t chunk_byte = 0;
+  for (std::size_t done = 0; done < n_patterns;) {
+    const std::size_t m = std::min(chunk, n_patterns - done);
+    for (std::size_t r = 0; r < m; r += rows_per_task) {
+      tasks.push_back({chunk_byte + static_cast<std::uint64_t>(r) * n_units,
+                       std::min(rows_per_task, m - r)});
+    }
+    const std::uint64_t bytes = static_cast<std::uint64_t>(m) * n_units;
+    chunk_byte += 4 * ((bytes + 3) / 4);
+    done += m;
+  }
+  std::vector<std::int64_t> hits(tasks.size(), 0);
+  parallel_for(tasks.size(), threads, [&](std::size_t t) {
+    const Task& task = tasks[t];
+    const std::uint64_t w0 = task.first_byte / 8;
+    const std::uint64_t end = task.first_byte + static_cast<std::uint64_t>(task.rows) * n_units;
+    const std::uint64_t w1 = (end + 7) / 8;  // words w0 .. w1 - 1 hold the task's bytes
+    std::vector<std::uint8_t> buf(static_cast<std::size_t>(8 * (w1 - w0)));
+    Pcg64 gen = start;
+    gen.advance(w0);  // output k comes from the state after k + 1 steps
+    for (std::uint64_t w = 0; w < w1 - w0; ++w) {
+      const std::uint64_t v = gen.next();
+      for (int b = 0; b < 8; ++b) buf[8 * w + b] = static_cast<std::uint8_t>(v >> (8 * b));
+    }
+    const std::uint8_t* row = buf.data() + (task.first_byte - 8 * w0);
+    std::int64_t h = 0;
+    for (std::size_t r = 0; r < task.rows; ++r, row += n_units) {
+      h += std::fabs(pattern_sum(table, row, n_units)) >= threshold;
+    }
+    hits[t] = h;
+  });
+  std::int64_t total = 0;
+  for (const std::int64_t h : hits) total += h;
+  return total;
+}
+
+std::int64_t sign_flip_hits(const double* x, std::size_t n_units, const std::uint8_t* bytes,
+                            std::size_t n_patterns, double threshold, int threads) {
+  if (n_patterns == 0) return 0;
+  const std::vector<double> table = group_tables(x, n_units);
   constexpr std::size_t kBlock = 256;  // patterns per task
   const std::size_t n_tasks = (n_patterns + kBlock - 1) / kBlock;
   std::vector<std::int64_t> hits(n_tasks, 0);
@@ -50,18 +152,7 @@ std::int64_t sign_flip_hits(const double* x, std::size_t n_units, const std::uin
     const std::size_t r1 = std::min(n_patterns, (t + 1) * kBlock);
     std::int64_t h = 0;
     for (std::size_t r = t * kBlock; r < r1; ++r) {
-      const std::uint8_t* row = bytes + r * n_units;
-      double stat = 0.0;
-      for (std::size_t g = 0; g < full; ++g) {
-        stat += table[g * 256 + top_bits8(row + g * kGroup)];
-      }
-      if (tail) {
-        unsigned pattern = 0;
-        for (std::size_t i = 0; i < tail; ++i) {
-          pattern |= static_cast<unsigned>(row[full * kGroup + i] >> 7) << i;
-        }
-        stat += table[full * 256 + pattern];
-      }
+      const double stat = pattern_sum(table, bytes + r * n_units, n_units);
       h += std::fabs(stat) >= threshold;
     }
     hits[t] = h;

@@ -16,4 +16,23 @@ namespace tb::stats {
 std::int64_t sign_flip_hits(const double* x, std::size_t n_units, const std::uint8_t* bytes,
                             std::size_t n_patterns, double threshold, int threads);
 
+// numpy's PCG64 (O'Neill 2014, "PCG: a family of simple fast space-efficient statistically good
+// algorithms for random number generation", the 128-bit LCG with the XSL-RR output; numpy's
+// random/src/pcg64): the state after `steps` outputs, and output k of a state.
+struct Pcg64 {
+  unsigned __int128 state, inc;
+  void advance(unsigned __int128 steps);
+  std::uint64_t next();
+};
+
+// sign_flip_hits of n_patterns patterns drawn as numpy draws
+// Generator.integers(0, 2, size=(m, n_units), dtype=np.int8) from a fresh PCG64 in chunks of
+// m = chunk patterns (the last chunk: what is left): each chunk's signs are the top bits of the
+// bytes of the generator's next 32-bit outputs (low half of each 64-bit output first), from a
+// fresh 32-bit output. The outputs are generated where they are used, the generator jumped
+// ahead to each task's first one, so `threads` changes no count.
+std::int64_t sign_flip_hits_pcg64(const double* x, std::size_t n_units, Pcg64 start,
+                                  std::size_t n_patterns, std::size_t chunk, double threshold,
+                                  int threads);
+
 }  // namespace tb::stats

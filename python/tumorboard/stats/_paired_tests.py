@@ -32,6 +32,10 @@ __all__ = ["McNemarResult", "SignFlipResult", "mcnemar", "sign_flip_test"]
 #: function (as scipy's ``binom.cdf``, which statsmodels' exact McNemar calls).
 _EXACT_MAX = 2_000
 
+#: Whether the sign-flip test generates numpy's PCG64 outputs in the compiled core (else it
+#: draws them with numpy and passes them in: the same patterns; tests run both).
+_PCG64_IN_CORE = True
+
 
 @dataclass(frozen=True)
 class McNemarResult:
@@ -243,11 +247,20 @@ def sign_flip_sums(
     rng = np.random.default_rng(seed)
     sums = np.ascontiguousarray(sums, dtype=np.float64)
     threshold = abs(observed) - tol
+    chunk = max(1, 2**22 // max(units, 1))
+    state = rng.bit_generator.state
+    if _PCG64_IN_CORE and state["bit_generator"] == "PCG64" and not state["has_uint32"]:
+        # numpy's default generator: its outputs generated in the core, where they are used
+        words = [(v >> s) & 0xFFFFFFFFFFFFFFFF for v in (state["state"]["state"],
+                 state["state"]["inc"]) for s in (64, 0)]  # fmt: skip
+        hits = _core.stats.sign_flip_hits_pcg64(sums, words, n_resamples, chunk, threshold)
+        p = (1.0 + hits) / (1.0 + n_resamples)
+        return SignFlipResult(observed / n, min(1.0, p), units, False, n_resamples)
     hits = 0
     done = 0
     spare = np.zeros(0, dtype="<u4")  # the high half of a 64-bit output not yet used
     while done < n_resamples:
-        m = min(n_resamples - done, max(1, 2**22 // max(units, 1)))
+        m = min(n_resamples - done, chunk)
         need = -(-m * units // 4)
         words, spare = _next_uint32(rng, need, spare)
         hits += _core.stats.sign_flip_hits(sums, words.view(np.uint8), m, threshold)
