@@ -20,12 +20,19 @@ one matrix product, corpus BLEU (sacrebleu's formula, exp smoothing) of each, an
 within each resample. The point estimates are checked against ``sacrebleu.corpus_bleu`` (when
 installed) to the last bit.
 
+Sign-flip workload: every pair of M models on N items in G patients, the clustered
+Monte Carlo sign-flip test (``stats.sign_flip_test``, P patterns each; what ``compare`` runs per
+pair by default). Anchor: the numpy implementation tumorboard used until 2026-11 (int8 sign
+draws, one matrix-vector product per chunk), which draws the same patterns: the p-values must
+be equal.
+
 Usage::
 
     python benchmarks/bench_compare.py            # both workloads, full size
     python benchmarks/bench_compare.py --quick    # pairs: 20 x 20k items, 4k patients, B=2k;
                                                   # ranks: 20 models x 2k items, B=2k
     python benchmarks/bench_compare.py --only ranks   # 50 models x 10k items, B=10k
+    python benchmarks/bench_compare.py --only signflip  # 45 pairs x 50k items, 10k patterns
     python benchmarks/bench_compare.py --json out.json
 
 Nothing here asserts on timings.
@@ -137,6 +144,53 @@ def run(models: int, items: int, patients: int, b: int) -> list[Result]:
     return [Result.make(f"{name}, {kind}", t, ANCHOR, t_np, check=check,
                         note=f"stats.compare ({kind}) {t:.2f} s, numpy {t_np:.2f} s")
             for kind, (t, _) in timed.items()]  # fmt: skip
+
+
+def numpy_sign_flip(d: np.ndarray, inverse: np.ndarray, n_resamples: int, seed: int) -> float:
+    """Return the clustered Monte Carlo sign-flip p-value as numpy (tumorboard to 2026-11) does.
+
+    Per cluster sums, then chunks of sign patterns drawn as int8 {0, 1} * 2 - 1 and one
+    matrix-vector product per chunk; ties within 1e-14 of the total count as extreme.
+    """
+    sums = np.bincount(inverse, weights=d)
+    units = sums.size
+    tol = 1e-14 * max(1.0, float(np.abs(sums).sum()))
+    rng = np.random.default_rng(seed)
+    hits = done = 0
+    while done < n_resamples:
+        m = min(n_resamples - done, max(1, 2**22 // units))
+        signs = rng.integers(0, 2, size=(m, units), dtype=np.int8) * 2 - 1
+        hits += int(np.count_nonzero(np.abs(signs @ sums) >= abs(float(d.sum())) - tol))
+        done += m
+    return min(1.0, (1.0 + hits) / (1.0 + n_resamples))
+
+
+def run_sign_flip(models: int, items: int, patients: int, n_perm: int) -> list[Result]:
+    """Time every pair's clustered sign-flip test against the numpy anchor; same p-values."""
+    from tumorboard import stats
+
+    w = workload(models, items, patients, seed=1)
+    pairs = [(a, b) for a in range(models) for b in range(a + 1, models)]
+    inverse = np.unique(w["patient"], return_inverse=True)[1].ravel()
+    kept: dict[str, list[float]] = {}
+
+    def tb() -> None:
+        kept["tb"] = [stats.sign_flip_test(w["matrix"][a] - w["matrix"][b], clusters=w["patient"],
+                                           n_resamples=n_perm, seed=0).p_value
+                      for a, b in pairs]  # fmt: skip
+
+    def anchor() -> None:
+        kept["np"] = [numpy_sign_flip(w["matrix"][a] - w["matrix"][b], inverse, n_perm, 0)
+                      for a, b in pairs]  # fmt: skip
+
+    t_tb = best_of(tb, repeat=2, max_time=30.0)
+    t_np = best_of(anchor, repeat=1, max_time=1.0)
+    same = kept["tb"] == kept["np"]
+    name = (f"sign-flip tests of {len(pairs)} pairs, {items:,} items in {patients:,} patients, "
+            f"{n_perm:,} patterns each")  # fmt: skip
+    return [Result.make(name, t_tb, ANCHOR, t_np,
+                        check="ok (the same p-values)" if same else "DIFFERS",
+                        note=f"stats.sign_flip_test {t_tb:.2f} s, numpy {t_np:.2f} s")]  # fmt: skip
 
 
 WORDS = (
@@ -261,23 +315,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(prog="bench_compare", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 models x 20k items, B=2k")
-    parser.add_argument("--only", choices=("pairs", "ranks"), help="run one workload")
+    parser.add_argument("--only", choices=("pairs", "ranks", "signflip"), help="run one workload")
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
     args = parser.parse_args(argv)
     shape = (20, 20_000, 4_000, 2_000) if args.quick else (50, 100_000, 20_000, 10_000)
     rank_shape = (20, 2_000, 2_000) if args.quick else (50, 10_000, 10_000)
+    flip_shape = (6, 10_000, 1_000, 2_000) if args.quick else (10, 50_000, 5_000, 10_000)
     results = []
-    if args.only != "ranks":
+    if args.only in (None, "pairs"):
         results += run(*shape)
-    if args.only != "pairs":
+    if args.only in (None, "ranks"):
         results += run_ranks(*rank_shape)
+    if args.only in (None, "signflip"):
+        results += run_sign_flip(*flip_shape)
     print(f"\n### Model comparisons ({'quick' if args.quick else 'full'})\n")
     print(format_markdown(results, [ANCHOR]))
     for r in results:
         print(f"- {r.workload}: {r.note}")
     if args.json:
         write_json(results, args.json, {"quick": args.quick, "shape": shape,
-                                        "rank_shape": rank_shape})  # fmt: skip
+                                        "rank_shape": rank_shape,
+                                        "sign_flip_shape": flip_shape})  # fmt: skip
         print(f"wrote {args.json}")
     return 0
 
