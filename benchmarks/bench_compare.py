@@ -120,11 +120,15 @@ def run(models: int, items: int, patients: int, b: int) -> list[Result]:
     timed = {}
     for kind, labels in (("numpy string labels", w), ("polars string columns", frame),
                          ("integer item and patient ids", ids)):  # fmt: skip
-        t0 = time.perf_counter()
-        res = stats.compare(w["values"], models=w["models"], items=labels["items"],
-                            clusters=labels["clusters"], options=opts,
-                            n_permutations=0)  # fmt: skip
-        timed[kind] = (time.perf_counter() - t0, res)
+        kept: dict[str, Any] = {}
+
+        def call(labels: dict[str, Any] = labels, kept: dict[str, Any] = kept) -> None:
+            kept["res"] = stats.compare(w["values"], models=w["models"], items=labels["items"],
+                                        clusters=labels["clusters"], options=opts,
+                                        n_permutations=0)  # fmt: skip
+
+        # the best of two calls after a first one (which pays the process's one-time imports)
+        timed[kind] = (best_of(call, repeat=2, max_time=6.0), kept["res"])
     t0 = time.perf_counter()
     ref = numpy_compare(w["matrix"], w["patient"], b)
     t_np = time.perf_counter() - t0
