@@ -354,6 +354,31 @@ def test_cli_compare_on_an_imported_store(tmp_path):
     assert a["p_adjusted"] == pytest.approx(min(1.0, 2 * a["p_value"]))
 
 
+def test_compare_reports_progress_and_the_cli_prints_it(tmp_path, monkeypatch, capsys):
+    """compare(progress=) counts every comparison; the CLI prints the count on stderr."""
+    from tumorboard import _progress
+    from tumorboard.cli import main
+
+    seen = []
+    rng = np.random.default_rng(2)
+    values = (rng.random(3 * 40) < 0.6).astype(float)
+    res = stats.compare(values, models=np.repeat(["a", "b", "c"], 40),
+                        items=np.tile(np.arange(40), 3), tasks=np.tile(["t0", "t1"], 60),
+                        options=stats.BootstrapOptions(n_resamples=200, seed=0),
+                        n_permutations=100, progress=lambda d, t: seen.append((d, t)))  # fmt: skip
+    assert seen == [(k, 9) for k in range(1, 10)] and len(res.rows) == 9  # 3 families x 3 pairs
+    _, store = _store_of_three_models(tmp_path)
+
+    class Eager(_progress.CountProgress):  # no 2 s wait before the first line
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "after": 0.0, "every": 0.0})
+
+    monkeypatch.setattr(_progress, "CountProgress", Eager)
+    assert main(["compare", str(store), "--n-resamples", "200", "--n-permutations", "100"]) == 0
+    err = capsys.readouterr().err
+    assert "compare: 9 comparisons" in err  # tasks task0, task1 and overall, three pairs each
+
+
 def test_cli_compare_tells_what_is_wrong(tmp_path):
     cli, store = _store_of_three_models(tmp_path)
     out = cli("compare", str(store), "--metric", "corect")

@@ -180,6 +180,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     import polars as pl
 
     from ._io import atomic_path
+    from ._progress import CountProgress
     from .errors import InvalidArgumentError
     from .stats import BootstrapOptions, compare
     from .traj import Store
@@ -253,27 +254,36 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             f"baseline: expected one of the models {known}, got {args.baseline!r}"
         )
     sections = []
-    for bench, track, sub in subs:
-        where = f"{bench or '(no benchmark)'} / {track or '(no track)'}"
-        systems = set(sub.get_column("_system").to_list())
-        if len(systems) < 2 or (args.baseline is not None and args.baseline not in systems):
-            why = "one model" if len(systems) < 2 else f"no {args.baseline!r}"
-            print(f"tumorboard: note: {where}: {why}, nothing to compare", file=sys.stderr)
-            continue
-        rows = _rows(sub, cluster=args.cluster == "patient")
-        result = compare(
-            rows["values"], models=rows["models"], items=rows["items"], tasks=rows["tasks"],
-            clusters=rows["clusters"], baseline=args.baseline, correction=args.correction,
-            options=opts, n_permutations=args.n_permutations,
-        )  # fmt: skip
-        if texts is not None:
-            ranks = _bleu_ranks(texts, bench, track, sub, args, opts)
-        elif args.rank_statistic == "f1_of_means":
-            rp = sub.select("insight_recall", "insight_precision").to_numpy()
-            ranks = _ranks({**rows, "values": rp}, opts, statistic="f1_of_means")
-        else:
-            ranks = _ranks(rows, opts) if args.ranks else {}
-        sections.append((bench, track, where, result, ranks))
+    # a line on standard error every 2 s once a run takes longer than 2 s
+    printer = CountProgress("compare", what="comparisons", of="benchmark tracks")
+    finished = 0  # comparisons of the tracks before this one
+    with printer:
+        for k, (bench, track, sub) in enumerate(subs):
+            where = f"{bench or '(no benchmark)'} / {track or '(no track)'}"
+            systems = set(sub.get_column("_system").to_list())
+            if len(systems) < 2 or (args.baseline is not None and args.baseline not in systems):
+                why = "one model" if len(systems) < 2 else f"no {args.baseline!r}"
+                print(f"tumorboard: note: {where}: {why}, nothing to compare", file=sys.stderr)
+                continue
+            rows = _rows(sub, cluster=args.cluster == "patient")
+
+            def show(done: int, total: int, k: int = k, before: int = finished) -> None:
+                printer.update(k, len(subs), before + done)
+
+            result = compare(
+                rows["values"], models=rows["models"], items=rows["items"], tasks=rows["tasks"],
+                clusters=rows["clusters"], baseline=args.baseline, correction=args.correction,
+                options=opts, n_permutations=args.n_permutations, progress=show,
+            )  # fmt: skip
+            finished += len(result.rows)
+            if texts is not None:
+                ranks = _bleu_ranks(texts, bench, track, sub, args, opts)
+            elif args.rank_statistic == "f1_of_means":
+                rp = sub.select("insight_recall", "insight_precision").to_numpy()
+                ranks = _ranks({**rows, "values": rp}, opts, statistic="f1_of_means")
+            else:
+                ranks = _ranks(rows, opts) if args.ranks else {}
+            sections.append((bench, track, where, result, ranks))
     if not sections:
         raise InvalidArgumentError(
             f"{args.store}: no benchmark and track with two models to compare"

@@ -271,7 +271,7 @@ class CountProgress:
 
     Nothing is printed for the first ``after`` seconds (small jobs stay quiet), nor before the
     first :meth:`update` (a job that fails at its start prints only its error); then a line
-    ``label: N what (f/F files), R what/s`` every ``every`` seconds (rewritten in place on a
+    ``label: N what (f/F of), R what/s`` every ``every`` seconds (rewritten in place on a
     terminal, one plain line each time elsewhere) and a last one at :meth:`close`. Used as a
     context manager (or after :meth:`start`), a background thread prints the lines, so they
     keep coming while one long step (a large file's parse, the final write) runs between two
@@ -291,6 +291,8 @@ class CountProgress:
         Seconds before the first line.
     enabled : bool, default True
         Print anything at all.
+    of : str, default "files"
+        What the (f/F ...) part of a line counts.
     """
 
     def __init__(
@@ -298,6 +300,7 @@ class CountProgress:
         label: str,
         *,
         what: str = "lines",
+        of: str = "files",
         stream: TextIO | None = None,
         every: float = 2.0,
         after: float = 2.0,
@@ -305,6 +308,7 @@ class CountProgress:
     ) -> None:
         self.label = label
         self.what = what
+        self.of = of
         self.stream = sys.stderr if stream is None else stream
         self.every = float(every)
         self.after = float(after)
@@ -343,7 +347,7 @@ class CountProgress:
         """Return the progress line for the current counts."""
         files, total, count = self._state
         rate = count / max(now - self._t0, 1e-9)
-        where = f" ({files}/{total} files)" if total > 1 else ""
+        where = f" ({files}/{total} {self.of})" if total > 1 else ""
         return f"{self.label}: {count:,} {self.what}{where}, {rate:,.0f} {self.what}/s"
 
     def update(self, files: int, total: int, count: int) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -385,6 +385,7 @@ def compare(
     correction: Correction = "holm",
     options: BootstrapOptions | None = None,
     n_permutations: int = 10_000,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Comparison:
     """Compare every pair of models (or each against ``baseline``) on the items they share.
 
@@ -411,6 +412,10 @@ def compare(
         Sign patterns of the permutation test (all of them when there are fewer); 0 skips the
         test (``p_permutation`` NaN; ``test`` is then "bootstrap" where it would have been
         "sign-flip"), which is what makes thousands of pairs over large item sets fast.
+    progress : callable, optional
+        Called as ``progress(done, total)`` after each comparison (a pair within a task's
+        family; ``total`` = families x pairs), e.g. to show progress of a long run. It cannot
+        change the result.
 
     Returns
     -------
@@ -509,6 +514,14 @@ def compare(
         b_i = names.index(baseline)
         pairs = [(a_i, b_i) for a_i in range(len(names)) if a_i != b_i]
     rows: list[ComparisonRow] = []
+    total, done = len(families) * len(pairs), 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
     for task, in_task in families:
         family: list[ComparisonRow] = []
         sub = table[:, in_task]
@@ -516,11 +529,12 @@ def compare(
         if joint is not None and opts.method != "bca" and sub.size:
             # every model has every item: all pairs at once from the shared resamples
             family, band = _complete_family(task, pairs, names, sub, key_cluster, in_task,
-                                            binary, opts, n_permutations, joint)  # fmt: skip
+                                            binary, opts, n_permutations, joint, tick)  # fmt: skip
         else:
             for a_i, b_i in pairs:
                 family.append(_pair(task, (a_i, b_i), names, table, in_task, key_cluster,
                                     binary, opts, n_permutations, joint))  # fmt: skip
+                tick()
             band = _band(joint, pairs, opts.level)
         adjusted = adjust_pvalues([r.p_value for r in family], correction)
         rows += [_with_adjusted(r, float(p), band.get(pair))
@@ -780,6 +794,7 @@ def _complete_family(
     opts: BootstrapOptions,
     n_permutations: int,
     joint: _Joint,
+    tick: Callable[[], None],
 ) -> tuple[list[ComparisonRow], dict[tuple[int, int], tuple[float, float]]]:
     """Every pair of a family where every model has every item, vectorised over the pairs.
 
@@ -852,6 +867,7 @@ def _complete_family(
             p_mcnemar_mid=float(p_mid), test=test, p_value=float(p), p_adjusted=nan,
             wins=wins, ties=ties, losses=losses, mde=z * float(se[i]),
         ))  # fmt: skip
+        tick()
     band: dict[tuple[int, int], tuple[float, float]] = {}
     if size > 1:
         band = _band_of(s["max_ratio"] if s["any_live"] else None, d, se, pairs, opts.level)
