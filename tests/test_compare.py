@@ -692,6 +692,29 @@ def test_rank_intervals_shared_weights_equal_the_engine_bit_for_bit(clustered):
                                   params=[], options=stats.BootstrapOptions()) is None  # fmt: skip
 
 
+def test_rank_intervals_take_polars_and_arrow_label_columns():
+    """Models, items and clusters as polars or Arrow columns rank as their numpy strings do."""
+    import polars as pl
+    import pyarrow as pa
+
+    rng = np.random.default_rng(6)
+    n_items = 150
+    models = np.repeat(["é-model", "Z-model", "a-model", "b"], n_items)
+    items = np.tile(np.char.add("q", np.arange(n_items).astype(str)), 4)
+    clusters = np.tile(np.char.add("日", (np.arange(n_items) // 5).astype(str)), 4)
+    values = (rng.random(models.size) < np.repeat([0.6, 0.7, 0.65, 0.5], n_items)).astype(float)
+    opts = stats.BootstrapOptions(n_resamples=500, seed=3)
+    want = stats.rank_intervals(values, models=models, items=items, clusters=clusters,
+                                options=opts).to_dicts()  # fmt: skip
+    for wrap in (pl.Series, pa.array, lambda x: pl.Series(x).cast(pl.Categorical)):
+        got = stats.rank_intervals(values, models=wrap(models), items=wrap(items),
+                                   clusters=wrap(clusters), options=opts).to_dicts()  # fmt: skip
+        assert got == want
+    with pytest.raises(InvalidArgumentError, match="items: expected one key per row"):
+        stats.rank_intervals(values, models=pl.Series(models), items=pl.Series(items[:-1]),
+                             options=opts)  # fmt: skip
+
+
 def test_rank_intervals_integer_items_are_keyed_by_their_text():
     # integer item ids are keyed by their decimal text (the weights of "17" and of 17 agree)
     rng = np.random.default_rng(4)

@@ -451,23 +451,27 @@ def _ranks(
     statistics of an engine statistic (``"bleu"``: :func:`tumorboard.text.bleu_statistics`).
     """
     import numpy as np
+    import polars as pl
 
     from .stats import rank_intervals
 
-    tasks = rows["tasks"].to_numpy().astype(str)
-    models = rows["models"].to_numpy().astype(str)
-    clusters = rows["clusters"].to_numpy() if rows["clusters"] is not None else None
-    items = rows["items"].to_numpy()
+    cols = {"task": rows["tasks"], "model": rows["models"], "item": rows["items"]}
+    if rows["clusters"] is not None:
+        cols["cluster"] = rows["clusters"]
+    frame = pl.DataFrame(cols)
+    # an item is the same item within its task (compare keys them the same way)
+    frame = frame.with_columns(pl.concat_str("task", pl.lit("\x1f"), "item").alias("key"))
+    task_of = frame.get_column("task")
     out = {}
-    for task in [*sorted(set(tasks.tolist())), "overall"]:
-        sel = tasks == task if task != "overall" else np.ones(tasks.size, bool)
-        if len(set(models[sel].tolist())) < 2:
+    for task in [*sorted(task_of.unique().to_list()), "overall"]:
+        sel = (task_of == task).to_numpy() if task != "overall" else np.ones(len(frame), bool)
+        sub = frame.filter(pl.Series(sel)) if task != "overall" else frame
+        if sub.get_column("model").n_unique() < 2:
             continue
-        # an item is the same item within its task (compare keys them the same way)
-        keys = np.char.add(np.char.add(tasks[sel], "\x1f"), items[sel].astype(str))
-        out[task] = rank_intervals(rows["values"][sel], models=models[sel], items=keys,
-                                   clusters=clusters[sel] if clusters is not None else None,
-                                   statistic=statistic, params=params,
+        out[task] = rank_intervals(rows["values"][sel], models=sub.get_column("model"),
+                                   items=sub.get_column("key"),
+                                   clusters=sub.get_column("cluster") if "cluster" in cols
+                                   else None, statistic=statistic, params=params,
                                    options=opts)  # fmt: skip
     return out
 

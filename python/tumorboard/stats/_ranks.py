@@ -90,12 +90,37 @@ class RankIntervals:
         return "\n".join(lines)
 
 
+def _label_series(labels: Any) -> Any:
+    """Return a polars Series of strings for labels given as polars or Arrow text (else None).
+
+    Integer and string columns without nulls qualify (integers as their decimal text); other
+    columns go the numpy way, so that every form of a label gives the same text.
+    """
+    import polars as pl
+
+    if type(labels).__module__.startswith("pyarrow"):
+        labels = pl.Series(labels)
+    if not isinstance(labels, pl.Series) or labels.null_count():
+        return None
+    if labels.dtype.is_integer() or labels.dtype in (pl.String, pl.Categorical, pl.Enum):
+        text = labels.cast(pl.String)
+        if not text.str.ends_with("\x00").any():  # numpy's strings drop a trailing NUL
+            return text.rename("")  # unnamed, as an array: the argument names the column
+    return None
+
+
 def _text_labels(labels: Any) -> Any:
     """Return labels as text, the keys their resampling weights are drawn from.
 
     Integer arrays become polars strings (the decimal text ``numpy``'s ``astype(str)`` gives,
-    written in Rust: ~20x faster for 500k keys); anything else goes through ``astype(str)``.
+    written in Rust: ~20x faster for 500k keys), as do polars and Arrow text columns
+    (:func:`_label_series`); anything else goes through ``astype(str)``.
     """
+    series = _label_series(labels)
+    if series is not None:
+        return series
+    if hasattr(labels, "to_numpy") and not isinstance(labels, np.ndarray):
+        labels = labels.to_numpy()
     arr = np.asarray(labels)
     if arr.ndim == 1 and arr.dtype.kind in "iu":
         import polars as pl
@@ -207,15 +232,21 @@ def rank_intervals(
         Fewer than two models, arrays of different lengths, ``params`` with a statistic that
         takes none, or any argument ``bootstrap`` (``bootstrap_sufficient``) refuses.
     """
-    m = np.asarray(models).astype(str)
-    if m.ndim != 1:
-        raise InvalidArgumentError(f"models: expected a 1-D array of labels, got {m.ndim}-D")
-    names = sorted(set(m.tolist()))
+    m = _label_series(models)
+    if m is not None:
+        names = sorted(m.unique().to_list())
+    else:
+        m = np.asarray(models).astype(str)
+        if m.ndim != 1:
+            raise InvalidArgumentError(f"models: expected a 1-D array of labels, got {m.ndim}-D")
+        names = sorted(set(m.tolist()))
     if len(names) < 2:
         raise InvalidArgumentError(f"models: expected at least two models, got {names}")
     it = _text_labels(items)
-    if it.shape != m.shape:
-        raise InvalidArgumentError(f"items: expected one key per row ({m.size}), got {it.shape}")
+    if len(it) != len(m) or (isinstance(it, np.ndarray) and it.ndim != 1):
+        raise InvalidArgumentError(
+            f"items: expected one key per row ({len(m)}), got {getattr(it, 'shape', len(it))}"
+        )
     keys = it if clusters is None else _text_labels(clusters)
     opts = BootstrapOptions.resolve(options)
     res = _bootstrap_models(values, m, keys, clusters, statistic, params, opts)
