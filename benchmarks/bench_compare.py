@@ -26,6 +26,10 @@ pair by default). Anchor: the numpy implementation tumorboard used until 2026-11
 draws, one matrix-vector product per chunk), which draws the same patterns: the p-values must
 be equal.
 
+CLI workload: ``tumorboard compare STORE --ranks`` of a generated 1M-row store (20 models x 5
+tasks x 10,000 items, ten per patient) in a fresh process, against a fresh process reading the
+items' columns with polars; peak memory of both.
+
 Usage::
 
     python benchmarks/bench_compare.py            # both workloads, full size
@@ -33,6 +37,7 @@ Usage::
                                                   # ranks: 20 models x 2k items, B=2k
     python benchmarks/bench_compare.py --only ranks   # 50 models x 10k items, B=10k
     python benchmarks/bench_compare.py --only signflip  # 45 pairs x 50k items, 10k patterns
+    python benchmarks/bench_compare.py --only cli   # tumorboard compare --ranks, 1M-row store
     python benchmarks/bench_compare.py --json out.json
 
 Nothing here asserts on timings.
@@ -197,6 +202,48 @@ def run_sign_flip(models: int, items: int, patients: int, n_perm: int) -> list[R
                         note=f"stats.sign_flip_test {t_tb:.2f} s, numpy {t_np:.2f} s")]  # fmt: skip
 
 
+_CLI_COMPARE = """
+import json, sys, time
+t0 = time.perf_counter()
+from tumorboard.cli import main
+status = main(["compare", sys.argv[1], *sys.argv[2:]])
+s = time.perf_counter() - t0
+print(json.dumps({"s": s, "status": status, "peak_gb": peak_gb()}))
+"""
+
+
+def run_cli(models: int, tasks: int, items: int) -> list[Result]:
+    """``tumorboard compare STORE --ranks`` of a generated store, in a fresh process.
+
+    The store: ``models`` runs x ``tasks`` tasks x ``items`` 0/1 answers, ten items per patient
+    (``_store_scale.write_scale_store``); default settings (patients as clusters, B = 1,000,
+    10,000 sign patterns per pair) plus rank intervals. Anchor: a fresh process reading the
+    items' columns with polars alone, as the store-scale scoring row does. Peak memory of each.
+    """
+    import tempfile
+    from pathlib import Path
+
+    try:
+        from . import _store_scale as scale
+    except ImportError:  # run as a script
+        import _store_scale as scale
+
+    with tempfile.TemporaryDirectory(prefix="tb-bench-compare-") as tmp:
+        root = Path(tmp) / "store"
+        n = scale.write_scale_store(root, models=models, tasks=tasks, items=items)
+        out = str(Path(tmp) / "compare.json")
+        ours = scale._child(_CLI_COMPARE, str(root), "--ranks", "--format", "json", "--out", out)
+        read = scale._child(scale._READ, str(root))
+        pairs = models * (models - 1) // 2 * (tasks + 1)
+        ok = ours["status"] == 0 and len(json.loads(Path(out).read_text())["comparisons"]) == pairs
+    name = (f"tumorboard compare --ranks of a {n / 1e6:g}M-row store ({models} models x {tasks} "
+            f"tasks, {pairs:,} comparisons, 10,000 sign patterns each)")  # fmt: skip
+    return [Result.make(name, ours["s"], scale.ANCHOR_POLARS_COLUMNS, read["s"],
+                        check=f"{'ok' if ok else 'FAILED'} ({pairs:,} comparisons written)",
+                        note=f"peak {ours['peak_gb']:.2f} GB vs the read's "
+                             f"{read['peak_gb']:.2f} GB; imports included")]  # fmt: skip
+
+
 WORDS = (
     "the a tumor margin node stage grade left right upper lower lobe mass biopsy shows no "
     "evidence of invasive carcinoma with clear margins positive negative lymph nodes are "
@@ -319,7 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns a process exit status."""
     parser = argparse.ArgumentParser(prog="bench_compare", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 models x 20k items, B=2k")
-    parser.add_argument("--only", choices=("pairs", "ranks", "signflip"), help="run one workload")
+    parser.add_argument("--only", choices=("pairs", "ranks", "signflip", "cli"),
+                        help="run one workload")  # fmt: skip
     parser.add_argument("--json", metavar="PATH", help="also write results as JSON to PATH")
     args = parser.parse_args(argv)
     shape = (20, 20_000, 4_000, 2_000) if args.quick else (50, 100_000, 20_000, 10_000)
@@ -332,13 +380,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         results += run_ranks(*rank_shape)
     if args.only in (None, "signflip"):
         results += run_sign_flip(*flip_shape)
+    cli_shape = (6, 2, 5_000) if args.quick else (20, 5, 10_000)
+    if args.only in (None, "cli"):
+        results += run_cli(*cli_shape)
     print(f"\n### Model comparisons ({'quick' if args.quick else 'full'})\n")
-    print(format_markdown(results, [ANCHOR]))
+    anchors = [ANCHOR, *sorted({r.anchor for r in results} - {ANCHOR})]
+    print(format_markdown(results, anchors))
     for r in results:
         print(f"- {r.workload}: {r.note}")
     if args.json:
         write_json(results, args.json, {"quick": args.quick, "shape": shape,
-                                        "rank_shape": rank_shape,
+                                        "rank_shape": rank_shape, "cli_shape": cli_shape,
                                         "sign_flip_shape": flip_shape})  # fmt: skip
         print(f"wrote {args.json}")
     return 0
