@@ -15,8 +15,8 @@
 #include "stats/bootstrap.hpp"
 #include "stats/factorize.hpp"
 #include "stats/pairs.hpp"
-#include "stats/signflip.hpp"
 #include "stats/poisson.hpp"
+#include "stats/signflip.hpp"
 #include "stats/statistic.hpp"
 #include "stats/units.hpp"
 

@@ -181,6 +181,26 @@ def dense_codes(s: pl.Series) -> np.ndarray:
     return (s.rank("dense").to_numpy().astype(np.int64, copy=False)) - 1
 
 
+def label_text(labels: Any) -> pl.Series | None:
+    """Return a polars or Arrow label column as an unnamed String Series, or None.
+
+    Integer and string columns (categoricals too) without nulls qualify, integers as their
+    decimal text. None for anything else, for a column with nulls, and for one with a label
+    ending in NUL, which numpy's strings drop: those go the numpy way (``np.asarray``), so
+    every form of a label gives the same text.
+    """
+    if type(labels).__module__.startswith("pyarrow"):
+        labels = pl.Series(labels)
+    if not isinstance(labels, pl.Series) or not len(labels) or labels.null_count():
+        return None
+    if not (labels.dtype.is_integer() or labels.dtype in (pl.String, pl.Categorical, pl.Enum)):
+        return None
+    text = labels.cast(pl.String)
+    if text.str.ends_with("\x00").any():
+        return None
+    return text.rename("")  # unnamed, as an array: the argument names the column
+
+
 def string_codes(labels: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """Return the codes of a String Series without nulls, and the first row of each code.
 

@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from .. import _core
-from .._keys import combine_hashes, hash_labels, label_columns, string_codes
+from .._keys import combine_hashes, hash_labels, label_columns, label_text, string_codes
 from ..errors import InvalidArgumentError
 from . import _shared, _validate
 from ._bootstrap import bootstrap, paired_bootstrap
@@ -263,25 +263,19 @@ def _labels(x: Any, name: str, n: int) -> np.ndarray | pl.Series:
 def _series_codes(s: pl.Series) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`_codes` of a polars column of strings or integers in place (None: not one).
 
-    Strings are coded in polars' own buffers (:func:`.._keys.string_codes`, sorted byte-wise:
-    UTF-8's byte order is the code-point order numpy sorts strings by), integers as
-    :func:`_int_codes` codes them; only the distinct labels become numpy strings. Columns with
-    nulls, of other types, or with a label ending in NUL (which numpy's strings drop) are left
-    to the numpy path (None), so a column gives what ``np.asarray`` of it gives.
+    Integers are coded as :func:`_int_codes` codes them; text (:func:`.._keys.label_text`) in
+    polars' own buffers (:func:`.._keys.string_codes`, sorted byte-wise: UTF-8's byte order is
+    the code-point order numpy sorts strings by). Only the distinct labels become numpy
+    strings. Other columns are left to the numpy path (None), so a column gives what
+    ``np.asarray`` of it gives.
     """
-    if not len(s) or s.null_count():
-        return None
-    if s.dtype.is_integer():
+    if s.dtype.is_integer() and len(s) and not s.null_count():
         return _int_codes(s.to_numpy())
-    if s.dtype in (pl.Categorical, pl.Enum):
-        s = s.cast(pl.String)
-    if s.dtype != pl.String:
+    text = label_text(s)
+    if text is None:
         return None
-    codes, first = string_codes(s)
-    found = s.gather(first)
-    if found.str.ends_with("\x00").any():
-        return None
-    return codes, found.to_numpy().astype(str)
+    codes, first = string_codes(text)
+    return codes, text.gather(first).to_numpy().astype(str)
 
 
 def _text(arr: np.ndarray) -> np.ndarray:
@@ -347,7 +341,9 @@ def _int_codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[codes], found[order]
 
 
-def _key_codes(tasks: np.ndarray | None, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _key_codes(
+    tasks: np.ndarray | pl.Series | None, items: np.ndarray | pl.Series
+) -> tuple[np.ndarray, np.ndarray]:
     """Return the code of each (task, item) and the sorted task-US-item labels (US: 0x1F).
 
     ``tasks`` None: every row's task is ``OVERALL`` (nothing to code).

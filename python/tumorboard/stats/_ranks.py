@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._keys import label_text
 from ..errors import InvalidArgumentError
 from . import _validate
 from ._bootstrap import BootstrapResult, check_numbers, result, run_engine
@@ -90,37 +91,16 @@ class RankIntervals:
         return "\n".join(lines)
 
 
-def _label_series(labels: Any) -> Any:
-    """Return a polars Series of strings for labels given as polars or Arrow text (else None).
-
-    Integer and string columns without nulls qualify (integers as their decimal text); other
-    columns go the numpy way, so that every form of a label gives the same text.
-    """
-    import polars as pl
-
-    if type(labels).__module__.startswith("pyarrow"):
-        labels = pl.Series(labels)
-    if not isinstance(labels, pl.Series) or labels.null_count():
-        return None
-    if labels.dtype.is_integer() or labels.dtype in (pl.String, pl.Categorical, pl.Enum):
-        text = labels.cast(pl.String)
-        if not text.str.ends_with("\x00").any():  # numpy's strings drop a trailing NUL
-            return text.rename("")  # unnamed, as an array: the argument names the column
-    return None
-
-
 def _text_labels(labels: Any) -> Any:
     """Return labels as text, the keys their resampling weights are drawn from.
 
     Integer arrays become polars strings (the decimal text ``numpy``'s ``astype(str)`` gives,
     written in Rust: ~20x faster for 500k keys), as do polars and Arrow text columns
-    (:func:`_label_series`); anything else goes through ``astype(str)``.
+    (:func:`.._keys.label_text`); anything else goes through ``astype(str)``.
     """
-    series = _label_series(labels)
+    series = label_text(labels)
     if series is not None:
         return series
-    if hasattr(labels, "to_numpy") and not isinstance(labels, np.ndarray):
-        labels = labels.to_numpy()
     arr = np.asarray(labels)
     if arr.ndim == 1 and arr.dtype.kind in "iu":
         import polars as pl
@@ -232,7 +212,7 @@ def rank_intervals(
         Fewer than two models, arrays of different lengths, ``params`` with a statistic that
         takes none, or any argument ``bootstrap`` (``bootstrap_sufficient``) refuses.
     """
-    m = _label_series(models)
+    m = label_text(models)
     if m is not None:
         names = sorted(m.unique().to_list())
     else:
