@@ -755,3 +755,66 @@ def test_poisson_bootstrap_avx2_path_equals_the_scalar_path(case):
 
     fast, scalar = fast_and_scalar(run)
     assert_same_arrays(fast, scalar)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "c", "b"), [(0, 3, 5), (1, 1, 1), (7, 2, 3), (16, 5, 4),
+                                           (17, 13, 9), (300, 51, 37), (1003, 60, 257),
+                                           (40, 9, 0)])  # fmt: skip
+def test_weighted_sums_equal_the_weight_matrix_product(dtype, n, c, b):
+    # _core.stats.poisson_weighted_sums draws the weights tile by tile and multiplies as it
+    # goes: the product of the weight matrix with the columns, exactly, for integer columns
+    # (negative ones too) of any width (whole vectors, blocks and a tail), any key count
+    # (groups of sixteen and eight and a tail) and any resample count (quads and a tail)
+    rng = np.random.default_rng(n * 131 + c)
+    keys = rng.integers(0, 2**64 - 1, n, dtype=np.uint64)
+    cols = rng.integers(-3, 9, (n, c)).astype(dtype)
+    expected = _core.stats.poisson_weights(keys, b, 13, 1, True) @ cols.astype(np.float64)
+    for threads in (1, 2, 3):
+        got = _core.stats.poisson_weighted_sums(keys, cols, b, 13, threads)
+        assert got.dtype == dtype and got.shape == (b, c)
+        assert np.array_equal(got.astype(np.float64), expected)
+
+
+def test_weighted_sums_avx2_path_equals_the_scalar_path():
+    keys = np.random.default_rng(9).integers(0, 2**64 - 1, 1003, dtype=np.uint64)
+    cols = {c: np.random.default_rng(c).integers(0, 20, (1003, c)).astype(np.float32)
+            for c in (1, 3, 8, 25, 51)}  # fmt: skip
+    fast, scalar = fast_and_scalar(
+        lambda: {c: _core.stats.poisson_weighted_sums(keys, x, 203, 4, 2) for c, x in cols.items()}
+    )
+    for c in cols:
+        assert np.array_equal(fast[c], scalar[c])
+
+
+def test_weighted_sums_reject_bad_columns():
+    keys = np.arange(4, dtype=np.uint64)
+    with pytest.raises(ValueError, match="float32 or float64"):
+        _core.stats.poisson_weighted_sums(keys, np.ones((4, 2), dtype=np.int64), 3, 0, 1)
+    with pytest.raises(ValueError, match="one row per key"):
+        _core.stats.poisson_weighted_sums(keys, np.ones((5, 2)), 3, 0, 1)
+    with pytest.raises(ValueError, match="n_resamples"):
+        _core.stats.poisson_weighted_sums(keys, np.ones((4, 2)), -1, 0, 1)
+
+
+def test_weights_of_eight_and_more_avx2_path_equals_the_scalar_path():
+    # the vector compare takes thresholds 0-3, then 4-7 where a lane passed them; W >= 8
+    # (1e-5 a weight) is finished lane by lane: a million weights hold a few
+    keys = np.random.default_rng(6).integers(0, 2**64 - 1, 1000, dtype=np.uint64)
+    fast, scalar = fast_and_scalar(lambda: _core.stats.poisson_weights(keys, 1000, 8, 2, False))
+    assert np.array_equal(fast, scalar)
+    assert scalar.max() >= 8
+    counts = np.bincount(scalar.astype(np.int64).ravel())
+    assert counts[4:8].sum() > 10_000
+
+
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 1000])
+def test_nonzero_overlaps_count_common_nonzero_columns(n):
+    rng = np.random.default_rng(n)
+    x = np.where(rng.random((7, n)) < 0.5, rng.integers(-2, 3, (7, n)), 0).astype(np.float64)
+    if n:
+        x[2, n // 2] = np.nan  # NaN is nonzero
+    nz = (x != 0).astype(np.int64)
+    for threads in (1, 2):
+        got = _core.stats.nonzero_overlaps(x, threads)
+        assert got.dtype == np.int64 and np.array_equal(got, nz @ nz.T)

@@ -307,6 +307,40 @@ py::array poisson_weights(Array<std::uint64_t> keys, std::int64_t n_resamples,
   return weight_matrix<float>(keys.data(), n, n_resamples, seed, threads, out);
 }
 
+template <typename T>
+py::array_t<T> weighted_sums(const std::uint64_t* keys, std::size_t n, py::array cols_in,
+                             std::int64_t n_resamples, std::uint64_t seed, int threads) {
+  auto cols = py::array_t<T, py::array::c_style>::ensure(cols_in);
+  if (!cols || cols.ndim() != 2 || static_cast<std::size_t>(cols.shape(0)) != n) {
+    throw std::invalid_argument("cols: expected a 2-D array with one row per key");
+  }
+  const auto c = static_cast<std::size_t>(cols.shape(1));
+  py::array_t<T> out({static_cast<py::ssize_t>(n_resamples), static_cast<py::ssize_t>(c)});
+  const T* src = cols.data();
+  T* o = out.mutable_data();
+  run_interruptible([&] {
+    tb::stats::poisson_weighted_sums<T>(keys, n, src, c, static_cast<std::size_t>(n_resamples),
+                                        seed, threads, o);
+  });
+  return out;
+}
+
+// W @ cols with W the weights poisson_weights gives (never built): (n_resamples, cols), in the
+// dtype of cols (float32 or float64).
+py::array poisson_weighted_sums(Array<std::uint64_t> keys, py::array cols,
+                                std::int64_t n_resamples, std::uint64_t seed, int threads) {
+  if (keys.ndim() != 1) throw std::invalid_argument("keys: expected a 1-D uint64 array");
+  if (n_resamples < 0) throw std::invalid_argument("n_resamples: expected >= 0");
+  const auto n = static_cast<std::size_t>(keys.size());
+  if (cols.dtype().is(py::dtype::of<float>())) {
+    return weighted_sums<float>(keys.data(), n, cols, n_resamples, seed, threads);
+  }
+  if (cols.dtype().is(py::dtype::of<double>())) {
+    return weighted_sums<double>(keys.data(), n, cols, n_resamples, seed, threads);
+  }
+  throw std::invalid_argument("cols: expected a float32 or float64 array");
+}
+
 // numpy.quantile(values, [q_low, q_high], axis=1) of a C-contiguous 2-D float64 array, one
 // row per task on up to `threads` threads: (low, high), NaN for a row holding a NaN (numpy's
 // result there) and for rows of no values (where numpy raises an IndexError).
@@ -440,6 +474,17 @@ py::dict pair_summaries(Array<double> dist, Array<std::int64_t> a, Array<std::in
   return out;
 }
 
+// The m x m counts of columns where both rows of a 2-D array are nonzero.
+py::array_t<std::int64_t> nonzero_overlaps(Array<double> x, int threads) {
+  if (x.ndim() != 2) throw std::invalid_argument("x: expected a 2-D array");
+  const auto m = static_cast<std::size_t>(x.shape(0)), n = static_cast<std::size_t>(x.shape(1));
+  std::vector<std::int64_t> both = run_interruptible(
+      [&] { return tb::stats::nonzero_overlaps(x.data(), m, n, threads); });
+  py::array_t<std::int64_t> out({static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(m)});
+  std::copy(both.begin(), both.end(), out.mutable_data());
+  return out;
+}
+
 // stats.sign_flip_test's Monte Carlo count (stats/signflip.hpp): the signs of pattern r are the
 // top bits of bytes[r * units .. (r + 1) * units).
 std::int64_t sign_flip_hits(Array<double> sums, Array<std::uint8_t> bytes, std::int64_t n_patterns,
@@ -543,6 +588,11 @@ void bind_stats(py::module_& m) {
         "The Poisson(1) weight of each key in each resample, (n_resamples, keys): the weights "
         "poisson_partials draws for units with these keys. With out (a C-contiguous buffer of "
         "the dtype, at least that many elements) they are written into its front, as a view.");
+  m.def("poisson_weighted_sums", &poisson_weighted_sums, py::arg("keys"), py::arg("cols"),
+        py::arg("n_resamples"), py::arg("seed"), py::arg("threads") = 0,
+        "poisson_weights(keys, ...) @ cols, (n_resamples, cols) in the dtype of cols (float32 "
+        "or float64), the weights drawn tile by tile and never stored: the same values as the "
+        "product where every partial sum of a column is an exact integer of the dtype.");
   m.def("row_quantile_pair", &row_quantile_pair, py::arg("values"), py::arg("q_low"),
         py::arg("q_high"), py::arg("threads") = 0,
         "numpy.quantile(values, [q_low, q_high], axis=1) of a 2-D float64 array (linear "
@@ -553,6 +603,9 @@ void bind_stats(py::module_& m) {
         "them: low, high (numpy.quantile, linear), se (numpy.std ddof=1, bit for bit), extreme "
         "(#|d* - d| >= |d|), max_ratio (per resample, the max over pairs with se > 0 of "
         "|d* - d| / se) and any_live.");
+  m.def("nonzero_overlaps", &nonzero_overlaps, py::arg("x"), py::arg("threads") = 0,
+        "(m, m) int64: for rows i and j of a 2-D array, the number of columns where both are "
+        "nonzero (x != 0 as bit sets, x @ x.T of 0/1 rows without a BLAS call).");
   m.def("sign_flip_hits", &sign_flip_hits, py::arg("sums"), py::arg("bytes"),
         py::arg("n_patterns"), py::arg("threshold"), py::arg("threads") = 0,
         "How many sign patterns give |sum of +-sums| >= threshold; pattern r keeps a unit's "

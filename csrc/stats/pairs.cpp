@@ -116,4 +116,39 @@ PairSummaries pair_summaries(const double* dist, std::size_t n_models, std::size
   return out;
 }
 
+std::vector<std::int64_t> nonzero_overlaps(const double* x, std::size_t m, std::size_t n,
+                                           int threads) {
+  const std::size_t words = (n + 63) / 64;
+  std::vector<std::uint64_t> bits(m * words, 0);
+  parallel_for(m, threads, [&](std::size_t i) {
+    const double* row = x + i * n;
+    std::uint64_t* out = bits.data() + i * words;
+    std::size_t w = 0;
+    for (; (w + 1) * 64 <= n; ++w) {  // whole words: a fixed trip count the compiler unrolls
+      std::uint64_t word = 0;
+      for (std::size_t k = 0; k < 64; ++k) {
+        word |= static_cast<std::uint64_t>(row[w * 64 + k] != 0.0) << k;
+      }
+      out[w] = word;
+    }
+    for (std::size_t c = w * 64; c < n; ++c) {
+      out[c / 64] |= static_cast<std::uint64_t>(row[c] != 0.0) << (c % 64);
+    }
+  });
+  std::vector<std::int64_t> both(m * m, 0);
+  parallel_for(m, threads, [&](std::size_t i) {
+    const std::uint64_t* bi = bits.data() + i * words;
+    for (std::size_t j = i; j < m; ++j) {
+      const std::uint64_t* bj = bits.data() + j * words;
+      std::int64_t count = 0;
+      for (std::size_t w = 0; w < words; ++w) count += __builtin_popcountll(bi[w] & bj[w]);
+      both[i * m + j] = count;
+    }
+  });
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::size_t j = 0; j < i; ++j) both[i * m + j] = both[j * m + i];
+  }
+  return both;
+}
+
 }  // namespace tb::stats

@@ -30,4 +30,9 @@ PairSummaries pair_summaries(const double* dist, std::size_t n_models, std::size
                              const std::int64_t* a, const std::int64_t* b, const double* d,
                              std::size_t n_pairs, double q_low, double q_high, int threads);
 
+// both[i * m + j] = #{ c : x[i, c] != 0 and x[j, c] != 0 } of an m x n row-major array (rows as
+// bit sets, popcounts of their intersections; McNemar's concordant counts of 0/1 outcomes).
+std::vector<std::int64_t> nonzero_overlaps(const double* x, std::size_t m, std::size_t n,
+                                           int threads);
+
 }  // namespace tb::stats

@@ -50,36 +50,67 @@ inline int poisson1_from_table(std::uint32_t x, const std::array<std::uint64_t, 
 int poisson1_from_u32(std::uint32_t x) { return poisson1_from_table(x, poisson_thresholds()); }
 
 #ifdef TB_HAVE_AVX2_PATH
+// Threshold j as a sign-flipped 32-bit lane (j < 8: every such threshold is below 2^32).
+__attribute__((target("avx2"))) inline __m256i flipped_threshold(
+    const std::array<std::uint64_t, 16>& table, int j) {
+  return _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(table[j]) ^ 0x80000000u));
+}
+
+// poisson1_from_table of the eight words of r: the count of thresholds at or below each word,
+// compared eight lanes at a time (x >= t unsigned as !(t > x) on sign-flipped words). The first
+// four thresholds always (W <= 3: probability 0.981), the next four where a lane passed them all
+// (one call in seven has such a lane), the rest lane by lane (W >= 8: 1e-5 a lane).
+__attribute__((target("avx2"))) inline __m256i poisson_from_words8(
+    __m256i r, const std::array<std::uint64_t, 16>& table) {
+  const __m256i x = _mm256_xor_si256(r, _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m256i four = _mm256_set1_epi32(4);
+  __m256i above = _mm256_setzero_si256();  // minus the count of thresholds 0..3 above x
+  for (int c = 0; c < 4; ++c) {
+    above = _mm256_add_epi32(above, _mm256_cmpgt_epi32(flipped_threshold(table, c), x));
+  }
+  __m256i w = _mm256_add_epi32(four, above);
+  const __m256i at4 = _mm256_cmpeq_epi32(w, four);
+  if (_mm256_movemask_epi8(at4) != 0) [[unlikely]] {
+    const __m256i eight = _mm256_set1_epi32(8);
+    __m256i more = _mm256_setzero_si256();
+    for (int c = 4; c < 8; ++c) {
+      more = _mm256_add_epi32(more, _mm256_cmpgt_epi32(flipped_threshold(table, c), x));
+    }
+    w = _mm256_blendv_epi8(w, _mm256_add_epi32(eight, more), at4);
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(w, eight)) != 0) [[unlikely]] {
+      alignas(32) std::uint32_t words[8];
+      alignas(32) std::int32_t ws[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(words), r);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(ws), w);
+      for (int l = 0; l < 8; ++l) {
+        while (ws[l] >= 8 && words[l] >= table[ws[l]]) ++ws[l];
+      }
+      w = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws));
+    }
+  }
+  return w;
+}
+
 // The Poisson(1) weights of eight keys in the `rows` (<= 4) resamples 4 * quad + j: the
-// Philox blocks of eight keys per call, the thresholds compared eight at a time; the same
-// values as poisson1_from_table of each lane's words. As a vector per row j (w[j]).
+// Philox blocks of eight keys per call; the same values as poisson1_from_table of each lane's
+// words. As a vector per row j (w[j]).
 __attribute__((target("avx2"))) inline void poisson_weights8_vec(
     const std::uint64_t* keys, std::uint32_t quad, std::size_t rows,
     const rng::Philox4x32::Key& key, const std::array<std::uint64_t, 16>& table, __m256i w[4]) {
-  const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-  const __m256i four = _mm256_set1_epi32(4);
   __m256i r[4];
   rng::philox8(quad, keys, static_cast<std::uint32_t>(rng::Domain::kPoisson), key[0], key[1], r);
-  for (std::size_t j = 0; j < rows; ++j) {
-    // x >= t (unsigned) as !(t > x) on sign-flipped words; 4 minus the thresholds above x
-    const __m256i x = _mm256_xor_si256(r[j], flip);
-    __m256i above = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i t = _mm256_set1_epi32(
-          static_cast<int>(static_cast<std::uint32_t>(table[c]) ^ 0x80000000u));
-      above = _mm256_add_epi32(above, _mm256_cmpgt_epi32(t, x));
-    }
-    w[j] = _mm256_add_epi32(four, above);
-    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(w[j], four)) != 0) [[unlikely]] {
-      alignas(32) std::uint32_t words[8];
-      alignas(32) std::int32_t ws[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(words), r[j]);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(ws), w[j]);
-      for (int l = 0; l < 8; ++l) {
-        while (ws[l] >= 4 && words[l] >= table[ws[l]]) ++ws[l];
-      }
-      w[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ws));
-    }
+  for (std::size_t j = 0; j < rows; ++j) w[j] = poisson_from_words8(r[j], table);
+}
+
+// Row j of eight weights w as T at dst.
+template <typename T>
+__attribute__((target("avx2"))) inline void store_weights8(T* dst, __m256i w) {
+  if constexpr (sizeof(T) == 4) {
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst), _mm256_cvtepi32_ps(w));
+  } else {
+    _mm256_storeu_pd(reinterpret_cast<double*>(dst), _mm256_cvtepi32_pd(_mm256_castsi256_si128(w)));
+    _mm256_storeu_pd(reinterpret_cast<double*>(dst) + 4,
+                     _mm256_cvtepi32_pd(_mm256_extracti128_si256(w, 1)));
   }
 }
 
@@ -104,20 +135,19 @@ __attribute__((target("avx2"))) std::size_t weight_rows_avx2(
     std::uint32_t quad, std::size_t rows, const rng::Philox4x32::Key& key,
     const std::array<std::uint64_t, 16>& table, T* row) {
   std::size_t i = i0;
+  const auto domain = static_cast<std::uint32_t>(rng::Domain::kPoisson);
+  for (; i + 16 <= i1; i += 16) {
+    __m256i a[4], b[4];
+    rng::philox16(quad, keys + i, domain, key[0], key[1], a, b);
+    for (std::size_t j = 0; j < rows; ++j) {
+      store_weights8<T>(row + j * n + i, poisson_from_words8(a[j], table));
+      store_weights8<T>(row + j * n + i + 8, poisson_from_words8(b[j], table));
+    }
+  }
   for (; i + 8 <= i1; i += 8) {
     __m256i w[4];
     poisson_weights8_vec(keys + i, quad, rows, key, table, w);
-    for (std::size_t j = 0; j < rows; ++j) {
-      T* dst = row + j * n + i;
-      if constexpr (sizeof(T) == 4) {
-        _mm256_storeu_ps(reinterpret_cast<float*>(dst), _mm256_cvtepi32_ps(w[j]));
-      } else {
-        _mm256_storeu_pd(reinterpret_cast<double*>(dst),
-                         _mm256_cvtepi32_pd(_mm256_castsi256_si128(w[j])));
-        _mm256_storeu_pd(reinterpret_cast<double*>(dst) + 4,
-                         _mm256_cvtepi32_pd(_mm256_extracti128_si256(w[j], 1)));
-      }
-    }
+    for (std::size_t j = 0; j < rows; ++j) store_weights8<T>(row + j * n + i, w[j]);
   }
   return i;
 }
@@ -172,6 +202,255 @@ template void poisson_weight_matrix<float>(const std::uint64_t*, std::size_t, st
                                            std::uint64_t, int, float*);
 template void poisson_weight_matrix<double>(const std::uint64_t*, std::size_t, std::size_t,
                                             std::uint64_t, int, double*);
+
+namespace {
+
+// Keys per tile of poisson_weighted_sums: the tile's weights of four resamples (4 x 256 values)
+// stay in L1 and its padded rows (256 x c) in L2 while every column block reads them.
+constexpr std::size_t kSumTile = 256;
+
+// Weights of keys[i0, i1) in resamples 4 * quad + j (j < rows) as T, w[j * kSumTile + i - i0];
+// rows j >= rows are zero.
+template <typename T>
+void tile_weights(const std::uint64_t* keys, std::size_t i0, std::size_t i1, std::uint32_t quad,
+                  std::size_t rows, const rng::Philox4x32::Key& key,
+                  const std::array<std::uint64_t, 16>& table, bool simd, T* w) {
+  const std::uint64_t* tile = keys + i0;
+  const std::size_t len = i1 - i0;
+  std::size_t i = 0;
+#ifdef TB_HAVE_AVX2_PATH
+  if (simd) i = weight_rows_avx2<T>(tile, 0, len, kSumTile, quad, rows, key, table, w);
+#else
+  (void)simd;
+#endif
+  for (; i < len; ++i) {
+    const std::uint64_t ukey = tile[i];
+    const auto r = rng::Philox4x32::block(
+        {quad, static_cast<std::uint32_t>(ukey), static_cast<std::uint32_t>(ukey >> 32),
+         static_cast<std::uint32_t>(rng::Domain::kPoisson)},
+        key);
+    for (std::size_t j = 0; j < rows; ++j) {
+      w[j * kSumTile + i] = static_cast<T>(poisson1_from_table(r[j], table));
+    }
+  }
+  for (std::size_t j = rows; j < 4; ++j) std::fill_n(w + j * kSumTile, len, T{0});
+}
+
+// a0[v] += sum_u w0[u] * s[u * stride + v], and a1 likewise with w1, for v < width (scalar).
+template <typename T>
+void madd_rows2(const T* w0, const T* w1, const T* s, std::size_t stride, std::size_t len,
+                std::size_t width, T* a0, T* a1) {
+  for (std::size_t u = 0; u < len; ++u) {
+    const T x0 = w0[u], x1 = w1[u];
+    const T* row = s + u * stride;
+    for (std::size_t v = 0; v < width; ++v) {
+      a0[v] += x0 * row[v];
+      a1[v] += x1 * row[v];
+    }
+  }
+}
+
+#ifdef TB_HAVE_AVX2_PATH
+// The vector type of T (8 floats or 4 doubles) and its operations.
+template <typename T>
+struct Vec;
+template <>
+struct Vec<float> {
+  using V = __m256;
+  __attribute__((target("avx2,fma"))) static V load(const float* p) { return _mm256_loadu_ps(p); }
+  __attribute__((target("avx2,fma"))) static V bcast(const float* p) {
+    return _mm256_broadcast_ss(p);
+  }
+  __attribute__((target("avx2,fma"))) static V fma(V a, V b, V c) {
+    return _mm256_fmadd_ps(a, b, c);
+  }
+  __attribute__((target("avx2,fma"))) static void store(float* p, V x) { _mm256_storeu_ps(p, x); }
+  __attribute__((target("avx2,fma"))) static V add(V a, V b) { return _mm256_add_ps(a, b); }
+};
+template <>
+struct Vec<double> {
+  using V = __m256d;
+  __attribute__((target("avx2,fma"))) static V load(const double* p) {
+    return _mm256_loadu_pd(p);
+  }
+  __attribute__((target("avx2,fma"))) static V bcast(const double* p) {
+    return _mm256_broadcast_sd(p);
+  }
+  __attribute__((target("avx2,fma"))) static V fma(V a, V b, V c) {
+    return _mm256_fmadd_pd(a, b, c);
+  }
+  __attribute__((target("avx2,fma"))) static void store(double* p, V x) {
+    _mm256_storeu_pd(p, x);
+  }
+  __attribute__((target("avx2,fma"))) static V add(V a, V b) { return _mm256_add_pd(a, b); }
+};
+
+// madd_rows2 over N vectors (N <= 6), the two rows' accumulators named one by one so that they
+// stay in registers across the tile's keys (an array of vectors is kept in memory). Each
+// vector of a key's row is loaded once and used for both rows.
+template <typename T, int N>
+__attribute__((target("avx2,fma"))) void madd_rows2_avx2(const T* w0, const T* w1, const T* s,
+                                                          std::size_t stride, std::size_t len,
+                                                          T* a0, T* a1) {
+  using O = Vec<T>;
+  using V = typename O::V;
+  constexpr std::size_t L = 32 / sizeof(T);
+  V p0{}, p1{}, p2{}, p3{}, p4{}, p5{}, q0{}, q1{}, q2{}, q3{}, q4{}, q5{};
+  V p0_odd{}, p1_odd{}, p2_odd{}, q0_odd{}, q1_odd{}, q2_odd{};
+#define TB_EACH(F) F(0) F(1) F(2) F(3) F(4) F(5)
+#define TB_ODD(F) F(0) F(1) F(2)
+#define TB_LOAD(v)                    \
+  if constexpr (N > v) {              \
+    p##v = O::load(a0 + (v) * L);     \
+    q##v = O::load(a1 + (v) * L);     \
+  }
+#define TB_MADD(v)                           \
+  if constexpr (N > v) {                     \
+    V y = O::load(row + (v) * L);            \
+    asm("" : "+x"(y)); /* one load, two uses */ \
+    p##v = O::fma(b0, y, p##v);              \
+    q##v = O::fma(b1, y, q##v);              \
+  }
+#define TB_STORE(v)                   \
+  if constexpr (N > v) {              \
+    O::store(a0 + (v) * L, p##v);     \
+    O::store(a1 + (v) * L, q##v);     \
+  }
+  TB_EACH(TB_LOAD)
+  std::size_t u = 0;
+  if constexpr (N <= 3) {
+    // few vectors: each accumulator would wait on its own previous product (an FMA's latency
+    // is five cycles); odd keys go to a second set (p3..p5, q3..q5), added at the end (exact
+    // integer sums: the order of the additions changes nothing)
+    for (; u + 2 <= len; u += 2) {
+      {
+        const V b0 = O::bcast(w0 + u), b1 = O::bcast(w1 + u);
+        const T* row = s + u * stride;
+        TB_EACH(TB_MADD)
+      }
+      const V b0 = O::bcast(w0 + u + 1), b1 = O::bcast(w1 + u + 1);
+      const T* row = s + (u + 1) * stride;
+#define TB_MADD_ODD(v)                                       \
+  if constexpr (N > v) {                                     \
+    V y = O::load(row + (v) * L);                            \
+    asm("" : "+x"(y));                                       \
+    p##v##_odd = O::fma(b0, y, p##v##_odd);                  \
+    q##v##_odd = O::fma(b1, y, q##v##_odd);                  \
+  }
+      TB_ODD(TB_MADD_ODD)
+#undef TB_MADD_ODD
+    }
+  }
+  for (; u < len; ++u) {
+    const V b0 = O::bcast(w0 + u), b1 = O::bcast(w1 + u);
+    const T* row = s + u * stride;
+    TB_EACH(TB_MADD)
+  }
+  if constexpr (N <= 3) {
+#define TB_JOIN(v)                       \
+  if constexpr (N > v) {                 \
+    p##v = O::add(p##v, p##v##_odd);     \
+    q##v = O::add(q##v, q##v##_odd);     \
+  }
+    TB_ODD(TB_JOIN)
+#undef TB_JOIN
+  }
+  TB_EACH(TB_STORE)
+#undef TB_ODD
+#undef TB_STORE
+#undef TB_MADD
+#undef TB_LOAD
+#undef TB_EACH
+}
+
+template <typename T>
+void madd_rows2_vec(int vectors, const T* w0, const T* w1, const T* s, std::size_t stride,
+                    std::size_t len, T* a0, T* a1) {
+  switch (vectors) {
+    case 1: return madd_rows2_avx2<T, 1>(w0, w1, s, stride, len, a0, a1);
+    case 2: return madd_rows2_avx2<T, 2>(w0, w1, s, stride, len, a0, a1);
+    case 3: return madd_rows2_avx2<T, 3>(w0, w1, s, stride, len, a0, a1);
+    case 4: return madd_rows2_avx2<T, 4>(w0, w1, s, stride, len, a0, a1);
+    case 5: return madd_rows2_avx2<T, 5>(w0, w1, s, stride, len, a0, a1);
+    default: return madd_rows2_avx2<T, 6>(w0, w1, s, stride, len, a0, a1);
+  }
+}
+#endif
+
+}  // namespace
+
+template <typename T>
+void poisson_weighted_sums(const std::uint64_t* keys, std::size_t n, const T* cols, std::size_t c,
+                           std::size_t n_resamples, std::uint64_t seed, int threads, T* out) {
+  std::fill_n(out, n_resamples * c, T{0});
+  if (n == 0 || c == 0 || n_resamples == 0) return;
+  constexpr std::size_t lanes = 32 / sizeof(T);
+  const std::size_t stride = (c + lanes - 1) / lanes * lanes;  // rows padded to whole vectors
+  std::vector<T> padded(n * stride, T{0});
+  for (std::size_t i = 0; i < n; ++i) std::copy_n(cols + i * c, c, padded.data() + i * stride);
+  const auto key = rng::key_from_seed(seed);
+  const auto& table = poisson_thresholds();
+  bool simd = false;
+#ifdef TB_HAVE_AVX2_PATH
+  simd = rng::avx2_available() && __builtin_cpu_supports("fma") && !rng::scalar_only();
+#endif
+  // the column blocks of the vector path: at most six vectors (twelve accumulators) each,
+  // as even as possible
+  const int n_vec = static_cast<int>(stride / lanes);
+  const int n_blocks = (n_vec + 5) / 6;
+  // keys per tile: their padded rows (tile x stride) fit in half of a 32 KiB L1 cache
+  const std::size_t tile =
+      std::clamp<std::size_t>((std::size_t{16} << 10) / (stride * sizeof(T)) / 8 * 8, 8, kSumTile);
+  // a task: kQuads quads of resamples (4 kQuads rows of out), all keys
+  constexpr std::size_t kQuads = 2;
+  const std::size_t n_quads = (n_resamples + 3) / 4;
+  const std::size_t n_tasks = (n_quads + kQuads - 1) / kQuads;
+  parallel_for(n_tasks, threads, [&](std::size_t t) {
+    std::vector<T> acc(4 * kQuads * stride, T{0});
+    std::vector<T> w(4 * kSumTile);
+    const std::size_t q0 = t * kQuads, q1 = std::min(n_quads, q0 + kQuads);
+    for (std::size_t i0 = 0; i0 < n; i0 += tile) {
+      const std::size_t i1 = std::min(n, i0 + tile), len = i1 - i0;
+      const T* s = padded.data() + i0 * stride;
+      for (std::size_t quad = q0; quad < q1; ++quad) {
+        const std::size_t rows = std::min<std::size_t>(4, n_resamples - 4 * quad);
+        tile_weights<T>(keys, i0, i1, static_cast<std::uint32_t>(quad), rows, key, table, simd,
+                        w.data());
+        T* a = acc.data() + (quad - q0) * 4 * stride;
+        for (std::size_t j = 0; j < rows; j += 2) {
+          const T* w0 = w.data() + j * kSumTile;
+          const T* w1 = w.data() + (j + 1) * kSumTile;  // zero where j + 1 == rows
+          T* a0 = a + j * stride;
+          T* a1 = a + (j + 1) * stride;
+#ifdef TB_HAVE_AVX2_PATH
+          if (simd) {
+            int v0 = 0;
+            for (int blk = 0; blk < n_blocks; ++blk) {
+              const int v1 = n_vec * (blk + 1) / n_blocks;
+              const std::size_t off = static_cast<std::size_t>(v0) * lanes;
+              madd_rows2_vec<T>(v1 - v0, w0, w1, s + off, stride, len, a0 + off, a1 + off);
+              v0 = v1;
+            }
+            continue;
+          }
+#endif
+          madd_rows2<T>(w0, w1, s, stride, len, c, a0, a1);
+        }
+      }
+    }
+    for (std::size_t quad = q0; quad < q1; ++quad) {
+      const std::size_t rows = std::min<std::size_t>(4, n_resamples - 4 * quad);
+      for (std::size_t j = 0; j < rows; ++j) {
+        std::copy_n(acc.data() + ((quad - q0) * 4 + j) * stride, c, out + (4 * quad + j) * c);
+      }
+    }
+  });
+}
+
+template void poisson_weighted_sums<float>(const std::uint64_t*, std::size_t, const float*,
+                                           std::size_t, std::size_t, std::uint64_t, int, float*);
+template void poisson_weighted_sums<double>(const std::uint64_t*, std::size_t, const double*,
+                                            std::size_t, std::size_t, std::uint64_t, int, double*);
 
 std::vector<int> exact_scales(const double* values, std::size_t n, std::size_t k) {
   std::vector<int> scale(k, 0);

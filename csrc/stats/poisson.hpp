@@ -60,4 +60,14 @@ template <typename T>
 void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t n_resamples,
                            std::uint64_t seed, int threads, T* out);
 
+// The resampled weighted sums out[b * c + j] = sum_i W(seed, keys[i], b) * cols[i * c + j]
+// (n_resamples x c) with the weights of poisson_weight_matrix, drawn and multiplied tile by tile
+// (never stored as a matrix: a quarter of the time of the matrix and a BLAS product). The sums
+// are added in the order of T; they equal the product bit for bit when every partial sum of a
+// column is an exact integer of T (integer cols whose magnitudes sum, times 16, below 2^24 for
+// float or 2^53 for double), which the callers check.
+template <typename T>
+void poisson_weighted_sums(const std::uint64_t* keys, std::size_t n, const T* cols, std::size_t c,
+                           std::size_t n_resamples, std::uint64_t seed, int threads, T* out);
+
 }  // namespace tb::stats

@@ -607,15 +607,14 @@ def _joint_by_units(
     Bit-identical to :func:`bootstrap` with ``scheme="poisson"`` on every model's records: the
     engine draws each unit's (cluster's, else item's) Poisson(1) weight keyed by (seed, unit
     key, resample), the same for every model, and sums exactly. Here the engine draws the
-    weights once per unit (not once per unit and model; :func:`._shared.poisson_weights`), in
-    blocks of units, and every
-    model's resampled sums are one product ``W^T S`` of the weights (units x B) with the
-    per-unit sums (units x models); integer values keep every sum exact in float64 (checked
-    by :func:`_integral`), so the order of the additions cannot change a bit.
+    weights once per unit (not once per unit and model; :func:`._shared.weighted_sums`), and
+    every model's resampled sums are one product ``W^T S`` of the weights (units x B) with
+    the per-unit sums (units x models); integer values keep every sum exact (checked by
+    :func:`_integral`), so the order of the additions cannot change a bit.
     """
     n_models, n_keys = sub.shape
     if key_cluster is not None:
-        units, unit_of = np.unique(key_cluster[in_task].astype(str), return_inverse=True)
+        unit_of, units = _codes(key_cluster[in_task])  # np.unique's levels and inverse
         cols = label_columns(units, name="clusters", n=units.size)
         unit_keys = combine_hashes([hash_labels(v) for v in cols.values()])
     else:
@@ -627,21 +626,14 @@ def _joint_by_units(
     for m in range(n_models):
         sums[:, m] = np.bincount(unit_of, weights=sub[m], minlength=g)
     sizes = np.bincount(unit_of, minlength=g).astype(np.float64)
-    b = opts.n_resamples
-    num = np.zeros((b, n_models + 1))  # every model's resampled sums, then the weights
-    # float32 products are exact too while every partial sum stays below 2^24 (a weight is at
-    # most 15): half the memory traffic and twice the GEMM speed of float64
+    # float32 sums are exact too while every partial sum stays below 2^24 (a weight is at
+    # most 15): twice the vector width of float64
     bound = max(float(np.abs(sub).max(initial=0.0)), 1.0) * n_keys * 16.0
     dtype = np.float32 if bound < 2.0**24 else np.float64
     unit_cols = np.concatenate([sums, sizes[:, None]], axis=1).astype(dtype)
-    step = max(1, min(_shared.KEY_CHUNK, 2**23 // max(b, 1)))  # ~64 MiB of weights at most
-    buffer = np.empty(b * min(step, g), dtype=dtype)
-    for lo in range(0, g, step):
-        hi = min(g, lo + step)
-        w = _shared.poisson_weights(np.ascontiguousarray(unit_keys[lo:hi]), opts, dtype, buffer)
-        # (B x units) @ (units x (models + 1)): exact integer sums, one product for the
-        # models' sums and the resampled sizes
-        num += w @ unit_cols[lo:hi]
+    # (B x units) weights @ (units x (models + 1)): exact integer sums, the models' sums and
+    # the resampled sizes at once
+    num = _shared.weighted_sums(unit_keys, unit_cols, opts).astype(np.float64)
     num, den = num[:, :n_models], num[:, n_models]
     with np.errstate(invalid="ignore", divide="ignore"):
         dist = (num / den[:, None]).T
@@ -796,8 +788,8 @@ def _complete_family(
 
     The same numbers as :func:`_pair` with :func:`_from_joint`: intervals, standard errors and
     bootstrap p-values of every pair in one compiled pass over the shared resamples; McNemar's
-    discordant counts (and wins/ties/losses of 0/1 outcomes) from one product of the outcome
-    matrix with itself. Returns the rows and the family's simultaneous band (:func:`_band`).
+    discordant counts (and wins/ties/losses of 0/1 outcomes) from the overlaps of the models'
+    outcome rows. Returns the rows and the family's simultaneous band (:func:`_band`).
     """
     n_keys = sub.shape[1]
     alpha = 1.0 - opts.level
@@ -818,9 +810,9 @@ def _complete_family(
     means = [float(row.mean()) for row in sub]
     clusters = key_cluster[in_task] if key_cluster is not None else None
     if binary:
-        # items both got right, per pair of models (float32 counts are exact below 2^24)
-        pattern = sub.astype(np.float32) if n_keys < 2**24 else sub
-        both = (pattern @ pattern.T).astype(np.float64)
+        # items both got right, per pair of models: sub @ sub.T of the 0/1 rows as bit sets
+        # (no BLAS call: its worker threads would spin on the cores the engine then uses)
+        both = _core.stats.nonzero_overlaps(sub, opts.engine_threads)
         right = sub.sum(axis=1)
     z = norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)
     nan = float("nan")
@@ -829,7 +821,7 @@ def _complete_family(
     # with np.unique and sums each cluster's differences with np.bincount: the same sums)
     cluster_of = None
     if n_permutations and clusters is not None:
-        cluster_of = np.unique(clusters, return_inverse=True)[1].ravel()
+        cluster_of = _codes(clusters)[0]  # np.unique's inverse
     for i, (a_i, b_i) in enumerate(pairs):
         p_perm = nan
         if n_permutations:

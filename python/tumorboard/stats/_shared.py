@@ -30,33 +30,13 @@ MAX_WEIGHT = 15
 DENSITY = 4
 #: Largest (keys x groups x columns) table of per-key sums (1 GiB of float64).
 MAX_CELLS = 2**27
-#: Keys per call of the engine's weight draw (bounds its (groups, resamples + 1) outputs).
-KEY_CHUNK = 2000
-
-
-def poisson_weights(
-    keys: np.ndarray, options: BootstrapOptions, dtype: type, buffer: np.ndarray | None = None
-) -> np.ndarray:
-    """Return the engine's Poisson(1) weight of each key in each resample, (resamples, keys).
-
-    The engine draws the weight ``w`` of a record from (seed, record key, resample) alone;
-    ``_core.stats.poisson_weights`` (csrc/stats/poisson.cpp) draws it once per key from the
-    same Philox blocks as the engine's bootstrap, with the GIL released and in parallel.
-    ``buffer`` (C-contiguous, of ``dtype``, large enough) is written in place of a fresh
-    array, so chunked callers fault in the pages once.
-    """
-    out = buffer if buffer is not None and buffer.dtype == dtype else None
-    w = _core.stats.poisson_weights(np.ascontiguousarray(keys, dtype=np.uint64),
-                                    options.n_resamples, options.seed, options.engine_threads,
-                                    dtype == np.float64, out=out)  # fmt: skip
-    return w if w.dtype == dtype else w.astype(dtype)
 
 
 def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOptions) -> np.ndarray:
     """Return ``W @ per_key``: every resample's weighted sums, (resamples, columns).
 
-    ``W`` holds the engine's Poisson(1) weight of each key in each resample, drawn
-    ``KEY_CHUNK`` keys at a time.
+    ``W`` holds the engine's Poisson(1) weight of each key in each resample
+    (:func:`weighted_sums`).
     """
     # equal columns have equal sums: the record counts of groups that share every key, a
     # column every group shares (e.g. BLEU's reference length with one reference)
@@ -66,13 +46,23 @@ def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOpti
     if not np.array_equal(per_key[:, first[column]], per_key):
         first, column = np.arange(per_key.shape[1]), np.arange(per_key.shape[1])
     distinct = np.ascontiguousarray(per_key[:, first])
-    out = np.zeros((options.n_resamples, distinct.shape[1]), dtype=per_key.dtype)
-    buffer = np.empty(options.n_resamples * min(KEY_CHUNK, keys.size), dtype=per_key.dtype)
-    for s in range(0, keys.size, KEY_CHUNK):
-        part = keys[s : s + KEY_CHUNK]
-        w = poisson_weights(part, options, per_key.dtype, buffer)
-        out += w @ distinct[s : s + part.size]
-    return out[:, column.ravel()]
+    return weighted_sums(keys, distinct, options)[:, column.ravel()]
+
+
+def weighted_sums(keys: np.ndarray, cols: np.ndarray, options: BootstrapOptions) -> np.ndarray:
+    """Return ``W @ cols`` in the dtype of ``cols`` (float32 or float64), (resamples, columns).
+
+    ``W`` (resamples x keys) holds the engine's Poisson(1) weight of each key in each
+    resample: the engine draws a record's weight from (seed, record key, resample) alone, so
+    a key's weight is the one every record of the key gets.
+    ``_core.stats.poisson_weighted_sums`` (csrc/stats/poisson.cpp) draws them tile by tile
+    and multiplies as it goes, never storing the matrix, on the engine's threads. Equal to
+    the product bit for bit where every partial sum of a column is an exact integer of the
+    dtype (the callers' condition).
+    """
+    return _core.stats.poisson_weighted_sums(np.ascontiguousarray(keys, dtype=np.uint64),
+                                             np.ascontiguousarray(cols), options.n_resamples,
+                                             options.seed, options.engine_threads)  # fmt: skip
 
 
 def poisson_shared(
