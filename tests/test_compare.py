@@ -297,6 +297,15 @@ def test_compare_refuses_ambiguous_input():
         stats.compare([1, 0, 1], models=["A", "A", "B"], items=["q1", "q1", "q1"])
     with pytest.raises(InvalidArgumentError, match="expected one cluster for every model"):
         stats.compare([1, 0], models=["A", "B"], items=["q1", "q1"], clusters=["p1", "p2"])
+    # the messages name the first repeated (model, key) and the first row of another cluster
+    repeat = "model 'A', task 'overall', item 'q2': expected one row per model and item, got 2"
+    with pytest.raises(InvalidArgumentError, match=repeat):
+        stats.compare([1, 0, 1, 1, 0], models=["A", "A", "B", "A", "B"],
+                      items=["q2", "q1", "q1", "q2", "q1"])  # fmt: skip
+    other = "task 'overall', item 'q2': expected one cluster for every model, got 'p2' and 'p3'"
+    with pytest.raises(InvalidArgumentError, match=other):
+        stats.compare([1, 0, 1, 0], models=["A", "B", "A", "B"], items=["q1", "q1", "q2", "q2"],
+                      clusters=["p1", "p1", "p2", "p3"])  # fmt: skip
     with pytest.raises(InvalidArgumentError, match="at least two models"):
         stats.compare([1, 0], models=["A", "A"], items=["q1", "q2"])
     with pytest.raises(InvalidArgumentError, match="baseline: expected one of the models"):
@@ -1194,3 +1203,75 @@ def test_system_labels_name_a_model_by_track_and_tools_only_where_it_is_ambiguou
         "gpt (hancock, tools)", "gpt (hancock, no tools)", "llama", "gpt (hancock, no tools)",
         "llama", "mistral",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.tile(np.arange(1_000), 7),
+        np.array([5]),
+        np.array([2**62, -(2**62), 3, 3]),  # a range of 2^63: wider than the table
+        np.array([-(2**63), 2**63 - 1]),  # the widest int64 range (its offset wraps)
+        np.array([-7, 12, -7, 0, 99, 12]),
+        np.array([], dtype=np.int64),
+    ],
+)
+def test_integer_labels_coded_in_the_core_as_np_unique_of_their_strings(values):
+    # compact_distinct finds the distinct values by a presence table over a compact range (None
+    # for a wide one), compact_codes ranks each row among them; _int_codes orders them as
+    # their strings sort: the codes and levels np.unique(values.astype(str)) gives
+    from tumorboard import _core
+    from tumorboard.stats._compare import _int_codes
+
+    x = values.astype(np.int64)
+    found = _core.stats.compact_distinct(x)
+    if x.size and int(x.max()) - int(x.min()) >= 4 * x.size + 1024:
+        assert found is None
+    else:
+        assert np.array_equal(found, np.unique(x))
+        rank = np.arange(found.size)[::-1].copy()
+        got = _core.stats.compact_codes(x, found, rank, 2)
+        assert np.array_equal(got, rank[np.searchsorted(found, x)])
+    if x.size:
+        codes, levels = _int_codes(x)
+        want_levels, want_codes = np.unique(x.astype(str), return_inverse=True)
+        assert np.array_equal(codes, want_codes.ravel()) and np.array_equal(levels, want_levels)
+
+
+def test_compact_codes_refuse_values_outside_theirs():
+    from tumorboard import _core
+
+    x = np.array([1, 2, 3], dtype=np.int64)
+    with pytest.raises(ValueError, match="not among values"):
+        _core.stats.compact_codes(x, np.array([1, 3]), np.array([0, 1]))
+    with pytest.raises(ValueError, match="increasing"):
+        _core.stats.compact_codes(x, np.array([3, 1, 2]), np.array([0, 1, 2]))
+
+
+def test_value_table_finds_repeats_and_binary_values():
+    from tumorboard import _core
+
+    model = np.array([0, 1, 0, 1], dtype=np.int64)
+    key = np.array([0, 0, 2, 1], dtype=np.int64)
+    table, ok, binary = _core.stats.value_table(model, key, np.array([1.0, 0.0, 1.0, 0.5]), 2, 3)
+    assert ok and not binary
+    assert np.array_equal(table, [[1.0, np.nan, 1.0], [0.0, 0.5, np.nan]], equal_nan=True)
+    _, ok, binary = _core.stats.value_table(model, key, np.array([1.0, 0.0, 1.0, 0.0]), 2, 3)
+    assert ok and binary
+    again = np.array([0, 1, 0, 0], dtype=np.int64)  # model 0, key 0 twice
+    _, ok, _ = _core.stats.value_table(again, key[[0, 1, 2, 0]], np.ones(4), 2, 3)
+    assert not ok
+    with pytest.raises(ValueError, match="out of range"):
+        _core.stats.value_table(model, key, np.ones(4), 2, 2)
+
+
+def test_key_clusters_names_the_first_row_with_another_cluster():
+    from tumorboard import _core
+
+    key = np.array([0, 1, 0, 1, 0], dtype=np.int64)
+    same = np.array([7, 3, 7, 3, 7], dtype=np.int64)
+    of_key, bad = _core.stats.key_clusters(key, same, 2)
+    assert of_key.tolist() == [7, 3] and bad == -1
+    other = np.array([7, 3, 7, 4, 8], dtype=np.int64)
+    of_key, bad = _core.stats.key_clusters(key, other, 2)
+    assert of_key.tolist() == [7, 3] and bad == 3

@@ -474,6 +474,40 @@ py::dict pair_summaries(Array<double> dist, Array<std::int64_t> a, Array<std::in
   return out;
 }
 
+// stats.compare's (model, key) table: (table, no_repeat, binary).
+py::tuple value_table(Array<std::int64_t> model, Array<std::int64_t> key, Array<double> v,
+                      std::int64_t n_models, std::int64_t n_keys) {
+  if (model.ndim() != 1 || key.size() != model.size() || v.size() != model.size()) {
+    throw std::invalid_argument("model, key, v: expected 1-D arrays of one length");
+  }
+  if (n_models < 0 || n_keys < 0) throw std::invalid_argument("n_models, n_keys: expected >= 0");
+  py::array_t<double> table({static_cast<py::ssize_t>(n_models), static_cast<py::ssize_t>(n_keys)});
+  double* t = table.mutable_data();
+  bool binary = true;
+  const bool ok = run_interruptible([&] {
+    return tb::stats::value_table(model.data(), key.data(), v.data(),
+                                  static_cast<std::size_t>(model.size()),
+                                  static_cast<std::size_t>(n_models),
+                                  static_cast<std::size_t>(n_keys), t, &binary);
+  });
+  return py::make_tuple(table, ok, binary);
+}
+
+// Each key's cluster (that of its first row) and the first row that names another (-1: none).
+py::tuple key_clusters(Array<std::int64_t> key, Array<std::int64_t> cluster, std::int64_t n_keys) {
+  if (key.ndim() != 1 || cluster.size() != key.size()) {
+    throw std::invalid_argument("key, cluster: expected 1-D arrays of one length");
+  }
+  if (n_keys < 0) throw std::invalid_argument("n_keys: expected >= 0");
+  py::array_t<std::int64_t> of_key(static_cast<py::ssize_t>(n_keys));
+  std::int64_t* o = of_key.mutable_data();
+  const std::int64_t bad = run_interruptible([&] {
+    return tb::stats::key_clusters(key.data(), cluster.data(), static_cast<std::size_t>(key.size()),
+                                   static_cast<std::size_t>(n_keys), o);
+  });
+  return py::make_tuple(of_key, bad);
+}
+
 // The m x m counts of columns where both rows of a 2-D array are nonzero.
 py::array_t<std::int64_t> nonzero_overlaps(Array<double> x, int threads) {
   if (x.ndim() != 2) throw std::invalid_argument("x: expected a 2-D array");
@@ -523,6 +557,38 @@ std::int64_t sign_flip_hits_pcg64(Array<double> sums, const std::vector<std::uin
                                            start, static_cast<std::size_t>(n_patterns),
                                            static_cast<std::size_t>(chunk), threshold, threads);
   });
+}
+
+// The distinct values of an int64 array, increasing, where their range is compact; None where it
+// is not.
+py::object compact_distinct(py::array_t<std::int64_t, py::array::c_style> x, int threads) {
+  std::vector<std::int64_t> out;
+  const bool ok = run_interruptible([&] {
+    return tb::stats::compact_distinct(x.data(), static_cast<std::size_t>(x.size()), threads, out);
+  });
+  if (!ok) return py::none();
+  return to_numpy(out);
+}
+
+// codes[r] = rank[k] where values[k] == x[r] (values: compact_distinct's of x).
+py::array_t<std::int64_t> compact_codes(py::array_t<std::int64_t, py::array::c_style> x,
+                                        Array<std::int64_t> values, Array<std::int64_t> rank,
+                                        int threads) {
+  const auto m = static_cast<std::size_t>(values.size());
+  if (rank.size() != values.size()) throw std::invalid_argument("rank: one per value");
+  for (std::size_t k = 1; k < m; ++k) {
+    if (values.data()[k] <= values.data()[k - 1]) {
+      throw std::invalid_argument("values: expected increasing values");
+    }
+  }
+  py::array_t<std::int64_t> codes(static_cast<py::ssize_t>(x.size()));
+  if (x.size() && !m) throw std::invalid_argument("values: expected the values of x");
+  std::int64_t* c = codes.mutable_data();
+  run_interruptible([&] {
+    tb::stats::compact_codes(x.data(), static_cast<std::size_t>(x.size()), values.data(),
+                             rank.data(), m, threads, c);
+  });
+  return codes;
 }
 
 // The first row of each code 0..n_codes-1 among `codes` (-1 for a code that does not occur).
@@ -603,6 +669,13 @@ void bind_stats(py::module_& m) {
         "them: low, high (numpy.quantile, linear), se (numpy.std ddof=1, bit for bit), extreme "
         "(#|d* - d| >= |d|), max_ratio (per resample, the max over pairs with se > 0 of "
         "|d* - d| / se) and any_live.");
+  m.def("value_table", &value_table, py::arg("model"), py::arg("key"), py::arg("v"),
+        py::arg("n_models"), py::arg("n_keys"),
+        "(table, no_repeat, binary): table[model, key] = v (NaN elsewhere; v free of NaN), "
+        "whether no (model, key) pair repeats, and whether every v is 0 or 1.");
+  m.def("key_clusters", &key_clusters, py::arg("key"), py::arg("cluster"), py::arg("n_keys"),
+        "(cluster_of_key, bad): each key's cluster, that of its first row, and the first row "
+        "whose cluster differs from its key's (-1: none).");
   m.def("nonzero_overlaps", &nonzero_overlaps, py::arg("x"), py::arg("threads") = 0,
         "(m, m) int64: for rows i and j of a 2-D array, the number of columns where both are "
         "nonzero (x != 0 as bit sets, x @ x.T of 0/1 rows without a BLAS call).");
@@ -642,6 +715,12 @@ void bind_stats(py::module_& m) {
         "factorize_strings for the chunks of an Arrow string-view column, coded as one column: "
         "a list of (views, buffers) pairs, the 16-byte views as uint8 and the data buffers as "
         "a list of uint8 arrays; every view is checked against its chunk's buffers.");
+  m.def("compact_distinct", &compact_distinct, py::arg("x"), py::arg("threads") = 0,
+        "The distinct values of a 1-D int64 array in increasing order, found with a presence "
+        "table, where max - min < 4 len(x) + 1024; None where the range is wider.");
+  m.def("compact_codes", &compact_codes, py::arg("x"), py::arg("values"), py::arg("rank"),
+        py::arg("threads") = 0,
+        "codes[r] = rank[k] where values[k] == x[r]; values are compact_distinct(x).");
   m.def("first_rows", &first_rows, py::arg("codes"), py::arg("n_codes"),
         "The first row of each code 0..n_codes-1 (-1 where a code does not occur); the scan "
         "stops once every code has been seen.");

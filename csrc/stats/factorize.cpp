@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "common/parallel.hpp"
 #include "common/rng.hpp"
 
 namespace tb::stats {
@@ -301,6 +302,68 @@ void check_views(const std::uint8_t* views, std::size_t n,
                                   " points outside the data buffers");
     }
   }
+}
+
+namespace {
+
+// The smallest and largest of x[0..n) (n > 0), blocks in parallel.
+std::pair<std::int64_t, std::int64_t> min_max(const std::int64_t* x, std::size_t n, int threads) {
+  constexpr std::size_t kBlockRows = std::size_t{1} << 20;
+  const std::size_t blocks = (n + kBlockRows - 1) / kBlockRows;
+  std::vector<std::int64_t> lo(blocks), hi(blocks);
+  parallel_for(blocks, threads, [&](std::size_t b) {
+    const std::size_t r0 = b * kBlockRows, r1 = std::min(n, r0 + kBlockRows);
+    std::int64_t a = x[r0], z = x[r0];
+    for (std::size_t r = r0 + 1; r < r1; ++r) {
+      a = std::min(a, x[r]);
+      z = std::max(z, x[r]);
+    }
+    lo[b] = a;
+    hi[b] = z;
+  });
+  return {*std::min_element(lo.begin(), lo.end()), *std::max_element(hi.begin(), hi.end())};
+}
+
+// hi - lo as an unsigned offset (exact for any int64 pair with lo <= hi).
+std::uint64_t offset_of(std::int64_t v, std::int64_t lo) {
+  return static_cast<std::uint64_t>(v) - static_cast<std::uint64_t>(lo);
+}
+
+}  // namespace
+
+bool compact_distinct(const std::int64_t* x, std::size_t n, int threads,
+                      std::vector<std::int64_t>& out) {
+  if (n == 0) {
+    out.clear();
+    return true;
+  }
+  const auto [lo, hi] = min_max(x, n, threads);
+  const std::uint64_t top = offset_of(hi, lo);  // span - 1
+  if (top >= 4 * static_cast<std::uint64_t>(n) + 1024) return false;
+  std::vector<std::uint8_t> present(top + 1, 0);
+  for (std::size_t r = 0; r < n; ++r) present[offset_of(x[r], lo)] = 1;
+  out.clear();
+  for (std::uint64_t k = 0; k <= top; ++k) {
+    if (present[k]) out.push_back(static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + k));
+  }
+  return true;
+}
+
+void compact_codes(const std::int64_t* x, std::size_t n, const std::int64_t* values,
+                   const std::int64_t* rank, std::size_t m, int threads, std::int64_t* codes) {
+  if (n == 0 || m == 0) return;
+  const std::int64_t lo = values[0];
+  std::vector<std::int64_t> table(offset_of(values[m - 1], lo) + 1, -1);
+  for (std::size_t k = 0; k < m; ++k) table[offset_of(values[k], lo)] = rank[k];
+  parallel_blocks(static_cast<std::int64_t>(n), threads, [&](std::int64_t r0, std::int64_t r1) {
+    for (auto r = static_cast<std::size_t>(r0); r < static_cast<std::size_t>(r1); ++r) {
+      const std::uint64_t k = offset_of(x[r], lo);
+      if (k >= table.size() || table[k] < 0) {
+        throw std::invalid_argument("x: a value not among values");
+      }
+      codes[r] = table[k];
+    }
+  });
 }
 
 }  // namespace tb::stats

@@ -43,4 +43,15 @@ std::vector<std::int64_t> factorize_views(const std::vector<ViewChunk>& chunks, 
 void check_views(const std::uint8_t* views, std::size_t n,
                  const std::vector<std::int64_t>& sizes);
 
+// Integer labels whose range is compact (hi - lo < 4 n + 1024): their distinct values in
+// increasing order, found with a presence table over the range (no sort, no hash), into `out`;
+// false, `out` untouched, where the range is wider.
+bool compact_distinct(const std::int64_t* x, std::size_t n, int threads,
+                      std::vector<std::int64_t>& out);
+
+// codes[r] = rank[k] where values[k] == x[r]; `values` are compact_distinct's values of x (m of
+// them, increasing), so every x[r] is among them.
+void compact_codes(const std::int64_t* x, std::size_t n, const std::int64_t* values,
+                   const std::int64_t* rank, std::size_t m, int threads, std::int64_t* codes);
+
 }  // namespace tb::stats

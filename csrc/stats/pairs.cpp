@@ -151,4 +151,38 @@ std::vector<std::int64_t> nonzero_overlaps(const double* x, std::size_t m, std::
   return both;
 }
 
+bool value_table(const std::int64_t* model, const std::int64_t* key, const double* v,
+                 std::size_t n, std::size_t n_models, std::size_t n_keys, double* table,
+                 bool* binary) {
+  std::fill_n(table, n_models * n_keys, std::numeric_limits<double>::quiet_NaN());
+  bool ok = true, zero_one = true;
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto m = static_cast<std::size_t>(model[r]), k = static_cast<std::size_t>(key[r]);
+    if (m >= n_models || k >= n_keys) throw std::invalid_argument("model, key: out of range");
+    double& cell = table[m * n_keys + k];
+    ok = ok && std::isnan(cell);
+    cell = v[r];
+    zero_one = zero_one && (v[r] == 0.0 || v[r] == 1.0);
+  }
+  *binary = zero_one;
+  return ok;
+}
+
+std::int64_t key_clusters(const std::int64_t* key, const std::int64_t* cluster, std::size_t n,
+                          std::size_t n_keys, std::int64_t* cluster_of_key) {
+  std::fill_n(cluster_of_key, n_keys, std::int64_t{-1});
+  std::int64_t bad = -1;
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto k = static_cast<std::size_t>(key[r]);
+    if (k >= n_keys) throw std::invalid_argument("key: out of range");
+    std::int64_t& c = cluster_of_key[k];
+    if (c < 0) {
+      c = cluster[r];
+    } else if (c != cluster[r] && bad < 0) {
+      bad = static_cast<std::int64_t>(r);
+    }
+  }
+  return bad;
+}
+
 }  // namespace tb::stats

@@ -35,4 +35,17 @@ PairSummaries pair_summaries(const double* dist, std::size_t n_models, std::size
 std::vector<std::int64_t> nonzero_overlaps(const double* x, std::size_t m, std::size_t n,
                                            int threads);
 
+// The (model, key) table of a comparison: table[model[r] * n_keys + key[r]] = v[r], NaN where no
+// row gives a value (table holds n_models * n_keys doubles). Returns false where a (model, key)
+// pair has two rows (v must be free of NaN: a cell already set is a repeat). *binary is whether
+// every v is 0 or 1.
+bool value_table(const std::int64_t* model, const std::int64_t* key, const double* v,
+                 std::size_t n, std::size_t n_models, std::size_t n_keys, double* table,
+                 bool* binary);
+
+// The cluster of each key, the cluster of its first row (cluster_of_key, n_keys values; every
+// key 0..n_keys-1 has a row), and the first row whose cluster differs from its key's (-1: none).
+std::int64_t key_clusters(const std::int64_t* key, const std::int64_t* cluster, std::size_t n,
+                          std::size_t n_keys, std::int64_t* cluster_of_key);
+
 }  // namespace tb::stats

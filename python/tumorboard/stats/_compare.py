@@ -32,7 +32,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import polars as pl
@@ -320,6 +320,16 @@ def _int_codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (else by their eight bytes, ``factorize_fixed``); only they are turned into strings and
     sorted as strings, the order ``astype(str)`` would give.
     """
+    if arr.dtype == np.int64:
+        # the compiled core: the distinct values by a presence table over their range, then
+        # each row's rank among them in the order of their strings
+        values = _core.stats.compact_distinct(np.ascontiguousarray(arr))
+        if values is not None:
+            names = values.astype(str)
+            order = np.argsort(names, kind="stable")
+            rank = np.empty(order.size, dtype=np.int64)
+            rank[order] = np.arange(order.size)
+            return _core.stats.compact_codes(np.ascontiguousarray(arr), values, rank), names[order]
     lo, hi = int(arr.min()), int(arr.max())
     span = hi - lo + 1
     if span <= 4 * arr.size + 1024:
@@ -368,6 +378,23 @@ def _key_codes(
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
     return rank[pair_of.ravel()], labels[order]
+
+
+def _raise_repeat(pair_code: np.ndarray, names: list[str], keys: np.ndarray, n: int) -> NoReturn:
+    """Raise the error of a (model, task, item) given twice: the first such pair, by code."""
+    size = len(names) * keys.size
+    if size <= 4 * n + 1024:
+        counts = np.bincount(pair_code, minlength=size)
+        uniq = np.arange(size)
+    else:
+        uniq, counts = np.unique(pair_code, return_counts=True)
+    dup = int(uniq[np.argmax(counts > 1)])
+    mi, ki = divmod(dup, keys.size)
+    task, item = keys[ki].split("\x1f", 1)
+    raise InvalidArgumentError(
+        f"model {names[mi]!r}, task {task!r}, item {item!r}: expected one row per model "
+        f"and item, got {int(counts.max())}"
+    )
 
 
 def compare(
@@ -458,45 +485,25 @@ def compare(
         )
     # one key per (task, item); each (model, key) at most once
     key_of, keys = _key_codes(tk, it)
-    pair_code = model_idx * keys.size + key_of
-    size = len(names) * keys.size
-    if size <= 4 * n + 1024:
-        seen = np.zeros(size, dtype=bool)  # a presence table finds that some pair repeats;
-        seen[pair_code] = True  # the counts below only say which
-        repeats = int(np.count_nonzero(seen)) != n
-        if repeats:
-            counts = np.bincount(pair_code, minlength=size)
-            uniq = np.arange(size)
-    else:
-        uniq, counts = np.unique(pair_code, return_counts=True)
-        repeats = bool((counts > 1).any())
-    if repeats:
-        dup = int(uniq[np.argmax(counts > 1)])
-        mi, ki = divmod(dup, keys.size)
-        task, item = keys[ki].split("\x1f", 1)
-        raise InvalidArgumentError(
-            f"model {names[mi]!r}, task {task!r}, item {item!r}: expected one row per model "
-            f"and item, got {int(counts.max())}"
-        )
+    # table[model, key] = value, NaN where the model has no row for the key (v has no NaN: a
+    # cell set twice is a repeated row), and whether every value is 0 or 1
+    table, no_repeat, binary = _core.stats.value_table(model_idx, key_of, v, len(names),
+                                                       keys.size)  # fmt: skip
+    if not no_repeat:
+        _raise_repeat(model_idx * keys.size + key_of, names, keys, n)
     key_cluster: np.ndarray | None = None
     if cl is not None:
         # every row of a key names the key's cluster: compare each row with the key's first row
         cl_code, cl_levels = _codes(cl)
-        first = _core.stats.first_rows(key_of, keys.size)  # every key occurs
-        key_cluster_code = cl_code[first]
+        key_cluster_code, bad = _core.stats.key_clusters(key_of, cl_code, keys.size)
         key_cluster = cl_levels[key_cluster_code]
-        bad = np.flatnonzero(cl_code != key_cluster_code[key_of])
-        if bad.size:
-            k_i = int(key_of[bad[0]])
+        if bad >= 0:
+            k_i = int(key_of[bad])
             task, item = keys[k_i].split("\x1f", 1)
             raise InvalidArgumentError(
                 f"task {task!r}, item {item!r}: expected one cluster for every model, got "
-                f"{key_cluster[k_i]!r} and {cl_levels[cl_code[bad[0]]]!r}"
+                f"{str(key_cluster[k_i])!r} and {str(cl_levels[cl_code[bad]])!r}"
             )
-    # table[model, key] = value, NaN where the model has no row for the key
-    table = np.full((len(names), keys.size), np.nan)
-    table[model_idx, key_of] = v
-    binary = bool(((v == 0.0) | (v == 1.0)).all())
     if tk is None:
         key_task = np.full(keys.size, OVERALL)
     else:
@@ -520,8 +527,9 @@ def compare(
 
     for task, in_task in families:
         family: list[ComparisonRow] = []
-        sub = table[:, in_task]
-        joint = _joint(sub, keys[in_task], key_cluster, in_task, opts)
+        # (the whole table where the family is every key: a view, not a copy)
+        sub = table if in_task.all() else table[:, in_task]
+        joint = _joint(sub, keys[in_task], key_cluster, in_task, opts, binary=binary)
         if joint is not None and opts.method != "bca" and sub.size:
             # every model has every item: all pairs at once from the shared resamples
             family, band = _complete_family(task, pairs, names, sub, key_cluster, in_task,
@@ -560,8 +568,12 @@ def _joint(
     key_cluster: np.ndarray | None,
     in_task: np.ndarray,
     opts: BootstrapOptions,
+    *,
+    binary: bool = False,
 ) -> _Joint | None:
     """Bootstrap every model at once where every model has every item (else None).
+
+    ``binary``: every value of the comparison is 0 or 1 (then integral, not checked again).
 
     Each item (or cluster) gets the weight Poisson(1) keyed by (seed, key, resample), the
     same for every model, so the difference of two models' resampled means is a paired
@@ -570,8 +582,8 @@ def _joint(
     n_models, n_keys = sub.shape
     if n_keys == 0 or np.isnan(sub).any():
         return None
-    if _integral(sub):
-        return _joint_by_units(sub, key_labels, key_cluster, in_task, opts)
+    if binary or _integral(sub):
+        return _joint_by_units(sub, key_labels, key_cluster, in_task, opts, binary=binary)
     groups = np.repeat(np.arange(n_models), n_keys)
     if key_cluster is not None:
         clusters = np.tile(key_cluster[in_task].astype(str), n_models)
@@ -601,6 +613,8 @@ def _joint_by_units(
     key_cluster: np.ndarray | None,
     in_task: np.ndarray,
     opts: BootstrapOptions,
+    *,
+    binary: bool = False,
 ) -> _Joint:
     """Bootstrap integer-valued outcomes jointly as the engine does, by matrix products.
 
@@ -628,7 +642,8 @@ def _joint_by_units(
     sizes = np.bincount(unit_of, minlength=g).astype(np.float64)
     # float32 sums are exact too while every partial sum stays below 2^24 (a weight is at
     # most 15): twice the vector width of float64
-    bound = max(float(np.abs(sub).max(initial=0.0)), 1.0) * n_keys * 16.0
+    top = 1.0 if binary else max(float(np.abs(sub).max(initial=0.0)), 1.0)
+    bound = top * n_keys * 16.0
     dtype = np.float32 if bound < 2.0**24 else np.float64
     unit_cols = np.concatenate([sums, sizes[:, None]], axis=1).astype(dtype)
     # (B x units) weights @ (units x (models + 1)): exact integer sums, the models' sums and
