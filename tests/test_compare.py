@@ -1275,3 +1275,35 @@ def test_key_clusters_names_the_first_row_with_another_cluster():
     other = np.array([7, 3, 7, 4, 8], dtype=np.int64)
     of_key, bad = _core.stats.key_clusters(key, other, 2)
     assert of_key.tolist() == [7, 3] and bad == 3
+
+
+def test_long_columns_are_coded_in_parts_with_the_codes_of_one_table():
+    """Columns of more than 2^18 rows are coded in one part per thread, then merged.
+
+    The codes (first-appearance order, or sorted) and first rows equal those of one table:
+    fixed-width records with runs across the parts' boundaries, Arrow string offsets and
+    polars' string views in several chunks.
+    """
+    import polars as pl
+    import pyarrow as pa
+    from tumorboard import _core
+    from tumorboard._keys import dense_codes
+
+    rng = np.random.default_rng(17)
+    n = 700_001
+    pool = np.unique(rng.integers(0, 256, (30_000, 5), dtype=np.uint8), axis=0)
+    rows = pool[rng.integers(0, pool.shape[0], n)]
+    rows[n // 2 - 5 : n // 2 + 5] = pool[3]  # a run across the middle (a boundary of 2 parts)
+    _assert_codes_in_first_appearance_order(rows, 5)
+    words = [f"w{i}" for i in rng.integers(0, 50_000, n)]
+    arrow = pa.array(words, type=pa.large_string())
+    offsets = np.frombuffer(arrow.buffers()[1], dtype=np.int64)[: n + 1]
+    data = np.frombuffer(arrow.buffers()[2], dtype=np.uint8)
+    codes, first = _core.stats.factorize_strings(offsets, data, sort=True)
+    levels, inverse = np.unique(np.array(words), return_inverse=True)
+    # numpy's order of these ASCII strings is the byte order the core sorts by
+    assert np.array_equal(codes, inverse.ravel())
+    assert [words[i] for i in first] == levels.tolist()
+    chunked = pl.concat([pl.Series(words[:250_000]), pl.Series(words[250_000:])], rechunk=False)
+    assert chunked.n_chunks() == 2
+    assert np.array_equal(dense_codes(chunked), inverse.ravel())

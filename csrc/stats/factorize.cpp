@@ -84,6 +84,42 @@ struct Table {
     return -1;
   }
 
+  // Adds a record the table does not hold (hash h, first seen at row `row`); returns its code.
+  std::int64_t insert(std::uint64_t h, const std::uint8_t* p, std::size_t len, std::int64_t row) {
+    if (first.size() >= 0xFFFFFFFFull) {
+      throw std::length_error("factorize: more than 2^32 - 1 distinct records");
+    }
+    const auto code = static_cast<std::int64_t>(first.size());
+    first.push_back(row);
+    pool.insert(pool.end(), p, p + len);
+    start.push_back(pool.size());
+    if (2 * first.size() > capacity) {  // keep the load at most 1/2: grow and re-insert
+      capacity *= 2;
+      slot.assign(capacity, kEmpty);
+      for (std::size_t c = 0; c < first.size(); ++c) {
+        place(record_hash(bytes_of(c), len_of(c)), c);
+      }
+    } else {
+      place(h, static_cast<std::uint64_t>(code));
+    }
+    return code;
+  }
+
+  // Takes in the distinct records of `other`, a table of rows after all of this one's, in
+  // other's order; returns each one's code here (other's code c -> the returned [c]).
+  std::vector<std::int64_t> merge(const Table& other) {
+    std::vector<std::int64_t> to(other.first.size());
+    for (std::size_t c = 0; c < other.first.size(); ++c) {
+      const std::uint8_t* p = other.bytes_of(c);
+      const std::size_t len = other.len_of(c);
+      const std::uint64_t h = record_hash(p, len);
+      std::int64_t code = find(h, p, len);
+      if (code < 0) code = insert(h, p, len, other.first[c]);
+      to[c] = code;
+    }
+    return to;
+  }
+
   template <class Records>
   void add(const Records& rec, std::size_t n, std::int64_t* codes, std::size_t base) {
     std::uint64_t hash[kBlock];
@@ -129,24 +165,7 @@ struct Table {
         if (code < 0 || !equal(static_cast<std::size_t>(code), p, len)) {
           code = find(hash[j], p, len);  // the table may have grown since: look again
         }
-        if (code < 0) {
-          if (first.size() >= 0xFFFFFFFFull) {
-            throw std::length_error("factorize: more than 2^32 - 1 distinct records");
-          }
-          code = static_cast<std::int64_t>(first.size());
-          first.push_back(static_cast<std::int64_t>(base + r0 + j));
-          pool.insert(pool.end(), p, p + len);
-          start.push_back(pool.size());
-          if (2 * first.size() > capacity) {  // keep the load at most 1/2: grow and re-insert
-            capacity *= 2;
-            slot.assign(capacity, kEmpty);
-            for (std::size_t c = 0; c < first.size(); ++c) {
-              place(record_hash(bytes_of(c), len_of(c)), c);
-            }
-          } else {
-            place(hash[j], static_cast<std::uint64_t>(code));
-          }
-        }
+        if (code < 0) code = insert(hash[j], p, len, static_cast<std::int64_t>(base + r0 + j));
         codes[r0 + j] = code;
       }
     }
@@ -257,32 +276,93 @@ struct ViewRecords {
 
 }  // namespace
 
+namespace {
+
+// Records [at, at + n) of `rec`, numbered from 0.
+template <class Records>
+struct Shifted {
+  const Records* rec;
+  std::size_t at;
+  const std::uint8_t* ptr(std::size_t r) const { return rec->ptr(at + r); }
+  std::size_t len(std::size_t r) const { return rec->len(at + r); }
+  bool same_as_previous(std::size_t r, std::size_t len, std::size_t prev_len) const {
+    return rec->same_as_previous(at + r, len, prev_len);
+  }
+};
+
+// Rows per part below which a column is coded on one thread.
+constexpr std::size_t kPartRows = std::size_t{1} << 17;
+
+// The codes of the records of every chunk (chunk i: sizes[i] records of recs[i]), numbered on
+// across chunks, in order of first appearance; sorted with `sort` (Table::sort). Long columns
+// are cut into one part per thread, each coded with its own table, then the parts' tables are
+// merged in row order (a part's records new to the ones before it, in the order the part first
+// shows them, are the column's next codes) and each part's codes renumbered: the same codes
+// and first rows as one table over the whole column, whatever the number of threads.
+template <class Records>
+std::vector<std::int64_t> factorize_chunks(const std::vector<Records>& recs,
+                                           const std::vector<std::size_t>& sizes, bool sort,
+                                           std::int64_t* codes, int threads) {
+  std::size_t n = 0;
+  for (std::size_t s : sizes) n += s;
+  const std::size_t parts =
+      std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
+                            std::max<std::size_t>(1, n / kPartRows));
+  std::vector<Table> tables(parts);
+  // part q holds rows [n q / parts, n (q + 1) / parts), which may span chunks
+  auto bound = [&](std::size_t q) { return n / parts * q + std::min(q, n % parts); };
+  parallel_for(parts, parts == 1 ? 1 : threads, [&](std::size_t q) {
+    const std::size_t r0 = bound(q), r1 = bound(q + 1);
+    std::size_t chunk_start = 0;
+    for (std::size_t i = 0; i < recs.size(); ++i) {
+      const std::size_t c0 = std::max(r0, chunk_start);
+      const std::size_t c1 = std::min(r1, chunk_start + sizes[i]);
+      if (c0 < c1) {
+        tables[q].add(Shifted<Records>{&recs[i], c0 - chunk_start}, c1 - c0, codes + c0, c0);
+      }
+      chunk_start += sizes[i];
+    }
+  });
+  Table& whole = tables[0];
+  std::vector<std::vector<std::int64_t>> to(parts);
+  for (std::size_t q = 1; q < parts; ++q) to[q] = whole.merge(tables[q]);
+  if (parts > 1) {
+    parallel_for(parts - 1, threads, [&](std::size_t q1) {
+      const std::size_t q = q1 + 1;
+      const std::vector<std::int64_t>& map = to[q];
+      for (std::size_t r = bound(q); r < bound(q + 1); ++r) {
+        codes[r] = map[static_cast<std::size_t>(codes[r])];
+      }
+    });
+  }
+  if (sort) whole.sort(codes, n);
+  return std::move(whole.first);
+}
+
+}  // namespace
+
 std::vector<std::int64_t> factorize_fixed(const std::uint8_t* data, std::size_t n,
                                           std::size_t width, std::int64_t* codes) {
-  Table t;
-  t.add(FixedRecords{data, width}, n, codes, 0);
-  return std::move(t.first);
+  return factorize_chunks(std::vector<FixedRecords>{FixedRecords{data, width}}, {n}, false, codes,
+                          0);
 }
 
 std::vector<std::int64_t> factorize_offsets(const std::uint8_t* data,
                                             const std::int64_t* offsets, std::size_t n,
                                             std::int64_t* codes, bool sort) {
-  Table t;
-  t.add(OffsetRecords{data, offsets}, n, codes, 0);
-  if (sort) t.sort(codes, n);
-  return std::move(t.first);
+  return factorize_chunks(std::vector<OffsetRecords>{OffsetRecords{data, offsets}}, {n}, sort,
+                          codes, 0);
 }
 
 std::vector<std::int64_t> factorize_views(const std::vector<ViewChunk>& chunks, bool sort,
                                           std::int64_t* codes) {
-  Table t;
-  std::size_t base = 0;
+  std::vector<ViewRecords> recs;
+  std::vector<std::size_t> sizes;
   for (const auto& chunk : chunks) {
-    t.add(ViewRecords{chunk.views, &chunk.buffers}, chunk.n, codes + base, base);
-    base += chunk.n;
+    recs.push_back(ViewRecords{chunk.views, &chunk.buffers});
+    sizes.push_back(chunk.n);
   }
-  if (sort) t.sort(codes, base);
-  return std::move(t.first);
+  return factorize_chunks(recs, sizes, sort, codes, 0);
 }
 
 void check_views(const std::uint8_t* views, std::size_t n,

@@ -363,6 +363,61 @@ __attribute__((target("avx2,fma"))) void madd_rows2_avx2(const T* w0, const T* w
 #undef TB_EACH
 }
 
+// The four rows of a quad at once over N <= 3 vectors: a key's N vectors are loaded once and
+// used for four rows (a quarter of the column reads of two passes of madd_rows2_avx2 over wide
+// columns, which then wait on the L2 cache); twelve accumulators, the N vectors and one
+// broadcast weight in registers. w = the four rows' weights (row j at w + j * w_stride).
+template <typename T, int N>
+__attribute__((target("avx2,fma"))) void madd_rows4_avx2(const T* w, std::size_t w_stride,
+                                                          const T* s, std::size_t stride,
+                                                          std::size_t len, T* a,
+                                                          std::size_t a_stride) {
+  using O = Vec<T>;
+  using V = typename O::V;
+  constexpr std::size_t L = 32 / sizeof(T);
+  V c00{}, c01{}, c02{}, c10{}, c11{}, c12{}, c20{}, c21{}, c22{}, c30{}, c31{}, c32{};
+#define TB_ROWS(F) F(0) F(1) F(2) F(3)
+#define TB_LOAD4(j)                                          \
+  c##j##0 = O::load(a + (j) * a_stride);                     \
+  if constexpr (N > 1) c##j##1 = O::load(a + (j) * a_stride + L);     \
+  if constexpr (N > 2) c##j##2 = O::load(a + (j) * a_stride + 2 * L);
+#define TB_MADD4(j)                                          \
+  {                                                          \
+    const V b = O::bcast(w + (j) * w_stride + u);            \
+    c##j##0 = O::fma(b, y0, c##j##0);                        \
+    if constexpr (N > 1) c##j##1 = O::fma(b, y1, c##j##1);   \
+    if constexpr (N > 2) c##j##2 = O::fma(b, y2, c##j##2);   \
+  }
+#define TB_STORE4(j)                                                   \
+  O::store(a + (j) * a_stride, c##j##0);                               \
+  if constexpr (N > 1) O::store(a + (j) * a_stride + L, c##j##1);      \
+  if constexpr (N > 2) O::store(a + (j) * a_stride + 2 * L, c##j##2);
+  TB_ROWS(TB_LOAD4)
+  for (std::size_t u = 0; u < len; ++u) {
+    const T* row = s + u * stride;
+    V y0 = O::load(row), y1{}, y2{};
+    if constexpr (N > 1) y1 = O::load(row + L);
+    if constexpr (N > 2) y2 = O::load(row + 2 * L);
+    asm("" : "+x"(y0), "+x"(y1), "+x"(y2));  // each loaded once, used four times
+    TB_ROWS(TB_MADD4)
+  }
+  TB_ROWS(TB_STORE4)
+#undef TB_STORE4
+#undef TB_MADD4
+#undef TB_LOAD4
+#undef TB_ROWS
+}
+
+template <typename T>
+void madd_rows4_vec(int vectors, const T* w, std::size_t w_stride, const T* s,
+                    std::size_t stride, std::size_t len, T* a, std::size_t a_stride) {
+  switch (vectors) {
+    case 1: return madd_rows4_avx2<T, 1>(w, w_stride, s, stride, len, a, a_stride);
+    case 2: return madd_rows4_avx2<T, 2>(w, w_stride, s, stride, len, a, a_stride);
+    default: return madd_rows4_avx2<T, 3>(w, w_stride, s, stride, len, a, a_stride);
+  }
+}
+
 template <typename T>
 void madd_rows2_vec(int vectors, const T* w0, const T* w1, const T* s, std::size_t stride,
                     std::size_t len, T* a0, T* a1) {
@@ -386,51 +441,78 @@ void poisson_weighted_sums(const std::uint64_t* keys, std::size_t n, const T* co
   if (n == 0 || c == 0 || n_resamples == 0) return;
   constexpr std::size_t lanes = 32 / sizeof(T);
   const std::size_t stride = (c + lanes - 1) / lanes * lanes;  // rows padded to whole vectors
-  std::vector<T> padded(n * stride, T{0});
-  for (std::size_t i = 0; i < n; ++i) std::copy_n(cols + i * c, c, padded.data() + i * stride);
   const auto key = rng::key_from_seed(seed);
   const auto& table = poisson_thresholds();
   bool simd = false;
 #ifdef TB_HAVE_AVX2_PATH
   simd = rng::avx2_available() && __builtin_cpu_supports("fma") && !rng::scalar_only();
 #endif
-  // the column blocks of the vector path: at most six vectors (twelve accumulators) each,
-  // as even as possible
   const int n_vec = static_cast<int>(stride / lanes);
-  const int n_blocks = (n_vec + 5) / 6;
-  // keys per tile: their padded rows (tile x stride) fit in half of a 32 KiB L1 cache
+  // Wide columns (more than six vectors) go by panels of three vectors, each panel's rows
+  // contiguous (panel p: n rows of panel_width(p) values from n * 3 * lanes * p on), so that a
+  // pass over a panel reads whole cache lines in order; narrow ones by rows padded to whole
+  // vectors (stride values a row).
+  const bool wide = simd && n_vec > 6;
+  auto panel_width = [&](int p) {
+    return static_cast<std::size_t>(std::min(3, n_vec - 3 * p)) * lanes;
+  };
+  std::vector<T> padded(n * stride, T{0});
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!wide) {
+      std::copy_n(cols + i * c, c, padded.data() + i * stride);
+      continue;
+    }
+    for (int p = 0; 3 * p < n_vec; ++p) {
+      const std::size_t v0 = 3 * static_cast<std::size_t>(p) * lanes;
+      const std::size_t width = panel_width(p);
+      T* dst = padded.data() + n * v0 + i * width;
+      for (std::size_t j = 0; j < width && v0 + j < c; ++j) dst[j] = cols[i * c + v0 + j];
+    }
+  }
+  // keys per tile: their padded rows (tile x stride) take at most 256 KiB, in L2 while every
+  // quad of the task reads them
+  const std::size_t row_bytes = stride * sizeof(T);
   const std::size_t tile =
-      std::clamp<std::size_t>((std::size_t{16} << 10) / (stride * sizeof(T)) / 8 * 8, 8, kSumTile);
-  // a task: kQuads quads of resamples (4 kQuads rows of out), all keys
-  constexpr std::size_t kQuads = 2;
+      std::clamp<std::size_t>((std::size_t{256} << 10) / row_bytes / 16 * 16, 16, kSumTile);
+  // a task: `quads` quads of resamples (4 quads rows of out), all keys, its sums in 256 KiB
+  // at most, and at least four tasks per thread; the more quads a task has, the fewer times
+  // the columns are read (once per task)
   const std::size_t n_quads = (n_resamples + 3) / 4;
-  const std::size_t n_tasks = (n_quads + kQuads - 1) / kQuads;
+  const auto workers = static_cast<std::size_t>(resolve_threads(threads));
+  const std::size_t quads = std::clamp<std::size_t>(
+      std::min((std::size_t{256} << 10) / (4 * row_bytes), n_quads / (4 * workers)), 1, n_quads);
+  const std::size_t n_tasks = (n_quads + quads - 1) / quads;
   parallel_for(n_tasks, threads, [&](std::size_t t) {
-    std::vector<T> acc(4 * kQuads * stride, T{0});
+    std::vector<T> acc(4 * quads * stride, T{0});
     std::vector<T> w(4 * kSumTile);
-    const std::size_t q0 = t * kQuads, q1 = std::min(n_quads, q0 + kQuads);
+    const std::size_t q0 = t * quads, q1 = std::min(n_quads, q0 + quads);
     for (std::size_t i0 = 0; i0 < n; i0 += tile) {
       const std::size_t i1 = std::min(n, i0 + tile), len = i1 - i0;
-      const T* s = padded.data() + i0 * stride;
+      const T* s = padded.data() + i0 * stride;  // (narrow columns)
       for (std::size_t quad = q0; quad < q1; ++quad) {
         const std::size_t rows = std::min<std::size_t>(4, n_resamples - 4 * quad);
         tile_weights<T>(keys, i0, i1, static_cast<std::uint32_t>(quad), rows, key, table, simd,
                         w.data());
         T* a = acc.data() + (quad - q0) * 4 * stride;
+#ifdef TB_HAVE_AVX2_PATH
+        if (wide) {  // four rows per pass, a panel at a time
+          for (int p = 0; 3 * p < n_vec; ++p) {
+            const std::size_t v0 = 3 * static_cast<std::size_t>(p) * lanes;
+            const std::size_t width = panel_width(p);
+            madd_rows4_vec<T>(static_cast<int>(width / lanes), w.data(), kSumTile,
+                              padded.data() + n * v0 + i0 * width, width, len, a + v0, stride);
+          }
+          continue;
+        }
+#endif
         for (std::size_t j = 0; j < rows; j += 2) {
           const T* w0 = w.data() + j * kSumTile;
           const T* w1 = w.data() + (j + 1) * kSumTile;  // zero where j + 1 == rows
           T* a0 = a + j * stride;
           T* a1 = a + (j + 1) * stride;
 #ifdef TB_HAVE_AVX2_PATH
-          if (simd) {
-            int v0 = 0;
-            for (int blk = 0; blk < n_blocks; ++blk) {
-              const int v1 = n_vec * (blk + 1) / n_blocks;
-              const std::size_t off = static_cast<std::size_t>(v0) * lanes;
-              madd_rows2_vec<T>(v1 - v0, w0, w1, s + off, stride, len, a0 + off, a1 + off);
-              v0 = v1;
-            }
+          if (simd) {  // at most six vectors: twelve accumulators
+            madd_rows2_vec<T>(n_vec, w0, w1, s, stride, len, a0, a1);
             continue;
           }
 #endif
