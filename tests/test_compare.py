@@ -64,6 +64,25 @@ def test_mcnemar_hand_worked():
         stats.mcnemar([0.5, 1], [1, 0])
 
 
+def test_mcnemar_of_many_pairs_is_each_pairs_bit_for_bit():
+    # compare takes every pair's exact p-values together: the continued fractions of pairs of
+    # more than 2,000 discordant items vectorised, the others one by one; each value is
+    # mcnemar_counts' to the last bit, and near scipy's binomial distribution function
+    from tumorboard.stats._paired_tests import mcnemar_counts, mcnemar_many
+
+    rng = np.random.default_rng(3)
+    only_a = np.r_[rng.integers(0, 40_000, 400), rng.integers(0, 2_500, 200), 0, 0, 9, 2_001, 3]
+    only_b = np.r_[rng.integers(0, 40_000, 400), rng.integers(0, 2_500, 200), 0, 5, 9, 0, 2**20]
+    p, mid = mcnemar_many(10**7, only_a, only_b)
+    for i, (a, b) in enumerate(zip(only_a.tolist(), only_b.tolist(), strict=True)):
+        one = mcnemar_counts(10**7, a, b)
+        assert (p[i], mid[i]) == (one.p_value, one.p_mid)
+    m, k = only_a + only_b, np.minimum(only_a, only_b)
+    live = m > 0
+    want = np.minimum(1.0, 2.0 * scipy_stats.binom.cdf(k[live], m[live], 0.5))
+    np.testing.assert_allclose(p[live], want, rtol=1e-9, atol=1e-300)
+
+
 @pytest.mark.parametrize("method", ["holm", "bonferroni", "bh"])
 def test_adjusted_p_values_against_statsmodels(method):
     rng = np.random.default_rng(7)

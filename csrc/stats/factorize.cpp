@@ -41,6 +41,13 @@ bool same_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_t len) {
     std::memcpy(&y, b + i, 8);
     if (x != y) return false;
   }
+  if (i == len) return true;
+  if (len >= 8) {  // the tail as the last eight bytes (overlapping words already equal)
+    std::uint64_t x, y;
+    std::memcpy(&x, a + len - 8, 8);
+    std::memcpy(&y, b + len - 8, 8);
+    return x == y;
+  }
   for (; i < len; ++i) {
     if (a[i] != b[i]) return false;
   }
@@ -130,7 +137,13 @@ struct Table {
     for (std::size_t r0 = 0; r0 < n; r0 += kBlock) {
       const std::size_t m = std::min(kBlock, n - r0);
       for (std::size_t j = 0; j < m; ++j) {
-        const std::size_t r = r0 + j, len = rec.len(r);
+        const std::size_t r = r0 + j;
+        if (r > 0 && rec.identical_to_previous(r)) {  // a run: not even its length is needed
+          lens[j] = prev_len;
+          repeat[j] = true;
+          continue;
+        }
+        const std::size_t len = rec.len(r);
         lens[j] = len;
         repeat[j] = r > 0 && rec.same_as_previous(r, len, prev_len);
         prev_len = len;
@@ -235,6 +248,10 @@ struct FixedRecords {
   bool same_as_previous(std::size_t r, std::size_t len, std::size_t prev_len) const {
     return same_bytes_as_previous(*this, r, len, prev_len);
   }
+  // The whole record, padding included, equals record r - 1 (then so do their keys).
+  bool identical_to_previous(std::size_t r) const {
+    return same_bytes(ptr(r - 1), ptr(r), width);
+  }
 };
 
 struct OffsetRecords {
@@ -247,6 +264,7 @@ struct OffsetRecords {
   bool same_as_previous(std::size_t r, std::size_t len, std::size_t prev_len) const {
     return same_bytes_as_previous(*this, r, len, prev_len);
   }
+  bool identical_to_previous(std::size_t) const { return false; }
 };
 
 struct ViewRecords {
@@ -272,6 +290,7 @@ struct ViewRecords {
     if (a[0] == b[0] && a[1] == b[1] && static_cast<std::int32_t>(a[0]) <= 12) return true;
     return same_bytes_as_previous(*this, r, len, prev_len);
   }
+  bool identical_to_previous(std::size_t) const { return false; }
 };
 
 }  // namespace
@@ -288,6 +307,7 @@ struct Shifted {
   bool same_as_previous(std::size_t r, std::size_t len, std::size_t prev_len) const {
     return rec->same_as_previous(at + r, len, prev_len);
   }
+  bool identical_to_previous(std::size_t r) const { return rec->identical_to_previous(at + r); }
 };
 
 // Rows per part below which a column is coded on one thread.

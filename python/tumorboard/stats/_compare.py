@@ -45,7 +45,7 @@ from ._bootstrap import bootstrap, paired_bootstrap
 from ._exact import norm_ppf
 from ._multiple import CORRECTIONS, Correction, adjust_pvalues
 from ._options import BootstrapOptions
-from ._paired_tests import mcnemar, mcnemar_counts, sign_flip_sums, sign_flip_test
+from ._paired_tests import mcnemar, mcnemar_many, sign_flip_sums, sign_flip_test
 
 __all__ = ["Comparison", "ComparisonRow", "compare"]
 
@@ -829,6 +829,12 @@ def _complete_family(
         # (no BLAS call: its worker threads would spin on the cores the engine then uses)
         both = _core.stats.nonzero_overlaps(sub, opts.engine_threads)
         right = sub.sum(axis=1)
+        # McNemar's discordant counts of every pair, and its exact p-values (mcnemar_counts)
+        pa = np.array([p[0] for p in pairs], dtype=np.int64)
+        pb = np.array([p[1] for p in pairs], dtype=np.int64)
+        disc_a = (right[pa] - both[pa, pb]).astype(np.int64)
+        disc_b = (right[pb] - both[pa, pb]).astype(np.int64)
+        mc_p, mc_mid = mcnemar_many(n_keys, disc_a, disc_b)
     z = norm_ppf(0.5 + opts.level / 2.0) + norm_ppf(0.8)
     nan = float("nan")
     rows = []
@@ -846,10 +852,8 @@ def _complete_family(
                                     seed=opts.seed).p_value  # fmt: skip
         p_mc = p_mid = nan
         if binary:
-            only_a = int(right[a_i] - both[a_i, b_i])
-            only_b = int(right[b_i] - both[a_i, b_i])
-            mc = mcnemar_counts(n_keys, only_a, only_b)
-            p_mc, p_mid = mc.p_value, mc.p_mid
+            only_a, only_b = int(disc_a[i]), int(disc_b[i])
+            p_mc, p_mid = float(mc_p[i]), float(mc_mid[i])
             wins, losses = only_a, only_b
             ties = n_keys - wins - losses
         else:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidArgumentError
-from ._exact import binom_cdf, binom_pmf
+from ._exact import binom_cdf, binom_cdf_many, binom_pmf
 
 __all__ = ["McNemarResult", "SignFlipResult", "mcnemar", "sign_flip_test"]
 
@@ -163,6 +163,32 @@ def mcnemar_counts(n: int, only_a: int, only_b: int) -> McNemarResult:
         p = min(1.0, 2.0 * cdf)
         mid = min(1.0, 2.0 * cdf - binom_pmf(k, m, 0.5))
     return McNemarResult(n=n, only_a=only_a, only_b=only_b, p_value=p, p_mid=mid)
+
+
+def mcnemar_many(n: int, only_a: np.ndarray, only_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return :func:`mcnemar_counts`' p-values and mid-p values for many pairs, bit for bit.
+
+    Pairs of more than ``_EXACT_MAX`` discordant items take the binomial distribution function
+    together (:func:`._exact.binom_cdf_many`), the others one by one.
+    """
+    only_a = np.asarray(only_a, dtype=np.int64)
+    only_b = np.asarray(only_b, dtype=np.int64)
+    p = np.empty(only_a.size)
+    mid = np.empty(only_a.size)
+    m = only_a + only_b
+    k = np.minimum(only_a, only_b)
+    bulk = (m > _EXACT_MAX) & (m < 2**20)
+    for i in np.flatnonzero(~bulk).tolist():
+        res = mcnemar_counts(n, int(only_a[i]), int(only_b[i]))
+        p[i], mid[i] = res.p_value, res.p_mid
+    if bulk.any():
+        kb, mb = k[bulk], m[bulk]
+        cdf = binom_cdf_many(kb, mb, 0.5)
+        pmf = np.array([binom_pmf(i, j, 0.5) for i, j in zip(kb.tolist(), mb.tolist(),
+                                                                strict=True)])  # fmt: skip
+        p[bulk] = np.minimum(1.0, 2.0 * cdf)
+        mid[bulk] = np.minimum(1.0, 2.0 * cdf - pmf)
+    return p, mid
 
 
 def sign_flip_test(
