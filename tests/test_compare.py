@@ -174,6 +174,39 @@ def test_sign_flip_monte_carlo_draws_the_patterns_numpy_drew(
         assert got.p_value == _numpy_sign_flip_p(d, clusters, n_resamples, seed)
 
 
+@pytest.mark.parametrize(("units", "n_pairs"), [(1_000, 19), (4_099, 9), (13, 3), (40, 1)])
+@pytest.mark.parametrize("in_core", [True, False])
+def test_sign_flip_of_many_pairs_is_each_pairs(units, n_pairs, in_core, monkeypatch):
+    """Pairs on shared units take their sign-flip tests together, with each pair's own result.
+
+    The core draws the patterns once per eight pairs and adds each pair's sums in its own
+    order (``sign_flip_hits_pcg64_many``); 13 units with 8,192 patterns enumerate every
+    pattern, one pair at a time, as the numpy-drawn path does.
+    """
+    from tumorboard import _core
+    from tumorboard.stats import _paired_tests
+
+    monkeypatch.setattr(_paired_tests, "_PCG64_IN_CORE", in_core)
+    rng = np.random.default_rng(units)
+    diffs = [rng.integers(-1, 2, 3 * units).astype(float) + 0.25 * (i % 3) for i in range(n_pairs)]
+    cluster = rng.integers(0, units, 3 * units)
+    cluster[:units] = np.arange(units)  # every unit occurs
+    sums = np.stack([np.bincount(cluster, weights=d) for d in diffs])
+    many = _paired_tests.sign_flip_many(diffs, sums, n_resamples=8_192, seed=4)
+    one = [_paired_tests.sign_flip_sums(d, s, n_resamples=8_192, seed=4)
+           for d, s in zip(diffs, sums, strict=True)]  # fmt: skip
+    assert many == one
+    if units > 62:
+        assert not many[0].exact
+        st = np.random.default_rng(4).bit_generator.state["state"]
+        words = [(v >> s) & (2**64 - 1) for v in (st["state"], st["inc"]) for s in (64, 0)]
+        for threads in (1, 3):
+            hits = _core.stats.sign_flip_hits_pcg64_many(sums, np.full(n_pairs, 5.0), words, 999,
+                                                         300, threads)  # fmt: skip
+            each = [_core.stats.sign_flip_hits_pcg64(s.copy(), words, 999, 300, 5.0) for s in sums]
+            assert hits.tolist() == each
+
+
 def test_core_pcg64_is_numpys():
     """The core's PCG64 gives numpy's outputs, also after a jump ahead of any length."""
     from tumorboard import _core

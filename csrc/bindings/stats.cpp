@@ -591,6 +591,28 @@ py::array_t<std::int64_t> compact_codes(py::array_t<std::int64_t, py::array::c_s
   return codes;
 }
 
+// sign_flip_hits_pcg64 of every row of sums (sets x units) against its threshold.
+py::array_t<std::int64_t> sign_flip_hits_pcg64_many(Array<double> sums, Array<double> thresholds,
+                                                    const std::vector<std::uint64_t>& state,
+                                                    std::int64_t n_patterns, std::int64_t chunk,
+                                                    int threads) {
+  if (sums.ndim() != 2 || thresholds.ndim() != 1 || thresholds.size() != sums.shape(0)) {
+    throw std::invalid_argument("sums, thresholds: expected (sets, units) and (sets,) arrays");
+  }
+  if (n_patterns < 0 || chunk < 1) {
+    throw std::invalid_argument("n_patterns, chunk: expected n_patterns >= 0 and chunk >= 1");
+  }
+  const tb::stats::Pcg64 start = pcg64_from_words(state);
+  const auto sets = static_cast<std::size_t>(sums.shape(0));
+  const auto units = static_cast<std::size_t>(sums.shape(1));
+  const std::vector<std::int64_t> hits = run_interruptible([&] {
+    return tb::stats::sign_flip_hits_pcg64_many(sums.data(), sets, units, thresholds.data(),
+                                                start, static_cast<std::size_t>(n_patterns),
+                                                static_cast<std::size_t>(chunk), threads);
+  });
+  return to_numpy(hits);
+}
+
 // The first row of each code 0..n_codes-1 among `codes` (-1 for a code that does not occur).
 py::array_t<std::int64_t> first_rows(Array<std::int64_t> codes, std::int64_t n_codes) {
   if (n_codes < 0) throw std::invalid_argument("n_codes: expected >= 0");
@@ -721,6 +743,12 @@ void bind_stats(py::module_& m) {
   m.def("compact_codes", &compact_codes, py::arg("x"), py::arg("values"), py::arg("rank"),
         py::arg("threads") = 0,
         "codes[r] = rank[k] where values[k] == x[r]; values are compact_distinct(x).");
+  m.def("sign_flip_hits_pcg64_many", &sign_flip_hits_pcg64_many, py::arg("sums"),
+        py::arg("thresholds"), py::arg("state"), py::arg("n_patterns"), py::arg("chunk"),
+        py::arg("threads") = 0,
+        "sign_flip_hits_pcg64 of every row of sums (sets x units) on the same patterns, each "
+        "against its own threshold: the same counts, the patterns generated once per eight "
+        "sets.");
   m.def("first_rows", &first_rows, py::arg("codes"), py::arg("n_codes"),
         "The first row of each code 0..n_codes-1 (-1 where a code does not occur); the scan "
         "stops once every code has been seen.");

@@ -1,6 +1,7 @@
 #include "stats/signflip.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -91,19 +92,18 @@ std::uint64_t Pcg64::next() {
   return (v >> rot) | (v << ((64u - rot) & 63u));
 }
 
-std::int64_t sign_flip_hits_pcg64(const double* x, std::size_t n_units, Pcg64 start,
-                                  std::size_t n_patterns, std::size_t chunk, double threshold,
-                                  int threads) {
-  if (n_patterns == 0 || n_units == 0) return 0;
-  if (chunk == 0) throw std::invalid_argument("chunk: expected >= 1");
-  const std::vector<double> table = group_tables(x, n_units);
-  // tasks: runs of rows within one chunk, about 64 KiB of sign bytes each; a chunk's bytes
-  // start at four times the 32-bit outputs the chunks before it took
-  struct Task {
-    std::uint64_t first_byte;  // of the task's first row, in the generator's byte stream
-    std::size_t rows;
-  };
-  std::vector<Task> tasks;
+namespace {
+
+// A run of pattern rows within one chunk, about 64 KiB of sign bytes.
+struct RowTask {
+  std::uint64_t first_byte;  // of the task's first row, in the generator's byte stream
+  std::size_t rows;
+};
+
+// The tasks of n_patterns patterns drawn in chunks of `chunk`: a chunk's bytes start at four
+// times the 32-bit outputs the chunks before it took.
+std::vector<RowTask> row_tasks(std::size_t n_units, std::size_t n_patterns, std::size_t chunk) {
+  std::vector<RowTask> tasks;
   const std::size_t rows_per_task = std::max<std::size_t>(1, (std::size_t{1} << 16) / n_units);
   std::uint64_t chunk_byte = 0;
   for (std::size_t done = 0; done < n_patterns;) {
@@ -116,20 +116,51 @@ std::int64_t sign_flip_hits_pcg64(const double* x, std::size_t n_units, Pcg64 st
     chunk_byte += 4 * ((bytes + 3) / 4);
     done += m;
   }
+  return tasks;
+}
+
+// The sign bytes of a task's rows (buf, from its first row on): the generator's outputs from
+// the word holding the first byte, jumped ahead to it.
+const std::uint8_t* task_bytes(const RowTask& task, std::size_t n_units, const Pcg64& start,
+                               std::vector<std::uint8_t>& buf) {
+  const std::uint64_t w0 = task.first_byte / 8;
+  const std::uint64_t end = task.first_byte + static_cast<std::uint64_t>(task.rows) * n_units;
+  const std::uint64_t w1 = (end + 7) / 8;  // words w0 .. w1 - 1 hold the task's bytes
+  buf.resize(static_cast<std::size_t>(8 * (w1 - w0)));
+  Pcg64 gen = start;
+  gen.advance(w0);  // output k comes from the state after k + 1 steps
+  for (std::uint64_t w = 0; w < w1 - w0; ++w) {
+    const std::uint64_t v = gen.next();
+    for (int b = 0; b < 8; ++b) buf[8 * w + b] = static_cast<std::uint8_t>(v >> (8 * b));
+  }
+  return buf.data() + (task.first_byte - 8 * w0);
+}
+
+// The pattern index (bit i: unit 8 g + i keeps its sign) of group g of a row.
+inline unsigned group_pattern(const std::uint8_t* row, std::size_t g, std::size_t n_units) {
+  const std::size_t full = n_units / kGroup;
+  if (g < full) return top_bits8(row + g * kGroup);
+  unsigned pattern = 0;
+  for (std::size_t i = 0; i < n_units % kGroup; ++i) {
+    pattern |= static_cast<unsigned>(row[full * kGroup + i] >> 7) << i;
+  }
+  return pattern;
+}
+
+}  // namespace
+
+std::int64_t sign_flip_hits_pcg64(const double* x, std::size_t n_units, Pcg64 start,
+                                  std::size_t n_patterns, std::size_t chunk, double threshold,
+                                  int threads) {
+  if (n_patterns == 0 || n_units == 0) return 0;
+  if (chunk == 0) throw std::invalid_argument("chunk: expected >= 1");
+  const std::vector<double> table = group_tables(x, n_units);
+  const std::vector<RowTask> tasks = row_tasks(n_units, n_patterns, chunk);
   std::vector<std::int64_t> hits(tasks.size(), 0);
   parallel_for(tasks.size(), threads, [&](std::size_t t) {
-    const Task& task = tasks[t];
-    const std::uint64_t w0 = task.first_byte / 8;
-    const std::uint64_t end = task.first_byte + static_cast<std::uint64_t>(task.rows) * n_units;
-    const std::uint64_t w1 = (end + 7) / 8;  // words w0 .. w1 - 1 hold the task's bytes
-    std::vector<std::uint8_t> buf(static_cast<std::size_t>(8 * (w1 - w0)));
-    Pcg64 gen = start;
-    gen.advance(w0);  // output k comes from the state after k + 1 steps
-    for (std::uint64_t w = 0; w < w1 - w0; ++w) {
-      const std::uint64_t v = gen.next();
-      for (int b = 0; b < 8; ++b) buf[8 * w + b] = static_cast<std::uint8_t>(v >> (8 * b));
-    }
-    const std::uint8_t* row = buf.data() + (task.first_byte - 8 * w0);
+    const RowTask& task = tasks[t];
+    std::vector<std::uint8_t> buf;
+    const std::uint8_t* row = task_bytes(task, n_units, start, buf);
     std::int64_t h = 0;
     for (std::size_t r = 0; r < task.rows; ++r, row += n_units) {
       h += std::fabs(pattern_sum(table, row, n_units)) >= threshold;
@@ -160,6 +191,60 @@ std::int64_t sign_flip_hits(const double* x, std::size_t n_units, const std::uin
   std::int64_t total = 0;
   for (const std::int64_t h : hits) total += h;
   return total;
+}
+
+std::vector<std::int64_t> sign_flip_hits_pcg64_many(const double* x, std::size_t n_sets,
+                                                    std::size_t n_units,
+                                                    const double* thresholds, Pcg64 start,
+                                                    std::size_t n_patterns, std::size_t chunk,
+                                                    int threads) {
+  std::vector<std::int64_t> out(n_sets, 0);
+  if (n_patterns == 0 || n_units == 0 || n_sets == 0) return out;
+  if (chunk == 0) throw std::invalid_argument("chunk: expected >= 1");
+  constexpr std::size_t kSets = 8;  // sets per block: one 64-byte line of a table entry
+  const std::size_t n_groups = (n_units + kGroup - 1) / kGroup;
+  const std::vector<RowTask> tasks = row_tasks(n_units, n_patterns, chunk);
+  // table[(g * 256 + pattern) * kSets + j]: set j's group_tables entry (the same doubles)
+  std::vector<double> table(n_groups * 256 * kSets);
+  for (std::size_t s0 = 0; s0 < n_sets; s0 += kSets) {
+    const std::size_t k = std::min(kSets, n_sets - s0);
+    parallel_for(k, threads, [&](std::size_t j) {
+      const std::vector<double> one = group_tables(x + (s0 + j) * n_units, n_units);
+      for (std::size_t e = 0; e < n_groups * 256; ++e) table[e * kSets + j] = one[e];
+    });
+    for (std::size_t j = k; j < kSets; ++j) {
+      for (std::size_t e = 0; e < n_groups * 256; ++e) table[e * kSets + j] = 0.0;
+    }
+    std::vector<std::array<std::int64_t, kSets>> hits(tasks.size());
+    parallel_for(tasks.size(), threads, [&](std::size_t t) {
+      const RowTask& task = tasks[t];
+      std::vector<std::uint8_t> buf;
+      const std::uint8_t* row = task_bytes(task, n_units, start, buf);
+      std::array<std::int64_t, kSets> h{};
+      std::vector<std::uint32_t> at(n_groups);  // a row's table entries, found first
+      constexpr std::size_t kAhead = 16;         // entries prefetched ahead (tables of MBs)
+      for (std::size_t r = 0; r < task.rows; ++r, row += n_units) {
+        for (std::size_t g = 0; g < n_groups; ++g) {
+          at[g] = static_cast<std::uint32_t>((g * 256 + group_pattern(row, g, n_units)) * kSets);
+        }
+        for (std::size_t g = 0; g < std::min(kAhead, n_groups); ++g) {
+          __builtin_prefetch(table.data() + at[g]);
+        }
+        double stat[kSets] = {};
+        for (std::size_t g = 0; g < n_groups; ++g) {
+          if (g + kAhead < n_groups) __builtin_prefetch(table.data() + at[g + kAhead]);
+          const double* entry = table.data() + at[g];
+          for (std::size_t j = 0; j < kSets; ++j) stat[j] += entry[j];  // each set in g order
+        }
+        for (std::size_t j = 0; j < k; ++j) h[j] += std::fabs(stat[j]) >= thresholds[s0 + j];
+      }
+      hits[t] = h;
+    });
+    for (const auto& h : hits) {
+      for (std::size_t j = 0; j < k; ++j) out[s0 + j] += h[j];
+    }
+  }
+  return out;
 }
 
 }  // namespace tb::stats

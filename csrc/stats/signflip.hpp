@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace tb::stats {
 
@@ -34,5 +35,16 @@ struct Pcg64 {
 std::int64_t sign_flip_hits_pcg64(const double* x, std::size_t n_units, Pcg64 start,
                                   std::size_t n_patterns, std::size_t chunk, double threshold,
                                   int threads);
+
+// sign_flip_hits_pcg64 of n_sets sets of unit sums (x: n_sets x n_units, row-major) on the same
+// patterns, each against its own threshold: hits[s] is sign_flip_hits_pcg64(x + s * n_units,
+// ..., thresholds[s], ...), each set's pattern sums added in the same order, bit for bit. The
+// patterns are generated once per block of eight sets, not once per set, and the eight sums of
+// a pattern are added side by side (independent chains of additions).
+std::vector<std::int64_t> sign_flip_hits_pcg64_many(const double* x, std::size_t n_sets,
+                                                    std::size_t n_units,
+                                                    const double* thresholds, Pcg64 start,
+                                                    std::size_t n_patterns, std::size_t chunk,
+                                                    int threads);
 
 }  // namespace tb::stats

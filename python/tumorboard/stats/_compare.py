@@ -45,7 +45,7 @@ from ._bootstrap import bootstrap, paired_bootstrap
 from ._exact import norm_ppf
 from ._multiple import CORRECTIONS, Correction, adjust_pvalues
 from ._options import BootstrapOptions
-from ._paired_tests import mcnemar, mcnemar_many, sign_flip_sums, sign_flip_test
+from ._paired_tests import mcnemar, mcnemar_many, sign_flip_many, sign_flip_test
 
 __all__ = ["Comparison", "ComparisonRow", "compare"]
 
@@ -553,6 +553,10 @@ def _with_adjusted(row: ComparisonRow, p: float, band: tuple[float, float] | Non
     return replace(row, p_adjusted=p, **extra)
 
 
+#: Pairs whose sign-flip tests run together (their differences held at once).
+_FLIP_BLOCK = 64
+
+
 @dataclass(frozen=True)
 class _Joint:
     """Every model of a family bootstrapped on shared Poisson resamples (complete families)."""
@@ -843,13 +847,18 @@ def _complete_family(
     cluster_of = None
     if n_permutations and clusters is not None:
         cluster_of = _codes(clusters)[0]  # np.unique's inverse
+    p_perms = [nan] * len(pairs)
+    for start in range(0, len(pairs) if n_permutations else 0, _FLIP_BLOCK):
+        # the sign-flip tests of a block of pairs on the patterns they share (the same seed
+        # and units; sign_flip_many), from each pair's differences and unit sums
+        block = pairs[start : start + _FLIP_BLOCK]
+        diffs = [sub[a_i] - sub[b_i] for a_i, b_i in block]
+        unit_sums = np.stack([diff if cluster_of is None else np.bincount(cluster_of, weights=diff)
+                              for diff in diffs])  # fmt: skip
+        flips = sign_flip_many(diffs, unit_sums, n_resamples=n_permutations, seed=opts.seed)
+        p_perms[start : start + len(block)] = [f.p_value for f in flips]
     for i, (a_i, b_i) in enumerate(pairs):
-        p_perm = nan
-        if n_permutations:
-            diff = sub[a_i] - sub[b_i]
-            sums = diff if cluster_of is None else np.bincount(cluster_of, weights=diff)
-            p_perm = sign_flip_sums(diff, sums, n_resamples=n_permutations,
-                                    seed=opts.seed).p_value  # fmt: skip
+        p_perm = p_perms[i]
         p_mc = p_mid = nan
         if binary:
             only_a, only_b = int(disc_a[i]), int(disc_b[i])

@@ -295,6 +295,43 @@ def sign_flip_sums(
     return SignFlipResult(observed / n, min(1.0, p), units, False, n_resamples)
 
 
+def sign_flip_many(
+    diffs: list[np.ndarray], sums: np.ndarray, *, n_resamples: int, seed: int
+) -> list[SignFlipResult]:
+    """:func:`sign_flip_sums` of many pairs whose unit sums share their units (rows of ``sums``).
+
+    Every pair draws the same patterns (the same seed, the same number of units), so where the
+    core draws numpy's PCG64 patterns they are drawn once for every eight pairs and each pair's
+    sums added in the same order (``_core.stats.sign_flip_hits_pcg64_many``): the results of
+    :func:`sign_flip_sums` pair by pair, bit for bit. Otherwise the pairs go one by one.
+    """
+    units = sums.shape[1] if sums.ndim == 2 else 0
+    state = np.random.default_rng(seed).bit_generator.state
+    one_by_one = (
+        not _PCG64_IN_CORE
+        or len(diffs) < 2
+        or (units <= 62 and 2**units <= n_resamples)
+        or state["bit_generator"] != "PCG64"
+        or state["has_uint32"]
+    )
+    if one_by_one:
+        return [sign_flip_sums(d, s, n_resamples=n_resamples, seed=seed)
+                for d, s in zip(diffs, sums, strict=True)]  # fmt: skip
+    sums = np.ascontiguousarray(sums, dtype=np.float64)
+    observed = [float(d.sum()) for d in diffs]
+    tol = [1e-14 * max(1.0, float(np.abs(row).sum())) for row in sums]
+    thresholds = np.array([abs(o) - t for o, t in zip(observed, tol, strict=True)])
+    words = [(v >> s) & 0xFFFFFFFFFFFFFFFF for v in (state["state"]["state"],
+             state["state"]["inc"]) for s in (64, 0)]  # fmt: skip
+    chunk = max(1, 2**22 // max(units, 1))
+    hits = _core.stats.sign_flip_hits_pcg64_many(sums, thresholds, words, n_resamples, chunk)
+    return [
+        SignFlipResult(o / d.size, min(1.0, (1.0 + int(h)) / (1.0 + n_resamples)), units, False,
+                       n_resamples)
+        for o, d, h in zip(observed, diffs, hits.tolist(), strict=True)
+    ]  # fmt: skip
+
+
 def _next_uint32(
     rng: np.random.Generator, need: int, spare: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
