@@ -159,8 +159,17 @@ std::int64_t sign_flip_hits_pcg64(const double* x, std::size_t n_units, Pcg64 st
   std::vector<std::int64_t> hits(tasks.size(), 0);
   parallel_for(tasks.size(), threads, [&](std::size_t t) {
     const RowTask& task = tasks[t];
-    std::vector<std::uint8_t> buf;
-    const std::uint8_t* row = task_bytes(task, n_units, start, buf);
+    const std::uint64_t w0 = task.first_byte / 8;
+    const std::uint64_t end = task.first_byte + static_cast<std::uint64_t>(task.rows) * n_units;
+    const std::uint64_t w1 = (end + 7) / 8;  // words w0 .. w1 - 1 hold the task's bytes
+    std::vector<std::uint8_t> buf(static_cast<std::size_t>(8 * (w1 - w0)));
+    Pcg64 gen = start;
+    gen.advance(w0);  // output k comes from the state after k + 1 steps
+    for (std::uint64_t w = 0; w < w1 - w0; ++w) {
+      const std::uint64_t v = gen.next();
+      for (int b = 0; b < 8; ++b) buf[8 * w + b] = static_cast<std::uint8_t>(v >> (8 * b));
+    }
+    const std::uint8_t* row = buf.data() + (task.first_byte - 8 * w0);
     std::int64_t h = 0;
     for (std::size_t r = 0; r < task.rows; ++r, row += n_units) {
       h += std::fabs(pattern_sum(table, row, n_units)) >= threshold;
