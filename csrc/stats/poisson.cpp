@@ -393,13 +393,33 @@ __attribute__((target("avx2,fma"))) void madd_rows4_avx2(const T* w, std::size_t
   if constexpr (N > 1) O::store(a + (j) * a_stride + L, c##j##1);      \
   if constexpr (N > 2) O::store(a + (j) * a_stride + 2 * L, c##j##2);
   TB_ROWS(TB_LOAD4)
-  for (std::size_t u = 0; u < len; ++u) {
+  std::size_t u = 0;
+  if constexpr (N == 1) {
+    // one vector: each accumulator would wait on its own previous product (an FMA's latency
+    // is five cycles); odd keys go to c01..c31, added at the end (exact integer sums: the
+    // order of the additions changes nothing)
+    for (; u + 2 <= len; u += 2) {
+      V y0 = O::load(s + u * stride), z0 = O::load(s + (u + 1) * stride);
+      asm("" : "+x"(y0), "+x"(z0));
+#define TB_MADD4_PAIR(j)                                          \
+  c##j##0 = O::fma(O::bcast(w + (j) * w_stride + u), y0, c##j##0); \
+  c##j##1 = O::fma(O::bcast(w + (j) * w_stride + u + 1), z0, c##j##1);
+      TB_ROWS(TB_MADD4_PAIR)
+#undef TB_MADD4_PAIR
+    }
+  }
+  for (; u < len; ++u) {
     const T* row = s + u * stride;
     V y0 = O::load(row), y1{}, y2{};
     if constexpr (N > 1) y1 = O::load(row + L);
     if constexpr (N > 2) y2 = O::load(row + 2 * L);
     asm("" : "+x"(y0), "+x"(y1), "+x"(y2));  // each loaded once, used four times
     TB_ROWS(TB_MADD4)
+  }
+  if constexpr (N == 1) {
+#define TB_JOIN4(j) c##j##0 = O::add(c##j##0, c##j##1);
+    TB_ROWS(TB_JOIN4)
+#undef TB_JOIN4
   }
   TB_ROWS(TB_STORE4)
 #undef TB_STORE4

@@ -94,7 +94,7 @@ std::uint64_t Pcg64::next() {
 
 namespace {
 
-// A run of pattern rows within one chunk, about 64 KiB of sign bytes.
+// A run of pattern rows within one chunk (about `task_bytes` of sign bytes).
 struct RowTask {
   std::uint64_t first_byte;  // of the task's first row, in the generator's byte stream
   std::size_t rows;
@@ -102,9 +102,10 @@ struct RowTask {
 
 // The tasks of n_patterns patterns drawn in chunks of `chunk`: a chunk's bytes start at four
 // times the 32-bit outputs the chunks before it took.
-std::vector<RowTask> row_tasks(std::size_t n_units, std::size_t n_patterns, std::size_t chunk) {
+std::vector<RowTask> row_tasks(std::size_t n_units, std::size_t n_patterns, std::size_t chunk,
+                               std::size_t task_bytes = std::size_t{1} << 16) {
   std::vector<RowTask> tasks;
-  const std::size_t rows_per_task = std::max<std::size_t>(1, (std::size_t{1} << 16) / n_units);
+  const std::size_t rows_per_task = std::max<std::size_t>(1, task_bytes / n_units);
   std::uint64_t chunk_byte = 0;
   for (std::size_t done = 0; done < n_patterns;) {
     const std::size_t m = std::min(chunk, n_patterns - done);
@@ -210,9 +211,11 @@ std::vector<std::int64_t> sign_flip_hits_pcg64_many(const double* x, std::size_t
   std::vector<std::int64_t> out(n_sets, 0);
   if (n_patterns == 0 || n_units == 0 || n_sets == 0) return out;
   if (chunk == 0) throw std::invalid_argument("chunk: expected >= 1");
-  constexpr std::size_t kSets = 8;  // sets per block: one 64-byte line of a table entry
+  constexpr std::size_t kSets = 8;    // sets per block: one 64-byte line of a table entry
+  constexpr std::size_t kSlice = 16;  // groups per slice of the table: 256 KiB
   const std::size_t n_groups = (n_units + kGroup - 1) / kGroup;
-  const std::vector<RowTask> tasks = row_tasks(n_units, n_patterns, chunk);
+  // tasks of 1,024 rows (a slice of the table is read by every row of a task)
+  const std::vector<RowTask> tasks = row_tasks(n_units, n_patterns, chunk, 1024 * n_units);
   // table[(g * 256 + pattern) * kSets + j]: set j's group_tables entry (the same doubles)
   std::vector<double> table(n_groups * 256 * kSets);
   for (std::size_t s0 = 0; s0 < n_sets; s0 += kSets) {
@@ -228,24 +231,37 @@ std::vector<std::int64_t> sign_flip_hits_pcg64_many(const double* x, std::size_t
     parallel_for(tasks.size(), threads, [&](std::size_t t) {
       const RowTask& task = tasks[t];
       std::vector<std::uint8_t> buf;
-      const std::uint8_t* row = task_bytes(task, n_units, start, buf);
+      const std::uint8_t* rows = task_bytes(task, n_units, start, buf);
+      // every row's table entries first, then the table a slice of groups at a time (256 KiB,
+      // in L2 while the task's rows read it), each row's sums carried from slice to slice:
+      // each set's sum still adds its groups in order
+      std::vector<std::uint32_t> at(task.rows * n_groups);
+      for (std::size_t r = 0; r < task.rows; ++r) {
+        const std::uint8_t* row = rows + r * n_units;
+        std::uint32_t* a = at.data() + r * n_groups;
+        for (std::size_t g = 0; g < n_groups; ++g) {
+          a[g] = static_cast<std::uint32_t>((g * 256 + group_pattern(row, g, n_units)) * kSets);
+        }
+      }
+      std::vector<double> stat(task.rows * kSets, 0.0);
+      for (std::size_t g0 = 0; g0 < n_groups; g0 += kSlice) {
+        const std::size_t g1 = std::min(n_groups, g0 + kSlice);
+        for (std::size_t r = 0; r < task.rows; ++r) {
+          const std::uint32_t* a = at.data() + r * n_groups;
+          double sum[kSets];
+          std::copy_n(stat.data() + r * kSets, kSets, sum);
+          for (std::size_t g = g0; g < g1; ++g) {
+            const double* entry = table.data() + a[g];
+            for (std::size_t j = 0; j < kSets; ++j) sum[j] += entry[j];
+          }
+          std::copy_n(sum, kSets, stat.data() + r * kSets);
+        }
+      }
       std::array<std::int64_t, kSets> h{};
-      std::vector<std::uint32_t> at(n_groups);  // a row's table entries, found first
-      constexpr std::size_t kAhead = 16;         // entries prefetched ahead (tables of MBs)
-      for (std::size_t r = 0; r < task.rows; ++r, row += n_units) {
-        for (std::size_t g = 0; g < n_groups; ++g) {
-          at[g] = static_cast<std::uint32_t>((g * 256 + group_pattern(row, g, n_units)) * kSets);
+      for (std::size_t r = 0; r < task.rows; ++r) {
+        for (std::size_t j = 0; j < k; ++j) {
+          h[j] += std::fabs(stat[r * kSets + j]) >= thresholds[s0 + j];
         }
-        for (std::size_t g = 0; g < std::min(kAhead, n_groups); ++g) {
-          __builtin_prefetch(table.data() + at[g]);
-        }
-        double stat[kSets] = {};
-        for (std::size_t g = 0; g < n_groups; ++g) {
-          if (g + kAhead < n_groups) __builtin_prefetch(table.data() + at[g + kAhead]);
-          const double* entry = table.data() + at[g];
-          for (std::size_t j = 0; j < kSets; ++j) stat[j] += entry[j];  // each set in g order
-        }
-        for (std::size_t j = 0; j < k; ++j) h[j] += std::fabs(stat[j]) >= thresholds[s0 + j];
       }
       hits[t] = h;
     });
