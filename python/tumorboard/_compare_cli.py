@@ -248,7 +248,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for bench, track in groups.rows():
         sub = items.filter((pl.col("benchmark") == bench) & (pl.col("track") == track))
         subs.append((bench, track, sub.with_columns(_system_labels(sub))))
-    known = sorted({s for *_, sub in subs for s in sub.get_column("_system").to_list()})
+    # each track's distinct models (polars' unique, not a Python set of every row's label)
+    track_systems = [set(sub.get_column("_system").unique().to_list()) for *_, sub in subs]
+    known = sorted(set().union(*track_systems))
     if args.baseline is not None and args.baseline not in known:
         raise InvalidArgumentError(
             f"baseline: expected one of the models {known}, got {args.baseline!r}"
@@ -260,7 +262,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     with printer:
         for k, (bench, track, sub) in enumerate(subs):
             where = f"{bench or '(no benchmark)'} / {track or '(no track)'}"
-            systems = set(sub.get_column("_system").to_list())
+            systems = track_systems[k]
             if len(systems) < 2 or (args.baseline is not None and args.baseline not in systems):
                 why = "one model" if len(systems) < 2 else f"no {args.baseline!r}"
                 print(f"tumorboard: note: {where}: {why}, nothing to compare", file=sys.stderr)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, NoReturn
 
 import numpy as np
@@ -146,7 +146,9 @@ class Comparison:
 
     def to_dicts(self) -> list[dict[str, Any]]:
         """Return the rows as dictionaries (column name -> value)."""
-        return [asdict(r) for r in self.rows]
+        # every field is a scalar: what dataclasses.asdict gives, without its deep copies
+        names = [f.name for f in fields(ComparisonRow)]
+        return [{n: getattr(r, n) for n in names} for r in self.rows]
 
     def to_polars(self) -> Any:
         """Return the rows as a polars DataFrame (one column per :class:`ComparisonRow` field)."""

@@ -41,7 +41,10 @@ def _weighted_sums(keys: np.ndarray, per_key: np.ndarray, options: BootstrapOpti
     # equal columns have equal sums: the record counts of groups that share every key, a
     # column every group shares (e.g. BLEU's reference length with one reference)
     # (found by one fixed projection, then checked equal, so a clash only costs the saving)
-    probe = np.sin(np.arange(per_key.shape[0], dtype=np.float64) + 1.0) @ per_key
+    # (einsum's own loop, not a BLAS call: its worker threads would spin on the cores the
+    # engine then uses)
+    probe = np.einsum("i,ij->j", np.sin(np.arange(per_key.shape[0], dtype=np.float64) + 1.0),
+                      per_key)  # fmt: skip
     _, first, column = np.unique(probe, return_index=True, return_inverse=True)
     if not np.array_equal(per_key[:, first[column]], per_key):
         first, column = np.arange(per_key.shape[1]), np.arange(per_key.shape[1])
