@@ -495,12 +495,13 @@ void poisson_weighted_sums(const std::uint64_t* keys, std::size_t n, const T* co
   const std::size_t tile =
       std::clamp<std::size_t>((std::size_t{256} << 10) / row_bytes / 16 * 16, 16, kSumTile);
   // a task: `quads` quads of resamples (4 quads rows of out), all keys, its sums in 256 KiB
-  // at most, and at least four tasks per thread; the more quads a task has, the fewer times
-  // the columns are read (once per task)
+  // at most (the more quads a task has, the fewer times the columns are read: once per
+  // task), and about eight equal tasks per thread, so that no thread waits long at the end
   const std::size_t n_quads = (n_resamples + 3) / 4;
   const auto workers = static_cast<std::size_t>(resolve_threads(threads));
-  const std::size_t quads = std::clamp<std::size_t>(
-      std::min((std::size_t{256} << 10) / (4 * row_bytes), n_quads / (4 * workers)), 1, n_quads);
+  const std::size_t most = std::max<std::size_t>(1, (std::size_t{256} << 10) / (4 * row_bytes));
+  const std::size_t quads =
+      std::clamp<std::size_t>((n_quads + 8 * workers - 1) / (8 * workers), 1, most);
   const std::size_t n_tasks = (n_quads + quads - 1) / quads;
   parallel_for(n_tasks, threads, [&](std::size_t t) {
     std::vector<T> acc(4 * quads * stride, T{0});
