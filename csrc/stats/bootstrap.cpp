@@ -347,6 +347,32 @@ __attribute__((target("avx2"))) void stream_seeds8(std::uint64_t seed, std::uint
   }
 }
 
+// The words of a Philox block of eight lanes as the lanes' SplitMix64 seeds (sm[l]).
+__attribute__((target("avx2"))) inline void seeds_of_words(const __m256i r[4],
+                                                           std::uint64_t sm[8]) {
+  alignas(32) std::uint32_t words[4][8];
+  for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(words[j]), r[j]);
+  for (int l = 0; l < 8; ++l) {
+    sm[l] = (static_cast<std::uint64_t>(words[0][l]) << 32 | words[1][l]) ^
+            (static_cast<std::uint64_t>(words[2][l]) << 32 | words[3][l]);
+  }
+}
+
+// stream_seeds8 of resamples b .. b + 15, the two Philox blocks' rounds interleaved (philox16).
+__attribute__((target("avx2"))) void stream_seeds16(std::uint64_t seed, std::uint64_t group_key,
+                                                    std::uint32_t b, std::uint64_t sm[16]) {
+  alignas(32) std::uint64_t ctr[16];
+  for (std::uint32_t l = 0; l < 16; ++l) {
+    ctr[l] = (group_key >> 32) | (static_cast<std::uint64_t>(b + l) << 32);
+  }
+  const auto key = rng::key_from_seed(seed);
+  __m256i r[4], q[4];
+  rng::philox16(static_cast<std::uint32_t>(group_key), ctr,
+                static_cast<std::uint32_t>(rng::Domain::kIndexResample), key[0], key[1], r, q);
+  seeds_of_words(r, sm);
+  seeds_of_words(q, sm + 8);
+}
+
 // One xoshiro256++ step (rng::Stream::next) of four lanes: the output word, state advanced.
 __attribute__((target("avx2"))) inline __m256i xoshiro4(__m256i& s0, __m256i& s1, __m256i& s2,
                                                         __m256i& s3) {
@@ -366,11 +392,9 @@ __attribute__((target("avx2"))) inline __m256i xoshiro4(__m256i& s0, __m256i& s1
 // rng::BoundedDraws<16>, as draw_stratum takes them, four resamples per vector. sum[l] is the
 // packed sum of resample b + l's n draws; redo[l] is set where a candidate was rejected within
 // them (the lane then took other draws than its candidates: the scalar path redoes it).
-__attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::uint64_t seed,
-                                                   std::uint64_t group_key, std::uint32_t b,
+__attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg,
+                                                   const std::uint64_t sm[8],
                                                    std::int64_t sum[8], bool redo[8]) {
-  alignas(32) std::uint64_t sm[8];
-  stream_seeds8(seed, group_key, b, sm);
   const std::uint32_t n = pg.n;
   const __m256i range = _mm256_set1_epi64x(n);
   const __m256i threshold = _mm256_set1_epi64x((65536u - n) % n);
@@ -414,12 +438,8 @@ __attribute__((target("avx2"))) void packed_draws8(const PackedGroup& pg, std::u
 // n * tw[0] whichever units they pick.
 template <bool kSameWeight>
 __attribute__((target("avx2"))) void packed_draws8_bytes(const PackedGroup& pg,
-                                                         std::uint64_t seed,
-                                                         std::uint64_t group_key,
-                                                         std::uint32_t b, std::int64_t sum[8],
-                                                         bool redo[8]) {
-  alignas(32) std::uint64_t sm[8];
-  stream_seeds8(seed, group_key, b, sm);
+                                                         const std::uint64_t sm[8],
+                                                         std::int64_t sum[8], bool redo[8]) {
   const std::uint32_t n = pg.n;
   const int pieces = static_cast<int>((n + 15) / 16);
   __m256i tv[4], tw[4];
@@ -598,15 +618,24 @@ Distribution multinomial_bootstrap(const Units& u, const Statistic& stat,
     if (pg.ok) {
       std::int64_t sum[8];
       bool redo[8];
+      alignas(32) std::uint64_t sm[16];  // the streams' seeds, sixteen resamples at a time
       for (; b + 8 <= task.b1; b += 8) {
+        const std::size_t half = (b - task.b0) % 16;
+        if (half == 0) {
+          const auto at = static_cast<std::uint32_t>(b);
+          if (b + 16 <= task.b1) {
+            stream_seeds16(opt.seed, group_keys[task.g], at, sm);
+          } else {
+            stream_seeds8(opt.seed, group_keys[task.g], at, sm);
+          }
+        }
+        const std::uint64_t* seeds = sm + half;
         if (pg.bytes && pg.same_weight) {
-          packed_draws8_bytes<true>(pg, opt.seed, group_keys[task.g],
-                                    static_cast<std::uint32_t>(b), sum, redo);
+          packed_draws8_bytes<true>(pg, seeds, sum, redo);
         } else if (pg.bytes) {
-          packed_draws8_bytes<false>(pg, opt.seed, group_keys[task.g],
-                                     static_cast<std::uint32_t>(b), sum, redo);
+          packed_draws8_bytes<false>(pg, seeds, sum, redo);
         } else {
-          packed_draws8(pg, opt.seed, group_keys[task.g], static_cast<std::uint32_t>(b), sum, redo);
+          packed_draws8(pg, seeds, sum, redo);
         }
         for (std::size_t l = 0; l < 8; ++l) {
           if (redo[l]) {
