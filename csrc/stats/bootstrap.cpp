@@ -1,6 +1,7 @@
 #include "bootstrap.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -732,13 +733,17 @@ double lerp(double x, double y, double gamma) {
 
 // Order statistics lo and hi (hi = lo or lo + 1) of w, where w holds the values of ranks
 // first .. first + w.size() - 1 of the whole array (in any order).
+void select_in(double* begin, double* end, std::int64_t first, const Interp& at, double* x,
+               double* y) {
+  const auto k = static_cast<std::ptrdiff_t>(at.lo - first);
+  std::nth_element(begin, begin + k, end);
+  *x = begin[k];
+  *y = at.hi == at.lo ? *x : *std::min_element(begin + k + 1, end);
+}
+
 void select_in(std::vector<double>& w, std::int64_t first, const Interp& at, double* x,
                double* y) {
-  const auto k = static_cast<std::size_t>(at.lo - first);
-  std::nth_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(k), w.end());
-  *x = w[k];
-  *y = at.hi == at.lo ? *x
-                      : *std::min_element(w.begin() + static_cast<std::ptrdiff_t>(k) + 1, w.end());
+  select_in(w.data(), w.data() + w.size(), first, at, x, y);
 }
 
 // The four order statistics of percentile_pair in one pass over a (a Floyd-Rivest-style
@@ -769,25 +774,30 @@ bool windowed_pair(const std::vector<double>& a, const Interp& l, const Interp& 
   bounds(l, &l0, &l1);
   bounds(h, &h0, &h1);
   if (!(l1 < h0)) return false;
-  std::vector<double> wl, wh;
-  wl.reserve(n / 8);
-  wh.reserve(n / 8);
+  // the windows' values gathered without a branch per value: each is written to both
+  // buffers and kept (the count moved on) where it lies in the window (uninitialised buffers
+  // of n values each: no fill)
+  std::unique_ptr<double[]> buf(new double[2 * n]);
+  double* wl = buf.get();
+  double* wh = buf.get() + n;
   std::int64_t below_l = 0, below_h = 0;
+  std::size_t nl = 0, nh = 0;
   for (const double v : a) {
     below_l += v < l0;
     below_h += v < h0;
-    if (v >= l0 && v <= l1) {
-      wl.push_back(v);
-    } else if (v >= h0 && v <= h1) {
-      wh.push_back(v);
-    }
+    const bool in_l = v >= l0 && v <= l1;
+    const bool in_h = !in_l && v >= h0 && v <= h1;
+    wl[nl] = v;
+    nl += in_l;
+    wh[nh] = v;
+    nh += in_h;
   }
-  const auto nl = static_cast<std::int64_t>(wl.size()), nh = static_cast<std::int64_t>(wh.size());
-  if (below_l > l.lo || l.hi >= below_l + nl || below_h > h.lo || h.hi >= below_h + nh) {
+  const auto sl = static_cast<std::int64_t>(nl), sh = static_cast<std::int64_t>(nh);
+  if (below_l > l.lo || l.hi >= below_l + sl || below_h > h.lo || h.hi >= below_h + sh) {
     return false;
   }
-  select_in(wl, below_l, l, &out[0], &out[1]);
-  select_in(wh, below_h, h, &out[2], &out[3]);
+  select_in(wl, wl + nl, below_l, l, &out[0], &out[1]);
+  select_in(wh, wh + nh, below_h, h, &out[2], &out[3]);
   return true;
 }
 
