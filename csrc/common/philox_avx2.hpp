@@ -62,6 +62,14 @@ __attribute__((target("avx2"))) inline void philox_round8(__m256i& x0, __m256i& 
   x3 = lo0;
 }
 
+__attribute__((target("avx2"))) inline void store_words(__m256i out[4], __m256i x0, __m256i x1,
+                                                        __m256i x2, __m256i x3) {
+  out[0] = x0;
+  out[1] = x1;
+  out[2] = x2;
+  out[3] = x3;
+}
+
 // out[j] (j = 0..3) holds word j of the Philox4x32-10 block of each lane l = 0..7, whose counter
 // is {c0, lo32(keys[l]), hi32(keys[l]), c3} and key (k0, k1).
 __attribute__((target("avx2"))) inline void philox8(std::uint32_t c0, const std::uint64_t* keys,
@@ -77,10 +85,7 @@ __attribute__((target("avx2"))) inline void philox8(std::uint32_t c0, const std:
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  out[0] = x0;
-  out[1] = x1;
-  out[2] = x2;
-  out[3] = x3;
+  store_words(out, x0, x1, x2, x3);
 }
 
 // philox8 of keys[0..7] (into a) and keys[8..15] (into b), the two blocks' rounds interleaved:
@@ -104,14 +109,8 @@ __attribute__((target("avx2"))) inline void philox16(std::uint32_t c0, const std
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  a[0] = a0;
-  a[1] = a1;
-  a[2] = a2;
-  a[3] = a3;
-  b[0] = b0;
-  b[1] = b1;
-  b[2] = b2;
-  b[3] = b3;
+  store_words(a, a0, a1, a2, a3);
+  store_words(b, b0, b1, b2, b3);
 }
 
 }  // namespace tb::rng

@@ -328,26 +328,6 @@ __attribute__((target("avx2"))) inline __m256i splitmix4(__m256i& state) {
   return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
 }
 
-// The SplitMix64 seeds of the streams rng::Stream(seed, group_key, b + l, kIndexResample),
-// l = 0..7, from one Philox call of eight counters.
-__attribute__((target("avx2"))) void stream_seeds8(std::uint64_t seed, std::uint64_t group_key,
-                                                   std::uint32_t b, std::uint64_t sm[8]) {
-  alignas(32) std::uint64_t ctr[8];
-  for (std::uint32_t l = 0; l < 8; ++l) {
-    ctr[l] = (group_key >> 32) | (static_cast<std::uint64_t>(b + l) << 32);
-  }
-  const auto key = rng::key_from_seed(seed);
-  __m256i r[4];
-  rng::philox8(static_cast<std::uint32_t>(group_key), ctr,
-               static_cast<std::uint32_t>(rng::Domain::kIndexResample), key[0], key[1], r);
-  alignas(32) std::uint32_t words[4][8];
-  for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(words[j]), r[j]);
-  for (int l = 0; l < 8; ++l) {
-    sm[l] = (static_cast<std::uint64_t>(words[0][l]) << 32 | words[1][l]) ^
-            (static_cast<std::uint64_t>(words[2][l]) << 32 | words[3][l]);
-  }
-}
-
 // The words of a Philox block of eight lanes as the lanes' SplitMix64 seeds (sm[l]).
 __attribute__((target("avx2"))) inline void seeds_of_words(const __m256i r[4],
                                                            std::uint64_t sm[8]) {
@@ -359,13 +339,32 @@ __attribute__((target("avx2"))) inline void seeds_of_words(const __m256i r[4],
   }
 }
 
+// The Philox counters' middle words of the streams of resamples b .. b + n - 1 of a group.
+inline void stream_counters(std::uint64_t group_key, std::uint32_t b, std::uint32_t n,
+                            std::uint64_t* ctr) {
+  for (std::uint32_t l = 0; l < n; ++l) {
+    ctr[l] = (group_key >> 32) | (static_cast<std::uint64_t>(b + l) << 32);
+  }
+}
+
+// The SplitMix64 seeds of the streams rng::Stream(seed, group_key, b + l, kIndexResample),
+// l = 0..7, from one Philox call of eight counters.
+__attribute__((target("avx2"))) void stream_seeds8(std::uint64_t seed, std::uint64_t group_key,
+                                                   std::uint32_t b, std::uint64_t sm[8]) {
+  alignas(32) std::uint64_t ctr[8];
+  stream_counters(group_key, b, 8, ctr);
+  const auto key = rng::key_from_seed(seed);
+  __m256i r[4];
+  rng::philox8(static_cast<std::uint32_t>(group_key), ctr,
+               static_cast<std::uint32_t>(rng::Domain::kIndexResample), key[0], key[1], r);
+  seeds_of_words(r, sm);
+}
+
 // stream_seeds8 of resamples b .. b + 15, the two Philox blocks' rounds interleaved (philox16).
 __attribute__((target("avx2"))) void stream_seeds16(std::uint64_t seed, std::uint64_t group_key,
                                                     std::uint32_t b, std::uint64_t sm[16]) {
   alignas(32) std::uint64_t ctr[16];
-  for (std::uint32_t l = 0; l < 16; ++l) {
-    ctr[l] = (group_key >> 32) | (static_cast<std::uint64_t>(b + l) << 32);
-  }
+  stream_counters(group_key, b, 16, ctr);
   const auto key = rng::key_from_seed(seed);
   __m256i r[4], q[4];
   rng::philox16(static_cast<std::uint32_t>(group_key), ctr,

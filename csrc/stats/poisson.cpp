@@ -428,27 +428,26 @@ __attribute__((target("avx2,fma"))) void madd_rows4_avx2(const T* w, std::size_t
 #undef TB_ROWS
 }
 
+// madd_rows4_avx2 of 1-3 vectors.
 template <typename T>
 void madd_rows4_vec(int vectors, const T* w, std::size_t w_stride, const T* s,
                     std::size_t stride, std::size_t len, T* a, std::size_t a_stride) {
-  switch (vectors) {
-    case 1: return madd_rows4_avx2<T, 1>(w, w_stride, s, stride, len, a, a_stride);
-    case 2: return madd_rows4_avx2<T, 2>(w, w_stride, s, stride, len, a, a_stride);
-    default: return madd_rows4_avx2<T, 3>(w, w_stride, s, stride, len, a, a_stride);
-  }
+  using Kernel = void (*)(const T*, std::size_t, const T*, std::size_t, std::size_t, T*,
+                          std::size_t);
+  static constexpr Kernel kernels[] = {madd_rows4_avx2<T, 1>, madd_rows4_avx2<T, 2>,
+                                       madd_rows4_avx2<T, 3>};
+  kernels[std::clamp(vectors, 1, 3) - 1](w, w_stride, s, stride, len, a, a_stride);
 }
 
+// madd_rows2_avx2 of 1-6 vectors.
 template <typename T>
 void madd_rows2_vec(int vectors, const T* w0, const T* w1, const T* s, std::size_t stride,
                     std::size_t len, T* a0, T* a1) {
-  switch (vectors) {
-    case 1: return madd_rows2_avx2<T, 1>(w0, w1, s, stride, len, a0, a1);
-    case 2: return madd_rows2_avx2<T, 2>(w0, w1, s, stride, len, a0, a1);
-    case 3: return madd_rows2_avx2<T, 3>(w0, w1, s, stride, len, a0, a1);
-    case 4: return madd_rows2_avx2<T, 4>(w0, w1, s, stride, len, a0, a1);
-    case 5: return madd_rows2_avx2<T, 5>(w0, w1, s, stride, len, a0, a1);
-    default: return madd_rows2_avx2<T, 6>(w0, w1, s, stride, len, a0, a1);
-  }
+  using Kernel = void (*)(const T*, const T*, const T*, std::size_t, std::size_t, T*, T*);
+  static constexpr Kernel kernels[] = {
+      madd_rows2_avx2<T, 1>, madd_rows2_avx2<T, 2>, madd_rows2_avx2<T, 3>,
+      madd_rows2_avx2<T, 4>, madd_rows2_avx2<T, 5>, madd_rows2_avx2<T, 6>};
+  kernels[std::clamp(vectors, 1, 6) - 1](w0, w1, s, stride, len, a0, a1);
 }
 #endif
 
