@@ -245,13 +245,12 @@ struct FixedRecords {
     while (n > 0 && p[n - 1] == 0) --n;
     return n;
   }
-  bool same_as_previous(std::size_t r, std::size_t len, std::size_t prev_len) const {
-    return same_bytes_as_previous(*this, r, len, prev_len);
-  }
-  // The whole record, padding included, equals record r - 1 (then so do their keys).
+  // The whole record, padding included, equals record r - 1: exactly when their keys are
+  // equal (a key is followed by zeros only), so same_as_previous has nothing left to find.
   bool identical_to_previous(std::size_t r) const {
     return same_bytes(ptr(r - 1), ptr(r), width);
   }
+  bool same_as_previous(std::size_t, std::size_t, std::size_t) const { return false; }
 };
 
 struct OffsetRecords {

@@ -153,6 +153,34 @@ __attribute__((target("avx2"))) std::size_t weight_rows_avx2(
 }
 #endif
 
+namespace {
+
+// The weights of keys[i0, i1) in the `rows` (<= 4) resamples 4 * quad + j, as T at
+// row[j * n + i]: eight or sixteen keys at a time where `simd`, the rest one by one.
+template <typename T>
+void weight_rows(const std::uint64_t* keys, std::size_t i0, std::size_t i1, std::size_t n,
+                 std::uint32_t quad, std::size_t rows, const rng::Philox4x32::Key& key,
+                 const std::array<std::uint64_t, 16>& table, bool simd, T* row) {
+  std::size_t i = i0;
+#ifdef TB_HAVE_AVX2_PATH
+  if (simd) i = weight_rows_avx2<T>(keys, i0, i1, n, quad, rows, key, table, row);
+#else
+  (void)simd;
+#endif
+  for (; i < i1; ++i) {
+    const std::uint64_t ukey = keys[i];
+    const auto r = rng::Philox4x32::block(
+        {quad, static_cast<std::uint32_t>(ukey), static_cast<std::uint32_t>(ukey >> 32),
+         static_cast<std::uint32_t>(rng::Domain::kPoisson)},
+        key);
+    for (std::size_t j = 0; j < rows; ++j) {
+      row[j * n + i] = static_cast<T>(poisson1_from_table(r[j], table));
+    }
+  }
+}
+
+}  // namespace
+
 template <typename T>
 void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t n_resamples,
                            std::uint64_t seed, int threads, T* out) {
@@ -165,8 +193,9 @@ void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t
   const std::size_t n_quads = (n_resamples + 3) / 4;
   const std::size_t quad_tiles = (n_quads + kQuads - 1) / kQuads;
   const std::size_t key_tiles = (n + kKeys - 1) / kKeys;
+  bool simd = false;
 #ifdef TB_HAVE_AVX2_PATH
-  const bool simd = rng::avx2_available() && !rng::scalar_only();
+  simd = rng::avx2_available() && !rng::scalar_only();
 #endif
   parallel_for(quad_tiles * key_tiles, threads, [&](std::size_t t) {
     const std::size_t i0 = (t % key_tiles) * kKeys, i1 = std::min(n, i0 + kKeys);
@@ -175,25 +204,8 @@ void poisson_weight_matrix(const std::uint64_t* keys, std::size_t n, std::size_t
     for (std::size_t quad = quad0; quad < quad1; ++quad) {
       const std::size_t q = quad * 4;
       const std::size_t rows = std::min<std::size_t>(4, n_resamples - q);
-      T* row = out + q * n;
-      std::size_t start = i0;
-#ifdef TB_HAVE_AVX2_PATH
-      if (simd) {
-        start = weight_rows_avx2<T>(keys, i0, i1, n, static_cast<std::uint32_t>(quad), rows, key,
-                                    table, row);
-      }
-#endif
-      for (std::size_t i = start; i < i1; ++i) {
-        const std::uint64_t ukey = keys[i];
-        const auto r = rng::Philox4x32::block(
-            {static_cast<std::uint32_t>(quad), static_cast<std::uint32_t>(ukey),
-             static_cast<std::uint32_t>(ukey >> 32),
-             static_cast<std::uint32_t>(rng::Domain::kPoisson)},
-            key);
-        for (std::size_t j = 0; j < rows; ++j) {
-          row[j * n + i] = static_cast<T>(poisson1_from_table(r[j], table));
-        }
-      }
+      weight_rows<T>(keys, i0, i1, n, static_cast<std::uint32_t>(quad), rows, key, table, simd,
+                     out + q * n);
     }
   });
 }
@@ -215,24 +227,8 @@ template <typename T>
 void tile_weights(const std::uint64_t* keys, std::size_t i0, std::size_t i1, std::uint32_t quad,
                   std::size_t rows, const rng::Philox4x32::Key& key,
                   const std::array<std::uint64_t, 16>& table, bool simd, T* w) {
-  const std::uint64_t* tile = keys + i0;
   const std::size_t len = i1 - i0;
-  std::size_t i = 0;
-#ifdef TB_HAVE_AVX2_PATH
-  if (simd) i = weight_rows_avx2<T>(tile, 0, len, kSumTile, quad, rows, key, table, w);
-#else
-  (void)simd;
-#endif
-  for (; i < len; ++i) {
-    const std::uint64_t ukey = tile[i];
-    const auto r = rng::Philox4x32::block(
-        {quad, static_cast<std::uint32_t>(ukey), static_cast<std::uint32_t>(ukey >> 32),
-         static_cast<std::uint32_t>(rng::Domain::kPoisson)},
-        key);
-    for (std::size_t j = 0; j < rows; ++j) {
-      w[j * kSumTile + i] = static_cast<T>(poisson1_from_table(r[j], table));
-    }
-  }
+  weight_rows<T>(keys + i0, 0, len, kSumTile, quad, rows, key, table, simd, w);
   for (std::size_t j = rows; j < 4; ++j) std::fill_n(w + j * kSumTile, len, T{0});
 }
 

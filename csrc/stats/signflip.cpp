@@ -45,19 +45,24 @@ std::vector<double> group_tables(const double* x, std::size_t n_units) {
   return table;
 }
 
+// The pattern index (bit i: unit 8 g + i keeps its sign) of group g of a row.
+inline unsigned group_pattern(const std::uint8_t* row, std::size_t g, std::size_t n_units) {
+  const std::size_t full = n_units / kGroup;
+  if (g < full) return top_bits8(row + g * kGroup);
+  unsigned pattern = 0;
+  for (std::size_t i = 0; i < n_units % kGroup; ++i) {
+    pattern |= static_cast<unsigned>(row[full * kGroup + i] >> 7) << i;
+  }
+  return pattern;
+}
+
 // The signed sum of one pattern whose sign bytes are row[0 .. n_units).
 inline double pattern_sum(const std::vector<double>& table, const std::uint8_t* row,
                           std::size_t n_units) {
-  const std::size_t full = n_units / kGroup, tail = n_units % kGroup;
+  const std::size_t full = n_units / kGroup;
   double stat = 0.0;
   for (std::size_t g = 0; g < full; ++g) stat += table[g * 256 + top_bits8(row + g * kGroup)];
-  if (tail) {
-    unsigned pattern = 0;
-    for (std::size_t i = 0; i < tail; ++i) {
-      pattern |= static_cast<unsigned>(row[full * kGroup + i] >> 7) << i;
-    }
-    stat += table[full * 256 + pattern];
-  }
+  if (n_units % kGroup) stat += table[full * 256 + group_pattern(row, full, n_units)];
   return stat;
 }
 
@@ -128,24 +133,15 @@ const std::uint8_t* task_bytes(const RowTask& task, std::size_t n_units, const P
   const std::uint64_t end = task.first_byte + static_cast<std::uint64_t>(task.rows) * n_units;
   const std::uint64_t w1 = (end + 7) / 8;  // words w0 .. w1 - 1 hold the task's bytes
   buf.resize(static_cast<std::size_t>(8 * (w1 - w0)));
+  // (through a plain pointer: a byte store through the vector could alias its own pointer)
+  std::uint8_t* out = buf.data();
   Pcg64 gen = start;
   gen.advance(w0);  // output k comes from the state after k + 1 steps
   for (std::uint64_t w = 0; w < w1 - w0; ++w) {
     const std::uint64_t v = gen.next();
-    for (int b = 0; b < 8; ++b) buf[8 * w + b] = static_cast<std::uint8_t>(v >> (8 * b));
+    for (int b = 0; b < 8; ++b) out[8 * w + b] = static_cast<std::uint8_t>(v >> (8 * b));
   }
-  return buf.data() + (task.first_byte - 8 * w0);
-}
-
-// The pattern index (bit i: unit 8 g + i keeps its sign) of group g of a row.
-inline unsigned group_pattern(const std::uint8_t* row, std::size_t g, std::size_t n_units) {
-  const std::size_t full = n_units / kGroup;
-  if (g < full) return top_bits8(row + g * kGroup);
-  unsigned pattern = 0;
-  for (std::size_t i = 0; i < n_units % kGroup; ++i) {
-    pattern |= static_cast<unsigned>(row[full * kGroup + i] >> 7) << i;
-  }
-  return pattern;
+  return out + (task.first_byte - 8 * w0);
 }
 
 }  // namespace
@@ -160,17 +156,8 @@ std::int64_t sign_flip_hits_pcg64(const double* x, std::size_t n_units, Pcg64 st
   std::vector<std::int64_t> hits(tasks.size(), 0);
   parallel_for(tasks.size(), threads, [&](std::size_t t) {
     const RowTask& task = tasks[t];
-    const std::uint64_t w0 = task.first_byte / 8;
-    const std::uint64_t end = task.first_byte + static_cast<std::uint64_t>(task.rows) * n_units;
-    const std::uint64_t w1 = (end + 7) / 8;  // words w0 .. w1 - 1 hold the task's bytes
-    std::vector<std::uint8_t> buf(static_cast<std::size_t>(8 * (w1 - w0)));
-    Pcg64 gen = start;
-    gen.advance(w0);  // output k comes from the state after k + 1 steps
-    for (std::uint64_t w = 0; w < w1 - w0; ++w) {
-      const std::uint64_t v = gen.next();
-      for (int b = 0; b < 8; ++b) buf[8 * w + b] = static_cast<std::uint8_t>(v >> (8 * b));
-    }
-    const std::uint8_t* row = buf.data() + (task.first_byte - 8 * w0);
+    std::vector<std::uint8_t> buf;
+    const std::uint8_t* row = task_bytes(task, n_units, start, buf);
     std::int64_t h = 0;
     for (std::size_t r = 0; r < task.rows; ++r, row += n_units) {
       h += std::fabs(pattern_sum(table, row, n_units)) >= threshold;

@@ -306,51 +306,38 @@ def _codes(arr: np.ndarray | pl.Series) -> tuple[np.ndarray, np.ndarray]:
         return codes.ravel().astype(np.int64), levels
     flat = np.ascontiguousarray(text).reshape(-1)
     codes, first = _core.stats.factorize_fixed(flat.view(np.uint8), width)
-    found = flat[first]
-    order = np.argsort(found, kind="stable")
-    if np.array_equal(order, np.arange(order.size)):  # first seen in sorted order (a sorted
-        return codes, found  # column): the codes are already the ranks
+    rank, levels = _string_ranks(flat[first])
+    if np.array_equal(rank, np.arange(rank.size)):  # first seen in sorted order (a sorted
+        return codes, levels  # column): the codes are already the ranks
+    return rank[codes], levels
+
+
+def _string_ranks(levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return each distinct label's rank in string order, and the labels in that order."""
+    order = np.argsort(levels, kind="stable")
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
-    return rank[codes], found[order]
+    return rank, levels[order]
 
 
 def _int_codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_codes` of integer labels, without a string per row: the same codes and levels.
 
     The distinct values are found by a presence table over their range where it is compact
-    (else by their eight bytes, ``factorize_fixed``); only they are turned into strings and
-    sorted as strings, the order ``astype(str)`` would give.
+    (``_core.stats.compact_distinct``; any integer that fits 64 signed bits), else by their
+    eight bytes (``factorize_fixed``); only they are turned into strings and sorted as
+    strings, the order ``astype(str)`` would give.
     """
-    if arr.dtype == np.int64:
-        # the compiled core: the distinct values by a presence table over their range, then
-        # each row's rank among them in the order of their strings
-        values = _core.stats.compact_distinct(np.ascontiguousarray(arr))
+    if arr.dtype.kind == "i" or arr.dtype.itemsize < 8:  # every value fits int64
+        ints = np.ascontiguousarray(arr, dtype=np.int64)
+        values = _core.stats.compact_distinct(ints)
         if values is not None:
-            names = values.astype(str)
-            order = np.argsort(names, kind="stable")
-            rank = np.empty(order.size, dtype=np.int64)
-            rank[order] = np.arange(order.size)
-            return _core.stats.compact_codes(np.ascontiguousarray(arr), values, rank), names[order]
-    lo, hi = int(arr.min()), int(arr.max())
-    span = hi - lo + 1
-    if span <= 4 * arr.size + 1024:
-        offset = (arr - np.asarray(lo, dtype=arr.dtype)).astype(np.int64)
-        present = np.zeros(span, dtype=bool)
-        present[offset] = True
-        values = np.flatnonzero(present)
-        names = (values.astype(arr.dtype) + np.asarray(lo, dtype=arr.dtype)).astype(str)
-        order = np.argsort(names, kind="stable")
-        rank_of = np.empty(span, dtype=np.int64)
-        rank_of[values[order]] = np.arange(order.size)
-        return rank_of[offset], names[order]
+            rank, names = _string_ranks(values.astype(str))
+            return _core.stats.compact_codes(ints, values, rank), names
     ints = np.ascontiguousarray(arr, dtype=np.int64 if arr.dtype.kind == "i" else np.uint64)
     codes, first = _core.stats.factorize_fixed(ints.view(np.uint8), 8)
-    found = ints[first].astype(str)
-    order = np.argsort(found, kind="stable")
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size)
-    return rank[codes], found[order]
+    rank, names = _string_ranks(ints[first].astype(str))
+    return rank[codes], names
 
 
 def _key_codes(
@@ -376,10 +363,8 @@ def _key_codes(
         present, pair_of = np.unique(pair, return_inverse=True)
     labels = np.char.add(np.char.add(t_levels[present // i_levels.size], "\x1f"),
                          i_levels[present % i_levels.size])  # fmt: skip
-    order = np.argsort(labels, kind="stable")
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size)
-    return rank[pair_of.ravel()], labels[order]
+    rank, levels = _string_ranks(labels)
+    return rank[pair_of.ravel()], levels
 
 
 def _raise_repeat(pair_code: np.ndarray, names: list[str], keys: np.ndarray, n: int) -> NoReturn:
@@ -836,8 +821,7 @@ def _complete_family(
         both = _core.stats.nonzero_overlaps(sub, opts.engine_threads)
         right = sub.sum(axis=1)
         # McNemar's discordant counts of every pair, and its exact p-values (mcnemar_counts)
-        pa = np.array([p[0] for p in pairs], dtype=np.int64)
-        pb = np.array([p[1] for p in pairs], dtype=np.int64)
+        pa, pb = x["a"], x["b"]
         disc_a = (right[pa] - both[pa, pb]).astype(np.int64)
         disc_b = (right[pb] - both[pa, pb]).astype(np.int64)
         mc_p, mc_mid = mcnemar_many(n_keys, disc_a, disc_b)

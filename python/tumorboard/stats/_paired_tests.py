@@ -253,8 +253,7 @@ def sign_flip_sums(
     n = d.size
     units = sums.size
     observed = float(d.sum())
-    # ties with the observed statistic up to rounding count as "as extreme" (as scipy does)
-    tol = 1e-14 * max(1.0, float(np.abs(sums).sum()))
+    tol = _tie_tolerance(sums)
     if units <= 62 and 2**units <= n_resamples:
         total = 2**units
         hits = 0
@@ -273,12 +272,10 @@ def sign_flip_sums(
     rng = np.random.default_rng(seed)
     sums = np.ascontiguousarray(sums, dtype=np.float64)
     threshold = abs(observed) - tol
-    chunk = max(1, 2**22 // max(units, 1))
-    state = rng.bit_generator.state
-    if _PCG64_IN_CORE and state["bit_generator"] == "PCG64" and not state["has_uint32"]:
+    chunk = _chunk(units)
+    words = _core_pcg64_words(rng)
+    if words is not None:
         # numpy's default generator: its outputs generated in the core, where they are used
-        words = [(v >> s) & 0xFFFFFFFFFFFFFFFF for v in (state["state"]["state"],
-                 state["state"]["inc"]) for s in (64, 0)]  # fmt: skip
         hits = _core.stats.sign_flip_hits_pcg64(sums, words, n_resamples, chunk, threshold)
         p = (1.0 + hits) / (1.0 + n_resamples)
         return SignFlipResult(observed / n, min(1.0, p), units, False, n_resamples)
@@ -306,30 +303,47 @@ def sign_flip_many(
     :func:`sign_flip_sums` pair by pair, bit for bit. Otherwise the pairs go one by one.
     """
     units = sums.shape[1] if sums.ndim == 2 else 0
-    state = np.random.default_rng(seed).bit_generator.state
-    one_by_one = (
-        not _PCG64_IN_CORE
-        or len(diffs) < 2
-        or (units <= 62 and 2**units <= n_resamples)
-        or state["bit_generator"] != "PCG64"
-        or state["has_uint32"]
-    )
-    if one_by_one:
+    words = _core_pcg64_words(np.random.default_rng(seed))
+    if words is None or len(diffs) < 2 or (units <= 62 and 2**units <= n_resamples):
         return [sign_flip_sums(d, s, n_resamples=n_resamples, seed=seed)
                 for d, s in zip(diffs, sums, strict=True)]  # fmt: skip
     sums = np.ascontiguousarray(sums, dtype=np.float64)
     observed = [float(d.sum()) for d in diffs]
-    tol = [1e-14 * max(1.0, float(np.abs(row).sum())) for row in sums]
-    thresholds = np.array([abs(o) - t for o, t in zip(observed, tol, strict=True)])
-    words = [(v >> s) & 0xFFFFFFFFFFFFFFFF for v in (state["state"]["state"],
-             state["state"]["inc"]) for s in (64, 0)]  # fmt: skip
-    chunk = max(1, 2**22 // max(units, 1))
-    hits = _core.stats.sign_flip_hits_pcg64_many(sums, thresholds, words, n_resamples, chunk)
+    thresholds = np.array([abs(o) - _tie_tolerance(row)
+                           for o, row in zip(observed, sums, strict=True)])  # fmt: skip
+    hits = _core.stats.sign_flip_hits_pcg64_many(sums, thresholds, words, n_resamples,
+                                                 _chunk(units))  # fmt: skip
     return [
         SignFlipResult(o / d.size, min(1.0, (1.0 + int(h)) / (1.0 + n_resamples)), units, False,
                        n_resamples)
         for o, d, h in zip(observed, diffs, hits.tolist(), strict=True)
     ]  # fmt: skip
+
+
+def _tie_tolerance(sums: np.ndarray) -> float:
+    """Return how close to the observed sum a pattern's sum counts as "as extreme".
+
+    Ties up to rounding count, as scipy counts them.
+    """
+    return 1e-14 * max(1.0, float(np.abs(sums).sum()))
+
+
+def _chunk(units: int) -> int:
+    """Patterns drawn at a time (what numpy's draws of this test took, 2^22 sign bytes)."""
+    return max(1, 2**22 // max(units, 1))
+
+
+def _core_pcg64_words(rng: np.random.Generator) -> list[int] | None:
+    """Return the state of a fresh numpy PCG64 as the core's four 64-bit words, or None.
+
+    None where the patterns are drawn by numpy instead (another bit generator, a buffered
+    32-bit half, or ``_PCG64_IN_CORE`` off).
+    """
+    state = rng.bit_generator.state
+    if not _PCG64_IN_CORE or state["bit_generator"] != "PCG64" or state["has_uint32"]:
+        return None
+    pcg = state["state"]
+    return [(v >> s) & 0xFFFFFFFFFFFFFFFF for v in (pcg["state"], pcg["inc"]) for s in (64, 0)]
 
 
 def _next_uint32(
