@@ -98,30 +98,25 @@ def _sparse_lines(seed: int) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_bulk_reader_without_absent_keys_equals_the_full_schema(tmp_path, monkeypatch, seed):
-    # the bulk reader leaves keys no line has out of Arrow's schema; the rows are those of the
-    # full schema, whatever keys occur late, escaped or nested
+def test_bulk_reader_equals_the_line_reader_on_sparse_and_escaped_keys(tmp_path, monkeypatch, seed):
+    # the compiled bulk reader reads keys that occur late, escaped (\u006d, \/) or nested; its
+    # rows, warnings and rejections are the line reader's
     log = tmp_path / "log.jsonl"
     log.write_text("\n".join(_sparse_lines(seed)) + "\n")
     field_map = {"item_id": "id", "task": "meta.task", "patient_id": "pat/id"}
     kw = {"field_map": field_map, "benchmark": "mtbbench"}
-    full = _jsonl_read._quoted_keys
-    seen: list[set[str]] = []
-    monkeypatch.setattr(
-        _jsonl_read, "_quoted_keys", lambda *a: seen.append(full(*a)[1]) or full(*a)
-    )
-    narrowed = import_logs("jsonl", log, tmp_path / "narrowed", **kw)
-    # read in bulk, leaving keys out (none with the escape: it could spell a key)
-    assert seen and (bool(seen[0]) != bool(seed % 2)) and "latency_s" not in seen[0]
-    monkeypatch.setattr(
-        _jsonl_read, "_quoted_keys", lambda raw, nested, keys: (full(raw, nested, keys)[0], set())
-    )
-    whole = import_logs("jsonl", log, tmp_path / "whole", **kw)
-    assert _rows(tmp_path / "narrowed") == _rows(tmp_path / "whole")
-    assert narrowed.warnings == whole.warnings and narrowed.rejected == whole.rejected
-    assert narrowed.n_items == whole.n_items == 300
+    full = _jsonl_read._read_bulk
+    used: list[bool] = []
+    monkeypatch.setattr(jsonl, "_read_bulk", lambda *a: used.append(full(*a) is not None) or full(*a))
+    bulk = import_logs("jsonl", log, tmp_path / "bulk", **kw)
+    assert used == [True]  # read in bulk, escaped keys included
+    monkeypatch.setattr(jsonl, "_read_bulk", lambda *a: None)
+    lines = import_logs("jsonl", log, tmp_path / "lines", **kw)
+    assert _rows(tmp_path / "bulk") == _rows(tmp_path / "lines")
+    assert bulk.warnings == lines.warnings and bulk.rejected == lines.rejected
+    assert bulk.n_items == lines.n_items == 300
     if seed == 2:  # the escaped key was read
-        patients = Store(tmp_path / "narrowed").items().collect().get_column("patient_id")
+        patients = Store(tmp_path / "bulk").items().collect().get_column("patient_id")
         assert patients.null_count() == 200
 
 
@@ -145,7 +140,7 @@ def test_read_blocks_equals_splitting_the_whole_file():
             got_n += list(n)
             got += k
             got_rej += r
-        assert got_n == list(numbers) and got == kept, block
+        assert got_n == list(numbers) and got == list(kept), block
         assert sorted(got_rej) == sorted(rejected), block
 
 

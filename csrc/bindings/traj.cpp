@@ -9,6 +9,7 @@
 
 #include "bindings/common.hpp"
 #include "traj/jsonl.hpp"
+#include "traj/jsonl_columns.hpp"
 #include "traj/pages.hpp"
 #include "traj/quoted.hpp"
 
@@ -25,6 +26,24 @@ std::string_view bytes_view(const py::handle& obj, const char* name) {
                                 py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
   }
   return {data, static_cast<std::size_t>(size)};
+}
+
+// A 1-D numpy array that takes over v's memory (no copy): a capsule owns the vector.
+template <class T>
+py::array_t<T> owned_array(std::vector<T>&& v) {
+  auto* heap = new std::vector<T>(std::move(v));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>({static_cast<py::ssize_t>(heap->size())}, {sizeof(T)}, heap->data(),
+                        owner);
+}
+
+// A uint8 numpy array that takes over a string's bytes (no copy).
+py::array_t<std::uint8_t> owned_bytes(std::string&& s) {
+  auto* heap = new std::string(std::move(s));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::string*>(p); });
+  return py::array_t<std::uint8_t>({static_cast<py::ssize_t>(heap->size())},
+                                   {sizeof(std::uint8_t)},
+                                   reinterpret_cast<const std::uint8_t*>(heap->data()), owner);
 }
 
 py::tuple scan_chunk(const py::bytes& data) {
@@ -66,34 +85,59 @@ py::int_ crc32_bytes(const py::bytes& data) {
                                   view.size()));
 }
 
-py::list line_digests(const py::bytes& fp, const py::list& ids, Array<std::int64_t> positions,
-                      const py::list& lines, int threads) {
-  const std::size_t n = lines.size();
-  if (ids.size() != n || static_cast<std::size_t>(positions.size()) != n ||
+// Lines given as a list of bytes, or as (data bytes, starts, ends): spans of one buffer.
+std::vector<std::string_view> line_views(const py::handle& lines, std::vector<py::object>& keep) {
+  std::vector<std::string_view> views;
+  if (py::isinstance<py::tuple>(lines)) {
+    const auto t = py::reinterpret_borrow<py::tuple>(lines);
+    if (t.size() != 3) throw std::invalid_argument("lines: expected (data, starts, ends)");
+    const std::string_view data = bytes_view(t[0], "lines[0]");
+    const auto starts = t[1].cast<Array<std::int64_t>>();
+    const auto ends = t[2].cast<Array<std::int64_t>>();
+    keep.push_back(t[0]);
+    if (starts.ndim() != 1 || ends.ndim() != 1 || starts.size() != ends.size()) {
+      throw std::invalid_argument("lines: starts and ends of one length expected");
+    }
+    const std::int64_t* s = starts.data();
+    const std::int64_t* e = ends.data();
+    views.resize(static_cast<std::size_t>(starts.size()));
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      if (s[i] < 0 || s[i] > e[i] || e[i] > static_cast<std::int64_t>(data.size())) {
+        throw std::invalid_argument("lines: line " + std::to_string(i) + " is not a span");
+      }
+      views[i] = data.substr(static_cast<std::size_t>(s[i]), static_cast<std::size_t>(e[i] - s[i]));
+    }
+    return views;
+  }
+  const auto list = py::reinterpret_borrow<py::list>(lines);
+  views.resize(list.size());
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    views[i] = bytes_view(PyList_GET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i)), "lines");
+  }
+  return views;
+}
+
+py::object line_digests(const py::bytes& fp, const py::handle& ids, Array<std::int64_t> positions,
+                        const py::handle& lines, int threads, bool as_buffer) {
+  if (!py::isinstance<py::tuple>(lines) && !py::isinstance<py::list>(lines)) {
+    throw std::invalid_argument("lines: expected a list of bytes or (data, starts, ends)");
+  }
+  std::vector<py::object> keep;
+  const std::vector<std::string_view> views = line_views(lines, keep);
+  const std::size_t n = views.size();
+  const StringColumn id_column = read_string_column(ids, "ids");
+  if (id_column.size() != n || static_cast<std::size_t>(positions.size()) != n ||
       positions.ndim() != 1) {
     throw std::invalid_argument("ids, positions, lines: expected the same length, got " +
-                                std::to_string(ids.size()) + ", " +
+                                std::to_string(id_column.size()) + ", " +
                                 std::to_string(positions.size()) + " and " + std::to_string(n));
-  }
-  const std::string_view fp_view = bytes_view(fp, "fp");
-  std::vector<std::string_view> id_views(n);
-  std::vector<std::string_view> line_views(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    PyObject* id = PyList_GET_ITEM(ids.ptr(), static_cast<Py_ssize_t>(i));
-    Py_ssize_t size = 0;
-    const char* utf8 = PyUnicode_Check(id) ? PyUnicode_AsUTF8AndSize(id, &size) : nullptr;
-    if (utf8 == nullptr) {
-      PyErr_Clear();
-      throw std::invalid_argument("ids[" + std::to_string(i) + "]: expected a str encodable as "
-                                  "UTF-8");
-    }
-    id_views[i] = {utf8, static_cast<std::size_t>(size)};
-    line_views[i] = bytes_view(PyList_GET_ITEM(lines.ptr(), static_cast<Py_ssize_t>(i)), "lines");
   }
   std::string hex(32 * n, '\0');
   run_interruptible([&] {
-    tb::traj::line_digests(fp_view, id_views, positions.data(), line_views, hex.data(), threads);
+    tb::traj::line_digests(bytes_view(fp, "fp"), id_column.text, positions.data(), views, hex.data(),
+                           threads);
   });
+  if (as_buffer) return owned_bytes(std::move(hex));
   py::list out(n);
   for (std::size_t i = 0; i < n; ++i) {
     PyObject* s = PyUnicode_FromStringAndSize(hex.data() + 32 * i, 32);
@@ -119,6 +163,95 @@ py::list quoted_present(const py::bytes& data, const py::list& names) {
   return out;
 }
 
+
+py::tuple line_spans(const py::bytes& data) {
+  const std::string_view view = bytes_view(data, "data");
+  tb::traj::LineSpans spans;
+  {
+    py::gil_scoped_release release;
+    spans = tb::traj::line_spans(reinterpret_cast<const std::uint8_t*>(view.data()), view.size());
+  }
+  return py::make_tuple(owned_array(std::move(spans.starts)), owned_array(std::move(spans.ends)),
+                        owned_array(std::move(spans.index)));
+}
+
+constexpr Choice<tb::traj::FieldKind> kFieldKinds[] = {
+    {"id", tb::traj::FieldKind::kId},
+    {"str", tb::traj::FieldKind::kStr},
+    {"bool", tb::traj::FieldKind::kBool},
+    {"int", tb::traj::FieldKind::kInt},
+    {"int32", tb::traj::FieldKind::kInt32},
+    {"number", tb::traj::FieldKind::kNumber},
+    {"flag", tb::traj::FieldKind::kFlag},
+    {"str_list", tb::traj::FieldKind::kStrList},
+    {"int_list", tb::traj::FieldKind::kIntList},
+    {"number_list", tb::traj::FieldKind::kNumberList},
+    {"bool_list", tb::traj::FieldKind::kBoolList},
+    {"nested", tb::traj::FieldKind::kNested},
+};
+
+py::object optional_array(std::vector<std::int64_t>&& v, bool used) {
+  return used ? py::object(owned_array(std::move(v))) : py::object(py::none());
+}
+
+py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<std::int64_t> ends,
+                       const std::vector<std::pair<std::vector<std::string>, std::string>>& fields,
+                       int max_depth, std::size_t sample, int threads) {
+  const std::string_view view = bytes_view(data, "data");
+  const auto n = static_cast<std::size_t>(starts.size());
+  if (starts.ndim() != 1 || ends.ndim() != 1 || static_cast<std::size_t>(ends.size()) != n) {
+    throw std::invalid_argument("starts, ends: expected two 1-D arrays of one length");
+  }
+  const std::int64_t* s = starts.data();
+  const std::int64_t* e = ends.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (s[i] < 0 || s[i] > e[i] || e[i] > static_cast<std::int64_t>(view.size())) {
+      throw std::invalid_argument("starts, ends: line " + std::to_string(i) +
+                                  " is not a span of data");
+    }
+  }
+  std::vector<tb::traj::FieldSpec> specs;
+  specs.reserve(fields.size());
+  for (const auto& [path, kind] : fields) {
+    if (path.empty()) throw std::invalid_argument("fields: a key of no part");
+    specs.push_back({path, parse_choice("kind", kind, kFieldKinds)});
+  }
+  tb::traj::ReadColumns read = run_interruptible([&] {
+    return tb::traj::read_columns(reinterpret_cast<const std::uint8_t*>(view.data()), s, e, n,
+                                  specs, max_depth, sample, threads);
+  });
+  if (!read.ok) {
+    return py::make_tuple(false, read.reason, read.line, py::none(), py::none());
+  }
+  py::list columns;
+  for (auto& col : read.columns) {
+    using tb::traj::FieldKind;
+    const bool list = col.kind == FieldKind::kStrList || col.kind == FieldKind::kIntList ||
+                      col.kind == FieldKind::kNumberList || col.kind == FieldKind::kBoolList;
+    const bool strings = col.kind == FieldKind::kId || col.kind == FieldKind::kStr ||
+                         col.kind == FieldKind::kStrList;
+    const bool bools = col.kind == FieldKind::kBool || col.kind == FieldKind::kBoolList;
+    const bool ints = col.kind == FieldKind::kInt || col.kind == FieldKind::kInt32 ||
+                      col.kind == FieldKind::kIntList;
+    const bool numbers = col.kind == FieldKind::kNumber || col.kind == FieldKind::kFlag ||
+                         col.kind == FieldKind::kNumberList;
+    columns.append(py::make_tuple(
+        col.null_count, owned_array(std::move(col.validity)),
+        optional_array(std::move(col.list_offsets), list),
+        optional_array(std::move(col.offsets), strings),
+        strings || bools ? py::object(owned_bytes(std::move(col.bytes))) : py::object(py::none()),
+        optional_array(std::move(col.ints), ints),
+        numbers ? py::object(owned_array(std::move(col.numbers))) : py::object(py::none())));
+  }
+  py::list keys;
+  for (const auto& k : read.keys_seen) {
+    PyObject* text = PyUnicode_DecodeUTF8(k.data(), static_cast<Py_ssize_t>(k.size()), "strict");
+    if (text == nullptr) throw py::error_already_set();
+    keys.append(py::reinterpret_steal<py::object>(text));
+  }
+  return py::make_tuple(true, "", -1, columns, keys);
+}
+
 }  // namespace
 
 void bind_traj(py::module_& m) {
@@ -133,9 +266,19 @@ void bind_traj(py::module_& m) {
         "Walk the pages of one Parquet column chunk: (checked, unchecked, error byte or -1, "
         "CRC mismatch, reason).");
   m.def("crc32", &crc32_bytes, py::arg("data"), "zlib's CRC-32 of the bytes.");
+  m.def("line_spans", &line_spans, py::arg("data"),
+        "The non-blank lines of JSON-lines bytes (split on newlines only): (starts, ends, "
+        "index among all lines), int64 arrays.");
+  m.def("read_columns", &read_columns, py::arg("data"), py::arg("starts"), py::arg("ends"),
+        py::arg("fields"), py::arg("max_depth"), py::arg("sample"), py::arg("threads") = 0,
+        "Read typed columns of (key parts, kind) fields from JSON lines [starts, ends) of data: "
+        "(ok, reason, line, columns, keys seen); ok False sends the chunk to the line reader.");
   m.def("line_digests", &line_digests, py::arg("fp"), py::arg("ids"), py::arg("positions"),
-        py::arg("lines"), py::arg("threads") = 0,
-        "BLAKE2b-128 hex digests of fp NUL id NUL position NUL line, one per line.");
+        py::arg("lines"), py::arg("threads") = 0, py::arg("as_buffer") = false,
+        "BLAKE2b-128 hex digests of fp NUL id NUL position NUL line, one per line: a list of "
+        "str, or with as_buffer their 32 hex digits each in one uint8 array. ids: a list of "
+        "str or Arrow large_string buffers (offsets, data, validity); lines: a list of bytes "
+        "or (data, starts, ends), spans of one buffer.");
 }
 
 }  // namespace tb::bindings

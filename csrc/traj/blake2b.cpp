@@ -3,6 +3,7 @@
 #include "traj/blake2b.hpp"
 
 #include <cstring>
+#include <utility>
 
 namespace tb::traj {
 
@@ -31,18 +32,41 @@ inline std::uint64_t rotr(std::uint64_t x, int n) { return (x >> n) | (x << (64 
 inline std::uint64_t load64(const std::uint8_t* p) {
   std::uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];  // little-endian words (RFC 7693 §2.4)
-  return v;
+  return v;  // (compilers turn the loop into one load on little-endian machines)
 }
 
-inline void mix(std::uint64_t* v, int a, int b, int c, int d, std::uint64_t x, std::uint64_t y) {
-  v[a] = v[a] + v[b] + x;
-  v[d] = rotr(v[d] ^ v[a], 32);
-  v[c] = v[c] + v[d];
-  v[b] = rotr(v[b] ^ v[c], 24);
-  v[a] = v[a] + v[b] + y;
-  v[d] = rotr(v[d] ^ v[a], 16);
-  v[c] = v[c] + v[d];
-  v[b] = rotr(v[b] ^ v[c], 63);
+// G of RFC 7693 §3.1 on v[A], v[B], v[C], v[D] with the message words x and y.
+template <int A, int B, int C, int D>
+inline void mix(std::uint64_t* v, std::uint64_t x, std::uint64_t y) {
+  v[A] = v[A] + v[B] + x;
+  v[D] = rotr(v[D] ^ v[A], 32);
+  v[C] = v[C] + v[D];
+  v[B] = rotr(v[B] ^ v[C], 24);
+  v[A] = v[A] + v[B] + y;
+  v[D] = rotr(v[D] ^ v[A], 16);
+  v[C] = v[C] + v[D];
+  v[B] = rotr(v[B] ^ v[C], 63);
+}
+
+// Round R of F (RFC 7693 §3.2), its message schedule fixed at compile time: every index is a
+// constant, so v and m stay in registers across the twelve unrolled rounds.
+template <int R>
+inline void round(std::uint64_t* v, const std::uint64_t* m) {
+  constexpr const std::uint8_t* s = kSigma[R];
+  mix<0, 4, 8, 12>(v, m[s[0]], m[s[1]]);
+  mix<1, 5, 9, 13>(v, m[s[2]], m[s[3]]);
+  mix<2, 6, 10, 14>(v, m[s[4]], m[s[5]]);
+  mix<3, 7, 11, 15>(v, m[s[6]], m[s[7]]);
+  mix<0, 5, 10, 15>(v, m[s[8]], m[s[9]]);
+  mix<1, 6, 11, 12>(v, m[s[10]], m[s[11]]);
+  mix<2, 7, 8, 13>(v, m[s[12]], m[s[13]]);
+  mix<3, 4, 9, 14>(v, m[s[14]], m[s[15]]);
+}
+
+template <int... R>
+inline void rounds(std::uint64_t* v, const std::uint64_t* m,
+                   std::integer_sequence<int, R...> /*rounds*/) {
+  (round<R>(v, m), ...);
 }
 
 }  // namespace
@@ -64,16 +88,7 @@ void Blake2b::compress(bool last) {
   v[12] ^= t_[0];
   v[13] ^= t_[1];
   if (last) v[14] = ~v[14];
-  for (const auto& s : kSigma) {
-    mix(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
-    mix(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
-    mix(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
-    mix(v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
-    mix(v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
-    mix(v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
-    mix(v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
-    mix(v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
-  }
+  rounds(v, m, std::make_integer_sequence<int, 12>{});
   for (int i = 0; i < 8; ++i) h_[i] ^= v[i] ^ v[i + 8];
 }
 

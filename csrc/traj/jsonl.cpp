@@ -1,11 +1,13 @@
 #include "traj/jsonl.hpp"
 
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <string>
 
 #include "common/parallel.hpp"
 #include "traj/blake2b.hpp"
+#include "traj/utf8_check.hpp"
 
 namespace tb::traj {
 
@@ -19,28 +21,6 @@ inline bool is_digit(std::uint8_t c) { return c >= '0' && c <= '9'; }
 
 inline bool is_hex_high(std::uint8_t c) {  // the third character of a surrogate's escape
   return c == '8' || c == '9' || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-// The length of the valid UTF-8 sequence at p[0 .. n), or 0 when it is not valid (the
-// well-formed byte sequences of the Unicode Standard, Table 3-7, which Python's decoder follows).
-inline std::size_t utf8_length(const std::uint8_t* p, std::size_t n) {
-  const std::uint8_t b = p[0];
-  auto cont = [&](std::size_t k, std::uint8_t lo, std::uint8_t hi) {
-    return k < n && p[k] >= lo && p[k] <= hi;
-  };
-  if (b < 0x80) return 1;
-  if (b >= 0xC2 && b <= 0xDF) return cont(1, 0x80, 0xBF) ? 2 : 0;
-  if (b == 0xE0) return cont(1, 0xA0, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
-  if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) {
-    return cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
-  }
-  if (b == 0xED) return cont(1, 0x80, 0x9F) && cont(2, 0x80, 0xBF) ? 3 : 0;  // no surrogates
-  if (b == 0xF0) return cont(1, 0x90, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
-  if (b >= 0xF1 && b <= 0xF3) {
-    return cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
-  }
-  if (b == 0xF4) return cont(1, 0x80, 0x8F) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF) ? 4 : 0;
-  return 0;
 }
 
 // Whether p[i] (a backslash) starts an escape that can decode to a surrogate (\uD800-\uDFFF):
@@ -217,8 +197,9 @@ void line_digests(std::string_view fp, const std::vector<std::string_view>& ids,
                       h.update(&kNul, 1);
                       h.update(ids[i].data(), ids[i].size());
                       h.update(&kNul, 1);
-                      const std::string pos = std::to_string(positions[i]);
-                      h.update(pos.data(), pos.size());
+                      char pos[24];
+                      const auto written = std::to_chars(pos, pos + sizeof pos, positions[i]);
+                      h.update(pos, static_cast<std::size_t>(written.ptr - pos));
                       h.update(&kNul, 1);
                       h.update(lines[i].data(), lines[i].size());
                       std::uint8_t digest[16];

@@ -152,9 +152,7 @@ def digest(*parts: bytes) -> str:
     return hashlib.blake2b(b"\0".join(parts), digest_size=16).hexdigest()
 
 
-def line_digests(
-    fp: bytes, item_ids: Sequence[str], positions: Sequence[int], lines: Sequence[bytes]
-) -> list[str]:
+def line_digests(fp: bytes, item_ids: Any, positions: Any, lines: Sequence[bytes]) -> Any:
     """Return the digests of JSON-lines items: ``digest(fp, item_id, position, line)`` each.
 
     The item id and position are part of it because they may be derived from the line's place
@@ -164,26 +162,40 @@ def line_digests(
     ----------
     fp : bytes
         The import's options fingerprint.
-    item_ids : sequence of str
-        Each item's id.
-    positions : sequence of int
+    item_ids : polars.Series or sequence of str
+        Each item's id (a String Series is read in place).
+    positions : array-like of int
         Each item's position.
     lines : sequence of bytes
-        Each item's line.
+        Each item's line: a list, or the spans of one buffer
+        (:class:`._jsonl_read.Lines`, read in place).
 
     Returns
     -------
-    list of str
-        32 hex digits each, equal to :func:`digest` of the same parts.
+    polars.Series
+        ``digest``: 32 hex digits each, equal to :func:`digest` of the same parts.
     """
     # BLAKE2b-128 in the compiled core (csrc/traj/), on every core with the GIL released: the
     # same bytes as hashlib's, tested against it. Imported here: tumorboard.traj (the Recorder
     # and Store a harness uses) imports without the compiled core.
-    from ... import _core
+    import polars as pl
 
-    return _core.traj.line_digests(
-        fp, list(item_ids), np.asarray(positions, dtype=np.int64), list(lines), 0
+    from ... import _core
+    from ..._keys import _string_buffers
+
+    ids = (*_string_buffers(item_ids), None) if isinstance(item_ids, pl.Series) else list(item_ids)
+    raw = getattr(lines, "raw", None)
+    spans = (raw, lines.starts, lines.ends) if raw is not None else list(lines)  # type: ignore[attr-defined]
+    hexed = _core.traj.line_digests(
+        fp, ids, np.asarray(positions, dtype=np.int64), spans, 0, as_buffer=True
     )
+    n = len(hexed) // 32
+    arr = pa.Array.from_buffers(
+        pa.large_string(),
+        n,
+        [None, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int64)), pa.py_buffer(hexed)],
+    )
+    return pl.Series("digest", arr)
 
 
 @dataclass

@@ -1,35 +1,93 @@
 """JSON-lines importer: the file's lines, and the two readers that turn them into typed columns.
 
-Lines are split on newlines only and over-long ones rejected before any parsing. The bulk
-reader reads a chunk of well-typed object lines with Arrow's JSON reader and an explicit schema
-of the record keys (those that occur in the chunk; the others are columns of nulls); anything
-it cannot vouch for (events or other nested values, what :func:`tumorboard._json.load_json`
-would refuse, a type mismatch) returns None and goes to the line reader, which reads each line
-with ``load_json`` and names every bad one. Both give the
-same columns, which :mod:`._jsonl_rows` turns into rows.
+Lines are split on newlines only and over-long ones rejected before any parsing; a block's lines
+are :class:`Lines`, spans of its bytes (no object per line). The bulk reader reads a chunk of
+well-typed object lines in one compiled pass (``_core.traj.read_columns``,
+csrc/traj/jsonl_columns.cpp): strict JSON with every check of
+:func:`tumorboard._json.load_json`, the record keys' values checked and converted as the field
+checks do, straight into Arrow columns. Anything it cannot vouch for (events or other nested
+values, what ``load_json`` or a field check would refuse, a repeated key) returns None and
+goes to the line reader, which reads each line with ``load_json`` and names every bad one. Both
+give the same columns, which :mod:`._jsonl_rows` turns into rows.
 """
 
 from __future__ import annotations
 
-import io
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, overload
+
+import numpy as np
 
 from ..._json import MAX_JSON_DEPTH, load_json
 from ...errors import InvalidArgumentError
 from ._common import Parsed
-from ._jsonl_fields import _I32, _IDS, _KEYS_SAMPLE, _MISSING, _Bad, _check, _events, _get, _kind_of
+from ._jsonl_fields import _KEYS_SAMPLE, _MISSING, _Bad, _check, _events, _get, _kind_of
+
+
+class Lines(Sequence[bytes]):
+    """Lines of a block of JSON lines: spans ``[starts[i], ends[i])`` of its bytes.
+
+    A line is made a ``bytes`` object only when it is indexed (the line reader, the digest of a
+    repeated record); the bulk reader and the digests read the spans in place.
+    """
+
+    __slots__ = ("ends", "raw", "starts")
+
+    def __init__(self, raw: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.raw = raw
+        self.starts = starts
+        self.ends = ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Lines: ...
+
+    def __getitem__(self, i: int | slice) -> bytes | Lines:
+        if isinstance(i, slice):
+            return Lines(self.raw, self.starts[i], self.ends[i])
+        return self.raw[int(self.starts[i]) : int(self.ends[i])]
+
+    def __iter__(self) -> Iterator[bytes]:
+        raw = self.raw
+        for a, b in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
+            yield raw[a:b]
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> Lines:
+        """Return the lines at positions ``rows``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return Lines(self.raw, self.starts[rows], self.ends[rows])
+
+    def lengths(self) -> np.ndarray:
+        """Return each line's length in bytes."""
+        return self.ends - self.starts
 
 
 def _drop_long_lines(
-    path: Path, numbers: Sequence[int], lines: list[bytes], limit: int
-) -> tuple[list[int], list[bytes], list[tuple[str, str]]]:
+    path: Path, numbers: Sequence[int], lines: Sequence[bytes], limit: int
+) -> tuple[Sequence[int], Sequence[bytes], list[tuple[str, str]]]:
     """Reject the lines longer than ``limit`` bytes (before any parsing: bounded memory)."""
+    if isinstance(lines, Lines):
+        over = lines.lengths() > limit
+        if not over.any():
+            return numbers, lines, []
+        where = np.flatnonzero(over)
+        sizes = lines.lengths()[where].tolist()
+        numbers = np.asarray(numbers, dtype=np.int64)
+        rejected = [
+            _too_long(path, n, size, limit)
+            for n, size in zip(numbers[where].tolist(), sizes, strict=True)
+        ]
+        keep = np.flatnonzero(~over)
+        return numbers[keep], lines.take(keep), rejected
     keep_n: list[int] = []
     keep: list[bytes] = []
-    rejected: list[tuple[str, str]] = []
+    rejected = []
     for n, line in zip(numbers, lines, strict=True):
         if len(line) > limit:
             rejected.append(_too_long(path, n, len(line), limit))
@@ -39,26 +97,16 @@ def _drop_long_lines(
     return keep_n, keep, rejected
 
 
-_SPACE = frozenset(b" \t\r\n\x0b\x0c")
-
-
-def _numbered_lines(raw: bytes, first: int = 1) -> tuple[Sequence[int], list[bytes]]:
+def _numbered_lines(raw: bytes, first: int = 1) -> tuple[np.ndarray, Lines]:
     """Return the line numbers and the non-blank lines (split on newlines only).
 
-    ``first`` is the number of the first line of ``raw`` (a block of a longer file).
+    ``first`` is the number of the first line of ``raw`` (a block of a longer file). A line of
+    blanks only (``bytes.strip()`` empties it) is left out; the others keep their numbers.
     """
-    lines = raw.split(b"\n")
-    space = _SPACE
-    head = lines[:-1]
-    # the smallest line starting above b" " (and so above every blank) vouches for all of them
-    # in one C-level pass; otherwise each line is looked at
-    smallest = min(head, default=b"!")
-    if (smallest and smallest[0] > 32) or all(line and line[0] not in space for line in head):
-        if not lines[-1].strip():
-            lines.pop()
-        return range(first, first + len(lines)), lines
-    kept = [(i, line) for i, line in enumerate(lines, first) if line.strip()]
-    return [i for i, _ in kept], [line for _, line in kept]
+    from ... import _core  # here: tumorboard.traj imports without the compiled core
+
+    starts, ends, index = _core.traj.line_spans(raw)
+    return index + first, Lines(raw, starts, ends)
 
 
 def _too_long(path: Path, lineno: int, size: int, limit: int) -> tuple[str, str]:
@@ -189,178 +237,69 @@ def _read_lines(
 # ----------------------------------------------------------------------------- bulk reader
 
 
-def _suspect(raw: bytes) -> bool:
-    """Tell whether a chunk must go to the line reader, which checks it with load_json.
-
-    One compiled pass over the bytes (``_core.traj.scan_chunk``, csrc/traj/jsonl.cpp) finds
-    lines that are not objects (Arrow reads "null" as a row of nulls; the line reader rejects
-    it), what :func:`tumorboard._json.may_break_limits` finds (lone surrogate escapes, numbers
-    past 64 bits or a double's range), bytes that are not UTF-8 (an encoded lone surrogate,
-    ED A0 80: the line reader rejects its line alone; Arrow would pass it to polars) and lines
-    with more brackets than :data:`MAX_JSON_DEPTH` (a bound of their depth).
-    """
-    from ... import _core  # here: tumorboard.traj imports without the compiled core
-
-    every_object, may_break, utf8, max_brackets = _core.traj.scan_chunk(raw)
-    return not every_object or may_break or not utf8 or max_brackets > MAX_JSON_DEPTH
+#: The kinds the compiled reader converts (the others, any JSON value, are "nested": a line
+#: that has such a key sends its chunk to the line reader). A gold answer that is not a string
+#: is stored as JSON text by the line reader; the compiled reader reads strings only.
+_CORE_KIND = {
+    "id": "id", "str": "str", "gold": "str", "bool": "bool", "int": "int", "int32": "int32",
+    "number": "number", "flag": "flag", "str_list": "str_list", "int_list": "int_list",
+    "number_list": "number_list", "bool_list": "bool_list",
+}  # fmt: skip
 
 
-#: Bytes Arrow's JSON reader parses per task: fewer, larger tasks than 1 MiB ones (fewer chunks
-#: to stitch and combine); a line longer than a block makes Arrow refuse the chunk, which then
-#: goes to the line reader (the same rows).
-_ARROW_BLOCK_BYTES = 8 << 20
+def _arrow_array(kind: str, n: int, column: tuple[Any, ...]) -> Any:
+    """Return the Arrow array of a column the compiled reader gives (buffers, no copy)."""
+    import pyarrow as pa
+
+    null_count, validity, list_offsets, offsets, data, ints, numbers = column
+    valid = pa.py_buffer(validity) if null_count else None
+
+    def scalars(typ: Any, length: int, valid: Any, nulls: int) -> Any:
+        if typ == pa.large_string():
+            buffers = [valid, pa.py_buffer(offsets), pa.py_buffer(data)]
+        elif typ == pa.bool_():
+            buffers = [valid, pa.py_buffer(data)]
+        else:
+            buffers = [valid, pa.py_buffer(ints if typ == pa.int64() else numbers)]
+        return pa.Array.from_buffers(typ, length, buffers, null_count=nulls)
+
+    core = _CORE_KIND[kind]
+    typ = {
+        "id": pa.large_string(), "str": pa.large_string(), "bool": pa.bool_(),
+        "int": pa.int64(), "int32": pa.int64(), "number": pa.float64(), "flag": pa.float64(),
+    }.get(core)  # fmt: skip
+    if typ is not None:
+        return scalars(typ, n, valid, null_count)
+    child_type = {"str_list": pa.large_string(), "int_list": pa.int64(),
+                  "number_list": pa.float64(), "bool_list": pa.bool_()}[core]  # fmt: skip
+    child = scalars(child_type, int(list_offsets[-1]), None, 0)
+    return pa.Array.from_buffers(
+        pa.large_list(child_type),
+        n,
+        [valid, pa.py_buffer(list_offsets)],
+        null_count=null_count,
+        children=[child],
+    )
 
 
-#: A key the bulk reader may leave out when it does not occur quoted: not dotted, and without
-#: what JSON writes only escaped (quote, backslash, control characters) or may write escaped
-#: otherwise than with a \u escape (a key "a/b" may be written "a\/b").
-_PLAIN_KEY = re.compile(r'[^."\\/\x00-\x1f]+')
+def _read_bulk(lines: Lines, keys: Mapping[str, str]) -> tuple[dict[str, Any], list[str]] | None:
+    """Read a chunk of well-typed object lines in bulk; None sends it to the line reader.
 
-
-def _quoted_keys(
-    raw: bytes, nested: Sequence[str], keys: Mapping[str, str]
-) -> tuple[bool, set[str]]:
-    r"""Return whether a nested key occurs in a chunk, and the fields whose key no line has.
-
-    One compiled pass over the quotes (``_core.traj.quoted_present``, csrc/traj/quoted.cpp)
-    tells, for each name, whether ``"name"`` occurs in the bytes. A field is absent when its
-    key (plain, :data:`_PLAIN_KEY`, and no parent of a dotted key) never occurs quoted and
-    the chunk has no ``\u`` escape (which could spell a key another way): Arrow's reader then
-    parses without it, a quarter less work on logs that leave most optional fields out.
+    Returns the columns (Arrow arrays of the fields whose kind the compiled reader converts)
+    and the keys of the chunk's first records (:func:`._jsonl_fields._keys_seen`).
     """
     from ... import _core
 
-    plain = sorted(
-        {k for k in keys.values() if _PLAIN_KEY.fullmatch(k) and not any(o.startswith(k + ".")
-                                                                         for o in keys.values())}
-    )  # fmt: skip
-    names = [*nested, *plain]
-    found = dict(zip(names, _core.traj.quoted_present(raw, [n.encode() for n in names]),
-                     strict=True))  # fmt: skip
-    if any(found[k] for k in nested):
-        return True, set()
-    missing = {k for k in plain if not found[k]}
-    if not missing or b"\\u" in raw or all(k in missing for k in keys.values()):
-        return False, set()  # (a schema of no field is not narrowed to)
-    return False, {f for f, k in keys.items() if k in missing}
-
-
-_ID_NUMBER = re.compile(r"Column\((/[^)]*)\) changed from string to number")
-
-
-def _arrow_type(kind: str) -> Any:
-    """Return the Arrow type the bulk reader reads a field kind as (None: not in bulk)."""
-    import pyarrow as pa
-
-    return {
-        "id": pa.string(), "str": pa.large_string(), "gold": pa.large_string(),
-        "bool": pa.bool_(), "int": pa.int64(), "int32": pa.int64(), "number": pa.float64(),
-        "flag": pa.float64(),
-        "str_list": pa.list_(pa.large_string()), "int_list": pa.list_(pa.int64()),
-        "number_list": pa.list_(pa.float64()), "bool_list": pa.list_(pa.bool_()),
-    }.get(kind)  # fmt: skip
-
-
-def _explicit_schema(keys: Mapping[str, str], number_ids: set[str]) -> Any:
-    """Return the explicit Arrow schema of the record keys (nested structs for dotted keys)."""
-    import pyarrow as pa
-
-    tree: dict[str, Any] = {}
-    for f, key in keys.items():
-        typ = pa.int64() if f in number_ids else _arrow_type(_kind_of(f))
-        node = tree
-        parts = key.split(".")
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                return None  # a key is both a value and a parent: leave it to the line reader
-            node = child
-        if parts[-1] in node and node[parts[-1]] != typ:
-            return None  # two fields of different types read one key
-        node[parts[-1]] = typ
-
-    def build(node: dict[str, Any]) -> list[Any]:
-        return [
-            pa.field(k, pa.struct(build(v)) if isinstance(v, dict) else v) for k, v in node.items()
-        ]
-
-    return pa.schema(build(tree))
-
-
-def _read_bulk(
-    raw: bytes, lines: Sequence[bytes], keys: Mapping[str, str]
-) -> tuple[dict[str, Any], list[dict]] | None:
-    """Read a well-typed file in bulk; None sends it to the line reader.
-
-    Returns the columns (Arrow arrays, ids as strings) and the first records (for the keys
-    seen).
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as paj
-
-    nested = sorted(
-        {k.rsplit(".", 1)[-1] for f, k in keys.items() if _arrow_type(_kind_of(f)) is None}
+    fields = list(keys.items())
+    spec = [(key.split("."), _CORE_KIND.get(_kind_of(f), "nested")) for f, key in fields]
+    ok, _reason, _line, columns, seen = _core.traj.read_columns(
+        lines.raw, lines.starts, lines.ends, spec, MAX_JSON_DEPTH, _KEYS_SAMPLE, 0
     )
-    keys = {f: k for f, k in keys.items() if _arrow_type(_kind_of(f)) is not None}
-    nested_found, absent = _quoted_keys(raw, nested, keys)
-    if nested_found:
-        return None  # events, config, tool calls or matrices: the line reader
-    if _suspect(raw):
-        return None  # what load_json checks (surrogates, huge numbers, depth): the line reader
-    read = {f: k for f, k in keys.items() if f not in absent}
-    number_ids: set[str] = set()
-    table = None
-    for _ in range(4):
-        schema = _explicit_schema(read, number_ids)
-        if schema is None:
-            return None
-        try:
-            table = paj.read_json(
-                io.BytesIO(raw),
-                read_options=paj.ReadOptions(block_size=_ARROW_BLOCK_BYTES),
-                parse_options=paj.ParseOptions(
-                    explicit_schema=schema, unexpected_field_behavior="ignore"
-                ),
-            )
-            break
-        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-            m = _ID_NUMBER.search(str(exc))
-            ids = [f for f in _IDS if f in keys and "/" + keys[f].replace(".", "/") == (m and m[1])]
-            if not ids or ids[0] in number_ids:
-                return None
-            number_ids.add(ids[0])
-    if table is None or table.num_rows != len(lines):
+    if not ok:
         return None
-    columns: dict[str, Any] = {}
-    for f, key in keys.items():
-        if f in absent:  # what Arrow gives a key no line has: nulls of the field's type
-            columns[f] = pa.nulls(table.num_rows, type=_arrow_type(_kind_of(f)))
-            continue
-        arr: Any = table
-        for part in key.split("."):
-            arr = arr.column(part) if isinstance(arr, pa.Table) else pc.struct_field(arr, part)
-        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        kind = _kind_of(f)
-        if kind.endswith("_list") and arr.null_count < len(arr):
-            if pc.list_flatten(arr).null_count:
-                return None  # a list with a null element: the line reader names the line
-        if kind == "flag" and arr.null_count < len(arr):
-            if pc.any(pc.or_(pc.less(arr, 0.0), pc.greater(arr, 1.0))).as_py():
-                return None
-        if kind in ("number", "flag", "number_list") and arr.null_count < len(arr):
-            flat = pc.list_flatten(arr) if kind == "number_list" else arr
-            if len(flat) and not pc.all(pc.is_finite(flat)).as_py():
-                return None
-        if kind == "int32" and arr.null_count < len(arr):
-            bounds = pc.min_max(arr)
-            if bounds["min"].as_py() < _I32[0] or bounds["max"].as_py() > _I32[1]:
-                return None  # the line reader names the line
-        if f in number_ids:
-            arr = pc.cast(arr, pa.string())
-        columns[f] = arr
-    try:
-        sample = [load_json(line) for line in lines[:_KEYS_SAMPLE]]
-    except InvalidArgumentError:
-        return None  # a line Arrow read and load_json refuses: the line reader names it
-    return columns, sample
+    out = {
+        f: _arrow_array(_kind_of(f), len(lines), column)
+        for (f, _), (_, kind), column in zip(fields, spec, columns, strict=True)
+        if kind != "nested"
+    }
+    return out, seen

@@ -20,6 +20,7 @@ from ..schema import schema_of
 from ._common import ImportOptions, Parsed, line_digests
 from ._jsonl_fields import _ALL_EXTRA, _kind_of
 from ._jsonl_identity import _NO_IDENTITY, _content_item_ids, _identities
+from ._jsonl_read import Lines
 
 
 @dataclass
@@ -113,8 +114,8 @@ def _build(
     opts: ImportOptions,
     fp: bytes,
     columns: Mapping[str, Any],
-    linenos: list[int],
-    texts: list[bytes],
+    linenos: Sequence[int],
+    texts: Sequence[bytes],
     events: list[Any] | None,
 ) -> None:
     """Turn the typed columns of one chunk's good lines into rows (in bulk), into ``state``."""
@@ -194,7 +195,12 @@ def _build(
         col("patient_id", pl.String).alias("patient_id"),
         col("position", pl.Int64).is_not_null().alias("_pos_given"),
     )  # fmt: skip
-    kept_texts = texts if isinstance(keep, range) else [texts[i] for i in keep]
+    if isinstance(keep, range):
+        kept_texts: Sequence[bytes] = texts
+    elif isinstance(texts, Lines):
+        kept_texts = texts.take(keep)
+    else:
+        kept_texts = [texts[i] for i in keep]
     df = _content_item_ids(df, kept_texts, state)
     df = _positions(df, state)
     # options: given, else parsed from the question (once per distinct question)
@@ -298,19 +304,15 @@ def _build(
     )
     # benchmark fields, as JSON text per item (only those of the item's benchmark)
     extra = _extra_column(df, objects, keep, state)
-    ids = df.get_column("item_id").to_list()
     # a position derived from the record's place in the file is left out of the digest: the
     # same records in another order are the same items, unchanged
     positions = (
         df.select(pl.when(pl.col("_pos_given")).then(pl.col("position")).otherwise(-1))
         .to_series()
-        .to_list()
+        .to_numpy()
     )
-    digests = line_digests(fp, ids, positions, kept_texts)
-    df = df.with_columns(
-        pl.Series("extra", extra, dtype=pl.String),
-        pl.Series("digest", digests, dtype=pl.String),
-    )
+    digests = line_digests(fp, df.get_column("item_id"), positions, kept_texts)
+    df = df.with_columns(pl.Series("extra", extra, dtype=pl.String), digests)
     # what the benchmark needs, left empty
     state.m += m
     state.benchmarks.update(df.get_column("benchmark").unique().to_list())

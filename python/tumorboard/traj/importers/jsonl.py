@@ -52,11 +52,12 @@ When the records leave a field the benchmark needs empty (the response, a grade,
 field) or a ``--map`` key never matches, the import warns with the count of such lines and the
 keys the records do have.
 
-Two readers give the same rows: files whose every line is a well-typed object (and that have
-no ``events`` or ``config``) are read in bulk by Arrow's JSON reader with an explicit schema
-(any type mismatch sends the file to the other reader); everything else is read line by line
-with :func:`tumorboard._json.load_json`, which names each bad line. Either way, the rows are
-built in bulk (polars) from the columns.
+Two readers give the same rows: chunks whose every line is a well-typed object (and that have
+no ``events`` or ``config``) are read in bulk by the compiled core, in one pass over the bytes
+on every core (strict JSON with all of ``load_json``'s checks; any line it cannot vouch for
+sends the chunk to the other reader); everything else is read line by line with
+:func:`tumorboard._json.load_json`, which names each bad line. Either way, the rows are built
+in bulk (polars) from the columns.
 
 The work is split by job: :mod:`._jsonl_fields` (the fields, their aliases, ``--map`` and the
 checks of record values), :mod:`._jsonl_read` (the lines and the bulk and line readers),
@@ -219,9 +220,10 @@ def _parse_blocks(
             raw = raw[3:]
         linenos_all, lines_all = _numbered_lines(raw, first)
         out_rejected: list[tuple[str, str]] = list(long_lines)
-        limit = opts.max_line_bytes
-        if limit is not None and max(map(len, lines_all), default=0) > limit:
-            linenos_all, lines_all, dropped = _drop_long_lines(path, linenos_all, lines_all, limit)
+        if opts.max_line_bytes is not None:
+            linenos_all, lines_all, dropped = _drop_long_lines(
+                path, linenos_all, lines_all, opts.max_line_bytes
+            )
             out_rejected += dropped
         out.n_records += len(lines_all) + len(out_rejected)
         out.rejected += out_rejected
@@ -232,19 +234,18 @@ def _parse_blocks(
         for start in range(0, len(lines_all), CHUNK_LINES):
             lines = lines_all[start : start + CHUNK_LINES]
             numbers = linenos_all[start : start + CHUNK_LINES]
-            whole = len(lines) == len(lines_all) and len(lines) == numbers[-1] - first + 1
-            body = raw if whole else b"\n".join(lines)
-            bulk = _read_bulk(body, lines, keys)
+            bulk = _read_bulk(lines, keys)
             if bulk is not None:
-                columns, sample = bulk
+                columns, seen = bulk
                 linenos, texts, events = numbers, lines, None
             else:
                 columns, linenos, texts, events, sample = _read_lines(
-                    path, numbers, lines, keys, out
+                    path, numbers.tolist(), lines, keys, out
                 )
+                seen = _keys_seen(sample)
             if not state.keys_seen:
-                state.keys_seen = _keys_seen(sample)
-            if linenos:
+                state.keys_seen = seen
+            if len(linenos):
                 _build(out, state, path, opts, fp, columns, linenos, texts, events)
             if tick is not None:
                 tick(seen_lines + start + len(lines))

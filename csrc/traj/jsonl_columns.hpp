@@ -1,0 +1,86 @@
+// The compiled reader of the JSON-lines importer (python/tumorboard/traj/importers/): the
+// lines of a chunk, and the typed columns of the record fields read from them in one pass.
+//
+// read_columns parses each line as strict JSON (RFC 8259) with every check that
+// tumorboard._json.load_json adds to json.loads, and converts the values of the requested keys
+// as the importer's field checks (_jsonl_fields._check) do. It reads the common case only: a
+// chunk whose every line is a well-typed object. Anything else (a line that is not an object or
+// not JSON, a value load_json or a field check refuses, a duplicated requested key, a value of a
+// field read as nested JSON) makes it give up on the whole chunk (ok = false), which then goes to
+// the Python line reader: that reader decides what is refused and names each bad line, so the
+// two readers give the same rows by construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tb::traj {
+
+// The non-blank lines of a chunk (split on '\n' only; a line of bytes.strip() blanks, " \t\r\v\f",
+// is blank): [starts[i], ends[i]) of each, without its newline, and its index among all lines.
+struct LineSpans {
+  std::vector<std::int64_t> starts;
+  std::vector<std::int64_t> ends;
+  std::vector<std::int64_t> index;
+};
+
+LineSpans line_spans(const std::uint8_t* data, std::size_t n);
+
+// How a field's value is checked and stored (the kinds of _jsonl_fields._KIND).
+enum class FieldKind : std::uint8_t {
+  kId,          // a string, or an integer stored as its decimal text
+  kStr,         // a string
+  kBool,        // true or false
+  kInt,         // an integer (64-bit)
+  kInt32,       // an integer in [-2^31, 2^31 - 1]
+  kNumber,      // a finite number, stored as a double
+  kFlag,        // true/false (1.0/0.0) or a number in [0, 1], stored as a double
+  kStrList,     // a list of strings
+  kIntList,     // a list of integers
+  kNumberList,  // a list of finite numbers (doubles)
+  kBoolList,    // a list of true/false
+  kNested,      // read by the line reader: a line that has the key gives up the chunk
+};
+
+// A field: the parts of its (dotted) record key and its kind.
+struct FieldSpec {
+  std::vector<std::string> path;
+  FieldKind kind = FieldKind::kStr;
+};
+
+// One column in the Arrow columnar layout (validity bitmaps least significant bit first).
+// Strings: offsets (n + 1) into bytes. Bool: bits in bytes. kId/kStr/kBool/kInt/kInt32/
+// kNumber/kFlag: n values. Lists: list_offsets (n + 1) into the elements, which are laid out
+// as the scalar kinds are (strings: offsets + bytes; booleans: bits; integers; doubles).
+struct ColumnData {
+  FieldKind kind = FieldKind::kStr;
+  std::int64_t null_count = 0;
+  std::vector<std::uint8_t> validity;
+  std::vector<std::int64_t> list_offsets;
+  std::vector<std::int64_t> offsets;
+  std::string bytes;
+  std::vector<std::int64_t> ints;
+  std::vector<double> numbers;
+};
+
+struct ReadColumns {
+  bool ok = false;
+  std::string reason;       // why the chunk goes to the line reader (ok == false)
+  std::int64_t line = -1;   // the line (index into the spans) that decided it, or -1
+  std::vector<ColumnData> columns;          // one per field (kNested: none)
+  std::vector<std::string> keys_seen;       // see read_columns
+};
+
+// Reads the fields of every line [starts[i], ends[i]) of data. max_depth bounds the nesting of
+// arrays and objects (the top-level object is level 1). keys_seen lists, in first-seen order,
+// the keys of the first `sample` lines, and "key.sub" for the keys of an object value (the
+// importer's _keys_seen). Runs on up to `threads` threads (0: all cores); the result does not
+// depend on the thread count.
+ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
+                         const std::int64_t* ends, std::size_t n,
+                         const std::vector<FieldSpec>& fields, int max_depth, std::size_t sample,
+                         int threads);
+
+}  // namespace tb::traj
