@@ -107,7 +107,9 @@ def test_bulk_reader_equals_the_line_reader_on_sparse_and_escaped_keys(tmp_path,
     kw = {"field_map": field_map, "benchmark": "mtbbench"}
     full = _jsonl_read._read_bulk
     used: list[bool] = []
-    monkeypatch.setattr(jsonl, "_read_bulk", lambda *a: used.append(full(*a) is not None) or full(*a))
+    monkeypatch.setattr(
+        jsonl, "_read_bulk", lambda *a: used.append(full(*a) is not None) or full(*a)
+    )
     bulk = import_logs("jsonl", log, tmp_path / "bulk", **kw)
     assert used == [True]  # read in bulk, escaped keys included
     monkeypatch.setattr(jsonl, "_read_bulk", lambda *a: None)
