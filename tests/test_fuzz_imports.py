@@ -819,18 +819,3 @@ def test_load_json_accepts_the_edges_of_every_limit():
     assert load_json(deep) == load_json(deep.decode())  # exactly 100 levels pass
     edge = f'[{2**63 - 1}, {-(2**63)}, 1.7976931348623157e308, "\\ud83d\\ude00"]'
     assert load_json(edge) == [2**63 - 1, -(2**63), 1.7976931348623157e308, "\U0001f600"]
-
-
-def test_bulk_depth_bound_counts_brackets_per_line():
-    """The bulk reader's compiled bound equals the most ``[``/``{`` on any one line."""
-    from tumorboard import _core
-
-    rng = random.Random(SEED + 9)
-    for _ in range(300):
-        lines = [
-            "".join(rng.choice('[{x"}] ') for _ in range(rng.randrange(0, 40)))
-            for _ in range(rng.randrange(1, 12))
-        ]
-        raw = "\n".join(lines).encode()
-        want = max(line.count("[") + line.count("{") for line in lines)
-        assert _core.traj.scan_chunk(raw)[3] == want, raw

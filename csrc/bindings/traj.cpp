@@ -1,5 +1,6 @@
-// _core.traj: the compiled pass of the JSON-lines importer (csrc/traj/): the scan that decides
-// whether a chunk of lines may be read in bulk, and the item digests of its lines.
+// _core.traj: the compiled passes of the trajectory store and its importers (csrc/traj/): the
+// lines of a JSON-lines block and its bulk reader (typed columns), the scan load_json decides
+// its walk by, the item digests, and the Parquet page checks.
 #include <Python.h>
 
 #include <stdexcept>
@@ -11,7 +12,6 @@
 #include "traj/jsonl.hpp"
 #include "traj/jsonl_columns.hpp"
 #include "traj/pages.hpp"
-#include "traj/quoted.hpp"
 
 namespace tb::bindings {
 
@@ -44,17 +44,6 @@ py::array_t<std::uint8_t> owned_bytes(std::string&& s) {
   return py::array_t<std::uint8_t>({static_cast<py::ssize_t>(heap->size())},
                                    {sizeof(std::uint8_t)},
                                    reinterpret_cast<const std::uint8_t*>(heap->data()), owner);
-}
-
-py::tuple scan_chunk(const py::bytes& data) {
-  const std::string_view view = bytes_view(data, "data");
-  tb::traj::ChunkScan scan;
-  {
-    py::gil_scoped_release release;
-    scan = tb::traj::scan_chunk(reinterpret_cast<const std::uint8_t*>(view.data()), view.size());
-  }
-  return py::make_tuple(scan.every_line_object, scan.may_break_limits, scan.utf8,
-                        scan.max_brackets);
 }
 
 py::tuple scan_document(const py::bytes& data) {
@@ -147,23 +136,6 @@ py::object line_digests(const py::bytes& fp, const py::handle& ids, Array<std::i
   return out;
 }
 
-py::list quoted_present(const py::bytes& data, const py::list& names) {
-  const std::string_view view = bytes_view(data, "data");
-  std::vector<std::string_view> name_views;
-  name_views.reserve(names.size());
-  for (const py::handle& name : names) name_views.push_back(bytes_view(name, "names"));
-  std::vector<bool> found;
-  {
-    py::gil_scoped_release release;
-    found = tb::traj::quoted_present(reinterpret_cast<const std::uint8_t*>(view.data()),
-                                     view.size(), name_views);
-  }
-  py::list out(found.size());
-  for (std::size_t k = 0; k < found.size(); ++k) out[k] = py::bool_(found[k]);
-  return out;
-}
-
-
 py::tuple line_spans(const py::bytes& data) {
   const std::string_view view = bytes_view(data, "data");
   tb::traj::LineSpans spans;
@@ -255,13 +227,8 @@ py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<
 }  // namespace
 
 void bind_traj(py::module_& m) {
-  m.def("scan_chunk", &scan_chunk, py::arg("data"),
-        "Scan JSON lines once: (every line an object, may break load_json's limits, valid "
-        "UTF-8, most '[' and '{' on one line).");
   m.def("scan_document", &scan_document, py::arg("data"),
         "Scan one JSON document: (may break load_json's limits, valid UTF-8, deepest nesting).");
-  m.def("quoted_present", &quoted_present, py::arg("data"), py::arg("names"),
-        "For each name (bytes), whether '\"' name '\"' occurs in data: one pass over the quotes.");
   m.def("verify_pages", &verify_pages, py::arg("data"),
         "Walk the pages of one Parquet column chunk: (checked, unchecked, error byte or -1, "
         "CRC mismatch, reason).");

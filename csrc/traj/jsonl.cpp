@@ -1,21 +1,20 @@
 #include "traj/jsonl.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
 #include <string>
 
 #include "common/parallel.hpp"
+#include "common/philox_avx2.hpp"
 #include "traj/blake2b.hpp"
+#include "traj/blake2b_x4.hpp"
 #include "traj/utf8_check.hpp"
 
 namespace tb::traj {
 
 namespace {
-
-inline bool is_blank(std::uint8_t c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == 0x0B || c == 0x0C;
-}
 
 inline bool is_digit(std::uint8_t c) { return c >= '0' && c <= '9'; }
 
@@ -71,74 +70,6 @@ bool utf8_valid(const std::uint8_t* p, std::size_t n) {
 
 }  // namespace
 
-// Byte classes of scan_chunk: 0 for the bytes it passes over (most text).
-enum : std::uint8_t { kPlain = 0, kNewline, kOpen, kBackslash, kDigit, kHigh };
-
-const std::array<std::uint8_t, 256>& byte_classes() {
-  static const std::array<std::uint8_t, 256> table = [] {
-    std::array<std::uint8_t, 256> t{};
-    t['\n'] = kNewline;
-    t['['] = kOpen;
-    t['{'] = kOpen;
-    t['\\'] = kBackslash;
-    for (int c = '0'; c <= '9'; ++c) t[c] = kDigit;
-    for (int c = 0x80; c < 256; ++c) t[c] = kHigh;
-    return t;
-  }();
-  return table;
-}
-
-ChunkScan scan_chunk(const std::uint8_t* p, std::size_t n) {
-  const auto& cls = byte_classes();
-  ChunkScan out;
-  std::int64_t brackets = 0;  // on the current line
-  std::size_t i = 0;
-  auto line_begin = [&] {  // the first byte but blanks of a line must open an object
-    while (i < n && is_blank(p[i])) ++i;
-    if (i < n && p[i] != '\n' && p[i] != '{') out.every_line_object = false;
-  };
-  line_begin();
-  while (i < n) {
-    while (i < n && cls[p[i]] == kPlain) ++i;
-    if (i >= n) break;
-    switch (cls[p[i]]) {
-      case kNewline:
-        if (brackets > out.max_brackets) out.max_brackets = brackets;
-        brackets = 0;
-        ++i;
-        line_begin();
-        break;
-      case kOpen:
-        ++brackets;
-        ++i;
-        break;
-      case kBackslash:  // an escape that can decode to a surrogate: \uD800-\uDFFF
-        if (surrogate_escape_at(p, i, n)) out.may_break_limits = true;
-        ++i;
-        break;
-      case kDigit: {  // a run of 19 digits (past 64 bits) or an exponent e[+]ddd (past a double)
-        const std::size_t start = i;
-        while (i < n && is_digit(p[i])) ++i;
-        const std::size_t len = i - start;
-        if (len >= 19 || long_exponent_at(p, start, len)) out.may_break_limits = true;
-        break;
-      }
-      default: {  // kHigh: a UTF-8 sequence
-        const std::size_t len = utf8_length(p + i, n - i);
-        if (len == 0) {
-          out.utf8 = false;
-          ++i;
-        } else {
-          i += len;
-        }
-        break;
-      }
-    }
-  }
-  if (brackets > out.max_brackets) out.max_brackets = brackets;
-  return out;
-}
-
 DocumentScan scan_document(const std::uint8_t* p, std::size_t n) {
   DocumentScan out;
   out.utf8 = utf8_valid(p, n);
@@ -184,33 +115,66 @@ DocumentScan scan_document(const std::uint8_t* p, std::size_t n) {
   return out;
 }
 
+namespace {
+
+// The bytes one item digest is taken of: fp NUL id NUL position NUL line.
+void digest_message(std::string_view fp, std::string_view id, std::int64_t position,
+                    std::string_view line, std::string& out) {
+  char pos[24];
+  const auto written = std::to_chars(pos, pos + sizeof pos, position);
+  out.clear();
+  out.append(fp).push_back('\0');
+  out.append(id).push_back('\0');
+  out.append(pos, written.ptr).push_back('\0');
+  out.append(line);
+}
+
+void write_hex(const std::uint8_t* digest, char* o) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int k = 0; k < 16; ++k) {
+    o[2 * k] = kHex[digest[k] >> 4];
+    o[2 * k + 1] = kHex[digest[k] & 15];
+  }
+}
+
+}  // namespace
+
 void line_digests(std::string_view fp, const std::vector<std::string_view>& ids,
                   const std::int64_t* positions, const std::vector<std::string_view>& lines,
                   char* out, int threads) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  static constexpr char kNul = '\0';
-  parallel_blocks(static_cast<std::int64_t>(lines.size()), threads,
-                  [&](std::int64_t begin, std::int64_t end) {
-                    for (std::int64_t i = begin; i < end; ++i) {
-                      Blake2b h(16);
-                      h.update(fp.data(), fp.size());
-                      h.update(&kNul, 1);
-                      h.update(ids[i].data(), ids[i].size());
-                      h.update(&kNul, 1);
-                      char pos[24];
-                      const auto written = std::to_chars(pos, pos + sizeof pos, positions[i]);
-                      h.update(pos, static_cast<std::size_t>(written.ptr - pos));
-                      h.update(&kNul, 1);
-                      h.update(lines[i].data(), lines[i].size());
-                      std::uint8_t digest[16];
-                      h.final(digest);
-                      char* o = out + 32 * i;
-                      for (int k = 0; k < 16; ++k) {
-                        o[2 * k] = kHex[digest[k] >> 4];
-                        o[2 * k + 1] = kHex[digest[k] & 15];
-                      }
-                    }
-                  });
+#if defined(TB_HAVE_AVX2_PATH)
+  const bool wide = rng::avx2_available() && !rng::scalar_only();
+#else
+  const bool wide = false;
+#endif
+  const auto n = static_cast<std::int64_t>(lines.size());
+  // blocks of whole groups of four, so that a digest never depends on the block boundaries
+  parallel_blocks((n + 3) / 4, threads, [&](std::int64_t begin, std::int64_t end) {
+    std::string msgs[4];
+    std::uint8_t digest[64];
+    for (std::int64_t g = begin; g < end; ++g) {
+      const std::int64_t first = 4 * g;
+      const std::int64_t count = std::min<std::int64_t>(4, n - first);
+      for (std::int64_t j = 0; j < count; ++j) {
+        digest_message(fp, ids[first + j], positions[first + j], lines[first + j], msgs[j]);
+      }
+#if defined(TB_HAVE_AVX2_PATH)
+      if (wide) {
+        std::string_view views[4];
+        for (int j = 0; j < 4; ++j) views[j] = msgs[j < count ? j : 0];
+        blake2b_128_x4(views, digest);
+        for (std::int64_t j = 0; j < count; ++j) write_hex(digest + 16 * j, out + 32 * (first + j));
+        continue;
+      }
+#endif
+      for (std::int64_t j = 0; j < count; ++j) {
+        Blake2b h(16);
+        h.update(msgs[j].data(), msgs[j].size());
+        h.final(digest);
+        write_hex(digest, out + 32 * (first + j));
+      }
+    }
+  });
 }
 
 }  // namespace tb::traj

@@ -1,0 +1,284 @@
+"""The compiled bulk reader of JSON lines (``_core.traj.read_columns``) against its oracle.
+
+The oracle is the line reader's own path: :func:`tumorboard._json.load_json` of each line, then
+the dotted-key lookup and the field check of every field (``_jsonl_fields._get`` and
+``_check``). Where the oracle accepts every line of a chunk, the compiled reader must give the
+same values, field by field, and the keys of the first records as ``_keys_seen`` lists them;
+where the oracle refuses a line, the reader must give up the chunk (the line reader then names
+the line). The reader may also give up a chunk the oracle accepts, for the few reasons that are
+cheaper to leave to the line reader (a repeated key, a number that underflows), never for
+others. Lines are random records with every value type, escapes, surrogate pairs, number edges
+and nesting, and random damage; every chunk is read on one and on three threads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+from tumorboard import _core
+from tumorboard._json import MAX_JSON_DEPTH, load_json
+from tumorboard.errors import InvalidArgumentError
+from tumorboard.traj.importers._jsonl_fields import _MISSING, _Bad, _check, _get, _keys_seen
+from tumorboard.traj.importers._jsonl_read import _CORE_KIND, Lines, _arrow_array, _numbered_lines
+
+SEED = 26
+#: (field name, kind of _jsonl_fields, record key)
+FIELDS = [
+    ("item_id", "id", "id"),
+    ("model", "str", "meta.model"),
+    ("question", "str", "question"),
+    ("gold", "gold", "gold"),
+    ("tools", "bool", "tools"),
+    ("epoch", "int", "epoch"),
+    ("position", "int32", "position"),
+    ("latency_s", "number", "latency_s"),
+    ("hallucination", "flag", "hallucination"),
+    ("options", "str_list", "options"),
+    ("selection_ranks", "int_list", "ranks"),
+    ("pred_box", "number_list", "box"),
+    ("keypoint_hits", "bool_list", "hits"),
+    ("config", "json", "config"),
+]
+#: Why the reader may give up a chunk the oracle accepts.
+CONSERVATIVE = ("a repeated key", "a number outside a double's range", "a value of the wrong type")
+
+_TEXTS = ["", "a", "é", "日本", "😀", 'q"uote', "back\\slash", "tab\there", "nl\nx", "\x00",
+          "\u2028", "x" * 40, "\ud83d\ude00"]  # fmt: skip
+
+
+def _text(rng: random.Random) -> str:
+    return "".join(rng.choice(_TEXTS) for _ in range(rng.randint(0, 3)))
+
+
+def _number(rng: random.Random) -> object:
+    return rng.choice([0, -0.0, 1, -1, 7, 2**31 - 1, -(2**31), 2**31, 2**53 + 1, 2**63 - 1,
+                       -(2**63), 0.5, 1.0, -2.5e-3, 1e300, 5e-324, 0.1, 3.14159, 1e-7])  # fmt: skip
+
+
+def _value(rng: random.Random, depth: int = 0) -> object:
+    r = rng.random()
+    if r < 0.25:
+        return _text(rng)
+    if r < 0.45:
+        return _number(rng)
+    if r < 0.55:
+        return rng.choice([True, False, None])
+    if r < 0.75 and depth < 3:
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if depth < 3:
+        return {_text(rng) or "k": _value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+    return 1
+
+
+def _field_value(rng: random.Random, kind: str) -> object:
+    """Return a value of the field's kind most of the time, anything else sometimes."""
+    if rng.random() < 0.01:
+        return _value(rng)
+    if rng.random() < 0.1:
+        return None
+    return {
+        "id": lambda: rng.choice([_text(rng), rng.randint(-5, 10**6)]),
+        "str": lambda: _text(rng),
+        "gold": lambda: _text(rng),
+        "bool": lambda: rng.choice([True, False]),
+        "int": lambda: rng.choice([0, -3, 2**62, rng.randint(-100, 100)]),
+        "int32": lambda: rng.choice([0, 2**31 - 1, -(2**31), rng.randint(-100, 100)]),
+        "number": lambda: _number(rng),
+        "flag": lambda: rng.choice([True, False, 0, 1, 0.25, 0.0]),
+        "str_list": lambda: [_text(rng) for _ in range(rng.randint(0, 3))],
+        "int_list": lambda: [rng.randint(-9, 9) for _ in range(rng.randint(0, 3))],
+        "number_list": lambda: [_number(rng) for _ in range(rng.randint(0, 3))],
+        "bool_list": lambda: [rng.choice([True, False]) for _ in range(rng.randint(0, 3))],
+        "json": lambda: _value(rng),
+    }[kind]()
+
+
+def _record(rng: random.Random) -> dict:
+    rec: dict = {}
+    for _, kind, key in FIELDS:
+        if kind == "json" and rng.random() < 0.9:
+            continue  # a nested field sends the chunk to the line reader: mostly absent
+        if rng.random() < 0.3:
+            continue
+        if "." in key:
+            parent, child = key.split(".")
+            rec.setdefault(parent, {} if rng.random() < 0.95 else "not an object")
+            if isinstance(rec[parent], dict):
+                rec[parent][child] = _field_value(rng, kind)
+                if rng.random() < 0.3:
+                    rec[parent]["other"] = _value(rng)
+        else:
+            rec[key] = _field_value(rng, kind)
+    for _ in range(rng.randint(0, 2)):
+        rec[_text(rng) or "extra"] = _value(rng)
+    return rec
+
+
+def _line(rng: random.Random) -> bytes:
+    rec = _record(rng)
+    text = json.dumps(rec, ensure_ascii=rng.random() < 0.5)
+    r = rng.random()
+    if r < 0.03:
+        text = text[: rng.randint(0, len(text))]  # truncated
+    elif r < 0.05:
+        text = text.replace("1", "1e400", 1)  # past a double
+    elif r < 0.07:
+        text = text[:-1] + ', "id": "dup"}' if len(text) > 2 else text  # a repeated key
+    elif r < 0.09:
+        text = text[:-1] + (', "lone": "\\ud800"}' if len(text) > 2 else "")
+    elif r < 0.10:
+        text = "[" * 101 + "]" * 101
+    elif r < 0.11:
+        text = text.replace("true", "NaN", 1)
+    elif r < 0.12:
+        text = rng.choice(["null", "[1]", '"s"', "3", "{}x", "{,}", '{"a":1,}'])
+    elif r < 0.13:
+        text = text[:-1] + (', "n": 123456789012345678901}' if len(text) > 2 else "")
+    elif r < 0.14:
+        text = text[:-1] + (', "u": 1e-400}' if len(text) > 2 else "")
+    elif r < 0.15:
+        text = text[:-1] + (', "ctl": "a\tb"}' if len(text) > 2 else "")
+    elif r < 0.16:
+        text = text[:-1] + (', "x": 01}' if len(text) > 2 else "")
+    raw = text.encode("utf-8", "surrogatepass")
+    if rng.random() < 0.01:
+        raw = raw.replace(b"{", b"{\xed\xa0\x80", 1)  # an encoded surrogate: not UTF-8
+    if rng.random() < 0.1:
+        raw = b" \t" + raw + b" \r"
+    return raw
+
+
+def _oracle(lines: list[bytes]) -> tuple[bool, dict[str, list], list[dict]]:
+    """Return whether the line reader accepts every line, the checked values, the records."""
+    columns: dict[str, list] = {f: [] for f, _, _ in FIELDS}
+    records = []
+    for line in lines:
+        try:
+            rec = load_json(line)
+        except InvalidArgumentError:
+            return False, {}, []
+        if not isinstance(rec, dict):
+            return False, {}, []
+        records.append(rec)
+        for f, kind, key in FIELDS:
+            v = _get(rec, key)
+            if kind == "json":
+                if v is not _MISSING:
+                    return False, {}, []
+                continue
+            try:
+                columns[f].append(None if v is _MISSING else _check(f, kind, v))
+            except _Bad:
+                return False, {}, []
+    return True, columns, records
+
+
+def _read(lines: list[bytes], threads: int, sample: int = 1000):
+    raw = b"\n".join(lines)
+    numbers, spans = _numbered_lines(raw)
+    assert len(spans) == len(lines)  # (no blank line generated)
+    spec = [(key.split("."), _CORE_KIND.get(kind, "nested")) for _, kind, key in FIELDS]
+    return spans, _core.traj.read_columns(
+        spans.raw, spans.starts, spans.ends, spec, MAX_JSON_DEPTH, sample, threads
+    )
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b and math.copysign(1, a) == math.copysign(1, b) or (a != a and b != b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b and type(a) is type(b)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_read_columns_equals_load_json_and_the_field_checks(seed):
+    rng = random.Random(SEED * 100 + seed)
+    n_ok = n_refused = 0
+    for _ in range(150):
+        lines = [_line(rng) for _ in range(rng.randint(1, 6))]
+        lines = [x for x in lines if x.strip()]
+        if not lines:
+            continue
+        accepted, want, records = _oracle(lines)
+        spans, (ok, reason, line, columns, seen) = _read(lines, 1)
+        _, again = _read(lines, 3)
+        assert again[0] == ok and (not ok or again[4] == seen)
+        if not accepted:
+            assert not ok, (lines, reason)
+            n_refused += 1
+            continue
+        if not ok:
+            assert reason in CONSERVATIVE, (lines, reason, line)
+            continue
+        n_ok += 1
+        assert seen == _keys_seen(records)
+        for (f, kind, _), column, column3 in zip(FIELDS, columns, again[3], strict=True):
+            if kind == "json":
+                continue
+            got = _arrow_array(kind, len(lines), column).to_pylist()
+            assert _arrow_array(kind, len(lines), column3).to_pylist() == got
+            assert _same(got, want[f]), (f, lines, got, want[f])
+    assert n_ok > 20 and n_refused > 30, (n_ok, n_refused)  # both sides exercised
+
+
+def test_read_columns_on_hand_made_edges():
+    def one(text: str | bytes, key: str, kind: str):
+        raw = text.encode() if isinstance(text, str) else text
+        spans = Lines(raw, np.array([0]), np.array([len(raw)]))
+        ok, reason, _, cols, _ = _core.traj.read_columns(
+            raw, spans.starts, spans.ends, [(key.split("."), kind)], MAX_JSON_DEPTH, 1, 1
+        )
+        return _arrow_array(kind, 1, cols[0]).to_pylist()[0] if ok else reason
+
+    assert one('{"a": -0}', "a", "id") == "0"  # str(int("-0"))
+    assert one('{"a": -0}', "a", "number") == 0.0
+    assert math.copysign(1, one('{"a": -0.0}', "a", "number")) == -1
+    assert one('{"a": 9223372036854775807}', "a", "int") == 2**63 - 1
+    assert one('{"a": -9223372036854775808}', "a", "int") == -(2**63)
+    assert one('{"a": 9223372036854775808}', "a", "int").startswith("an integer outside")
+    assert one('{"a": 2147483648}', "a", "int32") == "an integer outside 32 bits"
+    assert one('{"a": 1.7976931348623157e308}', "a", "number") == 1.7976931348623157e308
+    assert one('{"a": 1.8e308}', "a", "number") == "a number outside a double's range"
+    assert one('{"a": "\\ud83d\\ude00\\u00e9\\/"}', "a", "str") == "😀é/"
+    assert one('{"a": "\\ud83d"}', "a", "str") == "a lone surrogate escape"
+    assert one('{"a": "\\ude00"}', "a", "str") == "a lone surrogate escape"
+    assert one('{"a": "x\\u0000"}', "a", "str") == "x\x00"
+    assert one(b'{"a": "\xed\xa0\x80"}', "a", "str") == "not UTF-8 text"
+    assert one('{"\\u0061": "esc"}', "a", "str") == "esc"  # an escaped key is the key
+    assert one('{"m": {"a": 1}}', "m.a", "int") == 1
+    assert one('{"m": 3}', "m.a", "int") is None  # not an object: no value
+    assert one('{"m": {"a": 1}, "m": {}}', "m.a", "int") == "a repeated key"
+    assert one('{"a": true}', "a", "flag") == 1.0
+    assert one('{"a": 1.5}', "a", "flag") == "a flag outside [0, 1]"
+    assert one('{"a": [1, null]}', "a", "int_list") == "a list element of the wrong type"
+    assert one('{"a": [1, 2.0]}', "a", "number_list") == [1.0, 2.0]
+    assert one('{"a": {}}', "a", "nested") == "a field read as nested JSON"
+    assert one('{"a": 1} x', "a", "int").startswith("not JSON")
+    assert one("[1]", "a", "int") == "not a JSON object"
+    assert one("{" + '"b":' * 0 + '"a": ' + "[" * 99 + "]" * 99 + "}", "b", "int") is None
+    assert one('{"a": ' + "[" * 100 + "]" * 100 + "}", "b", "int") == "JSON nested too deep"
+
+
+def test_line_spans_keep_every_line_that_is_not_blank():
+    rng = random.Random(SEED)
+    pieces = [b"{", b"x", b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"", b"\xc3", b"\x85", b"\xa0"]
+    for _ in range(300):
+        lines = [b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 4)))
+                 for _ in range(rng.randint(0, 6))]  # fmt: skip
+        raw = b"\n".join(lines) + rng.choice([b"", b"\n", b"\n \n"])
+        starts, ends, index = _core.traj.line_spans(raw)
+        want = [(i, x) for i, x in enumerate(raw.split(b"\n")) if x.strip()]
+        got = [(int(i), raw[a:b]) for i, a, b in zip(index, starts, ends, strict=True)]
+        assert got == want, raw
+
+
+def test_read_columns_rejects_spans_outside_the_data():
+    with pytest.raises(InvalidArgumentError, match="not a span"):
+        _core.traj.read_columns(b"{}", np.array([0]), np.array([3]), [], MAX_JSON_DEPTH, 0, 1)
+    with pytest.raises(InvalidArgumentError, match="unknown value 'text'"):
+        _core.traj.read_columns(b"{}", np.array([0]), np.array([2]), [(["a"], "text")], 100, 0, 1)
