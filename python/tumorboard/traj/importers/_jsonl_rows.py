@@ -416,10 +416,11 @@ def _extra_column(
 
     Counts, per benchmark field, the rows of that benchmark without it (``state.missing``).
     """
-    benchmarks = df.get_column("benchmark").to_list()
-    fields_of = {b: list(extra_fields(b)) for b in set(benchmarks)}
+    distinct = df.get_column("benchmark").unique().to_list()
+    fields_of = {b: list(extra_fields(b)) for b in distinct}
     if not any(fields_of.values()):
         return [None] * df.height
+    benchmarks = df.get_column("benchmark").to_list()
     values: dict[str, list[Any]] = {}
     for fields in fields_of.values():
         for f in fields:
