@@ -478,7 +478,7 @@ def _stored_rows(st: Store, keys: Any, run_ids: list[str], units: list[Any],
     import polars as pl
 
     key = ["run_id", "patient_id", "item_id"]
-    wanted_keys = keys.select("run_id", "item_id").unique().lazy()
+    wanted_keys = keys.lazy().select("run_id", "item_id").unique()  # (only where parts exist)
     pairs = pl.DataFrame(units, schema=["run_id", "patient_id"], orient="row").lazy()
     out = []
     # a group of parts at a time (parts in store order, rows in part order, as one scan of
@@ -660,7 +660,7 @@ def _runs_of(st: Store, live: Sequence[_Entry], kept: Any) -> tuple[pa.Table, An
     """
     import polars as pl
 
-    wanted = set(kept.get_column("run_id").to_list())
+    wanted = set(kept.get_column("run_id").unique().to_list())
     runs: dict[str, dict[str, Any]] = {}
     for e in live:
         for r in e.parsed.runs:
