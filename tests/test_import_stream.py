@@ -122,6 +122,36 @@ def test_bulk_reader_equals_the_line_reader_on_sparse_and_escaped_keys(tmp_path,
         assert patients.null_count() == 200
 
 
+def test_a_few_bad_lines_are_read_by_the_line_reader_alone(tmp_path, monkeypatch):
+    # a damaged line, a repeated key, events, a config and a lone surrogate among good lines:
+    # the compiled reader reads the good lines, the line reader those five (naming the bad
+    # ones), and the import equals the line reader's of the whole file, rejections in order
+    lines = [x.replace('"id": "q', f'"id": "c{k}q', 1) for k in range(4) for x in _sparse_lines(0)]
+    lines[10] = lines[10][:-5]  # truncated
+    lines[200] = lines[200][:-1] + ', "model": "m9"}'  # a repeated key (json.loads: the last)
+    lines[500] = lines[500][:-1] + ', "events": [{"kind": "message", "output": "hi"}]}'
+    lines[700] = lines[700][:-1] + ', "config": {"t": 0.5}}'
+    lines[900] = lines[900][:-1] + ', "latency_s": "slow"}'  # a value of the wrong type
+    lines[1100] = lines[1100].replace('"gold": "A"', '"gold": "\\ud800"')
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    given: list[list[int]] = []
+    full = _jsonl_read._patch_given_up
+    monkeypatch.setattr(
+        jsonl, "_patch_given_up", lambda *a: given.append(a[-1].tolist()) or full(*a)
+    )
+    kw = {"benchmark": "mtbbench", "field_map": {"item_id": "id"}}
+    mixed = import_logs("jsonl", log, tmp_path / "mixed", **kw)
+    assert given == [[10, 200, 500, 700, 900, 1100]]
+    monkeypatch.setattr(jsonl, "_read_bulk", lambda *a: None)
+    whole = import_logs("jsonl", log, tmp_path / "whole", **kw)
+    assert _rows(tmp_path / "mixed") == _rows(tmp_path / "whole")
+    assert mixed.rejected == whole.rejected and len(mixed.rejected) == 3
+    assert [r[0].rsplit(":", 1)[1] for r in mixed.rejected] == ["11", "901", "1101"]
+    assert mixed.warnings == whole.warnings and mixed.n_items == whole.n_items
+    assert mixed.n_events == whole.n_events == 1
+
+
 def test_read_blocks_equals_splitting_the_whole_file():
     rng = random.Random(3)
     lines = [b"x" * rng.choice([0, 1, 5, 30, 90, 200]) for _ in range(300)]

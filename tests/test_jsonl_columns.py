@@ -183,7 +183,7 @@ def _read(lines: list[bytes], threads: int, sample: int = 1000):
     assert len(spans) == len(lines)  # (no blank line generated)
     spec = [(key.split("."), _CORE_KIND.get(kind, "nested")) for _, kind, key in FIELDS]
     return spans, _core.traj.read_columns(
-        spans.raw, spans.starts, spans.ends, spec, MAX_JSON_DEPTH, sample, threads
+        spans.raw, spans.starts, spans.ends, spec, MAX_JSON_DEPTH, sample, threads=threads
     )
 
 
@@ -205,7 +205,7 @@ def test_read_columns_equals_load_json_and_the_field_checks(seed):
         if not lines:
             continue
         accepted, want, records = _oracle(lines)
-        spans, (ok, reason, line, columns, seen) = _read(lines, 1)
+        spans, (ok, reason, line, columns, seen, _) = _read(lines, 1)
         _, again = _read(lines, 3)
         assert again[0] == ok and (not ok or again[4] == seen)
         if not accepted:
@@ -226,12 +226,43 @@ def test_read_columns_equals_load_json_and_the_field_checks(seed):
     assert n_ok > 20 and n_refused > 30, (n_ok, n_refused)  # both sides exercised
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_read_columns_per_line_gives_up_only_lines_and_reads_the_rest(seed):
+    # per_line: each line the oracle refuses is given up (a null row), every other line is
+    # read as on its own, whatever lines surround it; on one thread and on three
+    rng = random.Random(SEED * 1000 + seed)
+    spec = [(key.split("."), _CORE_KIND.get(kind, "nested")) for _, kind, key in FIELDS]
+    for _ in range(40):
+        lines = [x for x in (_line(rng) for _ in range(rng.randint(1, 40))) if x.strip()]
+        if not lines:
+            continue
+        raw = b"\n".join(lines)
+        _, spans = _numbered_lines(raw)
+        got = [_core.traj.read_columns(spans.raw, spans.starts, spans.ends, spec, MAX_JSON_DEPTH,
+                                       0, per_line=True, threads=t) for t in (1, 3)]  # fmt: skip
+        assert got[0][0] and got[1][0] and got[0][5].tolist() == got[1][5].tolist()
+        given_up = set(got[0][5].tolist())
+        for i, line in enumerate(lines):
+            accepted, want, _ = _oracle([line])
+            if not accepted:
+                assert i in given_up, line
+                continue
+            for (f, kind, _), column in zip(FIELDS, got[0][3], strict=True):
+                if kind == "json":
+                    continue
+                value = _arrow_array(kind, len(lines), column).to_pylist()[i]
+                if i in given_up:
+                    assert value is None
+                else:
+                    assert _same([value], want[f]), (f, line, value, want[f])
+
+
 def test_read_columns_on_hand_made_edges():
     def one(text: str | bytes, key: str, kind: str):
         raw = text.encode() if isinstance(text, str) else text
         spans = Lines(raw, np.array([0]), np.array([len(raw)]))
-        ok, reason, _, cols, _ = _core.traj.read_columns(
-            raw, spans.starts, spans.ends, [(key.split("."), kind)], MAX_JSON_DEPTH, 1, 1
+        ok, reason, _, cols, _, _ = _core.traj.read_columns(
+            raw, spans.starts, spans.ends, [(key.split("."), kind)], MAX_JSON_DEPTH, 1, threads=1
         )
         return _arrow_array(kind, 1, cols[0]).to_pylist()[0] if ok else reason
 
@@ -278,7 +309,8 @@ def test_line_spans_keep_every_line_that_is_not_blank():
 
 
 def test_read_columns_rejects_spans_outside_the_data():
+    read = _core.traj.read_columns
     with pytest.raises(InvalidArgumentError, match="not a span"):
-        _core.traj.read_columns(b"{}", np.array([0]), np.array([3]), [], MAX_JSON_DEPTH, 0, 1)
+        read(b"{}", np.array([0]), np.array([3]), [], MAX_JSON_DEPTH, 0, threads=1)
     with pytest.raises(InvalidArgumentError, match="unknown value 'text'"):
-        _core.traj.read_columns(b"{}", np.array([0]), np.array([2]), [(["a"], "text")], 100, 0, 1)
+        read(b"{}", np.array([0]), np.array([2]), [(["a"], "text")], 100, 0, threads=1)

@@ -168,7 +168,7 @@ py::object optional_array(std::vector<std::int64_t>&& v, bool used) {
 
 py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<std::int64_t> ends,
                        const std::vector<std::pair<std::vector<std::string>, std::string>>& fields,
-                       int max_depth, std::size_t sample, int threads) {
+                       int max_depth, std::size_t sample, bool per_line, int threads) {
   const std::string_view view = bytes_view(data, "data");
   const auto n = static_cast<std::size_t>(starts.size());
   if (starts.ndim() != 1 || ends.ndim() != 1 || static_cast<std::size_t>(ends.size()) != n) {
@@ -190,10 +190,10 @@ py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<
   }
   tb::traj::ReadColumns read = run_interruptible([&] {
     return tb::traj::read_columns(reinterpret_cast<const std::uint8_t*>(view.data()), s, e, n,
-                                  specs, max_depth, sample, threads);
+                                  specs, max_depth, sample, per_line, threads);
   });
   if (!read.ok) {
-    return py::make_tuple(false, read.reason, read.line, py::none(), py::none());
+    return py::make_tuple(false, read.reason, read.line, py::none(), py::none(), py::none());
   }
   py::list columns;
   for (auto& col : read.columns) {
@@ -221,7 +221,7 @@ py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<
     if (text == nullptr) throw py::error_already_set();
     keys.append(py::reinterpret_steal<py::object>(text));
   }
-  return py::make_tuple(true, "", -1, columns, keys);
+  return py::make_tuple(true, "", -1, columns, keys, owned_array(std::move(read.given_up)));
 }
 
 }  // namespace
@@ -237,9 +237,11 @@ void bind_traj(py::module_& m) {
         "The non-blank lines of JSON-lines bytes (split on newlines only): (starts, ends, "
         "index among all lines), int64 arrays.");
   m.def("read_columns", &read_columns, py::arg("data"), py::arg("starts"), py::arg("ends"),
-        py::arg("fields"), py::arg("max_depth"), py::arg("sample"), py::arg("threads") = 0,
+        py::arg("fields"), py::arg("max_depth"), py::arg("sample"), py::arg("per_line") = false,
+        py::arg("threads") = 0,
         "Read typed columns of (key parts, kind) fields from JSON lines [starts, ends) of data: "
-        "(ok, reason, line, columns, keys seen); ok False sends the chunk to the line reader.");
+        "(ok, reason, line, columns, keys seen, lines given up); ok False sends the chunk to "
+        "the line reader; with per_line, only the lines given up (null rows) go there.");
   m.def("line_digests", &line_digests, py::arg("fp"), py::arg("ids"), py::arg("positions"),
         py::arg("lines"), py::arg("threads") = 0, py::arg("as_buffer") = false,
         "BLAKE2b-128 hex digests of fp NUL id NUL position NUL line, one per line: a list of "

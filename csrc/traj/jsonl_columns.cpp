@@ -166,8 +166,31 @@ class LineReader {
     return true;
   }
 
-  void set_leaves(std::vector<int> leaf) { leaf_ = std::move(leaf); }
+  void set_leaves(std::vector<int> leaf) {
+    leaf_ = std::move(leaf);
+    marks_.assign(leaf_.size(), Mark{});
+  }
   const char* reason() const { return reason_; }
+
+  // Takes back what a line that read() gave up on appended, and gives it a null row in every
+  // column instead (its values come from the line reader, or it is rejected there).
+  void rollback() {
+    for (std::size_t f = 0; f < fields_.size(); ++f) {
+      if (fields_[f].kind == FieldKind::kNested) continue;
+      const Mark& m = marks_[f];
+      if (m.line == line_) {
+        Builder& b = out_[f];
+        b.valid.resize(m.valid);
+        b.list_ends.resize(m.list_ends);
+        b.ends.resize(m.ends);
+        b.bytes.resize(m.bytes);
+        b.bools.resize(m.bools);
+        b.ints.resize(m.ints);
+        b.numbers.resize(m.numbers);
+      }
+      null_row(f);
+    }
+  }
 
  private:
   bool fail(const char* why) {
@@ -526,6 +549,8 @@ class LineReader {
   // The value of field f at p_, checked against its kind and appended to its builder.
   bool read_field(std::size_t f, int depth) {
     Builder& b = out_[f];
+    marks_[f] = Mark{line_,         b.valid.size(), b.list_ends.size(), b.ends.size(),
+                     b.bytes.size(), b.bools.size(), b.ints.size(),     b.numbers.size()};
     const FieldKind kind = fields_[f].kind;
     const std::uint8_t c = *p_;
     if (c == 'n') {
@@ -635,7 +660,13 @@ class LineReader {
   const int max_depth_;
   std::vector<Builder>& out_;
   std::vector<std::uint32_t> stamp_;  // per key-tree node: the line that had it last
+  // A builder's sizes before a line appended to it (rollback()).
+  struct Mark {
+    std::uint32_t line = 0;
+    std::size_t valid = 0, list_ends = 0, ends = 0, bytes = 0, bools = 0, ints = 0, numbers = 0;
+  };
   std::vector<int> leaf_;             // per field: its key-tree node
+  std::vector<Mark> marks_;           // per field: its builder's sizes before the line
   std::uint32_t line_ = 0;
   const std::uint8_t* p_ = nullptr;
   const std::uint8_t* e_ = nullptr;
@@ -748,7 +779,7 @@ LineSpans line_spans(const std::uint8_t* data, std::size_t n) {
 ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
                          const std::int64_t* ends, std::size_t n,
                          const std::vector<FieldSpec>& fields, int max_depth, std::size_t sample,
-                         int threads) {
+                         bool per_line, int threads) {
   ReadColumns result;
   // the key tree; a key that is both a value and a parent, or read by two fields, is left to
   // the line reader
@@ -777,6 +808,7 @@ ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
   const std::size_t n_tasks = std::max<std::size_t>(1, std::min<std::size_t>(n, workers * 8));
   std::vector<std::vector<Builder>> parts(n_tasks, std::vector<Builder>(fields.size()));
   std::vector<std::vector<std::string>> keys(n_tasks);
+  std::vector<std::vector<std::int64_t>> given_up(n_tasks);
   std::atomic<bool> failed{false};
   std::mutex mutex;
   std::int64_t bad_line = -1;
@@ -792,6 +824,11 @@ ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
       if (failed.load(std::memory_order_relaxed)) return;
       std::vector<std::string>* sink = i < sample ? &keys[t] : nullptr;
       if (!reader.read(data + starts[i], data + ends[i], sink)) {
+        if (per_line) {
+          reader.rollback();
+          given_up[t].push_back(static_cast<std::int64_t>(i));
+          continue;
+        }
         failed.store(true);
         std::lock_guard<std::mutex> lock(mutex);
         if (bad_line < 0 || static_cast<std::int64_t>(i) < bad_line) {
@@ -814,6 +851,9 @@ ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
     result.columns[f] = merge(fields[f].kind, column_parts);
     for (std::size_t t = 0; t < n_tasks; ++t) parts[t][f] = Builder{};  // memory back early
   });
+  for (const auto& part : given_up) {
+    result.given_up.insert(result.given_up.end(), part.begin(), part.end());
+  }
   std::unordered_set<std::string> seen;
   for (auto& task_keys : keys) {
     for (auto& k : task_keys) {

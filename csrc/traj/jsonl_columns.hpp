@@ -71,16 +71,19 @@ struct ReadColumns {
   std::int64_t line = -1;   // the line (index into the spans) that decided it, or -1
   std::vector<ColumnData> columns;          // one per field (kNested: none)
   std::vector<std::string> keys_seen;       // see read_columns
+  std::vector<std::int64_t> given_up;       // per_line: the lines left to the line reader
 };
 
 // Reads the fields of every line [starts[i], ends[i]) of data. max_depth bounds the nesting of
 // arrays and objects (the top-level object is level 1). keys_seen lists, in first-seen order,
 // the keys of the first `sample` lines, and "key.sub" for the keys of an object value (the
-// importer's _keys_seen). Runs on up to `threads` threads (0: all cores); the result does not
-// depend on the thread count.
+// importer's _keys_seen). With per_line, a line it cannot vouch for does not give up the chunk:
+// it gets a null row in every column and its index in given_up (ascending), and the other
+// lines are read (keys_seen then misses what such a line has). Runs on up to `threads` threads
+// (0: all cores); the result does not depend on the thread count.
 ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
                          const std::int64_t* ends, std::size_t n,
                          const std::vector<FieldSpec>& fields, int max_depth, std::size_t sample,
-                         int threads);
+                         bool per_line, int threads);
 
 }  // namespace tb::traj

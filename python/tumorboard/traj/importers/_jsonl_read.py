@@ -22,7 +22,16 @@ import numpy as np
 from ..._json import MAX_JSON_DEPTH, load_json
 from ...errors import InvalidArgumentError
 from ._common import Parsed
-from ._jsonl_fields import _KEYS_SAMPLE, _MISSING, _Bad, _check, _events, _get, _kind_of
+from ._jsonl_fields import (
+    _KEYS_SAMPLE,
+    _MISSING,
+    _Bad,
+    _check,
+    _events,
+    _get,
+    _keys_seen,
+    _kind_of,
+)
 
 
 class Lines(Sequence[bytes]):
@@ -282,24 +291,89 @@ def _arrow_array(kind: str, n: int, column: tuple[Any, ...]) -> Any:
     )
 
 
-def _read_bulk(lines: Lines, keys: Mapping[str, str]) -> tuple[dict[str, Any], list[str]] | None:
-    """Read a chunk of well-typed object lines in bulk; None sends it to the line reader.
+def _read_bulk(
+    lines: Lines, keys: Mapping[str, str]
+) -> tuple[dict[str, Any], list[str], np.ndarray] | None:
+    """Read a chunk of object lines in bulk; None sends the whole chunk to the line reader.
 
-    Returns the columns (Arrow arrays of the fields whose kind the compiled reader converts)
-    and the keys of the chunk's first records (:func:`._jsonl_fields._keys_seen`).
+    Returns the columns (Arrow arrays of the fields whose kind the compiled reader converts),
+    the keys of the chunk's first records (:func:`._jsonl_fields._keys_seen`; incomplete when
+    lines were given up) and the lines the compiled reader gave up (ascending; their rows are
+    nulls): :func:`_patch_given_up` has the line reader read those.
     """
     from ... import _core
 
     fields = list(keys.items())
     spec = [(key.split("."), _CORE_KIND.get(_kind_of(f), "nested")) for f, key in fields]
-    ok, _reason, _line, columns, seen = _core.traj.read_columns(
-        lines.raw, lines.starts, lines.ends, spec, MAX_JSON_DEPTH, _KEYS_SAMPLE, 0
+    ok, _reason, _line, columns, seen, given_up = _core.traj.read_columns(
+        lines.raw, lines.starts, lines.ends, spec, MAX_JSON_DEPTH, _KEYS_SAMPLE, per_line=True
     )
     if not ok:
-        return None
+        return None  # keys the compiled reader cannot read together (a key and its parent)
     out = {
         f: _arrow_array(_kind_of(f), len(lines), column)
         for (f, _), (_, kind), column in zip(fields, spec, columns, strict=True)
         if kind != "nested"
     }
-    return out, seen
+    return out, seen, given_up
+
+
+def _patch_given_up(
+    path: Path,
+    numbers: np.ndarray,
+    lines: Lines,
+    keys: Mapping[str, str],
+    out: Parsed,
+    columns: Mapping[str, Any],
+    given_up: np.ndarray,
+) -> tuple[dict[str, Any], np.ndarray, Lines, list[Any], list[str]]:
+    """Read the lines the compiled reader gave up with the line reader, into its columns.
+
+    The line reader names every bad line among them (in line order, as it would reading the
+    whole chunk) and reads the rest (nested values, events, what the compiled reader leaves to
+    it); their rows take the places of the null rows. Returns the columns (polars Series, and
+    lists of the JSON values only the line reader reads), the line numbers, lines and events of
+    the rows kept, and the keys of the chunk's first records.
+    """
+    import polars as pl
+
+    from ._jsonl_rows import _series
+
+    n = len(lines)
+    cols, read, _, events_read, _ = _read_lines(
+        path, numbers[given_up].tolist(), lines.take(given_up), keys, out
+    )
+    good = np.isin(numbers[given_up], np.asarray(read, dtype=np.int64))
+    patched = given_up[good]
+    keep = np.setdiff1d(np.arange(n, dtype=np.int64), given_up[~good], assume_unique=True)
+    # each kept row's place in [the compiled reader's n rows, then the line reader's]
+    source = np.arange(n, dtype=np.int64)
+    source[patched] = n + np.arange(len(patched), dtype=np.int64)
+    take = source[keep]
+    merged: dict[str, Any] = {}
+    for f, values in cols.items():
+        kind = _kind_of(f)
+        if f in columns:
+            both = pl.concat([_series(f, columns[f], kind), _series(f, values, kind)])
+            merged[f] = both.gather(take)
+        else:  # values only the line reader reads (JSON values)
+            every = [None] * n + values
+            merged[f] = [every[i] for i in take.tolist()]
+    every_events = [None] * n + events_read
+    events = [every_events[i] for i in take.tolist()]
+    return merged, numbers[keep], lines.take(keep), events, _sample_keys(lines)
+
+
+def _sample_keys(lines: Sequence[bytes]) -> list[str]:
+    """Return the keys of the first :data:`_KEYS_SAMPLE` object records, as the line reader does."""
+    sample: list[dict] = []
+    for line in lines:
+        if len(sample) >= _KEYS_SAMPLE:
+            break
+        try:
+            record = load_json(line)
+        except InvalidArgumentError:
+            continue
+        if isinstance(record, dict):
+            sample.append(record)
+    return _keys_seen(sample)

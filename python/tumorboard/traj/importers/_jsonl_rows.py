@@ -103,7 +103,7 @@ def _series(name: str, values: Any, kind: str) -> Any:
         return values
     if isinstance(values, list):
         return pl.Series(name, values, dtype=dtype, strict=False)
-    s = pl.Series(name, values)
+    s = values.rename(name) if isinstance(values, pl.Series) else pl.Series(name, values)
     return s if s.dtype == dtype else s.cast(dtype)
 
 

@@ -52,12 +52,11 @@ When the records leave a field the benchmark needs empty (the response, a grade,
 field) or a ``--map`` key never matches, the import warns with the count of such lines and the
 keys the records do have.
 
-Two readers give the same rows: chunks whose every line is a well-typed object (and that have
-no ``events`` or ``config``) are read in bulk by the compiled core, in one pass over the bytes
-on every core (strict JSON with all of ``load_json``'s checks; any line it cannot vouch for
-sends the chunk to the other reader); everything else is read line by line with
-:func:`tumorboard._json.load_json`, which names each bad line. Either way, the rows are built
-in bulk (polars) from the columns.
+Two readers give the same rows: well-typed object lines (without ``events`` or ``config``) are
+read in bulk by the compiled core, in one pass over the bytes on every core (strict JSON with
+all of ``load_json``'s checks); every line it cannot vouch for is read by the line reader,
+:func:`tumorboard._json.load_json` and the field checks, which names each bad line, and its
+row takes its place. Either way, the rows are built in bulk (polars) from the columns.
 
 The work is split by job: :mod:`._jsonl_fields` (the fields, their aliases, ``--map`` and the
 checks of record values), :mod:`._jsonl_read` (the lines and the bulk and line readers),
@@ -83,6 +82,7 @@ from ._jsonl_read import (
     Block,
     _drop_long_lines,
     _numbered_lines,
+    _patch_given_up,
     _read_bulk,
     _read_lines,
     read_blocks,
@@ -236,8 +236,12 @@ def _parse_blocks(
             numbers = linenos_all[start : start + CHUNK_LINES]
             bulk = _read_bulk(lines, keys)
             if bulk is not None:
-                columns, seen = bulk
+                columns, seen, given_up = bulk
                 linenos, texts, events = numbers, lines, None
+                if len(given_up):
+                    columns, linenos, texts, events, seen = _patch_given_up(
+                        path, numbers, lines, keys, out, columns, given_up
+                    )
             else:
                 columns, linenos, texts, events, sample = _read_lines(
                     path, numbers.tolist(), lines, keys, out
