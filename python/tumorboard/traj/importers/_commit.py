@@ -489,6 +489,11 @@ def _stored_rows(st: Store, keys: Any, run_ids: list[str], units: list[Any],
     # more than the keys).
     for paths, counts in _part_groups(st.parts("items")):
         lf = st._scan_paths("items", paths)
+        if not paths:  # an empty store: nothing to match (the batch's keys are not even read)
+            empty = lf.select(*key, "digest", "source").with_row_index("_r").clear().collect()
+            part = _part_names(paths, counts, empty.get_column("_r"))
+            out.append(empty.select(*key, "digest", "source", part))
+            continue
         scan = lf.select(key).with_row_index("_r").filter(pl.col("run_id").is_in(run_ids))
         frames = [scan.join(wanted_keys, on=["run_id", "item_id"], how="semi", nulls_equal=True)]
         if units:
