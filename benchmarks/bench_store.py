@@ -25,6 +25,9 @@ repeated question texts as in MTBBench, 0-4 files accessed per question):
   (50k with ``--quick``) of MTBBench-style answers without a grade (parsed and graded on
   import), about 230 and 440 bytes a line, into a new store, reported in lines/s (target >=
   200,000), versus ``json.loads`` of the lines alone.
+* **damaged lines**: the same 200k short lines with one in 10,000 truncated (20 lines), against
+  the undamaged lines in the same run: each damaged line is read alone by the line reader
+  (which rejects it by name), the others by the compiled bulk reader.
 * **import + score MTBBench logs**: ``import_logs("mtbbench", ...)`` of logs written by
   :func:`write_mtbbench_logs` in the shape and size of the 950 released MTBBench logs, then
   ``tumorboard.score.mtbbench.score(store)`` (1000 resamples) in one process, against a
@@ -96,7 +99,9 @@ ANCHOR_IDS = "the same lines keyed by their ids"
 ANCHOR_NO_CRC = "page checksums off"
 ANCHOR_POLARS = "polars read (collect)"
 ANCHOR_JSON_LOAD = "json.load of the same files alone"
-ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS, ANCHOR_NO_CRC, ANCHOR_POLARS,
+ANCHOR_CLEAN = "the same lines undamaged"
+ANCHORS = (ANCHOR_JSON, ANCHOR_ARROW, ANCHOR_REF, ANCHOR_IDS, ANCHOR_NO_CRC, ANCHOR_CLEAN,
+           ANCHOR_POLARS,
            ANCHOR_POLARS_COLUMNS, ANCHOR_PYTHON, ANCHOR_ONE_BATCH, ANCHOR_JSON_LOAD)  # fmt: skip
 N_MODELS, N_TASKS = 20, 10
 N_RESAMPLES = 1000
@@ -105,8 +110,8 @@ FULL_RECORDS = 1_000_000
 QUICK_RECORDS = 50_000
 MAX_TIME, MAX_TIME_QUICK, MIN_TIME = 20.0, 1.5, 0.2
 #: Workload names for ``--only``.
-WORKLOADS = ("write", "items", "read", "score", "jsonl", "keys", "mtbbench", "checksums", "scale",
-             "stream", "cli")  # fmt: skip
+WORKLOADS = ("write", "items", "read", "score", "jsonl", "keys", "damaged", "mtbbench",
+             "checksums", "scale", "stream", "cli")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
@@ -927,6 +932,43 @@ def _content_keys(ctx: _Ctx, n: int) -> list[Result]:
     ]  # fmt: skip
 
 
+def _damaged_lines(ctx: _Ctx, n: int, every: int = 10_000) -> list[Result]:
+    """Import time of lines with one damaged line in ``every`` against the same lines undamaged.
+
+    A damaged line (truncated, as a crash mid-write leaves it) is read by the line reader,
+    which names it; the others stay in the compiled bulk reader. Until 2026-11-28 one such
+    line sent its whole chunk of 200k lines to the line reader.
+    """
+    from tumorboard.traj import Store, import_logs
+
+    lines = _jsonl_lines(n, SEED + 3, short=True)
+    clean = ctx.tmp / "clean.jsonl"
+    clean.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bad = [x[: len(x) // 2] if i % every == every // 2 else x for i, x in enumerate(lines)]
+    damaged = ctx.tmp / "damaged.jsonl"
+    damaged.write_text("\n".join(bad) + "\n", encoding="utf-8")
+    n_bad = sum(1 for i in range(n) if i % every == every // 2)
+    name = f"import {_count(n)} JSON lines, {n_bad} of them damaged (truncated)"
+    ctx.log(name)
+    runs = iter(range(10**6))
+
+    def run(src: Path) -> Any:
+        store = Store(_fresh(ctx, f"damaged-store-{next(runs)}"), fsync=False)
+        return import_logs("jsonl", src, store, benchmark="mtbbench", field_map={"item_id": "id"})
+
+    secs, reports = _alternate({"clean": lambda: run(clean), "damaged": lambda: run(damaged)},
+                               rounds=max(ctx.repeat, 5))  # fmt: skip
+    ok = reports["damaged"].n_items == n - n_bad and len(reports["damaged"].rejected) == n_bad
+    ctx.log(f"  clean: {secs['clean']:.3f} s/call, damaged: {secs['damaged']:.3f} s/call")
+    ctx.workloads[name] = {"n": n, "damaged": n_bad, **{f"{k}_s": v for k, v in secs.items()}}
+    return [
+        Result.make(name, secs["damaged"], ANCHOR_CLEAN, secs["clean"],
+                    check="ok (each damaged line rejected, the rest imported)" if ok
+                    else "WARN: lines lost",
+                    note="damaged lines are read alone by the line reader"),
+    ]  # fmt: skip
+
+
 def _page_checksums(ctx: _Ctx, n: int) -> list[Result]:
     """Import the same lines with page checksums on and off; time verifying against reading."""
     from tumorboard.traj import Store, import_logs
@@ -1019,6 +1061,8 @@ def run_results(
             results += _import_jsonl(ctx, lines)
         if "keys" in only:
             results += _content_keys(ctx, lines)
+        if "damaged" in only:
+            results += _damaged_lines(ctx, lines)
         if "mtbbench" in only:
             results += _import_and_score(ctx)
         if "checksums" in only:

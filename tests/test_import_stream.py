@@ -122,17 +122,21 @@ def test_bulk_reader_equals_the_line_reader_on_sparse_and_escaped_keys(tmp_path,
         assert patients.null_count() == 200
 
 
-def test_a_few_bad_lines_are_read_by_the_line_reader_alone(tmp_path, monkeypatch):
+@pytest.mark.parametrize("first", [10, 1010])
+def test_a_few_bad_lines_are_read_by_the_line_reader_alone(tmp_path, monkeypatch, first):
     # a damaged line, a repeated key, events, a config and a lone surrogate among good lines:
     # the compiled reader reads the good lines, the line reader those five (naming the bad
-    # ones), and the import equals the line reader's of the whole file, rejections in order
-    lines = [x.replace('"id": "q', f'"id": "c{k}q', 1) for k in range(4) for x in _sparse_lines(0)]
-    lines[10] = lines[10][:-5]  # truncated
-    lines[200] = lines[200][:-1] + ', "model": "m9"}'  # a repeated key (json.loads: the last)
-    lines[500] = lines[500][:-1] + ', "events": [{"kind": "message", "output": "hi"}]}'
-    lines[700] = lines[700][:-1] + ', "config": {"t": 0.5}}'
-    lines[900] = lines[900][:-1] + ', "latency_s": "slow"}'  # a value of the wrong type
-    lines[1100] = lines[1100].replace('"gold": "A"', '"gold": "\\ud800"')
+    # ones), and the import equals the line reader's of the whole file, rejections in order;
+    # the keys listed in warnings are the first records' (all read in bulk from 1010 on)
+    lines = [x.replace('"id": "q', f'"id": "c{k}q', 1) for k in range(8) for x in _sparse_lines(0)]
+    lines = [x.replace(', "response": "[ANSWER: B]"', "") for x in lines]  # warns: no response
+    bad = [first + k for k in (0, 190, 490, 690, 890, 1090)]
+    lines[bad[0]] = lines[bad[0]][:-5]  # truncated
+    lines[bad[1]] = lines[bad[1]][:-1] + ', "model": "m9"}'  # a repeated key (the last wins)
+    lines[bad[2]] = lines[bad[2]][:-1] + ', "events": [{"kind": "message", "output": "hi"}]}'
+    lines[bad[3]] = lines[bad[3]][:-1] + ', "config": {"t": 0.5}}'
+    lines[bad[4]] = lines[bad[4]][:-1] + ', "latency_s": "slow"}'  # a value of the wrong type
+    lines[bad[5]] = lines[bad[5]].replace('"gold": "A"', '"gold": "\\ud800"')
     log = tmp_path / "log.jsonl"
     log.write_text("\n".join(lines) + "\n")
     given: list[list[int]] = []
@@ -142,13 +146,14 @@ def test_a_few_bad_lines_are_read_by_the_line_reader_alone(tmp_path, monkeypatch
     )
     kw = {"benchmark": "mtbbench", "field_map": {"item_id": "id"}}
     mixed = import_logs("jsonl", log, tmp_path / "mixed", **kw)
-    assert given == [[10, 200, 500, 700, 900, 1100]]
+    assert given == [bad]
     monkeypatch.setattr(jsonl, "_read_bulk", lambda *a: None)
     whole = import_logs("jsonl", log, tmp_path / "whole", **kw)
     assert _rows(tmp_path / "mixed") == _rows(tmp_path / "whole")
     assert mixed.rejected == whole.rejected and len(mixed.rejected) == 3
-    assert [r[0].rsplit(":", 1)[1] for r in mixed.rejected] == ["11", "901", "1101"]
+    assert [int(r[0].rsplit(":", 1)[1]) - 1 for r in mixed.rejected] == [bad[0], *bad[4:]]
     assert mixed.warnings == whole.warnings and mixed.n_items == whole.n_items
+    assert any("keys seen" in w[1] for w in mixed.warnings)
     assert mixed.n_events == whole.n_events == 1
 
 

@@ -325,6 +325,7 @@ def _patch_given_up(
     keys: Mapping[str, str],
     out: Parsed,
     columns: Mapping[str, Any],
+    seen_bulk: list[str],
     given_up: np.ndarray,
 ) -> tuple[dict[str, Any], np.ndarray, Lines, list[Any], list[str]]:
     """Read the lines the compiled reader gave up with the line reader, into its columns.
@@ -333,7 +334,8 @@ def _patch_given_up(
     whole chunk) and reads the rest (nested values, events, what the compiled reader leaves to
     it); their rows take the places of the null rows. Returns the columns (polars Series, and
     lists of the JSON values only the line reader reads), the line numbers, lines and events of
-    the rows kept, and the keys of the chunk's first records.
+    the rows kept, and the keys of the chunk's first records (``seen_bulk``, the compiled
+    reader's, when it read all of them).
     """
     import polars as pl
 
@@ -350,18 +352,23 @@ def _patch_given_up(
     source = np.arange(n, dtype=np.int64)
     source[patched] = n + np.arange(len(patched), dtype=np.int64)
     take = source[keep]
+    typed = [f for f in cols if f in columns]
     merged: dict[str, Any] = {}
+    if typed:  # one gather of every typed column (polars runs the columns in parallel)
+        bulk = pl.DataFrame([_series(f, columns[f], _kind_of(f)) for f in typed])
+        patch = pl.DataFrame([_series(f, cols[f], _kind_of(f)) for f in typed],
+                             schema=bulk.schema)  # fmt: skip
+        merged.update(pl.concat([bulk, patch]).gather(take).to_dict())
+    rows = take.tolist()
     for f, values in cols.items():
-        kind = _kind_of(f)
-        if f in columns:
-            both = pl.concat([_series(f, columns[f], kind), _series(f, values, kind)])
-            merged[f] = both.gather(take)
-        else:  # values only the line reader reads (JSON values)
+        if f not in columns:  # values only the line reader reads (JSON values)
             every = [None] * n + values
-            merged[f] = [every[i] for i in take.tolist()]
+            merged[f] = [every[i] for i in rows]
     every_events = [None] * n + events_read
-    events = [every_events[i] for i in take.tolist()]
-    return merged, numbers[keep], lines.take(keep), events, _sample_keys(lines)
+    events = [every_events[i] for i in rows]
+    # the keys of the first records: the compiled reader's, when it read every one of them
+    seen = seen_bulk if int(given_up[0]) >= _KEYS_SAMPLE else _sample_keys(lines)
+    return merged, numbers[keep], lines.take(keep), events, seen
 
 
 def _sample_keys(lines: Sequence[bytes]) -> list[str]:

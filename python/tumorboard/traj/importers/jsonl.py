@@ -240,7 +240,7 @@ def _parse_blocks(
                 linenos, texts, events = numbers, lines, None
                 if len(given_up):
                     columns, linenos, texts, events, seen = _patch_given_up(
-                        path, numbers, lines, keys, out, columns, given_up
+                        path, numbers, lines, keys, out, columns, seen, given_up
                     )
             else:
                 columns, linenos, texts, events, sample = _read_lines(
