@@ -25,6 +25,8 @@ repeated question texts as in MTBBench, 0-4 files accessed per question):
   (50k with ``--quick``) of MTBBench-style answers without a grade (parsed and graded on
   import), about 230 and 440 bytes a line, into a new store, reported in lines/s (target >=
   200,000), versus ``json.loads`` of the lines alone.
+* **JSON lines with events**: the short lines with 0-5 events each (messages, and tool calls
+  whose input is an object), against ``json.loads`` of the same lines alone.
 * **damaged lines**: the same 200k short lines with one in 10,000 truncated (20 lines), against
   the undamaged lines in the same run: each damaged line is read alone by the line reader
   (which rejects it by name), the others by the compiled bulk reader.
@@ -110,8 +112,8 @@ FULL_RECORDS = 1_000_000
 QUICK_RECORDS = 50_000
 MAX_TIME, MAX_TIME_QUICK, MIN_TIME = 20.0, 1.5, 0.2
 #: Workload names for ``--only``.
-WORKLOADS = ("write", "items", "read", "score", "jsonl", "keys", "damaged", "mtbbench",
-             "checksums", "scale", "stream", "cli")  # fmt: skip
+WORKLOADS = ("write", "items", "read", "score", "jsonl", "events", "keys", "damaged",
+             "mtbbench", "checksums", "scale", "stream", "cli")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
@@ -872,6 +874,55 @@ def _import_jsonl(ctx: _Ctx, n: int, *, short: bool = False) -> list[Result]:
     ]  # fmt: skip
 
 
+def _events_lines(n: int, seed: int) -> list[str]:
+    """Return n short answer lines, each with 0-5 events (messages and tool calls)."""
+    rng = np.random.default_rng(seed)
+    base = _jsonl_lines(n, seed, short=True)
+    counts = rng.integers(0, 6, n)
+    out = []
+    for i, line in enumerate(base):
+        events = [
+            {"kind": "tool_call", "role": "assistant", "tool": "search",
+             "input": {"query": f"CD{k}", "top_k": 5}, "output": "3 results", "ok": True,
+             "latency_s": 0.25}
+            if k % 2 else {"kind": "message", "role": "assistant", "output": "Thinking."}
+            for k in range(int(counts[i]))
+        ]  # fmt: skip
+        out.append(line[:-1] + ', "events": ' + json.dumps(events) + "}")
+    return out
+
+
+def _import_events(ctx: _Ctx, n: int) -> list[Result]:
+    """Import JSON lines that carry events against ``json.loads`` of the same lines alone."""
+    from tumorboard.traj import Store, import_logs
+
+    path = ctx.tmp / "events.jsonl"
+    lines = _events_lines(n, SEED + 4)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    size = path.stat().st_size / n
+    name = f"import {_count(n)} JSON lines of {size:.0f} B with 0-5 events each"
+    ctx.log(name)
+    runs = iter(range(10**6))
+
+    def ours() -> Any:
+        store = Store(_fresh(ctx, f"events-store-{next(runs)}"), fsync=False)
+        return import_logs("jsonl", path, store, benchmark="mtbbench", field_map={"item_id": "id"})
+
+    tb_s, rep = ctx.time("tumorboard (import_logs jsonl)", ours, max_time=10.0)
+    loads = json.loads
+    js_s, _ = ctx.time(
+        "json.loads lines", lambda: [loads(x) for x in path.read_text().splitlines()], **_slow(ctx)
+    )
+    ok = rep.n_items == n and not rep.rejected
+    ctx.log(f"  {n / tb_s:,.0f} lines/s, {rep.n_events:,} events")
+    ctx.workloads[name] = {"n": n, "events": rep.n_events, "lines_per_s": n / tb_s}
+    return [
+        Result.make(name, tb_s, ANCHOR_JSON, js_s,
+                    check="ok (every line and event imported)" if ok else "WARN: lines lost",
+                    note=f"{rep.n_events:,} events; anchor: json.loads only"),
+    ]  # fmt: skip
+
+
 def _alternate(
     variants: dict[str, Callable[[], Any]], *, rounds: int
 ) -> tuple[dict[str, float], dict[str, Any]]:
@@ -1059,6 +1110,8 @@ def run_results(
         if "jsonl" in only:
             results += _import_jsonl(ctx, lines, short=True)
             results += _import_jsonl(ctx, lines)
+        if "events" in only:
+            results += _import_events(ctx, lines)
         if "keys" in only:
             results += _content_keys(ctx, lines)
         if "damaged" in only:

@@ -125,8 +125,9 @@ def test_bulk_reader_equals_the_line_reader_on_sparse_and_escaped_keys(tmp_path,
 @pytest.mark.parametrize("first", [10, 1010])
 def test_a_few_bad_lines_are_read_by_the_line_reader_alone(tmp_path, monkeypatch, first):
     # a damaged line, a repeated key, events, a config and a lone surrogate among good lines:
-    # the compiled reader reads the good lines, the line reader those five (naming the bad
-    # ones), and the import equals the line reader's of the whole file, rejections in order;
+    # the compiled reader reads the good lines and the events, the line reader the other five
+    # (naming the bad ones), and the import equals the line reader's of the whole file,
+    # rejections in order;
     # the keys listed in warnings are the first records' (all read in bulk from 1010 on)
     lines = [x.replace('"id": "q', f'"id": "c{k}q', 1) for k in range(8) for x in _sparse_lines(0)]
     lines = [x.replace(', "response": "[ANSWER: B]"', "") for x in lines]  # warns: no response
@@ -142,11 +143,11 @@ def test_a_few_bad_lines_are_read_by_the_line_reader_alone(tmp_path, monkeypatch
     given: list[list[int]] = []
     full = _jsonl_read._patch_given_up
     monkeypatch.setattr(
-        jsonl, "_patch_given_up", lambda *a: given.append(a[-1].tolist()) or full(*a)
+        jsonl, "_patch_given_up", lambda *a: given.append(a[-2].tolist()) or full(*a)
     )
     kw = {"benchmark": "mtbbench", "field_map": {"item_id": "id"}}
     mixed = import_logs("jsonl", log, tmp_path / "mixed", **kw)
-    assert given == [bad]
+    assert given == [[b for b in bad if b != bad[2]]]  # events are read in bulk
     monkeypatch.setattr(jsonl, "_read_bulk", lambda *a: None)
     whole = import_logs("jsonl", log, tmp_path / "whole", **kw)
     assert _rows(tmp_path / "mixed") == _rows(tmp_path / "whole")
@@ -155,6 +156,51 @@ def test_a_few_bad_lines_are_read_by_the_line_reader_alone(tmp_path, monkeypatch
     assert mixed.warnings == whole.warnings and mixed.n_items == whole.n_items
     assert any("keys seen" in w[1] for w in mixed.warnings)
     assert mixed.n_events == whole.n_events == 1
+
+
+def test_events_read_in_bulk_equal_the_line_readers_in_order(tmp_path, monkeypatch):
+    # every line with events (tool inputs as objects with unsorted keys and floats, JSON text,
+    # plain text; outputs of any type), some lines given up (a bad event kind, a config): the
+    # stored events, in their stored order, are the line reader's
+    rng = random.Random(11)
+    lines = []
+    for i in range(600):
+        events = []
+        for j in range(rng.randint(0, 4)):
+            e = {"kind": rng.choice(["message", "tool_call", "observation", "answer"]),
+                 "role": rng.choice(["user", "assistant", None]),
+                 "input": rng.choice([{"b": 1.5, "a": [1e-7, "é", None]}, '{"x": 1}', "ls -l",
+                                      None, 3, [True, {"z": 2, "y": 0.1}]]),
+                 "output": rng.choice(["ok", {"rows": 2}, None, 1e16, ""]),
+                 "latency_s": rng.choice([None, 0.25, 2])}  # fmt: skip
+            if rng.random() < 0.3:
+                e["step"] = j * 10
+            if rng.random() < 0.2:
+                e["tool"] = "search"
+            events.append(e)
+        rec = {"id": f"q{i}", "model": f"m{i % 3}", "question": "Q?\nA) x\nB) y",
+               "gold": "A", "response": "[ANSWER: A]", "events": events}  # fmt: skip
+        if i % 97 == 5:
+            rec["events"] = [{"kind": "nonsense"}]  # rejected by the line reader
+        if i % 89 == 7:
+            rec["config"] = {"t": i}
+        lines.append(json.dumps(rec))
+    log = tmp_path / "events.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    kw = {"benchmark": "mtbbench", "field_map": {"item_id": "id"}}
+    bulk = import_logs("jsonl", log, tmp_path / "bulk", **kw)
+    monkeypatch.setattr(jsonl, "_read_bulk", lambda *a: None)
+    whole = import_logs("jsonl", log, tmp_path / "whole", **kw)
+    assert bulk.n_events == whole.n_events > 800
+    assert bulk.rejected == whole.rejected and len(bulk.rejected) == 7
+    assert bulk.warnings == whole.warnings
+    assert _rows(tmp_path / "bulk") == _rows(tmp_path / "whole")
+
+    def stored_order(path):
+        df = Store(path).events().collect()
+        return df.select(sorted(c for c in df.columns if c != "batch")).rows()
+
+    assert stored_order(tmp_path / "bulk") == stored_order(tmp_path / "whole")
 
 
 def test_read_blocks_equals_splitting_the_whole_file():

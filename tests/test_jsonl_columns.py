@@ -16,14 +16,29 @@ from __future__ import annotations
 import json
 import math
 import random
+import struct
 
 import numpy as np
 import pytest
 from tumorboard import _core
 from tumorboard._json import MAX_JSON_DEPTH, load_json
 from tumorboard.errors import InvalidArgumentError
-from tumorboard.traj.importers._jsonl_fields import _MISSING, _Bad, _check, _get, _keys_seen
-from tumorboard.traj.importers._jsonl_read import _CORE_KIND, Lines, _arrow_array, _numbered_lines
+from tumorboard.traj.importers._jsonl_fields import (
+    _MISSING,
+    _Bad,
+    _check,
+    _events,
+    _get,
+    _keys_seen,
+)
+from tumorboard.traj.importers._jsonl_read import (
+    _CORE_KIND,
+    Lines,
+    _arrow_array,
+    _events_table,
+    _numbered_lines,
+)
+from tumorboard.traj.schema import EVENT_KINDS
 
 SEED = 26
 #: (field name, kind of _jsonl_fields, record key)
@@ -205,7 +220,7 @@ def test_read_columns_equals_load_json_and_the_field_checks(seed):
         if not lines:
             continue
         accepted, want, records = _oracle(lines)
-        spans, (ok, reason, line, columns, seen, _) = _read(lines, 1)
+        spans, (ok, reason, line, columns, seen, _, _) = _read(lines, 1)
         _, again = _read(lines, 3)
         assert again[0] == ok and (not ok or again[4] == seen)
         if not accepted:
@@ -257,11 +272,120 @@ def test_read_columns_per_line_gives_up_only_lines_and_reads_the_rest(seed):
                     assert _same([value], want[f]), (f, line, value, want[f])
 
 
+_KINDS = list(EVENT_KINDS)
+
+
+def _event_value(rng: random.Random) -> object:
+    """Return an event input or output: JSON text, other text, or any JSON value."""
+    r = rng.random()
+    if r < 0.25:
+        return json.dumps(_value(rng), ensure_ascii=rng.random() < 0.5)  # text that is JSON
+    if r < 0.35:
+        return rng.choice(["NaN", "-Infinity", "1e999", '"\\ud800"', " [1, 2] ", "{'a': 1}",
+                           "01", "1.", "", "tru", '{"a": 1,}', "\ufeff1"])  # fmt: skip
+    if r < 0.55:
+        return _text(rng)
+    return _value(rng)
+
+
+def _event(rng: random.Random, index: int) -> dict:
+    e: dict = {"kind": rng.choice(_KINDS) if rng.random() < 0.97 else rng.choice(["x", 3, None])}
+    for key, make in (
+        ("step", lambda: rng.choice([index, 7, None, 2**31, -1])),
+        ("role", lambda: rng.choice(["user", "assistant", None, 5])),
+        ("tool", lambda: rng.choice(["conch", None, ""])),
+        ("input", lambda: _event_value(rng)),
+        ("output", lambda: _event_value(rng)),
+        ("ok", lambda: rng.choice([True, False, None, 1])),
+        ("error", lambda: rng.choice([None, "boom", _text(rng)])),
+        ("latency_s", lambda: rng.choice([None, 0.5, 3, True, 1e-7])),
+        ("extra", lambda: _value(rng)),
+    ):
+        if rng.random() < 0.5:
+            e[key] = make()
+    return e
+
+
+def _events_line(rng: random.Random) -> bytes:
+    rec = {"id": f"q{rng.randint(0, 9)}", "model": "m"}
+    if rng.random() < 0.9:
+        rec["events"] = [_event(rng, i) for i in range(rng.randint(0, 4))]
+        if rng.random() < 0.03:
+            rec["events"] = rng.choice([None, "x", [1], {}])
+    text = json.dumps(rec, ensure_ascii=rng.random() < 0.5)
+    if rng.random() < 0.05:  # an event key twice (json.loads keeps the last)
+        text = text.replace('"kind": ', '"ok": true, "ok": null, "kind": ', 1)
+    return text.encode("utf-8", "surrogatepass")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_read_columns_events_equal_the_line_readers(seed):
+    # the events the compiled reader reads are the line reader's (_jsonl_fields._events of
+    # load_json's record): step, role, kind, tool, input (JSON text as it is, else json_text),
+    # output, ok, error, latency_s, line by line; it gives up every line the line reader
+    # refuses, and may give up one with a repeated key
+    rng = random.Random(SEED * 7 + seed)
+    spec = [(["id"], "id"), (["model"], "str"), (["events"], "events")]
+    n_events = 0
+    for _ in range(60):
+        lines = [_events_line(rng) for _ in range(rng.randint(1, 25))]
+        _, spans = _numbered_lines(b"\n".join(lines))
+        got = [_core.traj.read_columns(spans.raw, spans.starts, spans.ends, spec, MAX_JSON_DEPTH,
+                                       0, per_line=True, event_kinds=_KINDS, threads=t)
+               for t in (1, 3)]  # fmt: skip
+        tables = [None if g[6] is None else _events_table(g[6]).to_pylist() for g in got]
+        assert tables[0] == tables[1] and got[0][5].tolist() == got[1][5].tolist()
+        given_up = set(got[0][5].tolist())
+        rows = tables[0] or []
+        for i, line in enumerate(lines):
+            mine = [{k: v for k, v in r.items() if k != "_line"} for r in rows if r["_line"] == i]
+            try:
+                want = _events(load_json(line).get("events"))
+            except (InvalidArgumentError, _Bad):
+                assert i in given_up, line
+                continue
+            if i in given_up:
+                assert b'"ok": true, "ok": null' in line, line  # only a repeated key
+                continue
+            want = want or []
+            assert len(mine) == len(want), line
+            for a, b in zip(mine, want, strict=True):
+                assert set(a) == set(b) and all(_same(a[k], b[k]) for k in b), (line, a, b)
+            n_events += len(want)
+    assert n_events > 200
+
+
+def test_json_text_parts_equal_python():
+    # json.dumps of text, repr of floats (random bit patterns too) and json.loads' verdict on
+    # text, as the compiled reader writes and decides them
+    rng = random.Random(SEED)
+    for _ in range(20000):
+        bits = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+        x = rng.choice([bits, rng.uniform(-1e6, 1e6), 10.0 ** rng.randint(-330, 308),
+                        rng.choice([0.0, -0.0, 1e16, 1e15, 1e-4, 1e-5, 5e-324])])  # fmt: skip
+        if not math.isfinite(x):
+            continue
+        text = "".join(rng.choice(['{', '}', '[', ']', ',', ':', '"', '"a"', '1', '-', '0', '.',
+                                   'e', '+', 'true', 'null', 'NaN', 'Infinity', ' ', '\n',
+                                   '\\', '\\u', 'd800', 'é', '\x01', '\ufeff'])
+                       for _ in range(rng.randint(0, 8)))  # fmt: skip
+        quoted, rep, accepted = _core.traj.json_text_parts(text, x)
+        assert quoted.decode() == json.dumps(text, ensure_ascii=False)
+        assert rep == repr(x)
+        try:
+            json.loads(text)
+            want = 1
+        except ValueError:
+            want = 0
+        assert accepted == want, text
+    assert _core.traj.json_text_parts("[" * 300 + "]" * 300, 0.0)[2] == -1  # Python's recursion
+
+
 def test_read_columns_on_hand_made_edges():
     def one(text: str | bytes, key: str, kind: str):
         raw = text.encode() if isinstance(text, str) else text
         spans = Lines(raw, np.array([0]), np.array([len(raw)]))
-        ok, reason, _, cols, _, _ = _core.traj.read_columns(
+        ok, reason, _, cols, _, _, _ = _core.traj.read_columns(
             raw, spans.starts, spans.ends, [(key.split("."), kind)], MAX_JSON_DEPTH, 1, threads=1
         )
         return _arrow_array(kind, 1, cols[0]).to_pylist()[0] if ok else reason

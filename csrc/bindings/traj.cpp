@@ -10,6 +10,7 @@
 
 #include "bindings/common.hpp"
 #include "traj/jsonl.hpp"
+#include "traj/json_text.hpp"
 #include "traj/jsonl_columns.hpp"
 #include "traj/pages.hpp"
 
@@ -160,6 +161,7 @@ constexpr Choice<tb::traj::FieldKind> kFieldKinds[] = {
     {"number_list", tb::traj::FieldKind::kNumberList},
     {"bool_list", tb::traj::FieldKind::kBoolList},
     {"nested", tb::traj::FieldKind::kNested},
+    {"events", tb::traj::FieldKind::kEvents},
 };
 
 py::object optional_array(std::vector<std::int64_t>&& v, bool used) {
@@ -168,7 +170,8 @@ py::object optional_array(std::vector<std::int64_t>&& v, bool used) {
 
 py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<std::int64_t> ends,
                        const std::vector<std::pair<std::vector<std::string>, std::string>>& fields,
-                       int max_depth, std::size_t sample, bool per_line, int threads) {
+                       int max_depth, std::size_t sample, bool per_line,
+                       const std::vector<std::string>& event_kinds, int threads) {
   const std::string_view view = bytes_view(data, "data");
   const auto n = static_cast<std::size_t>(starts.size());
   if (starts.ndim() != 1 || ends.ndim() != 1 || static_cast<std::size_t>(ends.size()) != n) {
@@ -190,10 +193,11 @@ py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<
   }
   tb::traj::ReadColumns read = run_interruptible([&] {
     return tb::traj::read_columns(reinterpret_cast<const std::uint8_t*>(view.data()), s, e, n,
-                                  specs, max_depth, sample, per_line, threads);
+                                  specs, max_depth, sample, per_line, event_kinds, threads);
   });
   if (!read.ok) {
-    return py::make_tuple(false, read.reason, read.line, py::none(), py::none(), py::none());
+    return py::make_tuple(false, read.reason, read.line, py::none(), py::none(), py::none(),
+                          py::none());
   }
   py::list columns;
   for (auto& col : read.columns) {
@@ -221,7 +225,29 @@ py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<
     if (text == nullptr) throw py::error_already_set();
     keys.append(py::reinterpret_steal<py::object>(text));
   }
-  return py::make_tuple(true, "", -1, columns, keys, owned_array(std::move(read.given_up)));
+  py::object events = py::none();
+  if (read.events.size() > 0) {
+    tb::traj::EventData& ev = read.events;
+    auto text = [](tb::traj::TextData& t) {
+      return py::make_tuple(owned_array(std::move(t.valid)), owned_array(std::move(t.offsets)),
+                            owned_bytes(std::move(t.bytes)));
+    };
+    py::dict d;
+    d["_line"] = owned_array(std::move(ev.line));
+    d["step"] = py::make_tuple(owned_array(std::move(ev.step)), owned_array(std::move(ev.step_valid)));
+    d["role"] = text(ev.role);
+    d["kind"] = text(ev.kind);
+    d["tool"] = text(ev.tool);
+    d["input"] = text(ev.input);
+    d["output"] = text(ev.output);
+    d["ok"] = py::make_tuple(owned_array(std::move(ev.ok)), owned_array(std::move(ev.ok_valid)));
+    d["error"] = text(ev.error);
+    d["latency_s"] = py::make_tuple(owned_array(std::move(ev.latency)),
+                                    owned_array(std::move(ev.latency_valid)));
+    events = d;
+  }
+  return py::make_tuple(true, "", -1, columns, keys, owned_array(std::move(read.given_up)),
+                        events);
 }
 
 }  // namespace
@@ -238,10 +264,23 @@ void bind_traj(py::module_& m) {
         "index among all lines), int64 arrays.");
   m.def("read_columns", &read_columns, py::arg("data"), py::arg("starts"), py::arg("ends"),
         py::arg("fields"), py::arg("max_depth"), py::arg("sample"), py::arg("per_line") = false,
-        py::arg("threads") = 0,
+        py::arg("event_kinds") = std::vector<std::string>{}, py::arg("threads") = 0,
         "Read typed columns of (key parts, kind) fields from JSON lines [starts, ends) of data: "
-        "(ok, reason, line, columns, keys seen, lines given up); ok False sends the chunk to "
-        "the line reader; with per_line, only the lines given up (null rows) go there.");
+        "(ok, reason, line, columns, keys seen, lines given up, events); ok False sends the "
+        "chunk to the line reader; with per_line, only the lines given up (null rows) go "
+        "there. events: a dict of the 'events' field's columns (None: no event).");
+  m.def(
+      "json_text_parts",
+      [](const std::string& text, double number) {
+        std::string quoted;
+        tb::traj::append_json_string(text, quoted);
+        std::string repr;
+        tb::traj::append_float_repr(number, repr);
+        return py::make_tuple(py::bytes(quoted), repr, tb::traj::python_json_accepts(text));
+      },
+      py::arg("text"), py::arg("number"),
+      "(json.dumps(text, ensure_ascii=False) as UTF-8 bytes, repr(number), whether json.loads "
+      "accepts text: 1, 0 or -1 undecided), as the compiled reader writes and decides them.");
   m.def("line_digests", &line_digests, py::arg("fp"), py::arg("ids"), py::arg("positions"),
         py::arg("lines"), py::arg("threads") = 0, py::arg("as_buffer") = false,
         "BLAKE2b-128 hex digests of fp NUL id NUL position NUL line, one per line: a list of "

@@ -19,6 +19,7 @@
 #endif
 
 #include "common/parallel.hpp"
+#include "traj/json_text.hpp"
 #include "traj/utf8_check.hpp"
 
 namespace tb::traj {
@@ -143,15 +144,19 @@ struct Number {
 class LineReader {
  public:
   LineReader(const KeyTree& tree, const std::vector<FieldSpec>& fields, int max_depth,
-             std::vector<Builder>& out)
-      : tree_(tree), fields_(fields), max_depth_(max_depth), out_(out),
-        stamp_(tree.nodes.size(), 0) {}
+             std::vector<Builder>& out, EventData& events,
+             const std::vector<std::string>& event_kinds)
+      : tree_(tree), fields_(fields), max_depth_(max_depth), out_(out), events_(events),
+        event_kinds_(event_kinds), stamp_(tree.nodes.size(), 0) {}
 
-  // Reads one line; false gives up the chunk (reason()). keys: where a sampled line's key names
-  // go (nullptr: not sampled).
-  bool read(const std::uint8_t* begin, const std::uint8_t* end, std::vector<std::string>* keys) {
+  // Reads line `index`; false gives up the line (reason()). keys: where a sampled line's key
+  // names go (nullptr: not sampled).
+  bool read(std::int64_t index, const std::uint8_t* begin, const std::uint8_t* end,
+            std::vector<std::string>* keys) {
     p_ = begin;
     e_ = end;
+    index_ = index;
+    events_mark_ = events_.size();
     ++line_;
     top_keys_.clear();
     space();
@@ -175,6 +180,7 @@ class LineReader {
   // Takes back what a line that read() gave up on appended, and gives it a null row in every
   // column instead (its values come from the line reader, or it is rejected there).
   void rollback() {
+    events_.truncate(events_mark_);
     for (std::size_t f = 0; f < fields_.size(); ++f) {
       if (fields_[f].kind == FieldKind::kNested) continue;
       const Mark& m = marks_[f];
@@ -507,6 +513,7 @@ class LineReader {
         b.list_ends.push_back(static_cast<std::int64_t>(b.bools.size()));
         break;
       case FieldKind::kNested:
+      case FieldKind::kEvents:
         break;
     }
   }
@@ -650,8 +657,309 @@ class LineReader {
       }
       case FieldKind::kNested:
         return fail("a field read as nested JSON");
+      case FieldKind::kEvents:
+        if (!read_events(depth)) return false;
+        break;
     }
     b.valid.push_back(1);
+    return true;
+  }
+
+  // A value at p_ as tumorboard._json.json_text writes it (json.dumps with ensure_ascii=False
+  // and sort_keys=True): members of an object sorted by key, a repeated key's last value, ", "
+  // and ": " between, strings escaped as json.dumps escapes them, floats as repr() writes them.
+  bool canonical(std::string& out, int depth) {
+    if (p_ >= e_) return fail("not JSON (a value is missing)");
+    const std::uint8_t c = *p_;
+    if (c == '{' || c == '[') {
+      if (depth + 1 > max_depth_) return fail("JSON nested too deep");
+      const bool object = c == '{';
+      const std::uint8_t close = object ? '}' : ']';
+      ++p_;
+      space();
+      std::vector<std::pair<std::string, std::string>> members;  // (key, text); arrays: no key
+      if (p_ < e_ && *p_ == close) {
+        ++p_;
+      } else {
+        for (;;) {
+          space();
+          std::string key;
+          if (object) {
+            if (p_ >= e_ || *p_ != '"') return fail("not JSON (expected a key)");
+            if (!string(&key)) return false;
+            space();
+            if (p_ >= e_ || *p_ != ':') return fail("not JSON (expected ':')");
+            ++p_;
+            space();
+          }
+          std::string text;
+          if (!canonical(text, depth + 1)) return false;
+          auto same = object ? std::find_if(members.begin(), members.end(),
+                                            [&](const auto& m) { return m.first == key; })
+                             : members.end();
+          if (same != members.end()) {
+            same->second = std::move(text);  // a dict keeps a repeated key's last value
+          } else {
+            members.emplace_back(std::move(key), std::move(text));
+          }
+          space();
+          if (p_ >= e_) return fail("not JSON (an unterminated container)");
+          if (*p_ == close) {
+            ++p_;
+            break;
+          }
+          if (*p_ != ',') return fail("not JSON (expected ',')");
+          ++p_;
+        }
+      }
+      if (object) {
+        std::sort(members.begin(), members.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+      }
+      out.push_back(static_cast<char>(c));
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        if (k > 0) out += ", ";
+        if (object) {
+          append_json_string(members[k].first, out);
+          out += ": ";
+        }
+        out += members[k].second;
+      }
+      out.push_back(static_cast<char>(close));
+      return true;
+    }
+    switch (c) {
+      case '"': {
+        std::string text;
+        if (!string(&text)) return false;
+        append_json_string(text, out);
+        return true;
+      }
+      case 't':
+        out += "true";
+        return literal("true", 4);
+      case 'f':
+        out += "false";
+        return literal("false", 5);
+      case 'n':
+        out += "null";
+        return literal("null", 4);
+      default: {
+        if (c != '-' && !is_digit(c)) return fail("not JSON (an invalid value)");
+        Number n;
+        if (!number(n)) return false;
+        if (n.integer) {
+          char text[24];
+          const auto r = std::to_chars(text, text + sizeof text, n.i);
+          out.append(text, r.ptr);
+        } else {
+          append_float_repr(n.d, out);
+        }
+        return true;
+      }
+    }
+  }
+
+  // The events list at p_ (null: none), into events_.
+  bool read_events(int depth) {
+    if (*p_ != '[') return fail("events: not a list");
+    if (depth + 1 > max_depth_) return fail("JSON nested too deep");
+    ++p_;
+    space();
+    if (p_ < e_ && *p_ == ']') {
+      ++p_;
+      return true;
+    }
+    for (std::int64_t index = 0;; ++index) {
+      space();
+      if (p_ >= e_ || *p_ != '{') return fail("events: an event that is not an object");
+      if (!event(index, depth + 1)) return false;
+      space();
+      if (p_ >= e_) return fail("not JSON (an unterminated array)");
+      if (*p_ == ']') {
+        ++p_;
+        return true;
+      }
+      if (*p_ != ',') return fail("not JSON (expected ',' or ']')");
+      ++p_;
+    }
+  }
+
+  // A string value or null at p_, into text (false: another value).
+  bool text_or_null(TextData& text) {
+    if (*p_ == 'n') {
+      if (!literal("null", 4)) return false;
+      text.null();
+      return true;
+    }
+    if (*p_ != '"') return fail("events: a value of the wrong type");
+    scratch_.clear();
+    if (!string(&scratch_)) return false;
+    text.add(scratch_);
+    return true;
+  }
+
+  // One event object at p_ (the index-th of its list).
+  bool event(std::int64_t index, int depth) {
+    if (depth > max_depth_) return fail("JSON nested too deep");
+    enum Key { kStep, kRole, kKind, kTool, kInput, kOutput, kOk, kError, kLatency, kKeys };
+    static constexpr std::string_view kNames[kKeys] = {
+        "step", "role", "kind", "tool", "input", "output", "ok", "error", "latency_s"};
+    bool seen[kKeys] = {};
+    const std::size_t row = events_.size();
+    EventData& ev = events_;
+    ++p_;
+    space();
+    bool done = p_ < e_ && *p_ == '}';
+    if (done) ++p_;
+    while (!done) {
+      space();
+      if (p_ >= e_ || *p_ != '"') return fail("not JSON (expected a key)");
+      std::string_view key;
+      if (!key_text(key)) return false;
+      int which = kKeys;
+      for (int k = 0; k < kKeys; ++k) {
+        if (key == kNames[k]) which = k;
+      }
+      space();
+      if (p_ >= e_ || *p_ != ':') return fail("not JSON (expected ':')");
+      ++p_;
+      space();
+      if (p_ >= e_) return fail("not JSON (a value is missing)");
+      if (which != kKeys) {
+        if (seen[which]) return fail("a repeated key");
+        seen[which] = true;
+      }
+      const std::uint8_t c = *p_;
+      switch (which) {
+        case kStep: {
+          if (c == 'n') {
+            if (!literal("null", 4)) return false;
+            ev.step.push_back(0);
+            ev.step_valid.push_back(0);
+            break;
+          }
+          if (c != '-' && !is_digit(c)) return fail("events: a value of the wrong type");
+          Number n;
+          if (!number(n)) return false;
+          if (!n.integer || n.i < -2147483648LL || n.i > 2147483647LL) {
+            return fail("events: a step outside 32 bits");
+          }
+          ev.step.push_back(n.i);
+          ev.step_valid.push_back(1);
+          break;
+        }
+        case kRole:
+          if (!text_or_null(ev.role)) return false;
+          break;
+        case kTool:
+          if (!text_or_null(ev.tool)) return false;
+          break;
+        case kError:
+          if (!text_or_null(ev.error)) return false;
+          break;
+        case kKind: {
+          if (c != '"') return fail("events: a kind that is not one of the event kinds");
+          scratch_.clear();
+          if (!string(&scratch_)) return false;
+          if (std::find(event_kinds_.begin(), event_kinds_.end(), scratch_) ==
+              event_kinds_.end()) {
+            return fail("events: a kind that is not one of the event kinds");
+          }
+          ev.kind.add(scratch_);
+          break;
+        }
+        case kInput:
+        case kOutput: {
+          TextData& text = which == kInput ? ev.input : ev.output;
+          if (c == 'n') {
+            if (!literal("null", 4)) return false;
+            text.null();
+          } else if (c == '"') {
+            scratch_.clear();
+            if (!string(&scratch_)) return false;
+            if (which == kOutput) {
+              text.add(scratch_);
+            } else {
+              const int accepted = python_json_accepts(scratch_);
+              if (accepted < 0) return fail("events: an input nested too deep to decide");
+              if (accepted == 1) {
+                text.add(scratch_);
+              } else {
+                std::string quoted;
+                append_json_string(scratch_, quoted);
+                text.add(quoted);
+              }
+            }
+          } else {
+            std::string json;
+            if (!canonical(json, depth)) return false;
+            text.add(json);
+          }
+          break;
+        }
+        case kOk:
+          if (c == 't' && literal("true", 4)) {
+            ev.ok.push_back(1);
+            ev.ok_valid.push_back(1);
+          } else if (c == 'f' && literal("false", 5)) {
+            ev.ok.push_back(0);
+            ev.ok_valid.push_back(1);
+          } else if (c == 'n' && literal("null", 4)) {
+            ev.ok.push_back(0);
+            ev.ok_valid.push_back(0);
+          } else {
+            return fail("events: a value of the wrong type");
+          }
+          break;
+        case kLatency: {
+          if (c == 'n') {
+            if (!literal("null", 4)) return false;
+            ev.latency.push_back(0.0);
+            ev.latency_valid.push_back(0);
+            break;
+          }
+          if (c != '-' && !is_digit(c)) return fail("events: a value of the wrong type");
+          Number n;
+          if (!number(n)) return false;
+          ev.latency.push_back(n.as_double());
+          ev.latency_valid.push_back(1);
+          break;
+        }
+        default:
+          if (!value(depth)) return false;
+      }
+      space();
+      if (p_ >= e_) return fail("not JSON (an unterminated object)");
+      if (*p_ == '}') {
+        ++p_;
+        done = true;
+      } else if (*p_ != ',') {
+        return fail("not JSON (expected ',' or '}')");
+      } else {
+        ++p_;
+      }
+    }
+    if (!seen[kKind]) return fail("events: an event without a kind");
+    if (!seen[kStep]) {
+      ev.step.push_back(index);
+      ev.step_valid.push_back(1);
+    }
+    for (auto [k, text] : {std::pair{kRole, &ev.role}, std::pair{kTool, &ev.tool},
+                           std::pair{kInput, &ev.input}, std::pair{kOutput, &ev.output},
+                           std::pair{kError, &ev.error}}) {
+      if (!seen[k]) text->null();
+    }
+    if (!seen[kOk]) {
+      ev.ok.push_back(0);
+      ev.ok_valid.push_back(0);
+    }
+    if (!seen[kLatency]) {
+      ev.latency.push_back(0.0);
+      ev.latency_valid.push_back(0);
+    }
+    ev.line.push_back(index_);
+    (void)row;
     return true;
   }
 
@@ -659,6 +967,11 @@ class LineReader {
   const std::vector<FieldSpec>& fields_;
   const int max_depth_;
   std::vector<Builder>& out_;
+  EventData& events_;
+  const std::vector<std::string>& event_kinds_;
+  std::int64_t index_ = 0;         // the line being read
+  std::size_t events_mark_ = 0;    // events_.size() before it
+  std::string scratch_;
   std::vector<std::uint32_t> stamp_;  // per key-tree node: the line that had it last
   // A builder's sizes before a line appended to it (rollback()).
   struct Mark {
@@ -696,7 +1009,7 @@ void append_strings(const Builder& b, ColumnData& col) {
 ColumnData merge(FieldKind kind, const std::vector<const Builder*>& parts) {
   ColumnData col;
   col.kind = kind;
-  if (kind == FieldKind::kNested) return col;
+  if (kind == FieldKind::kNested || kind == FieldKind::kEvents) return col;
   std::int64_t rows = 0;
   std::int64_t values = 0;  // scalars or list elements
   for (const Builder* b : parts) {
@@ -755,6 +1068,49 @@ ColumnData merge(FieldKind kind, const std::vector<const Builder*>& parts) {
 
 }  // namespace
 
+void EventData::truncate(std::size_t rows) {
+  line.resize(rows);
+  step.resize(rows);
+  step_valid.resize(rows);
+  for (TextData* t : {&role, &kind, &tool, &input, &output, &error}) t->truncate(rows);
+  ok.resize(rows);
+  ok_valid.resize(rows);
+  latency.resize(rows);
+  latency_valid.resize(rows);
+}
+
+namespace {
+
+void append_text(TextData& to, TextData&& from) {
+  const std::int64_t base = to.offsets.back();
+  for (std::size_t k = 1; k < from.offsets.size(); ++k) to.offsets.push_back(base + from.offsets[k]);
+  to.bytes += from.bytes;
+  to.valid.insert(to.valid.end(), from.valid.begin(), from.valid.end());
+}
+
+template <class T>
+void append_all(std::vector<T>& to, const std::vector<T>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+}  // namespace
+
+void EventData::append(EventData&& other) {
+  append_all(line, other.line);
+  append_all(step, other.step);
+  append_all(step_valid, other.step_valid);
+  append_text(role, std::move(other.role));
+  append_text(kind, std::move(other.kind));
+  append_text(tool, std::move(other.tool));
+  append_text(input, std::move(other.input));
+  append_text(output, std::move(other.output));
+  append_text(error, std::move(other.error));
+  append_all(ok, other.ok);
+  append_all(ok_valid, other.ok_valid);
+  append_all(latency, other.latency);
+  append_all(latency_valid, other.latency_valid);
+}
+
 LineSpans line_spans(const std::uint8_t* data, std::size_t n) {
   LineSpans out;
   std::size_t begin = 0;
@@ -779,7 +1135,8 @@ LineSpans line_spans(const std::uint8_t* data, std::size_t n) {
 ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
                          const std::int64_t* ends, std::size_t n,
                          const std::vector<FieldSpec>& fields, int max_depth, std::size_t sample,
-                         bool per_line, int threads) {
+                         bool per_line, const std::vector<std::string>& event_kinds,
+                         int threads) {
   ReadColumns result;
   // the key tree; a key that is both a value and a parent, or read by two fields, is left to
   // the line reader
@@ -809,6 +1166,7 @@ ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
   std::vector<std::vector<Builder>> parts(n_tasks, std::vector<Builder>(fields.size()));
   std::vector<std::vector<std::string>> keys(n_tasks);
   std::vector<std::vector<std::int64_t>> given_up(n_tasks);
+  std::vector<EventData> events(n_tasks);
   std::atomic<bool> failed{false};
   std::mutex mutex;
   std::int64_t bad_line = -1;
@@ -818,12 +1176,12 @@ ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
     const std::size_t end = n * (t + 1) / n_tasks;
     std::vector<Builder>& out = parts[t];
     for (std::size_t f = 0; f < fields.size(); ++f) out[f].valid.reserve(end - begin);
-    LineReader reader(tree, fields, max_depth, out);
+    LineReader reader(tree, fields, max_depth, out, events[t], event_kinds);
     reader.set_leaves(leaf);
     for (std::size_t i = begin; i < end; ++i) {
       if (failed.load(std::memory_order_relaxed)) return;
       std::vector<std::string>* sink = i < sample ? &keys[t] : nullptr;
-      if (!reader.read(data + starts[i], data + ends[i], sink)) {
+      if (!reader.read(static_cast<std::int64_t>(i), data + starts[i], data + ends[i], sink)) {
         if (per_line) {
           reader.rollback();
           given_up[t].push_back(static_cast<std::int64_t>(i));
@@ -854,6 +1212,7 @@ ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
   for (const auto& part : given_up) {
     result.given_up.insert(result.given_up.end(), part.begin(), part.end());
   }
+  for (auto& part : events) result.events.append(std::move(part));
   std::unordered_set<std::string> seen;
   for (auto& task_keys : keys) {
     for (auto& k : task_keys) {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tb::traj {
@@ -42,6 +43,7 @@ enum class FieldKind : std::uint8_t {
   kNumberList,  // a list of finite numbers (doubles)
   kBoolList,    // a list of true/false
   kNested,      // read by the line reader: a line that has the key gives up the chunk
+  kEvents,      // a list of event objects, read into EventData (one such field at most)
 };
 
 // A field: the parts of its (dotted) record key and its kind.
@@ -65,6 +67,48 @@ struct ColumnData {
   std::vector<double> numbers;
 };
 
+// A text column in the Arrow layout: validity bytes (one per row), offsets (n + 1), UTF-8.
+struct TextData {
+  std::vector<std::uint8_t> valid;
+  std::vector<std::int64_t> offsets{0};
+  std::string bytes;
+
+  void add(std::string_view text) {
+    bytes.append(text);
+    offsets.push_back(static_cast<std::int64_t>(bytes.size()));
+    valid.push_back(1);
+  }
+  void null() {
+    offsets.push_back(static_cast<std::int64_t>(bytes.size()));
+    valid.push_back(0);
+  }
+  void truncate(std::size_t rows) {
+    valid.resize(rows);
+    offsets.resize(rows + 1);
+    bytes.resize(static_cast<std::size_t>(offsets.back()));
+  }
+};
+
+// The events of a kEvents field, one row per event, in line and list order, as the importer's
+// _jsonl_fields._events checks and converts them: step (the list index when absent), role,
+// kind (one of the event kinds given), tool, input (text that is JSON as it is, other text
+// and any other value as tumorboard._json.json_text writes it), output (text as it is, other
+// values as json_text), ok, error and latency_s. Validity bytes are one per row.
+struct EventData {
+  std::vector<std::int64_t> line;  // the line (index into the spans) of each event
+  std::vector<std::int64_t> step;
+  std::vector<std::uint8_t> step_valid;
+  TextData role, kind, tool, input, output, error;
+  std::vector<std::uint8_t> ok;
+  std::vector<std::uint8_t> ok_valid;
+  std::vector<double> latency;
+  std::vector<std::uint8_t> latency_valid;
+
+  std::size_t size() const { return line.size(); }
+  void truncate(std::size_t rows);
+  void append(EventData&& other);
+};
+
 struct ReadColumns {
   bool ok = false;
   std::string reason;       // why the chunk goes to the line reader (ok == false)
@@ -72,6 +116,7 @@ struct ReadColumns {
   std::vector<ColumnData> columns;          // one per field (kNested: none)
   std::vector<std::string> keys_seen;       // see read_columns
   std::vector<std::int64_t> given_up;       // per_line: the lines left to the line reader
+  EventData events;                         // the kEvents field's events
 };
 
 // Reads the fields of every line [starts[i], ends[i]) of data. max_depth bounds the nesting of
@@ -84,6 +129,6 @@ struct ReadColumns {
 ReadColumns read_columns(const std::uint8_t* data, const std::int64_t* starts,
                          const std::int64_t* ends, std::size_t n,
                          const std::vector<FieldSpec>& fields, int max_depth, std::size_t sample,
-                         bool per_line, int threads);
+                         bool per_line, const std::vector<std::string>& event_kinds, int threads);
 
 }  // namespace tb::traj

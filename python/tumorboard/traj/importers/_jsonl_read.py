@@ -14,6 +14,7 @@ give the same columns, which :mod:`._jsonl_rows` turns into rows.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, overload
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..._json import MAX_JSON_DEPTH, load_json
 from ...errors import InvalidArgumentError
+from ..schema import EVENT_KINDS, schema_of
 from ._common import Parsed
 from ._jsonl_fields import (
     _KEYS_SAMPLE,
@@ -291,31 +293,93 @@ def _arrow_array(kind: str, n: int, column: tuple[Any, ...]) -> Any:
     )
 
 
+@dataclass(frozen=True)
+class ChunkEvents:
+    """The events of a chunk's lines, by the line's position among the chunk's columns.
+
+    ``table`` holds the compiled reader's (a ``_line`` column, then the events columns but the
+    item keys); ``lists`` the line reader's, one list of event rows (or None) per position.
+    """
+
+    table: Any = None
+    lists: list[Any] | None = None
+
+
+def _bitmap(flags: np.ndarray) -> tuple[Any, int]:
+    """Return an Arrow validity bitmap of one byte per row (None when all set) and its nulls."""
+    import pyarrow as pa
+
+    nulls = int(len(flags) - np.count_nonzero(flags))
+    if not nulls:
+        return None, 0
+    return pa.py_buffer(np.packbits(flags.astype(bool), bitorder="little")), nulls
+
+
+def _events_table(ev: Mapping[str, Any]) -> Any:
+    """Return the compiled reader's events as an Arrow table: ``_line``, then the events columns."""
+    import pyarrow as pa
+
+    n = len(ev["_line"])
+
+    def text(column: tuple[np.ndarray, np.ndarray, np.ndarray], typ: Any) -> Any:
+        valid, offsets, data = column
+        bitmap, nulls = _bitmap(valid)
+        buffers = [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)]
+        arr = pa.Array.from_buffers(pa.large_string(), n, buffers, nulls)
+        return arr if typ == pa.large_string() else arr.cast(typ)
+
+    def values(column: tuple[np.ndarray, np.ndarray], typ: Any) -> Any:
+        data, valid = column
+        bitmap, nulls = _bitmap(valid)
+        body = (pa.py_buffer(np.packbits(data.astype(bool), bitorder="little"))
+                if typ == pa.bool_() else pa.py_buffer(data))  # fmt: skip
+        return pa.Array.from_buffers(typ, n, [bitmap, body], nulls)
+
+    fields = [f for f in schema_of("events") if f.name not in ("run_id", "patient_id", "item_id")]
+    arrays = [pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(ev["_line"])])]
+    for fld in fields:
+        if fld.name == "step":
+            arrays.append(values(ev["step"], pa.int64()).cast(pa.int32()))
+        elif fld.name == "ok":
+            arrays.append(values(ev["ok"], pa.bool_()))
+        elif fld.name == "latency_s":
+            arrays.append(values(ev["latency_s"], pa.float64()))
+        else:
+            arrays.append(text(ev[fld.name], fld.type))
+    return pa.Table.from_arrays(arrays, names=["_line", *(f.name for f in fields)])
+
+
 def _read_bulk(
     lines: Lines, keys: Mapping[str, str]
-) -> tuple[dict[str, Any], list[str], np.ndarray] | None:
+) -> tuple[dict[str, Any], list[str], np.ndarray, ChunkEvents | None] | None:
     """Read a chunk of object lines in bulk; None sends the whole chunk to the line reader.
 
     Returns the columns (Arrow arrays of the fields whose kind the compiled reader converts),
     the keys of the chunk's first records (:func:`._jsonl_fields._keys_seen`; incomplete when
-    lines were given up) and the lines the compiled reader gave up (ascending; their rows are
-    nulls): :func:`_patch_given_up` has the line reader read those.
+    lines were given up), the lines the compiled reader gave up (ascending; their rows are
+    nulls, and they have no events): :func:`_patch_given_up` has the line reader read those;
+    and the events of the others (None: none).
     """
     from ... import _core
 
     fields = list(keys.items())
-    spec = [(key.split("."), _CORE_KIND.get(_kind_of(f), "nested")) for f, key in fields]
-    ok, _reason, _line, columns, seen, given_up = _core.traj.read_columns(
-        lines.raw, lines.starts, lines.ends, spec, MAX_JSON_DEPTH, _KEYS_SAMPLE, per_line=True
-    )
+    spec = [
+        (key.split("."), "events" if f == "events" else _CORE_KIND.get(_kind_of(f), "nested"))
+        for f, key in fields
+    ]
+    ok, _reason, _line, columns, seen, given_up, events = _core.traj.read_columns(
+        lines.raw, lines.starts, lines.ends, spec, MAX_JSON_DEPTH, _KEYS_SAMPLE, per_line=True,
+        event_kinds=list(EVENT_KINDS),
+    )  # fmt: skip
     if not ok:
         return None  # keys the compiled reader cannot read together (a key and its parent)
     out = {
         f: _arrow_array(_kind_of(f), len(lines), column)
         for (f, _), (_, kind), column in zip(fields, spec, columns, strict=True)
-        if kind != "nested"
+        if kind not in ("nested", "events")
     }
-    return out, seen, given_up
+    chunk_events = None if events is None else ChunkEvents(table=_events_table(events))
+    return out, seen, given_up, chunk_events
 
 
 def _patch_given_up(
@@ -327,15 +391,16 @@ def _patch_given_up(
     columns: Mapping[str, Any],
     seen_bulk: list[str],
     given_up: np.ndarray,
-) -> tuple[dict[str, Any], np.ndarray, Lines, list[Any], list[str]]:
+    events_bulk: ChunkEvents | None,
+) -> tuple[dict[str, Any], np.ndarray, Lines, ChunkEvents | None, list[str]]:
     """Read the lines the compiled reader gave up with the line reader, into its columns.
 
     The line reader names every bad line among them (in line order, as it would reading the
     whole chunk) and reads the rest (nested values, events, what the compiled reader leaves to
     it); their rows take the places of the null rows. Returns the columns (polars Series, and
     lists of the JSON values only the line reader reads), the line numbers, lines and events of
-    the rows kept, and the keys of the chunk's first records (``seen_bulk``, the compiled
-    reader's, when it read all of them).
+    the rows kept (:class:`ChunkEvents`), and the keys of the chunk's first records
+    (``seen_bulk``, the compiled reader's, when it read all of them).
     """
     import polars as pl
 
@@ -365,7 +430,17 @@ def _patch_given_up(
             every = [None] * n + values
             merged[f] = [every[i] for i in rows]
     every_events = [None] * n + events_read
-    events = [every_events[i] for i in rows]
+    lists = [every_events[i] for i in rows]
+    table = None
+    if events_bulk is not None:  # the compiled reader's events, at their lines' new places
+        import pyarrow as pa
+
+        table = events_bulk.table
+        at = np.searchsorted(keep, table.column("_line").to_numpy())
+        table = table.set_column(0, "_line", pa.array(at.astype(np.int64)))
+    events = ChunkEvents(table=table, lists=lists if any(lists) else None)
+    if events.table is None and events.lists is None:
+        events = None
     # the keys of the first records: the compiled reader's, when it read every one of them
     seen = seen_bulk if int(given_up[0]) >= _KEYS_SAMPLE else _sample_keys(lines)
     return merged, numbers[keep], lines.take(keep), events, seen

@@ -13,14 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..._json import json_text
 from ...harness.parsing import answer_letter, parse_answers, parse_options
 from ..fields import REQUIRED_FIELDS, extra_fields
 from ..schema import schema_of
-from ._common import ImportOptions, Parsed, line_digests
+from ._common import ImportOptions, Parsed, _rows_table, line_digests
 from ._jsonl_fields import _ALL_EXTRA, _kind_of
 from ._jsonl_identity import _NO_IDENTITY, _content_item_ids, _identities
-from ._jsonl_read import Lines
+from ._jsonl_read import ChunkEvents, Lines
 
 
 @dataclass
@@ -35,6 +37,7 @@ class _State:
     benchmarks: set[str] = field(default_factory=set)
     items: list[Any] = field(default_factory=list)
     keys: list[Any] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)  # Arrow tables, with _row
     # run_id, _h, n: records given a content id so far per identity hash (the next: n)
     occurrences: Any = None
     n_shared: int = 0  # records whose identifying text another record of their run shares
@@ -63,6 +66,8 @@ def _finish(
     if state.items:  # else every row went out in earlier pieces (jsonl.parse_stream)
         out.items_table = pa.concat_tables(state.items)
         out.keys_frame = pl.concat(state.keys)
+    if state.events:
+        out.events_table = pa.concat_tables(state.events)
     m = state.m
     seen = ", ".join(state.keys_seen[:40]) + (", ..." if len(state.keys_seen) > 40 else "")
     wanted = [f for f in opts.field_map if f in keys and f not in ("events", "config")]
@@ -116,7 +121,7 @@ def _build(
     columns: Mapping[str, Any],
     linenos: Sequence[int],
     texts: Sequence[bytes],
-    events: list[Any] | None,
+    events: ChunkEvents | None,
 ) -> None:
     """Turn the typed columns of one chunk's good lines into rows (in bulk), into ``state``."""
     import polars as pl
@@ -339,19 +344,57 @@ def _build(
     )
     state.items.append(_arrow(items, "items"))
     state.keys.append(df.select("run_id", "patient_id", "item_id", "digest", "source", "question"))
-    if events is not None and any(events):
-        rows = df.select("run_id", "patient_id", "item_id").rows()
-        for row, (i, key) in enumerate(zip(keep, rows, strict=True)):
-            for e in events[i] or ():
-                out.events.append(
-                    {
-                        "run_id": key[0],
-                        "patient_id": key[1],
-                        "item_id": key[2],
-                        **e,
-                        "_row": row0 + row,
-                    }
-                )
+    if events is not None:
+        table = _event_rows(df, keep, len(linenos), row0, events)
+        if table is not None:
+            state.events.append(table)
+
+
+def _event_rows(df: Any, keep: Sequence[int], n: int, row0: int, events: ChunkEvents) -> Any:
+    """Return the events of the kept rows as a conforming table with an int32 ``_row`` column.
+
+    Each event gets its item's run, patient and item id and ``_row``, its item's row among the
+    items given so far; events are in row order, each row's in list order. The compiled
+    reader's events are columns already; the line reader's rows become columns here.
+    """
+    import pyarrow as pa
+
+    schema = schema_of("events")
+    with_row = schema.append(pa.field("_row", pa.int32()))
+    kept = np.arange(n, dtype=np.int64) if isinstance(keep, range) else np.asarray(keep, np.int64)
+    row_of = np.full(n, -1, dtype=np.int64)  # each position's row among the kept rows
+    row_of[kept] = np.arange(len(kept), dtype=np.int64)
+    keys = df.select("run_id", "patient_id", "item_id").to_arrow()
+    tables = []
+    if events.table is not None and events.table.num_rows:
+        t = events.table
+        rows = row_of[t.column("_line").to_numpy()]
+        if (rows < 0).any():  # events of rows dropped since (no model, no identity)
+            t = t.filter(pa.array(rows >= 0))
+            rows = rows[rows >= 0]
+        ids = keys.take(pa.array(rows))
+        arrays = [ids.column(f.name).cast(f.type) if f.name in ids.column_names
+                  else t.column(f.name) for f in schema]  # fmt: skip
+        arrays.append(pa.array((row0 + rows).astype(np.int32)))
+        tables.append(pa.Table.from_arrays(arrays, schema=with_row))
+    if events.lists:
+        dicts = []
+        rows_of_dicts = []
+        key_rows = keys.to_pylist()
+        for row, i in enumerate(kept.tolist()):
+            for e in events.lists[i] or ():
+                dicts.append({**key_rows[row], **e})
+                rows_of_dicts.append(row0 + row)
+        if dicts:
+            t = _rows_table(dicts, "events")
+            tables.append(t.append_column("_row", pa.array(np.array(rows_of_dicts, np.int32))))
+    if not tables:
+        return None
+    if len(tables) == 1:
+        return tables[0]
+    both = pa.concat_tables(tables)
+    order = np.argsort(both.column("_row").to_numpy(), kind="stable")
+    return both.take(pa.array(order))
 
 
 def _positions(df: Any, state: _State) -> Any:

@@ -80,6 +80,7 @@ from ._jsonl_fields import known_fields as known_fields  # re-exported
 from ._jsonl_identity import CONTENT_ID_PREFIX as CONTENT_ID_PREFIX  # re-exported
 from ._jsonl_read import (
     Block,
+    ChunkEvents,
     _drop_long_lines,
     _numbered_lines,
     _patch_given_up,
@@ -236,16 +237,17 @@ def _parse_blocks(
             numbers = linenos_all[start : start + CHUNK_LINES]
             bulk = _read_bulk(lines, keys)
             if bulk is not None:
-                columns, seen, given_up = bulk
-                linenos, texts, events = numbers, lines, None
+                columns, seen, given_up, events = bulk
+                linenos, texts = numbers, lines
                 if len(given_up):
                     columns, linenos, texts, events, seen = _patch_given_up(
-                        path, numbers, lines, keys, out, columns, seen, given_up
+                        path, numbers, lines, keys, out, columns, seen, given_up, events
                     )
             else:
-                columns, linenos, texts, events, sample = _read_lines(
+                columns, linenos, texts, lists, sample = _read_lines(
                     path, numbers.tolist(), lines, keys, out
                 )
+                events = ChunkEvents(lists=lists) if any(lists) else None
                 seen = _keys_seen(sample)
             if not state.keys_seen:
                 state.keys_seen = seen
@@ -280,5 +282,7 @@ def _piece(out: Parsed, state: _State, path: Path) -> None:
     out.runs = list(state.runs.values())
     out.items_table = pa.concat_tables(state.items)
     out.keys_frame = pl.concat(state.keys)
+    if state.events:
+        out.events_table = pa.concat_tables(state.events)
     out.legacy_sources = (f"{path}:",)
-    state.items, state.keys = [], []
+    state.items, state.keys, state.events = [], [], []
