@@ -3,12 +3,12 @@
 //
 // read_columns parses each line as strict JSON (RFC 8259) with every check that
 // tumorboard._json.load_json adds to json.loads, and converts the values of the requested keys
-// as the importer's field checks (_jsonl_fields._check) do. It reads the common case only: a
-// chunk whose every line is a well-typed object. Anything else (a line that is not an object or
-// not JSON, a value load_json or a field check refuses, a duplicated requested key, a value of a
-// field read as nested JSON) makes it give up on the whole chunk (ok = false), which then goes to
-// the Python line reader: that reader decides what is refused and names each bad line, so the
-// two readers give the same rows by construction.
+// (and the events of an events field) as the importer's checks (_jsonl_fields._check and
+// _events) do. It reads the common case: well-typed object lines. A line it cannot vouch for
+// (not an object or not JSON, a value load_json or a check refuses, a repeated requested key,
+// a value of a field read as nested JSON) is given up: the Python line reader reads it, decides
+// what is refused and names each bad line, so the two readers give the same rows by
+// construction.
 #pragma once
 
 #include <cstddef>

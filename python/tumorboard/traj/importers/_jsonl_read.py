@@ -2,13 +2,14 @@
 
 Lines are split on newlines only and over-long ones rejected before any parsing; a block's lines
 are :class:`Lines`, spans of its bytes (no object per line). The bulk reader reads a chunk of
-well-typed object lines in one compiled pass (``_core.traj.read_columns``,
-csrc/traj/jsonl_columns.cpp): strict JSON with every check of
-:func:`tumorboard._json.load_json`, the record keys' values checked and converted as the field
-checks do, straight into Arrow columns. Anything it cannot vouch for (events or other nested
-values, what ``load_json`` or a field check would refuse, a repeated key) returns None and
-goes to the line reader, which reads each line with ``load_json`` and names every bad one. Both
-give the same columns, which :mod:`._jsonl_rows` turns into rows.
+object lines in one compiled pass (``_core.traj.read_columns``, csrc/traj/jsonl_columns.cpp):
+strict JSON with every check of :func:`tumorboard._json.load_json`, the record keys' values and
+the events checked and converted as the field checks and ``_jsonl_fields._events`` do, straight
+into Arrow columns. A line it cannot vouch for (what ``load_json`` or a check would refuse, a
+nested value such as a ``config``, a repeated key) gets a null row and goes alone to the line
+reader, which reads it with ``load_json`` and names it if it is bad; its row then takes the
+null row's place (:func:`_patch_given_up`). Both give the same columns, which
+:mod:`._jsonl_rows` turns into rows.
 """
 
 from __future__ import annotations

@@ -52,11 +52,12 @@ When the records leave a field the benchmark needs empty (the response, a grade,
 field) or a ``--map`` key never matches, the import warns with the count of such lines and the
 keys the records do have.
 
-Two readers give the same rows: well-typed object lines (without ``events`` or ``config``) are
-read in bulk by the compiled core, in one pass over the bytes on every core (strict JSON with
-all of ``load_json``'s checks); every line it cannot vouch for is read by the line reader,
-:func:`tumorboard._json.load_json` and the field checks, which names each bad line, and its
-row takes its place. Either way, the rows are built in bulk (polars) from the columns.
+Two readers give the same rows: well-typed object lines (events included; without ``config``
+or ``--item-key`` values) are read in bulk by the compiled core, in one pass over the bytes on
+every core (strict JSON with all of ``load_json``'s checks, the fields' and events' checks);
+every line it cannot vouch for is read by the line reader, :func:`tumorboard._json.load_json`
+and the field checks, which names each bad line, and its row takes its place. Either way, the
+rows are built in bulk (polars) from the columns.
 
 The work is split by job: :mod:`._jsonl_fields` (the fields, their aliases, ``--map`` and the
 checks of record values), :mod:`._jsonl_read` (the lines and the bulk and line readers),
