@@ -383,6 +383,24 @@ def _read_bulk(
     return out, seen, given_up, chunk_events
 
 
+def _series(name: str, values: Any, kind: str) -> Any:
+    """Return a polars Series of a column read by either reader."""
+    import polars as pl
+
+    dtype = {
+        "id": pl.String, "str": pl.String, "gold": pl.String, "bool": pl.Boolean,
+        "int": pl.Int64, "int32": pl.Int64, "number": pl.Float64, "flag": pl.Float64,
+        "str_list": pl.List(pl.String), "int_list": pl.List(pl.Int64),
+        "number_list": pl.List(pl.Float64), "bool_list": pl.List(pl.Boolean),
+    }.get(kind)  # fmt: skip
+    if dtype is None:  # json values (config) and complex benchmark fields: Python objects
+        return values
+    if isinstance(values, list):
+        return pl.Series(name, values, dtype=dtype, strict=False)
+    s = values.rename(name) if isinstance(values, pl.Series) else pl.Series(name, values)
+    return s if s.dtype == dtype else s.cast(dtype)
+
+
 def _patch_given_up(
     path: Path,
     numbers: np.ndarray,
@@ -404,8 +422,6 @@ def _patch_given_up(
     (``seen_bulk``, the compiled reader's, when it read all of them).
     """
     import polars as pl
-
-    from ._jsonl_rows import _series
 
     n = len(lines)
     cols, read, _, events_read, _ = _read_lines(

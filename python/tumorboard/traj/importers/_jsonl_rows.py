@@ -22,7 +22,7 @@ from ..schema import schema_of
 from ._common import ImportOptions, Parsed, _rows_table, line_digests
 from ._jsonl_fields import _ALL_EXTRA, _kind_of
 from ._jsonl_identity import _NO_IDENTITY, _content_item_ids, _identities
-from ._jsonl_read import ChunkEvents, Lines
+from ._jsonl_read import ChunkEvents, Lines, _series
 
 
 @dataclass
@@ -92,24 +92,6 @@ def _finish(
 
 
 # ----------------------------------------------------------------------------- rows
-
-
-def _series(name: str, values: Any, kind: str) -> Any:
-    """Return a polars Series of a column read by either reader."""
-    import polars as pl
-
-    dtype = {
-        "id": pl.String, "str": pl.String, "gold": pl.String, "bool": pl.Boolean,
-        "int": pl.Int64, "int32": pl.Int64, "number": pl.Float64, "flag": pl.Float64,
-        "str_list": pl.List(pl.String), "int_list": pl.List(pl.Int64),
-        "number_list": pl.List(pl.Float64), "bool_list": pl.List(pl.Boolean),
-    }.get(kind)  # fmt: skip
-    if dtype is None:  # json values (config) and complex benchmark fields: Python objects
-        return values
-    if isinstance(values, list):
-        return pl.Series(name, values, dtype=dtype, strict=False)
-    s = values.rename(name) if isinstance(values, pl.Series) else pl.Series(name, values)
-    return s if s.dtype == dtype else s.cast(dtype)
 
 
 def _build(
