@@ -12,7 +12,7 @@ files not form tables, only those files are skipped (:func:`_write_isolated`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -380,8 +380,16 @@ def _write(
         for e in live
         if (e.parsed.events or e.parsed.events_table is not None) and e.parsed.unit is None
     ]
-    kept_pairs = set(kept.filter(pl.col("_file").is_in(with_events)).select("_file", "_row").rows())
-    events_out, n_events_per = _events_of(live, kept_pairs)
+    pairs = kept.filter(pl.col("_file").is_in(with_events)).select("_file", "_row")
+    files, item_rows = (pairs.get_column(c).to_numpy() for c in ("_file", "_row"))
+    order = np.lexsort((item_rows, files))  # by file, then row
+    files, item_rows = files[order], item_rows[order]
+    bounds = (
+        np.searchsorted(files, with_events, side="left"),
+        np.searchsorted(files, with_events, side="right"),
+    )
+    kept_rows = {f: item_rows[a:b] for f, a, b in zip(with_events, *bounds, strict=True)}
+    events_out, n_events_per = _events_of(live, kept_rows)
     for e in live:
         e.n_events = n_events_per.get(e.index, 0)
     runs_out, hide_runs = _runs_of(st, live, kept)
@@ -619,11 +627,16 @@ def _newest_source(sources: Sequence[str | None]) -> tuple[float, str] | None:
     return best
 
 
+#: The kept rows of a file none of whose items is kept.
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
 def _events_of(
-    live: Sequence[_Entry], kept_pairs: set[tuple[int, int]]
+    live: Sequence[_Entry], kept_rows: Mapping[int, np.ndarray]
 ) -> tuple[pa.Table, dict[int, int]]:
     """Return the events of the kept items and the count per file.
 
+    ``kept_rows`` holds, per file with events, the rows of its items that are kept (ascending).
     A unit's file (MTBBench) is kept or dropped whole, so all its events go with it.
     """
     import pyarrow.compute as pc
@@ -634,10 +647,10 @@ def _events_of(
     for e in live:
         p = e.parsed
         if p.events_table is not None:
-            kept_rows = np.array(sorted(r for f, r in kept_pairs if f == e.index), np.int32)
+            item_rows = np.ascontiguousarray(kept_rows.get(e.index, _NO_ROWS), dtype=np.int32)
             # from the buffer: pa.array() would import pandas (half a second) for its checks
             mine = pa.Array.from_buffers(
-                pa.int32(), len(kept_rows), [None, pa.py_buffer(kept_rows)]
+                pa.int32(), len(item_rows), [None, pa.py_buffer(item_rows)]
             )
             t = p.events_table.filter(pc.is_in(p.events_table.column("_row"), value_set=mine))
             tables.append(t.drop_columns(["_row"]))
@@ -646,7 +659,8 @@ def _events_of(
         if p.unit is not None:
             kept = p.events
         else:
-            kept = [ev for ev in p.events if (e.index, ev["_row"]) in kept_pairs]
+            mine_set = set(kept_rows.get(e.index, _NO_ROWS).tolist())
+            kept = [ev for ev in p.events if ev["_row"] in mine_set]
         rows += kept
         counts[e.index] = len(kept)
     if tables:
