@@ -841,19 +841,14 @@ def _jsonl_lines(n: int, seed: int, *, short: bool = False) -> list[str]:
     ]
 
 
-def _import_jsonl(ctx: _Ctx, n: int, *, short: bool = False) -> list[Result]:
+def _import_and_loads(ctx: _Ctx, path: Path, tag: str) -> tuple[float, Any, float]:
+    """Time ``import_logs("jsonl", path)`` into new stores and ``json.loads`` of its lines."""
     from tumorboard.traj import Store, import_logs
 
-    path = ctx.tmp / "log.jsonl"
-    lines = _jsonl_lines(n, SEED, short=short)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    size = path.stat().st_size / n
-    name = f"import {_count(n)} JSON lines of {size:.0f} B (graded on import)"
-    ctx.log(name)
     runs = iter(range(10**6))
 
     def ours() -> Any:
-        store = Store(_fresh(ctx, f"jsonl-store-{next(runs)}"), fsync=False)
+        store = Store(_fresh(ctx, f"{tag}-store-{next(runs)}"), fsync=False)
         return import_logs("jsonl", path, store, benchmark="mtbbench", field_map={"item_id": "id"})
 
     tb_s, rep = ctx.time("tumorboard (import_logs jsonl)", ours, max_time=10.0)
@@ -861,6 +856,17 @@ def _import_jsonl(ctx: _Ctx, n: int, *, short: bool = False) -> list[Result]:
     js_s, _ = ctx.time(
         "json.loads lines", lambda: [loads(x) for x in path.read_text().splitlines()], **_slow(ctx)
     )
+    return tb_s, rep, js_s
+
+
+def _import_jsonl(ctx: _Ctx, n: int, *, short: bool = False) -> list[Result]:
+    path = ctx.tmp / "log.jsonl"
+    lines = _jsonl_lines(n, SEED, short=short)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    size = path.stat().st_size / n
+    name = f"import {_count(n)} JSON lines of {size:.0f} B (graded on import)"
+    ctx.log(name)
+    tb_s, rep, js_s = _import_and_loads(ctx, path, "jsonl")
     rate = n / tb_s
     ctx.log(f"  {rate:,.0f} lines/s")
     ok = rep.n_items == n and not rep.warnings
@@ -894,25 +900,13 @@ def _events_lines(n: int, seed: int) -> list[str]:
 
 def _import_events(ctx: _Ctx, n: int) -> list[Result]:
     """Import JSON lines that carry events against ``json.loads`` of the same lines alone."""
-    from tumorboard.traj import Store, import_logs
-
     path = ctx.tmp / "events.jsonl"
     lines = _events_lines(n, SEED + 4)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     size = path.stat().st_size / n
     name = f"import {_count(n)} JSON lines of {size:.0f} B with 0-5 events each"
     ctx.log(name)
-    runs = iter(range(10**6))
-
-    def ours() -> Any:
-        store = Store(_fresh(ctx, f"events-store-{next(runs)}"), fsync=False)
-        return import_logs("jsonl", path, store, benchmark="mtbbench", field_map={"item_id": "id"})
-
-    tb_s, rep = ctx.time("tumorboard (import_logs jsonl)", ours, max_time=10.0)
-    loads = json.loads
-    js_s, _ = ctx.time(
-        "json.loads lines", lambda: [loads(x) for x in path.read_text().splitlines()], **_slow(ctx)
-    )
+    tb_s, rep, js_s = _import_and_loads(ctx, path, "events")
     ok = rep.n_items == n and not rep.rejected
     ctx.log(f"  {n / tb_s:,.0f} lines/s, {rep.n_events:,} events")
     ctx.workloads[name] = {"n": n, "events": rep.n_events, "lines_per_s": n / tb_s}

@@ -21,60 +21,45 @@ bool JsonCursor::canonical(std::string& out, int depth) {
   if (p_ >= e_) return fail("not JSON (a value is missing)");
   const std::uint8_t c = *p_;
   if (c == '{' || c == '[') {
-    if (depth + 1 > max_depth_) return fail("JSON nested too deep");
     const bool object = c == '{';
-    const std::uint8_t close = object ? '}' : ']';
-    ++p_;
-    space();
-    std::vector<std::pair<std::string, std::string>> members;  // (key, text); arrays: no key
-    if (p_ < e_ && *p_ == close) {
-      ++p_;
-    } else {
-      for (;;) {
-        space();
-        std::string key;
-        if (object) {
-          if (p_ >= e_ || *p_ != '"') return fail("not JSON (expected a key)");
-          if (!string(&key)) return false;
-          space();
-          if (p_ >= e_ || *p_ != ':') return fail("not JSON (expected ':')");
-          ++p_;
-          space();
-        }
-        std::string text;
-        if (!canonical(text, depth + 1)) return false;
-        auto same = object ? std::find_if(members.begin(), members.end(),
-                                          [&](const auto& m) { return m.first == key; })
-                           : members.end();
-        if (same != members.end()) {
-          same->second = std::move(text);  // a dict keeps a repeated key's last value
-        } else {
-          members.emplace_back(std::move(key), std::move(text));
-        }
-        space();
-        if (p_ >= e_) return fail("not JSON (an unterminated container)");
-        if (*p_ == close) {
-          ++p_;
-          break;
-        }
-        if (*p_ != ',') return fail("not JSON (expected ',')");
-        ++p_;
-      }
-    }
+    std::vector<std::pair<std::string, std::string>> items;  // (key, text); arrays: no key
+    const bool read =
+        object ? members(depth + 1,
+                         [&](std::string_view key) {
+                           std::string name(key);  // (the view ends with the next key read)
+                           std::string text;
+                           if (!canonical(text, depth + 1)) return false;
+                           const auto same =
+                               std::find_if(items.begin(), items.end(),
+                                            [&](const auto& m) { return m.first == name; });
+                           if (same != items.end()) {
+                             same->second = std::move(text);  // a dict keeps a key's last value
+                           } else {
+                             items.emplace_back(std::move(name), std::move(text));
+                           }
+                           return true;
+                         })
+               : elements(depth + 1, [&] {
+                   std::string text;
+                   if (!canonical(text, depth + 1)) return false;
+                   items.emplace_back(std::string(), std::move(text));
+                   return true;
+                 });
+    if (!read) return false;
     if (object) {
-      std::sort(members.begin(), members.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::sort(items.begin(), items.end(),
+                [](const auto& x, const auto& y) { return x.first < y.first; });
     }
     out.push_back(static_cast<char>(c));
-    for (std::size_t k = 0; k < members.size(); ++k) {
+    for (std::size_t k = 0; k < items.size(); ++k) {
       if (k > 0) out += ", ";
       if (object) {
-        append_json_string(members[k].first, out);
+        append_json_string(items[k].first, out);
         out += ": ";
       }
-      out += members[k].second;
+      out += items[k].second;
     }
-    out.push_back(static_cast<char>(close));
+    out.push_back(object ? '}' : ']');
     return true;
   }
   switch (c) {

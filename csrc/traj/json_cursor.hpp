@@ -58,6 +58,13 @@ class JsonCursor {
   bool key_text(std::string_view& key);
   bool number(Number& n);
   bool value(int depth);
+  // Reads the object at p_ (its '{'), at nesting level depth: for each member, the key (a view
+  // valid until the next key is read) with p_ at its value, which on_member(key) reads.
+  template <class OnMember>
+  bool members(int depth, OnMember&& on_member);
+  // Reads the array at p_ (its '['), at nesting level depth: on_element() reads each element.
+  template <class OnElement>
+  bool elements(int depth, OnElement&& on_element);
   // An object at p_, read for its validity only.
   bool object_any(int depth);
   bool array(int depth);
@@ -306,7 +313,8 @@ inline bool JsonCursor::value(int depth) {
   }
 }
 
-inline bool JsonCursor::object_any(int depth) {
+template <class OnMember>
+bool JsonCursor::members(int depth, OnMember&& on_member) {
   if (depth > max_depth_) return fail("JSON nested too deep");
   ++p_;
   space();
@@ -323,7 +331,8 @@ inline bool JsonCursor::object_any(int depth) {
     if (p_ >= e_ || *p_ != ':') return fail("not JSON (expected ':')");
     ++p_;
     space();
-    if (!value(depth)) return false;
+    if (p_ >= e_) return fail("not JSON (a value is missing)");
+    if (!on_member(key)) return false;
     space();
     if (p_ >= e_) return fail("not JSON (an unterminated object)");
     if (*p_ == '}') {
@@ -335,7 +344,8 @@ inline bool JsonCursor::object_any(int depth) {
   }
 }
 
-inline bool JsonCursor::array(int depth) {
+template <class OnElement>
+bool JsonCursor::elements(int depth, OnElement&& on_element) {
   if (depth > max_depth_) return fail("JSON nested too deep");
   ++p_;
   space();
@@ -345,7 +355,7 @@ inline bool JsonCursor::array(int depth) {
   }
   for (;;) {
     space();
-    if (!value(depth)) return false;
+    if (!on_element()) return false;
     space();
     if (p_ >= e_) return fail("not JSON (an unterminated array)");
     if (*p_ == ']') {
@@ -355,6 +365,14 @@ inline bool JsonCursor::array(int depth) {
     if (*p_ != ',') return fail("not JSON (expected ',' or ']')");
     ++p_;
   }
+}
+
+inline bool JsonCursor::object_any(int depth) {
+  return members(depth, [&](std::string_view /*key*/) { return value(depth); });
+}
+
+inline bool JsonCursor::array(int depth) {
+  return elements(depth, [&] { return value(depth); });
 }
 
 }  // namespace tb::traj

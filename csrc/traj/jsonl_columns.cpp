@@ -149,24 +149,9 @@ void LineReader::rollback() {
 
 // An object at p_; node: the key-tree node its keys are looked up in (-1: none); keys: where
 // the key names go, after prefix and a dot when prefix is given (nullptr: not collected).
-bool LineReader::object(int node, int depth, std::vector<std::string>* keys, const std::string* prefix) {
-  if (depth > max_depth_) return fail("JSON nested too deep");
-  ++p_;
-  space();
-  if (p_ < e_ && *p_ == '}') {
-    ++p_;
-    return true;
-  }
-  for (;;) {
-    space();
-    if (p_ >= e_ || *p_ != '"') return fail("not JSON (expected a key)");
-    std::string_view key;
-    if (!key_text(key)) return false;
-    space();
-    if (p_ >= e_ || *p_ != ':') return fail("not JSON (expected ':')");
-    ++p_;
-    space();
-    if (p_ >= e_) return fail("not JSON (a value is missing)");
+bool LineReader::object(int node, int depth, std::vector<std::string>* keys,
+                        const std::string* prefix) {
+  return members(depth, [&](std::string_view key) {
     std::string name;  // the key, kept past nested parses where it is needed
     if (keys != nullptr) {
       name = key;
@@ -189,30 +174,18 @@ bool LineReader::object(int node, int depth, std::vector<std::string>* keys, con
         if (fields_[static_cast<std::size_t>(field)].kind == FieldKind::kNested) {
           return fail("a field read as nested JSON");
         }
-        if (!read_field(static_cast<std::size_t>(field), depth)) return false;
         // (a field's object value has its sub-keys sampled by the line reader only: nested
-        // kinds give up above, and no scalar kind accepts an object)
-      } else if (*p_ == '{') {
-        if (!object(child, depth + 1, sub_keys ? keys : nullptr, sub_keys ? &name : nullptr)) {
-          return false;
-        }
-      } else if (!value(depth)) {
-        return false;
+        // kinds give up here, and no scalar kind accepts an object)
+        return read_field(static_cast<std::size_t>(field), depth);
       }
-    } else if (sub_keys) {
-      if (!object(-1, depth + 1, keys, &name)) return false;
-    } else if (!value(depth)) {
-      return false;
+      if (*p_ == '{') {
+        return object(child, depth + 1, sub_keys ? keys : nullptr, sub_keys ? &name : nullptr);
+      }
+      return value(depth);
     }
-    space();
-    if (p_ >= e_) return fail("not JSON (an unterminated object)");
-    if (*p_ == '}') {
-      ++p_;
-      return true;
-    }
-    if (*p_ != ',') return fail("not JSON (expected ',' or '}')");
-    ++p_;
-  }
+    if (sub_keys) return object(-1, depth + 1, keys, &name);
+    return value(depth);
+  });
 }
 
 void LineReader::null_row(std::size_t f) {
@@ -364,25 +337,7 @@ bool LineReader::read_field(std::size_t f, int depth) {
     case FieldKind::kNumberList:
     case FieldKind::kBoolList: {
       if (c != '[') return fail("a value of the wrong type");
-      if (depth + 1 > max_depth_) return fail("JSON nested too deep");
-      ++p_;
-      space();
-      if (p_ < e_ && *p_ == ']') {
-        ++p_;
-      } else {
-        for (;;) {
-          space();
-          if (!element(kind, b)) return false;
-          space();
-          if (p_ >= e_) return fail("not JSON (an unterminated array)");
-          if (*p_ == ']') {
-            ++p_;
-            break;
-          }
-          if (*p_ != ',') return fail("not JSON (expected ',' or ']')");
-          ++p_;
-        }
-      }
+      if (!elements(depth + 1, [&] { return element(kind, b); })) return false;
       const std::size_t count = kind == FieldKind::kStrList    ? b.ends.size()
                                 : kind == FieldKind::kIntList  ? b.ints.size()
                                 : kind == FieldKind::kBoolList ? b.bools.size()

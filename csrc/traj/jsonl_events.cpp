@@ -55,26 +55,11 @@ void EventData::append(EventData&& other) {
 // The events list at p_ (null: none), into events_.
 bool LineReader::read_events(int depth) {
   if (*p_ != '[') return fail("events: not a list");
-  if (depth + 1 > max_depth_) return fail("JSON nested too deep");
-  ++p_;
-  space();
-  if (p_ < e_ && *p_ == ']') {
-    ++p_;
-    return true;
-  }
-  for (std::int64_t index = 0;; ++index) {
-    space();
+  std::int64_t index = 0;
+  return elements(depth + 1, [&] {
     if (p_ >= e_ || *p_ != '{') return fail("events: an event that is not an object");
-    if (!event(index, depth + 1)) return false;
-    space();
-    if (p_ >= e_) return fail("not JSON (an unterminated array)");
-    if (*p_ == ']') {
-      ++p_;
-      return true;
-    }
-    if (*p_ != ',') return fail("not JSON (expected ',' or ']')");
-    ++p_;
-  }
+    return event(index++, depth + 1);
+  });
 }
 
 // A string value or null at p_, into text (false: another value).
@@ -93,31 +78,16 @@ bool LineReader::text_or_null(TextData& text) {
 
 // One event object at p_ (the index-th of its list).
 bool LineReader::event(std::int64_t index, int depth) {
-  if (depth > max_depth_) return fail("JSON nested too deep");
   enum Key { kStep, kRole, kKind, kTool, kInput, kOutput, kOk, kError, kLatency, kKeys };
   static constexpr std::string_view kNames[kKeys] = {
       "step", "role", "kind", "tool", "input", "output", "ok", "error", "latency_s"};
   bool seen[kKeys] = {};
-  const std::size_t row = events_.size();
   EventData& ev = events_;
-  ++p_;
-  space();
-  bool done = p_ < e_ && *p_ == '}';
-  if (done) ++p_;
-  while (!done) {
-    space();
-    if (p_ >= e_ || *p_ != '"') return fail("not JSON (expected a key)");
-    std::string_view key;
-    if (!key_text(key)) return false;
+  const bool read = members(depth, [&](std::string_view key) {
     int which = kKeys;
     for (int k = 0; k < kKeys; ++k) {
       if (key == kNames[k]) which = k;
     }
-    space();
-    if (p_ >= e_ || *p_ != ':') return fail("not JSON (expected ':')");
-    ++p_;
-    space();
-    if (p_ >= e_) return fail("not JSON (a value is missing)");
     if (which != kKeys) {
       if (seen[which]) return fail("a repeated key");
       seen[which] = true;
@@ -221,17 +191,9 @@ bool LineReader::event(std::int64_t index, int depth) {
       default:
         if (!value(depth)) return false;
     }
-    space();
-    if (p_ >= e_) return fail("not JSON (an unterminated object)");
-    if (*p_ == '}') {
-      ++p_;
-      done = true;
-    } else if (*p_ != ',') {
-      return fail("not JSON (expected ',' or '}')");
-    } else {
-      ++p_;
-    }
-  }
+    return true;
+  });
+  if (!read) return false;
   if (!seen[kKind]) return fail("events: an event without a kind");
   if (!seen[kStep]) {
     ev.step.push_back(index);
@@ -251,7 +213,6 @@ bool LineReader::event(std::int64_t index, int depth) {
     ev.latency_valid.push_back(0);
   }
   ev.line.push_back(index_);
-  (void)row;
   return true;
 }
 
