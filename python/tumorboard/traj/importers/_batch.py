@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -57,6 +58,38 @@ def _file_hash(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class _BackgroundHash:
+    """The SHA-256 of a file, computed on a thread while the file is parsed.
+
+    Reading and hashing release the GIL, so a streamed file's second read (for its content
+    hash) overlaps the parse instead of coming before it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._digest: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(path,), daemon=True)
+        self._thread.start()
+
+    def _run(self, path: Path) -> None:
+        try:
+            self._digest = _file_hash(path)
+        except BaseException as exc:  # noqa: BLE001 - raised again where the digest is needed
+            self._error = exc
+
+    def wait(self) -> None:
+        """Wait until the thread has finished."""
+        self._thread.join()
+
+    def result(self) -> str:
+        """Return the hex digest once it is computed (raises what reading the file raised)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._digest is not None
+        return self._digest
 
 
 #: Progress callback: ``progress(files_done, files_total, records, bytes_done)``.
@@ -341,7 +374,8 @@ class _Reader:
                 size = path.stat().st_size
                 stream = format in _STREAMING or (format == "jsonl" and size > _jsonl_block_bytes())
                 raw = b"" if stream else path.read_bytes()
-                content_hash = _file_hash(path) if stream else hashlib.sha256(raw).hexdigest()
+                hashing = _BackgroundHash(path) if stream else None
+                content_hash = "" if stream else hashlib.sha256(raw).hexdigest()
             except OSError as exc:
                 self._skip(path, f"unreadable: {exc.strerror or exc}")
                 continue
@@ -355,6 +389,8 @@ class _Reader:
             n_pieces = 0
             try:
                 for parsed, piece_size in self._parse(path, raw, size, content_hash, stream, tick):
+                    if hashing is not None and not content_hash:
+                        content_hash = hashing.result()
                     self.records += parsed.n_records
                     n_pieces += 1
                     yield _Entry(0, path, content_hash, parsed), piece_size
@@ -378,6 +414,9 @@ class _Reader:
                 # BaseException: a Rust panic inside polars/pyarrow (pyo3's PanicException) too
                 self._skip(path, f"cannot be read ({type(exc).__name__}: {exc})"[:300])
                 continue
+            finally:
+                if hashing is not None:
+                    hashing.wait()  # no reader of a file left behind, whatever happened
             self.done_bytes += size
             if self.progress is not None:
                 self.progress(k + 1, len(files), self.records, self.done_bytes)
