@@ -75,8 +75,27 @@ py::int_ crc32_bytes(const py::bytes& data) {
                                   view.size()));
 }
 
-// Lines given as a list of bytes, or as (data bytes, starts, ends): spans of one buffer.
-std::vector<std::string_view> line_views(const py::handle& lines, std::vector<py::object>& keep) {
+// Checks that [starts[i], ends[i]) are spans of a buffer of `size` bytes (two 1-D arrays of one
+// length); returns how many. Throws std::invalid_argument naming `name`.
+std::size_t check_spans(const Array<std::int64_t>& starts, const Array<std::int64_t>& ends,
+                        std::size_t size, const std::string& name) {
+  if (starts.ndim() != 1 || ends.ndim() != 1 || starts.size() != ends.size()) {
+    throw std::invalid_argument(name + ": expected starts and ends, two 1-D arrays of one length");
+  }
+  const std::int64_t* s = starts.data();
+  const std::int64_t* e = ends.data();
+  const auto n = static_cast<std::size_t>(starts.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (s[i] < 0 || s[i] > e[i] || e[i] > static_cast<std::int64_t>(size)) {
+      throw std::invalid_argument(name + ": line " + std::to_string(i) + " is not a span of data");
+    }
+  }
+  return n;
+}
+
+// Lines given as a list of bytes, or as (data bytes, starts, ends): spans of one buffer. The
+// views point into the caller's objects, alive for the call.
+std::vector<std::string_view> line_views(const py::handle& lines) {
   std::vector<std::string_view> views;
   if (py::isinstance<py::tuple>(lines)) {
     const auto t = py::reinterpret_borrow<py::tuple>(lines);
@@ -84,18 +103,10 @@ std::vector<std::string_view> line_views(const py::handle& lines, std::vector<py
     const std::string_view data = bytes_view(t[0], "lines[0]");
     const auto starts = t[1].cast<Array<std::int64_t>>();
     const auto ends = t[2].cast<Array<std::int64_t>>();
-    keep.push_back(t[0]);
-    if (starts.ndim() != 1 || ends.ndim() != 1 || starts.size() != ends.size()) {
-      throw std::invalid_argument("lines: starts and ends of one length expected");
-    }
-    const std::int64_t* s = starts.data();
-    const std::int64_t* e = ends.data();
-    views.resize(static_cast<std::size_t>(starts.size()));
+    views.resize(check_spans(starts, ends, data.size(), "lines"));
     for (std::size_t i = 0; i < views.size(); ++i) {
-      if (s[i] < 0 || s[i] > e[i] || e[i] > static_cast<std::int64_t>(data.size())) {
-        throw std::invalid_argument("lines: line " + std::to_string(i) + " is not a span");
-      }
-      views[i] = data.substr(static_cast<std::size_t>(s[i]), static_cast<std::size_t>(e[i] - s[i]));
+      const auto a = static_cast<std::size_t>(starts.data()[i]);
+      views[i] = data.substr(a, static_cast<std::size_t>(ends.data()[i]) - a);
     }
     return views;
   }
@@ -112,8 +123,7 @@ py::object line_digests(const py::bytes& fp, const py::handle& ids, Array<std::i
   if (!py::isinstance<py::tuple>(lines) && !py::isinstance<py::list>(lines)) {
     throw std::invalid_argument("lines: expected a list of bytes or (data, starts, ends)");
   }
-  std::vector<py::object> keep;
-  const std::vector<std::string_view> views = line_views(lines, keep);
+  const std::vector<std::string_view> views = line_views(lines);
   const std::size_t n = views.size();
   const StringColumn id_column = read_string_column(ids, "ids");
   if (id_column.size() != n || static_cast<std::size_t>(positions.size()) != n ||
@@ -173,18 +183,9 @@ py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<
                        int max_depth, std::size_t sample, bool per_line,
                        const std::vector<std::string>& event_kinds, int threads) {
   const std::string_view view = bytes_view(data, "data");
-  const auto n = static_cast<std::size_t>(starts.size());
-  if (starts.ndim() != 1 || ends.ndim() != 1 || static_cast<std::size_t>(ends.size()) != n) {
-    throw std::invalid_argument("starts, ends: expected two 1-D arrays of one length");
-  }
+  const std::size_t n = check_spans(starts, ends, view.size(), "starts, ends");
   const std::int64_t* s = starts.data();
   const std::int64_t* e = ends.data();
-  for (std::size_t i = 0; i < n; ++i) {
-    if (s[i] < 0 || s[i] > e[i] || e[i] > static_cast<std::int64_t>(view.size())) {
-      throw std::invalid_argument("starts, ends: line " + std::to_string(i) +
-                                  " is not a span of data");
-    }
-  }
   std::vector<tb::traj::FieldSpec> specs;
   specs.reserve(fields.size());
   for (const auto& [path, kind] : fields) {
@@ -201,16 +202,13 @@ py::tuple read_columns(const py::bytes& data, Array<std::int64_t> starts, Array<
   }
   py::list columns;
   for (auto& col : read.columns) {
-    using tb::traj::FieldKind;
-    const bool list = col.kind == FieldKind::kStrList || col.kind == FieldKind::kIntList ||
-                      col.kind == FieldKind::kNumberList || col.kind == FieldKind::kBoolList;
-    const bool strings = col.kind == FieldKind::kId || col.kind == FieldKind::kStr ||
-                         col.kind == FieldKind::kStrList;
-    const bool bools = col.kind == FieldKind::kBool || col.kind == FieldKind::kBoolList;
-    const bool ints = col.kind == FieldKind::kInt || col.kind == FieldKind::kInt32 ||
-                      col.kind == FieldKind::kIntList;
-    const bool numbers = col.kind == FieldKind::kNumber || col.kind == FieldKind::kFlag ||
-                         col.kind == FieldKind::kNumberList;
+    using tb::traj::ValueLayout;
+    const ValueLayout layout = tb::traj::value_layout(col.kind);
+    const bool list = tb::traj::is_list(col.kind);
+    const bool strings = layout == ValueLayout::kStrings;
+    const bool bools = layout == ValueLayout::kBools;
+    const bool ints = layout == ValueLayout::kInts;
+    const bool numbers = layout == ValueLayout::kNumbers;
     columns.append(py::make_tuple(
         col.null_count, owned_array(std::move(col.validity)),
         optional_array(std::move(col.list_offsets), list),

@@ -23,8 +23,8 @@ inline bool is_strip_blank(std::uint8_t c) {
   return c == ' ' || c == '\t' || c == '\r' || c == 0x0B || c == 0x0C;
 }
 
-void pack_bits(const std::vector<std::uint8_t>& flags, std::int64_t at,
-               std::vector<std::uint8_t>& bits) {
+// Sets bit at + k of bits (least significant bit first) for every flags[k] that is not 0.
+void pack_bits(const std::vector<std::uint8_t>& flags, std::int64_t at, std::uint8_t* bits) {
   for (std::size_t k = 0; k < flags.size(); ++k) {
     if (flags[k] != 0) {
       const auto i = static_cast<std::size_t>(at) + k;
@@ -44,7 +44,8 @@ void append_strings(const Builder& b, ColumnData& col) {
 ColumnData merge(FieldKind kind, const std::vector<const Builder*>& parts) {
   ColumnData col;
   col.kind = kind;
-  if (kind == FieldKind::kNested || kind == FieldKind::kEvents) return col;
+  const ValueLayout layout = value_layout(kind);
+  if (layout == ValueLayout::kNone) return col;
   std::int64_t rows = 0;
   std::int64_t values = 0;  // scalars or list elements
   for (const Builder* b : parts) {
@@ -55,13 +56,10 @@ ColumnData merge(FieldKind kind, const std::vector<const Builder*>& parts) {
   col.validity.assign(static_cast<std::size_t>((rows + 7) / 8), 0);
   std::int64_t at = 0;
   for (const Builder* b : parts) {
-    pack_bits(b->valid, at, col.validity);
+    pack_bits(b->valid, at, col.validity.data());
     at += static_cast<std::int64_t>(b->valid.size());
     for (const std::uint8_t v : b->valid) col.null_count += v == 0;
   }
-  const bool strings = kind == FieldKind::kId || kind == FieldKind::kStr ||
-                       kind == FieldKind::kStrList;
-  const bool bools = kind == FieldKind::kBool || kind == FieldKind::kBoolList;
   if (is_list(kind)) {
     col.list_offsets.reserve(static_cast<std::size_t>(rows) + 1);
     col.list_offsets.push_back(0);
@@ -72,24 +70,22 @@ ColumnData merge(FieldKind kind, const std::vector<const Builder*>& parts) {
                                                   b->ints.size(), b->numbers.size()}));
     }
   }
-  if (strings) {
+  if (layout == ValueLayout::kStrings) {
     std::size_t total = 0;
     for (const Builder* b : parts) total += b->bytes.size();
     col.bytes.reserve(total);
     col.offsets.reserve(static_cast<std::size_t>(values) + 1);
     col.offsets.push_back(0);
     for (const Builder* b : parts) append_strings(*b, col);
-  } else if (bools) {
+  } else if (layout == ValueLayout::kBools) {
     col.bytes.assign(static_cast<std::size_t>((values + 7) / 8), '\0');
-    std::vector<std::uint8_t> bits(col.bytes.size(), 0);
+    auto* bits = reinterpret_cast<std::uint8_t*>(col.bytes.data());
     std::int64_t k = 0;
     for (const Builder* b : parts) {
       pack_bits(b->bools, k, bits);
       k += static_cast<std::int64_t>(b->bools.size());
     }
-    std::memcpy(col.bytes.data(), bits.data(), bits.size());
-  } else if (kind == FieldKind::kInt || kind == FieldKind::kInt32 ||
-             kind == FieldKind::kIntList) {
+  } else if (layout == ValueLayout::kInts) {
     col.ints.reserve(static_cast<std::size_t>(values));
     for (const Builder* b : parts) col.ints.insert(col.ints.end(), b->ints.begin(), b->ints.end());
   } else {

@@ -46,6 +46,45 @@ enum class FieldKind : std::uint8_t {
   kEvents,      // a list of event objects, read into EventData (one such field at most)
 };
 
+// Whether a kind holds a list per row.
+inline bool is_list(FieldKind kind) {
+  return kind == FieldKind::kStrList || kind == FieldKind::kIntList ||
+         kind == FieldKind::kNumberList || kind == FieldKind::kBoolList;
+}
+
+// Where a kind's values (of a list kind: its elements) are in a ColumnData.
+enum class ValueLayout : std::uint8_t {
+  kStrings,  // offsets into bytes
+  kBools,    // bits in bytes
+  kInts,     // ints
+  kNumbers,  // numbers
+  kNone,     // no column (kNested, kEvents)
+};
+
+inline ValueLayout value_layout(FieldKind kind) {
+  switch (kind) {
+    case FieldKind::kId:
+    case FieldKind::kStr:
+    case FieldKind::kStrList:
+      return ValueLayout::kStrings;
+    case FieldKind::kBool:
+    case FieldKind::kBoolList:
+      return ValueLayout::kBools;
+    case FieldKind::kInt:
+    case FieldKind::kInt32:
+    case FieldKind::kIntList:
+      return ValueLayout::kInts;
+    case FieldKind::kNumber:
+    case FieldKind::kFlag:
+    case FieldKind::kNumberList:
+      return ValueLayout::kNumbers;
+    case FieldKind::kNested:
+    case FieldKind::kEvents:
+      break;
+  }
+  return ValueLayout::kNone;
+}
+
 // A field: the parts of its (dotted) record key and its kind.
 struct FieldSpec {
   std::vector<std::string> path;

@@ -52,7 +52,7 @@ void EventData::append(EventData&& other) {
   append_all(latency_valid, other.latency_valid);
 }
 
-// The events list at p_ (null: none), into events_.
+// The events list at p_ (a null one is a null row of read_field), into events_.
 bool LineReader::read_events(int depth) {
   if (*p_ != '[') return fail("events: not a list");
   std::int64_t index = 0;

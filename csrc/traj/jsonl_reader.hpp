@@ -69,11 +69,6 @@ struct Builder {
   std::vector<double> numbers;
 };
 
-inline bool is_list(FieldKind k) {
-  return k == FieldKind::kStrList || k == FieldKind::kIntList || k == FieldKind::kNumberList ||
-         k == FieldKind::kBoolList;
-}
-
 // Reads the lines of one task into its builders (fields) and its events.
 class LineReader : public JsonCursor {
  public:

@@ -81,32 +81,21 @@ class Lines(Sequence[bytes]):
 
 
 def _drop_long_lines(
-    path: Path, numbers: Sequence[int], lines: Sequence[bytes], limit: int
-) -> tuple[Sequence[int], Sequence[bytes], list[tuple[str, str]]]:
+    path: Path, numbers: np.ndarray, lines: Lines, limit: int
+) -> tuple[np.ndarray, Lines, list[tuple[str, str]]]:
     """Reject the lines longer than ``limit`` bytes (before any parsing: bounded memory)."""
-    if isinstance(lines, Lines):
-        over = lines.lengths() > limit
-        if not over.any():
-            return numbers, lines, []
-        where = np.flatnonzero(over)
-        sizes = lines.lengths()[where].tolist()
-        numbers = np.asarray(numbers, dtype=np.int64)
-        rejected = [
-            _too_long(path, n, size, limit)
-            for n, size in zip(numbers[where].tolist(), sizes, strict=True)
-        ]
-        keep = np.flatnonzero(~over)
-        return numbers[keep], lines.take(keep), rejected
-    keep_n: list[int] = []
-    keep: list[bytes] = []
-    rejected = []
-    for n, line in zip(numbers, lines, strict=True):
-        if len(line) > limit:
-            rejected.append(_too_long(path, n, len(line), limit))
-        else:
-            keep_n.append(n)
-            keep.append(line)
-    return keep_n, keep, rejected
+    lengths = lines.lengths()
+    over = lengths > limit
+    if not over.any():
+        return numbers, lines, []
+    where = np.flatnonzero(over)
+    numbers = np.asarray(numbers, dtype=np.int64)
+    rejected = [
+        _too_long(path, n, size, limit)
+        for n, size in zip(numbers[where].tolist(), lengths[where].tolist(), strict=True)
+    ]
+    keep = np.flatnonzero(~over)
+    return numbers[keep], lines.take(keep), rejected
 
 
 def _numbered_lines(raw: bytes, first: int = 1) -> tuple[np.ndarray, Lines]:
@@ -250,8 +239,8 @@ def _read_lines(
 
 
 #: The kinds the compiled reader converts (the others, any JSON value, are "nested": a line
-#: that has such a key sends its chunk to the line reader). A gold answer that is not a string
-#: is stored as JSON text by the line reader; the compiled reader reads strings only.
+#: that has such a key is given up, to the line reader). A gold answer that is not a string is
+#: stored as JSON text by the line reader; the compiled reader reads strings only.
 _CORE_KIND = {
     "id": "id", "str": "str", "gold": "str", "bool": "bool", "int": "int", "int32": "int32",
     "number": "number", "flag": "flag", "str_list": "str_list", "int_list": "int_list",

@@ -48,10 +48,7 @@ def _finish(
     out: Parsed, state: _State, path: Path, opts: ImportOptions, keys: Mapping[str, str]
 ) -> None:
     """Collect the chunks' rows into ``out`` and add the empty-field warnings."""
-    import polars as pl
-    import pyarrow as pa
-
-    out.runs = list(state.runs.values())
+    _take_rows(out, state)  # (none left when every row went out in earlier pieces)
     if state.n_shared:
         which = ", ".join(opts.item_key) if opts.item_key else "task, patient and question"
         out.warnings.append(
@@ -63,11 +60,6 @@ def _finish(
                 "identifies an item (--item-key KEY[,KEY...])",
             )
         )
-    if state.items:  # else every row went out in earlier pieces (jsonl.parse_stream)
-        out.items_table = pa.concat_tables(state.items)
-        out.keys_frame = pl.concat(state.keys)
-    if state.events:
-        out.events_table = pa.concat_tables(state.events)
     m = state.m
     seen = ", ".join(state.keys_seen[:40]) + (", ..." if len(state.keys_seen) > 40 else "")
     wanted = [f for f in opts.field_map if f in keys and f not in ("events", "config")]
@@ -89,6 +81,24 @@ def _finish(
             mapped = f" (--map {f}={opts.field_map[f]})" if f in opts.field_map else ""
             reason = f"{n:,} of {m:,} lines have no value for {keys.get(f, f)!r}{mapped}"
         out.warnings.append((str(path), f"{reason}; keys seen: {seen}"))
+
+
+def _take_rows(out: Parsed, state: _State) -> None:
+    """Move the runs and the rows gathered in ``state`` (items, their keys, events) into ``out``.
+
+    A file read in pieces (:func:`.jsonl.parse_stream`) gives each piece the rows gathered
+    since the last one.
+    """
+    import polars as pl
+    import pyarrow as pa
+
+    out.runs = list(state.runs.values())
+    if state.items:
+        out.items_table = pa.concat_tables(state.items)
+        out.keys_frame = pl.concat(state.keys)
+    if state.events:
+        out.events_table = pa.concat_tables(state.events)
+    state.items, state.keys, state.events = [], [], []
 
 
 # ----------------------------------------------------------------------------- rows

@@ -89,7 +89,7 @@ from ._jsonl_read import (
     _read_lines,
     read_blocks,
 )
-from ._jsonl_rows import _build, _finish, _State
+from ._jsonl_rows import _build, _finish, _State, _take_rows
 
 
 def discover(src: Path) -> tuple[list[Path], list[tuple[str, str]]]:
@@ -277,13 +277,5 @@ def _parse_blocks(
 
 def _piece(out: Parsed, state: _State, path: Path) -> None:
     """Move the rows gathered so far in ``state`` into the piece ``out``."""
-    import polars as pl
-    import pyarrow as pa
-
-    out.runs = list(state.runs.values())
-    out.items_table = pa.concat_tables(state.items)
-    out.keys_frame = pl.concat(state.keys)
-    if state.events:
-        out.events_table = pa.concat_tables(state.events)
+    _take_rows(out, state)
     out.legacy_sources = (f"{path}:",)
-    state.items, state.keys, state.events = [], [], []
